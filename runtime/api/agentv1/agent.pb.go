@@ -1128,8 +1128,15 @@ type ShardStatus struct {
 	Endpoint string `protobuf:"bytes,9,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// host:port rank 0 binds for the workers' rendezvous.
 	RendezvousAddr string `protobuf:"bytes,10,opt,name=rendezvous_addr,json=rendezvousAddr,proto3" json:"rendezvous_addr,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Echoed from StartShard so that a restarted control plane can rebuild
+	// the replica from what agents report.
+	WorldSize       int32   `protobuf:"varint,11,opt,name=world_size,json=worldSize,proto3" json:"world_size,omitempty"`
+	Profile         string  `protobuf:"bytes,12,opt,name=profile,proto3" json:"profile,omitempty"`
+	ModelGeneration string  `protobuf:"bytes,13,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
+	GpuIndices      []int32 `protobuf:"varint,14,rep,packed,name=gpu_indices,json=gpuIndices,proto3" json:"gpu_indices,omitempty"`
+	Fabric          string  `protobuf:"bytes,15,opt,name=fabric,proto3" json:"fabric,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ShardStatus) Reset() {
@@ -1232,6 +1239,41 @@ func (x *ShardStatus) GetRendezvousAddr() string {
 	return ""
 }
 
+func (x *ShardStatus) GetWorldSize() int32 {
+	if x != nil {
+		return x.WorldSize
+	}
+	return 0
+}
+
+func (x *ShardStatus) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *ShardStatus) GetModelGeneration() string {
+	if x != nil {
+		return x.ModelGeneration
+	}
+	return ""
+}
+
+func (x *ShardStatus) GetGpuIndices() []int32 {
+	if x != nil {
+		return x.GpuIndices
+	}
+	return nil
+}
+
+func (x *ShardStatus) GetFabric() string {
+	if x != nil {
+		return x.Fabric
+	}
+	return ""
+}
+
 type StartShard struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ShardId   string                 `protobuf:"bytes,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
@@ -1253,8 +1295,13 @@ type StartShard struct {
 	StartupTimeoutMs int64             `protobuf:"varint,14,opt,name=startup_timeout_ms,json=startupTimeoutMs,proto3" json:"startup_timeout_ms,omitempty"`
 	ContextLength    int32             `protobuf:"varint,15,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
 	LaunchMode       string            `protobuf:"bytes,16,opt,name=launch_mode,json=launchMode,proto3" json:"launch_mode,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The catalog profile the replica was placed with.
+	Profile string `protobuf:"bytes,17,opt,name=profile,proto3" json:"profile,omitempty"`
+	// A hash of the model definition the replica was placed for; a changed
+	// definition rolls the replicas.
+	ModelGeneration string `protobuf:"bytes,18,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StartShard) Reset() {
@@ -1395,6 +1442,20 @@ func (x *StartShard) GetContextLength() int32 {
 func (x *StartShard) GetLaunchMode() string {
 	if x != nil {
 		return x.LaunchMode
+	}
+	return ""
+}
+
+func (x *StartShard) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *StartShard) GetModelGeneration() string {
+	if x != nil {
+		return x.ModelGeneration
 	}
 	return ""
 }
@@ -1548,7 +1609,7 @@ const file_runtime_api_agentv1_agent_proto_rawDesc = "" +
 	"\x06engine\x18\x01 \x01(\tR\x06engine\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +
 	"\tavailable\x18\x03 \x01(\bR\tavailable\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xb1\x02\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xce\x03\n" +
 	"\vShardStatus\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
 	"\n" +
@@ -1562,7 +1623,14 @@ const file_runtime_api_agentv1_agent_proto_rawDesc = "" +
 	"\x03pid\x18\b \x01(\x05R\x03pid\x12\x1a\n" +
 	"\bendpoint\x18\t \x01(\tR\bendpoint\x12'\n" +
 	"\x0frendezvous_addr\x18\n" +
-	" \x01(\tR\x0erendezvousAddr\"\xaa\x04\n" +
+	" \x01(\tR\x0erendezvousAddr\x12\x1d\n" +
+	"\n" +
+	"world_size\x18\v \x01(\x05R\tworldSize\x12\x18\n" +
+	"\aprofile\x18\f \x01(\tR\aprofile\x12)\n" +
+	"\x10model_generation\x18\r \x01(\tR\x0fmodelGeneration\x12\x1f\n" +
+	"\vgpu_indices\x18\x0e \x03(\x05R\n" +
+	"gpuIndices\x12\x16\n" +
+	"\x06fabric\x18\x0f \x01(\tR\x06fabric\"\xef\x04\n" +
 	"\n" +
 	"StartShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
@@ -1585,7 +1653,9 @@ const file_runtime_api_agentv1_agent_proto_rawDesc = "" +
 	"\x12startup_timeout_ms\x18\x0e \x01(\x03R\x10startupTimeoutMs\x12%\n" +
 	"\x0econtext_length\x18\x0f \x01(\x05R\rcontextLength\x12\x1f\n" +
 	"\vlaunch_mode\x18\x10 \x01(\tR\n" +
-	"launchMode\x1a6\n" +
+	"launchMode\x12\x18\n" +
+	"\aprofile\x18\x11 \x01(\tR\aprofile\x12)\n" +
+	"\x10model_generation\x18\x12 \x01(\tR\x0fmodelGeneration\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\">\n" +

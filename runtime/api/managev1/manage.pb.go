@@ -692,8 +692,9 @@ type Model struct {
 	// Output only: "config" for models declared in server.yaml (not editable
 	// through this API), "api" for models stored by this API.
 	Origin string `protobuf:"bytes,9,opt,name=origin,proto3" json:"origin,omitempty"`
-	// Output only: increments on every update.
-	Revision int64 `protobuf:"varint,10,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Output only: a hash of the definition; replicas placed for another
+	// generation are rolled.
+	Generation string `protobuf:"bytes,10,opt,name=generation,proto3" json:"generation,omitempty"`
 	// Output only.
 	Status        *ModelStatus `protobuf:"bytes,11,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -793,11 +794,11 @@ func (x *Model) GetOrigin() string {
 	return ""
 }
 
-func (x *Model) GetRevision() int64 {
+func (x *Model) GetGeneration() string {
 	if x != nil {
-		return x.Revision
+		return x.Generation
 	}
-	return 0
+	return ""
 }
 
 func (x *Model) GetStatus() *ModelStatus {
@@ -1271,15 +1272,15 @@ type Replica struct {
 	Model   string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	Profile string                 `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
 	// starting | ready | failed | stopping
-	State          string   `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
-	Error          string   `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	Fabric         string   `protobuf:"bytes,6,opt,name=fabric,proto3" json:"fabric,omitempty"`
-	ShardsExpected int32    `protobuf:"varint,7,opt,name=shards_expected,json=shardsExpected,proto3" json:"shards_expected,omitempty"`
-	Shards         []*Shard `protobuf:"bytes,8,rep,name=shards,proto3" json:"shards,omitempty"`
-	CreatedUnixMs  int64    `protobuf:"varint,9,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
-	ModelRevision  int64    `protobuf:"varint,10,opt,name=model_revision,json=modelRevision,proto3" json:"model_revision,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	State           string   `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	Error           string   `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Fabric          string   `protobuf:"bytes,6,opt,name=fabric,proto3" json:"fabric,omitempty"`
+	ShardsExpected  int32    `protobuf:"varint,7,opt,name=shards_expected,json=shardsExpected,proto3" json:"shards_expected,omitempty"`
+	Shards          []*Shard `protobuf:"bytes,8,rep,name=shards,proto3" json:"shards,omitempty"`
+	CreatedUnixMs   int64    `protobuf:"varint,9,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	ModelGeneration string   `protobuf:"bytes,10,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Replica) Reset() {
@@ -1375,11 +1376,11 @@ func (x *Replica) GetCreatedUnixMs() int64 {
 	return 0
 }
 
-func (x *Replica) GetModelRevision() int64 {
+func (x *Replica) GetModelGeneration() string {
 	if x != nil {
-		return x.ModelRevision
+		return x.ModelGeneration
 	}
-	return 0
+	return ""
 }
 
 type Shard struct {
@@ -1853,7 +1854,7 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\x04args\x18\f \x03(\tR\x04args\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x03\n" +
 	"\x05Model\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaliases\x18\x02 \x03(\tR\aaliases\x12\x16\n" +
@@ -1864,9 +1865,11 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"max_output\x18\x06 \x01(\x05R\tmaxOutput\x122\n" +
 	"\ascaling\x18\a \x01(\v2\x18.llmgw.manage.v1.ScalingR\ascaling\x124\n" +
 	"\bprofiles\x18\b \x03(\v2\x18.llmgw.manage.v1.ProfileR\bprofiles\x12\x16\n" +
-	"\x06origin\x18\t \x01(\tR\x06origin\x12\x1a\n" +
-	"\brevision\x18\n" +
-	" \x01(\x03R\brevision\x124\n" +
+	"\x06origin\x18\t \x01(\tR\x06origin\x12\x1e\n" +
+	"\n" +
+	"generation\x18\n" +
+	" \x01(\tR\n" +
+	"generation\x124\n" +
 	"\x06status\x18\v \x01(\v2\x1c.llmgw.manage.v1.ModelStatusR\x06status\"\xb6\x01\n" +
 	"\vModelStatus\x12)\n" +
 	"\x10replicas_desired\x18\x01 \x01(\x05R\x0freplicasDesired\x12%\n" +
@@ -1889,7 +1892,7 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\x13ListReplicasRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"L\n" +
 	"\x14ListReplicasResponse\x124\n" +
-	"\breplicas\x18\x01 \x03(\v2\x18.llmgw.manage.v1.ReplicaR\breplicas\"\xb5\x02\n" +
+	"\breplicas\x18\x01 \x03(\v2\x18.llmgw.manage.v1.ReplicaR\breplicas\"\xb9\x02\n" +
 	"\aReplica\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x18\n" +
@@ -1899,9 +1902,9 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\x06fabric\x18\x06 \x01(\tR\x06fabric\x12'\n" +
 	"\x0fshards_expected\x18\a \x01(\x05R\x0eshardsExpected\x12.\n" +
 	"\x06shards\x18\b \x03(\v2\x16.llmgw.manage.v1.ShardR\x06shards\x12&\n" +
-	"\x0fcreated_unix_ms\x18\t \x01(\x03R\rcreatedUnixMs\x12%\n" +
-	"\x0emodel_revision\x18\n" +
-	" \x01(\x03R\rmodelRevision\"\xbc\x01\n" +
+	"\x0fcreated_unix_ms\x18\t \x01(\x03R\rcreatedUnixMs\x12)\n" +
+	"\x10model_generation\x18\n" +
+	" \x01(\tR\x0fmodelGeneration\"\xbc\x01\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12\x12\n" +
