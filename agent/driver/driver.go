@@ -1,0 +1,362 @@
+// Package driver turns a shard's specification into the command lines and
+// environments that launch an inference engine. One driver per engine (sim,
+// llamacpp, vllm, sglang), all behind the Driver interface, in the manner of
+// Nomad's task drivers: the driver knows the engine's vocabulary; the
+// supervisor (agent/supervisor) knows processes. Drivers do no I/O.
+//
+// Which flags were checked against a running engine and which were only read
+// from documentation is written beside each builder. The operator guides
+// record: vLLM 0.29.0 accepted --host --port --tensor-parallel-size
+// --served-model-name --distributed-executor-backend; llama.cpp b10991
+// accepted --model --host --port --metrics --alias --parallel --n-gpu-layers.
+// The Ray sidecar and every SGLang flag were never run against an engine.
+package driver
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Engine names.
+const (
+	EngineSim      = "sim"
+	EngineLlamaCpp = "llamacpp"
+	EngineVLLM     = "vllm"
+	EngineSGLang   = "sglang"
+)
+
+// vLLM launch modes.
+const (
+	// LaunchModeMP runs vLLM's own multiprocessing executor; multi-node uses
+	// vLLM's --nnodes/--node-rank/--master-addr flags. It needs no Ray and is
+	// the default.
+	LaunchModeMP = "mp"
+	// LaunchModeRay starts a Ray cluster (`ray start`) under vLLM and uses
+	// its Ray executor. Unverified: vLLM 0.29 does not install Ray.
+	LaunchModeRay = "ray"
+)
+
+// ShardSpec is everything a driver needs to launch one shard (one process
+// tree on one node) of a replica.
+type ShardSpec struct {
+	ShardID   string `json:"shard_id"`
+	ReplicaID string `json:"replica_id"`
+	// Model is the served model name clients ask for.
+	Model string `json:"model"`
+	// Source is the weights path on the node or a repository id the engine
+	// downloads itself.
+	Source string `json:"source"`
+	// Engine is one of sim, llamacpp, vllm, sglang.
+	Engine string `json:"engine"`
+	// Binary is the engine executable from the node declaration; for sim it
+	// is the llmgw binary itself.
+	Binary string `json:"binary"`
+	// Host is the address the engine binds (rank 0) or this node's address.
+	Host string `json:"host"`
+	// Port is the HTTP port of rank 0; ranks that serve nothing need none.
+	Port int `json:"port"`
+	// Rank of this shard within the replica, 0..WorldSize-1; 0 is the leader.
+	Rank int `json:"rank"`
+	// WorldSize is the number of shards in the replica; 0 means 1.
+	WorldSize int `json:"world_size"`
+	// DistInitAddr is host:port of rank 0's rendezvous: rank 0 binds it,
+	// the others dial it. Required when WorldSize > 1 and for vLLM on Ray.
+	DistInitAddr string `json:"dist_init_addr,omitempty"`
+	// GPUIndices are the node-local GPU indices given to this shard.
+	GPUIndices []int `json:"gpu_indices,omitempty"`
+	// TP is the number of GPUs per shard (tensor-parallel width on a node).
+	TP int `json:"tp"`
+	// Nodes is the number of nodes the replica spans; 0 means WorldSize.
+	// One shard runs per node, so it must equal WorldSize.
+	Nodes int `json:"nodes"`
+	// FabricAdapters are the declared adapters (e.g. mlx5_0) of the fabric
+	// the replica runs in.
+	FabricAdapters []string `json:"fabric_adapters,omitempty"`
+	// ContextLength is the longest request a client may send, in tokens;
+	// 0 leaves the engine's default.
+	ContextLength int `json:"context_length,omitempty"`
+	// Args are the profile's extra arguments, appended last so they win
+	// where the engine takes the last occurrence of a flag.
+	Args []string `json:"args,omitempty"`
+	// Env is the operator's environment, applied after the driver's own so
+	// it can override any of it.
+	Env map[string]string `json:"env,omitempty"`
+	// LaunchMode is vLLM's: "mp" (default) or "ray".
+	LaunchMode string `json:"launch_mode,omitempty"`
+	// StartupTimeout bounds how long the shard may take to become ready.
+	StartupTimeout time.Duration `json:"startup_timeout,omitempty"`
+	// WorkDir is the engine's working directory; empty means the agent's.
+	WorkDir string `json:"work_dir,omitempty"`
+}
+
+// Command is one program of a shard.
+type Command struct {
+	// Path is the executable; a bare name is looked up in PATH.
+	Path string `json:"path"`
+	// Args are the arguments, without the program name.
+	Args []string `json:"args"`
+	// Env holds KEY=VALUE pairs added to the agent's environment; a later
+	// pair overrides an earlier one with the same key.
+	Env []string `json:"env,omitempty"`
+	// WaitAddr, when set on a command that is not the last, is a TCP address
+	// the supervisor waits to accept connections before starting the next
+	// command (e.g. the Ray head's port before `vllm serve` attaches to it).
+	WaitAddr string `json:"wait_addr,omitempty"`
+}
+
+// Driver builds the launch of one engine.
+type Driver interface {
+	// Name is the engine name (sim, llamacpp, vllm, sglang).
+	Name() string
+	// Commands validates spec and returns the programs of the shard, in
+	// start order. Every command but the last is a sidecar kept running for
+	// the shard's lifetime; the last is the engine itself.
+	Commands(spec ShardSpec) ([]Command, error)
+	// HealthPath is the HTTP path that answers 200 once the engine serves.
+	HealthPath() string
+	// ServesHTTP reports whether a shard of this rank serves HTTP. Workers
+	// do not: the replica is reached through rank 0.
+	ServesHTTP(rank int) bool
+}
+
+// Engines returns the names of the engines a driver exists for.
+func Engines() []string {
+	return []string{EngineSim, EngineLlamaCpp, EngineVLLM, EngineSGLang}
+}
+
+// ForEngine returns the driver for the named engine.
+func ForEngine(name string) (Driver, error) {
+	switch name {
+	case EngineSim:
+		return Sim{}, nil
+	case EngineLlamaCpp:
+		return LlamaCpp{}, nil
+	case EngineVLLM:
+		return VLLM{}, nil
+	case EngineSGLang:
+		return SGLang{}, nil
+	}
+	return nil, fmt.Errorf("engine %q: unknown engine (known: %s)", name, strings.Join(Engines(), ", "))
+}
+
+// specCheck collects the problems found in a spec so that one error names
+// every wrong field at once.
+type specCheck struct {
+	spec     ShardSpec
+	engine   string
+	problems []string
+}
+
+func (c *specCheck) addf(field, format string, args ...any) {
+	c.problems = append(c.problems, field+": "+fmt.Sprintf(format, args...))
+}
+
+func (c *specCheck) err() error {
+	if len(c.problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid %s shard spec %q: %s", c.engine, c.spec.ShardID, strings.Join(c.problems, "; "))
+}
+
+// worldSize is the spec's world size with 0 read as 1.
+func worldSize(s ShardSpec) int {
+	if s.WorldSize == 0 {
+		return 1
+	}
+	return s.WorldSize
+}
+
+// nodes is the spec's node count with 0 read as the world size.
+func nodes(s ShardSpec) int {
+	if s.Nodes == 0 {
+		return worldSize(s)
+	}
+	return s.Nodes
+}
+
+// checkCommon validates what every engine needs. serves says whether this
+// rank binds an HTTP port.
+func checkCommon(engine string, s ShardSpec, serves, needBinary bool) *specCheck {
+	c := &specCheck{spec: s, engine: engine}
+	if strings.TrimSpace(s.ShardID) == "" {
+		c.addf("shard_id", "is required")
+	}
+	if s.Engine != "" && s.Engine != engine {
+		c.addf("engine", "is %q but the %s driver was asked to build it", s.Engine, engine)
+	}
+	if strings.TrimSpace(s.Model) == "" {
+		c.addf("model", "served model name is required")
+	}
+	if strings.TrimSpace(s.Source) == "" {
+		c.addf("source", "weights path or repository id is required")
+	}
+	if needBinary && strings.TrimSpace(s.Binary) == "" {
+		c.addf("binary", "no %s executable declared for this node", engine)
+	}
+	ws := worldSize(s)
+	switch {
+	case s.WorldSize < 0:
+		c.addf("world_size", "must be at least 1, got %d", s.WorldSize)
+	case s.Rank < 0 || s.Rank >= ws:
+		c.addf("rank", "must be in 0..%d for world_size %d, got %d", ws-1, ws, s.Rank)
+	}
+	if s.Nodes < 0 {
+		c.addf("nodes", "must be at least 1, got %d", s.Nodes)
+	} else if s.WorldSize >= 0 && nodes(s) != ws {
+		c.addf("nodes", "is %d but world_size is %d; one shard runs per node", nodes(s), ws)
+	}
+	if serves {
+		if strings.TrimSpace(s.Host) == "" {
+			c.addf("host", "is required for rank %d, which serves HTTP", s.Rank)
+		}
+		if s.Port < 1 || s.Port > 65535 {
+			c.addf("port", "must be in 1..65535 for rank %d, which serves HTTP, got %d", s.Rank, s.Port)
+		}
+	} else if s.Port < 0 || s.Port > 65535 {
+		c.addf("port", "must be in 0..65535, got %d", s.Port)
+	}
+	if ws > 1 {
+		checkAddr(c, "dist_init_addr", s.DistInitAddr)
+	}
+	if s.TP < 0 {
+		c.addf("tp", "must not be negative, got %d", s.TP)
+	}
+	seen := map[int]bool{}
+	for i, g := range s.GPUIndices {
+		if g < 0 {
+			c.addf(fmt.Sprintf("gpu_indices[%d]", i), "must not be negative, got %d", g)
+		} else if seen[g] {
+			c.addf(fmt.Sprintf("gpu_indices[%d]", i), "GPU %d is listed twice", g)
+		}
+		seen[g] = true
+	}
+	if s.ContextLength < 0 {
+		c.addf("context_length", "must not be negative, got %d", s.ContextLength)
+	}
+	if s.StartupTimeout < 0 {
+		c.addf("startup_timeout", "must not be negative, got %s", s.StartupTimeout)
+	}
+	for _, k := range sortedKeys(s.Env) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			c.addf("env", "invalid variable name %q", k)
+		}
+	}
+	if engine != EngineVLLM && s.LaunchMode != "" {
+		c.addf("launch_mode", "only vllm has launch modes, got %q for %s", s.LaunchMode, engine)
+	}
+	return c
+}
+
+// checkAddr requires addr to be host:port with a usable port.
+func checkAddr(c *specCheck, field, addr string) {
+	if addr == "" {
+		c.addf(field, "is required (host:port of rank 0's rendezvous)")
+		return
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		c.addf(field, "%q is not host:port: %v", addr, err)
+		return
+	}
+	if host == "" {
+		c.addf(field, "%q has no host", addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		c.addf(field, "%q: port must be in 1..65535", addr)
+	}
+}
+
+// checkGPUs requires a GPU engine's shard to hold exactly TP GPUs.
+func checkGPUs(c *specCheck, s ShardSpec) {
+	if s.TP < 1 {
+		c.addf("tp", "must be at least 1 for %s, got %d", c.engine, s.TP)
+		return
+	}
+	if len(s.GPUIndices) != s.TP {
+		c.addf("gpu_indices", "%s needs tp=%d GPUs per shard, got %d (%v)", c.engine, s.TP, len(s.GPUIndices), s.GPUIndices)
+	}
+}
+
+// gpuEnv builds the environment of a GPU engine: the shard's GPUs, the
+// fabric's adapters for NCCL when the replica spans nodes, extra (driver
+// specific) pairs, then the operator's Env, sorted by key, last so that it
+// overrides. NCCL_SOCKET_IFNAME is deliberately not set: which interface
+// carries bootstrap traffic is the operator's to say through Env.
+func gpuEnv(s ShardSpec, extra ...string) []string {
+	env := []string{"CUDA_VISIBLE_DEVICES=" + joinInts(s.GPUIndices)}
+	if nodes(s) > 1 && len(s.FabricAdapters) > 0 {
+		env = append(env, "NCCL_IB_HCA="+strings.Join(s.FabricAdapters, ","))
+	}
+	env = append(env, extra...)
+	return append(env, operatorEnv(s)...)
+}
+
+// operatorEnv returns spec.Env as KEY=VALUE pairs sorted by key.
+func operatorEnv(s ShardSpec) []string {
+	out := make([]string, 0, len(s.Env))
+	for _, k := range sortedKeys(s.Env) {
+		out = append(out, k+"="+s.Env[k])
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.Itoa(x)
+	}
+	return strings.Join(parts, ",")
+}
+
+// argValue reports whether args set any of the named flags, as "--flag v"
+// or "--flag=v", and the last value given.
+func argValue(args []string, names ...string) (string, bool) {
+	val, found := "", false
+	for i, a := range args {
+		for _, n := range names {
+			switch {
+			case a == n:
+				found = true
+				val = ""
+				if i+1 < len(args) {
+					val = args[i+1]
+				}
+			case strings.HasPrefix(a, n+"="):
+				found = true
+				val = strings.TrimPrefix(a, n+"=")
+			}
+		}
+	}
+	return val, found
+}
+
+// siblingBinary returns name in the same directory as binary (e.g. `ray`
+// beside `vllm` in a virtualenv's bin), or name itself, found through PATH,
+// when binary has no directory.
+func siblingBinary(binary, name string) string {
+	dir := filepath.Dir(binary)
+	if dir == "." && !strings.Contains(binary, string(filepath.Separator)) {
+		return name
+	}
+	return filepath.Join(dir, name)
+}
+
+// withArgs appends the profile's arguments last.
+func withArgs(args []string, s ShardSpec) []string {
+	return append(args, slices.Clone(s.Args)...)
+}

@@ -1,0 +1,46 @@
+package driver
+
+import "strconv"
+
+// Sim drives the simulated engine, `llmgw sim-engine`. Its flags are llmgw's
+// own. Rank 0 binds --dist-init-addr and serves HTTP only once every worker
+// has joined; workers dial it and serve nothing.
+type Sim struct{}
+
+var _ Driver = Sim{}
+
+// Name implements Driver.
+func (Sim) Name() string { return EngineSim }
+
+// HealthPath implements Driver.
+func (Sim) HealthPath() string { return "/health" }
+
+// ServesHTTP implements Driver: only rank 0 serves.
+func (Sim) ServesHTTP(rank int) bool { return rank == 0 }
+
+// Commands implements Driver. Binary is the llmgw executable. The sim engine
+// has no GPUs to hide, so no CUDA or NCCL variables are set; the operator's
+// Env still applies.
+func (d Sim) Commands(s ShardSpec) ([]Command, error) {
+	c := checkCommon(EngineSim, s, d.ServesHTTP(s.Rank), true)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	args := []string{"sim-engine"}
+	if s.Host != "" {
+		args = append(args, "--host", s.Host)
+	}
+	if s.Port != 0 {
+		args = append(args, "--port", strconv.Itoa(s.Port))
+	}
+	args = append(args,
+		"--served-model-name", s.Model,
+		"--model", s.Source,
+		"--rank", strconv.Itoa(s.Rank),
+		"--world-size", strconv.Itoa(worldSize(s)),
+	)
+	if s.DistInitAddr != "" {
+		args = append(args, "--dist-init-addr", s.DistInitAddr)
+	}
+	return []Command{{Path: s.Binary, Args: withArgs(args, s), Env: operatorEnv(s)}}, nil
+}
