@@ -429,8 +429,11 @@ type Heartbeat struct {
 	// Refreshed GPU readings (utilization, temperature, ECC), when known.
 	Gpus                 []*GPU `protobuf:"bytes,2,rep,name=gpus,proto3" json:"gpus,omitempty"`
 	MemoryAvailableBytes uint64 `protobuf:"varint,3,opt,name=memory_available_bytes,json=memoryAvailableBytes,proto3" json:"memory_available_bytes,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// A whole new inventory, sent when the agent re-ran discovery (e.g. after
+	// the control plane's copy of the declaration replaced the local one).
+	Inventory     *Inventory `protobuf:"bytes,4,opt,name=inventory,proto3" json:"inventory,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
@@ -482,6 +485,13 @@ func (x *Heartbeat) GetMemoryAvailableBytes() uint64 {
 		return x.MemoryAvailableBytes
 	}
 	return 0
+}
+
+func (x *Heartbeat) GetInventory() *Inventory {
+	if x != nil {
+		return x.Inventory
+	}
+	return nil
 }
 
 // Declaration is what the operator says the node is.
@@ -1538,11 +1548,12 @@ const file_runtime_api_agentv1_agent_proto_rawDesc = "" +
 	"\x06shards\x18\x06 \x03(\v2\x1b.llmgw.agent.v1.ShardStatusR\x06shards\"|\n" +
 	"\aWelcome\x12=\n" +
 	"\vdeclaration\x18\x01 \x01(\v2\x1b.llmgw.agent.v1.DeclarationR\vdeclaration\x122\n" +
-	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\"\x83\x01\n" +
+	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\"\xbc\x01\n" +
 	"\tHeartbeat\x12\x17\n" +
 	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\x12'\n" +
 	"\x04gpus\x18\x02 \x03(\v2\x13.llmgw.agent.v1.GPUR\x04gpus\x124\n" +
-	"\x16memory_available_bytes\x18\x03 \x01(\x04R\x14memoryAvailableBytes\"\x97\x03\n" +
+	"\x16memory_available_bytes\x18\x03 \x01(\x04R\x14memoryAvailableBytes\x127\n" +
+	"\tinventory\x18\x04 \x01(\v2\x19.llmgw.agent.v1.InventoryR\tinventory\"\x97\x03\n" +
 	"\vDeclaration\x124\n" +
 	"\afabrics\x18\x01 \x03(\v2\x1a.llmgw.agent.v1.FabricDeclR\afabrics\x12B\n" +
 	"\aengines\x18\x02 \x03(\v2(.llmgw.agent.v1.Declaration.EnginesEntryR\aengines\x12?\n" +
@@ -1720,23 +1731,24 @@ var file_runtime_api_agentv1_agent_proto_depIdxs = []int32{
 	14, // 8: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
 	6,  // 9: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
 	10, // 10: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
-	7,  // 11: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
-	17, // 12: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
-	18, // 13: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
-	8,  // 14: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
-	10, // 15: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
-	11, // 16: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	12, // 17: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
-	13, // 18: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
-	0,  // 19: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
-	19, // 20: llmgw.agent.v1.StartShard.env:type_name -> llmgw.agent.v1.StartShard.EnvEntry
-	1,  // 21: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
-	2,  // 22: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
-	22, // [22:23] is the sub-list for method output_type
-	21, // [21:22] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	9,  // 11: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
+	7,  // 12: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
+	17, // 13: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
+	18, // 14: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
+	8,  // 15: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
+	10, // 16: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
+	11, // 17: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	12, // 18: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
+	13, // 19: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
+	0,  // 20: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
+	19, // 21: llmgw.agent.v1.StartShard.env:type_name -> llmgw.agent.v1.StartShard.EnvEntry
+	1,  // 22: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
+	2,  // 23: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
+	23, // [23:24] is the sub-list for method output_type
+	22, // [22:23] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_runtime_api_agentv1_agent_proto_init() }

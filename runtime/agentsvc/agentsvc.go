@@ -1,0 +1,215 @@
+// Package agentsvc is the control plane's side of the agent protocol: it
+// authenticates each agent by its client certificate, records what the agent
+// reports in the fleet, and carries the reconciler's commands to it.
+package agentsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	"github.com/llmgw/llmgw/runtime/fleet"
+)
+
+// Declarations is where the control plane keeps node declarations and
+// revoked identities.
+type Declarations interface {
+	// Declaration returns the control plane's copy of a node's declaration,
+	// and false when it holds none.
+	Declaration(ctx context.Context, node string) (*agentv1.Declaration, bool, error)
+	// Revoked reports whether the node's identity was revoked.
+	Revoked(ctx context.Context, node string) (bool, error)
+}
+
+// Options configure the service.
+type Options struct {
+	Fleet             *fleet.Fleet
+	Declarations      Declarations
+	RequireDeclared   bool
+	HeartbeatInterval time.Duration
+	// HelloTimeout bounds how long a new stream may wait before its Hello.
+	HelloTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Service implements agentv1.AgentServiceServer.
+type Service struct {
+	agentv1.UnimplementedAgentServiceServer
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns the service.
+func New(opts Options) *Service {
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = 5 * time.Second
+	}
+	if opts.HelloTimeout <= 0 {
+		opts.HelloTimeout = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Service{opts: opts, log: opts.Logger.With("component", "agents")}
+}
+
+// PeerNodeID returns the common name of the verified client certificate on
+// ctx's connection: the node's identity.
+func PeerNodeID(ctx context.Context) (string, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "", errors.New("no peer information")
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return "", errors.New("connection is not TLS")
+	}
+	chains := info.State.VerifiedChains
+	if len(chains) == 0 || len(chains[0]) == 0 {
+		return "", errors.New("no verified client certificate")
+	}
+	cn := chains[0][0].Subject.CommonName
+	if cn == "" {
+		return "", errors.New("client certificate has an empty common name")
+	}
+	return cn, nil
+}
+
+func remoteAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return "unknown"
+}
+
+// streamConn serialises sends on one stream.
+type streamConn struct {
+	mu     sync.Mutex
+	stream agentv1.AgentService_ConnectServer
+}
+
+func (c *streamConn) Send(m *agentv1.ControlMessage) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stream.Send(m)
+}
+
+// Connect runs one agent session.
+func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
+	ctx := stream.Context()
+	remote := remoteAddr(ctx)
+	cn, err := PeerNodeID(ctx)
+	if err != nil {
+		s.log.Warn("agent refused", "remote", remote, "reason", err.Error())
+		return status.Errorf(codes.Unauthenticated, "agent refused: %v", err)
+	}
+	hello, err := s.awaitHello(stream)
+	if err != nil {
+		s.log.Warn("agent refused", "node", cn, "remote", remote, "reason", err.Error())
+		return status.Errorf(codes.InvalidArgument, "agent refused: %v", err)
+	}
+	if claimed := hello.GetNodeId(); claimed != "" && claimed != cn {
+		reason := fmt.Sprintf("claimed node id %q does not match certificate common name %q", claimed, cn)
+		s.log.Warn("agent refused", "node", cn, "claimed", claimed, "remote", remote, "reason", reason)
+		return status.Errorf(codes.PermissionDenied, "agent refused: %s", reason)
+	}
+	decl, declared, err := s.lookup(ctx, cn)
+	if err != nil {
+		s.log.Error("agent refused", "node", cn, "remote", remote, "reason", err.Error())
+		return status.Errorf(codes.Unavailable, "agent refused: %v", err)
+	}
+	if revoked, err := s.opts.Declarations.Revoked(ctx, cn); err != nil {
+		return status.Errorf(codes.Unavailable, "checking revocation of %s: %v", cn, err)
+	} else if revoked {
+		reason := fmt.Sprintf("the identity of node %q was revoked", cn)
+		s.log.Warn("agent refused", "node", cn, "remote", remote, "reason", reason)
+		return status.Errorf(codes.PermissionDenied, "agent refused: %s", reason)
+	}
+	if !declared && s.opts.RequireDeclared {
+		reason := fmt.Sprintf("node %q is not declared and agents.require_declared is on", cn)
+		s.log.Warn("agent refused", "node", cn, "remote", remote, "reason", reason)
+		return status.Errorf(codes.PermissionDenied, "agent refused: %s", reason)
+	}
+	effective := hello.GetDeclaration()
+	if declared {
+		effective = decl
+	}
+	conn := &streamConn{stream: stream}
+	if err := conn.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Welcome{Welcome: &agentv1.Welcome{
+		Declaration:         decl,
+		HeartbeatIntervalMs: s.opts.HeartbeatInterval.Milliseconds(),
+	}}}); err != nil {
+		return err
+	}
+	connID := s.opts.Fleet.Connect(hello, cn, effective, declared, conn)
+	defer s.opts.Fleet.Disconnect(cn, connID)
+	s.log.Info("agent connected", "node", cn, "remote", remote, "version", hello.GetVersion(),
+		"gpus", len(hello.GetInventory().GetGpus()), "shards", len(hello.GetShards()), "declared", declared)
+	for _, fv := range hello.GetInventory().GetFabrics() {
+		if !fv.GetInService() {
+			s.log.Warn("fabric out of service", "node", cn, "fabric", fv.GetName(), "problems", fv.GetProblems())
+		}
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			s.log.Info("agent disconnected", "node", cn, "reason", err.Error())
+			return nil
+		}
+		switch m := msg.GetMsg().(type) {
+		case *agentv1.AgentMessage_Heartbeat:
+			s.opts.Fleet.Heartbeat(cn, m.Heartbeat)
+		case *agentv1.AgentMessage_ShardStatus:
+			st := m.ShardStatus
+			s.log.Debug("shard status", "node", cn, "shard", st.GetShardId(), "state", st.GetState().String())
+			if st.GetState() == agentv1.ShardState_SHARD_STATE_FAILED {
+				s.log.Warn("shard failed", "node", cn, "shard", st.GetShardId(), "model", st.GetModel(), "error", st.GetError())
+			}
+			s.opts.Fleet.ApplyShardStatus(cn, st)
+			s.opts.Fleet.Heartbeat(cn, nil)
+		case *agentv1.AgentMessage_Hello:
+			s.log.Warn("unexpected second hello", "node", cn)
+		}
+	}
+}
+
+func (s *Service) lookup(ctx context.Context, node string) (*agentv1.Declaration, bool, error) {
+	if s.opts.Declarations == nil {
+		return nil, false, nil
+	}
+	return s.opts.Declarations.Declaration(ctx, node)
+}
+
+func (s *Service) awaitHello(stream agentv1.AgentService_ConnectServer) (*agentv1.Hello, error) {
+	type result struct {
+		msg *agentv1.AgentMessage
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		m, err := stream.Recv()
+		ch <- result{m, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("reading hello: %w", r.err)
+		}
+		h := r.msg.GetHello()
+		if h == nil {
+			return nil, errors.New("first message was not a hello")
+		}
+		return h, nil
+	case <-time.After(s.opts.HelloTimeout):
+		return nil, fmt.Errorf("no hello within %s", s.opts.HelloTimeout)
+	}
+}

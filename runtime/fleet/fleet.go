@@ -1,0 +1,428 @@
+// Package fleet holds the control plane's live view of the fleet: nodes as
+// their agents report them, and replicas with their shards. It is rebuilt from
+// what agents report after a control-plane restart, never from the store.
+//
+// The fleet does no I/O of its own. Messages to agents go through the Conn a
+// session registered; the reconciler decides what to send.
+package fleet
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+)
+
+// NodeState is a node's life-cycle state as the control plane sees it.
+type NodeState string
+
+// Node states.
+const (
+	NodePending NodeState = "pending" // connected, inventory not yet usable
+	NodeReady   NodeState = "ready"
+	NodeLost    NodeState = "lost" // no heartbeat within the grace period
+)
+
+// ReplicaState is a replica's state.
+type ReplicaState string
+
+// Replica states.
+const (
+	ReplicaStarting ReplicaState = "starting"
+	ReplicaReady    ReplicaState = "ready"
+	ReplicaFailed   ReplicaState = "failed"
+	ReplicaStopping ReplicaState = "stopping"
+)
+
+// Conn sends control messages to one connected agent.
+type Conn interface {
+	Send(*agentv1.ControlMessage) error
+}
+
+// Node is one node as its agent reported it.
+type Node struct {
+	ID          string
+	Address     string
+	Version     string
+	State       NodeState
+	Reason      string
+	Inventory   *agentv1.Inventory
+	Declaration *agentv1.Declaration
+	Declared    bool
+	LastSeen    time.Time
+	Connected   bool
+
+	conn   Conn
+	connID uint64
+}
+
+// Shard is one process of a replica, on one node.
+type Shard struct {
+	ID             string
+	Rank           int
+	Node           string
+	GPUs           []int
+	State          agentv1.ShardState
+	Error          string
+	LastOutput     []string
+	Endpoint       string
+	RendezvousAddr string
+	// Start is the command that starts this shard; kept so workers can be
+	// started once rank 0 reports its rendezvous address.
+	Start *agentv1.StartShard
+	// Sent records whether Start was sent to the agent.
+	Sent bool
+}
+
+// Replica is one serving copy of a model: ShardsExpected shards, one per
+// node, all inside one fabric when there is more than one.
+type Replica struct {
+	ID             string
+	Model          string
+	Profile        string
+	Generation     string
+	Fabric         string
+	Weight         int
+	ShardsExpected int
+	Shards         []*Shard
+	State          ReplicaState
+	Error          string
+	Created        time.Time
+	// Adopted is true for replicas rebuilt from agent reports.
+	Adopted bool
+}
+
+// Fleet is the live state. All methods are safe for concurrent use.
+type Fleet struct {
+	mu       sync.RWMutex
+	nodes    map[string]*Node
+	replicas map[string]*Replica
+	failed   []*Replica // recent failures, newest last, for operators
+	nextConn uint64
+	changed  chan struct{}
+	now      func() time.Time
+}
+
+// maxFailedKept bounds the list of recent failed replicas.
+const maxFailedKept = 32
+
+// New returns an empty fleet.
+func New() *Fleet {
+	return &Fleet{
+		nodes:    map[string]*Node{},
+		replicas: map[string]*Replica{},
+		changed:  make(chan struct{}, 1),
+		now:      time.Now,
+	}
+}
+
+// Changed is signalled (coalesced) whenever the fleet changes in a way the
+// reconciler should look at.
+func (f *Fleet) Changed() <-chan struct{} { return f.changed }
+
+func (f *Fleet) notify() {
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Connect records a node's session and returns an id for Disconnect.
+func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Declaration, declared bool, conn Conn) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextConn++
+	n := f.nodes[nodeID]
+	if n == nil {
+		n = &Node{ID: nodeID}
+		f.nodes[nodeID] = n
+	}
+	n.Address = hello.GetAddress()
+	n.Version = hello.GetVersion()
+	n.Inventory = hello.GetInventory()
+	n.Declaration = decl
+	n.Declared = declared
+	n.LastSeen = f.now()
+	n.Connected = true
+	n.conn = conn
+	n.connID = f.nextConn
+	n.State, n.Reason = assessNode(n)
+	for _, st := range hello.GetShards() {
+		f.applyShardStatusLocked(nodeID, st, true)
+	}
+	f.notify()
+	return n.connID
+}
+
+// assessNode decides whether a connected node can take work, and the
+// warnings an operator should see.
+func assessNode(n *Node) (NodeState, string) {
+	if n.Inventory == nil {
+		return NodePending, "waiting for inventory"
+	}
+	var notes []string
+	if e := n.Inventory.GetGpuError(); e != "" {
+		notes = append(notes, e)
+	}
+	for _, fv := range n.Inventory.GetFabrics() {
+		if !fv.GetInService() {
+			notes = append(notes, "fabric "+fv.GetName()+" out of service: "+joinProblems(fv.GetProblems()))
+		}
+	}
+	for _, es := range n.Inventory.GetEngines() {
+		if !es.GetAvailable() {
+			notes = append(notes, "engine "+es.GetEngine()+" unavailable: "+es.GetError())
+		}
+	}
+	if !n.Inventory.GetAvx2() {
+		notes = append(notes, "CPU has no AVX2: CPU inference will be very slow (on Proxmox set cpu = host)")
+	}
+	return NodeReady, strings.Join(notes, "; ")
+}
+
+func joinProblems(p []string) string {
+	if len(p) == 0 {
+		return "no reason reported"
+	}
+	return strings.Join(p, "; ")
+}
+
+// Disconnect marks a session closed. The node stays known until the grace
+// period passes without it reconnecting.
+func (f *Fleet) Disconnect(nodeID string, connID uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.nodes[nodeID]
+	if n == nil || n.connID != connID {
+		return
+	}
+	n.Connected = false
+	n.conn = nil
+	f.notify()
+}
+
+// Heartbeat records a heartbeat.
+func (f *Fleet) Heartbeat(nodeID string, hb *agentv1.Heartbeat) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.nodes[nodeID]
+	if n == nil {
+		return
+	}
+	n.LastSeen = f.now()
+	if inv := hb.GetInventory(); inv != nil {
+		n.Inventory = inv
+		n.State, n.Reason = assessNode(n)
+		f.notify()
+	}
+	if n.Inventory != nil {
+		if gpus := hb.GetGpus(); len(gpus) > 0 {
+			n.Inventory.Gpus = gpus
+		}
+		if m := hb.GetMemoryAvailableBytes(); m > 0 {
+			n.Inventory.MemoryAvailableBytes = m
+		}
+	}
+	if n.State == NodeLost {
+		n.State, n.Reason = assessNode(n)
+		f.notify()
+	}
+}
+
+// ExpireLost marks nodes whose last heartbeat is older than grace as lost,
+// fails their replicas, and returns the ids of newly lost nodes.
+func (f *Fleet) ExpireLost(grace time.Duration) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var lost []string
+	now := f.now()
+	for id, n := range f.nodes {
+		if n.State == NodeLost || now.Sub(n.LastSeen) <= grace {
+			continue
+		}
+		n.State = NodeLost
+		n.Reason = "no heartbeat since " + n.LastSeen.UTC().Format(time.RFC3339)
+		lost = append(lost, id)
+		for _, r := range f.replicas {
+			for _, s := range r.Shards {
+				if s.Node == id && r.State != ReplicaFailed {
+					f.failReplicaLocked(r, "node "+id+" lost")
+				}
+			}
+		}
+	}
+	if len(lost) > 0 {
+		sort.Strings(lost)
+		f.notify()
+	}
+	return lost
+}
+
+// ApplyShardStatus records a shard state change reported by nodeID.
+func (f *Fleet) ApplyShardStatus(nodeID string, st *agentv1.ShardStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applyShardStatusLocked(nodeID, st, false)
+	f.notify()
+}
+
+func (f *Fleet) applyShardStatusLocked(nodeID string, st *agentv1.ShardStatus, adopting bool) {
+	r := f.replicas[st.GetReplicaId()]
+	if r == nil {
+		if !adopting {
+			return // a report for a replica we already forgot
+		}
+		if st.GetState() == agentv1.ShardState_SHARD_STATE_FAILED || st.GetState() == agentv1.ShardState_SHARD_STATE_STOPPED {
+			return
+		}
+		r = &Replica{
+			ID:             st.GetReplicaId(),
+			Model:          st.GetModel(),
+			Profile:        st.GetProfile(),
+			Generation:     st.GetModelGeneration(),
+			Fabric:         st.GetFabric(),
+			Weight:         1,
+			ShardsExpected: max(int(st.GetWorldSize()), 1),
+			State:          ReplicaStarting,
+			Created:        f.now(),
+			Adopted:        true,
+		}
+		f.replicas[r.ID] = r
+	}
+	var sh *Shard
+	for _, s := range r.Shards {
+		if s.ID == st.GetShardId() {
+			sh = s
+			break
+		}
+	}
+	if sh == nil {
+		if !adopting {
+			return
+		}
+		sh = &Shard{ID: st.GetShardId(), Rank: int(st.GetRank()), Node: nodeID, Sent: true}
+		for _, g := range st.GetGpuIndices() {
+			sh.GPUs = append(sh.GPUs, int(g))
+		}
+		r.Shards = append(r.Shards, sh)
+		sort.Slice(r.Shards, func(i, j int) bool { return r.Shards[i].Rank < r.Shards[j].Rank })
+	}
+	if sh.Node != nodeID {
+		return // only the node running a shard speaks for it
+	}
+	sh.State = st.GetState()
+	if st.GetEndpoint() != "" {
+		sh.Endpoint = st.GetEndpoint()
+	}
+	if st.GetRendezvousAddr() != "" {
+		sh.RendezvousAddr = st.GetRendezvousAddr()
+	}
+	if st.GetError() != "" {
+		sh.Error = st.GetError()
+	}
+	if len(st.GetLastOutput()) > 0 {
+		sh.LastOutput = slices.Clone(st.GetLastOutput())
+	}
+	f.assessReplicaLocked(r)
+}
+
+// assessReplicaLocked derives a replica's state from its shards. A replica
+// short of shards is never ready.
+func (f *Fleet) assessReplicaLocked(r *Replica) {
+	if r.State == ReplicaFailed || r.State == ReplicaStopping {
+		return
+	}
+	ready := len(r.Shards) == r.ShardsExpected
+	for _, s := range r.Shards {
+		switch s.State {
+		case agentv1.ShardState_SHARD_STATE_FAILED, agentv1.ShardState_SHARD_STATE_STOPPED:
+			why := s.Error
+			if why == "" {
+				why = "stopped"
+			}
+			f.failReplicaLocked(r, "shard "+s.ID+" on "+s.Node+": "+why)
+			return
+		case agentv1.ShardState_SHARD_STATE_READY:
+		default:
+			ready = false
+		}
+	}
+	if ready {
+		r.State = ReplicaReady
+	} else if r.State == ReplicaReady {
+		if len(r.Shards) < r.ShardsExpected {
+			f.failReplicaLocked(r, "replica short of shards")
+			return
+		}
+		r.State = ReplicaStarting
+	}
+}
+
+func (f *Fleet) failReplicaLocked(r *Replica, why string) {
+	r.State = ReplicaFailed
+	if r.Error == "" {
+		r.Error = why
+	}
+}
+
+// AddReplica records a newly placed replica (state starting).
+func (f *Fleet) AddReplica(r *Replica) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r.State = ReplicaStarting
+	if r.Created.IsZero() {
+		r.Created = f.now()
+	}
+	f.replicas[r.ID] = r
+	f.notify()
+}
+
+// Update runs fn with the fleet locked, for the reconciler's multi-step
+// changes. fn must not block.
+func (f *Fleet) Update(fn func(tx *Tx)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(&Tx{f: f})
+}
+
+// Tx gives the reconciler locked access to the fleet.
+type Tx struct{ f *Fleet }
+
+// Replicas returns every replica (live objects; only valid inside Update).
+func (tx *Tx) Replicas() []*Replica {
+	out := make([]*Replica, 0, len(tx.f.replicas))
+	for _, r := range tx.f.replicas {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Node returns a node (live object).
+func (tx *Tx) Node(id string) *Node { return tx.f.nodes[id] }
+
+// Send sends msg to node id's agent, if it is connected.
+func (tx *Tx) Send(id string, msg *agentv1.ControlMessage) error {
+	n := tx.f.nodes[id]
+	if n == nil || n.conn == nil {
+		return ErrNotConnected
+	}
+	return n.conn.Send(msg)
+}
+
+// Remove forgets a replica; a failed one is kept in the recent failures.
+func (tx *Tx) Remove(r *Replica) {
+	delete(tx.f.replicas, r.ID)
+	if r.State == ReplicaFailed {
+		tx.f.failed = append(tx.f.failed, r)
+		if len(tx.f.failed) > maxFailedKept {
+			tx.f.failed = tx.f.failed[len(tx.f.failed)-maxFailedKept:]
+		}
+	}
+}
+
+// Fail marks a replica failed.
+func (tx *Tx) Fail(r *Replica, why string) { tx.f.failReplicaLocked(r, why) }
