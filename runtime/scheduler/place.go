@@ -1,0 +1,344 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Scheduler is a feasibility chain and a set of rankers. The zero value has
+// neither; use Default for the chain Place uses.
+type Scheduler struct {
+	// Checkers run in order; the first refusal is the node's reason.
+	Checkers []Checker
+	// Rankers score feasible nodes; a node's score is their mean.
+	Rankers []Ranker
+}
+
+// Default returns the scheduler Place and Explain use: DefaultCheckers and
+// DefaultRankers.
+func Default() Scheduler {
+	return Scheduler{Checkers: DefaultCheckers(), Rankers: DefaultRankers()}
+}
+
+// Place places one replica of d on the fleet s with the default scheduler.
+func Place(s Snapshot, d Demand) Plan {
+	return Default().Place(s, d)
+}
+
+// Explain evaluates d against s exactly as Place does, without committing to
+// anything, and returns the record of why each node was or was not chosen.
+func Explain(s Snapshot, d Demand) Explanation {
+	return Default().Explain(s, d)
+}
+
+// Explain evaluates d against s as Place does and returns its explanation.
+func (sc Scheduler) Explain(s Snapshot, d Demand) Explanation {
+	return sc.Place(s, d).Explanation
+}
+
+// Place tries d's profiles in priority order (higher first, ties in
+// declaration order) and returns the plan of the first one that places. The
+// explanation covers every profile tried.
+func (sc Scheduler) Place(s Snapshot, d Demand) Plan {
+	nodes := make([]*Node, len(s.Nodes))
+	for i := range s.Nodes {
+		nodes[i] = &s.Nodes[i]
+	}
+	slices.SortStableFunc(nodes, func(a, b *Node) int { return cmp.Compare(a.ID, b.ID) })
+
+	plan := Plan{Explanation: Explanation{Model: d.Model}}
+	for _, p := range orderProfiles(d.Profiles) {
+		pe, placed := sc.evaluate(nodes, d, p)
+		plan.Explanation.Profiles = append(plan.Explanation.Profiles, pe)
+		if placed != nil {
+			plan.Placed = true
+			plan.Profile = p.Name
+			plan.Shards = placed.shards
+			plan.Fabric = placed.fabric
+			break
+		}
+	}
+	return plan
+}
+
+// orderProfiles returns the profiles by priority, highest first, keeping
+// declaration order among equals.
+func orderProfiles(ps []Profile) []Profile {
+	out := slices.Clone(ps)
+	slices.SortStableFunc(out, func(a, b Profile) int { return cmp.Compare(b.Priority, a.Priority) })
+	return out
+}
+
+// candidate is a feasible node with the GPUs a shard would take on it.
+type candidate struct {
+	node  *Node
+	gpus  []int
+	score float64
+}
+
+// placement is a profile's chosen shards.
+type placement struct {
+	shards []ShardPlacement
+	fabric string
+}
+
+// evaluate runs one profile through feasibility, ranking and selection.
+// placement is nil when the profile does not place.
+func (sc Scheduler) evaluate(nodes []*Node, d Demand, p Profile) (ProfileExplanation, *placement) {
+	pe := ProfileExplanation{Profile: p.Name, Nodes: make([]NodeVerdict, len(nodes))}
+	if problem := validateProfile(p); problem != "" {
+		for i, n := range nodes {
+			pe.Nodes[i] = NodeVerdict{NodeID: n.ID, Reason: "not evaluated: profile is invalid"}
+		}
+		pe.Summary = fmt.Sprintf("profile %s is invalid: %s", p.Name, problem)
+		return pe, nil
+	}
+
+	var feasible []candidate
+	for i, n := range nodes {
+		v := NodeVerdict{NodeID: n.ID}
+		if reason := sc.refusal(n, p); reason != "" {
+			v.Reason = reason
+		} else {
+			gpus, _ := pickGPUs(n, p)
+			v.Feasible = true
+			v.Score = sc.score(n, p, d, gpus)
+			feasible = append(feasible, candidate{node: n, gpus: gpus, score: v.Score})
+		}
+		pe.Nodes[i] = v
+	}
+	slices.SortStableFunc(feasible, func(a, b candidate) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.node.ID, b.node.ID)
+	})
+
+	var chosen []candidate
+	if p.shards() == 1 {
+		if len(feasible) > 0 {
+			chosen = feasible[:1]
+		}
+	} else {
+		chosen = chooseFabric(feasible, p.shards())
+	}
+	if chosen == nil {
+		pe.Summary = notPlacedSummary(nodes, pe.Nodes, p)
+		return pe, nil
+	}
+
+	pl := &placement{fabric: chosen[0].node.Fabric}
+	parts := make([]string, len(chosen))
+	for rank, c := range chosen {
+		pl.shards = append(pl.shards, ShardPlacement{Rank: rank, NodeID: c.node.ID, GPUIndices: c.gpus})
+		parts[rank] = fmt.Sprintf("%s (%s)", c.node.ID, gpuList(c.gpus))
+	}
+	pe.Placed = true
+	pe.Summary = "placed on " + strings.Join(parts, ", ")
+	if p.shards() > 1 {
+		pe.Summary += " in fabric " + pl.fabric
+	}
+	return pe, pl
+}
+
+// refusal returns why n cannot hold a shard of p, or "" when it can.
+func (sc Scheduler) refusal(n *Node, p Profile) string {
+	for _, c := range sc.Checkers {
+		if ok, reason := c.Check(n, p); !ok {
+			if reason == "" {
+				reason = "refused by " + c.Name()
+			}
+			return reason
+		}
+	}
+	// The GPUs must exist whatever the chain says: a plan never names a
+	// GPU that is not free.
+	if _, ok := pickGPUs(n, p); !ok {
+		if ok, reason := (GPUClassChecker{}).Check(n, p); !ok {
+			return reason
+		}
+		_, reason := FreeGPUsChecker{}.Check(n, p)
+		return reason
+	}
+	return ""
+}
+
+// score is the mean of the rankers' scores, 0 with no rankers.
+func (sc Scheduler) score(n *Node, p Profile, d Demand, gpus []int) float64 {
+	if len(sc.Rankers) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, r := range sc.Rankers {
+		sum += clamp01(r.Score(n, p, d, gpus))
+	}
+	return sum / float64(len(sc.Rankers))
+}
+
+// chooseFabric picks, among the fabrics with at least want feasible nodes,
+// the one whose best want nodes have the highest mean score; ties go to the
+// faster fabric (its slowest chosen link), then to the lower name. The
+// candidates come sorted best first; the result is in rank order.
+func chooseFabric(feasible []candidate, want int) []candidate {
+	byFabric := make(map[string][]candidate)
+	var fabrics []string
+	for _, c := range feasible {
+		f := c.node.Fabric
+		if f == "" {
+			continue // FabricChecker refuses these; never trust a chain to.
+		}
+		if _, ok := byFabric[f]; !ok {
+			fabrics = append(fabrics, f)
+		}
+		byFabric[f] = append(byFabric[f], c)
+	}
+	slices.Sort(fabrics)
+
+	var best []candidate
+	var bestScore, bestRate float64
+	for _, f := range fabrics {
+		cs := byFabric[f]
+		if len(cs) < want {
+			continue
+		}
+		cs = cs[:want]
+		var sum float64
+		rate := cs[0].node.FabricRateGbps
+		for _, c := range cs {
+			sum += c.score
+			rate = min(rate, c.node.FabricRateGbps)
+		}
+		score := sum / float64(want)
+		if best == nil || score > bestScore || (score == bestScore && rate > bestRate) {
+			best, bestScore, bestRate = cs, score, rate
+		}
+	}
+	return best
+}
+
+// validateProfile returns what is wrong with p, or "" when nothing is.
+func validateProfile(p Profile) string {
+	switch {
+	case p.Engine == "":
+		return "no engine"
+	case p.TP < 0:
+		return fmt.Sprintf("tp is %d, must be 0 or more", p.TP)
+	case p.Nodes < 0:
+		return fmt.Sprintf("nodes is %d, must be 1 or more", p.Nodes)
+	case p.TP == 0 && p.GPUClass != "":
+		return fmt.Sprintf("gpu_class %s needs tp of 1 or more", p.GPUClass)
+	case p.MinMemoryGB < 0:
+		return fmt.Sprintf("min_memory_gb is %d, must be 0 or more", p.MinMemoryGB)
+	case p.MinDiskGB < 0:
+		return fmt.Sprintf("min_disk_gb is %d, must be 0 or more", p.MinDiskGB)
+	}
+	return ""
+}
+
+// maxListed is how many node IDs a summary names before "and N more".
+const maxListed = 5
+
+// notPlacedSummary says why p did not place.
+func notPlacedSummary(nodes []*Node, verdicts []NodeVerdict, p Profile) string {
+	if len(nodes) == 0 {
+		return fmt.Sprintf("no node can hold profile %s: the fleet has no nodes", p.Name)
+	}
+	rejected := groupReasons(verdicts)
+	if p.shards() == 1 {
+		return fmt.Sprintf("no node can hold profile %s: %s", p.Name, rejected)
+	}
+
+	type count struct {
+		total    int
+		feasible []string
+	}
+	counts := make(map[string]*count)
+	for i, n := range nodes {
+		if n.Fabric == "" {
+			continue
+		}
+		c := counts[n.Fabric]
+		if c == nil {
+			c = &count{}
+			counts[n.Fabric] = c
+		}
+		c.total++
+		if verdicts[i].Feasible {
+			c.feasible = append(c.feasible, n.ID)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "needs %d nodes in one fabric; ", p.shards())
+	if len(counts) == 0 {
+		b.WriteString("no node has a fabric in service")
+	} else {
+		var fabrics []string
+		for _, f := range sortedKeys(counts) {
+			c := counts[f]
+			s := fmt.Sprintf("fabric %s has %d feasible %s of %d", f, len(c.feasible), plural(len(c.feasible), "node", "nodes"), c.total)
+			if len(c.feasible) > 0 {
+				s += " (" + listIDs(c.feasible) + ")"
+			}
+			fabrics = append(fabrics, s)
+		}
+		b.WriteString(strings.Join(fabrics, ", "))
+	}
+	if rejected != "" {
+		b.WriteString("; rejected ")
+		b.WriteString(rejected)
+	}
+	return b.String()
+}
+
+// groupReasons renders the refused nodes grouped by reason, in node order:
+// "node01, node02: not ready; node03: 1 free GPU, needs 2".
+func groupReasons(verdicts []NodeVerdict) string {
+	var reasons []string
+	ids := make(map[string][]string)
+	for _, v := range verdicts {
+		if v.Feasible {
+			continue
+		}
+		if _, ok := ids[v.Reason]; !ok {
+			reasons = append(reasons, v.Reason)
+		}
+		ids[v.Reason] = append(ids[v.Reason], v.NodeID)
+	}
+	parts := make([]string, len(reasons))
+	for i, r := range reasons {
+		parts[i] = listIDs(ids[r]) + ": " + r
+	}
+	return strings.Join(parts, "; ")
+}
+
+// listIDs joins IDs, naming at most maxListed of them.
+func listIDs(ids []string) string {
+	if len(ids) <= maxListed {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:maxListed], ", "), len(ids)-maxListed)
+}
+
+// gpuList renders a shard's GPUs: "gpus 0,1", "gpu 3" or "cpu only".
+func gpuList(gpus []int) string {
+	if len(gpus) == 0 {
+		return "cpu only"
+	}
+	s := make([]string, len(gpus))
+	for i, g := range gpus {
+		s[i] = strconv.Itoa(g)
+	}
+	return plural(len(gpus), "gpu ", "gpus ") + strings.Join(s, ",")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

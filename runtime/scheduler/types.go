@@ -1,0 +1,158 @@
+package scheduler
+
+// GPU is one accelerator on a node.
+type GPU struct {
+	// Index is the device index the engine is launched with.
+	Index int
+	// Class is the GPU class as the fleet reports it, e.g. "h100-80g".
+	Class string
+	// MemoryMiB is the device memory.
+	MemoryMiB uint64
+}
+
+// Node is the scheduler's view of one node, converted by the control plane
+// from its fleet state.
+type Node struct {
+	// ID is the node's identity; IDs are unique within a Snapshot.
+	ID string
+	// Ready is false for a node that cannot take work now.
+	Ready bool
+	// NotReadyReason says why a node is not ready, e.g. "heartbeat lost".
+	NotReadyReason string
+	// GPUs lists the node's accelerators.
+	GPUs []GPU
+	// UsedGPUs maps a GPU index to the id of the shard holding it.
+	UsedGPUs map[int]string
+	// MemoryBytes is the node's total memory.
+	MemoryBytes uint64
+	// FreeMemoryBytes is the memory not yet committed to shards.
+	FreeMemoryBytes uint64
+	// DiskFreeBytes is the free space where weights are stored.
+	DiskFreeBytes uint64
+	// Labels are the node's declared labels.
+	Labels map[string]string
+	// Engines are the engines this node can run, by name.
+	Engines map[string]bool
+	// Fabric is the fabric in service on this node, "" for none. A node
+	// has at most one fabric in service.
+	Fabric string
+	// FabricRateGbps is the rate of the slowest active link of Fabric.
+	FabricRateGbps float64
+	// ModelsPresent lists the model sources already present locally.
+	ModelsPresent []string
+	// Replicas counts the replicas of each model (by name) already on
+	// this node.
+	Replicas map[string]int
+}
+
+// Profile is one way of running a model.
+type Profile struct {
+	// Name names the profile within its model, e.g. "tp2".
+	Name string
+	// Engine is the engine that runs it, e.g. "vllm".
+	Engine string
+	// GPUClass is the class of GPU every shard needs; "" with TP 0 for a
+	// CPU profile, "" with TP > 0 for any class (one class per shard).
+	GPUClass string
+	// TP is the number of GPUs per shard; 0 for a CPU profile.
+	TP int
+	// Nodes is the number of shards, one per node; 0 means 1.
+	Nodes int
+	// Weight is the routing weight of replicas of this profile; the
+	// scheduler carries it but does not use it.
+	Weight int
+	// Priority orders profiles: higher is tried first, ties in
+	// declaration order.
+	Priority int
+	// MinMemoryGB is the free memory each node must have, in GB of 2^30
+	// bytes.
+	MinMemoryGB int
+	// MinDiskGB is the free disk each node must have, in GB of 2^30
+	// bytes.
+	MinDiskGB int
+	// Labels must all be present on a node with equal values.
+	Labels map[string]string
+}
+
+// shards is the number of nodes the profile needs, with the default applied.
+func (p Profile) shards() int {
+	if p.Nodes <= 0 {
+		return 1
+	}
+	return p.Nodes
+}
+
+// Demand asks for one replica of a model.
+type Demand struct {
+	// Model is the model's name, used for spreading.
+	Model string
+	// Source is where the weights come from, matched against
+	// Node.ModelsPresent.
+	Source string
+	// Profiles are the ways the model may run, in declaration order.
+	Profiles []Profile
+}
+
+// Snapshot is the fleet as the scheduler sees it at one moment.
+type Snapshot struct {
+	Nodes []Node
+}
+
+// ShardPlacement puts one shard of a replica on one node.
+type ShardPlacement struct {
+	// Rank is the shard's rank; rank 0 serves requests.
+	Rank int
+	// NodeID is the node the shard runs on.
+	NodeID string
+	// GPUIndices are the GPUs the shard holds, ascending; empty for CPU
+	// profiles.
+	GPUIndices []int
+}
+
+// Plan is the scheduler's answer for one Demand.
+type Plan struct {
+	// Placed reports whether a profile placed.
+	Placed bool
+	// Profile names the profile that placed.
+	Profile string
+	// Shards lists the placements, rank 0 first.
+	Shards []ShardPlacement
+	// Fabric is the fabric every shard is in; "" for a single-node
+	// replica on a node without one.
+	Fabric string
+	// Explanation records how every profile tried was evaluated.
+	Explanation Explanation
+}
+
+// Explanation records, profile by profile, why a model did or did not place.
+type Explanation struct {
+	// Model is the model's name.
+	Model string
+	// Profiles lists the profiles tried, in the order they were tried,
+	// up to and including the one that placed.
+	Profiles []ProfileExplanation
+}
+
+// ProfileExplanation records the evaluation of one profile.
+type ProfileExplanation struct {
+	// Profile is the profile's name.
+	Profile string
+	// Placed reports whether this profile placed.
+	Placed bool
+	// Nodes holds a verdict for every node in the snapshot, sorted by ID.
+	Nodes []NodeVerdict
+	// Summary says in one line what happened.
+	Summary string
+}
+
+// NodeVerdict is the outcome of one node for one profile.
+type NodeVerdict struct {
+	// NodeID is the node.
+	NodeID string
+	// Feasible reports whether the node passed every checker.
+	Feasible bool
+	// Reason says why the node was refused; empty when feasible.
+	Reason string
+	// Score is the node's rank score in [0, 1]; 0 when infeasible.
+	Score float64
+}
