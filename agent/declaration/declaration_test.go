@@ -47,3 +47,18 @@ func TestFabricOf(t *testing.T) {
 		t.Fatalf("FabricOf(mlx5_9) = %q, want empty", got)
 	}
 }
+
+func TestProtoRoundTrip(t *testing.T) {
+	d := Declaration{
+		Fabrics:   []Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
+		Engines:   map[string]string{"vllm": "/opt/vllm/bin/vllm"},
+		Labels:    map[string]string{"zone": "eu"},
+		ModelDirs: []string{"/models"},
+		Discovery: Discovery{NvidiaSMI: "/x/nvidia-smi", IBRoot: "/x/ib"},
+	}
+	got := FromProto(ToProto(d))
+	if got.Fabrics[0].Name != "ib-a" || len(got.Fabrics[0].Adapters) != 2 || got.Engines["vllm"] != d.Engines["vllm"] ||
+		got.Labels["zone"] != "eu" || got.ModelDirs[0] != "/models" || got.Discovery != d.Discovery {
+		t.Fatalf("round trip changed the declaration: %+v", got)
+	}
+}

@@ -1,0 +1,36 @@
+package declaration
+
+import (
+	"maps"
+	"slices"
+
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+)
+
+// ToProto converts a declaration for the protocol.
+func ToProto(d Declaration) *agentv1.Declaration {
+	out := &agentv1.Declaration{
+		Engines:   maps.Clone(d.Engines),
+		Labels:    maps.Clone(d.Labels),
+		ModelDirs: slices.Clone(d.ModelDirs),
+		Discovery: &agentv1.Discovery{NvidiaSmi: d.Discovery.NvidiaSMI, IbRoot: d.Discovery.IBRoot},
+	}
+	for _, f := range d.Fabrics {
+		out.Fabrics = append(out.Fabrics, &agentv1.FabricDecl{Name: f.Name, Adapters: slices.Clone(f.Adapters)})
+	}
+	return out
+}
+
+// FromProto converts a declaration from the protocol.
+func FromProto(p *agentv1.Declaration) Declaration {
+	d := Declaration{
+		Engines:   maps.Clone(p.GetEngines()),
+		Labels:    maps.Clone(p.GetLabels()),
+		ModelDirs: slices.Clone(p.GetModelDirs()),
+		Discovery: Discovery{NvidiaSMI: p.GetDiscovery().GetNvidiaSmi(), IBRoot: p.GetDiscovery().GetIbRoot()},
+	}
+	for _, f := range p.GetFabrics() {
+		d.Fabrics = append(d.Fabrics, Fabric{Name: f.GetName(), Adapters: slices.Clone(f.GetAdapters())})
+	}
+	return d
+}
