@@ -1,0 +1,104 @@
+// Package auth authenticates client API keys for the gateway. Keys are looked
+// up by hash through a short-lived cache, so the store is not read on every
+// request and a revoked key stops working within the cache's TTL.
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/secret"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// DefaultTTL is how long a lookup (hit or miss) is trusted.
+const DefaultTTL = 5 * time.Second
+
+// touchEvery limits how often a key's last-used time is written.
+const touchEvery = time.Minute
+
+// Keys implements gateway.Auth over the store.
+type Keys struct {
+	store store.APIKeyStore
+	ttl   time.Duration
+	now   func() time.Time
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+type cached struct {
+	key       store.APIKey
+	found     bool
+	expires   time.Time
+	lastTouch time.Time
+}
+
+// NewKeys returns an authenticator. ttl <= 0 takes DefaultTTL.
+func NewKeys(st store.APIKeyStore, ttl time.Duration, logger *slog.Logger) *Keys {
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Keys{store: st, ttl: ttl, now: time.Now, log: logger.With("component", "auth"), cache: map[string]cached{}}
+}
+
+// Authenticate implements gateway.Auth.
+func (k *Keys) Authenticate(ctx context.Context, bearer string) (gateway.Principal, error) {
+	if bearer == "" {
+		return gateway.Principal{}, fmt.Errorf("%w: no API key", gateway.ErrUnauthenticated)
+	}
+	hash := secret.HashSecret(bearer)
+	now := k.now()
+	k.mu.Lock()
+	c, ok := k.cache[hash]
+	k.mu.Unlock()
+	if !ok || now.After(c.expires) {
+		key, err := k.store.LookupAPIKey(ctx, hash)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			c = cached{found: false}
+		case err != nil:
+			return gateway.Principal{}, fmt.Errorf("looking up API key: %w", err)
+		default:
+			c = cached{key: key, found: true, lastTouch: c.lastTouch}
+		}
+		c.expires = now.Add(k.ttl)
+		k.mu.Lock()
+		if len(k.cache) > 100_000 {
+			k.cache = map[string]cached{} // bound memory against key-guessing floods
+		}
+		k.cache[hash] = c
+		k.mu.Unlock()
+	}
+	if !c.found {
+		return gateway.Principal{}, fmt.Errorf("%w: invalid API key", gateway.ErrUnauthenticated)
+	}
+	if c.key.Expired(now) {
+		return gateway.Principal{}, fmt.Errorf("%w: API key expired", gateway.ErrUnauthenticated)
+	}
+	if now.Sub(c.lastTouch) > touchEvery {
+		k.mu.Lock()
+		c.lastTouch = now
+		k.cache[hash] = c
+		k.mu.Unlock()
+		go func(id string) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := k.store.TouchAPIKey(ctx, id, now); err != nil {
+				k.log.Debug("recording key use", "key", id, "err", err)
+			}
+		}(c.key.ID)
+	}
+	return gateway.Principal{KeyID: c.key.ID, Project: c.key.Project}, nil
+}
+
+var _ gateway.Auth = (*Keys)(nil)

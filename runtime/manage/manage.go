@@ -1,0 +1,362 @@
+// Package manage implements the management API (managev1): one typed API for
+// `llmgw ctl`, the Terraform provider and CI pipelines.
+package manage
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/models"
+	"github.com/llmgw/llmgw/runtime/reconcile"
+	"github.com/llmgw/llmgw/runtime/secret"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// Options wire the service to the control plane.
+type Options struct {
+	Version    string
+	Fleet      *fleet.Fleet
+	Catalog    *models.Registry
+	Reconciler *reconcile.Reconciler
+	Tokens     store.AdminTokenStore
+	Logger     *slog.Logger
+}
+
+// Service implements managev1.ManageServiceServer.
+type Service struct {
+	managev1.UnimplementedManageServiceServer
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns the service.
+func New(opts Options) *Service {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Service{opts: opts, log: opts.Logger.With("component", "manage")}
+}
+
+// AuthInterceptor checks the bearer admin token on every call. Tokens are
+// compared by hash; the token itself is never logged.
+func (s *Service) AuthInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := s.authenticate(ctx); err != nil {
+			s.log.Warn("management call refused", "method", info.FullMethod, "reason", err.Error())
+			return nil, status.Error(codes.Unauthenticated, err.Error())
+		}
+		return handler(ctx, req)
+	}
+}
+
+func (s *Service) authenticate(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get("authorization")
+	if len(vals) == 0 {
+		return errors.New("missing admin token: send authorization: Bearer <token>")
+	}
+	tok, ok := strings.CutPrefix(vals[0], "Bearer ")
+	if !ok || tok == "" {
+		return errors.New("authorization metadata is not a bearer token")
+	}
+	if _, err := s.opts.Tokens.LookupAdminToken(ctx, secret.HashSecret(tok)); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errors.New("admin token not recognised (revoked or never issued)")
+		}
+		return err
+	}
+	return nil
+}
+
+// GetStatus summarises the cluster.
+func (s *Service) GetStatus(context.Context, *managev1.GetStatusRequest) (*managev1.Status, error) {
+	st := &managev1.Status{Version: s.opts.Version, Models: int32(len(s.opts.Catalog.List()))}
+	used := s.opts.Fleet.UsedGPUs()
+	for _, n := range s.opts.Fleet.Nodes() {
+		st.NodesTotal++
+		switch n.State {
+		case fleet.NodeReady:
+			st.NodesReady++
+		case fleet.NodeLost:
+			st.NodesLost++
+		}
+		if n.Inventory != nil {
+			st.GpusTotal += int32(len(n.Inventory.GetGpus()))
+		}
+		st.GpusUsed += int32(len(used[n.ID]))
+	}
+	for _, r := range s.opts.Fleet.Replicas() {
+		if r.State == fleet.ReplicaFailed {
+			continue
+		}
+		st.ReplicasTotal++
+		if r.State == fleet.ReplicaReady {
+			st.ReplicasReady++
+		}
+	}
+	return st, nil
+}
+
+// ListNodes lists every node the control plane knows.
+func (s *Service) ListNodes(context.Context, *managev1.ListNodesRequest) (*managev1.ListNodesResponse, error) {
+	used := s.opts.Fleet.UsedGPUs()
+	perNode := s.replicasPerNode()
+	out := &managev1.ListNodesResponse{}
+	for _, n := range s.opts.Fleet.Nodes() {
+		out.Nodes = append(out.Nodes, nodeToProto(n, used[n.ID], perNode[n.ID]))
+	}
+	return out, nil
+}
+
+// GetNode returns one node.
+func (s *Service) GetNode(_ context.Context, req *managev1.GetNodeRequest) (*managev1.Node, error) {
+	n, ok := s.opts.Fleet.Node(req.GetId())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "node %q is not known: no agent with that identity has connected", req.GetId())
+	}
+	return nodeToProto(n, s.opts.Fleet.UsedGPUs()[n.ID], s.replicasPerNode()[n.ID]), nil
+}
+
+func (s *Service) replicasPerNode() map[string]int {
+	out := map[string]int{}
+	for _, r := range s.opts.Fleet.Replicas() {
+		if r.State == fleet.ReplicaFailed {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, sh := range r.Shards {
+			if !seen[sh.Node] {
+				out[sh.Node]++
+				seen[sh.Node] = true
+			}
+		}
+	}
+	return out
+}
+
+func nodeToProto(n fleet.Node, used map[int]string, replicas int) *managev1.Node {
+	pn := &managev1.Node{
+		Id:             n.ID,
+		State:          string(n.State),
+		Reason:         n.Reason,
+		Address:        n.Address,
+		AgentVersion:   n.Version,
+		LastSeenUnixMs: n.LastSeen.UnixMilli(),
+		Declaration:    n.Declaration,
+		Declared:       n.Declared,
+		Replicas:       int32(replicas),
+	}
+	if !n.Connected && n.State != fleet.NodeLost {
+		if pn.Reason != "" {
+			pn.Reason = "agent disconnected; " + pn.Reason
+		} else {
+			pn.Reason = "agent disconnected"
+		}
+	}
+	if inv := n.Inventory; inv != nil {
+		pn.Gpus = inv.GetGpus()
+		pn.GpuError = inv.GetGpuError()
+		pn.Fabrics = inv.GetFabrics()
+		pn.MemoryTotalBytes = inv.GetMemoryTotalBytes()
+		pn.MemoryAvailableBytes = inv.GetMemoryAvailableBytes()
+		pn.DiskFreeBytes = inv.GetDiskFreeBytes()
+		pn.Avx2 = inv.GetAvx2()
+		pn.Engines = inv.GetEngines()
+	}
+	if n.Declaration != nil {
+		pn.Labels = n.Declaration.GetLabels()
+	}
+	for g := range used {
+		pn.UsedGpus = append(pn.UsedGpus, int32(g))
+	}
+	sort.Slice(pn.UsedGpus, func(i, j int) bool { return pn.UsedGpus[i] < pn.UsedGpus[j] })
+	return pn
+}
+
+func (s *Service) modelProto(e models.Entry) *managev1.Model {
+	pm := ModelToProto(e.Model)
+	pm.Origin = e.Origin
+	pm.Generation = e.Generation
+	st := &managev1.ModelStatus{ReplicasDesired: int32(e.Model.Scaling.Min)}
+	for _, r := range s.opts.Fleet.Replicas() {
+		if r.Model != e.Model.Name || r.State == fleet.ReplicaFailed {
+			continue
+		}
+		st.ReplicasTotal++
+		if r.State == fleet.ReplicaReady {
+			st.ReplicasReady++
+		}
+	}
+	switch {
+	case st.ReplicasReady > 0 && st.ReplicasReady >= st.ReplicasDesired:
+		st.State = "serving"
+	case st.ReplicasTotal > 0:
+		st.State = "starting"
+	case st.ReplicasDesired == 0:
+		st.State = "idle"
+	default:
+		st.State = "unplaced"
+	}
+	if s.opts.Reconciler != nil {
+		if last := s.opts.Reconciler.LastFailure(e.Model.Name); last != "" {
+			st.Message = "last failure: " + last
+			if st.State == "unplaced" {
+				st.State = "failed"
+			}
+		}
+		if st.State == "unplaced" {
+			plan := s.opts.Reconciler.PlanOne(e.Model)
+			if !plan.Placed {
+				st.Message = plan.Explanation.String()
+			}
+		}
+	}
+	pm.Status = st
+	return pm
+}
+
+func catalogError(op string, err error) error {
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		return status.Errorf(codes.NotFound, "%s: %v", op, err)
+	case errors.Is(err, models.ErrAlreadyExists):
+		return status.Errorf(codes.AlreadyExists, "%s: %v", op, err)
+	case errors.Is(err, models.ErrDeclarative):
+		return status.Errorf(codes.FailedPrecondition, "%s: %v", op, err)
+	case errors.Is(err, models.ErrInvalid):
+		return status.Errorf(codes.InvalidArgument, "%s: %v", op, err)
+	}
+	return status.Errorf(codes.Internal, "%s: %v", op, err)
+}
+
+// CreateModel adds a model to the catalog.
+func (s *Service) CreateModel(ctx context.Context, req *managev1.CreateModelRequest) (*managev1.Model, error) {
+	m, err := ModelFromProto(req.GetModel())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "creating model: %v", err)
+	}
+	e, err := s.opts.Catalog.Create(ctx, m)
+	if err != nil {
+		return nil, catalogError("creating model "+m.Name, err)
+	}
+	s.log.Info("model created", "model", m.Name, "generation", e.Generation)
+	return s.modelProto(e), nil
+}
+
+// GetModel returns one model with its status.
+func (s *Service) GetModel(_ context.Context, req *managev1.GetModelRequest) (*managev1.Model, error) {
+	e, ok := s.opts.Catalog.Get(req.GetName())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "model %q is not in the catalog", req.GetName())
+	}
+	return s.modelProto(e), nil
+}
+
+// UpdateModel replaces a model added through this API.
+func (s *Service) UpdateModel(ctx context.Context, req *managev1.UpdateModelRequest) (*managev1.Model, error) {
+	m, err := ModelFromProto(req.GetModel())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "updating model: %v", err)
+	}
+	e, err := s.opts.Catalog.Update(ctx, m)
+	if err != nil {
+		return nil, catalogError("updating model "+m.Name, err)
+	}
+	s.log.Info("model updated", "model", m.Name, "generation", e.Generation)
+	return s.modelProto(e), nil
+}
+
+// DeleteModel removes a model added through this API; its replicas stop.
+func (s *Service) DeleteModel(ctx context.Context, req *managev1.DeleteModelRequest) (*managev1.DeleteModelResponse, error) {
+	if err := s.opts.Catalog.Delete(ctx, req.GetName()); err != nil {
+		return nil, catalogError("deleting model "+req.GetName(), err)
+	}
+	s.log.Info("model deleted", "model", req.GetName())
+	return &managev1.DeleteModelResponse{}, nil
+}
+
+// ListModels lists the catalog.
+func (s *Service) ListModels(context.Context, *managev1.ListModelsRequest) (*managev1.ListModelsResponse, error) {
+	out := &managev1.ListModelsResponse{}
+	for _, e := range s.opts.Catalog.List() {
+		out.Models = append(out.Models, s.modelProto(e))
+	}
+	return out, nil
+}
+
+// ListReplicas lists live replicas and recent failures.
+func (s *Service) ListReplicas(_ context.Context, req *managev1.ListReplicasRequest) (*managev1.ListReplicasResponse, error) {
+	out := &managev1.ListReplicasResponse{}
+	for _, r := range s.opts.Fleet.Replicas() {
+		if req.GetModel() != "" && r.Model != req.GetModel() {
+			continue
+		}
+		pr := &managev1.Replica{
+			Id: r.ID, Model: r.Model, Profile: r.Profile, State: string(r.State), Error: r.Error,
+			Fabric: r.Fabric, ShardsExpected: int32(r.ShardsExpected), CreatedUnixMs: r.Created.UnixMilli(),
+			ModelGeneration: r.Generation,
+		}
+		for _, sh := range r.Shards {
+			ps := &managev1.Shard{Id: sh.ID, Rank: int32(sh.Rank), Node: sh.Node, State: shardState(sh.State), Error: sh.Error, LastOutput: sh.LastOutput, Endpoint: sh.Endpoint}
+			for _, g := range sh.GPUs {
+				ps.Gpus = append(ps.Gpus, int32(g))
+			}
+			pr.Shards = append(pr.Shards, ps)
+		}
+		out.Replicas = append(out.Replicas, pr)
+	}
+	return out, nil
+}
+
+func shardState(s agentv1.ShardState) string {
+	switch s {
+	case agentv1.ShardState_SHARD_STATE_STARTING:
+		return "starting"
+	case agentv1.ShardState_SHARD_STATE_READY:
+		return "ready"
+	case agentv1.ShardState_SHARD_STATE_FAILED:
+		return "failed"
+	case agentv1.ShardState_SHARD_STATE_STOPPED:
+		return "stopped"
+	}
+	return "unknown"
+}
+
+// ExplainPlacement explains placing one more replica of a catalog model.
+func (s *Service) ExplainPlacement(_ context.Context, req *managev1.ExplainPlacementRequest) (*managev1.Explanation, error) {
+	name, ok := s.opts.Catalog.Resolve(req.GetModel())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "model %q is not in the catalog", req.GetModel())
+	}
+	e, _ := s.opts.Catalog.Get(name)
+	plan := s.opts.Reconciler.PlanOne(e.Model)
+	return ExplanationToProto(plan.Explanation, &plan), nil
+}
+
+// PlanPlacement dry-runs placement of a definition that need not be in the
+// catalog.
+func (s *Service) PlanPlacement(_ context.Context, req *managev1.PlanPlacementRequest) (*managev1.Explanation, error) {
+	m, err := ModelFromProto(req.GetModel())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "planning placement: %v", err)
+	}
+	m.Normalize()
+	if err := m.Validate(); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "planning placement: %v", err)
+	}
+	plan := s.opts.Reconciler.PlanOne(m)
+	return ExplanationToProto(plan.Explanation, &plan), nil
+}
+
+var _ managev1.ManageServiceServer = (*Service)(nil)

@@ -1,0 +1,254 @@
+// Package models is the control plane's catalog at run time: the models
+// declared in server.yaml (restored on every start, not editable through the
+// API) merged with the models added through the management API (stored).
+package models
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// Origins of a catalog entry.
+const (
+	OriginConfig = "config"
+	OriginAPI    = "api"
+)
+
+// Errors callers map to API status codes.
+var (
+	ErrNotFound      = errors.New("model not found")
+	ErrAlreadyExists = errors.New("model already exists")
+	ErrDeclarative   = errors.New("model is declared in server.yaml")
+	ErrInvalid       = errors.New("invalid model")
+)
+
+// Entry is one catalog model with where it came from.
+type Entry struct {
+	Model  catalog.Model
+	Origin string
+	// Generation is a hash of what a replica is built from (source, context
+	// length, profiles); replicas of another generation are rolled.
+	Generation string
+	Revision   int64
+}
+
+// Registry is the catalog. Safe for concurrent use; reads are cheap.
+type Registry struct {
+	store   store.ModelStore
+	log     *slog.Logger
+	mu      sync.RWMutex
+	entries map[string]Entry
+	aliases map[string]string // alias or name -> name
+	changed chan struct{}
+}
+
+// New returns a registry holding the declarative models. Call Load to add
+// the stored ones.
+func New(declared []catalog.Model, st store.ModelStore, logger *slog.Logger) (*Registry, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	r := &Registry{store: st, log: logger.With("component", "catalog"), entries: map[string]Entry{}, changed: make(chan struct{}, 1)}
+	for _, m := range declared {
+		m = m.Clone()
+		m.Normalize()
+		if err := m.Validate(); err != nil {
+			return nil, fmt.Errorf("model %q in server.yaml: %w", m.Name, err)
+		}
+		r.entries[m.Name] = Entry{Model: m, Origin: OriginConfig, Generation: Generation(m), Revision: 1}
+	}
+	r.rebuildAliases()
+	return r, nil
+}
+
+// Load reads the stored models. A stored model that clashes with a declared
+// one is skipped with a warning: server.yaml wins.
+func (r *Registry) Load(ctx context.Context) error {
+	if r.store == nil {
+		return nil
+	}
+	stored, err := r.store.ListModels(ctx)
+	if err != nil {
+		return fmt.Errorf("loading stored models: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sm := range stored {
+		var m catalog.Model
+		if err := json.Unmarshal(sm.Spec, &m); err != nil {
+			r.log.Error("stored model unreadable, skipped", "model", sm.Name, "err", err)
+			continue
+		}
+		m.Normalize()
+		if e, ok := r.entries[m.Name]; ok && e.Origin == OriginConfig {
+			r.log.Warn("stored model shadowed by server.yaml", "model", m.Name)
+			continue
+		}
+		r.entries[m.Name] = Entry{Model: m, Origin: OriginAPI, Generation: Generation(m), Revision: sm.Revision}
+	}
+	r.rebuildAliasesLocked()
+	r.notify()
+	return nil
+}
+
+// Generation hashes the parts of a model that its replicas are built from.
+func Generation(m catalog.Model) string {
+	b, _ := json.Marshal(struct {
+		Name          string
+		Source        string
+		ContextLength int
+		Profiles      []catalog.Profile
+	}{m.Name, m.Source, m.ContextLength, m.Profiles})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// Changed is signalled (coalesced) when the catalog changes.
+func (r *Registry) Changed() <-chan struct{} { return r.changed }
+
+func (r *Registry) notify() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Registry) rebuildAliases() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rebuildAliasesLocked()
+}
+
+func (r *Registry) rebuildAliasesLocked() {
+	a := make(map[string]string, len(r.entries)*2)
+	for name, e := range r.entries {
+		a[name] = name
+		for _, al := range e.Model.Aliases {
+			if _, taken := a[al]; !taken {
+				a[al] = name
+			}
+		}
+	}
+	r.aliases = a
+}
+
+// List returns every entry sorted by name.
+func (r *Registry) List() []Entry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Entry, 0, len(r.entries))
+	for _, e := range r.entries {
+		out = append(out, cloneEntry(e))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Model.Name < out[j].Model.Name })
+	return out
+}
+
+func cloneEntry(e Entry) Entry {
+	e.Model = e.Model.Clone()
+	return e
+}
+
+// Get returns one entry by name.
+func (r *Registry) Get(name string) (Entry, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.entries[name]
+	if !ok {
+		return Entry{}, false
+	}
+	return cloneEntry(e), true
+}
+
+// Resolve maps a model name or alias to the model's name.
+func (r *Registry) Resolve(name string) (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	n, ok := r.aliases[name]
+	return n, ok
+}
+
+// Create adds a model through the API and stores it.
+func (r *Registry) Create(ctx context.Context, m catalog.Model) (Entry, error) {
+	return r.put(ctx, m, false)
+}
+
+// Update replaces a model added through the API.
+func (r *Registry) Update(ctx context.Context, m catalog.Model) (Entry, error) {
+	return r.put(ctx, m, true)
+}
+
+func (r *Registry) put(ctx context.Context, m catalog.Model, update bool) (Entry, error) {
+	m = m.Clone()
+	m.Normalize()
+	if err := m.Validate(); err != nil {
+		return Entry{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, exists := r.entries[m.Name]
+	switch {
+	case exists && cur.Origin == OriginConfig:
+		return Entry{}, fmt.Errorf("%w: %q is declared in server.yaml and can only be changed there", ErrDeclarative, m.Name)
+	case exists && !update:
+		return Entry{}, fmt.Errorf("%w: %q", ErrAlreadyExists, m.Name)
+	case !exists && update:
+		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, m.Name)
+	}
+	others := make([]catalog.Model, 0, len(r.entries))
+	for name, e := range r.entries {
+		if name != m.Name {
+			others = append(others, e.Model)
+		}
+	}
+	if err := catalog.ValidateSet(append(others, m)); err != nil {
+		return Entry{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	spec, err := json.Marshal(m)
+	if err != nil {
+		return Entry{}, fmt.Errorf("encoding model %q: %w", m.Name, err)
+	}
+	rev := cur.Revision + 1
+	if r.store != nil {
+		if rev, err = r.store.PutModel(ctx, m.Name, spec); err != nil {
+			return Entry{}, fmt.Errorf("storing model %q: %w", m.Name, err)
+		}
+	}
+	e := Entry{Model: m, Origin: OriginAPI, Generation: Generation(m), Revision: rev}
+	r.entries[m.Name] = e
+	r.rebuildAliasesLocked()
+	r.notify()
+	return cloneEntry(e), nil
+}
+
+// Delete removes a model added through the API.
+func (r *Registry) Delete(ctx context.Context, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, ok := r.entries[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	if cur.Origin == OriginConfig {
+		return fmt.Errorf("%w: %q is declared in server.yaml; remove it there", ErrDeclarative, name)
+	}
+	if r.store != nil {
+		if err := r.store.DeleteModel(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("deleting model %q: %w", name, err)
+		}
+	}
+	delete(r.entries, name)
+	r.rebuildAliasesLocked()
+	r.notify()
+	return nil
+}

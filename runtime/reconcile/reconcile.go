@@ -1,0 +1,354 @@
+// Package reconcile keeps the fleet at what the catalog asks for: it places
+// replicas with the scheduler, turns plans into agent commands, retires
+// failed and outdated replicas (a replacement is ready before anything
+// healthy is stopped), and tells the router which replicas serve.
+package reconcile
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sort"
+	"strconv"
+	"time"
+
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/models"
+	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/runtime/scheduler"
+)
+
+// Endpoints receives the serving replicas of each model.
+type Endpoints interface {
+	SetEndpoints(model string, eps []router.Endpoint)
+}
+
+// Options configure a Reconciler.
+type Options struct {
+	Fleet     *fleet.Fleet
+	Catalog   *models.Registry
+	Endpoints Endpoints
+	// Grace is how long a node may go without a heartbeat before it is lost.
+	Grace time.Duration
+	// Interval is the period of the background pass; changes trigger a pass
+	// sooner.
+	Interval time.Duration
+	Logger   *slog.Logger
+	// Now is the clock (tests); defaults to time.Now.
+	Now func() time.Time
+}
+
+// Reconciler drives the fleet towards the catalog.
+type Reconciler struct {
+	opts    Options
+	log     *slog.Logger
+	backoff map[string]backoff
+	routed  map[string]bool
+}
+
+type backoff struct {
+	failures int
+	until    time.Time
+	last     string
+}
+
+// New returns a reconciler.
+func New(opts Options) *Reconciler {
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, routed: map[string]bool{}}
+}
+
+// Run reconciles until ctx ends.
+func (r *Reconciler) Run(ctx context.Context) {
+	t := time.NewTicker(r.opts.Interval)
+	defer t.Stop()
+	for {
+		r.Pass()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.opts.Fleet.Changed():
+		case <-r.opts.Catalog.Changed():
+		}
+	}
+}
+
+// LastFailure returns the most recent replica failure of a model, if any.
+func (r *Reconciler) LastFailure(model string) string { return r.backoff[model].last }
+
+// Pass runs one reconciliation. It is not safe to call concurrently with
+// itself (Run calls it from one goroutine).
+func (r *Reconciler) Pass() {
+	for _, id := range r.opts.Fleet.ExpireLost(r.opts.Grace) {
+		r.log.Warn("node lost", "node", id, "grace", r.opts.Grace.String())
+	}
+	entries := r.opts.Catalog.List()
+	byName := make(map[string]models.Entry, len(entries))
+	for _, e := range entries {
+		byName[e.Model.Name] = e
+	}
+	now := r.opts.Now()
+	endpoints := map[string][]router.Endpoint{}
+	r.opts.Fleet.Update(func(tx *fleet.Tx) {
+		r.retire(tx, byName, now)
+		for _, e := range entries {
+			r.scale(tx, e, now)
+		}
+		for _, rep := range tx.Replicas() {
+			if rep.State != fleet.ReplicaReady || len(rep.Shards) == 0 || rep.Shards[0].Endpoint == "" {
+				continue
+			}
+			if _, ok := byName[rep.Model]; !ok {
+				continue
+			}
+			endpoints[rep.Model] = append(endpoints[rep.Model], router.Endpoint{
+				ReplicaID: rep.ID, Model: rep.Model, URL: "http://" + rep.Shards[0].Endpoint, Weight: max(rep.Weight, 1),
+			})
+		}
+	})
+	if r.opts.Endpoints != nil {
+		for name := range byName {
+			r.opts.Endpoints.SetEndpoints(name, endpoints[name])
+			r.routed[name] = true
+		}
+		for name := range r.routed {
+			if _, ok := byName[name]; !ok {
+				r.opts.Endpoints.SetEndpoints(name, nil)
+				delete(r.routed, name)
+			}
+		}
+	}
+}
+
+// retire handles failed replicas, replicas of models no longer in the
+// catalog, replicas stuck starting, and starts workers of multi-node
+// replicas once rank 0 has its rendezvous address.
+func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now time.Time) {
+	for _, rep := range tx.Replicas() {
+		e, known := byName[rep.Model]
+		switch {
+		case rep.State == fleet.ReplicaFailed:
+			r.log.Warn("replica failed", "model", rep.Model, "replica", rep.ID, "error", rep.Error)
+			r.stopShards(tx, rep, "replica failed: "+rep.Error)
+			tx.Remove(rep)
+			b := r.backoff[rep.Model]
+			b.failures++
+			b.until = now.Add(min(time.Second<<min(b.failures-1, 6), time.Minute))
+			b.last = rep.Error
+			r.backoff[rep.Model] = b
+			continue
+		case !known:
+			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "model removed from catalog")
+			r.stopShards(tx, rep, "model removed from catalog")
+			tx.Remove(rep)
+			continue
+		}
+		if rep.State == fleet.ReplicaStarting {
+			if p, ok := profileByName(e.Model, rep.Profile); ok && !rep.Adopted {
+				limit := p.StartupTimeout.Std() + 30*time.Second
+				if now.Sub(rep.Created) > limit {
+					tx.Fail(rep, "not ready within "+limit.String())
+					continue
+				}
+			}
+			r.startWorkers(tx, rep)
+		}
+		if rep.State == fleet.ReplicaReady {
+			if b, ok := r.backoff[rep.Model]; ok && b.failures > 0 {
+				b.failures = 0
+				b.until = time.Time{}
+				r.backoff[rep.Model] = b
+			}
+		}
+	}
+}
+
+// startWorkers sends StartShard to ranks > 0 once rank 0 reported where it
+// listens for the rendezvous.
+func (r *Reconciler) startWorkers(tx *fleet.Tx, rep *fleet.Replica) {
+	if len(rep.Shards) < 2 || rep.Shards[0].RendezvousAddr == "" {
+		return
+	}
+	for _, s := range rep.Shards[1:] {
+		if s.Sent || s.Start == nil {
+			continue
+		}
+		s.Start.RendezvousAddr = rep.Shards[0].RendezvousAddr
+		if err := tx.Send(s.Node, startMsg(s.Start)); err != nil {
+			tx.Fail(rep, "starting shard "+s.ID+" on "+s.Node+": "+err.Error())
+			return
+		}
+		s.Sent = true
+	}
+}
+
+func (r *Reconciler) stopShards(tx *fleet.Tx, rep *fleet.Replica, reason string) {
+	for _, s := range rep.Shards {
+		if !s.Sent {
+			continue
+		}
+		if err := tx.Send(s.Node, &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_StopShard{StopShard: &agentv1.StopShard{ShardId: s.ID, Reason: reason}}}); err != nil {
+			r.log.Debug("stop not delivered", "shard", s.ID, "node", s.Node, "err", err)
+		}
+	}
+}
+
+// scale places replicas up to scaling.min for the current generation and,
+// once enough of them are ready, retires the rest.
+func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
+	want := e.Model.Scaling.Min
+	var current, currentReady, old []*fleet.Replica
+	for _, rep := range tx.Replicas() {
+		if rep.Model != e.Model.Name || rep.State == fleet.ReplicaFailed {
+			continue
+		}
+		if rep.Generation == e.Generation {
+			current = append(current, rep)
+			if rep.State == fleet.ReplicaReady {
+				currentReady = append(currentReady, rep)
+			}
+		} else {
+			old = append(old, rep)
+		}
+	}
+	if len(current) < want && !now.Before(r.backoff[e.Model.Name].until) {
+		for i := len(current); i < want; i++ {
+			rep, ok := r.place(tx, e, now)
+			if !ok {
+				break
+			}
+			current = append(current, rep)
+		}
+	}
+	if len(currentReady) >= want {
+		for _, rep := range old {
+			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "replaced by generation "+e.Generation)
+			r.stopShards(tx, rep, "replaced by a newer definition")
+			tx.Remove(rep)
+		}
+	}
+	if extra := len(current) - want; extra > 0 {
+		// Retire the least useful first: not ready, then newest.
+		sort.SliceStable(current, func(i, j int) bool {
+			ri, rj := current[i].State == fleet.ReplicaReady, current[j].State == fleet.ReplicaReady
+			if ri != rj {
+				return !ri
+			}
+			return current[i].Created.After(current[j].Created)
+		})
+		for _, rep := range current[:extra] {
+			if rep.State == fleet.ReplicaReady && len(currentReady) <= want {
+				break
+			}
+			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "above scaling.min")
+			r.stopShards(tx, rep, "scaled down")
+			tx.Remove(rep)
+			if rep.State == fleet.ReplicaReady {
+				currentReady = currentReady[:len(currentReady)-1]
+			}
+		}
+	}
+}
+
+func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.Replica, bool) {
+	snap := snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas())
+	plan := scheduler.Place(snap, demand(e.Model))
+	if !plan.Placed {
+		r.log.Debug("model not placed", "model", e.Model.Name, "why", plan.Explanation.String())
+		return nil, false
+	}
+	p, _ := profileByName(e.Model, plan.Profile)
+	rep := &fleet.Replica{
+		ID:             newID("r"),
+		Model:          e.Model.Name,
+		Profile:        p.Name,
+		Generation:     e.Generation,
+		Fabric:         plan.Fabric,
+		Weight:         p.Weight,
+		ShardsExpected: len(plan.Shards),
+		Created:        now,
+	}
+	for _, sp := range plan.Shards {
+		gpus := make([]int32, len(sp.GPUIndices))
+		for i, g := range sp.GPUIndices {
+			gpus[i] = int32(g)
+		}
+		start := &agentv1.StartShard{
+			ShardId:          rep.ID + "-" + strconv.Itoa(sp.Rank),
+			ReplicaId:        rep.ID,
+			Model:            e.Model.Name,
+			Engine:           p.Engine,
+			Source:           e.Model.Source,
+			Rank:             int32(sp.Rank),
+			WorldSize:        int32(len(plan.Shards)),
+			GpuIndices:       gpus,
+			Tp:               int32(p.TP),
+			Fabric:           plan.Fabric,
+			Args:             append([]string(nil), p.Args...),
+			StartupTimeoutMs: p.StartupTimeout.Std().Milliseconds(),
+			ContextLength:    int32(e.Model.ContextLength),
+			Profile:          p.Name,
+			ModelGeneration:  e.Generation,
+		}
+		rep.Shards = append(rep.Shards, &fleet.Shard{
+			ID: start.ShardId, Rank: sp.Rank, Node: sp.NodeID, GPUs: append([]int(nil), sp.GPUIndices...),
+			State: agentv1.ShardState_SHARD_STATE_STARTING, Start: start,
+		})
+	}
+	tx.Add(rep)
+	r0 := rep.Shards[0]
+	if err := tx.Send(r0.Node, startMsg(r0.Start)); err != nil {
+		tx.Fail(rep, "starting shard "+r0.ID+" on "+r0.Node+": "+err.Error())
+		return rep, true
+	}
+	r0.Sent = true
+	nodes := make([]string, len(rep.Shards))
+	for i, s := range rep.Shards {
+		nodes[i] = s.Node
+	}
+	r.log.Info("replica placed", "model", rep.Model, "replica", rep.ID, "profile", rep.Profile, "nodes", nodes, "fabric", rep.Fabric)
+	return rep, true
+}
+
+func startMsg(s *agentv1.StartShard) *agentv1.ControlMessage {
+	return &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_StartShard{StartShard: s}}
+}
+
+// Explain evaluates placing one more replica of m on the fleet as it is.
+func (r *Reconciler) Explain(m catalog.Model) scheduler.Explanation {
+	var out scheduler.Explanation
+	r.opts.Fleet.Update(func(tx *fleet.Tx) {
+		out = scheduler.Explain(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()), demand(m))
+	})
+	return out
+}
+
+// PlanOne evaluates placing one replica of m and returns the whole plan.
+func (r *Reconciler) PlanOne(m catalog.Model) scheduler.Plan {
+	var out scheduler.Plan
+	r.opts.Fleet.Update(func(tx *fleet.Tx) {
+		out = scheduler.Place(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()), demand(m))
+	})
+	return out
+}
+
+func newID(prefix string) string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}

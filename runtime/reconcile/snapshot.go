@@ -1,0 +1,99 @@
+package reconcile
+
+import (
+	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/scheduler"
+)
+
+// snapshot converts the fleet into the scheduler's view. Only connected,
+// ready nodes can take work; the others are listed so that explanations
+// name them.
+func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*fleet.Replica) scheduler.Snapshot {
+	perNode := map[string]map[string]int{}
+	for _, r := range replicas {
+		if r.State == fleet.ReplicaFailed {
+			continue
+		}
+		for _, s := range r.Shards {
+			if perNode[s.Node] == nil {
+				perNode[s.Node] = map[string]int{}
+			}
+			perNode[s.Node][r.Model]++
+		}
+	}
+	snap := scheduler.Snapshot{Nodes: make([]scheduler.Node, 0, len(nodes))}
+	for _, n := range nodes {
+		sn := scheduler.Node{
+			ID:       n.ID,
+			Ready:    n.State == fleet.NodeReady && n.Connected,
+			UsedGPUs: used[n.ID],
+			Replicas: perNode[n.ID],
+			Engines:  map[string]bool{},
+		}
+		switch {
+		case n.State == fleet.NodeLost:
+			sn.NotReadyReason = "lost: " + n.Reason
+		case !n.Connected:
+			sn.NotReadyReason = "agent disconnected"
+		case n.State != fleet.NodeReady:
+			sn.NotReadyReason = string(n.State) + ": " + n.Reason
+		}
+		if d := n.Declaration; d != nil {
+			sn.Labels = d.GetLabels()
+		}
+		if inv := n.Inventory; inv != nil {
+			for _, g := range inv.GetGpus() {
+				sn.GPUs = append(sn.GPUs, scheduler.GPU{Index: int(g.GetIndex()), Class: g.GetClass(), MemoryMiB: g.GetMemoryMib()})
+			}
+			sn.MemoryBytes = inv.GetMemoryTotalBytes()
+			sn.FreeMemoryBytes = inv.GetMemoryAvailableBytes()
+			sn.DiskFreeBytes = inv.GetDiskFreeBytes()
+			for _, e := range inv.GetEngines() {
+				if e.GetAvailable() {
+					sn.Engines[e.GetEngine()] = true
+				}
+			}
+			for _, fv := range inv.GetFabrics() {
+				if fv.GetInService() && sn.Fabric == "" {
+					sn.Fabric = fv.GetName()
+					sn.FabricRateGbps = fv.GetRateGbps()
+				}
+			}
+			for _, mf := range inv.GetModels() {
+				sn.ModelsPresent = append(sn.ModelsPresent, mf.GetPath(), mf.GetName())
+			}
+		}
+		snap.Nodes = append(snap.Nodes, sn)
+	}
+	return snap
+}
+
+// demand converts a catalog model into a request for one replica.
+func demand(m catalog.Model) scheduler.Demand {
+	d := scheduler.Demand{Model: m.Name, Source: m.Source}
+	for _, p := range m.Profiles {
+		d.Profiles = append(d.Profiles, scheduler.Profile{
+			Name:        p.Name,
+			Engine:      p.Engine,
+			GPUClass:    p.GPUClass,
+			TP:          p.TP,
+			Nodes:       p.Nodes,
+			Weight:      p.Weight,
+			Priority:    p.Priority,
+			MinMemoryGB: p.MinMemoryGB,
+			MinDiskGB:   p.MinDiskGB,
+			Labels:      p.Labels,
+		})
+	}
+	return d
+}
+
+func profileByName(m catalog.Model, name string) (catalog.Profile, bool) {
+	for _, p := range m.Profiles {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return catalog.Profile{}, false
+}
