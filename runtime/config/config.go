@@ -1,0 +1,298 @@
+// Package config reads the control plane's server.yaml.
+//
+// Load applies, in order: the defaults (Default), the file, environment
+// variables (LLMGW_ prefix: LLMGW_AGENTS__GRACE=45s sets agents.grace), and
+// then checks the result. Unknown keys, wrong types and invalid values are
+// errors naming the file and the key.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmgw/llmgw/internal/konfig"
+	"github.com/llmgw/llmgw/runtime/catalog"
+)
+
+// EnvPrefix starts every environment variable that overrides server.yaml.
+const EnvPrefix = "LLMGW_"
+
+// Server is the control plane's configuration.
+type Server struct {
+	// Listen is the client API (OpenAI-compatible) address.
+	Listen string `koanf:"listen" yaml:"listen" json:"listen"`
+	// AgentListen is where agents dial in (gRPC, mutual TLS).
+	AgentListen string `koanf:"agent_listen" yaml:"agent_listen" json:"agent_listen"`
+	// ManageListen serves the management API (gRPC, TLS, bearer token).
+	ManageListen string `koanf:"manage_listen" yaml:"manage_listen" json:"manage_listen"`
+	// MetricsListen serves Prometheus metrics.
+	MetricsListen string `koanf:"metrics_listen" yaml:"metrics_listen" json:"metrics_listen"`
+	// PprofListen serves net/http/pprof; it must be a loopback address, and
+	// "" turns it off. pprof can dump the heap, where API keys live.
+	PprofListen string `koanf:"pprof_listen" yaml:"pprof_listen" json:"pprof_listen"`
+	// AgentTLS is the agent listener's CA (which signs node certificates)
+	// and its server certificate. Required.
+	AgentTLS TLS `koanf:"agent_tls" yaml:"agent_tls" json:"agent_tls"`
+	// ManageTLS is the management listener's certificate; it defaults to
+	// AgentTLS's certificate and key.
+	ManageTLS CertKey `koanf:"manage_tls" yaml:"manage_tls" json:"manage_tls"`
+	// Auth configures client authentication and the store.
+	Auth Auth `koanf:"auth" yaml:"auth" json:"auth"`
+	// Agents configures agent sessions.
+	Agents Agents `koanf:"agents" yaml:"agents" json:"agents"`
+	// Limits bounds client requests.
+	Limits Limits `koanf:"limits" yaml:"limits" json:"limits"`
+	// Timeouts bounds proxied requests.
+	Timeouts Timeouts `koanf:"timeouts" yaml:"timeouts" json:"timeouts"`
+	// Models are declared in this file: restored on every start and not
+	// editable through the management API.
+	Models []catalog.Model `koanf:"models" yaml:"models,omitempty" json:"models,omitempty"`
+}
+
+// TLS names a CA bundle and a certificate with its key, as PEM files.
+type TLS struct {
+	CA   string `koanf:"ca" yaml:"ca" json:"ca"`
+	Cert string `koanf:"cert" yaml:"cert" json:"cert"`
+	Key  string `koanf:"key" yaml:"key" json:"key"`
+}
+
+// CertKey names a certificate and its key, as PEM files.
+type CertKey struct {
+	Cert string `koanf:"cert" yaml:"cert" json:"cert"`
+	Key  string `koanf:"key" yaml:"key" json:"key"`
+}
+
+// Auth configures authentication and the store.
+type Auth struct {
+	// Enabled requires an API key on the client API.
+	Enabled bool `koanf:"enabled" yaml:"enabled" json:"enabled"`
+	// Store is a SQLite file path, a postgres:// URL, or "@" followed by
+	// the path of a file holding either (to keep a password out of this
+	// file). Use StoreDSN to resolve it.
+	Store string `koanf:"store" yaml:"store" json:"store"`
+}
+
+// Agents configures agent sessions.
+type Agents struct {
+	// HeartbeatInterval is how often agents report.
+	HeartbeatInterval time.Duration `koanf:"heartbeat_interval" yaml:"heartbeat_interval" json:"heartbeat_interval"`
+	// Grace is how long a node may go without a heartbeat before it is
+	// lost and its replicas are rebuilt elsewhere.
+	Grace time.Duration `koanf:"grace" yaml:"grace" json:"grace"`
+	// RequireDeclared refuses nodes Terraform has not declared.
+	RequireDeclared bool `koanf:"require_declared" yaml:"require_declared" json:"require_declared"`
+}
+
+// Limits bounds client requests.
+type Limits struct {
+	// MaxBodyBytes is the largest request body accepted.
+	MaxBodyBytes int64 `koanf:"max_body_bytes" yaml:"max_body_bytes" json:"max_body_bytes"`
+}
+
+// Timeouts bounds proxied requests.
+type Timeouts struct {
+	// ResponseHeader is how long an engine may take to start answering.
+	ResponseHeader time.Duration `koanf:"response_header" yaml:"response_header" json:"response_header"`
+	// Generation is the most a whole response may take.
+	Generation time.Duration `koanf:"generation" yaml:"generation" json:"generation"`
+}
+
+// Default returns the configuration before any file is read. Every default
+// is here.
+func Default() Server {
+	return Server{
+		Listen:        ":8080",
+		AgentListen:   ":7443",
+		ManageListen:  ":9090",
+		MetricsListen: ":9091",
+		PprofListen:   "127.0.0.1:6060",
+		Auth:          Auth{Enabled: true, Store: "llmgw.db"},
+		Agents:        Agents{HeartbeatInterval: 5 * time.Second, Grace: 30 * time.Second},
+		Limits:        Limits{MaxBodyBytes: 10 << 20},
+		Timeouts:      Timeouts{ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute},
+	}
+}
+
+// Load reads server.yaml at path (or only defaults and environment when path
+// is ""), normalizes the declared models and validates everything. Errors
+// name the file (or environment variable) and the key.
+func Load(path string) (Server, error) {
+	s := Default()
+	if err := konfig.Load(path, EnvPrefix, &s); err != nil {
+		return Server{}, err
+	}
+	s.Normalize()
+	if err := s.Validate(); err != nil {
+		source := path
+		if source == "" {
+			source = "configuration"
+		}
+		var ps catalog.Problems
+		if errors.As(err, &ps) {
+			return Server{}, ps.Prefixed(source)
+		}
+		return Server{}, fmt.Errorf("%s: %w", source, err)
+	}
+	return s, nil
+}
+
+// Normalize fills what depends on other keys: manage_tls from agent_tls, and
+// each declared model's defaults.
+func (s *Server) Normalize() {
+	if s.ManageTLS.Cert == "" && s.ManageTLS.Key == "" {
+		s.ManageTLS = CertKey{Cert: s.AgentTLS.Cert, Key: s.AgentTLS.Key}
+	}
+	for i := range s.Models {
+		s.Models[i].Normalize()
+	}
+}
+
+// Validate checks a normalized configuration and returns every problem as
+// catalog.Problems (keys like agents.grace or models[2].profiles[0].engine),
+// or nil.
+func (s Server) Validate() error {
+	var ps catalog.Problems
+	add := func(key, format string, args ...any) {
+		ps = append(ps, catalog.Problem{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	listeners := []struct{ key, addr string }{
+		{"listen", s.Listen},
+		{"agent_listen", s.AgentListen},
+		{"manage_listen", s.ManageListen},
+		{"metrics_listen", s.MetricsListen},
+		{"pprof_listen", s.PprofListen},
+	}
+	used := map[string]string{}
+	for _, l := range listeners {
+		if l.addr == "" {
+			if l.key != "pprof_listen" {
+				add(l.key, "is required (host:port)")
+			}
+			continue
+		}
+		host, port, err := splitListen(l.addr)
+		if err != nil {
+			add(l.key, "%v", err)
+			continue
+		}
+		if l.key == "pprof_listen" && !isLoopback(host) {
+			add(l.key, "%q is not a loopback address: pprof can dump the process heap, so it only listens on 127.0.0.1, ::1 or localhost (or set \"\" to turn it off)", l.addr)
+		}
+		if port != 0 {
+			if other, dup := used[l.addr]; dup {
+				add(l.key, "%q is already used by %s", l.addr, other)
+			}
+			used[l.addr] = l.key
+		}
+	}
+
+	for _, f := range []struct{ key, val string }{
+		{"agent_tls.ca", s.AgentTLS.CA},
+		{"agent_tls.cert", s.AgentTLS.Cert},
+		{"agent_tls.key", s.AgentTLS.Key},
+	} {
+		if f.val == "" {
+			add(f.key, "is required: agents connect over mutual TLS")
+		}
+	}
+	if (s.ManageTLS.Cert == "") != (s.ManageTLS.Key == "") {
+		add("manage_tls", "set both cert and key, or neither to use agent_tls's")
+	}
+
+	if s.Auth.Store == "" {
+		add("auth.store", "is required (a SQLite path, a postgres:// URL, or @file)")
+	} else if s.Auth.Store == "@" {
+		add("auth.store", "\"@\" must be followed by the path of a file holding the address")
+	}
+
+	if s.Agents.HeartbeatInterval <= 0 {
+		add("agents.heartbeat_interval", "must be positive")
+	}
+	if s.Agents.Grace <= 0 {
+		add("agents.grace", "must be positive")
+	} else if s.Agents.HeartbeatInterval > 0 && s.Agents.Grace <= s.Agents.HeartbeatInterval {
+		add("agents.grace", "%s must be longer than agents.heartbeat_interval %s, or every node is lost between two heartbeats", s.Agents.Grace, s.Agents.HeartbeatInterval)
+	}
+	if s.Limits.MaxBodyBytes <= 0 {
+		add("limits.max_body_bytes", "must be positive")
+	}
+	if s.Timeouts.ResponseHeader <= 0 {
+		add("timeouts.response_header", "must be positive")
+	}
+	if s.Timeouts.Generation <= 0 {
+		add("timeouts.generation", "must be positive")
+	}
+
+	for i, m := range s.Models {
+		if err := m.Validate(); err != nil {
+			prefix := fmt.Sprintf("models[%d]", i)
+			var mps catalog.Problems
+			if !errors.As(err, &mps) {
+				add(prefix, "%v", err)
+				continue
+			}
+			for _, p := range mps.Within(prefix) {
+				if m.Name != "" {
+					p.Msg += fmt.Sprintf(" (model %s)", m.Name)
+				}
+				ps = append(ps, p)
+			}
+		}
+	}
+	if err := catalog.ValidateSet(s.Models); err != nil {
+		var sps catalog.Problems
+		if errors.As(err, &sps) {
+			ps = append(ps, sps...)
+		} else {
+			add("models", "%v", err)
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps
+}
+
+// splitListen parses host:port with a numeric port.
+func splitListen(addr string) (host string, port int, err error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q is not host:port (e.g. \":8080\" or \"127.0.0.1:8080\")", addr)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 0 || n > 65535 {
+		return "", 0, fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, p)
+	}
+	return host, n, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// StoreDSN returns the store address: Store itself, or, when Store is
+// "@path", the trimmed contents of that file.
+func (a Auth) StoreDSN() (string, error) {
+	path, ok := strings.CutPrefix(a.Store, "@")
+	if !ok {
+		return a.Store, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading auth.store address file: %w", err)
+	}
+	dsn := strings.TrimSpace(string(b))
+	if dsn == "" {
+		return "", fmt.Errorf("auth.store address file %s is empty", path)
+	}
+	return dsn, nil
+}
