@@ -42,7 +42,7 @@ func genNode(t *rapid.T, id string) Node {
 	}
 	class := rapid.SampledFrom(genClasses).Draw(t, id+".class")
 	mixed := rapid.IntRange(0, 4).Draw(t, id+".mixed") == 4
-	for i := range 8-rapid.IntRange(0, 8).Draw(t, id+".missingGPUs") {
+	for i := range 8 - rapid.IntRange(0, 8).Draw(t, id+".missingGPUs") {
 		c := class
 		if mixed {
 			c = rapid.SampledFrom(genClasses).Draw(t, id+".gpuclass")
