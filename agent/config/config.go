@@ -1,0 +1,152 @@
+// Package config reads the node agent's agent.yaml.
+//
+// Load applies, in order: the defaults (Default), the file, environment
+// variables (LLMGW_ prefix: LLMGW_STATE_DIR=/srv/llmgw sets state_dir), and
+// then checks the result, including the node declaration. Errors name the
+// file (or environment variable) and the key.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmgw/llmgw/agent/declaration"
+	"github.com/llmgw/llmgw/internal/konfig"
+)
+
+// EnvPrefix starts every environment variable that overrides agent.yaml.
+const EnvPrefix = "LLMGW_"
+
+// Agent is the node agent's configuration.
+type Agent struct {
+	// NodeID is the node's claimed identity. The identity is the client
+	// certificate's common name; when set, the control plane refuses the
+	// node unless the two match. Carried, not checked, here.
+	NodeID string `koanf:"node_id" yaml:"node_id,omitempty" json:"node_id,omitempty"`
+	// Server is the control plane's agent endpoint, host:port. Required.
+	Server string `koanf:"server" yaml:"server" json:"server"`
+	// ServerName overrides the TLS server name checked in the control
+	// plane's certificate.
+	ServerName string `koanf:"server_name" yaml:"server_name,omitempty" json:"server_name,omitempty"`
+	// TLS is the CA that signed the control plane's certificate and this
+	// node's client certificate and key. Required.
+	TLS TLS `koanf:"tls" yaml:"tls" json:"tls"`
+	// Address is the host other nodes and the control plane use to reach
+	// this node's engines.
+	Address string `koanf:"address" yaml:"address" json:"address"`
+	// StateDir holds the agent's state: shard records, fetched weights.
+	StateDir string `koanf:"state_dir" yaml:"state_dir" json:"state_dir"`
+	// EnginePorts is the range engines are given ports from.
+	EnginePorts PortRange `koanf:"engine_ports" yaml:"engine_ports" json:"engine_ports"`
+	// HeartbeatInterval is how often the agent reports when the control
+	// plane does not say.
+	HeartbeatInterval time.Duration `koanf:"heartbeat_interval" yaml:"heartbeat_interval" json:"heartbeat_interval"`
+
+	// Declaration is what the operator says the node is: fabrics, engines,
+	// labels, model_dirs and discovery are top-level keys of agent.yaml.
+	// The control plane's copy, when it has one, replaces it.
+	declaration.Declaration `koanf:",squash" yaml:",inline" json:",inline"`
+}
+
+// TLS names PEM files: the CA bundle and a certificate with its key.
+type TLS struct {
+	CA   string `koanf:"ca" yaml:"ca" json:"ca"`
+	Cert string `koanf:"cert" yaml:"cert" json:"cert"`
+	Key  string `koanf:"key" yaml:"key" json:"key"`
+}
+
+// PortRange is an inclusive range of TCP ports.
+type PortRange struct {
+	From int `koanf:"from" yaml:"from" json:"from"`
+	To   int `koanf:"to" yaml:"to" json:"to"`
+}
+
+// Size returns how many ports the range holds.
+func (r PortRange) Size() int { return max(r.To-r.From+1, 0) }
+
+// Default returns the configuration before any file is read. Every default
+// is here.
+func Default() Agent {
+	return Agent{
+		Address:           "127.0.0.1",
+		StateDir:          "/var/lib/llmgw-agent",
+		EnginePorts:       PortRange{From: 20000, To: 20999},
+		HeartbeatInterval: 5 * time.Second,
+	}
+}
+
+// Load reads agent.yaml at path (or only defaults and environment when path
+// is "") and validates it.
+func Load(path string) (Agent, error) {
+	a := Default()
+	if err := konfig.Load(path, EnvPrefix, &a); err != nil {
+		return Agent{}, err
+	}
+	if err := a.Validate(); err != nil {
+		source := path
+		if source == "" {
+			source = "configuration"
+		}
+		lines := strings.Split(err.Error(), "\n")
+		for i := range lines {
+			lines[i] = source + ": " + lines[i]
+		}
+		return Agent{}, errors.New(strings.Join(lines, "\n"))
+	}
+	return a, nil
+}
+
+// Validate checks the configuration and the declaration in it, reporting
+// every problem with its key, one per line.
+func (a Agent) Validate() error {
+	var problems []string
+	add := func(key, format string, args ...any) {
+		problems = append(problems, key+": "+fmt.Sprintf(format, args...))
+	}
+	if a.Server == "" {
+		add("server", "is required: the control plane's agent endpoint, host:port")
+	} else if host, port, err := net.SplitHostPort(a.Server); err != nil || host == "" || !validPort(port) {
+		add("server", "%q is not host:port (e.g. \"cp.internal:7443\")", a.Server)
+	}
+	for _, f := range []struct{ key, val string }{
+		{"tls.ca", a.TLS.CA}, {"tls.cert", a.TLS.Cert}, {"tls.key", a.TLS.Key},
+	} {
+		if f.val == "" {
+			add(f.key, "is required: the agent connects over mutual TLS")
+		}
+	}
+	switch {
+	case a.Address == "":
+		add("address", "is required: the host other nodes use to reach this node's engines")
+	case strings.Contains(a.Address, ":") && net.ParseIP(a.Address) == nil:
+		add("address", "%q must be a host name or IP address without a port", a.Address)
+	case net.ParseIP(a.Address) != nil && net.ParseIP(a.Address).IsUnspecified():
+		add("address", "%q cannot be reached by other nodes; give this node's own address", a.Address)
+	}
+	if a.StateDir == "" {
+		add("state_dir", "is required")
+	}
+	r := a.EnginePorts
+	if r.From < 1 || r.To > 65535 || r.From > r.To {
+		add("engine_ports", "from %d to %d is not a port range within 1-65535 with from <= to", r.From, r.To)
+	}
+	if a.HeartbeatInterval <= 0 {
+		add("heartbeat_interval", "must be positive")
+	}
+	if err := a.Declaration.Validate(); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "\n"))
+	}
+	return nil
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n > 0 && n <= 65535
+}
