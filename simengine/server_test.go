@@ -271,7 +271,9 @@ func TestRunServesAndLogsAddress(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Config{Host: "127.0.0.1", Port: 0, ServedModelName: testModel}, logs.logger()) }()
+	go func() {
+		done <- Run(ctx, Config{Host: "127.0.0.1", Port: 0, ServedModelName: testModel}, logs.logger())
+	}()
 	addrRE := regexp.MustCompile(`msg=serving addr=(\S+)`)
 	var addr string
 	waitFor(t, 5*time.Second, "the serving log line", func() bool {
