@@ -1,0 +1,285 @@
+package reconcile
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/models"
+	"github.com/llmgw/llmgw/runtime/router"
+)
+
+// recordingConn stands in for an agent session.
+type recordingConn struct {
+	mu   sync.Mutex
+	sent []*agentv1.ControlMessage
+}
+
+func (c *recordingConn) Send(m *agentv1.ControlMessage) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sent = append(c.sent, m)
+	return nil
+}
+
+func (c *recordingConn) starts() []*agentv1.StartShard {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*agentv1.StartShard
+	for _, m := range c.sent {
+		if s := m.GetStartShard(); s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (c *recordingConn) stops() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.sent {
+		if s := m.GetStopShard(); s != nil {
+			out = append(out, s.GetShardId())
+		}
+	}
+	return out
+}
+
+type endpoints struct {
+	mu  sync.Mutex
+	eps map[string][]router.Endpoint
+}
+
+func (e *endpoints) SetEndpoints(model string, eps []router.Endpoint) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.eps[model] = eps
+}
+
+func inventory(fabric string) *agentv1.Inventory {
+	inv := &agentv1.Inventory{MemoryTotalBytes: 512 << 30, MemoryAvailableBytes: 500 << 30, DiskFreeBytes: 1 << 40, Avx2: true,
+		Engines: []*agentv1.EngineStatus{{Engine: "sim", Available: true}}}
+	for i := 0; i < 8; i++ {
+		inv.Gpus = append(inv.Gpus, &agentv1.GPU{Index: int32(i), Class: "h100-80g", MemoryMib: 81559})
+	}
+	if fabric != "" {
+		inv.Fabrics = []*agentv1.FabricVerdict{{Name: fabric, Adapters: []string{"mlx5_0"}, InService: true, RateGbps: 200}}
+	}
+	return inv
+}
+
+type harness struct {
+	fleet *fleet.Fleet
+	conns map[string]*recordingConn
+	eps   *endpoints
+	rec   *Reconciler
+	now   time.Time
+}
+
+func newHarness(t *testing.T, ms ...catalog.Model) *harness {
+	t.Helper()
+	reg, err := models.New(ms, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{fleet: fleet.New(), conns: map[string]*recordingConn{}, eps: &endpoints{eps: map[string][]router.Endpoint{}}, now: time.Unix(1_700_000_000, 0)}
+	for _, n := range []struct{ id, fabric string }{{"node01", "ib-a"}, {"node02", "ib-a"}, {"node03", ""}} {
+		c := &recordingConn{}
+		h.conns[n.id] = c
+		h.fleet.Connect(&agentv1.Hello{NodeId: n.id, Address: "127.0.0.1", Inventory: inventory(n.fabric)}, n.id, nil, false, c)
+	}
+	h.rec = New(Options{Fleet: h.fleet, Catalog: reg, Endpoints: h.eps, Grace: time.Hour, Now: func() time.Time { return h.now }})
+	return h
+}
+
+func (h *harness) report(node string, s *agentv1.StartShard, state agentv1.ShardState, mut func(*agentv1.ShardStatus)) {
+	st := &agentv1.ShardStatus{ShardId: s.GetShardId(), ReplicaId: s.GetReplicaId(), Model: s.GetModel(), Rank: s.GetRank(), State: state}
+	if mut != nil {
+		mut(st)
+	}
+	h.fleet.ApplyShardStatus(node, st)
+}
+
+func (h *harness) startsFor(model string) map[string][]*agentv1.StartShard {
+	out := map[string][]*agentv1.StartShard{}
+	for node, c := range h.conns {
+		for _, s := range c.starts() {
+			if s.GetModel() == model {
+				out[node] = append(out[node], s)
+			}
+		}
+	}
+	return out
+}
+
+func chatModel() catalog.Model {
+	m := catalog.Model{Name: "sim-chat", Aliases: []string{"chat"}, Source: "sim://chat", Scaling: catalog.Scaling{Min: 1, Max: 2},
+		Profiles: []catalog.Profile{{Name: "h100", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+	return m
+}
+
+func twoNodeModel() catalog.Model {
+	return catalog.Model{Name: "sim-2node", Source: "sim://2node", Scaling: catalog.Scaling{Min: 1, Max: 1},
+		Profiles: []catalog.Profile{{Name: "x2", Engine: "sim", GPUClass: "h100-80g", TP: 4, Nodes: 2}}}
+}
+
+func TestSingleNodeReplicaLifecycle(t *testing.T) {
+	h := newHarness(t, chatModel())
+	h.rec.Pass()
+	starts := h.startsFor("sim-chat")
+	if len(starts) != 1 {
+		t.Fatalf("want one StartShard for sim-chat, got %v", starts)
+	}
+	var node string
+	var s *agentv1.StartShard
+	for n, ss := range starts {
+		node, s = n, ss[0]
+	}
+	if s.GetWorldSize() != 1 || len(s.GetGpuIndices()) != 1 || s.GetModelGeneration() == "" {
+		t.Fatalf("bad StartShard: %v", s)
+	}
+	// A second pass while it starts places nothing more.
+	h.rec.Pass()
+	if n := len(h.startsFor("sim-chat")[node]); n != 1 {
+		t.Fatalf("replica placed twice while starting: %d starts", n)
+	}
+	if eps := h.eps.eps["sim-chat"]; len(eps) != 0 {
+		t.Fatalf("endpoints before ready: %v", eps)
+	}
+	h.report(node, s, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = "127.0.0.1:9000" })
+	h.rec.Pass()
+	eps := h.eps.eps["sim-chat"]
+	if len(eps) != 1 || eps[0].URL != "http://127.0.0.1:9000" {
+		t.Fatalf("endpoints after ready = %v", eps)
+	}
+
+	// The engine dies: the replica fails, is stopped and removed, and after
+	// the backoff a new one is placed.
+	h.report(node, s, agentv1.ShardState_SHARD_STATE_FAILED, func(st *agentv1.ShardStatus) { st.Error = "exit status 1" })
+	h.rec.Pass()
+	if eps := h.eps.eps["sim-chat"]; len(eps) != 0 {
+		t.Fatalf("failed replica still routed: %v", eps)
+	}
+	if stops := h.conns[node].stops(); len(stops) != 1 || stops[0] != s.GetShardId() {
+		t.Fatalf("stops = %v, want %s", stops, s.GetShardId())
+	}
+	if got := h.rec.LastFailure("sim-chat"); got == "" {
+		t.Fatal("last failure not recorded")
+	}
+	total := func() int {
+		n := 0
+		for _, ss := range h.startsFor("sim-chat") {
+			n += len(ss)
+		}
+		return n
+	}
+	if total() != 1 {
+		t.Fatalf("replaced during backoff")
+	}
+	h.now = h.now.Add(2 * time.Second)
+	h.rec.Pass()
+	if total() != 2 {
+		t.Fatalf("not replaced after backoff: %d starts", total())
+	}
+}
+
+func TestMultiNodeReplicaStaysInOneFabricAndStartsWorkersAfterRendezvous(t *testing.T) {
+	h := newHarness(t, twoNodeModel())
+	h.rec.Pass()
+	starts := h.startsFor("sim-2node")
+	if len(starts) != 1 {
+		t.Fatalf("want rank 0 started alone first, got %v", starts)
+	}
+	var r0node string
+	var r0 *agentv1.StartShard
+	for n, ss := range starts {
+		r0node, r0 = n, ss[0]
+	}
+	if r0.GetRank() != 0 || r0.GetWorldSize() != 2 || r0.GetFabric() != "ib-a" {
+		t.Fatalf("rank 0 start = %v", r0)
+	}
+	if r0node == "node03" {
+		t.Fatal("multi-node shard placed on a node without a fabric")
+	}
+	h.report(r0node, r0, agentv1.ShardState_SHARD_STATE_STARTING, func(st *agentv1.ShardStatus) { st.RendezvousAddr = "127.0.0.1:7000" })
+	h.rec.Pass()
+	starts = h.startsFor("sim-2node")
+	if len(starts) != 2 {
+		t.Fatalf("worker not started after rendezvous: %v", starts)
+	}
+	var w *agentv1.StartShard
+	var wnode string
+	for n, ss := range starts {
+		if n != r0node {
+			wnode, w = n, ss[0]
+		}
+	}
+	if wnode == "node03" || w.GetRank() != 1 || w.GetRendezvousAddr() != "127.0.0.1:7000" {
+		t.Fatalf("worker start on %s = %v", wnode, w)
+	}
+	// Rank 0 ready but the worker not: the replica is not ready.
+	h.report(r0node, r0, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = "127.0.0.1:9001" })
+	h.rec.Pass()
+	if eps := h.eps.eps["sim-2node"]; len(eps) != 0 {
+		t.Fatalf("replica routed with a shard not ready: %v", eps)
+	}
+	h.report(wnode, w, agentv1.ShardState_SHARD_STATE_READY, nil)
+	h.rec.Pass()
+	if eps := h.eps.eps["sim-2node"]; len(eps) != 1 {
+		t.Fatalf("ready replica not routed: %v", eps)
+	}
+}
+
+func TestLostNodeFailsItsReplicas(t *testing.T) {
+	h := newHarness(t, chatModel())
+	h.rec.opts.Grace = time.Nanosecond
+	h.rec.Pass()
+	// With a grace of 1ns every node is lost at once (the fleet's own clock
+	// moved on), and the replica placed on one of them fails.
+	h.rec.Pass()
+	for _, r := range h.fleet.Replicas() {
+		if r.State != fleet.ReplicaFailed {
+			t.Fatalf("replica %s on a lost node is %s", r.ID, r.State)
+		}
+	}
+	for _, n := range h.fleet.Nodes() {
+		if n.State != fleet.NodeLost {
+			t.Fatalf("node %s is %s, want lost", n.ID, n.State)
+		}
+	}
+}
+
+func TestRemovedModelStopsItsReplicas(t *testing.T) {
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.rec.opts.Catalog = reg
+	if _, err := reg.Create(context.Background(), chatModel()); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	if len(h.fleet.Replicas()) != 1 {
+		t.Fatal("no replica placed")
+	}
+	if err := reg.Delete(context.Background(), "sim-chat"); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	if len(h.fleet.Replicas()) != 0 {
+		t.Fatalf("replicas of a removed model remain: %v", h.fleet.Replicas())
+	}
+	stopped := 0
+	for _, c := range h.conns {
+		stopped += len(c.stops())
+	}
+	if stopped != 1 {
+		t.Fatalf("want one StopShard, got %d", stopped)
+	}
+}
