@@ -87,13 +87,22 @@ func TestLoadValidFile(t *testing.T) {
 	}
 }
 
-func TestLoadNoFileKeepsDefaults(t *testing.T) {
-	c := defaults()
-	if err := Load("", "", &c); err != nil {
-		t.Fatalf("Load: %v", err)
+func TestLoadKeepsDefaults(t *testing.T) {
+	tests := []struct{ name, path string }{
+		{"no file", ""},
+		{"empty file", writeFile(t, "empty.yaml", "")},
+		{"null sections", writeFile(t, "null.yaml", "agents:\nlimits: ~\n")},
 	}
-	if !reflect.DeepEqual(c, defaults()) {
-		t.Fatalf("Load(\"\") changed the defaults: %+v", c)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := defaults()
+			if err := Load(tt.path, "", &c); err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if !reflect.DeepEqual(c, defaults()) {
+				t.Fatalf("Load changed the defaults: %+v", c)
+			}
+		})
 	}
 }
 
@@ -152,6 +161,11 @@ func TestLoadErrors(t *testing.T) {
 			name: "bool for a string",
 			body: "listen: true\n",
 			want: []string{`server.yaml:1: listen: expected a string, got true`},
+		},
+		{
+			name: "date for a string",
+			body: "listen: 2026-03-01\n",
+			want: []string{`server.yaml:1: listen: expected a string, got 2026-03-01T00:00:00Z (YAML reads it as a timestamp; quote it)`},
 		},
 		{
 			name: "scalar for a section",

@@ -226,8 +226,10 @@ func (c *checker) check(v any, t reflect.Type, path string) {
 	case reflect.String:
 		switch v.(type) {
 		case string, int, int64, uint64, float64:
+		case bool:
+			c.add(path, "expected a string, got %v (quote it if it is meant as text)", v)
 		default:
-			c.add(path, "expected a string, got %s (quote it)", describe(v))
+			c.add(path, "expected a string, got %s", describe(v))
 		}
 	case reflect.Bool:
 		switch x := v.(type) {
@@ -387,7 +389,7 @@ func describe(v any) string {
 	case map[string]any, map[any]any:
 		return "a mapping"
 	case time.Time:
-		return x.Format(time.RFC3339) + " (a timestamp; quote it)"
+		return x.Format(time.RFC3339) + " (YAML reads it as a timestamp; quote it)"
 	}
 	return fmt.Sprint(v)
 }
