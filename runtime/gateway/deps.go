@@ -1,0 +1,157 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/router"
+)
+
+// ModelInfo describes one catalog model as /v1/models lists it.
+type ModelInfo struct {
+	// ID is the canonical model name.
+	ID string
+	// Aliases are other names that resolve to ID.
+	Aliases []string
+	// Created is the Unix time the model entered the catalog.
+	Created int64
+	// OwnedBy is shown as owned_by.
+	OwnedBy string
+}
+
+// Catalog resolves the model names clients send.
+type Catalog interface {
+	// Resolve maps a canonical name or an alias to the canonical name.
+	Resolve(name string) (canonical string, ok bool)
+	// List returns the catalog's models.
+	List() []ModelInfo
+}
+
+// Principal is who a request is made by.
+type Principal struct {
+	// KeyID identifies the API key (never the key itself).
+	KeyID string
+	// Project is the project the key belongs to.
+	Project string
+}
+
+// ErrUnauthenticated is returned by Auth for a missing, unknown or revoked key.
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// Auth authenticates API keys.
+type Auth interface {
+	// Authenticate returns the principal of a bearer token. It returns an
+	// error wrapping ErrUnauthenticated when the token is not a valid key;
+	// any other error is reported to the client as a server error.
+	Authenticate(ctx context.Context, bearer string) (Principal, error)
+}
+
+// RequestInfo is what admission may know about a request before it runs.
+type RequestInfo struct {
+	// Endpoint is the API path, e.g. "/v1/chat/completions".
+	Endpoint string
+	// Stream is whether the client asked for a streamed response.
+	Stream bool
+	// MaxTokens is max_completion_tokens, else max_tokens; 0 when unset.
+	MaxTokens int
+	// N is the number of choices asked for; 0 when unset.
+	N int
+	// BodyBytes is the size of the request body.
+	BodyBytes int
+}
+
+// Usage is the token usage the engine reported for a request.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+	TotalTokens      int
+	// Reported is false when the engine reported no usage (for example the
+	// request failed or the client went away); the counts are then zero.
+	Reported bool
+}
+
+// Ticket is an admitted request's claim on limits and budgets.
+type Ticket interface {
+	// Settle is called exactly once when the request has ended, with what
+	// it actually used.
+	Settle(usage Usage)
+}
+
+// Admission decides whether a principal may run a request now: rate limits
+// and budget reservations. It runs after the model is resolved and before a
+// replica is picked.
+type Admission interface {
+	// Admit returns a ticket to settle when the request ends, or an error.
+	// A *Rejection error is sent to the client as it says; any other error
+	// is a server error.
+	Admit(ctx context.Context, p Principal, model string, req RequestInfo) (Ticket, error)
+}
+
+// Rejection is an admission refusal the client should see, e.g. 429 with a
+// Retry-After for a rate limit or 402 for a spent budget.
+type Rejection struct {
+	Status     int
+	Type       string
+	Code       string
+	Message    string
+	RetryAfter time.Duration
+}
+
+func (r *Rejection) Error() string { return r.Message }
+
+// AdmitAll is the Admission that admits everything and settles nothing.
+type AdmitAll struct{}
+
+// Admit implements Admission.
+func (AdmitAll) Admit(context.Context, Principal, string, RequestInfo) (Ticket, error) {
+	return noTicket{}, nil
+}
+
+type noTicket struct{}
+
+func (noTicket) Settle(Usage) {}
+
+// Routes picks a replica endpoint for a canonical model; *router.Router
+// implements it.
+type Routes interface {
+	Pick(model, key string) (router.Lease, error)
+}
+
+var _ Routes = (*router.Router)(nil)
+
+// Record is what the gateway reports about one finished request.
+type Record struct {
+	Principal Principal
+	// Model is the canonical model name; empty when it was not resolved.
+	Model string
+	// Endpoint is the API path.
+	Endpoint  string
+	RequestID string
+	// ReplicaID is the replica that served it; empty when none was picked.
+	ReplicaID string
+	// Status is the HTTP status sent to the client (499 when the client
+	// went away before a response was sent).
+	Status           int
+	PromptTokens     int
+	CompletionTokens int
+	// UsageReported is false when the engine reported no usage.
+	UsageReported bool
+	Latency       time.Duration
+	// TTFT is the time to the first streamed event; zero when not streamed.
+	TTFT   time.Duration
+	Stream bool
+}
+
+// Observer receives a Record for every inference request, authenticated or
+// not, once it has ended. It is called on the request's goroutine and must
+// not block.
+type Observer interface {
+	Observe(Record)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Record)
+
+// Observe implements Observer.
+func (f ObserverFunc) Observe(r Record) { f(r) }

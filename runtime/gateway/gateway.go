@@ -1,0 +1,296 @@
+// Package gateway is the control plane's client API: an OpenAI-compatible
+// HTTP handler that authenticates a key, resolves the model, admits the
+// request, asks the router for a replica endpoint and proxies the request to
+// it, streaming the answer back and counting the tokens the engine reports.
+//
+// The gateway knows models and endpoints only; how a replica was placed is
+// none of its business.
+//
+// Files: gateway.go (construction, routing of paths, the request flow),
+// request.go (body reading, parsing and in-place rewriting), upstream.go
+// (the transport and non-streamed relay), stream.go (SSE relay and usage
+// scanning), models.go (/v1/models), errors.go (OpenAI error bodies).
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/router"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxBodyBytes          = 16 << 20
+	DefaultResponseHeaderTimeout = 10 * time.Minute
+	DefaultGenerationTimeout     = 30 * time.Minute
+	DefaultRetryAfter            = 5 * time.Second
+)
+
+// Config tunes the gateway. Zero fields take the defaults above.
+type Config struct {
+	// MaxBodyBytes is the largest request body accepted; larger gets 413.
+	MaxBodyBytes int64
+	// ResponseHeaderTimeout bounds the wait for an engine's response
+	// headers. A non-streamed generation sends its headers only when it is
+	// complete, so this also bounds non-streamed generations.
+	ResponseHeaderTimeout time.Duration
+	// GenerationTimeout bounds a whole upstream request, streamed or not.
+	GenerationTimeout time.Duration
+	// RetryAfter is sent with 503 when a model has no ready replica.
+	RetryAfter time.Duration
+	// Logger receives one debug line per request; nil discards.
+	Logger *slog.Logger
+}
+
+// Deps are the gateway's collaborators. Catalog, Auth and Routes are
+// required; the rest are optional.
+type Deps struct {
+	Catalog Catalog
+	// Auth authenticates keys; when nil every request is refused with 401.
+	Auth   Auth
+	Routes Routes
+	// Admission admits requests against limits and budgets; nil admits all.
+	Admission Admission
+	// Observer receives a Record per inference request; nil discards.
+	Observer Observer
+	// Ready reports whether this process serves (leader, caches warm);
+	// /ready answers 503 when it returns false. Nil means always ready.
+	Ready func() bool
+}
+
+// Gateway is the client API handler.
+type Gateway struct {
+	cfg       Config
+	deps      Deps
+	log       *slog.Logger
+	transport *http.Transport
+	handler   http.Handler
+}
+
+// New returns a gateway. Call Close when it is no longer used.
+func New(cfg Config, deps Deps) *Gateway {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.ResponseHeaderTimeout <= 0 {
+		cfg.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
+	if cfg.GenerationTimeout <= 0 {
+		cfg.GenerationTimeout = DefaultGenerationTimeout
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Admission == nil {
+		deps.Admission = AdmitAll{}
+	}
+	g := &Gateway{
+		cfg:       cfg,
+		deps:      deps,
+		log:       cfg.Logger.With("component", "gateway"),
+		transport: newTransport(cfg.ResponseHeaderTimeout),
+	}
+	mux := http.NewServeMux()
+	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
+		mux.HandleFunc(p, g.serveInference)
+	}
+	mux.HandleFunc("/v1/models", g.serveModels)
+	mux.HandleFunc("/v1/models/", g.serveModel)
+	mux.HandleFunc("/health", g.serveHealth)
+	mux.HandleFunc("/ready", g.serveReady)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, newError(http.StatusNotFound, typeInvalidRequest, "unknown_url",
+			fmt.Sprintf("unknown URL: %s %s", r.Method, r.URL.Path)))
+	})
+	g.handler = withRequestID(mux)
+	return g
+}
+
+// Handler returns the HTTP handler serving the client API.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Close releases idle upstream connections.
+func (g *Gateway) Close() { g.transport.CloseIdleConnections() }
+
+const requestIDHeader = "X-Request-Id"
+
+// withRequestID gives every response an x-request-id: the client's own when
+// it is a sane token, else a fresh one.
+func withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(requestIDHeader)
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		w.Header().Set(requestIDHeader, id)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	w.Header().Set("Allow", allow)
+	writeError(w, newError(http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
+		fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, allow)))
+}
+
+// authenticate checks the Authorization header.
+func (g *Gateway) authenticate(r *http.Request) (Principal, *apiError) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	token = strings.TrimSpace(token)
+	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return Principal{}, newError(http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
+			"missing API key: send it as Authorization: Bearer <key>")
+	}
+	if g.deps.Auth == nil {
+		return Principal{}, newError(http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
+			"no authenticator is configured on this gateway")
+	}
+	p, err := g.deps.Auth.Authenticate(r.Context(), token)
+	if errors.Is(err, ErrUnauthenticated) {
+		return Principal{}, newError(http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
+			"invalid API key")
+	}
+	if err != nil {
+		g.log.Warn("authenticating request", "err", err)
+		return Principal{}, newError(http.StatusInternalServerError, typeServer, "",
+			"the API key could not be checked; try again")
+	}
+	return p, nil
+}
+
+// exchange is one inference request on its way through the gateway.
+type exchange struct {
+	rec      Record
+	start    time.Time
+	usage    Usage
+	injected bool // the gateway asked the engine for a usage chunk
+}
+
+func (x *exchange) fail(w http.ResponseWriter, e *apiError) {
+	x.rec.Status = e.status
+	writeError(w, e)
+}
+
+// serveInference handles the chat, completions and embeddings endpoints.
+func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{start: time.Now()}
+	x.rec.Endpoint = r.URL.Path
+	x.rec.RequestID = w.Header().Get(requestIDHeader)
+	defer g.finish(x)
+
+	if r.Method != http.MethodPost {
+		x.rec.Status = http.StatusMethodNotAllowed
+		methodNotAllowed(w, r, http.MethodPost)
+		return
+	}
+	p, aerr := g.authenticate(r)
+	if aerr != nil {
+		x.fail(w, aerr)
+		return
+	}
+	x.rec.Principal = p
+	body, aerr := readBody(w, r, g.cfg.MaxBodyBytes)
+	if aerr != nil {
+		x.fail(w, aerr)
+		return
+	}
+	req, aerr := parseRequest(body)
+	if aerr != nil {
+		x.fail(w, aerr)
+		return
+	}
+	isEmbeddings := r.URL.Path == "/v1/embeddings"
+	x.rec.Stream = req.stream && !isEmbeddings
+	model, ok := g.deps.Catalog.Resolve(req.model)
+	if !ok {
+		x.fail(w, newError(http.StatusNotFound, typeInvalidRequest, "model_not_found",
+			fmt.Sprintf("the model %q does not exist", req.model)).withParam("model"))
+		return
+	}
+	x.rec.Model = model
+
+	ticket, err := g.deps.Admission.Admit(r.Context(), p, model, RequestInfo{
+		Endpoint: r.URL.Path, Stream: x.rec.Stream, MaxTokens: req.maxTokens, N: req.n, BodyBytes: len(body),
+	})
+	if err != nil {
+		if rej, ok := errors.AsType[*Rejection](err); ok {
+			x.fail(w, newError(rej.Status, rej.Type, rej.Code, rej.Message).withRetryAfter(rej.RetryAfter))
+			return
+		}
+		g.log.Warn("admitting request", "model", model, "err", err)
+		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request could not be admitted; try again"))
+		return
+	}
+	defer func() { ticket.Settle(x.usage) }()
+
+	lease, err := g.deps.Routes.Pick(model, "")
+	if err != nil {
+		msg := fmt.Sprintf("model %q has no ready replica; retry later", model)
+		if !errors.Is(err, router.ErrNoReplica) {
+			msg = fmt.Sprintf("model %q cannot be routed now: %v", model, err)
+		}
+		x.fail(w, newError(http.StatusServiceUnavailable, typeUnavailable, "model_not_ready", msg).
+			withRetryAfter(g.cfg.RetryAfter))
+		return
+	}
+	defer lease.Done()
+	ep := lease.Endpoint()
+	x.rec.ReplicaID = ep.ReplicaID
+
+	x.injected = x.rec.Stream && !req.includeUsage
+	body, err = req.rewrite(body, model, x.injected)
+	if err != nil {
+		g.log.Warn("rewriting request body", "model", model, "err", err)
+		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request could not be forwarded"))
+		return
+	}
+	g.proxy(w, r, x, ep, body)
+}
+
+// finish logs and reports a finished inference request.
+func (g *Gateway) finish(x *exchange) {
+	x.rec.Latency = time.Since(x.start)
+	x.rec.PromptTokens = x.usage.PromptTokens
+	x.rec.CompletionTokens = x.usage.CompletionTokens
+	x.rec.UsageReported = x.usage.Reported
+	if g.log.Enabled(context.Background(), slog.LevelDebug) {
+		g.log.Debug("request", "request_id", x.rec.RequestID, "endpoint", x.rec.Endpoint,
+			"model", x.rec.Model, "replica", x.rec.ReplicaID, "status", x.rec.Status,
+			"stream", x.rec.Stream, "latency", x.rec.Latency,
+			"prompt_tokens", x.rec.PromptTokens, "completion_tokens", x.rec.CompletionTokens)
+	}
+	if g.deps.Observer != nil {
+		g.deps.Observer.Observe(x.rec)
+	}
+}

@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+)
+
+// request is what the gateway reads from an inference request body; the
+// body itself is forwarded as sent, except for the edits below.
+type request struct {
+	model string
+	// stream is the client's "stream" flag.
+	stream bool
+	// includeUsage is the client's stream_options.include_usage.
+	includeUsage bool
+	maxTokens    int
+	n            int
+
+	// objStart is the offset just past the body's opening brace.
+	objStart int
+	// modelSpans are the byte ranges of every top-level "model" value.
+	modelSpans []span
+	// streamOptions is the range of the top-level "stream_options" value,
+	// if present.
+	streamOptions    span
+	hasStreamOptions bool
+}
+
+type span struct{ start, end int }
+
+// readBody reads at most limit bytes of the request body.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
+	tooLarge := func() *apiError {
+		return newError(http.StatusRequestEntityTooLarge, typeInvalidRequest, "request_too_large",
+			fmt.Sprintf("request body is larger than the limit of %d bytes", limit))
+	}
+	if r.ContentLength > limit {
+		return nil, tooLarge()
+	}
+	size := 512
+	if r.ContentLength > 0 {
+		size = int(r.ContentLength) + 1 // +1 so ReadAll sees EOF without growing
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, tooLarge()
+		}
+		return nil, newError(http.StatusBadRequest, typeInvalidRequest, "",
+			fmt.Sprintf("reading request body: %v", err))
+	}
+	return buf.Bytes(), nil
+}
+
+func badJSON(format string, args ...any) *apiError {
+	return newError(http.StatusBadRequest, typeInvalidRequest, "invalid_json", fmt.Sprintf(format, args...))
+}
+
+// parseRequest walks the top level of a JSON object body and decodes only
+// the fields the gateway needs, remembering where "model" and
+// "stream_options" sit so they can be rewritten in place. Keys match
+// exactly (as the engines match them), and a repeated key counts by its last
+// occurrence, as in the engines' JSON parsers.
+func parseRequest(body []byte) (*request, *apiError) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, badJSON("request body is not valid JSON: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, badJSON("request body must be a JSON object")
+	}
+	req := &request{objStart: int(dec.InputOffset())}
+	var raw json.RawMessage
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, badJSON("request body is not valid JSON: %v", err)
+		}
+		key, _ := tok.(string)
+		keyEnd := int(dec.InputOffset())
+		if err := dec.Decode(&raw); err != nil {
+			return nil, badJSON("request body is not valid JSON: reading %q: %v", key, err)
+		}
+		start := skipColon(body, keyEnd)
+		sp := span{start, start + len(raw)}
+		if sp.end > len(body) || !bytes.Equal(body[sp.start:sp.end], raw) {
+			return nil, badJSON("request body is not valid JSON: cannot locate %q", key)
+		}
+		if err := req.field(key, raw, sp); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, badJSON("request body is not valid JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badJSON("request body has data after the JSON object")
+	}
+	if req.model == "" {
+		return nil, newError(http.StatusBadRequest, typeInvalidRequest, "missing_model",
+			"you must provide a model parameter").withParam("model")
+	}
+	return req, nil
+}
+
+// field records one top-level key.
+func (req *request) field(key string, raw json.RawMessage, sp span) *apiError {
+	invalid := func(what string) *apiError {
+		return newError(http.StatusBadRequest, typeInvalidRequest, "invalid_type",
+			fmt.Sprintf("%s must be %s, got %s", key, what, truncate(raw, 40))).withParam(key)
+	}
+	switch key {
+	case "model":
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return invalid("a string")
+		}
+		req.model = s
+		req.modelSpans = append(req.modelSpans, sp)
+	case "stream":
+		var b *bool
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return invalid("a boolean")
+		}
+		req.stream = b != nil && *b
+	case "stream_options":
+		var o *struct {
+			IncludeUsage *bool `json:"include_usage"`
+		}
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return invalid("an object")
+		}
+		req.includeUsage = o != nil && o.IncludeUsage != nil && *o.IncludeUsage
+		req.streamOptions, req.hasStreamOptions = sp, true
+	case "max_tokens", "max_completion_tokens", "n":
+		var v *int
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return invalid("an integer")
+		}
+		switch {
+		case v == nil:
+		case key == "n":
+			req.n = *v
+		case key == "max_completion_tokens" || req.maxTokens == 0:
+			// max_completion_tokens supersedes max_tokens whatever the order.
+			req.maxTokens = *v
+		}
+	}
+	return nil
+}
+
+func skipColon(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\r', '\n', ':':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}
+
+type edit struct {
+	span
+	with []byte
+}
+
+// rewrite returns body with every top-level "model" set to canonical and, when
+// injectUsage, stream_options.include_usage set to true. It returns body
+// itself when nothing changes.
+func (req *request) rewrite(body []byte, canonical string, injectUsage bool) ([]byte, error) {
+	var edits []edit
+	if req.model != canonical {
+		quoted, err := json.Marshal(canonical)
+		if err != nil {
+			return nil, fmt.Errorf("encoding model name %q: %w", canonical, err)
+		}
+		for _, sp := range req.modelSpans {
+			edits = append(edits, edit{sp, quoted})
+		}
+	}
+	if injectUsage {
+		if req.hasStreamOptions {
+			opts := map[string]json.RawMessage{}
+			raw := body[req.streamOptions.start:req.streamOptions.end]
+			if err := json.Unmarshal(raw, &opts); err != nil {
+				return nil, fmt.Errorf("decoding stream_options: %w", err)
+			}
+			if opts == nil { // "stream_options": null
+				opts = map[string]json.RawMessage{}
+			}
+			opts["include_usage"] = json.RawMessage("true")
+			enc, err := json.Marshal(opts)
+			if err != nil {
+				return nil, fmt.Errorf("encoding stream_options: %w", err)
+			}
+			edits = append(edits, edit{req.streamOptions, enc})
+		} else {
+			// The object has at least "model", so a trailing comma is right.
+			edits = append(edits, edit{span{req.objStart, req.objStart},
+				[]byte(`"stream_options":{"include_usage":true},`)})
+		}
+	}
+	if len(edits) == 0 {
+		return body, nil
+	}
+	slices.SortFunc(edits, func(a, b edit) int { return a.start - b.start })
+	grow := 0
+	for _, e := range edits {
+		grow += len(e.with) - (e.end - e.start)
+	}
+	out := make([]byte, 0, len(body)+max(grow, 0))
+	prev := 0
+	for _, e := range edits {
+		out = append(out, body[prev:e.start]...)
+		out = append(out, e.with...)
+		prev = e.end
+	}
+	return append(out, body[prev:]...), nil
+}

@@ -1,0 +1,157 @@
+package gateway
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestParseRequest(t *testing.T) {
+	tests := []struct {
+		name         string
+		body         string
+		wantStatus   int // 0: parses
+		wantCode     string
+		model        string
+		stream       bool
+		includeUsage bool
+		maxTokens    int
+		n            int
+	}{
+		{name: "minimal", body: `{"model":"m"}`, model: "m"},
+		{name: "all fields", body: `{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":7,"n":2}`,
+			model: "m", stream: true, includeUsage: true, maxTokens: 7, n: 2},
+		{name: "max_completion_tokens wins before max_tokens", body: `{"max_completion_tokens":9,"max_tokens":3,"model":"m"}`,
+			model: "m", maxTokens: 9},
+		{name: "max_completion_tokens wins after max_tokens", body: `{"max_tokens":3,"max_completion_tokens":9,"model":"m"}`,
+			model: "m", maxTokens: 9},
+		{name: "nulls are unset", body: `{"model":"m","stream":null,"stream_options":null,"max_tokens":null}`, model: "m"},
+		{name: "last duplicate counts", body: `{"model":"a","model":"b"}`, model: "b"},
+		{name: "key match is exact", body: `{"Model":"x","model":"m","STREAM":true}`, model: "m"},
+		{name: "nested model ignored", body: `{"messages":[{"model":"x"}],"model":"m"}`, model: "m"},
+		{name: "whitespace", body: " \n{ \"model\" :\t\"m\" , \"stream\" : true }\n", model: "m", stream: true},
+		{name: "malformed", body: `{"model":"m"`, wantStatus: 400, wantCode: "invalid_json"},
+		{name: "not an object", body: `["model"]`, wantStatus: 400, wantCode: "invalid_json"},
+		{name: "empty body", body: ``, wantStatus: 400, wantCode: "invalid_json"},
+		{name: "trailing data", body: `{"model":"m"} {}`, wantStatus: 400, wantCode: "invalid_json"},
+		{name: "missing model", body: `{"messages":[]}`, wantStatus: 400, wantCode: "missing_model"},
+		{name: "empty model", body: `{"model":""}`, wantStatus: 400, wantCode: "missing_model"},
+		{name: "model not a string", body: `{"model":3}`, wantStatus: 400, wantCode: "invalid_type"},
+		{name: "stream not a bool", body: `{"model":"m","stream":"yes"}`, wantStatus: 400, wantCode: "invalid_type"},
+		{name: "max_tokens not an int", body: `{"model":"m","max_tokens":1.5}`, wantStatus: 400, wantCode: "invalid_type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, aerr := parseRequest([]byte(tt.body))
+			if tt.wantStatus != 0 {
+				if aerr == nil {
+					t.Fatalf("parsed %+v, want error %d", req, tt.wantStatus)
+				}
+				if aerr.status != tt.wantStatus || aerr.Code == nil || *aerr.Code != tt.wantCode {
+					t.Fatalf("error %d %v, want %d %s", aerr.status, aerr.Code, tt.wantStatus, tt.wantCode)
+				}
+				return
+			}
+			if aerr != nil {
+				t.Fatalf("unexpected error: %s", aerr.Message)
+			}
+			if req.model != tt.model || req.stream != tt.stream || req.includeUsage != tt.includeUsage ||
+				req.maxTokens != tt.maxTokens || req.n != tt.n {
+				t.Errorf("got model=%q stream=%v includeUsage=%v maxTokens=%d n=%d", req.model, req.stream,
+					req.includeUsage, req.maxTokens, req.n)
+			}
+		})
+	}
+}
+
+func TestRewrite(t *testing.T) {
+	tests := []struct {
+		name      string
+		body      string
+		canonical string
+		inject    bool
+		want      string
+	}{
+		{name: "nothing to do returns the same bytes", body: `{"model": "m",  "x":1}`, canonical: "m",
+			want: `{"model": "m",  "x":1}`},
+		{name: "alias replaced in place", body: "{ \"model\" : \"coder\" ,\"messages\":[{\"role\":\"user\",\"content\":\"model: coder\"}]}",
+			canonical: "qwen/coder-3b", want: "{ \"model\" : \"qwen/coder-3b\" ,\"messages\":[{\"role\":\"user\",\"content\":\"model: coder\"}]}"},
+		{name: "every duplicate replaced", body: `{"model":"a","x":{"model":"a"},"model":"a"}`, canonical: "c",
+			want: `{"model":"c","x":{"model":"a"},"model":"c"}`},
+		{name: "escaped alias", body: `{"model":"c\u006fder"}`, canonical: "m", want: `{"model":"m"}`},
+		{name: "canonical needing escapes", body: `{"model":"a"}`, canonical: `q"x`, want: `{"model":"q\"x"}`},
+		{name: "usage injected", body: `{"model":"m","stream":true}`, canonical: "m", inject: true,
+			want: `{"stream_options":{"include_usage":true},"model":"m","stream":true}`},
+		{name: "usage merged into options", body: `{"model":"a","stream_options":{"include_usage":false,"continuous_usage_stats":false},"stream":true}`,
+			canonical: "m", inject: true,
+			want: `{"model":"m","stream_options":{"continuous_usage_stats":false,"include_usage":true},"stream":true}`},
+		{name: "null options replaced", body: `{"model":"m","stream_options":null}`, canonical: "m", inject: true,
+			want: `{"model":"m","stream_options":{"include_usage":true}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, aerr := parseRequest([]byte(tt.body))
+			if aerr != nil {
+				t.Fatalf("parse: %s", aerr.Message)
+			}
+			got, err := req.rewrite([]byte(tt.body), tt.canonical, tt.inject)
+			if err != nil {
+				t.Fatalf("rewrite: %v", err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("rewrite =\n%s\nwant\n%s", got, tt.want)
+			}
+			if !json.Valid(got) {
+				t.Errorf("rewritten body is not valid JSON: %s", got)
+			}
+		})
+	}
+}
+
+func TestEventUsage(t *testing.T) {
+	tests := []struct {
+		name      string
+		event     string
+		wantUsage bool
+		usageOnly bool
+		prompt    int
+	}{
+		{name: "content chunk", event: "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"},
+		{name: "null usage", event: "data: {\"choices\":[{}],\"usage\": null}\n\n"},
+		{name: "usage only", event: "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}\n\n",
+			wantUsage: true, usageOnly: true, prompt: 4},
+		{name: "usage with choices", event: "data:{\"choices\":[{\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":5}}\r\n\r\n",
+			wantUsage: true, prompt: 5},
+		{name: "done", event: "data: [DONE]\n\n"},
+		{name: "usage inside content is escaped", event: "data: {\"choices\":[{\"delta\":{\"content\":\"\\\"usage\\\": {}\"}}]}\n\n"},
+		{name: "comment line", event: ": ping \"usage\"\n\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u, only := eventUsage([]byte(tt.event))
+			if (u != nil) != tt.wantUsage || only != tt.usageOnly {
+				t.Fatalf("usage=%+v usageOnly=%v, want usage %v usageOnly %v", u, only, tt.wantUsage, tt.usageOnly)
+			}
+			if u != nil && u.PromptTokens != tt.prompt {
+				t.Errorf("prompt tokens %d, want %d", u.PromptTokens, tt.prompt)
+			}
+		})
+	}
+}
+
+func TestTailUsage(t *testing.T) {
+	tb := &tailBuffer{max: 64}
+	for i := 0; i < 100; i++ {
+		tb.Write([]byte(`0.125,`))
+	}
+	tb.Write([]byte(`0.5]}],"usage":{"prompt_tokens":12,"total_tokens":12}}`))
+	if len(tb.b) != 64 {
+		t.Fatalf("tail holds %d bytes, want 64", len(tb.b))
+	}
+	u := tailUsage(tb.b)
+	if !u.Reported || u.PromptTokens != 12 || u.TotalTokens != 12 {
+		t.Errorf("tail usage = %+v, want 12 prompt and total tokens", u)
+	}
+	if u := tailUsage([]byte(`0.1,0.2]}]}`)); u.Reported {
+		t.Errorf("usage found in a tail without one: %+v", u)
+	}
+}

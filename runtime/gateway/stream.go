@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+)
+
+// relayStream relays a server-sent-event response event by event, flushing
+// after each, and reads the usage from the chunk that carries it. When the
+// gateway itself asked for usage (x.injected), the usage-only chunk is
+// dropped so the client sees the stream it asked for.
+func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Response) {
+	copyResponseHeaders(w.Header(), resp.Header)
+	x.rec.Status = resp.StatusCode
+	rc := http.NewResponseController(w)
+	// A stream lasts as long as the generation; the server's write timeout
+	// must not cut it (GenerationTimeout bounds it instead).
+	_ = rc.SetWriteDeadline(time.Time{})
+	w.WriteHeader(resp.StatusCode)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+
+	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	event := make([]byte, 0, 1024)
+	for {
+		lineStart := len(event)
+		var err error
+		for {
+			var chunk []byte
+			chunk, err = br.ReadSlice('\n')
+			event = append(event, chunk...)
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				break
+			}
+		}
+		if err != nil {
+			// End of stream or upstream failure: pass on what is left.
+			if len(event) > 0 {
+				g.emit(w, rc, x, event)
+			}
+			if !errors.Is(err, io.EOF) {
+				g.log.Debug("upstream stream ended", "replica", x.rec.ReplicaID, "err", err)
+			}
+			return
+		}
+		line := event[lineStart:]
+		if len(bytes.TrimRight(line, "\r\n")) > 0 {
+			continue
+		}
+		if !g.emit(w, rc, x, event) {
+			return // the client went away; returning cancels the upstream
+		}
+		event = event[:0]
+	}
+}
+
+// emit sends one event to the client unless it is the injected usage chunk.
+// It reports whether the client is still there.
+func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *exchange, event []byte) bool {
+	if u, usageOnly := eventUsage(event); u != nil {
+		x.usage = u.usage()
+		if x.injected && usageOnly {
+			return true
+		}
+	}
+	if x.rec.TTFT == 0 {
+		x.rec.TTFT = time.Since(x.start)
+	}
+	if _, err := w.Write(event); err != nil {
+		return false
+	}
+	return rc.Flush() == nil
+}
+
+// eventUsage returns the usage carried by an event's data, and whether the
+// chunk carries nothing else (no choices).
+func eventUsage(event []byte) (*usageJSON, bool) {
+	for len(event) > 0 {
+		line := event
+		if i := bytes.IndexByte(event, '\n'); i >= 0 {
+			line, event = event[:i], event[i+1:]
+		} else {
+			event = nil
+		}
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		data = bytes.TrimSpace(data)
+		i := bytes.Index(data, []byte(`"usage"`))
+		if i < 0 || len(data) == 0 || data[0] != '{' {
+			continue
+		}
+		if bytes.HasPrefix(data[skipColon(data, i+len(`"usage"`)):], []byte("null")) {
+			continue // every chunk but the last says "usage":null
+		}
+		var c struct {
+			Choices []struct{} `json:"choices"`
+			Usage   *usageJSON `json:"usage"`
+		}
+		if json.Unmarshal(data, &c) != nil || c.Usage == nil {
+			continue
+		}
+		return c.Usage, len(c.Choices) == 0
+	}
+	return nil, false
+}
