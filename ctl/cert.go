@@ -1,0 +1,157 @@
+package ctl
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+const certUsage = `usage: llmgw ctl cert <init-ca|issue-server|issue-node> ...
+  cert init-ca --dir D [--force]
+  cert issue-server NAME --host H [--host H2 ...] --dir D --out O [--validity 8760h]
+  cert issue-node NODE --dir D --out O [--validity 8760h]
+These work on files only; run them where the CA is kept.
+`
+
+// defaultValidity is how long issued certificates last unless told otherwise.
+const defaultValidity = 8760 * time.Hour
+
+func (a *app) cmdCert(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, certUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "init-ca":
+		return a.cmdCertInitCA(args[1:])
+	case "issue-server":
+		return a.cmdCertIssueServer(args[1:])
+	case "issue-node":
+		return a.cmdCertIssueNode(args[1:])
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(a.stdout, certUsage)
+		return exitOK
+	}
+	fmt.Fprintf(a.stderr, "llmgw ctl cert: unknown command %q\n", args[0])
+	fmt.Fprint(a.stderr, certUsage)
+	return exitUsage
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func (a *app) cmdCertInitCA(args []string) int {
+	fs := a.newFlagSet("cert init-ca", "cert init-ca --dir D [--force]")
+	dir := fs.String("dir", "", "directory for ca.pem and ca-key.pem")
+	force := fs.Bool("force", false, "replace an existing CA (every certificate it issued stops being trusted)")
+	if _, code, ok := a.parse(fs, args, 0, ""); !ok {
+		return code
+	}
+	if *dir == "" {
+		return a.usageErrorf(fs, "no CA directory: pass --dir")
+	}
+	certPath, keyPath, err := initCA(*dir, *force)
+	if err != nil {
+		return a.errorf("creating the CA in %s: %v", *dir, err)
+	}
+	return a.reportIssued(certPath, keyPath,
+		"the CA certificate; copy it to every machine, it is not a secret",
+		"the CA's private key: whoever holds it can mint any node's identity, keep it private and on this machine")
+}
+
+func (a *app) cmdCertIssueServer(args []string) int {
+	fs := a.newFlagSet("cert issue-server", "cert issue-server NAME --host H [--host H2 ...] --dir D --out O [--validity 8760h]")
+	var hosts stringList
+	fs.Var(&hosts, "host", "a DNS name or IP address clients dial (repeat for each; bare IPs too)")
+	dir := fs.String("dir", "", "the CA directory (ca.pem, ca-key.pem)")
+	out := fs.String("out", "", "directory to write the certificate and key to")
+	validity := fs.Duration("validity", defaultValidity, "how long the certificate is valid")
+	pos, code, ok := a.parse(fs, args, 1, "the server name")
+	if !ok {
+		return code
+	}
+	if code, ok := a.checkIssueFlags(fs, *dir, *out, *validity); !ok {
+		return code
+	}
+	if len(hosts) == 0 {
+		return a.usageErrorf(fs, "no --host: name every address clients dial, IP addresses included")
+	}
+	certPath, keyPath, err := issueServer(*dir, pos[0], hosts, *out, *validity)
+	if err != nil {
+		return a.errorf("issuing server certificate %s: %v", pos[0], err)
+	}
+	return a.reportIssued(certPath, keyPath,
+		fmt.Sprintf("server certificate %s for %s", pos[0], strings.Join(hosts, ", ")),
+		"its private key; readable only by the server")
+}
+
+func (a *app) cmdCertIssueNode(args []string) int {
+	fs := a.newFlagSet("cert issue-node", "cert issue-node NODE --dir D --out O [--validity 8760h]")
+	dir := fs.String("dir", "", "the CA directory (ca.pem, ca-key.pem)")
+	out := fs.String("out", "", "directory to write the certificate and key to")
+	validity := fs.Duration("validity", defaultValidity, "how long the certificate is valid")
+	pos, code, ok := a.parse(fs, args, 1, "the node id")
+	if !ok {
+		return code
+	}
+	if code, ok := a.checkIssueFlags(fs, *dir, *out, *validity); !ok {
+		return code
+	}
+	certPath, keyPath, err := issueNode(*dir, pos[0], *out, *validity)
+	if err != nil {
+		return a.errorf("issuing node certificate %s: %v", pos[0], err)
+	}
+	return a.reportIssued(certPath, keyPath,
+		fmt.Sprintf("node certificate; its common name %s is the node's identity", pos[0]),
+		"its private key; install it on the node only")
+}
+
+// checkIssueFlags checks the flags the issue commands share.
+func (a *app) checkIssueFlags(fs *flag.FlagSet, dir, out string, validity time.Duration) (int, bool) {
+	switch {
+	case dir == "":
+		return a.usageErrorf(fs, "no CA directory: pass --dir"), false
+	case out == "":
+		return a.usageErrorf(fs, "no output directory: pass --out"), false
+	case validity <= 0:
+		return a.usageErrorf(fs, "--validity must be positive, got %s", validity), false
+	}
+	return exitOK, true
+}
+
+// reportIssued says what was written where, and until when it is valid.
+func (a *app) reportIssued(certPath, keyPath, certWhat, keyWhat string) int {
+	notAfter, err := certExpiry(certPath)
+	if err != nil {
+		return a.errorf("%v", err)
+	}
+	fmt.Fprintf(a.stdout, "wrote %s: %s\n", certPath, certWhat)
+	fmt.Fprintf(a.stdout, "wrote %s: %s (mode 0600)\n", keyPath, keyWhat)
+	fmt.Fprintf(a.stdout, "valid until %s\n", notAfter.UTC().Format("2006-01-02 15:04 MST"))
+	return exitOK
+}
+
+// certExpiry reads the first certificate in a PEM file and returns when it
+// expires.
+func certExpiry(path string) (time.Time, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading certificate %s: %w", path, err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return time.Time{}, fmt.Errorf("reading certificate %s: no PEM certificate in it", path)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parsing certificate %s: %w", path, err)
+	}
+	return cert.NotAfter, nil
+}

@@ -1,0 +1,178 @@
+// Package ctl is the operator CLI, `llmgw ctl`: it reads and changes the
+// cluster through the control plane's management API (gRPC over TLS with an
+// admin bearer token) and issues the certificates the fleet runs on.
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Environment variables the connection flags default to.
+const (
+	EnvEndpoint = "LLMGW_ENDPOINT"
+	EnvToken    = "LLMGW_TOKEN"
+	EnvCACert   = "LLMGW_CA_CERT"
+)
+
+// Exit codes returned by Run.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+const usageText = `usage: llmgw ctl <command> [arguments] [flags]
+
+cluster (management API; every command takes --endpoint, --token, --ca-cert,
+--server-name and --timeout, or LLMGW_ENDPOINT, LLMGW_TOKEN, LLMGW_CA_CERT):
+  status                         version, nodes, models, replicas, GPUs in use
+  nodes [--json]                 nodes with their GPUs, memory, fabrics and replicas
+  models [--json]                catalog models and whether they are serving
+  replicas [--model M] [--json]  replicas, their shards and why failed ones failed
+  explain-placement MODEL [--json]
+                                 every candidate node and why it was or was not chosen
+  model add -f FILE [--update]   create (or update) a model from a YAML definition
+  model get NAME [--json]        print a model's definition and status
+  model rm NAME                  delete a model stored through the API
+
+certificates (files only, no cluster needed):
+  cert init-ca --dir D [--force]
+  cert issue-server NAME --host H [--host H2 ...] --dir D --out O [--validity 8760h]
+  cert issue-node NODE --dir D --out O [--validity 8760h]
+
+  help                           this text
+`
+
+// app is one invocation of the CLI: where it writes, where it reads its
+// environment and what time it is.
+type app struct {
+	stdout io.Writer
+	stderr io.Writer
+	env    func(string) string
+	now    func() time.Time
+}
+
+// Run executes `llmgw ctl` with args (the words after "ctl") and returns the
+// process exit code: 0 on success, 1 when the command failed, 2 on bad usage.
+// env looks up environment variables (os.Getenv in the binary); a nil env
+// reads nothing.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) int {
+	if env == nil {
+		env = func(string) string { return "" }
+	}
+	a := &app{stdout: stdout, stderr: stderr, env: env, now: time.Now}
+	return a.run(ctx, args)
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, usageText)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(a.stdout, usageText)
+		return exitOK
+	case "status":
+		return a.cmdStatus(ctx, rest)
+	case "nodes":
+		return a.cmdNodes(ctx, rest)
+	case "models":
+		return a.cmdModels(ctx, rest)
+	case "replicas":
+		return a.cmdReplicas(ctx, rest)
+	case "explain-placement":
+		return a.cmdExplain(ctx, rest)
+	case "model":
+		return a.cmdModel(ctx, rest)
+	case "cert":
+		return a.cmdCert(rest)
+	}
+	fmt.Fprintf(a.stderr, "llmgw ctl: unknown command %q\n\n", cmd)
+	fmt.Fprint(a.stderr, usageText)
+	return exitUsage
+}
+
+// errorf prints a failure the way every command reports one and returns the
+// exit code for it.
+func (a *app) errorf(format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "llmgw ctl: "+format+"\n", args...)
+	return exitError
+}
+
+// usageErrorf reports bad input for one command, with that command's usage.
+func (a *app) usageErrorf(fs *flag.FlagSet, format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "llmgw ctl %s: "+format+"\n", append([]any{fs.Name()}, args...)...)
+	fs.Usage()
+	return exitUsage
+}
+
+// newFlagSet makes the flag set of one subcommand; its usage line says how
+// the command is called.
+func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(a.stderr, "usage: llmgw ctl %s\n", synopsis)
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprintln(a.stderr, "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parseArgs parses flags and positional arguments given in any order
+// (`explain-placement MODEL --json` and `explain-placement --json MODEL`
+// alike) and returns the positionals. Everything after "--" is positional.
+// It returns flag.ErrHelp for -h; other errors were already printed with the
+// usage by the flag set.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// parse runs parseArgs and turns its outcome into an exit code when the
+// command should stop: 0 after -h, 2 after bad flags or the wrong number of
+// positionals (want is the exact count expected).
+func (a *app) parse(fs *flag.FlagSet, args []string, want int, what string) ([]string, int, bool) {
+	pos, err := parseArgs(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, exitOK, false
+	}
+	if err != nil {
+		return nil, exitUsage, false
+	}
+	if len(pos) != want {
+		if want == 0 {
+			return nil, a.usageErrorf(fs, "unexpected argument %q", pos[0]), false
+		}
+		if len(pos) < want {
+			return nil, a.usageErrorf(fs, "missing %s", what), false
+		}
+		return nil, a.usageErrorf(fs, "unexpected argument %q", pos[want]), false
+	}
+	return pos, exitOK, true
+}

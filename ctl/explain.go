@@ -1,0 +1,86 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/llmgw/llmgw/runtime/api/managev1"
+)
+
+func (a *app) cmdExplain(ctx context.Context, args []string) int {
+	fs := a.newFlagSet("explain-placement", "explain-placement MODEL [--json]")
+	var conn connFlags
+	conn.register(fs, a.env)
+	asJSON := fs.Bool("json", false, "print the explanation as JSON (snake_case keys)")
+	pos, code, ok := a.parse(fs, args, 1, "the model name")
+	if !ok {
+		return code
+	}
+	c, code, ok := a.dial(&conn)
+	if !ok {
+		return code
+	}
+	defer c.close()
+	cctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	ex, err := c.ExplainPlacement(cctx, &managev1.ExplainPlacementRequest{Model: pos[0]})
+	if err != nil {
+		return a.rpcError(c, "explaining placement of "+pos[0], err)
+	}
+	if *asJSON {
+		if err := writeJSONOne(a.stdout, ex); err != nil {
+			return a.errorf("%v", err)
+		}
+		return exitOK
+	}
+	if err := writeExplanation(a.stdout, ex); err != nil {
+		return a.errorf("writing output: %v", err)
+	}
+	return exitOK
+}
+
+// writeExplanation prints the control plane's own text when it sent one;
+// otherwise it renders the verdicts: per profile, every node and why.
+func writeExplanation(w io.Writer, ex *managev1.Explanation) error {
+	if text := ex.GetText(); text != "" {
+		if !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		_, err := io.WriteString(w, text)
+		return err
+	}
+	if ex.GetPlaced() {
+		fmt.Fprintf(w, "model %s places with profile %s\n", ex.GetModel(), orDash(ex.GetProfile()))
+	} else {
+		fmt.Fprintf(w, "model %s does not place\n", ex.GetModel())
+	}
+	for _, p := range ex.GetProfiles() {
+		verdict := "does not place"
+		if p.GetPlaced() {
+			verdict = "places"
+		}
+		fmt.Fprintf(w, "\nprofile %s: %s", p.GetProfile(), verdict)
+		if s := p.GetSummary(); s != "" {
+			fmt.Fprintf(w, ": %s", s)
+		}
+		fmt.Fprintln(w)
+		if len(p.GetNodes()) == 0 {
+			continue
+		}
+		tw := newTable(w)
+		row(tw, "  NODE", "FEASIBLE", "SCORE", "REASON")
+		for _, n := range p.GetNodes() {
+			feasible, score := "no", "-"
+			if n.GetFeasible() {
+				feasible, score = "yes", fmt.Sprintf("%.2f", n.GetScore())
+			}
+			row(tw, "  "+n.GetNode(), feasible, score, orDash(n.GetReason()))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/api/managev1"
+)
+
+func (a *app) cmdNodes(ctx context.Context, args []string) int {
+	fs := a.newFlagSet("nodes", "nodes [--json]")
+	var conn connFlags
+	conn.register(fs, a.env)
+	asJSON := fs.Bool("json", false, "print the nodes as a JSON array (snake_case keys)")
+	if _, code, ok := a.parse(fs, args, 0, ""); !ok {
+		return code
+	}
+	c, code, ok := a.dial(&conn)
+	if !ok {
+		return code
+	}
+	defer c.close()
+	cctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	resp, err := c.ListNodes(cctx, &managev1.ListNodesRequest{})
+	if err != nil {
+		return a.rpcError(c, "listing nodes", err)
+	}
+	if *asJSON {
+		if err := writeJSON(a.stdout, resp.GetNodes()); err != nil {
+			return a.errorf("%v", err)
+		}
+		return exitOK
+	}
+	if err := writeNodes(a.stdout, resp.GetNodes(), a.now()); err != nil {
+		return a.errorf("writing output: %v", err)
+	}
+	return exitOK
+}
+
+// writeNodes prints the nodes table, then a line for every node with
+// something to explain (why it is not ready, GPU discovery errors, fabrics
+// out of service).
+func writeNodes(w io.Writer, nodes []*managev1.Node, now time.Time) error {
+	tw := newTable(w)
+	row(tw, "NODE", "STATE", "GPUS", "MEM", "CLASSES", "FABRICS", "REPLICAS", "LAST SEEN")
+	for _, n := range nodes {
+		row(tw,
+			n.GetId(),
+			orDash(n.GetState()),
+			nodeGPUs(n),
+			humanBytes(n.GetMemoryTotalBytes()),
+			orDash(strings.Join(nodeClasses(n), ",")),
+			orDash(nodeFabrics(n)),
+			fmt.Sprint(n.GetReplicas()),
+			humanAgo(now, n.GetLastSeenUnixMs()),
+		)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var notes []string
+	for _, n := range nodes {
+		if r := n.GetReason(); r != "" {
+			notes = append(notes, fmt.Sprintf("%s: %s: %s", n.GetId(), orDash(n.GetState()), r))
+		}
+		if e := n.GetGpuError(); e != "" {
+			notes = append(notes, fmt.Sprintf("%s: GPU discovery: %s", n.GetId(), e))
+		}
+		for _, f := range n.GetFabrics() {
+			if !f.GetInService() {
+				why := strings.Join(f.GetProblems(), "; ")
+				notes = append(notes, fmt.Sprintf("%s: fabric %s out of service: %s", n.GetId(), f.GetName(), orDash(why)))
+			}
+		}
+	}
+	if len(notes) > 0 {
+		_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
+		return err
+	}
+	return nil
+}
+
+// nodeGPUs is "free/total free", "-" for a node without GPUs and "unknown"
+// when discovery failed.
+func nodeGPUs(n *managev1.Node) string {
+	total := len(n.GetGpus())
+	if total == 0 {
+		if n.GetGpuError() != "" {
+			return "unknown"
+		}
+		return "-"
+	}
+	free := total - len(n.GetUsedGpus())
+	if free < 0 {
+		free = 0
+	}
+	return fmt.Sprintf("%d/%d free", free, total)
+}
+
+// nodeClasses are the distinct GPU classes of a node, sorted.
+func nodeClasses(n *managev1.Node) []string {
+	var classes []string
+	for _, g := range n.GetGpus() {
+		if c := g.GetClass(); c != "" && !slices.Contains(classes, c) {
+			classes = append(classes, c)
+		}
+	}
+	slices.Sort(classes)
+	return classes
+}
+
+// nodeFabrics names the node's fabrics, marking those out of service.
+func nodeFabrics(n *managev1.Node) string {
+	names := make([]string, 0, len(n.GetFabrics()))
+	for _, f := range n.GetFabrics() {
+		if f.GetInService() {
+			names = append(names, f.GetName())
+		} else {
+			names = append(names, f.GetName()+"(out)")
+		}
+	}
+	return strings.Join(names, ",")
+}

@@ -1,0 +1,125 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/llmgw/llmgw/runtime/api/managev1"
+)
+
+func (a *app) cmdReplicas(ctx context.Context, args []string) int {
+	fs := a.newFlagSet("replicas", "replicas [--model M] [--json]")
+	var conn connFlags
+	conn.register(fs, a.env)
+	model := fs.String("model", "", "only the replicas of this model")
+	asJSON := fs.Bool("json", false, "print the replicas as a JSON array (snake_case keys)")
+	if _, code, ok := a.parse(fs, args, 0, ""); !ok {
+		return code
+	}
+	c, code, ok := a.dial(&conn)
+	if !ok {
+		return code
+	}
+	defer c.close()
+	cctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	resp, err := c.ListReplicas(cctx, &managev1.ListReplicasRequest{Model: *model})
+	if err != nil {
+		return a.rpcError(c, "listing replicas", err)
+	}
+	if *asJSON {
+		if err := writeJSON(a.stdout, resp.GetReplicas()); err != nil {
+			return a.errorf("%v", err)
+		}
+		return exitOK
+	}
+	if err := writeReplicas(a.stdout, resp.GetReplicas()); err != nil {
+		return a.errorf("writing output: %v", err)
+	}
+	return exitOK
+}
+
+// errorCellWidth bounds the ERROR column; the whole error follows the table.
+const errorCellWidth = 40
+
+// writeReplicas prints the replicas table and, for every failed replica, its
+// error and each failed shard's error with the engine's last output lines:
+// the operator's diagnosis.
+func writeReplicas(w io.Writer, replicas []*managev1.Replica) error {
+	tw := newTable(w)
+	row(tw, "REPLICA", "MODEL", "PROFILE", "STATE", "SHARDS", "NODES", "ERROR")
+	for _, r := range replicas {
+		row(tw,
+			r.GetId(),
+			r.GetModel(),
+			orDash(r.GetProfile()),
+			orDash(r.GetState()),
+			replicaShards(r),
+			orDash(strings.Join(replicaNodes(r), ",")),
+			orDash(oneLine(r.GetError(), errorCellWidth)),
+		)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range replicas {
+		if !replicaFailed(r) {
+			continue
+		}
+		fmt.Fprintf(w, "\nreplica %s (%s) failed: %s\n", r.GetId(), r.GetModel(), orDash(r.GetError()))
+		for _, s := range r.GetShards() {
+			if s.GetState() != "failed" {
+				continue
+			}
+			fmt.Fprintf(w, "  shard %d on %s: %s\n", s.GetRank(), orDash(s.GetNode()), orDash(s.GetError()))
+			if len(s.GetLastOutput()) == 0 {
+				fmt.Fprintln(w, "    (no engine output)")
+				continue
+			}
+			fmt.Fprintln(w, "    engine output, last lines:")
+			for _, line := range s.GetLastOutput() {
+				fmt.Fprintf(w, "    | %s\n", line)
+			}
+		}
+	}
+	return nil
+}
+
+// replicaFailed reports whether a replica or any of its shards failed.
+func replicaFailed(r *managev1.Replica) bool {
+	if r.GetState() == "failed" {
+		return true
+	}
+	return slices.ContainsFunc(r.GetShards(), func(s *managev1.Shard) bool { return s.GetState() == "failed" })
+}
+
+// replicaShards is "ready/expected".
+func replicaShards(r *managev1.Replica) string {
+	ready := 0
+	for _, s := range r.GetShards() {
+		if s.GetState() == "ready" {
+			ready++
+		}
+	}
+	expected := int(r.GetShardsExpected())
+	if expected == 0 {
+		expected = len(r.GetShards())
+	}
+	return fmt.Sprintf("%d/%d", ready, expected)
+}
+
+// replicaNodes are the nodes a replica's shards run on, in rank order.
+func replicaNodes(r *managev1.Replica) []string {
+	shards := slices.Clone(r.GetShards())
+	slices.SortStableFunc(shards, func(x, y *managev1.Shard) int { return int(x.GetRank()) - int(y.GetRank()) })
+	var nodes []string
+	for _, s := range shards {
+		if n := s.GetNode(); n != "" && !slices.Contains(nodes, n) {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes
+}

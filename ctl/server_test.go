@@ -1,0 +1,234 @@
+package ctl
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/llmgw/llmgw/runtime/api/managev1"
+)
+
+const testToken = "s3cret-admin-token"
+
+// testNow is the clock every table test sees.
+var testNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// fakeManage is a management API with canned answers that records what it
+// was asked to change.
+type fakeManage struct {
+	managev1.UnimplementedManageServiceServer
+
+	status      *managev1.Status
+	nodes       []*managev1.Node
+	models      []*managev1.Model
+	replicas    []*managev1.Replica
+	explanation *managev1.Explanation
+
+	mu       sync.Mutex
+	created  []*managev1.Model
+	updated  []*managev1.Model
+	deleted  []string
+	replicaQ []string
+}
+
+func (f *fakeManage) GetStatus(context.Context, *managev1.GetStatusRequest) (*managev1.Status, error) {
+	return f.status, nil
+}
+
+func (f *fakeManage) ListNodes(context.Context, *managev1.ListNodesRequest) (*managev1.ListNodesResponse, error) {
+	return &managev1.ListNodesResponse{Nodes: f.nodes}, nil
+}
+
+func (f *fakeManage) ListModels(context.Context, *managev1.ListModelsRequest) (*managev1.ListModelsResponse, error) {
+	return &managev1.ListModelsResponse{Models: f.models}, nil
+}
+
+func (f *fakeManage) find(name string) *managev1.Model {
+	for _, m := range f.models {
+		if m.GetName() == name {
+			return m
+		}
+	}
+	return nil
+}
+
+func (f *fakeManage) GetModel(_ context.Context, req *managev1.GetModelRequest) (*managev1.Model, error) {
+	if m := f.find(req.GetName()); m != nil {
+		return m, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "model %q not found", req.GetName())
+}
+
+func (f *fakeManage) CreateModel(_ context.Context, req *managev1.CreateModelRequest) (*managev1.Model, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.created = append(f.created, req.GetModel())
+	if f.find(req.GetModel().GetName()) != nil {
+		return nil, status.Errorf(codes.AlreadyExists, "model %q already exists", req.GetModel().GetName())
+	}
+	out := proto.Clone(req.GetModel()).(*managev1.Model)
+	out.Origin, out.Generation = "api", "g1"
+	return out, nil
+}
+
+func (f *fakeManage) UpdateModel(_ context.Context, req *managev1.UpdateModelRequest) (*managev1.Model, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.updated = append(f.updated, req.GetModel())
+	out := proto.Clone(req.GetModel()).(*managev1.Model)
+	out.Origin, out.Generation = "api", "g2"
+	return out, nil
+}
+
+func (f *fakeManage) DeleteModel(_ context.Context, req *managev1.DeleteModelRequest) (*managev1.DeleteModelResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m := f.find(req.GetName()); m != nil && m.GetOrigin() == "config" {
+		return nil, status.Errorf(codes.FailedPrecondition, "model %q is declared in server.yaml; remove it there", req.GetName())
+	}
+	f.deleted = append(f.deleted, req.GetName())
+	return &managev1.DeleteModelResponse{}, nil
+}
+
+func (f *fakeManage) ListReplicas(_ context.Context, req *managev1.ListReplicasRequest) (*managev1.ListReplicasResponse, error) {
+	f.mu.Lock()
+	f.replicaQ = append(f.replicaQ, req.GetModel())
+	f.mu.Unlock()
+	var out []*managev1.Replica
+	for _, r := range f.replicas {
+		if req.GetModel() == "" || r.GetModel() == req.GetModel() {
+			out = append(out, r)
+		}
+	}
+	return &managev1.ListReplicasResponse{Replicas: out}, nil
+}
+
+func (f *fakeManage) ExplainPlacement(_ context.Context, req *managev1.ExplainPlacementRequest) (*managev1.Explanation, error) {
+	if req.GetModel() != f.explanation.GetModel() {
+		return nil, status.Errorf(codes.NotFound, "model %q not found", req.GetModel())
+	}
+	return f.explanation, nil
+}
+
+// checkToken is the server's bearer-token check.
+func checkToken(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+testToken {
+		return nil, status.Error(codes.Unauthenticated, "invalid admin token")
+	}
+	return handler(ctx, req)
+}
+
+// testPKI is a throwaway CA and a server certificate for 127.0.0.1 and
+// "llmgw-ctl"; caFile is the CA certificate on disk.
+type testPKI struct {
+	caFile string
+	server tls.Certificate
+}
+
+func newTestPKI(t *testing.T) testPKI {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "llmgw test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "llmgw-ctl"},
+		DNSNames:     []string{"llmgw-ctl"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return testPKI{caFile: caFile, server: tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}}
+}
+
+// startServer serves f over TLS on a loopback port and returns the
+// environment a ctl invocation needs to reach it.
+func startServer(t *testing.T, f *fakeManage) map[string]string {
+	t.Helper()
+	pki := newTestPKI(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pki.server}, MinVersion: tls.VersionTLS12})),
+		grpc.UnaryInterceptor(checkToken),
+	)
+	managev1.RegisterManageServiceServer(srv, f)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return map[string]string{
+		EnvEndpoint: lis.Addr().String(),
+		EnvToken:    testToken,
+		EnvCACert:   pki.caFile,
+	}
+}
+
+// runCtl runs the CLI with env and the fixed test clock.
+func runCtl(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	a := &app{
+		stdout: &out,
+		stderr: &errOut,
+		env:    func(k string) string { return env[k] },
+		now:    func() time.Time { return testNow },
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	code = a.run(ctx, args)
+	return code, out.String(), errOut.String()
+}
