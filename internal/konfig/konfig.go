@@ -54,9 +54,21 @@ func Load(path, envPrefix string, out any) error {
 	}
 	var environ []string
 	if envPrefix != "" {
-		environ = os.Environ()
+		for _, kv := range os.Environ() {
+			name, _, _ := strings.Cut(kv, "=")
+			if !clientVariables[strings.TrimPrefix(name, envPrefix)] {
+				environ = append(environ, kv)
+			}
+		}
 	}
 	return load(data, path, envPrefix, environ, out)
+}
+
+// clientVariables are the variables clients of a cluster export (as `llmgw
+// dev` writes them): they share the prefix but configure no daemon, so a
+// shell that has them set can still start one.
+var clientVariables = map[string]bool{
+	"BASE_URL": true, "API_KEY": true, "ENDPOINT": true, "TOKEN": true, "CA_CERT": true, "CA_KEY": true,
 }
 
 // Parse decodes YAML data into out with the same strictness as Load, without

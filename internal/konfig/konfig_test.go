@@ -368,3 +368,17 @@ func TestSuggest(t *testing.T) {
 		}
 	}
 }
+
+// Regression: a shell that sourced `llmgw dev`'s env file (LLMGW_API_KEY,
+// LLMGW_TOKEN, ...) must still be able to start a daemon.
+func TestLoadIgnoresClientVariables(t *testing.T) {
+	t.Setenv("LLMGW_API_KEY", "llmgw-x")
+	t.Setenv("LLMGW_TOKEN", "llmgwadm-x")
+	t.Setenv("LLMGW_ENDPOINT", "127.0.0.1:9090")
+	var out struct {
+		Listen string `koanf:"listen"`
+	}
+	if err := Load("", "LLMGW_", &out); err != nil {
+		t.Fatalf("Load with client variables set: %v", err)
+	}
+}
