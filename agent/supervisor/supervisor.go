@@ -65,9 +65,10 @@ type Supervisor struct {
 }
 
 // New returns a supervisor that keeps its state and log files in stateDir.
+// logger is used as given; the caller names the component.
 func New(logger *slog.Logger, stateDir string) *Supervisor {
 	return &Supervisor{
-		logger:    logger.With("component", "supervisor"),
+		logger:    logger,
 		stateDir:  stateDir,
 		driverFor: driver.ForEngine,
 		shards:    map[string]*Shard{},
