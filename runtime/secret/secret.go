@@ -1,0 +1,83 @@
+// Package secret generates and hashes the bearer secrets llmgw hands out: API
+// keys for the client API and admin tokens for the management API. Only the
+// hash of a secret is ever stored; the plaintext is shown once, at creation.
+//
+// Both kinds of secret are 256 bits from crypto/rand, so a single SHA-256 is
+// the right hash: there is nothing to brute-force, and a slow password hash
+// (bcrypt, argon2) would only cost CPU on every request without adding
+// security. Passwords chosen by people must never go through HashSecret.
+package secret
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"encoding/hex"
+	"strings"
+)
+
+// Prefixes that make a leaked secret recognisable to people and to secret
+// scanners.
+const (
+	APIKeyPrefix     = "llmgw-"
+	AdminTokenPrefix = "llmgwadm-"
+)
+
+// DisplayPrefixLen is how many characters of an API key (including
+// APIKeyPrefix) are kept in clear as its display prefix, so that an operator
+// can tell keys apart in listings without the store holding the key.
+const DisplayPrefixLen = len(APIKeyPrefix) + 6
+
+// randomBytes is the entropy in every generated secret: 256 bits.
+const randomBytes = 32
+
+// encoding is lowercase base32 without padding: copy-paste safe, no
+// characters that shells or URLs treat specially.
+var encoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// NewAPIKey returns a new random API key, its display prefix and its hash.
+// Store prefix and hash; give plaintext to the user once.
+func NewAPIKey() (plaintext, prefix, hash string) {
+	plaintext = APIKeyPrefix + random()
+	return plaintext, plaintext[:DisplayPrefixLen], HashSecret(plaintext)
+}
+
+// NewAdminToken returns a new random admin token and its hash.
+func NewAdminToken() (plaintext, hash string) {
+	plaintext = AdminTokenPrefix + random()
+	return plaintext, HashSecret(plaintext)
+}
+
+// HashSecret returns the lowercase hex SHA-256 of s. It is meant for
+// high-entropy machine-generated secrets only (see the package comment).
+func HashSecret(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// Equal reports whether a and b are equal in time that depends only on
+// their lengths. Use it wherever a presented secret or hash is compared.
+func Equal(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// Verify reports whether plaintext hashes to hash, comparing in constant time.
+func Verify(plaintext, hash string) bool {
+	return Equal(HashSecret(plaintext), strings.ToLower(hash))
+}
+
+// IsAPIKey reports whether s looks like an llmgw API key (by prefix only).
+func IsAPIKey(s string) bool { return strings.HasPrefix(s, APIKeyPrefix) }
+
+// IsAdminToken reports whether s looks like an llmgw admin token (by prefix
+// only).
+func IsAdminToken(s string) bool { return strings.HasPrefix(s, AdminTokenPrefix) }
+
+func random() string {
+	b := make([]byte, randomBytes)
+	// crypto/rand.Read never returns an error on supported platforms (Go
+	// 1.24+); it crashes the program instead of returning weak bytes.
+	_, _ = rand.Read(b)
+	return encoding.EncodeToString(b)
+}

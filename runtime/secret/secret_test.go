@@ -1,0 +1,83 @@
+package secret
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestNewAPIKey(t *testing.T) {
+	seen := map[string]bool{}
+	shape := regexp.MustCompile(`^llmgw-[a-z2-7]{52}$`)
+	for range 100 {
+		plain, prefix, hash := NewAPIKey()
+		if !shape.MatchString(plain) {
+			t.Fatalf("api key %q does not match %s", plain, shape)
+		}
+		if !strings.HasPrefix(plain, prefix) || len(prefix) != DisplayPrefixLen {
+			t.Fatalf("prefix %q is not the first %d characters of the key", prefix, DisplayPrefixLen)
+		}
+		if hash != HashSecret(plain) || !Verify(plain, hash) {
+			t.Fatalf("hash %q does not verify the key", hash)
+		}
+		if strings.Contains(hash, plain) {
+			t.Fatal("hash contains the plaintext")
+		}
+		if seen[plain] {
+			t.Fatalf("duplicate key %q", plain)
+		}
+		seen[plain] = true
+		if !IsAPIKey(plain) || IsAdminToken(plain) {
+			t.Fatalf("key %q misclassified", plain)
+		}
+	}
+}
+
+func TestNewAdminToken(t *testing.T) {
+	plain, hash := NewAdminToken()
+	if !strings.HasPrefix(plain, "llmgwadm-") || !IsAdminToken(plain) || IsAPIKey(plain) {
+		t.Fatalf("admin token %q lacks its prefix or is misclassified", plain)
+	}
+	if !Verify(plain, hash) {
+		t.Fatal("admin token hash does not verify")
+	}
+	other, _ := NewAdminToken()
+	if Verify(other, hash) {
+		t.Fatal("a different token verified against the hash")
+	}
+}
+
+func TestHashSecret(t *testing.T) {
+	sum := sha256.Sum256([]byte("abc"))
+	tests := []struct {
+		in, want string
+	}{
+		{"abc", hex.EncodeToString(sum[:])},
+		{"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+	}
+	for _, tt := range tests {
+		if got := HashSecret(tt.in); got != tt.want {
+			t.Errorf("HashSecret(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestEqual(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"", "", true},
+		{"abc", "abc", true},
+		{"abc", "abd", false},
+		{"abc", "abcd", false},
+		{"", "a", false},
+	}
+	for _, tt := range tests {
+		if got := Equal(tt.a, tt.b); got != tt.want {
+			t.Errorf("Equal(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}

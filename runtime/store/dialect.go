@@ -1,0 +1,53 @@
+package store
+
+import (
+	"strconv"
+	"strings"
+)
+
+// dialect is what differs between the SQL backends. Queries in this package
+// use ? placeholders and SQL both SQLite and PostgreSQL accept (upsert with
+// ON CONFLICT ... DO UPDATE, RETURNING); the dialect rebinds placeholders
+// and classifies errors.
+type dialect struct {
+	name string
+	// dollar rebinds ? to $1, $2, ... (PostgreSQL).
+	dollar bool
+	// isUniqueViolation reports whether err is a unique or primary key
+	// constraint violation.
+	isUniqueViolation func(err error) bool
+	// migrationsDir is the directory in migrationsFS holding this
+	// backend's migrations.
+	migrationsDir string
+}
+
+// rebind returns query with its ? placeholders in the dialect's style. A ?
+// inside a single-quoted string literal is left alone.
+func (d dialect) rebind(query string) string {
+	if !d.dollar {
+		return query
+	}
+	return rebindDollar(query)
+}
+
+func rebindDollar(query string) string {
+	var b strings.Builder
+	b.Grow(len(query) + 8)
+	n := 0
+	inString := false
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case c == '\'':
+			inString = !inString
+			b.WriteByte(c)
+		case c == '?' && !inString:
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}

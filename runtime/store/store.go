@@ -1,0 +1,220 @@
+// Package store is the control plane's persistent state: models added through
+// the management API, API keys, admin tokens, node declarations held for
+// Terraform and node revocations. The rest of the control plane depends on
+// the Store interface (or one of its narrower parts); Open picks the backend
+// from the DSN.
+//
+// SQLite (modernc.org/sqlite, pure Go) is the default and is created on first
+// start. PostgreSQL will share the SQL in this package: queries are written in
+// the dialect both accept, with ? placeholders rebound per backend, and each
+// backend keeps its own versioned migrations. The backend-independent test
+// suite is in package storetest.
+//
+// Secrets never reach this package in plaintext: API keys and admin tokens are
+// stored as hashes (see package secret), and every time is stored in UTC with
+// microsecond precision.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Errors callers test with errors.Is.
+var (
+	// ErrNotFound means the named object does not exist (or, for secrets,
+	// has been revoked).
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists means an object with the same id or hash exists.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrSchemaTooNew means the database was migrated by a newer llmgw than
+	// this binary; it is refused rather than misread.
+	ErrSchemaTooNew = errors.New("store schema is newer than this binary")
+	// ErrUnsupported means the DSN names a backend this build cannot use.
+	ErrUnsupported = errors.New("unsupported store backend")
+)
+
+// DefaultProject is the project an API key belongs to when none is given.
+const DefaultProject = "default"
+
+// Store is everything the control plane keeps across restarts.
+// Implementations are safe for concurrent use.
+type Store interface {
+	ModelStore
+	APIKeyStore
+	AdminTokenStore
+	NodeStore
+	// Close releases the database. The Store must not be used afterwards.
+	Close() error
+}
+
+// StoredModel is a catalog model added through the management API. Spec is
+// the JSON of the catalog's model type; this package does not interpret it
+// beyond checking that it is valid JSON.
+type StoredModel struct {
+	Name      string
+	Spec      []byte
+	Revision  int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ModelStore holds models added through the management API. Models declared
+// in server.yaml are not stored.
+type ModelStore interface {
+	// PutModel creates the model or replaces its spec, and returns the new
+	// revision: 1 on creation, one more on every later put (even when the
+	// spec is unchanged).
+	PutModel(ctx context.Context, name string, spec []byte) (revision int64, err error)
+	// GetModel returns the model or an error wrapping ErrNotFound.
+	GetModel(ctx context.Context, name string) (StoredModel, error)
+	// ListModels returns every stored model ordered by name.
+	ListModels(ctx context.Context) ([]StoredModel, error)
+	// DeleteModel removes the model or returns an error wrapping ErrNotFound.
+	DeleteModel(ctx context.Context, name string) error
+}
+
+// APIKey is a client API key. Hash is secret.HashSecret of the key; Prefix
+// is its first characters, kept to tell keys apart in listings.
+type APIKey struct {
+	ID      string
+	Name    string
+	Prefix  string
+	Hash    string
+	Project string // DefaultProject when created empty
+	// CreatedAt is set by the store when zero.
+	CreatedAt  time.Time
+	ExpiresAt  *time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+// Expired reports whether the key has an expiry at or before now.
+func (k APIKey) Expired(now time.Time) bool {
+	return k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)
+}
+
+// APIKeyStore holds client API keys.
+type APIKeyStore interface {
+	// CreateAPIKey stores a new key. A duplicate ID or hash returns an error
+	// wrapping ErrAlreadyExists.
+	CreateAPIKey(ctx context.Context, k APIKey) error
+	// LookupAPIKey finds a key by hash. Unknown and revoked keys both return
+	// an error wrapping ErrNotFound. Expiry is the caller's to check
+	// (APIKey.Expired), because a cached key must be checked again anyway.
+	LookupAPIKey(ctx context.Context, hash string) (APIKey, error)
+	// ListAPIKeys returns every key, revoked ones included, oldest first.
+	ListAPIKeys(ctx context.Context) ([]APIKey, error)
+	// RevokeAPIKey revokes the key with this ID; revoking twice keeps the
+	// first time. An unknown ID returns an error wrapping ErrNotFound.
+	RevokeAPIKey(ctx context.Context, id string) error
+	// TouchAPIKey records that the key was last used at the given time. It
+	// never moves the time backwards.
+	TouchAPIKey(ctx context.Context, id string, at time.Time) error
+}
+
+// AdminToken is a bearer token for the management API. Hash is
+// secret.HashSecret of the token.
+type AdminToken struct {
+	ID   string
+	Name string
+	Hash string
+	// CreatedAt is set by the store when zero.
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// AdminTokenStore holds management API tokens.
+type AdminTokenStore interface {
+	// CreateAdminToken stores a new token. A duplicate ID or hash returns an
+	// error wrapping ErrAlreadyExists.
+	CreateAdminToken(ctx context.Context, t AdminToken) error
+	// LookupAdminToken finds a token by hash. Unknown and revoked tokens
+	// both return an error wrapping ErrNotFound.
+	LookupAdminToken(ctx context.Context, hash string) (AdminToken, error)
+	// ListAdminTokens returns every token, revoked ones included, oldest
+	// first.
+	ListAdminTokens(ctx context.Context) ([]AdminToken, error)
+	// RevokeAdminToken revokes the token with this ID; revoking twice keeps
+	// the first time. An unknown ID returns an error wrapping ErrNotFound.
+	RevokeAdminToken(ctx context.Context, id string) error
+}
+
+// StoredNode is a node declaration held by the control plane. Declaration
+// is the JSON of the agent's declaration type.
+type StoredNode struct {
+	Name        string
+	Declaration []byte
+	Revision    int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// NodeStore holds node declarations and revoked node identities.
+type NodeStore interface {
+	// PutNode creates or replaces the node's declaration and returns the new
+	// revision (1 on creation).
+	PutNode(ctx context.Context, name string, declaration []byte) (revision int64, err error)
+	// GetNode returns the node or an error wrapping ErrNotFound.
+	GetNode(ctx context.Context, name string) (StoredNode, error)
+	// ListNodes returns every declared node ordered by name.
+	ListNodes(ctx context.Context) ([]StoredNode, error)
+	// DeleteNode removes the declaration or returns an error wrapping
+	// ErrNotFound. It does not revoke the identity; call RevokeNodeIdentity
+	// for that.
+	DeleteNode(ctx context.Context, name string) error
+	// RevokeNodeIdentity records that the node's identity was revoked at the
+	// given time. Revoking again moves the time forward, never back.
+	RevokeNodeIdentity(ctx context.Context, name string, at time.Time) error
+	// IsNodeRevoked reports whether the node's identity has been revoked.
+	IsNodeRevoked(ctx context.Context, name string) (bool, error)
+	// NodeRevokedAt returns when the node's identity was revoked, or an
+	// error wrapping ErrNotFound when it has not been. A caller may accept
+	// a certificate issued (NotBefore) after that time.
+	NodeRevokedAt(ctx context.Context, name string) (time.Time, error)
+}
+
+// Option changes how Open builds a store.
+type Option func(*options)
+
+type options struct {
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// WithLogger sets the logger for migrations and other rare events. The
+// default discards them.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithClock sets the clock used for created/updated times (tests).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// Open opens (creating and migrating if needed) the store the DSN names:
+//
+//   - a file path or a "file:" URI: SQLite;
+//   - "postgres://" or "postgresql://": PostgreSQL (not in this build yet).
+func Open(ctx context.Context, dsn string, opts ...Option) (Store, error) {
+	o := options{
+		logger: slog.New(slog.DiscardHandler),
+		now:    time.Now,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case strings.TrimSpace(dsn) == "":
+		return nil, errors.New("opening store: the store DSN is empty; give a SQLite file path or a postgres:// URL")
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		// The DSN may hold a password: never echo it.
+		return nil, fmt.Errorf("opening PostgreSQL store: %w: PostgreSQL support arrives with the tenancy work; use a SQLite file path for now", ErrUnsupported)
+	case strings.Contains(dsn, "://"):
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return nil, fmt.Errorf("opening store: %w: scheme %q; give a SQLite file path or a postgres:// URL", ErrUnsupported, scheme)
+	default:
+		return openSQLite(ctx, dsn, o)
+	}
+}
