@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/catalog"
 )
 
 func TestTables(t *testing.T) {
@@ -94,7 +95,8 @@ profile tp8x2: no fabric has two nodes with 8 free h100-80g
 			want: `# origin: api, generation 5f2c
 # status: serving, 1/1 replicas ready (1 total)
 name: qwen2.5-coder-3b-instruct
-aliases: [coder]
+aliases:
+  - coder
 source: /var/lib/llmgw-models/qwen2.5-coder-3b-instruct-q4_k_m.gguf
 routing_profile: chat
 context_length: 32768
@@ -105,11 +107,14 @@ scaling:
 profiles:
   - name: cpu
     engine: llamacpp
+    nodes: 1
     weight: 1
     priority: 100
     startup_timeout: 5m
     min_memory_gb: 8
-    args: [--ctx-size, "65536"]
+    args:
+      - --ctx-size
+      - "65536"
 `,
 		},
 	}
@@ -289,7 +294,6 @@ profiles:
   engine: vllm
   gpu_class: h100-80g
   tp: 2
-  nodes: 1
   priority: 50
   min_disk_gb: 20
   labels: { zone: a }
@@ -302,8 +306,9 @@ func wantCoder() *managev1.Model {
 		RoutingProfile: "chat", ContextLength: 32768, MaxOutput: 4096,
 		Scaling: &managev1.Scaling{Min: 1, Max: 2, IdleTimeout: "30m"},
 		Profiles: []*managev1.Profile{
-			{Name: "cpu", Engine: "llamacpp", Weight: 1, Priority: 100, StartupTimeout: "5m", MinMemoryGb: 8, Args: []string{"--ctx-size", "65536"}},
-			{Name: "tp2", Engine: "vllm", GpuClass: "h100-80g", Tp: 2, Nodes: 1, Priority: 50, MinDiskGb: 20, Labels: map[string]string{"zone": "a"}},
+			{Name: "cpu", Engine: "llamacpp", Nodes: 1, Weight: 1, Priority: 100, StartupTimeout: "5m", MinMemoryGb: 8, Args: []string{"--ctx-size", "65536"}},
+			// nodes, weight and startup_timeout are the catalog's defaults.
+			{Name: "tp2", Engine: "vllm", GpuClass: "h100-80g", Tp: 2, Nodes: 1, Weight: 1, Priority: 50, StartupTimeout: "10m", MinDiskGb: 20, Labels: map[string]string{"zone": "a"}},
 		},
 	}
 }
@@ -388,13 +393,13 @@ func TestModelGetRoundTripsThroughAdd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	def, err := parseModelFile([]byte(out), "get-output.yaml")
+	def, err := catalog.ParseModelYAML([]byte(out), "get-output.yaml")
 	if err != nil {
 		t.Fatalf("model get output does not parse as a definition: %v", err)
 	}
 	want := proto.Clone(f.models[0]).(*managev1.Model)
 	want.Origin, want.Generation, want.Status = "", "", nil
-	if got := modelToProto(def); !proto.Equal(got, want) {
+	if got := ModelToProto(def); !proto.Equal(got, want) {
 		t.Errorf("round trip:\n%v\nwant:\n%v", got, want)
 	}
 }
@@ -497,17 +502,50 @@ func TestRunReadsEnv(t *testing.T) {
 }
 
 func TestModelAddFileErrors(t *testing.T) {
-	env := startServer(t, cannedManage())
-	bad := writeFile(t, "bad.yaml", strings.Replace(coderYAML, "  tp: 2\n", "  tp: 2\n  gpu_count: 2\n", 1))
-	code, out, errOut := runCtl(t, env, "model", "add", "-f", bad)
-	want := "llmgw ctl: reading model definition " + bad + ": line 21: unknown key \"gpu_count\" in a profile\n"
-	if code != 1 || out != "" || errOut != want {
-		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and %q", code, out, errOut, want)
-	}
+	f := cannedManage()
+	env := startServer(t, f)
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
-	code, _, errOut = runCtl(t, env, "model", "add", "-f", missing)
-	if code != 1 || !strings.Contains(errOut, missing) {
-		t.Errorf("missing file: exit %d, stderr %q; want 1 naming the file", code, errOut)
+	tests := []struct {
+		name    string
+		file    string
+		wantErr string
+	}{
+		{
+			name:    "unknown key in a profile",
+			file:    writeFile(t, "bad.yaml", strings.Replace(coderYAML, "  tp: 2\n", "  tp: 2\n  gpu_count: 2\n", 1)),
+			wantErr: `bad.yaml:21: unknown key "profiles[1].gpu_count"`,
+		},
+		{
+			name:    "unknown top-level key",
+			file:    writeFile(t, "top.yaml", strings.Replace(coderYAML, "source:", "sorce:", 1)),
+			wantErr: `top.yaml:4: unknown key "sorce"`,
+		},
+		{
+			name:    "duration without a unit",
+			file:    writeFile(t, "dur.yaml", strings.Replace(coderYAML, "startup_timeout: 5m", "startup_timeout: 5", 1)),
+			wantErr: `dur.yaml:14: profiles[0].startup_timeout: cannot parse 5 as a duration`,
+		},
+		{
+			name:    "missing file",
+			file:    missing,
+			wantErr: missing,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCtl(t, env, "model", "add", "-f", tt.file)
+			if code != 1 || out != "" {
+				t.Errorf("exit %d, stdout %q; want 1 and nothing", code, out)
+			}
+			if !strings.HasPrefix(errOut, "llmgw ctl: reading model definition: ") || !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("stderr %q, want it to contain %q", errOut, tt.wantErr)
+			}
+		})
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.created)+len(f.updated) != 0 {
+		t.Errorf("the server was sent %d models, want none", len(f.created)+len(f.updated))
 	}
 }
 

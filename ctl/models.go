@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/catalog"
 )
 
 func (a *app) cmdModels(ctx context.Context, args []string) int {
@@ -132,9 +133,9 @@ func (a *app) cmdModelAdd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.errorf("reading model definition: %v", err)
 	}
-	def, err := parseModelFile(data, file)
+	def, err := catalog.ParseModelYAML(data, file)
 	if err != nil {
-		return a.errorf("%v", err)
+		return a.errorf("reading model definition: %v", err)
 	}
 	c, code, ok := a.dial(&conn)
 	if !ok {
@@ -143,7 +144,7 @@ func (a *app) cmdModelAdd(ctx context.Context, args []string) int {
 	defer c.close()
 	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	model := modelToProto(def)
+	model := ModelToProto(def)
 	verb := "updated"
 	var got *managev1.Model
 	if *update {
@@ -194,7 +195,7 @@ func (a *app) cmdModelGet(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	if err := writeModelDefinition(a.stdout, m); err != nil {
-		return a.errorf("writing output: %v", err)
+		return a.errorf("printing model %s: %v", pos[0], err)
 	}
 	return exitOK
 }
@@ -202,6 +203,10 @@ func (a *app) cmdModelGet(ctx context.Context, args []string) int {
 // writeModelDefinition prints a model as the YAML `model add -f` reads, with
 // its origin, revision and status as comments above it.
 func writeModelDefinition(w io.Writer, m *managev1.Model) error {
+	def, err := ModelFromProto(m)
+	if err != nil {
+		return fmt.Errorf("reading the control plane's answer: %w", err)
+	}
 	st := m.GetStatus()
 	fmt.Fprintf(w, "# origin: %s, generation %s\n", orDash(m.GetOrigin()), orDash(m.GetGeneration()))
 	fmt.Fprintf(w, "# status: %s, %d/%d replicas ready (%d total)\n",
@@ -211,7 +216,7 @@ func writeModelDefinition(w io.Writer, m *managev1.Model) error {
 	}
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
-	if err := enc.Encode(modelFromProto(m)); err != nil {
+	if err := enc.Encode(def); err != nil {
 		return err
 	}
 	return enc.Close()
