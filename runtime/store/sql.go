@@ -142,23 +142,7 @@ func (s *sqlStore) GetModel(ctx context.Context, name string) (StoredModel, erro
 
 // ListModels returns every model ordered by name.
 func (s *sqlStore) ListModels(ctx context.Context) ([]StoredModel, error) {
-	rows, err := s.query(ctx, `SELECT name, spec, revision, created_at, updated_at FROM models ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("listing models: %w", err)
-	}
-	defer rows.Close()
-	var out []StoredModel
-	for rows.Next() {
-		m, err := scanModel(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing models: %w", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing models: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "listing models", `SELECT name, spec, revision, created_at, updated_at FROM models ORDER BY name`, scanModel)
 }
 
 // DeleteModel removes a model.
@@ -170,6 +154,32 @@ func (s *sqlStore) DeleteModel(ctx context.Context, name string) error {
 }
 
 type scanner interface{ Scan(dest ...any) error }
+
+// queryAll runs a read query and scans every row; what names the operation
+// in errors.
+func queryAll[T any](ctx context.Context, s *sqlStore, what, query string, scan func(scanner) (T, error), args ...any) (_ []T, err error) {
+	rows, err := s.query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("%s: closing rows: %w", what, cerr)
+		}
+	}()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
 
 func scanModel(r scanner) (StoredModel, error) {
 	var m StoredModel
@@ -222,23 +232,7 @@ func (s *sqlStore) LookupAPIKey(ctx context.Context, hash string) (APIKey, error
 
 // ListAPIKeys returns every key, oldest first.
 func (s *sqlStore) ListAPIKeys(ctx context.Context) ([]APIKey, error) {
-	rows, err := s.query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("listing API keys: %w", err)
-	}
-	defer rows.Close()
-	var out []APIKey
-	for rows.Next() {
-		k, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing API keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing API keys: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "listing API keys", `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY created_at, id`, scanAPIKey)
 }
 
 // RevokeAPIKey revokes a key by ID.
@@ -309,23 +303,7 @@ func (s *sqlStore) LookupAdminToken(ctx context.Context, hash string) (AdminToke
 
 // ListAdminTokens returns every token, oldest first.
 func (s *sqlStore) ListAdminTokens(ctx context.Context) ([]AdminToken, error) {
-	rows, err := s.query(ctx, `SELECT `+adminTokenColumns+` FROM admin_tokens ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("listing admin tokens: %w", err)
-	}
-	defer rows.Close()
-	var out []AdminToken
-	for rows.Next() {
-		t, err := scanAdminToken(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing admin tokens: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing admin tokens: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "listing admin tokens", `SELECT `+adminTokenColumns+` FROM admin_tokens ORDER BY created_at, id`, scanAdminToken)
 }
 
 // RevokeAdminToken revokes a token by ID.
@@ -383,23 +361,7 @@ func (s *sqlStore) GetNode(ctx context.Context, name string) (StoredNode, error)
 
 // ListNodes returns every node declaration ordered by name.
 func (s *sqlStore) ListNodes(ctx context.Context) ([]StoredNode, error) {
-	rows, err := s.query(ctx, `SELECT name, declaration, revision, created_at, updated_at FROM nodes ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	defer rows.Close()
-	var out []StoredNode
-	for rows.Next() {
-		n, err := scanNode(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing nodes: %w", err)
-		}
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "listing nodes", `SELECT name, declaration, revision, created_at, updated_at FROM nodes ORDER BY name`, scanNode)
 }
 
 // DeleteNode removes a node declaration.
