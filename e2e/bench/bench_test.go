@@ -1,0 +1,255 @@
+// Package bench measures what the gateway adds to a request: the same load is
+// sent straight to a sim engine and through the gateway (real key
+// authentication over a SQLite store, the router, the proxy), in one run, so
+// the figures are ratios against a baseline measured on the same noisy
+// machine at the same time.
+//
+//	make bench
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/auth"
+	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/keys"
+	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/simengine"
+)
+
+const model = "sim-bench"
+
+type catalog struct{}
+
+func (catalog) Resolve(name string) (string, bool) { return name, name == model }
+func (catalog) List() []gateway.ModelInfo          { return []gateway.ModelInfo{{ID: model}} }
+
+func serve(b *testing.B, h http.Handler) string {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	return "http://" + l.Addr().String()
+}
+
+// setup starts a sim engine and a gateway in front of it, and returns both
+// base URLs and an API key.
+func setup(b *testing.B) (direct, gw, key string) {
+	b.Helper()
+	eng, err := simengine.New(simengine.Config{Host: "127.0.0.1", ServedModelName: model}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	direct = serve(b, eng.Handler())
+	st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	k, err := keys.New(st).CreateAPIKey(context.Background(), "bench", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := router.New()
+	rt.SetEndpoints(model, []router.Endpoint{{ReplicaID: "r-1", Model: model, URL: direct, Weight: 1}})
+	g := gateway.New(gateway.Config{}, gateway.Deps{Catalog: catalog{}, Auth: auth.NewKeys(st, 0, nil), Routes: rt})
+	b.Cleanup(g.Close)
+	return direct, serve(b, g.Handler()), k.Secret
+}
+
+type result struct {
+	lat      []time.Duration // time to first byte for streams, whole response otherwise
+	errors   int
+	elapsed  time.Duration
+	requests int
+}
+
+func (r result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), r.lat...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(int(p*float64(len(s))), len(s)-1)]
+}
+
+func (r result) rps() float64 { return float64(r.requests-r.errors) / r.elapsed.Seconds() }
+
+type loader struct {
+	client *http.Client
+	key    string
+}
+
+func newLoader(key string) *loader {
+	tr := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute, DisableCompression: true}
+	return &loader{client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, key: key}
+}
+
+func body(stream bool) []byte {
+	return []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"measure the gateway please"}],"max_tokens":8,"stream":%t}`, model, stream))
+}
+
+// one sends a request and returns its latency (to the first body byte when
+// streaming, to the end otherwise).
+func (l *loader) one(base string, payload []byte, stream bool) (time.Duration, error) {
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", bytes.NewReader(payload))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+l.key)
+	start := time.Now()
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	if stream {
+		r := bufio.NewReader(resp.Body)
+		if _, err := r.ReadByte(); err != nil {
+			return 0, err
+		}
+		lat := time.Since(start)
+		_, err := io.Copy(io.Discard, r)
+		return lat, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return time.Since(start), err
+}
+
+// fixedRate sends n requests at rate per second (open loop).
+func (l *loader) fixedRate(base string, stream bool, rate, n int) result {
+	payload := body(stream)
+	interval := time.Second / time.Duration(rate)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	res := result{requests: n}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d) // pacing the load generator, not waiting for an outcome
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat, err := l.one(base, payload, stream)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				res.errors++
+				return
+			}
+			res.lat = append(res.lat, lat)
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res
+}
+
+// saturate runs conc closed-loop clients for n requests in total.
+func (l *loader) saturate(base string, stream bool, conc, n int) result {
+	payload := body(stream)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	res := result{requests: n}
+	next := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		next <- struct{}{}
+	}
+	close(next)
+	start := time.Now()
+	for c := 0; c < conc; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				lat, err := l.one(base, payload, stream)
+				mu.Lock()
+				if err != nil {
+					res.errors++
+				} else {
+					res.lat = append(res.lat, lat)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res
+}
+
+func merge(a, b result) result {
+	return result{lat: append(append([]time.Duration(nil), a.lat...), b.lat...), errors: a.errors + b.errors,
+		elapsed: a.elapsed + b.elapsed, requests: a.requests + b.requests}
+}
+
+// BenchmarkGatewayOverhead prints added latency and the throughput ratio of
+// the gateway against a direct connection, for fixed-rate and saturating
+// load, streaming and not. Phases alternate direct/gateway twice so drift in
+// the machine's load hits both sides alike.
+func BenchmarkGatewayOverhead(b *testing.B) {
+	direct, gw, key := setup(b)
+	l := newLoader(key)
+	const rate, fixedN, conc, satN = 1000, 3000, 32, 6000
+	// Warm connections and caches on both paths.
+	l.saturate(direct, false, conc, 500)
+	l.saturate(gw, false, conc, 500)
+
+	var out strings.Builder
+	fmt.Fprintf(&out, "\ngateway overhead against a direct connection to a sim engine (same run, %s)\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(&out, "%-22s %-18s %-18s %-18s %s\n", "load", "direct p50/p99", "gateway p50/p99", "added p50/p99", "throughput direct→gateway (ratio)")
+	for _, stream := range []bool{false, true} {
+		kind := "non-streaming"
+		if stream {
+			kind = "streaming (TTFB)"
+		}
+		for _, phase := range []string{"fixed", "saturation"} {
+			var d, g result
+			for round := 0; round < 2; round++ {
+				var dr, gr result
+				if phase == "fixed" {
+					dr, gr = l.fixedRate(direct, stream, rate, fixedN/2), l.fixedRate(gw, stream, rate, fixedN/2)
+				} else {
+					dr, gr = l.saturate(direct, stream, conc, satN/2), l.saturate(gw, stream, conc, satN/2)
+				}
+				d, g = merge(d, dr), merge(g, gr)
+			}
+			if d.errors+g.errors > 0 {
+				b.Fatalf("%s %s: %d direct and %d gateway errors", phase, kind, d.errors, g.errors)
+			}
+			label := fmt.Sprintf("%s %s", map[string]string{"fixed": fmt.Sprintf("%d/s", rate), "saturation": fmt.Sprintf("sat c=%d", conc)}[phase], kind)
+			addP50, addP99 := g.pct(0.50)-d.pct(0.50), g.pct(0.99)-d.pct(0.99)
+			fmt.Fprintf(&out, "%-22s %-18s %-18s %-18s %.0f→%.0f req/s (%.2f)\n", label,
+				us(d.pct(0.5))+"/"+us(d.pct(0.99)), us(g.pct(0.5))+"/"+us(g.pct(0.99)), us(addP50)+"/"+us(addP99), d.rps(), g.rps(), g.rps()/d.rps())
+			name := strings.NewReplacer(" ", "-", "/", "", "(", "", ")", "", "=", "").Replace(label)
+			b.ReportMetric(float64(addP50.Microseconds()), name+"-added-p50-µs")
+			b.ReportMetric(float64(addP99.Microseconds()), name+"-added-p99-µs")
+			b.ReportMetric(g.rps()/d.rps(), name+"-throughput-ratio")
+		}
+	}
+	fmt.Fprintf(&out, "targets: added p50 ≤ 100µs and p99 ≤ 1ms at 1000 req/s\n")
+	fmt.Fprint(os.Stdout, out.String())
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%dµs", d.Microseconds()) }
