@@ -17,6 +17,7 @@ import (
 	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
 	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
 	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/modelpb"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/secret"
@@ -185,7 +186,7 @@ func nodeToProto(n fleet.Node, used map[int]string, replicas int) *managev1.Node
 }
 
 func (s *Service) modelProto(e models.Entry) *managev1.Model {
-	pm := ModelToProto(e.Model)
+	pm := modelpb.ToProto(e.Model)
 	pm.Origin = e.Origin
 	pm.Generation = e.Generation
 	st := &managev1.ModelStatus{ReplicasDesired: int32(e.Model.Scaling.Min)}
@@ -242,7 +243,7 @@ func catalogError(op string, err error) error {
 
 // CreateModel adds a model to the catalog.
 func (s *Service) CreateModel(ctx context.Context, req *managev1.CreateModelRequest) (*managev1.Model, error) {
-	m, err := ModelFromProto(req.GetModel())
+	m, err := modelpb.FromProto(req.GetModel())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "creating model: %v", err)
 	}
@@ -265,7 +266,7 @@ func (s *Service) GetModel(_ context.Context, req *managev1.GetModelRequest) (*m
 
 // UpdateModel replaces a model added through this API.
 func (s *Service) UpdateModel(ctx context.Context, req *managev1.UpdateModelRequest) (*managev1.Model, error) {
-	m, err := ModelFromProto(req.GetModel())
+	m, err := modelpb.FromProto(req.GetModel())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "updating model: %v", err)
 	}
@@ -347,7 +348,7 @@ func (s *Service) ExplainPlacement(_ context.Context, req *managev1.ExplainPlace
 // PlanPlacement dry-runs placement of a definition that need not be in the
 // catalog.
 func (s *Service) PlanPlacement(_ context.Context, req *managev1.PlanPlacementRequest) (*managev1.Explanation, error) {
-	m, err := ModelFromProto(req.GetModel())
+	m, err := modelpb.FromProto(req.GetModel())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "planning placement: %v", err)
 	}

@@ -1,0 +1,115 @@
+// Package modelpb converts catalog model definitions to and from the
+// management API's messages: the one conversion the control plane, `llmgw
+// ctl` and the Terraform provider share.
+package modelpb
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/catalog"
+)
+
+// ToProto converts a catalog model definition to the management API's
+// Model. Durations are sent in their catalog spelling ("5m", "1h30m"); a zero
+// duration is sent as absent.
+func ToProto(m catalog.Model) *managev1.Model {
+	out := &managev1.Model{
+		Name:           m.Name,
+		Aliases:        slices.Clone(m.Aliases),
+		Source:         m.Source,
+		RoutingProfile: m.RoutingProfile,
+		ContextLength:  int32(m.ContextLength),
+		MaxOutput:      int32(m.MaxOutput),
+		Scaling: &managev1.Scaling{
+			Min:         int32(m.Scaling.Min),
+			Max:         int32(m.Scaling.Max),
+			IdleTimeout: durationText(m.Scaling.IdleTimeout),
+		},
+	}
+	for _, p := range m.Profiles {
+		out.Profiles = append(out.Profiles, &managev1.Profile{
+			Name:           p.Name,
+			Engine:         p.Engine,
+			GpuClass:       p.GPUClass,
+			Tp:             int32(p.TP),
+			Nodes:          int32(p.Nodes),
+			Weight:         int32(p.Weight),
+			Priority:       int32(p.Priority),
+			StartupTimeout: durationText(p.StartupTimeout),
+			MinMemoryGb:    int32(p.MinMemoryGB),
+			MinDiskGb:      int32(p.MinDiskGB),
+			Labels:         maps.Clone(p.Labels),
+			Args:           slices.Clone(p.Args),
+		})
+	}
+	return out
+}
+
+// FromProto converts the management API's Model to a catalog model
+// definition, leaving out the output-only fields (origin, generation,
+// status). It fails only on a duration that does not parse, naming its key.
+func FromProto(m *managev1.Model) (catalog.Model, error) {
+	if m == nil {
+		return catalog.Model{}, fmt.Errorf("model: is required")
+	}
+	out := catalog.Model{
+		Name:           m.GetName(),
+		Aliases:        slices.Clone(m.GetAliases()),
+		Source:         m.GetSource(),
+		RoutingProfile: m.GetRoutingProfile(),
+		ContextLength:  int(m.GetContextLength()),
+		MaxOutput:      int(m.GetMaxOutput()),
+	}
+	if s := m.GetScaling(); s != nil {
+		idle, err := parseDuration("scaling.idle_timeout", s.GetIdleTimeout())
+		if err != nil {
+			return catalog.Model{}, err
+		}
+		out.Scaling = catalog.Scaling{Min: int(s.GetMin()), Max: int(s.GetMax()), IdleTimeout: idle}
+	}
+	for i, p := range m.GetProfiles() {
+		startup, err := parseDuration(fmt.Sprintf("profiles[%d].startup_timeout", i), p.GetStartupTimeout())
+		if err != nil {
+			return catalog.Model{}, err
+		}
+		out.Profiles = append(out.Profiles, catalog.Profile{
+			Name:           p.GetName(),
+			Engine:         p.GetEngine(),
+			GPUClass:       p.GetGpuClass(),
+			TP:             int(p.GetTp()),
+			Nodes:          int(p.GetNodes()),
+			Weight:         int(p.GetWeight()),
+			Priority:       int(p.GetPriority()),
+			StartupTimeout: startup,
+			MinMemoryGB:    int(p.GetMinMemoryGb()),
+			MinDiskGB:      int(p.GetMinDiskGb()),
+			Labels:         maps.Clone(p.GetLabels()),
+			Args:           slices.Clone(p.GetArgs()),
+		})
+	}
+	return out, nil
+}
+
+// durationText is d in the catalog's spelling, or "" for zero.
+func durationText(d catalog.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+// parseDuration reads a duration the API sent; "" is zero.
+func parseDuration(key, s string) (catalog.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: cannot parse %q as a duration", key, s)
+	}
+	return catalog.Duration(d), nil
+}

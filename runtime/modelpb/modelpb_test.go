@@ -1,0 +1,50 @@
+package modelpb
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/catalog"
+)
+
+func TestRoundTrip(t *testing.T) {
+	m := catalog.Model{
+		Name: "m", Aliases: []string{"a"}, Source: "/w/m.gguf", RoutingProfile: "chat", ContextLength: 4096, MaxOutput: 512,
+		Scaling: catalog.Scaling{Min: 1, Max: 2, IdleTimeout: catalog.Duration(15 * time.Minute)},
+		Profiles: []catalog.Profile{{Name: "tp2", Engine: "vllm", GPUClass: "h100-80g", TP: 2, Nodes: 1, Weight: 3, Priority: 100,
+			StartupTimeout: catalog.Duration(5 * time.Minute), MinMemoryGB: 8, MinDiskGB: 40, Labels: map[string]string{"z": "eu"}, Args: []string{"--x"}}},
+	}
+	pm := ToProto(m)
+	if pm.GetProfiles()[0].GetStartupTimeout() != "5m" || pm.GetScaling().GetIdleTimeout() != "15m" {
+		t.Fatalf("durations sent as %q and %q", pm.GetProfiles()[0].GetStartupTimeout(), pm.GetScaling().GetIdleTimeout())
+	}
+	back, err := FromProto(pm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !back.Equal(m) {
+		t.Fatalf("round trip changed the model:\n got %+v\nwant %+v", back, m)
+	}
+}
+
+func TestFromProtoErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		in   *managev1.Model
+		want string
+	}{
+		{"nil", nil, "model: is required"},
+		{"bad startup timeout", &managev1.Model{Name: "m", Profiles: []*managev1.Profile{{Name: "p", StartupTimeout: "soon"}}}, `profiles[0].startup_timeout: cannot parse "soon"`},
+		{"bad idle timeout", &managev1.Model{Name: "m", Scaling: &managev1.Scaling{IdleTimeout: "5 minutes"}}, "scaling.idle_timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := FromProto(tt.in)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
