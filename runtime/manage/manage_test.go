@@ -1,0 +1,191 @@
+package manage
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/keys"
+	"github.com/llmgw/llmgw/runtime/models"
+	"github.com/llmgw/llmgw/runtime/reconcile"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+type nopConn struct{}
+
+func (nopConn) Send(*agentv1.ControlMessage) error { return nil }
+
+func newService(t *testing.T) (*Service, store.Store) {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	declared := catalog.Model{Name: "from-yaml", Source: "sim://y", Scaling: catalog.Scaling{Min: 0, Max: 1},
+		Profiles: []catalog.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+	reg, err := models.New([]catalog.Model{declared}, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fleet.New()
+	inv := &agentv1.Inventory{Engines: []*agentv1.EngineStatus{{Engine: "sim", Available: true}}, Avx2: true, MemoryAvailableBytes: 64 << 30}
+	inv.Gpus = []*agentv1.GPU{{Index: 0, Class: "a100-80g"}}
+	f.Connect(&agentv1.Hello{Inventory: inv}, "node01", nil, false, nopConn{})
+	rec := reconcile.New(reconcile.Options{Fleet: f, Catalog: reg})
+	return New(Options{Version: "test", Fleet: f, Catalog: reg, Reconciler: rec, Tokens: st}), st
+}
+
+func apiModel(name string) *managev1.Model {
+	return &managev1.Model{Name: name, Source: "sim://x", Scaling: &managev1.Scaling{Min: 1, Max: 1},
+		Profiles: []*managev1.Profile{{Name: "h100", Engine: "sim", GpuClass: "h100-80g", Tp: 1, StartupTimeout: "2m"}}}
+}
+
+func code(err error) codes.Code { return status.Code(err) }
+
+func TestModelCRUD(t *testing.T) {
+	s, _ := newService(t)
+	ctx := context.Background()
+	created, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: apiModel("m1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.GetOrigin() != models.OriginAPI || created.GetGeneration() == "" {
+		t.Fatalf("created = %v", created)
+	}
+	// The only node has the wrong GPU class: the status says why it does not place.
+	if st := created.GetStatus(); st.GetState() != "unplaced" || !strings.Contains(st.GetMessage(), "wrong GPU class: has a100-80g, needs h100-80g") {
+		t.Fatalf("status = %v", st)
+	}
+	if _, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: apiModel("m1")}); code(err) != codes.AlreadyExists {
+		t.Fatalf("second create: %v", err)
+	}
+	upd := apiModel("m1")
+	upd.Aliases = []string{"first"}
+	got, err := s.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: upd})
+	if err != nil || got.GetAliases()[0] != "first" || got.GetGeneration() != created.GetGeneration() {
+		t.Fatalf("update = %v, %v (an alias change must not roll replicas)", got, err)
+	}
+	list, err := s.ListModels(ctx, &managev1.ListModelsRequest{})
+	if err != nil || len(list.GetModels()) != 2 {
+		t.Fatalf("list = %v, %v", list, err)
+	}
+	if _, err := s.DeleteModel(ctx, &managev1.DeleteModelRequest{Name: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetModel(ctx, &managev1.GetModelRequest{Name: "m1"}); code(err) != codes.NotFound {
+		t.Fatalf("get after delete: %v", err)
+	}
+}
+
+func TestModelErrors(t *testing.T) {
+	s, _ := newService(t)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		call func() error
+		want codes.Code
+		msg  string
+	}{
+		{"declarative model cannot be updated", func() error {
+			_, err := s.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: apiModel("from-yaml")})
+			return err
+		}, codes.FailedPrecondition, "server.yaml"},
+		{"declarative model cannot be created over", func() error {
+			_, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: apiModel("from-yaml")})
+			return err
+		}, codes.FailedPrecondition, "server.yaml"},
+		{"declarative model cannot be deleted", func() error {
+			_, err := s.DeleteModel(ctx, &managev1.DeleteModelRequest{Name: "from-yaml"})
+			return err
+		}, codes.FailedPrecondition, "server.yaml"},
+		{"unknown engine", func() error {
+			m := apiModel("bad")
+			m.Profiles[0].Engine = "tgi"
+			_, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: m})
+			return err
+		}, codes.InvalidArgument, "tgi"},
+		{"bad duration", func() error {
+			m := apiModel("bad")
+			m.Profiles[0].StartupTimeout = "soon"
+			_, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: m})
+			return err
+		}, codes.InvalidArgument, "profiles[0].startup_timeout"},
+		{"update of a missing model", func() error {
+			_, err := s.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: apiModel("nope")})
+			return err
+		}, codes.NotFound, "nope"},
+		{"explain an unknown model", func() error {
+			_, err := s.ExplainPlacement(ctx, &managev1.ExplainPlacementRequest{Model: "nope"})
+			return err
+		}, codes.NotFound, "nope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if code(err) != tt.want || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("err = %v, want %s containing %q", err, tt.want, tt.msg)
+			}
+		})
+	}
+}
+
+func TestPlanPlacementExplainsRejections(t *testing.T) {
+	s, _ := newService(t)
+	exp, err := s.PlanPlacement(context.Background(), &managev1.PlanPlacementRequest{Model: apiModel("new")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp.GetPlaced() || len(exp.GetProfiles()) != 1 || !strings.Contains(exp.GetText(), "node01") {
+		t.Fatalf("explanation = %v", exp)
+	}
+	if v := exp.GetProfiles()[0].GetNodes()[0]; v.GetFeasible() || !strings.Contains(v.GetReason(), "wrong GPU class") {
+		t.Fatalf("node verdict = %v", v)
+	}
+}
+
+func TestAuthInterceptor(t *testing.T) {
+	s, st := newService(t)
+	tok, err := keys.New(st).CreateAdminToken(context.Background(), "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	icpt := s.AuthInterceptor()
+	handler := func(context.Context, any) (any, error) { return "ok", nil }
+	info := &grpc.UnaryServerInfo{FullMethod: "/llmgw.manage.v1.ManageService/GetStatus"}
+	tests := []struct {
+		name string
+		md   metadata.MD
+		ok   bool
+	}{
+		{"no metadata", nil, false},
+		{"not bearer", metadata.Pairs("authorization", "Basic abc"), false},
+		{"unknown token", metadata.Pairs("authorization", "Bearer llmgwadm-nope"), false},
+		{"good token", metadata.Pairs("authorization", "Bearer "+tok.Secret), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tt.md != nil {
+				ctx = metadata.NewIncomingContext(ctx, tt.md)
+			}
+			_, err := icpt(ctx, nil, info, handler)
+			if tt.ok != (err == nil) {
+				t.Fatalf("err = %v, want ok=%v", err, tt.ok)
+			}
+			if !tt.ok && code(err) != codes.Unauthenticated {
+				t.Fatalf("code = %v", code(err))
+			}
+		})
+	}
+}
