@@ -1,0 +1,287 @@
+// Package server assembles the control plane from its parts: store, catalog,
+// fleet, scheduler-driven reconciler, agent sessions, management API,
+// gateway and metrics, each on its own listener.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/llmgw/llmgw/agent/declaration"
+	"github.com/llmgw/llmgw/pki"
+	"github.com/llmgw/llmgw/runtime/agentsvc"
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/auth"
+	"github.com/llmgw/llmgw/runtime/config"
+	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/manage"
+	"github.com/llmgw/llmgw/runtime/models"
+	"github.com/llmgw/llmgw/runtime/reconcile"
+	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// Server is a running control plane.
+type Server struct {
+	cfg     config.Server
+	version string
+	log     *slog.Logger
+
+	Store      store.Store
+	Catalog    *models.Registry
+	Fleet      *fleet.Fleet
+	Router     *router.Router
+	Reconciler *reconcile.Reconciler
+	gateway    *gateway.Gateway
+
+	listeners map[string]net.Listener
+	addrs     map[string]string
+	mu        sync.Mutex
+}
+
+// Listener names, as Addr takes them.
+const (
+	ListenClient  = "client"
+	ListenAgents  = "agents"
+	ListenManage  = "manage"
+	ListenMetrics = "metrics"
+	ListenPprof   = "pprof"
+)
+
+// New opens the store, loads the catalog and binds every listener, so that
+// a configuration or port problem is reported before anything runs.
+func New(ctx context.Context, cfg config.Server, version string, logger *slog.Logger) (*Server, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, version: version, log: logger, listeners: map[string]net.Listener{}, addrs: map[string]string{}}
+	dsn, err := cfg.Auth.StoreDSN()
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, dsn, store.WithLogger(logger.With("component", "store")))
+	if err != nil {
+		return nil, fmt.Errorf("opening store: %w", err)
+	}
+	s.Store = st
+	s.Catalog, err = models.New(cfg.Models, st, logger)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := s.Catalog.Load(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.Fleet = fleet.New()
+	s.Router = router.New()
+	s.Reconciler = reconcile.New(reconcile.Options{
+		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: s.Router, Grace: cfg.Agents.Grace, Logger: logger,
+	})
+	binds := []struct{ name, addr string }{
+		{ListenClient, cfg.Listen}, {ListenAgents, cfg.AgentListen}, {ListenManage, cfg.ManageListen},
+		{ListenMetrics, cfg.MetricsListen}, {ListenPprof, cfg.PprofListen},
+	}
+	for _, b := range binds {
+		if b.addr == "" {
+			continue
+		}
+		l, err := net.Listen("tcp", b.addr)
+		if err != nil {
+			s.closeListeners()
+			st.Close()
+			return nil, fmt.Errorf("listening for %s on %s: %w", b.name, b.addr, err)
+		}
+		s.listeners[b.name] = l
+		s.addrs[b.name] = l.Addr().String()
+	}
+	return s, nil
+}
+
+// Addr returns the bound address of a listener (useful with port 0).
+func (s *Server) Addr(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addrs[name]
+}
+
+func (s *Server) closeListeners() {
+	for _, l := range s.listeners {
+		_ = l.Close()
+	}
+}
+
+// storeDeclarations serves node declarations from the store.
+type storeDeclarations struct{ st store.NodeStore }
+
+func (d storeDeclarations) Declaration(ctx context.Context, node string) (*agentv1.Declaration, bool, error) {
+	sn, err := d.st.GetNode(ctx, node)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading declaration of %s: %w", node, err)
+	}
+	var decl declaration.Declaration
+	if err := json.Unmarshal(sn.Declaration, &decl); err != nil {
+		return nil, false, fmt.Errorf("decoding declaration of %s: %w", node, err)
+	}
+	return declaration.ToProto(decl), true, nil
+}
+
+func (d storeDeclarations) Revoked(ctx context.Context, node string) (bool, error) {
+	return d.st.IsNodeRevoked(ctx, node)
+}
+
+// catalogView adapts the registry to what the gateway needs.
+type catalogView struct{ r *models.Registry }
+
+func (c catalogView) Resolve(name string) (string, bool) { return c.r.Resolve(name) }
+
+func (c catalogView) List() []gateway.ModelInfo {
+	entries := c.r.List()
+	out := make([]gateway.ModelInfo, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, gateway.ModelInfo{ID: e.Model.Name, Aliases: e.Model.Aliases, OwnedBy: "llmgw"})
+	}
+	return out
+}
+
+// Run serves until ctx ends, then shuts every listener down.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.Store.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 8)
+	var wg sync.WaitGroup
+	goServe := func(name string, serve func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
+				errc <- fmt.Errorf("%s listener: %w", name, err)
+			}
+		}()
+	}
+
+	// Agents: mutual TLS, the certificate's CN is the node.
+	agentTLS, err := pki.ServerTLS(s.cfg.AgentTLS.Cert, s.cfg.AgentTLS.Key, s.cfg.AgentTLS.CA, true)
+	if err != nil {
+		return fmt.Errorf("agent_tls: %w", err)
+	}
+	agentSrv := grpc.NewServer(grpc.Creds(credentials.NewTLS(agentTLS)),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+	agentv1.RegisterAgentServiceServer(agentSrv, agentsvc.New(agentsvc.Options{
+		Fleet: s.Fleet, Declarations: storeDeclarations{s.Store}, RequireDeclared: s.cfg.Agents.RequireDeclared,
+		HeartbeatInterval: s.cfg.Agents.HeartbeatInterval, Logger: s.log,
+	}))
+	if l := s.listeners[ListenAgents]; l != nil {
+		goServe(ListenAgents, func() error { return agentSrv.Serve(l) })
+	}
+
+	// Management API: TLS and a bearer admin token.
+	manageTLS, err := pki.ServerTLS(s.cfg.ManageTLS.Cert, s.cfg.ManageTLS.Key, "", false)
+	if err != nil {
+		return fmt.Errorf("manage_tls: %w", err)
+	}
+	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Logger: s.log})
+	manageSrv := grpc.NewServer(grpc.Creds(credentials.NewTLS(manageTLS)), grpc.UnaryInterceptor(msvc.AuthInterceptor()))
+	managev1.RegisterManageServiceServer(manageSrv, msvc)
+	if l := s.listeners[ListenManage]; l != nil {
+		goServe(ListenManage, func() error { return manageSrv.Serve(l) })
+	}
+
+	// Client API.
+	s.gateway = gateway.New(gateway.Config{
+		MaxBodyBytes:          s.cfg.Limits.MaxBodyBytes,
+		ResponseHeaderTimeout: s.cfg.Timeouts.ResponseHeader,
+		GenerationTimeout:     s.cfg.Timeouts.Generation,
+		Logger:                s.log.With("component", "gateway"),
+	}, gateway.Deps{
+		Catalog: catalogView{s.Catalog},
+		Auth:    auth.NewKeys(s.Store, 0, s.log),
+		Routes:  s.Router,
+	})
+	defer s.gateway.Close()
+	clientSrv := &http.Server{Handler: s.gateway.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	if l := s.listeners[ListenClient]; l != nil {
+		goServe(ListenClient, func() error { return clientSrv.Serve(l) })
+	}
+
+	// Metrics: nothing else is served there.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newFleetCollector(s.Fleet))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	metricsSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if l := s.listeners[ListenMetrics]; l != nil {
+		goServe(ListenMetrics, func() error { return metricsSrv.Serve(l) })
+	}
+
+	// pprof: loopback only (the config refuses anything else).
+	pmux := http.NewServeMux()
+	pmux.HandleFunc("/debug/pprof/", pprof.Index)
+	pmux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	pmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	pmux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	pmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	pprofSrv := &http.Server{Handler: pmux, ReadHeaderTimeout: 10 * time.Second}
+	if l := s.listeners[ListenPprof]; l != nil {
+		goServe(ListenPprof, func() error { return pprofSrv.Serve(l) })
+	}
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.Reconciler.Run(ctx)
+	}()
+	s.log.Info("control plane serving", "client", s.addrs[ListenClient], "agents", s.addrs[ListenAgents],
+		"manage", s.addrs[ListenManage], "metrics", s.addrs[ListenMetrics], "models", len(s.Catalog.List()))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	cancel()
+	shutdownCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
+	defer done()
+	_ = clientSrv.Shutdown(shutdownCtx)
+	_ = metricsSrv.Shutdown(shutdownCtx)
+	_ = pprofSrv.Shutdown(shutdownCtx)
+	agentSrv.Stop()
+	stopGracefully(manageSrv, 5*time.Second)
+	wg.Wait()
+	s.log.Info("control plane stopped")
+	return runErr
+}
+
+func stopGracefully(srv *grpc.Server, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		srv.Stop()
+	}
+}
