@@ -148,6 +148,23 @@ func TestProbeInfiniBandNoRoot(t *testing.T) {
 	}
 }
 
+func TestProbeInfiniBandStateIsADirectory(t *testing.T) {
+	// Unreadable even for root.
+	root := t.TempDir()
+	writeSysfs(t, root, map[string]map[string]sysPort{"mlx5_0": {"1": activeHDR}})
+	state := filepath.Join(root, "mlx5_0", "ports", "1", "state")
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ProbeInfiniBand(root)
+	if err == nil || !strings.Contains(err.Error(), "reading "+state) {
+		t.Fatalf("ProbeInfiniBand() error = %v, want one naming %s", err, state)
+	}
+}
+
 func TestProbeInfiniBandUnreadable(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("root reads files whatever their mode")

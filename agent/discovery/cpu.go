@@ -1,0 +1,89 @@
+package discovery
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// DefaultCPUInfoPath is where ProbeCPU reads by default.
+const DefaultCPUInfoPath = "/proc/cpuinfo"
+
+// CPU describes the node's processors as /proc/cpuinfo lists them.
+type CPU struct {
+	// Model is the "model name" (x86) or, on arm64, the implementer and part.
+	Model string
+	// Cores is the number of logical CPUs (processor entries).
+	Cores int
+	// AVX2 and AVX512 say whether llama.cpp's fast CPU paths can run.
+	AVX2   bool
+	AVX512 bool
+	// Flags are the first processor's feature flags ("flags" on x86,
+	// "Features" on arm64), sorted.
+	Flags []string
+}
+
+// HasFlag reports whether the CPU lists flag (e.g. "avx2", "asimd").
+func (c CPU) HasFlag(flag string) bool {
+	_, found := slices.BinarySearch(c.Flags, flag)
+	return found
+}
+
+// ProbeCPU parses a /proc/cpuinfo-shaped file. A file listing no processor is
+// an error naming it.
+func ProbeCPU(cpuinfoPath string) (CPU, error) {
+	f, err := os.Open(cpuinfoPath)
+	if err != nil {
+		return CPU{}, fmt.Errorf("reading CPU description: %w", err)
+	}
+	defer f.Close()
+	var c CPU
+	var implementer, part string
+	haveFlags := false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024) // flags lines are long
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		switch key {
+		case "processor":
+			c.Cores++
+		case "model name":
+			if c.Model == "" {
+				c.Model = value
+			}
+		case "CPU implementer":
+			if implementer == "" {
+				implementer = value
+			}
+		case "CPU part":
+			if part == "" {
+				part = value
+			}
+		case "flags", "Features":
+			if !haveFlags {
+				c.Flags = strings.Fields(value)
+				haveFlags = true
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return CPU{}, fmt.Errorf("reading %s: %w", cpuinfoPath, err)
+	}
+	if c.Cores == 0 {
+		return CPU{}, fmt.Errorf("reading %s: no processor entries", cpuinfoPath)
+	}
+	if c.Model == "" && (implementer != "" || part != "") {
+		c.Model = "implementer " + implementer + " part " + part
+	}
+	slices.Sort(c.Flags)
+	c.Flags = slices.Compact(c.Flags)
+	c.AVX2 = c.HasFlag("avx2")
+	c.AVX512 = c.HasFlag("avx512f")
+	return c, nil
+}
