@@ -58,6 +58,9 @@ func (v FabricVerdict) Reason() string {
 // A missing adapter, or one without an ACTIVE port, takes its fabric out of
 // service on this node.
 func EvaluateFabrics(decl []declaration.Fabric, found []Adapter, root string) []FabricVerdict {
+	if len(decl) == 0 {
+		return nil
+	}
 	byName := make(map[string]Adapter, len(found))
 	for _, a := range found {
 		byName[a.Name] = a
