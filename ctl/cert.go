@@ -1,13 +1,14 @@
 package ctl
 
 import (
-	"crypto/x509"
-	"encoding/pem"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/llmgw/llmgw/pki"
 )
 
 const certUsage = `usage: llmgw ctl cert <init-ca|issue-server|issue-node> ...
@@ -57,7 +58,10 @@ func (a *app) cmdCertInitCA(args []string) int {
 	if *dir == "" {
 		return a.usageErrorf(fs, "no CA directory: pass --dir")
 	}
-	certPath, keyPath, err := initCA(*dir, *force)
+	certPath, keyPath, err := pki.InitCA(*dir, pki.CAOptions{Force: *force})
+	if errors.Is(err, pki.ErrCAExists) {
+		return a.errorf("%v", strings.Replace(err.Error(), "use force", "use --force", 1))
+	}
 	if err != nil {
 		return a.errorf("creating the CA in %s: %v", *dir, err)
 	}
@@ -83,9 +87,9 @@ func (a *app) cmdCertIssueServer(args []string) int {
 	if len(hosts) == 0 {
 		return a.usageErrorf(fs, "no --host: name every address clients dial, IP addresses included")
 	}
-	certPath, keyPath, err := issueServer(*dir, pos[0], hosts, *out, *validity)
+	certPath, keyPath, err := pki.IssueServer(*dir, pos[0], hosts, *out, *validity)
 	if err != nil {
-		return a.errorf("issuing server certificate %s: %v", pos[0], err)
+		return a.errorf("%v", err)
 	}
 	return a.reportIssued(certPath, keyPath,
 		fmt.Sprintf("server certificate %s for %s", pos[0], strings.Join(hosts, ", ")),
@@ -104,9 +108,9 @@ func (a *app) cmdCertIssueNode(args []string) int {
 	if code, ok := a.checkIssueFlags(fs, *dir, *out, *validity); !ok {
 		return code
 	}
-	certPath, keyPath, err := issueNode(*dir, pos[0], *out, *validity)
+	certPath, keyPath, err := pki.IssueNode(*dir, pos[0], *out, *validity)
 	if err != nil {
-		return a.errorf("issuing node certificate %s: %v", pos[0], err)
+		return a.errorf("%v", err)
 	}
 	return a.reportIssued(certPath, keyPath,
 		fmt.Sprintf("node certificate; its common name %s is the node's identity", pos[0]),
@@ -138,20 +142,16 @@ func (a *app) reportIssued(certPath, keyPath, certWhat, keyWhat string) int {
 	return exitOK
 }
 
-// certExpiry reads the first certificate in a PEM file and returns when it
+// certExpiry reads the certificate in a PEM file and returns when it
 // expires.
 func certExpiry(path string) (time.Time, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reading certificate %s: %w", path, err)
 	}
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "CERTIFICATE" {
-		return time.Time{}, fmt.Errorf("reading certificate %s: no PEM certificate in it", path)
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
+	cert, err := pki.ParseCertificate(data)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("parsing certificate %s: %w", path, err)
+		return time.Time{}, fmt.Errorf("reading certificate %s: %w", path, err)
 	}
 	return cert.NotAfter, nil
 }

@@ -2,12 +2,9 @@ package ctl
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"time"
 
 	"google.golang.org/grpc"
@@ -15,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/runtime/api/managev1"
 )
 
@@ -48,24 +46,6 @@ func (t bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]
 // never travels in clear text.
 func (bearerToken) RequireTransportSecurity() bool { return true }
 
-// tlsConfig is the client TLS configuration for the management API.
-func (c *connFlags) tlsConfig() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.serverName}
-	if c.caCert == "" {
-		return cfg, nil
-	}
-	pemData, err := os.ReadFile(c.caCert)
-	if err != nil {
-		return nil, fmt.Errorf("reading CA certificate (--ca-cert / %s): %w", EnvCACert, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pemData) {
-		return nil, fmt.Errorf("reading CA certificate %s: no PEM certificate in it", c.caCert)
-	}
-	cfg.RootCAs = pool
-	return cfg, nil
-}
-
 // client is an open connection to the management API.
 type client struct {
 	managev1.ManageServiceClient
@@ -89,9 +69,9 @@ func (a *app) dial(c *connFlags) (*client, int, bool) {
 		fmt.Fprintf(a.stderr, "llmgw ctl: --timeout must be positive, got %s\n", c.timeout)
 		return nil, exitUsage, false
 	}
-	cfg, err := c.tlsConfig()
+	cfg, err := pki.ClientTLS(c.caCert, "", "", c.serverName)
 	if err != nil {
-		return nil, a.errorf("%v", err), false
+		return nil, a.errorf("--ca-cert / %s: %v", EnvCACert, err), false
 	}
 	conn, err := grpc.NewClient(c.endpoint,
 		grpc.WithTransportCredentials(credentials.NewTLS(cfg)),

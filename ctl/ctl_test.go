@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmgw/llmgw/runtime/api/managev1"
 	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/modelpb"
 )
 
 func TestTables(t *testing.T) {
@@ -399,7 +400,7 @@ func TestModelGetRoundTripsThroughAdd(t *testing.T) {
 	}
 	want := proto.Clone(f.models[0]).(*managev1.Model)
 	want.Origin, want.Generation, want.Status = "", "", nil
-	if got := ModelToProto(def); !proto.Equal(got, want) {
+	if got := modelpb.ToProto(def); !proto.Equal(got, want) {
 		t.Errorf("round trip:\n%v\nwant:\n%v", got, want)
 	}
 }
@@ -461,7 +462,7 @@ func TestErrors(t *testing.T) {
 		{"certificate from another CA", with(EnvCACert, otherCA), []string{"status"}, 1,
 			[]string{"llmgw ctl: getting cluster status: ", "certificate", "unreachable"}},
 		{"unreadable CA file", with(EnvCACert, filepath.Join(t.TempDir(), "nope.pem")), []string{"status"}, 1,
-			[]string{"reading CA certificate (--ca-cert / LLMGW_CA_CERT)"}},
+			[]string{"llmgw ctl: --ca-cert / LLMGW_CA_CERT: ", "nope.pem"}},
 		{"unknown model", env, []string{"model", "get", "nope"}, 1,
 			[]string{"llmgw ctl: getting model nope: model \"nope\" not found\n"}},
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgw/llmgw/runtime/api/managev1"
 	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/modelpb"
 )
 
 func (a *app) cmdModels(ctx context.Context, args []string) int {
@@ -144,7 +145,7 @@ func (a *app) cmdModelAdd(ctx context.Context, args []string) int {
 	defer c.close()
 	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	model := ModelToProto(def)
+	model := modelpb.ToProto(def)
 	verb := "updated"
 	var got *managev1.Model
 	if *update {
@@ -203,7 +204,7 @@ func (a *app) cmdModelGet(ctx context.Context, args []string) int {
 // writeModelDefinition prints a model as the YAML `model add -f` reads, with
 // its origin, revision and status as comments above it.
 func writeModelDefinition(w io.Writer, m *managev1.Model) error {
-	def, err := ModelFromProto(m)
+	def, err := modelpb.FromProto(m)
 	if err != nil {
 		return fmt.Errorf("reading the control plane's answer: %w", err)
 	}

@@ -3,17 +3,8 @@ package ctl
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/runtime/api/managev1"
 )
 
@@ -143,78 +135,52 @@ func checkToken(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler g
 // "llmgw-ctl"; caFile is the CA certificate on disk.
 type testPKI struct {
 	caFile string
-	server tls.Certificate
+	server *tls.Config
 }
 
 func newTestPKI(t *testing.T) testPKI {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caDir := t.TempDir()
+	caFile, _, err := pki.InitCA(caDir, pki.CAOptions{Validity: 2 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "llmgw test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	certPath, keyPath, err := pki.IssueServer(caDir, "llmgw-ctl", []string{"127.0.0.1", "llmgw-ctl"}, t.TempDir(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	caCert, err := x509.ParseCertificate(caDER)
+	cfg, err := pki.ServerTLS(certPath, keyPath, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "llmgw-ctl"},
-		DNSNames:     []string{"llmgw-ctl"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return testPKI{caFile: caFile, server: tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}}
+	return testPKI{caFile: caFile, server: cfg}
 }
 
 // startServer serves f over TLS on a loopback port and returns the
 // environment a ctl invocation needs to reach it.
 func startServer(t *testing.T, f *fakeManage) map[string]string {
 	t.Helper()
-	pki := newTestPKI(t)
+	p := newTestPKI(t)
+	return map[string]string{
+		EnvEndpoint: serveTLS(t, f, p.server),
+		EnvToken:    testToken,
+		EnvCACert:   p.caFile,
+	}
+}
+
+// serveTLS serves f with the bearer-token check on a loopback port and
+// returns its address.
+func serveTLS(t *testing.T, f *fakeManage, cfg *tls.Config) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pki.server}, MinVersion: tls.VersionTLS12})),
-		grpc.UnaryInterceptor(checkToken),
-	)
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)), grpc.UnaryInterceptor(checkToken))
 	managev1.RegisterManageServiceServer(srv, f)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	return map[string]string{
-		EnvEndpoint: lis.Addr().String(),
-		EnvToken:    testToken,
-		EnvCACert:   pki.caFile,
-	}
+	return lis.Addr().String()
 }
 
 // runCtl runs the CLI with env and the fixed test clock.
