@@ -1,0 +1,280 @@
+// Package agent is the node agent: it discovers the node's hardware, dials
+// the control plane over mutual TLS, reports what it found, and starts and
+// stops engine shards on the control plane's word. The control plane never
+// dials the agent.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	agentconfig "github.com/llmgw/llmgw/agent/config"
+	"github.com/llmgw/llmgw/agent/declaration"
+	"github.com/llmgw/llmgw/agent/discovery"
+	"github.com/llmgw/llmgw/agent/supervisor"
+	"github.com/llmgw/llmgw/pki"
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+)
+
+// Options configure an Agent.
+type Options struct {
+	Config  agentconfig.Agent
+	Version string
+	// SelfBinary is the llmgw executable, which runs the sim engine.
+	SelfBinary string
+	// Discovery overrides the /proc paths (tests).
+	Discovery discovery.Options
+	Logger    *slog.Logger
+}
+
+// Agent is one node's agent.
+type Agent struct {
+	opts Options
+	cfg  agentconfig.Agent
+	log  *slog.Logger
+	sup  *supervisor.Supervisor
+
+	mu     sync.Mutex
+	decl   declaration.Declaration
+	send   func(*agentv1.AgentMessage) error
+	shards map[string]*shardState
+}
+
+// New returns an agent; Run starts it.
+func New(opts Options) (*Agent, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.SelfBinary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the llmgw executable for the sim engine: %w", err)
+		}
+		opts.SelfBinary = exe
+	}
+	log := opts.Logger.With("component", "agent", "node", opts.Config.NodeID)
+	if err := os.MkdirAll(opts.Config.StateDir, 0o750); err != nil {
+		return nil, fmt.Errorf("creating state_dir %s: %w", opts.Config.StateDir, err)
+	}
+	a := &Agent{
+		opts:   opts,
+		cfg:    opts.Config,
+		log:    log,
+		sup:    supervisor.New(opts.Logger.With("component", "supervisor"), opts.Config.StateDir),
+		decl:   opts.Config.Declaration,
+		shards: map[string]*shardState{},
+	}
+	return a, nil
+}
+
+// Run connects to the control plane and serves its commands until ctx ends.
+// Running engines are left running when Run returns because of ctx: they
+// belong to the node, not to this process (use StopAll to stop them).
+func (a *Agent) Run(ctx context.Context) error {
+	tlsCfg, err := pki.ClientTLS(a.cfg.TLS.CA, a.cfg.TLS.Cert, a.cfg.TLS.Key, a.cfg.ServerName)
+	if err != nil {
+		return fmt.Errorf("loading the agent's TLS identity: %w", err)
+	}
+	conn, err := grpc.NewClient(a.cfg.Server,
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}),
+	)
+	if err != nil {
+		return fmt.Errorf("dialling control plane %s: %w", a.cfg.Server, err)
+	}
+	defer conn.Close()
+	client := agentv1.NewAgentServiceClient(conn)
+	a.log.Info("agent starting", "server", a.cfg.Server, "address", a.cfg.Address)
+	attempt := 0
+	for {
+		started := time.Now()
+		err := a.session(ctx, client)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(started) > 30*time.Second {
+			attempt = 0
+		}
+		attempt++
+		wait := backoff(attempt)
+		if st, ok := status.FromError(err); ok && (st.Code() == codes.PermissionDenied || st.Code() == codes.Unauthenticated) {
+			a.log.Error("refused by control plane", "reason", st.Message(), "retry_in", wait.String())
+		} else {
+			a.log.Warn("control plane session ended", "err", err, "retry_in", wait.String())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// backoff returns the wait before reconnect attempt n: exponential from
+// 500ms to 30s, with full jitter on half of it so a restarted control plane
+// is not hit by every agent at once.
+func backoff(n int) time.Duration {
+	d := 500 * time.Millisecond << min(n-1, 6)
+	d = min(d, 30*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("opening session: %w", err)
+	}
+	var sendMu sync.Mutex
+	send := func(m *agentv1.AgentMessage) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(m)
+	}
+	a.mu.Lock()
+	decl := a.decl
+	a.mu.Unlock()
+	inv := a.discover(ctx, decl)
+	hello := &agentv1.Hello{
+		NodeId:      a.cfg.NodeID,
+		Version:     a.opts.Version,
+		Address:     a.cfg.Address,
+		Inventory:   inv,
+		Declaration: declaration.ToProto(decl),
+		Shards:      a.shardStatuses(),
+	}
+	if err := send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Hello{Hello: hello}}); err != nil {
+		return fmt.Errorf("sending hello: %w", err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	welcome := first.GetWelcome()
+	if welcome == nil {
+		return errors.New("control plane did not answer the hello with a welcome")
+	}
+	interval := time.Duration(welcome.GetHeartbeatIntervalMs()) * time.Millisecond
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	a.log.Info("connected to control plane", "heartbeat", interval.String())
+	if pd := welcome.GetDeclaration(); pd != nil {
+		d := declaration.FromProto(pd)
+		if err := d.Validate(); err != nil {
+			a.log.Error("control plane's declaration refused, keeping the local one", "err", err)
+		} else {
+			a.mu.Lock()
+			a.decl = d
+			a.mu.Unlock()
+			a.log.Info("using the control plane's declaration")
+			inv := a.discover(ctx, d)
+			if err := send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Heartbeat{Heartbeat: &agentv1.Heartbeat{UnixMs: time.Now().UnixMilli(), Inventory: inv}}}); err != nil {
+				return err
+			}
+		}
+	}
+	a.mu.Lock()
+	a.send = send
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.send = nil
+		a.mu.Unlock()
+	}()
+	go a.heartbeats(ctx, send, interval)
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch m := msg.GetMsg().(type) {
+		case *agentv1.ControlMessage_StartShard:
+			a.startShard(m.StartShard)
+		case *agentv1.ControlMessage_StopShard:
+			a.stopShard(m.StopShard.GetShardId(), m.StopShard.GetReason())
+		}
+	}
+}
+
+func (a *Agent) heartbeats(ctx context.Context, send func(*agentv1.AgentMessage) error, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			hb := &agentv1.Heartbeat{UnixMs: time.Now().UnixMilli()}
+			if err := send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Heartbeat{Heartbeat: hb}}); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// discover runs every probe and converts the result for the protocol.
+func (a *Agent) discover(ctx context.Context, decl declaration.Declaration) *agentv1.Inventory {
+	opts := a.opts.Discovery
+	opts.Logger = a.log
+	if opts.DiskPath == "" {
+		opts.DiskPath = a.cfg.StateDir
+	}
+	inv := discovery.Discover(ctx, decl, opts)
+	out := InventoryToProto(inv)
+	out.Engines = a.engineStatuses(decl)
+	return out
+}
+
+// engineStatuses says, for each engine, whether its executable exists. The
+// sim engine is this binary and is always available.
+func (a *Agent) engineStatuses(decl declaration.Declaration) []*agentv1.EngineStatus {
+	out := []*agentv1.EngineStatus{{Engine: "sim", Path: a.opts.SelfBinary, Available: true}}
+	names := make([]string, 0, len(decl.Engines))
+	for e := range decl.Engines {
+		if e != "sim" {
+			names = append(names, e)
+		}
+	}
+	sort.Strings(names)
+	for _, e := range names {
+		path := decl.Engines[e]
+		es := &agentv1.EngineStatus{Engine: e, Path: path}
+		if _, err := exec.LookPath(path); err != nil {
+			es.Error = err.Error()
+		} else {
+			es.Available = true
+		}
+		out = append(out, es)
+	}
+	return out
+}
+
+// report sends a shard's status if a session is up; otherwise the next
+// hello carries it.
+func (a *Agent) report(st *agentv1.ShardStatus) {
+	a.mu.Lock()
+	send := a.send
+	a.mu.Unlock()
+	if send == nil {
+		return
+	}
+	if err := send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_ShardStatus{ShardStatus: st}}); err != nil {
+		a.log.Debug("shard status not delivered", "shard", st.GetShardId(), "err", err)
+	}
+}

@@ -1,0 +1,37 @@
+package agent
+
+import (
+	"slices"
+
+	"github.com/llmgw/llmgw/agent/discovery"
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+)
+
+// InventoryToProto converts what discovery found for the protocol.
+func InventoryToProto(inv discovery.Inventory) *agentv1.Inventory {
+	out := &agentv1.Inventory{
+		GpuError:             inv.GPUError,
+		MemoryTotalBytes:     inv.Memory.TotalBytes,
+		MemoryAvailableBytes: inv.Memory.AvailableBytes,
+		DiskFreeBytes:        inv.Disk.FreeBytes,
+		DiskTotalBytes:       inv.Disk.TotalBytes,
+		CpuModel:             inv.CPU.Model,
+		CpuCores:             int32(inv.CPU.Cores),
+		Avx2:                 inv.CPU.AVX2,
+	}
+	for _, g := range inv.GPUs {
+		out.Gpus = append(out.Gpus, &agentv1.GPU{
+			Index: int32(g.Index), Uuid: g.UUID, Name: g.Name, Class: g.Class, MemoryMib: g.MemoryMiB,
+			UtilizationPct: g.UtilizationPct, TemperatureC: g.TemperatureC, EccErrors: g.ECCErrors,
+		})
+	}
+	for _, f := range inv.Fabrics {
+		out.Fabrics = append(out.Fabrics, &agentv1.FabricVerdict{
+			Name: f.Name, Adapters: slices.Clone(f.Adapters), InService: f.InService, RateGbps: f.RateGbps, Problems: slices.Clone(f.Problems),
+		})
+	}
+	for _, m := range inv.Models {
+		out.Models = append(out.Models, &agentv1.ModelFile{Path: m.Path, Name: m.Name, SizeBytes: uint64(max(m.SizeBytes, 0))})
+	}
+	return out
+}

@@ -1,0 +1,246 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/llmgw/llmgw/agent/driver"
+	"github.com/llmgw/llmgw/agent/supervisor"
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+)
+
+// shardState is what the agent knows about one shard it was asked to run.
+type shardState struct {
+	status  *agentv1.ShardStatus
+	shard   *supervisor.Shard
+	cancel  context.CancelFunc
+	stopped bool
+}
+
+// shardStatuses returns the current status of every shard, for a hello.
+func (a *Agent) shardStatuses() []*agentv1.ShardStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*agentv1.ShardStatus, 0, len(a.shards))
+	for _, s := range a.shards {
+		out = append(out, proto.Clone(s.status).(*agentv1.ShardStatus))
+	}
+	slices.SortFunc(out, func(x, y *agentv1.ShardStatus) int {
+		if x.GetShardId() < y.GetShardId() {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// setStatus updates a shard's status and reports it.
+func (a *Agent) setStatus(id string, fn func(st *agentv1.ShardStatus)) {
+	a.mu.Lock()
+	s, ok := a.shards[id]
+	if !ok {
+		a.mu.Unlock()
+		return
+	}
+	fn(s.status)
+	st := proto.Clone(s.status).(*agentv1.ShardStatus)
+	a.mu.Unlock()
+	a.report(st)
+}
+
+func (a *Agent) fail(id string, err error, lastOutput []string) {
+	a.log.Warn("shard failed", "shard", id, "err", err)
+	a.setStatus(id, func(st *agentv1.ShardStatus) {
+		st.State = agentv1.ShardState_SHARD_STATE_FAILED
+		st.Error = err.Error()
+		st.LastOutput = lastOutput
+	})
+}
+
+// startShard launches a shard in the background and reports its progress.
+func (a *Agent) startShard(m *agentv1.StartShard) {
+	a.mu.Lock()
+	if _, exists := a.shards[m.GetShardId()]; exists {
+		a.mu.Unlock()
+		return // a repeated command: already running or done
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.shards[m.GetShardId()] = &shardState{
+		cancel: cancel,
+		status: &agentv1.ShardStatus{
+			ShardId: m.GetShardId(), ReplicaId: m.GetReplicaId(), Model: m.GetModel(), Rank: m.GetRank(),
+			State: agentv1.ShardState_SHARD_STATE_STARTING, WorldSize: m.GetWorldSize(), Profile: m.GetProfile(),
+			ModelGeneration: m.GetModelGeneration(), GpuIndices: m.GetGpuIndices(), Fabric: m.GetFabric(),
+		},
+	}
+	decl := a.decl
+	a.mu.Unlock()
+	a.log.Info("starting shard", "shard", m.GetShardId(), "model", m.GetModel(), "engine", m.GetEngine(), "rank", m.GetRank(), "world", m.GetWorldSize())
+
+	drv, err := driver.ForEngine(m.GetEngine())
+	if err != nil {
+		a.fail(m.GetShardId(), err, nil)
+		return
+	}
+	binary := decl.Engines[m.GetEngine()]
+	if m.GetEngine() == driver.EngineSim {
+		binary = a.opts.SelfBinary
+	}
+	if binary == "" {
+		a.fail(m.GetShardId(), fmt.Errorf("engine %s has no path in this node's declaration (engines.%s)", m.GetEngine(), m.GetEngine()), nil)
+		return
+	}
+	host := a.cfg.Address
+	spec := driver.ShardSpec{
+		ShardID: m.GetShardId(), ReplicaID: m.GetReplicaId(), Model: m.GetModel(), Source: m.GetSource(),
+		Engine: m.GetEngine(), Binary: binary, Host: host, Rank: int(m.GetRank()), WorldSize: int(m.GetWorldSize()),
+		TP: int(m.GetTp()), Nodes: int(m.GetWorldSize()), ContextLength: int(m.GetContextLength()),
+		Args: m.GetArgs(), Env: m.GetEnv(), LaunchMode: m.GetLaunchMode(),
+		StartupTimeout: time.Duration(m.GetStartupTimeoutMs()) * time.Millisecond,
+	}
+	if spec.StartupTimeout <= 0 {
+		spec.StartupTimeout = 10 * time.Minute
+	}
+	for _, g := range m.GetGpuIndices() {
+		spec.GPUIndices = append(spec.GPUIndices, int(g))
+	}
+	for _, f := range decl.Fabrics {
+		if f.Name == m.GetFabric() {
+			spec.FabricAdapters = slices.Clone(f.Adapters)
+		}
+	}
+	if drv.ServesHTTP(spec.Rank) {
+		port, err := a.enginePort(host)
+		if err != nil {
+			a.fail(m.GetShardId(), err, nil)
+			return
+		}
+		spec.Port = port
+	}
+	if spec.WorldSize > 1 {
+		if spec.Rank == 0 {
+			port, err := a.enginePort(host)
+			if err != nil {
+				a.fail(m.GetShardId(), err, nil)
+				return
+			}
+			spec.DistInitAddr = net.JoinHostPort(host, strconv.Itoa(port))
+		} else {
+			spec.DistInitAddr = m.GetRendezvousAddr()
+		}
+	}
+	sh, err := a.sup.Start(ctx, spec, drv)
+	if err != nil {
+		a.fail(m.GetShardId(), fmt.Errorf("launching %s: %w", m.GetEngine(), err), nil)
+		return
+	}
+	a.mu.Lock()
+	a.shards[m.GetShardId()].shard = sh
+	a.mu.Unlock()
+	a.setStatus(m.GetShardId(), func(st *agentv1.ShardStatus) {
+		st.Pid = int32(sh.PID())
+		if spec.Rank == 0 && spec.WorldSize > 1 {
+			st.RendezvousAddr = spec.DistInitAddr
+		}
+	})
+	go a.watch(ctx, m.GetShardId(), sh, spec, drv)
+}
+
+// watch waits for a shard to become ready, then for it to exit.
+func (a *Agent) watch(ctx context.Context, id string, sh *supervisor.Shard, spec driver.ShardSpec, drv driver.Driver) {
+	if err := sh.WaitReady(ctx); err != nil {
+		if a.isStopped(id) {
+			return
+		}
+		a.fail(id, err, sh.LastOutput())
+		_ = sh.Stop(10 * time.Second)
+		return
+	}
+	a.log.Info("shard ready", "shard", id, "pid", sh.PID())
+	a.setStatus(id, func(st *agentv1.ShardStatus) {
+		st.State = agentv1.ShardState_SHARD_STATE_READY
+		if drv.ServesHTTP(spec.Rank) {
+			st.Endpoint = net.JoinHostPort(spec.Host, strconv.Itoa(spec.Port))
+		}
+	})
+	<-sh.Done()
+	if a.isStopped(id) {
+		return
+	}
+	err := sh.ExitErr()
+	if err == nil {
+		err = fmt.Errorf("engine exited")
+	}
+	a.fail(id, fmt.Errorf("shard %s (%s) exited: %w", id, spec.Engine, err), sh.LastOutput())
+}
+
+func (a *Agent) isStopped(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.shards[id]
+	return !ok || s.stopped
+}
+
+// stopShard stops a shard and forgets it.
+func (a *Agent) stopShard(id, reason string) {
+	a.mu.Lock()
+	s, ok := a.shards[id]
+	if ok {
+		s.stopped = true
+		delete(a.shards, id)
+	}
+	a.mu.Unlock()
+	if !ok {
+		return
+	}
+	a.log.Info("stopping shard", "shard", id, "reason", reason)
+	s.cancel()
+	if s.shard != nil {
+		go func() {
+			if err := s.shard.Stop(10 * time.Second); err != nil {
+				a.log.Warn("stopping shard", "shard", id, "err", err)
+			}
+		}()
+	}
+}
+
+// StopAll stops every shard this agent started (used by `llmgw dev` and
+// tests; a production agent leaves engines running across its restarts).
+func (a *Agent) StopAll(timeout time.Duration) {
+	a.mu.Lock()
+	for _, s := range a.shards {
+		s.stopped = true
+		s.cancel()
+	}
+	a.shards = map[string]*shardState{}
+	a.mu.Unlock()
+	if err := a.sup.StopAll(timeout); err != nil {
+		a.log.Warn("stopping engines", "err", err)
+	}
+}
+
+// enginePort picks a free port in the configured range on host.
+func (a *Agent) enginePort(host string) (int, error) {
+	from, to := a.cfg.EnginePorts.From, a.cfg.EnginePorts.To
+	if from <= 0 || to < from {
+		return supervisor.FreePort(host)
+	}
+	span := to - from + 1
+	start := int(time.Now().UnixNano() % int64(span))
+	for i := 0; i < span; i++ {
+		port := from + (start+i)%span
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port in engine_ports %d-%d on %s", from, to, host)
+}
