@@ -80,7 +80,7 @@ func (e *Engine) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	if err := sleepCtx(r.Context(), perTokens(resp.Usage.PromptTokens, e.cfg.PrefillTokensPerSec)); err != nil {
 		return
 	}
-	e.metrics.promptTokens.Add(uint64(resp.Usage.PromptTokens))
+	e.metrics.promptTokens.Add(float64(resp.Usage.PromptTokens))
 	writeJSON(w, http.StatusOK, resp)
 }
 

@@ -160,27 +160,27 @@ func (e *Engine) handleModels(w http.ResponseWriter, r *http.Request) {
 // emit(i) for each of the pieces output pieces at the simulated pace and
 // returns the number of prompt tokens found in the prefix cache.
 func (e *Engine) execute(ctx context.Context, start time.Time, prompt []string, pieces int, emit func(i int) error) (cachedTokens int, err error) {
-	e.metrics.waiting.Add(1)
+	e.metrics.waiting.Inc()
 	select {
 	case e.slots <- struct{}{}:
-		e.metrics.waiting.Add(-1)
+		e.metrics.waiting.Dec()
 	case <-ctx.Done():
-		e.metrics.waiting.Add(-1)
+		e.metrics.waiting.Dec()
 		return 0, ctx.Err()
 	}
-	e.metrics.running.Add(1)
+	e.metrics.running.Inc()
 	defer func() {
-		e.metrics.running.Add(-1)
+		e.metrics.running.Dec()
 		<-e.slots
 	}()
 
 	cachedTokens = e.cache.lookup(prompt)
-	e.metrics.cacheQueries.Add(uint64(len(prompt)))
-	e.metrics.cacheHits.Add(uint64(cachedTokens))
+	e.metrics.cacheQueries.Add(float64(len(prompt)))
+	e.metrics.cacheHits.Add(float64(cachedTokens))
 	if err := sleepCtx(ctx, perTokens(len(prompt)-cachedTokens, e.cfg.PrefillTokensPerSec)); err != nil {
 		return cachedTokens, err
 	}
-	e.metrics.promptTokens.Add(uint64(len(prompt)))
+	e.metrics.promptTokens.Add(float64(len(prompt)))
 
 	decodeStart := time.Now()
 	step := perTokens(1, e.cfg.DecodeTokensPerSec)
@@ -196,7 +196,7 @@ func (e *Engine) execute(ctx context.Context, start time.Time, prompt []string, 
 		if i == 0 {
 			e.metrics.observeTTFT(time.Since(start).Seconds())
 		}
-		e.metrics.generationTokens.Add(1)
+		e.metrics.generationTokens.Inc()
 	}
 	return cachedTokens, nil
 }

@@ -31,7 +31,6 @@ func (s *sseWriter) start() {
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
 	s.w.WriteHeader(http.StatusOK)
 }
 
