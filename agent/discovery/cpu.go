@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"slices"
@@ -34,15 +35,14 @@ func (c CPU) HasFlag(flag string) bool {
 // ProbeCPU parses a /proc/cpuinfo-shaped file. A file listing no processor is
 // an error naming it.
 func ProbeCPU(cpuinfoPath string) (CPU, error) {
-	f, err := os.Open(cpuinfoPath)
+	data, err := os.ReadFile(cpuinfoPath)
 	if err != nil {
 		return CPU{}, fmt.Errorf("reading CPU description: %w", err)
 	}
-	defer f.Close()
 	var c CPU
 	var implementer, part string
 	haveFlags := false
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024) // flags lines are long
 	for sc.Scan() {
 		key, value, ok := strings.Cut(sc.Text(), ":")

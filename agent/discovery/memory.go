@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"strconv"
@@ -22,14 +23,13 @@ type Memory struct {
 // ProbeMemory reads MemTotal and MemAvailable from a /proc/meminfo-shaped
 // file. A file without MemTotal is an error naming it.
 func ProbeMemory(meminfoPath string) (Memory, error) {
-	f, err := os.Open(meminfoPath)
+	data, err := os.ReadFile(meminfoPath)
 	if err != nil {
 		return Memory{}, fmt.Errorf("reading memory size: %w", err)
 	}
-	defer f.Close()
 	var m Memory
 	haveTotal := false
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		key, value, ok := strings.Cut(sc.Text(), ":")
 		if !ok || (key != "MemTotal" && key != "MemAvailable") {
