@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -13,6 +16,8 @@ func run(args []string) int {
 		usage()
 		return 2
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	switch args[0] {
 	case "version", "--version":
 		fmt.Println(version)
@@ -20,8 +25,26 @@ func run(args []string) int {
 	case "help", "-h", "--help":
 		usage()
 		return 0
+	case "server":
+		return runServer(ctx, args[1:])
+	case "agent":
+		return runAgent(ctx, args[1:])
+	case "sim-engine":
+		return runSimEngine(ctx, args[1:])
+	case "ctl":
+		return runCtl(ctx, args[1:])
+	case "keys":
+		return runKeys(ctx, args[1:])
+	case "dev":
+		return runDev(ctx, args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "llmgw: unknown command %q\n", args[0])
 	usage()
 	return 2
+}
+
+// fail prints err as the command's error and returns exit code 1.
+func fail(cmd string, err error) int {
+	fmt.Fprintf(os.Stderr, "llmgw %s: %v\n", cmd, err)
+	return 1
 }

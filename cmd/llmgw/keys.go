@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/config"
+	"github.com/llmgw/llmgw/runtime/keys"
+)
+
+// runKeys administers API keys and admin tokens directly in the store: a
+// shell on the control-plane host is what makes someone an administrator.
+func runKeys(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, `usage: llmgw keys <create|list|revoke|admin-token> [-c server.yaml] ...
+  keys create --name N [--expires 720h]   create an API key; it is printed once
+  keys list [--json]                     list keys (never the secrets)
+  keys revoke ID                         revoke a key
+  keys admin-token --name N              create a management API token; printed once`)
+		return 2
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
+	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
+	name := fs.String("name", "", "a name to recognise the key by")
+	expires := fs.Duration("expires", 0, "lifetime of the key (e.g. 720h); 0 never expires")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return fail("keys", err)
+	}
+	dsn, err := cfg.Auth.StoreDSN()
+	if err != nil {
+		return fail("keys", err)
+	}
+	admin, err := keys.Open(ctx, dsn)
+	if err != nil {
+		return fail("keys", err)
+	}
+	defer admin.Close()
+	switch sub {
+	case "create":
+		if *name == "" {
+			return fail("keys create", fmt.Errorf("--name is required"))
+		}
+		var exp *time.Time
+		if *expires > 0 {
+			t := time.Now().Add(*expires)
+			exp = &t
+		}
+		k, err := admin.CreateAPIKey(ctx, *name, exp)
+		if err != nil {
+			return fail("keys create", err)
+		}
+		fmt.Printf("created API key %s (%s). This is the only time it is shown:\n\n  %s\n\n", k.ID, k.Name, k.Secret)
+	case "admin-token":
+		if *name == "" {
+			return fail("keys admin-token", fmt.Errorf("--name is required"))
+		}
+		t, err := admin.CreateAdminToken(ctx, *name)
+		if err != nil {
+			return fail("keys admin-token", err)
+		}
+		fmt.Printf("created admin token %s (%s). This is the only time it is shown:\n\n  %s\n\n", t.ID, t.Name, t.Secret)
+	case "list":
+		list, err := admin.ListAPIKeys(ctx)
+		if err != nil {
+			return fail("keys list", err)
+		}
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(list)
+			return 0
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tPROJECT\tCREATED\tEXPIRES\tLAST USED\tREVOKED")
+		for _, k := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.Project, k.CreatedAt.Format(time.RFC3339), fmtTime(k.ExpiresAt), fmtTime(k.LastUsedAt), fmtTime(k.RevokedAt))
+		}
+		_ = tw.Flush()
+	case "revoke":
+		if len(pos) != 1 {
+			return fail("keys revoke", fmt.Errorf("give exactly one key id"))
+		}
+		if err := admin.RevokeAPIKey(ctx, pos[0]); err != nil {
+			return fail("keys revoke", err)
+		}
+		fmt.Printf("revoked %s; it stops working within seconds\n", pos[0])
+	default:
+		return fail("keys", fmt.Errorf("unknown subcommand %q", sub))
+	}
+	return 0
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}
+
+// parseInterleaved parses flags that may come before or after positional
+// arguments.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}

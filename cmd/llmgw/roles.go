@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/llmgw/llmgw/agent"
+	agentconfig "github.com/llmgw/llmgw/agent/config"
+	"github.com/llmgw/llmgw/ctl"
+	"github.com/llmgw/llmgw/devcluster"
+	"github.com/llmgw/llmgw/runtime/config"
+	"github.com/llmgw/llmgw/runtime/server"
+	"github.com/llmgw/llmgw/simengine"
+)
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runServer(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	cfgPath := fs.String("c", "server.yaml", "configuration file")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := newLogger(*level)
+	if err != nil {
+		return fail("server", err)
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return fail("server", err)
+	}
+	srv, err := server.New(ctx, cfg, version, log)
+	if err != nil {
+		return fail("server", err)
+	}
+	if err := srv.Run(ctx); err != nil {
+		return fail("server", err)
+	}
+	return 0
+}
+
+func runAgent(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	cfgPath := fs.String("c", "agent.yaml", "configuration file")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	stopEngines := fs.Bool("stop-engines-on-exit", false, "stop every engine this agent started when it exits (engines otherwise outlive the agent)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := newLogger(*level)
+	if err != nil {
+		return fail("agent", err)
+	}
+	cfg, err := agentconfig.Load(*cfgPath)
+	if err != nil {
+		return fail("agent", err)
+	}
+	a, err := agent.New(agent.Options{Config: cfg, Version: version, Logger: log})
+	if err != nil {
+		return fail("agent", err)
+	}
+	err = a.Run(ctx)
+	if *stopEngines {
+		a.StopAll(10 * time.Second)
+	}
+	if err != nil {
+		return fail("agent", err)
+	}
+	return 0
+}
+
+func runSimEngine(ctx context.Context, args []string) int {
+	cfg, err := simengine.ParseFlags(args)
+	if err != nil {
+		return fail("sim-engine", err)
+	}
+	log, _ := newLogger("info")
+	if err := simengine.Run(ctx, cfg, log); err != nil {
+		return fail("sim-engine", err)
+	}
+	return 0
+}
+
+func runCtl(ctx context.Context, args []string) int {
+	return ctl.Run(ctx, args, os.Stdout, os.Stderr, os.Getenv)
+}
+
+func runDev(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	dir := fs.String("dir", ".llmgw-dev", "directory for certificates, configuration, store and logs (reused)")
+	base := fs.Int("port-base", 8080, "client API port; management +1, agents +2, metrics +3, pprof +4")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := newLogger(*level)
+	if err != nil {
+		return fail("dev", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail("dev", fmt.Errorf("finding the llmgw executable: %w", err))
+	}
+	if err := devcluster.Run(ctx, devcluster.Options{Dir: *dir, PortBase: *base, Binary: exe, Version: version, Out: os.Stdout, Logger: log}); err != nil {
+		return fail("dev", err)
+	}
+	return 0
+}

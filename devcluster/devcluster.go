@@ -1,0 +1,385 @@
+// Package devcluster runs a whole llmgw cluster on one machine for
+// development and demos: a CA and certificates, the control plane with
+// SQLite, three agents as child processes on simulated hardware (node01 and
+// node02 on fabric ib-a, node03 with no fabric; eight simulated H100s each),
+// and a demo catalog served by sim engines.
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/llmgw/llmgw/agent/discovery/simhw"
+	"github.com/llmgw/llmgw/pki"
+	"github.com/llmgw/llmgw/runtime/config"
+	"github.com/llmgw/llmgw/runtime/server"
+)
+
+// Options configure a dev cluster.
+type Options struct {
+	// Dir holds everything the cluster writes; reused on the next start.
+	Dir string
+	// PortBase: client API on PortBase, management +1, agents +2, metrics +3,
+	// pprof +4; engines take ports from PortBase+100 up.
+	PortBase int
+	// Binary is the llmgw executable the agents run.
+	Binary  string
+	Version string
+	// Out receives the human-readable summary.
+	Out    io.Writer
+	Logger *slog.Logger
+	// ReadyTimeout bounds the wait for the demo models to serve.
+	ReadyTimeout time.Duration
+}
+
+// node describes one simulated machine.
+type node struct {
+	id     string
+	fabric string
+}
+
+var devNodes = []node{{"node01", "ib-a"}, {"node02", "ib-a"}, {"node03", ""}}
+
+// Demo model names.
+const (
+	ModelChat  = "sim-chat"
+	Model2Node = "sim-2node"
+)
+
+// Run starts the cluster and blocks until ctx ends, then stops every agent
+// and engine it started.
+func Run(ctx context.Context, o Options) error {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 3 * time.Minute
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return fmt.Errorf("resolving --dir %s: %w", o.Dir, err)
+	}
+	o.Dir = dir
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o750); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	for _, off := range []int{0, 1, 2, 3, 4} {
+		if err := portFree(o.PortBase + off); err != nil {
+			return fmt.Errorf("port %d (port base %d + %d) is taken; is another dev cluster running? use --port-base: %w", o.PortBase+off, o.PortBase, off, err)
+		}
+	}
+	if err := ensurePKI(dir); err != nil {
+		return err
+	}
+	serverYAML := filepath.Join(dir, "server.yaml")
+	if err := writeServerConfig(serverYAML, dir, o.PortBase); err != nil {
+		return err
+	}
+	cfg, err := config.Load(serverYAML)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(ctx, cfg, o.Version, o.Logger)
+	if err != nil {
+		return err
+	}
+	creds, err := ensureCredentials(ctx, dir, srv.Store)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Run(ctx) }()
+
+	agents := &agentSet{log: o.Logger}
+	defer agents.stop(dir)
+	for i, n := range devNodes {
+		cfgPath, err := prepareNode(dir, n, o.PortBase, i)
+		if err != nil {
+			return err
+		}
+		if err := agents.start(o.Binary, n.id, cfgPath, filepath.Join(dir, "logs", n.id+".log")); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(o.Out, "llmgw dev: control plane on 127.0.0.1:%d, three agents starting; logs in %s\n", o.PortBase, filepath.Join(dir, "logs"))
+
+	if err := waitServing(ctx, srv, o.ReadyTimeout, srvDone); err != nil {
+		return err
+	}
+	env := envLines(dir, o.PortBase, creds)
+	if err := os.WriteFile(filepath.Join(dir, "env"), []byte(env), 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Join(dir, "env"), err)
+	}
+	fmt.Fprintf(o.Out, "\nllmgw dev is serving %s (alias chat) and %s (two shards on node01+node02, fabric ib-a).\n\n", ModelChat, Model2Node)
+	fmt.Fprintf(o.Out, "Environment (also in %s; `source` it):\n\n%s\n", filepath.Join(dir, "env"), env)
+	fmt.Fprintf(o.Out, "Try:\n\n  curl -s http://127.0.0.1:%d/v1/chat/completions \\\n    -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' \\\n    -d '{\"model\": \"chat\", \"messages\": [{\"role\": \"user\", \"content\": \"hello\"}]}'\n\n", o.PortBase, creds.APIKey)
+	fmt.Fprintf(o.Out, "  source %s && %s ctl nodes\n\nCtrl-C stops the cluster and every process it started.\n", filepath.Join(dir, "env"), o.Binary)
+
+	select {
+	case <-ctx.Done():
+	case err := <-srvDone:
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(o.Out, "llmgw dev: stopping")
+	return nil
+}
+
+func portFree(port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+func ensurePKI(dir string) error {
+	pkiDir := filepath.Join(dir, "pki")
+	if _, err := os.Stat(filepath.Join(pkiDir, "ca.pem")); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(pkiDir, 0o700); err != nil {
+			return err
+		}
+		if _, _, err := pki.InitCA(pkiDir, pki.CAOptions{}); err != nil {
+			return fmt.Errorf("creating the dev CA: %w", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(pkiDir, "server.pem")); errors.Is(err, os.ErrNotExist) {
+		if _, _, err := pki.IssueServer(pkiDir, "llmgw-dev", []string{"127.0.0.1", "localhost", "::1"}, pkiDir, 0); err != nil {
+			return fmt.Errorf("issuing the dev server certificate: %w", err)
+		}
+	}
+	for _, n := range devNodes {
+		if _, err := os.Stat(filepath.Join(pkiDir, n.id+".pem")); errors.Is(err, os.ErrNotExist) {
+			if _, _, err := pki.IssueNode(pkiDir, n.id, pkiDir, 0); err != nil {
+				return fmt.Errorf("issuing the certificate of %s: %w", n.id, err)
+			}
+		}
+	}
+	return nil
+}
+
+func writeServerConfig(path, dir string, base int) error {
+	p := func(off int) string { return "127.0.0.1:" + strconv.Itoa(base+off) }
+	pkiDir := filepath.Join(dir, "pki")
+	y := fmt.Sprintf(`# Written by llmgw dev on every start.
+listen: %q
+manage_listen: %q
+agent_listen: %q
+metrics_listen: %q
+pprof_listen: %q
+agent_tls:
+  ca: %q
+  cert: %q
+  key: %q
+auth:
+  store: %q
+agents:
+  heartbeat_interval: 2s
+  grace: 15s
+models:
+  - name: %s
+    aliases: [chat]
+    source: sim://chat
+    context_length: 8192
+    max_output: 1024
+    scaling: { min: 1, max: 2 }
+    profiles:
+      - name: h100
+        engine: sim
+        gpu_class: h100-80g
+        tp: 1
+        startup_timeout: 1m
+        args: ["--prefill-tps", "20000", "--decode-tps", "200"]
+  - name: %s
+    source: sim://2node
+    context_length: 8192
+    scaling: { min: 1, max: 1 }
+    profiles:
+      - name: h100x2
+        engine: sim
+        gpu_class: h100-80g
+        tp: 4
+        nodes: 2
+        startup_timeout: 1m
+        args: ["--prefill-tps", "20000", "--decode-tps", "100"]
+`, p(0), p(1), p(2), p(3), p(4), filepath.Join(pkiDir, "ca.pem"), filepath.Join(pkiDir, "server.pem"), filepath.Join(pkiDir, "server-key.pem"),
+		filepath.Join(dir, "llmgw.db"), ModelChat, Model2Node)
+	return os.WriteFile(path, []byte(y), 0o600)
+}
+
+// prepareNode writes a node's simulated hardware and agent configuration.
+func prepareNode(dir string, n node, base, i int) (string, error) {
+	nd := filepath.Join(dir, "nodes", n.id)
+	if err := os.MkdirAll(nd, 0o750); err != nil {
+		return "", err
+	}
+	smi, err := simhw.WriteNvidiaSMI(nd, simhw.H100s(8, n.id))
+	if err != nil {
+		return "", fmt.Errorf("writing %s's nvidia-smi: %w", n.id, err)
+	}
+	ibRoot := filepath.Join(nd, "infiniband")
+	if err := os.RemoveAll(ibRoot); err != nil {
+		return "", err
+	}
+	fabrics := ""
+	if n.fabric != "" {
+		if err := simhw.WriteInfiniBand(ibRoot, []simhw.SimAdapter{{Name: "mlx5_0", Ports: []simhw.SimPort{{State: "ACTIVE", RateGbps: 200}}}}); err != nil {
+			return "", fmt.Errorf("writing %s's InfiniBand tree: %w", n.id, err)
+		}
+		fabrics = fmt.Sprintf("fabrics:\n  - name: %s\n    adapters: [mlx5_0]\n", n.fabric)
+	}
+	pkiDir := filepath.Join(dir, "pki")
+	from := base + 100 + i*100
+	y := fmt.Sprintf(`# Written by llmgw dev on every start.
+node_id: %s
+server: "127.0.0.1:%d"
+tls:
+  ca: %q
+  cert: %q
+  key: %q
+address: 127.0.0.1
+state_dir: %q
+engine_ports: { from: %d, to: %d }
+labels: { dev: "true" }
+discovery:
+  nvidia_smi: %q
+  ib_root: %q
+%s`, n.id, base+2, filepath.Join(pkiDir, "ca.pem"), filepath.Join(pkiDir, n.id+".pem"), filepath.Join(pkiDir, n.id+"-key.pem"),
+		filepath.Join(nd, "state"), from, from+99, smi, ibRoot, fabrics)
+	path := filepath.Join(nd, "agent.yaml")
+	return path, os.WriteFile(path, []byte(y), 0o600)
+}
+
+// agentSet supervises the agent child processes.
+type agentSet struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	cmds []*exec.Cmd
+	logs []*os.File
+}
+
+func (a *agentSet) start(binary, id, cfgPath, logPath string) error {
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", logPath, err)
+	}
+	cmd := exec.Command(binary, "agent", "-c", cfgPath, "--stop-engines-on-exit")
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return fmt.Errorf("starting the agent of %s: %w", id, err)
+	}
+	a.mu.Lock()
+	a.cmds = append(a.cmds, cmd)
+	a.logs = append(a.logs, lf)
+	a.mu.Unlock()
+	return nil
+}
+
+// stop terminates the agents (which stop their engines), then kills any
+// engine an agent failed to stop, found through the supervisors' state files.
+func (a *agentSet) stop(dir string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.cmds {
+		_ = c.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range a.cmds {
+		done := make(chan struct{})
+		go func() { _ = c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	for _, f := range a.logs {
+		f.Close()
+	}
+	killLeftovers(dir, a.log)
+}
+
+// killLeftovers kills the process group of every engine still recorded in a
+// supervisor state file.
+func killLeftovers(dir string, log *slog.Logger) {
+	files, _ := filepath.Glob(filepath.Join(dir, "nodes", "*", "state", "*.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid := pidFromState(b)
+		if pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(-pid, syscall.SIGKILL); err == nil {
+			log.Warn("killed an engine its agent left behind", "pid", pid, "state", f)
+		}
+		_ = os.Remove(f)
+	}
+}
+
+func pidFromState(b []byte) int {
+	s := string(b)
+	i := strings.Index(s, `"pid":`)
+	if i < 0 {
+		return 0
+	}
+	s = strings.TrimLeft(s[i+len(`"pid":`):], " ")
+	j := 0
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	pid, _ := strconv.Atoi(s[:j])
+	return pid
+}
+
+func waitServing(ctx context.Context, srv *server.Server, timeout time.Duration, srvDone <-chan error) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		snap := srv.Router.Snapshot()
+		if len(snap[ModelChat]) > 0 && len(snap[Model2Node]) > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-srvDone:
+			return fmt.Errorf("control plane stopped: %w", err)
+		case <-deadline.C:
+			var why []string
+			for _, m := range []string{ModelChat, Model2Node} {
+				if len(snap[m]) == 0 {
+					e, _ := srv.Catalog.Get(m)
+					why = append(why, m+": "+srv.Reconciler.LastFailure(m)+" "+srv.Reconciler.Explain(e.Model).String())
+				}
+			}
+			return fmt.Errorf("demo models not serving after %s (see logs/): %s", timeout, strings.Join(why, "; "))
+		case <-tick.C:
+		}
+	}
+}
