@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/llmgw/llmgw/agent/discovery/simhw"
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+)
+
+const testModels = `  - name: sim-chat
+    aliases: [chat]
+    source: sim://chat
+    context_length: 4096
+    scaling: { min: 1, max: 1 }
+    profiles:
+      - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }
+  - name: sim-2node
+    source: sim://2node
+    context_length: 4096
+    scaling: { min: 1, max: 1 }
+    profiles:
+      - { name: x2, engine: sim, gpu_class: h100-80g, tp: 2, nodes: 2, startup_timeout: 1m }
+`
+
+func active(name string) simhw.SimAdapter {
+	return simhw.SimAdapter{Name: name, Ports: []simhw.SimPort{{State: "ACTIVE", RateGbps: 200}}}
+}
+
+// TestCluster runs one control plane and four agents as separate processes
+// over real mutual TLS and checks the client API with the official OpenAI
+// Go client.
+func TestCluster(t *testing.T) {
+	c := newCluster(t, testModels)
+	c.startAgent(nodeSpec{id: "node01", fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
+	c.startAgent(nodeSpec{id: "node02", fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
+	c.startAgent(nodeSpec{id: "node03"})
+	// node04 declares two adapters for ib-b but its sysfs has only one.
+	c.startAgent(nodeSpec{id: "node04", fabrics: "fabrics: [{name: ib-b, adapters: [mlx5_0, mlx5_1]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
+
+	mc := c.manageClient()
+	ctx := context.Background()
+	waitFor(t, "both models serving", 90*time.Second, func() (bool, string) {
+		ms, err := mc.ListModels(ctx, &managev1.ListModelsRequest{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var states []string
+		ok := true
+		for _, m := range ms.GetModels() {
+			states = append(states, m.GetName()+"="+m.GetStatus().GetState()+" "+m.GetStatus().GetMessage())
+			ok = ok && m.GetStatus().GetState() == "serving"
+		}
+		return ok && len(ms.GetModels()) == 2, strings.Join(states, "; ")
+	})
+
+	client := openai.NewClient(option.WithBaseURL(c.client), option.WithAPIKey(c.apiKey), option.WithMaxRetries(0))
+
+	t.Run("models list", func(t *testing.T) {
+		page, err := client.Models.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, m := range page.Data {
+			ids = append(ids, m.ID)
+		}
+		if strings.Join(ids, ",") != "sim-2node,sim-chat" {
+			t.Fatalf("models = %v", ids)
+		}
+	})
+
+	t.Run("chat through an alias", func(t *testing.T) {
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:     "chat",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there cluster")},
+			MaxTokens: openai.Int(12),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Choices) != 1 || resp.Choices[0].Message.Content == "" {
+			t.Fatalf("empty completion: %+v", resp)
+		}
+		if resp.Usage.CompletionTokens != 12 || resp.Usage.PromptTokens == 0 {
+			t.Fatalf("usage = %+v, want 12 completion tokens", resp.Usage)
+		}
+	})
+
+	t.Run("chat streaming", func(t *testing.T) {
+		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+			Model:         "sim-chat",
+			Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("stream to me")},
+			MaxTokens:     openai.Int(8),
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		})
+		acc := openai.ChatCompletionAccumulator{}
+		chunks := 0
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+			chunks++
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if chunks < 8 || acc.Choices[0].Message.Content == "" {
+			t.Fatalf("got %d chunks, content %q", chunks, acc.Choices[0].Message.Content)
+		}
+		if acc.Usage.CompletionTokens != 8 {
+			t.Fatalf("stream usage = %+v", acc.Usage)
+		}
+	})
+
+	t.Run("embeddings", func(t *testing.T) {
+		resp, err := client.Embeddings.New(ctx, openai.EmbeddingNewParams{
+			Model: "sim-chat",
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"one", "two"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Data) != 2 || len(resp.Data[0].Embedding) == 0 {
+			t.Fatalf("embeddings = %+v", resp.Data)
+		}
+	})
+
+	t.Run("unknown model is a 404 model_not_found", func(t *testing.T) {
+		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:    "no-such-model",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+		})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) {
+			t.Fatalf("want an API error, got %v", err)
+		}
+		if apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" {
+			t.Fatalf("got %d %q", apiErr.StatusCode, apiErr.Code)
+		}
+	})
+
+	t.Run("bad key is a 401", func(t *testing.T) {
+		bad := openai.NewClient(option.WithBaseURL(c.client), option.WithAPIKey("llmgw-not-a-key"), option.WithMaxRetries(0))
+		_, err := bad.Models.List(ctx)
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("want 401, got %v", err)
+		}
+	})
+
+	t.Run("two-node replica serves with only rank 0 listening", func(t *testing.T) {
+		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-2node"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep *managev1.Replica
+		for _, r := range rs.GetReplicas() {
+			if r.GetState() == "ready" {
+				rep = r
+			}
+		}
+		if rep == nil || len(rep.GetShards()) != 2 {
+			t.Fatalf("no ready two-shard replica: %v", rs.GetReplicas())
+		}
+		if rep.GetFabric() != "ib-a" {
+			t.Fatalf("replica fabric = %q, want ib-a (the only fabric with two nodes in service)", rep.GetFabric())
+		}
+		r0, r1 := rep.GetShards()[0], rep.GetShards()[1]
+		if r0.GetEndpoint() == "" || r1.GetEndpoint() != "" {
+			t.Fatalf("endpoints: rank0 %q rank1 %q; want only rank 0", r0.GetEndpoint(), r1.GetEndpoint())
+		}
+		// Nothing listens in the worker node's engine port range.
+		pr := c.ports[r1.GetNode()]
+		for p := pr[0]; p <= pr[1]; p++ {
+			if conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 100*time.Millisecond); err == nil {
+				conn.Close()
+				t.Fatalf("worker %s has a listening port %d", r1.GetNode(), p)
+			}
+		}
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:    "sim-2node",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("across two nodes")},
+		})
+		if err != nil || resp.Choices[0].Message.Content == "" {
+			t.Fatalf("two-node replica did not answer: %v", err)
+		}
+	})
+
+	t.Run("a declared adapter missing from sysfs takes the fabric out of service", func(t *testing.T) {
+		n, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: "node04"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(n.GetFabrics()) != 1 || n.GetFabrics()[0].GetInService() {
+			t.Fatalf("node04 fabrics = %v; want ib-b out of service", n.GetFabrics())
+		}
+		if p := strings.Join(n.GetFabrics()[0].GetProblems(), "; "); !strings.Contains(p, "mlx5_1") {
+			t.Fatalf("problems %q do not name the missing adapter", p)
+		}
+		if !strings.Contains(c.nodes["node04"].output(), "mlx5_1") {
+			t.Fatalf("the agent's log does not name the missing adapter:\n%s", tail(c.nodes["node04"].output(), 20))
+		}
+	})
+
+	t.Run("an agent whose certificate names another node is refused", func(t *testing.T) {
+		imp := c.startAgent(nodeSpec{id: "node09", certFor: "node01-imposter"})
+		waitFor(t, "the refusal in both logs", 30*time.Second, func() (bool, string) {
+			srv := c.server.output()
+			ok := strings.Contains(srv, "agent refused") && strings.Contains(srv, `claimed node id \"node09\"`) &&
+				strings.Contains(imp.output(), "refused by control plane")
+			return ok, fmt.Sprintf("server log tail:\n%s\nagent log tail:\n%s", tail(srv, 5), tail(imp.output(), 5))
+		})
+		if _, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: "node09"}); err == nil {
+			t.Fatal("the refused node is listed")
+		}
+	})
+}
