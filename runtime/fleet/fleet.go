@@ -150,8 +150,24 @@ func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Decla
 	n.conn = conn
 	n.connID = f.nextConn
 	n.State, n.Reason = assessNode(n)
+	reported := map[string]bool{}
 	for _, st := range hello.GetShards() {
+		reported[st.GetShardId()] = true
 		f.applyShardStatusLocked(nodeID, st, true)
+	}
+	// A shard we sent to this node that its agent no longer reports is gone
+	// (the agent restarted without it, or never received the command): its
+	// replica cannot be trusted to serve.
+	for _, r := range f.replicas {
+		if r.State == ReplicaFailed {
+			continue
+		}
+		for _, s := range r.Shards {
+			if s.Node == nodeID && s.Sent && !reported[s.ID] {
+				f.failReplicaLocked(r, "node "+nodeID+" reconnected without shard "+s.ID)
+				break
+			}
+		}
 	}
 	f.notify()
 	return n.connID

@@ -1,0 +1,118 @@
+package fleet
+
+import (
+	"strings"
+	"testing"
+
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+)
+
+type nopConn struct{}
+
+func (nopConn) Send(*agentv1.ControlMessage) error { return nil }
+
+func twoShardReplica() *Replica {
+	return &Replica{ID: "r1", Model: "m", ShardsExpected: 2, Shards: []*Shard{
+		{ID: "r1-0", Rank: 0, Node: "n1", Sent: true},
+		{ID: "r1-1", Rank: 1, Node: "n2", Sent: true},
+	}}
+}
+
+func status(shard string, rank int32, st agentv1.ShardState) *agentv1.ShardStatus {
+	return &agentv1.ShardStatus{ShardId: shard, ReplicaId: "r1", Model: "m", Rank: rank, State: st, WorldSize: 2}
+}
+
+func replica(t *testing.T, f *Fleet, id string) Replica {
+	t.Helper()
+	for _, r := range f.Replicas() {
+		if r.ID == id {
+			return r
+		}
+	}
+	t.Fatalf("replica %s not found", id)
+	return Replica{}
+}
+
+func TestReplicaReadyOnlyWhenEveryShardIs(t *testing.T) {
+	f := New()
+	f.AddReplica(twoShardReplica())
+	f.ApplyShardStatus("n1", status("r1-0", 0, agentv1.ShardState_SHARD_STATE_READY))
+	if got := replica(t, f, "r1").State; got != ReplicaStarting {
+		t.Fatalf("state with one of two shards ready = %s", got)
+	}
+	// Another node cannot speak for a shard that is not its own.
+	f.ApplyShardStatus("n3", status("r1-1", 1, agentv1.ShardState_SHARD_STATE_READY))
+	if got := replica(t, f, "r1").State; got != ReplicaStarting {
+		t.Fatalf("state after a report from the wrong node = %s", got)
+	}
+	f.ApplyShardStatus("n2", status("r1-1", 1, agentv1.ShardState_SHARD_STATE_READY))
+	if got := replica(t, f, "r1").State; got != ReplicaReady {
+		t.Fatalf("state with both shards ready = %s", got)
+	}
+	f.ApplyShardStatus("n2", status("r1-1", 1, agentv1.ShardState_SHARD_STATE_FAILED))
+	if r := replica(t, f, "r1"); r.State != ReplicaFailed || r.Error == "" {
+		t.Fatalf("after a shard failed: %s %q", r.State, r.Error)
+	}
+}
+
+func TestAdoptedReplicaShortOfShardsIsNotReady(t *testing.T) {
+	f := New()
+	// After a control-plane restart only one of two agents has reported.
+	f.Connect(&agentv1.Hello{Shards: []*agentv1.ShardStatus{status("r1-0", 0, agentv1.ShardState_SHARD_STATE_READY)}}, "n1", nil, false, nopConn{})
+	r := replica(t, f, "r1")
+	if r.State == ReplicaReady || r.ShardsExpected != 2 || !r.Adopted {
+		t.Fatalf("adopted replica = %+v; want 2 expected shards and not ready", r)
+	}
+	f.Connect(&agentv1.Hello{Shards: []*agentv1.ShardStatus{status("r1-1", 1, agentv1.ShardState_SHARD_STATE_READY)}}, "n2", nil, false, nopConn{})
+	if got := replica(t, f, "r1").State; got != ReplicaReady {
+		t.Fatalf("state once both agents reported = %s", got)
+	}
+}
+
+// Regression: an agent restarted without its engines must not leave its old
+// replicas routed.
+func TestReconnectWithoutShardFailsReplica(t *testing.T) {
+	f := New()
+	f.Connect(&agentv1.Hello{}, "n1", nil, false, nopConn{})
+	f.AddReplica(&Replica{ID: "r1", Model: "m", ShardsExpected: 1, Shards: []*Shard{{ID: "r1-0", Node: "n1", Sent: true}}})
+	f.ApplyShardStatus("n1", &agentv1.ShardStatus{ShardId: "r1-0", ReplicaId: "r1", State: agentv1.ShardState_SHARD_STATE_READY})
+	if got := replica(t, f, "r1").State; got != ReplicaReady {
+		t.Fatalf("state = %s", got)
+	}
+	f.Connect(&agentv1.Hello{}, "n1", nil, false, nopConn{})
+	if r := replica(t, f, "r1"); r.State != ReplicaFailed {
+		t.Fatalf("replica of a shard the agent no longer reports is %s", r.State)
+	}
+}
+
+func TestReconnectWithShardKeepsReplica(t *testing.T) {
+	f := New()
+	f.Connect(&agentv1.Hello{}, "n1", nil, false, nopConn{})
+	f.AddReplica(&Replica{ID: "r1", Model: "m", ShardsExpected: 1, Shards: []*Shard{{ID: "r1-0", Node: "n1", Sent: true}}})
+	ready := &agentv1.ShardStatus{ShardId: "r1-0", ReplicaId: "r1", State: agentv1.ShardState_SHARD_STATE_READY, WorldSize: 1}
+	f.ApplyShardStatus("n1", ready)
+	f.Connect(&agentv1.Hello{Shards: []*agentv1.ShardStatus{ready}}, "n1", nil, false, nopConn{})
+	if got := replica(t, f, "r1").State; got != ReplicaReady {
+		t.Fatalf("replica after a reconnect that kept its shard is %s", got)
+	}
+}
+
+func TestNodeWarnings(t *testing.T) {
+	f := New()
+	inv := &agentv1.Inventory{
+		GpuError: "GPU discovery failed: nvidia-smi not found",
+		Fabrics:  []*agentv1.FabricVerdict{{Name: "ib-a", Problems: []string{"adapter mlx5_1 not found"}}},
+	}
+	f.Connect(&agentv1.Hello{Inventory: inv}, "n1", nil, false, nopConn{})
+	n, _ := f.Node("n1")
+	for _, want := range []string{"GPU discovery failed", "fabric ib-a out of service: adapter mlx5_1 not found", "no AVX2"} {
+		if !contains(n.Reason, want) {
+			t.Errorf("reason %q lacks %q", n.Reason, want)
+		}
+	}
+	if n.State != NodeReady {
+		t.Fatalf("state = %s; warnings do not make a node unready", n.State)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
