@@ -198,6 +198,11 @@ func TestValidate(t *testing.T) {
 		{name: "max output above context", modify: func(m *Model) { m.ContextLength, m.MaxOutput = 10, 20 }, want: "max_output: 20 is more than context_length 10"},
 		{name: "negative memory", modify: func(m *Model) { m.Profiles[0].MinMemoryGB = -8 }, want: "profiles[0].min_memory_gb: must not be negative"},
 		{name: "zero startup timeout", modify: func(m *Model) { m.Profiles[1].StartupTimeout = 0 }, want: "profiles[1].startup_timeout: must be positive"},
+		{name: "vllm on ray", modify: func(m *Model) { m.Profiles[1].Engine, m.Profiles[1].LaunchMode = "vllm", "ray" }},
+		{name: "launch mode unknown", modify: func(m *Model) { m.Profiles[1].Engine, m.Profiles[1].LaunchMode = "vllm", "slurm" }, want: `profiles[1].launch_mode: unknown launch mode "slurm" (mp or ray)`},
+		{name: "launch mode on llamacpp", modify: func(m *Model) { m.Profiles[0].LaunchMode = "mp" }, want: "profiles[0].launch_mode: only vllm takes a launch mode; engine llamacpp does not"},
+		{name: "env name with =", modify: func(m *Model) { m.Profiles[0].Env = map[string]string{"A=B": "x"} }, want: `profiles[0].env: "A=B" is not a valid environment variable name`},
+		{name: "env", modify: func(m *Model) { m.Profiles[0].Env = map[string]string{"NCCL_SOCKET_IFNAME": "ib0"} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

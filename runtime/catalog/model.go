@@ -81,6 +81,12 @@ type Profile struct {
 	Labels         map[string]string `koanf:"labels" yaml:"labels,omitempty" json:"labels,omitempty"`
 	// Args are passed to the engine after the arguments llmgw sets.
 	Args []string `koanf:"args" yaml:"args,omitempty" json:"args,omitempty"`
+	// Env is added to the engine's environment last, so it can override
+	// what llmgw sets (e.g. NCCL_SOCKET_IFNAME).
+	Env map[string]string `koanf:"env" yaml:"env,omitempty" json:"env,omitempty"`
+	// LaunchMode is how vLLM runs across GPUs and nodes: "mp" (its own
+	// processes, the default) or "ray". Other engines take none.
+	LaunchMode string `koanf:"launch_mode" yaml:"launch_mode,omitempty" json:"launch_mode,omitempty"`
 }
 
 // Shards returns how many shards one replica of the profile has.
@@ -227,6 +233,18 @@ func (p Profile) validate(ps *Problems, key string) {
 			ps.add(key+".labels", "empty label name")
 		}
 	}
+	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+		if k == "" || strings.ContainsAny(k, "= \t\n") {
+			ps.add(key+".env", fmt.Sprintf("%q is not a valid environment variable name", k))
+		}
+	}
+	switch {
+	case p.LaunchMode == "":
+	case p.Engine != "vllm":
+		ps.add(key+".launch_mode", fmt.Sprintf("only vllm takes a launch mode; engine %s does not", p.Engine))
+	case p.LaunchMode != "mp" && p.LaunchMode != "ray":
+		ps.add(key+".launch_mode", fmt.Sprintf("unknown launch mode %q (mp or ray)", p.LaunchMode))
+	}
 }
 
 // Clone returns a deep copy of m: no slice or map is shared.
@@ -238,6 +256,7 @@ func (m Model) Clone() Model {
 		for i, p := range m.Profiles {
 			p.Labels = maps.Clone(p.Labels)
 			p.Args = slices.Clone(p.Args)
+			p.Env = maps.Clone(p.Env)
 			c.Profiles[i] = p
 		}
 	}
@@ -261,5 +280,6 @@ func (p Profile) Equal(o Profile) bool {
 	return p.Name == o.Name && p.Engine == o.Engine && p.GPUClass == o.GPUClass &&
 		p.TP == o.TP && p.Nodes == o.Nodes && p.Weight == o.Weight && p.Priority == o.Priority &&
 		p.StartupTimeout == o.StartupTimeout && p.MinMemoryGB == o.MinMemoryGB && p.MinDiskGB == o.MinDiskGB &&
-		maps.Equal(p.Labels, o.Labels) && slices.Equal(p.Args, o.Args)
+		maps.Equal(p.Labels, o.Labels) && slices.Equal(p.Args, o.Args) &&
+		maps.Equal(p.Env, o.Env) && p.LaunchMode == o.LaunchMode
 }

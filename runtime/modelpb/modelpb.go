@@ -44,6 +44,8 @@ func ToProto(m catalog.Model) *managev1.Model {
 			MinDiskGb:      int32(p.MinDiskGB),
 			Labels:         maps.Clone(p.Labels),
 			Args:           slices.Clone(p.Args),
+			Env:            maps.Clone(p.Env),
+			LaunchMode:     p.LaunchMode,
 		})
 	}
 	return out
@@ -89,6 +91,8 @@ func FromProto(m *managev1.Model) (catalog.Model, error) {
 			MinDiskGB:      int(p.GetMinDiskGb()),
 			Labels:         maps.Clone(p.GetLabels()),
 			Args:           slices.Clone(p.GetArgs()),
+			Env:            maps.Clone(p.GetEnv()),
+			LaunchMode:     p.GetLaunchMode(),
 		})
 	}
 	return out, nil

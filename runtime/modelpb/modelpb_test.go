@@ -14,7 +14,8 @@ func TestRoundTrip(t *testing.T) {
 		Name: "m", Aliases: []string{"a"}, Source: "/w/m.gguf", RoutingProfile: "chat", ContextLength: 4096, MaxOutput: 512,
 		Scaling: catalog.Scaling{Min: 1, Max: 2, IdleTimeout: catalog.Duration(15 * time.Minute)},
 		Profiles: []catalog.Profile{{Name: "tp2", Engine: "vllm", GPUClass: "h100-80g", TP: 2, Nodes: 1, Weight: 3, Priority: 100,
-			StartupTimeout: catalog.Duration(5 * time.Minute), MinMemoryGB: 8, MinDiskGB: 40, Labels: map[string]string{"z": "eu"}, Args: []string{"--x"}}},
+			StartupTimeout: catalog.Duration(5 * time.Minute), MinMemoryGB: 8, MinDiskGB: 40, Labels: map[string]string{"z": "eu"}, Args: []string{"--x"},
+			Env: map[string]string{"NCCL_DEBUG": "INFO"}, LaunchMode: "ray"}},
 	}
 	pm := ToProto(m)
 	if pm.GetProfiles()[0].GetStartupTimeout() != "5m" || pm.GetScaling().GetIdleTimeout() != "15m" {

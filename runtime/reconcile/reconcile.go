@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"maps"
 	"sort"
 	"strconv"
 	"time"
@@ -304,6 +305,8 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 			ContextLength:    int32(e.Model.ContextLength),
 			Profile:          p.Name,
 			ModelGeneration:  e.Generation,
+			Env:              maps.Clone(p.Env),
+			LaunchMode:       p.LaunchMode,
 		}
 		rep.Shards = append(rep.Shards, &fleet.Shard{
 			ID: start.ShardId, Rank: sp.Rank, Node: sp.NodeID, GPUs: append([]int(nil), sp.GPUIndices...),

@@ -119,7 +119,7 @@ func (h *harness) startsFor(model string) map[string][]*agentv1.StartShard {
 
 func chatModel() catalog.Model {
 	m := catalog.Model{Name: "sim-chat", Aliases: []string{"chat"}, Source: "sim://chat", Scaling: catalog.Scaling{Min: 1, Max: 2},
-		Profiles: []catalog.Profile{{Name: "h100", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+		Profiles: []catalog.Profile{{Name: "h100", Engine: "sim", GPUClass: "h100-80g", TP: 1, Env: map[string]string{"SIM_X": "1"}}}}
 	return m
 }
 
@@ -140,7 +140,7 @@ func TestSingleNodeReplicaLifecycle(t *testing.T) {
 	for n, ss := range starts {
 		node, s = n, ss[0]
 	}
-	if s.GetWorldSize() != 1 || len(s.GetGpuIndices()) != 1 || s.GetModelGeneration() == "" {
+	if s.GetWorldSize() != 1 || len(s.GetGpuIndices()) != 1 || s.GetModelGeneration() == "" || s.GetEnv()["SIM_X"] != "1" {
 		t.Fatalf("bad StartShard: %v", s)
 	}
 	// A second pass while it starts places nothing more.

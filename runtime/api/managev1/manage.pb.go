@@ -561,8 +561,11 @@ type Profile struct {
 	MinDiskGb      int32                  `protobuf:"varint,10,opt,name=min_disk_gb,json=minDiskGb,proto3" json:"min_disk_gb,omitempty"`
 	Labels         map[string]string      `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Args           []string               `protobuf:"bytes,12,rep,name=args,proto3" json:"args,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	Env            map[string]string      `protobuf:"bytes,13,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// vllm only: "mp" (default) or "ray".
+	LaunchMode    string `protobuf:"bytes,14,opt,name=launch_mode,json=launchMode,proto3" json:"launch_mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Profile) Reset() {
@@ -677,6 +680,20 @@ func (x *Profile) GetArgs() []string {
 		return x.Args
 	}
 	return nil
+}
+
+func (x *Profile) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *Profile) GetLaunchMode() string {
+	if x != nil {
+		return x.LaunchMode
+	}
+	return ""
 }
 
 type Model struct {
@@ -1837,7 +1854,7 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\aScaling\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x05R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x05R\x03max\x12!\n" +
-	"\fidle_timeout\x18\x03 \x01(\tR\vidleTimeout\"\xa6\x03\n" +
+	"\fidle_timeout\x18\x03 \x01(\tR\vidleTimeout\"\xb4\x04\n" +
 	"\aProfile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06engine\x18\x02 \x01(\tR\x06engine\x12\x1b\n" +
@@ -1851,8 +1868,14 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\vmin_disk_gb\x18\n" +
 	" \x01(\x05R\tminDiskGb\x12<\n" +
 	"\x06labels\x18\v \x03(\v2$.llmgw.manage.v1.Profile.LabelsEntryR\x06labels\x12\x12\n" +
-	"\x04args\x18\f \x03(\tR\x04args\x1a9\n" +
+	"\x04args\x18\f \x03(\tR\x04args\x123\n" +
+	"\x03env\x18\r \x03(\v2!.llmgw.manage.v1.Profile.EnvEntryR\x03env\x12\x1f\n" +
+	"\vlaunch_mode\x18\x0e \x01(\tR\n" +
+	"launchMode\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x03\n" +
 	"\x05Model\x12\x12\n" +
@@ -1961,7 +1984,7 @@ func file_runtime_api_managev1_manage_proto_rawDescGZIP() []byte {
 	return file_runtime_api_managev1_manage_proto_rawDescData
 }
 
-var file_runtime_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_runtime_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_runtime_api_managev1_manage_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),        // 0: llmgw.manage.v1.GetStatusRequest
 	(*Status)(nil),                  // 1: llmgw.manage.v1.Status
@@ -1991,57 +2014,59 @@ var file_runtime_api_managev1_manage_proto_goTypes = []any{
 	(*NodeVerdict)(nil),             // 25: llmgw.manage.v1.NodeVerdict
 	nil,                             // 26: llmgw.manage.v1.Node.LabelsEntry
 	nil,                             // 27: llmgw.manage.v1.Profile.LabelsEntry
-	(*agentv1.GPU)(nil),             // 28: llmgw.agent.v1.GPU
-	(*agentv1.FabricVerdict)(nil),   // 29: llmgw.agent.v1.FabricVerdict
-	(*agentv1.EngineStatus)(nil),    // 30: llmgw.agent.v1.EngineStatus
-	(*agentv1.Declaration)(nil),     // 31: llmgw.agent.v1.Declaration
+	nil,                             // 28: llmgw.manage.v1.Profile.EnvEntry
+	(*agentv1.GPU)(nil),             // 29: llmgw.agent.v1.GPU
+	(*agentv1.FabricVerdict)(nil),   // 30: llmgw.agent.v1.FabricVerdict
+	(*agentv1.EngineStatus)(nil),    // 31: llmgw.agent.v1.EngineStatus
+	(*agentv1.Declaration)(nil),     // 32: llmgw.agent.v1.Declaration
 }
 var file_runtime_api_managev1_manage_proto_depIdxs = []int32{
 	5,  // 0: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
-	28, // 1: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
-	29, // 2: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	30, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
+	29, // 1: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
+	30, // 2: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	31, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
 	26, // 4: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
-	31, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
+	32, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
 	27, // 6: llmgw.manage.v1.Profile.labels:type_name -> llmgw.manage.v1.Profile.LabelsEntry
-	6,  // 7: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
-	7,  // 8: llmgw.manage.v1.Model.profiles:type_name -> llmgw.manage.v1.Profile
-	9,  // 9: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
-	8,  // 10: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	8,  // 11: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	8,  // 12: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
-	19, // 13: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
-	20, // 14: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
-	8,  // 15: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
-	24, // 16: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
-	25, // 17: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
-	0,  // 18: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
-	2,  // 19: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
-	4,  // 20: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
-	10, // 21: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
-	11, // 22: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
-	12, // 23: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
-	13, // 24: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
-	15, // 25: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
-	17, // 26: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
-	21, // 27: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
-	22, // 28: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
-	1,  // 29: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
-	3,  // 30: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
-	5,  // 31: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
-	8,  // 32: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
-	8,  // 33: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
-	8,  // 34: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
-	14, // 35: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
-	16, // 36: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
-	18, // 37: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
-	23, // 38: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
-	23, // 39: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
-	29, // [29:40] is the sub-list for method output_type
-	18, // [18:29] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	28, // 7: llmgw.manage.v1.Profile.env:type_name -> llmgw.manage.v1.Profile.EnvEntry
+	6,  // 8: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
+	7,  // 9: llmgw.manage.v1.Model.profiles:type_name -> llmgw.manage.v1.Profile
+	9,  // 10: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
+	8,  // 11: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	8,  // 12: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	8,  // 13: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
+	19, // 14: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
+	20, // 15: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
+	8,  // 16: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
+	24, // 17: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
+	25, // 18: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
+	0,  // 19: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
+	2,  // 20: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
+	4,  // 21: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
+	10, // 22: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
+	11, // 23: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
+	12, // 24: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
+	13, // 25: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
+	15, // 26: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
+	17, // 27: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
+	21, // 28: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
+	22, // 29: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
+	1,  // 30: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
+	3,  // 31: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
+	5,  // 32: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
+	8,  // 33: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
+	8,  // 34: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
+	8,  // 35: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
+	14, // 36: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
+	16, // 37: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
+	18, // 38: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
+	23, // 39: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
+	23, // 40: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
+	30, // [30:41] is the sub-list for method output_type
+	19, // [19:30] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_runtime_api_managev1_manage_proto_init() }
@@ -2055,7 +2080,7 @@ func file_runtime_api_managev1_manage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runtime_api_managev1_manage_proto_rawDesc), len(file_runtime_api_managev1_manage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
