@@ -143,12 +143,17 @@ func validRequestID(id string) bool {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+		if !requestIDByte(id[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// requestIDByte reports whether c may appear in a client's request id:
+// an ASCII letter or digit, '-', '_' or '.'.
+func requestIDByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 }
 
 func newRequestID() string {

@@ -265,7 +265,9 @@ func TestLeastLoadedSpreading(t *testing.T) {
 			arrived <- r.Header.Get("X-Request-Id")
 			<-release
 			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"choices":[]}`)
+			if _, err := io.WriteString(w, `{"choices":[]}`); err != nil {
+				t.Errorf("engine writing response: %v", err)
+			}
 		}
 	}
 	served := make(chan string, 2)
@@ -355,6 +357,9 @@ func TestStreamUsage(t *testing.T) {
 			h := newHarness(t, 1, Config{}, adm)
 			resp := h.post(context.Background(), "/v1/completions", tt.body)
 			out := readAll(t, resp)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, out)
+			}
 			so, _ := h.engines[0].lastBody(t)["stream_options"].(map[string]any)
 			if so["include_usage"] != true {
 				t.Errorf("engine was not asked for usage: stream_options=%v", so)
@@ -409,12 +414,11 @@ func TestNonStreamUsage(t *testing.T) {
 
 // recordingAdmission admits everything and remembers the settlement.
 type recordingAdmission struct {
-	mu      sync.Mutex
-	model   string
-	info    RequestInfo
-	usage   chan Usage
-	reject  *Rejection
-	settles int
+	mu     sync.Mutex
+	model  string
+	info   RequestInfo
+	usage  chan Usage
+	reject *Rejection
 }
 
 func (a *recordingAdmission) Admit(_ context.Context, _ Principal, model string, info RequestInfo) (Ticket, error) {
@@ -456,7 +460,9 @@ func TestClientCancelPropagates(t *testing.T) {
 	canceled := make(chan struct{})
 	h.engines[0].handle = func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n")
+		if _, err := io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n"); err != nil {
+			t.Errorf("engine writing first chunk: %v", err)
+		}
 		_ = http.NewResponseController(w).Flush()
 		<-r.Context().Done()
 		close(canceled)
@@ -595,7 +601,9 @@ func TestUpstreamErrorRelayed(t *testing.T) {
 	h.engines[0].handle = func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		io.WriteString(w, `{"error":{"message":"context too long","type":"invalid_request_error","param":null,"code":null}}`)
+		if _, err := io.WriteString(w, `{"error":{"message":"context too long","type":"invalid_request_error","param":null,"code":null}}`); err != nil {
+			t.Errorf("engine writing error body: %v", err)
+		}
 	}
 	resp := h.post(context.Background(), "/v1/chat/completions", `{"model":"coder","stream":true}`)
 	out := readAll(t, resp)
@@ -680,7 +688,9 @@ func TestRequestIDPassedThrough(t *testing.T) {
 			t.Error("the client's key was forwarded to the engine")
 		}
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{}`)
+		if _, err := io.WriteString(w, `{}`); err != nil {
+			t.Errorf("engine writing response: %v", err)
+		}
 	}
 	tests := []struct{ sent, want string }{
 		{sent: "abc-123", want: "abc-123"},
@@ -709,7 +719,9 @@ func BenchmarkProxyNonStreaming(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`)
+		if _, err := io.WriteString(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`); err != nil {
+			b.Errorf("upstream writing response: %v", err)
+		}
 	}))
 	defer up.Close()
 	rt := router.New()

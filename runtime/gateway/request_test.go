@@ -140,10 +140,16 @@ func TestEventUsage(t *testing.T) {
 
 func TestTailUsage(t *testing.T) {
 	tb := &tailBuffer{max: 64}
-	for i := 0; i < 100; i++ {
-		tb.Write([]byte(`0.125,`))
+	write := func(p string) {
+		t.Helper()
+		if n, err := tb.Write([]byte(p)); err != nil || n != len(p) {
+			t.Fatalf("tailBuffer.Write(%d bytes) = %d, %v; want %d, nil", len(p), n, err, len(p))
+		}
 	}
-	tb.Write([]byte(`0.5]}],"usage":{"prompt_tokens":12,"total_tokens":12}}`))
+	for i := 0; i < 100; i++ {
+		write(`0.125,`)
+	}
+	write(`0.5]}],"usage":{"prompt_tokens":12,"total_tokens":12}}`)
 	if len(tb.b) != 64 {
 		t.Fatalf("tail holds %d bytes, want 64", len(tb.b))
 	}
