@@ -209,6 +209,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	// Client API.
+	var clientAuth gateway.Auth = auth.NewKeys(s.Store, 0, s.log)
+	if !s.cfg.Auth.Enabled {
+		s.log.Warn("client API authentication is off (auth.enabled: false): every request is accepted as the default project")
+		clientAuth = auth.Anonymous{}
+	}
 	s.gateway = gateway.New(gateway.Config{
 		MaxBodyBytes:          s.cfg.Limits.MaxBodyBytes,
 		ResponseHeaderTimeout: s.cfg.Timeouts.ResponseHeader,
@@ -216,7 +221,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Logger:                s.log.With("component", "gateway"),
 	}, gateway.Deps{
 		Catalog: catalogView{s.Catalog},
-		Auth:    auth.NewKeys(s.Store, 0, s.log),
+		Auth:    clientAuth,
 		Routes:  s.Router,
 	})
 	defer s.gateway.Close()

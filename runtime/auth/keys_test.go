@@ -1,0 +1,64 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/keys"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+func TestKeys(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	admin := keys.New(st)
+	good, err := admin.CreateAPIKey(ctx, "good", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	expired, err := admin.CreateAPIKey(ctx, "old", &past)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	k := NewKeys(st, time.Minute, nil)
+	k.now = func() time.Time { return now }
+
+	p, err := k.Authenticate(ctx, good.Secret)
+	if err != nil || p.KeyID != good.ID || p.Project != store.DefaultProject {
+		t.Fatalf("good key: %+v, %v", p, err)
+	}
+	for name, bearer := range map[string]string{"empty": "", "unknown": "llmgw-nope", "expired": expired.Secret} {
+		if _, err := k.Authenticate(ctx, bearer); !errors.Is(err, gateway.ErrUnauthenticated) {
+			t.Errorf("%s key: err = %v, want ErrUnauthenticated", name, err)
+		}
+	}
+
+	// Revocation takes effect once the cached lookup expires.
+	if err := admin.RevokeAPIKey(ctx, good.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Authenticate(ctx, good.Secret); err != nil {
+		t.Fatalf("within the TTL the cached key still works: %v", err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := k.Authenticate(ctx, good.Secret); !errors.Is(err, gateway.ErrUnauthenticated) {
+		t.Fatalf("revoked key after the TTL: err = %v", err)
+	}
+}
+
+func TestAnonymous(t *testing.T) {
+	p, err := Anonymous{}.Authenticate(context.Background(), "")
+	if err != nil || p.Project != store.DefaultProject {
+		t.Fatalf("anonymous = %+v, %v", p, err)
+	}
+}
