@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"strings"
@@ -44,7 +45,7 @@ func (sh *Shard) LastOutput() []string {
 	}
 	buf := make([]byte, fi.Size()-start)
 	n, err := f.ReadAt(buf, start)
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil
 	}
 	buf = bytes.TrimRight(buf[:n], "\n")
