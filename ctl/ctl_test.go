@@ -204,11 +204,11 @@ func TestJSON(t *testing.T) {
 	})
 
 	t.Run("models", func(t *testing.T) {
-		code, out, errOut := runCtl(t, env, "--json", "models")
+		code, _, errOut := runCtl(t, env, "--json", "models")
 		if code != 2 {
 			t.Fatalf("a flag before the command: exit %d, want 2; stderr %s", code, errOut)
 		}
-		code, out, errOut = runCtl(t, env, "models", "--json")
+		code, out, errOut := runCtl(t, env, "models", "--json")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
