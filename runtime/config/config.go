@@ -204,9 +204,10 @@ func (s Server) Validate() error {
 		add("manage_tls", "set both cert and key, or neither to use agent_tls's")
 	}
 
-	if s.Auth.Store == "" {
+	switch s.Auth.Store {
+	case "":
 		add("auth.store", "is required (a SQLite path, a postgres:// URL, or @file)")
-	} else if s.Auth.Store == "@" {
+	case "@":
 		add("auth.store", "\"@\" must be followed by the path of a file holding the address")
 	}
 
