@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func active(name string) simhw.SimAdapter {
 // over real mutual TLS and checks the client API with the official OpenAI
 // Go client.
 func TestCluster(t *testing.T) {
-	c := newCluster(t, testModels)
+	c := newCluster(t, "10s", testModels)
 	c.startAgent(nodeSpec{id: "node01", fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
 	c.startAgent(nodeSpec{id: "node02", fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
 	c.startAgent(nodeSpec{id: "node03"})
@@ -222,5 +223,88 @@ func TestCluster(t *testing.T) {
 		if _, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: "node09"}); err == nil {
 			t.Fatal("the refused node is listed")
 		}
+	})
+}
+
+// TestLostNodeReplicaRebuilt cuts a node off (its agent stops, so its
+// heartbeats stop while its engine keeps running): after the grace period
+// the node is lost, its replica fails and is rebuilt on the other node, and
+// requests are served again. When the agent comes back it stops the engine
+// of the replica that was replaced.
+func TestLostNodeReplicaRebuilt(t *testing.T) {
+	c := newCluster(t, "3s", `  - name: sim-chat
+    source: sim://chat
+    scaling: { min: 1, max: 1 }
+    profiles:
+      - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }
+`)
+	c.startAgent(nodeSpec{id: "node01"})
+	c.startAgent(nodeSpec{id: "node02"})
+	mc := c.manageClient()
+	ctx := context.Background()
+	readyOn := func() (string, string) {
+		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
+		if err != nil {
+			return "", err.Error()
+		}
+		var states []string
+		for _, r := range rs.GetReplicas() {
+			states = append(states, r.GetId()+"="+r.GetState()+" "+r.GetError())
+			if r.GetState() == "ready" {
+				return r.GetShards()[0].GetNode(), ""
+			}
+		}
+		return "", strings.Join(states, "; ")
+	}
+	var first string
+	waitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
+		n, why := readyOn()
+		first = n
+		return n != "", why
+	})
+	other := map[string]string{"node01": "node02", "node02": "node01"}[first]
+	agent := c.nodes[first]
+	if err := agent.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = agent.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	defer resume()
+
+	waitFor(t, first+" lost and the replica rebuilt on "+other, 60*time.Second, func() (bool, string) {
+		n, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: first})
+		if err != nil {
+			return false, err.Error()
+		}
+		on, why := readyOn()
+		return n.GetState() == "lost" && on == other, fmt.Sprintf("%s is %s; replica on %q %s", first, n.GetState(), on, why)
+	})
+	client := openai.NewClient(option.WithBaseURL(c.client), option.WithAPIKey(c.apiKey), option.WithMaxRetries(0))
+	if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "sim-chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("still there?")},
+	}); err != nil {
+		t.Fatalf("request after the rebuild: %v", err)
+	}
+
+	resume()
+	pr := c.ports[first]
+	waitFor(t, first+" back and its replaced engine stopped", 60*time.Second, func() (bool, string) {
+		n, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: first})
+		if err != nil {
+			return false, err.Error()
+		}
+		for p := pr[0]; p <= pr[1]; p++ {
+			if conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 50*time.Millisecond); err == nil {
+				conn.Close()
+				return false, fmt.Sprintf("%s is %s; port %d still listening", first, n.GetState(), p)
+			}
+		}
+		return n.GetState() == "ready", first + " is " + n.GetState()
 	})
 }

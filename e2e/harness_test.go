@@ -170,7 +170,7 @@ type nodeSpec struct {
 	gpus     int
 }
 
-func newCluster(t *testing.T, models string) *cluster {
+func newCluster(t *testing.T, grace, models string) *cluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &cluster{t: t, dir: dir, pkiDir: filepath.Join(dir, "pki"), nodes: map[string]*proc{}, nodeDirs: map[string]string{}, ports: map[string][2]int{}}
@@ -200,10 +200,10 @@ auth:
   store: %q
 agents:
   heartbeat_interval: 1s
-  grace: 10s
+  grace: %s
 models:
 %s`, p[0], c.manage, c.agents, p[3], filepath.Join(c.pkiDir, "ca.pem"), filepath.Join(c.pkiDir, "server.pem"), filepath.Join(c.pkiDir, "server-key.pem"),
-		filepath.Join(dir, "llmgw.db"), models)
+		filepath.Join(dir, "llmgw.db"), grace, models)
 	cfgPath := filepath.Join(dir, "server.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
