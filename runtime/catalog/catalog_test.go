@@ -88,7 +88,7 @@ func TestParseModelErrors(t *testing.T) {
 		{
 			name: "unknown key names key and file",
 			file: "testdata/unknown-key.yaml",
-			want: []string{`testdata/unknown-key.yaml:5: unknown key "profiles[0].gpu_clas" (did you mean profiles[0].gpu_class?)`},
+			want: []string{`testdata/unknown-key.yaml:5: unknown key "profiles[0].gpu_klass" (did you mean profiles[0].gpu_class?)`},
 		},
 		{
 			name: "every validation problem is reported with its key",
