@@ -10,8 +10,10 @@ import (
 	"time"
 )
 
-// relayStream relays a server-sent-event response event by event, flushing
-// after each, and reads the usage from the chunk that carries it. When the
+// relayStream relays a server-sent-event response event by event and reads
+// the usage from the chunk that carries it. It flushes whenever it has
+// nothing more from the engine in hand, so an event is never held back, and
+// events that arrived together leave together. When the
 // gateway itself asked for usage (x.injected), the usage-only chunk is
 // dropped so the client sees the stream it asked for.
 func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Response) {
@@ -42,7 +44,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 		if err != nil {
 			// End of stream or upstream failure: pass on what is left.
 			if len(event) > 0 {
-				g.emit(w, rc, x, event)
+				g.emit(w, rc, x, event, true)
 			}
 			if !errors.Is(err, io.EOF) {
 				g.log.Debug("upstream stream ended", "replica", x.rec.ReplicaID, "err", err)
@@ -53,19 +55,22 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 		if len(bytes.TrimRight(line, "\r\n")) > 0 {
 			continue
 		}
-		if !g.emit(w, rc, x, event) {
+		if !g.emit(w, rc, x, event, br.Buffered() == 0) {
 			return // the client went away; returning cancels the upstream
 		}
 		event = event[:0]
 	}
 }
 
-// emit sends one event to the client unless it is the injected usage chunk.
-// It reports whether the client is still there.
-func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *exchange, event []byte) bool {
+// emit sends one event to the client unless it is the injected usage chunk,
+// flushing when asked. It reports whether the client is still there.
+func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *exchange, event []byte, flush bool) bool {
 	if u, usageOnly := eventUsage(event); u != nil {
 		x.usage = u.usage()
 		if x.injected && usageOnly {
+			if flush {
+				return rc.Flush() == nil
+			}
 			return true
 		}
 	}
@@ -74,6 +79,9 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 	}
 	if _, err := w.Write(event); err != nil {
 		return false
+	}
+	if !flush {
+		return true
 	}
 	return rc.Flush() == nil
 }
