@@ -15,6 +15,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -50,9 +52,10 @@ func serve(b *testing.B, h http.Handler) string {
 	return "http://" + l.Addr().String()
 }
 
-// setup starts a sim engine and a gateway in front of it, and returns both
-// base URLs and an API key.
-func setup(b *testing.B) (direct, gw, key string) {
+// setup starts a sim engine, a gateway in front of it and, as a reference
+// for the cost of any proxy hop on this machine, a bare
+// httputil.ReverseProxy; it returns the three base URLs and an API key.
+func setup(b *testing.B) (direct, gw, bare, key string) {
 	b.Helper()
 	eng, err := simengine.New(simengine.Config{Host: "127.0.0.1", ServedModelName: model}, nil)
 	if err != nil {
@@ -72,7 +75,14 @@ func setup(b *testing.B) (direct, gw, key string) {
 	rt.SetEndpoints(model, []router.Endpoint{{ReplicaID: "r-1", Model: model, URL: direct, Weight: 1}})
 	g := gateway.New(gateway.Config{}, gateway.Deps{Catalog: catalog{}, Auth: auth.NewKeys(st, 0, nil), Routes: rt})
 	b.Cleanup(g.Close)
-	return direct, serve(b, g.Handler()), k.Secret
+	u, err := url.Parse(direct)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true}
+	rp.FlushInterval = -1
+	return direct, serve(b, g.Handler()), serve(b, rp), k.Secret
 }
 
 type result struct {
@@ -209,12 +219,13 @@ func merge(a, b result) result {
 // load, streaming and not. Phases alternate direct/gateway twice so drift in
 // the machine's load hits both sides alike.
 func BenchmarkGatewayOverhead(b *testing.B) {
-	direct, gw, key := setup(b)
+	direct, gw, bare, key := setup(b)
 	l := newLoader(key)
 	const rate, fixedN, conc, satN = 1000, 3000, 32, 6000
 	// Warm connections and caches on both paths.
 	l.saturate(direct, false, conc, 500)
 	l.saturate(gw, false, conc, 500)
+	l.saturate(bare, false, conc, 500)
 
 	var out strings.Builder
 	fmt.Fprintf(&out, "\ngateway overhead against a direct connection to a sim engine (same run, %s)\n", time.Now().UTC().Format(time.RFC3339))
@@ -248,6 +259,16 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			b.ReportMetric(g.rps()/d.rps(), name+"-throughput-ratio")
 		}
 	}
+	// The floor: what a bare reverse proxy (no auth, no parsing, no usage)
+	// adds on this machine, measured the same way.
+	var d, r result
+	for round := 0; round < 2; round++ {
+		d = merge(d, l.fixedRate(direct, false, rate, fixedN/2))
+		r = merge(r, l.fixedRate(bare, false, rate, fixedN/2))
+	}
+	fmt.Fprintf(&out, "%-22s %-18s %-18s %-18s (reference: httputil.ReverseProxy, no auth or accounting)\n", "1000/s bare proxy",
+		us(d.pct(0.5))+"/"+us(d.pct(0.99)), us(r.pct(0.5))+"/"+us(r.pct(0.99)), us(r.pct(0.5)-d.pct(0.5))+"/"+us(r.pct(0.99)-d.pct(0.99)))
+	b.ReportMetric(float64((r.pct(0.5) - d.pct(0.5)).Microseconds()), "bare-proxy-added-p50-µs")
 	fmt.Fprintf(&out, "targets: added p50 ≤ 100µs and p99 ≤ 1ms at 1000 req/s\n")
 	fmt.Fprint(os.Stdout, out.String())
 }
