@@ -308,3 +308,62 @@ func TestLostNodeReplicaRebuilt(t *testing.T) {
 		return n.GetState() == "ready", first + " is " + n.GetState()
 	})
 }
+
+// TestControlPlaneRestartRebuildsFleetFromAgents restarts the control plane:
+// the fleet is rebuilt from what the agents report, the same replicas (the
+// same engines) serve again, and nothing is placed anew.
+func TestControlPlaneRestartRebuildsFleetFromAgents(t *testing.T) {
+	c := newCluster(t, "5s", testModels)
+	c.startAgent(nodeSpec{id: "node01", fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
+	c.startAgent(nodeSpec{id: "node02", fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
+	ctx := context.Background()
+	serving := func(mc managev1.ManageServiceClient) (map[string]string, string) {
+		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{})
+		if err != nil {
+			return nil, err.Error()
+		}
+		ready := map[string]string{}
+		var states []string
+		for _, r := range rs.GetReplicas() {
+			states = append(states, r.GetModel()+"/"+r.GetId()+"="+r.GetState())
+			if r.GetState() == "ready" {
+				ready[r.GetModel()] = r.GetId() + "@" + r.GetShards()[0].GetEndpoint()
+			}
+		}
+		return ready, strings.Join(states, "; ")
+	}
+	var before map[string]string
+	mc := c.manageClient()
+	waitFor(t, "both models serving", 60*time.Second, func() (bool, string) {
+		r, why := serving(mc)
+		before = r
+		return len(r) == 2, why
+	})
+
+	c.stopServer()
+	c.startServer()
+	mc = c.manageClient()
+	var after map[string]string
+	waitFor(t, "both models serving again", 60*time.Second, func() (bool, string) {
+		r, why := serving(mc)
+		after = r
+		return len(r) == 2, why
+	})
+	for m, id := range before {
+		if after[m] != id {
+			t.Errorf("%s: replica %s before the restart, %s after; want the same engines adopted", m, id, after[m])
+		}
+	}
+	client := openai.NewClient(option.WithBaseURL(c.client), option.WithAPIKey(c.apiKey), option.WithMaxRetries(0))
+	for _, model := range []string{"chat", "sim-2node"} {
+		if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:    model,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("after the restart")},
+		}); err != nil {
+			t.Fatalf("%s after the restart: %v", model, err)
+		}
+	}
+	if strings.Contains(c.server.output(), "replica placed") {
+		t.Fatalf("the restarted control plane placed replicas anew:\n%s", tail(c.server.output(), 20))
+	}
+}

@@ -157,6 +157,7 @@ type cluster struct {
 	apiKey   string
 	token    string
 	server   *proc
+	cfgPath  string
 	nodes    map[string]*proc
 	nodeDirs map[string]string
 	ports    map[string][2]int
@@ -210,7 +211,16 @@ models:
 	}
 	c.apiKey = secretFrom(t, "keys", "create", "--name", "e2e", "-c", cfgPath)
 	c.token = secretFrom(t, "keys", "admin-token", "--name", "e2e", "-c", cfgPath)
-	c.server = start(t, "server", "server", "-c", cfgPath)
+	c.cfgPath = cfgPath
+	c.startServer()
+	return c
+}
+
+// startServer starts the control plane and waits for its client API.
+func (c *cluster) startServer() {
+	t := c.t
+	t.Helper()
+	c.server = start(t, "server", "server", "-c", c.cfgPath)
 	waitFor(t, "the client API to listen", 30*time.Second, func() (bool, string) {
 		conn, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(c.client, "http://"), "/v1"))
 		if err != nil {
@@ -219,7 +229,19 @@ models:
 		conn.Close()
 		return true, ""
 	})
-	return c
+}
+
+// stopServer stops the control plane with SIGTERM and waits for it.
+func (c *cluster) stopServer() {
+	c.t.Helper()
+	if err := c.server.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		c.t.Fatal(err)
+	}
+	select {
+	case <-c.server.done:
+	case <-time.After(30 * time.Second):
+		c.t.Fatalf("control plane did not stop:\n%s", tail(c.server.output(), 20))
+	}
 }
 
 // secretFrom runs an llmgw command that prints a secret on an indented line.

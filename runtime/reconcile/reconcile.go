@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"maps"
 	"sort"
@@ -166,6 +167,13 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 					tx.Fail(rep, "not ready within "+limit.String())
 					continue
 				}
+			}
+			// A replica rebuilt from agent reports waits for the agents of
+			// its other shards for one grace period, then is failed: a
+			// replica short of shards never serves.
+			if rep.Adopted && len(rep.Shards) < rep.ShardsExpected && now.Sub(rep.Created) > r.opts.Grace {
+				tx.Fail(rep, fmt.Sprintf("only %d of %d shards reported after a control-plane restart", len(rep.Shards), rep.ShardsExpected))
+				continue
 			}
 			r.startWorkers(tx, rep)
 		}

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -281,5 +282,29 @@ func TestRemovedModelStopsItsReplicas(t *testing.T) {
 	}
 	if stopped != 1 {
 		t.Fatalf("want one StopShard, got %d", stopped)
+	}
+}
+
+func TestAdoptedReplicaShortOfShardsFailsAfterGrace(t *testing.T) {
+	h := newHarness(t, twoNodeModel())
+	h.rec.opts.Grace = 10 * time.Second
+	gen := models.Generation(func() catalog.Model { m := twoNodeModel(); m.Normalize(); return m }())
+	// After a control-plane restart only rank 0's agent comes back.
+	h.fleet.Connect(&agentv1.Hello{NodeId: "node01", Address: "127.0.0.1", Inventory: inventory("ib-a"), Shards: []*agentv1.ShardStatus{{
+		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-2node", Rank: 0, WorldSize: 2, Profile: "x2",
+		ModelGeneration: gen, State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9100",
+	}}}, "node01", nil, false, h.conns["node01"])
+	h.rec.Pass()
+	if n := len(h.startsFor("sim-2node")); n != 0 {
+		t.Fatalf("a replacement was placed while the adopted replica waits for its other shard: %d", n)
+	}
+	if eps := h.eps.eps["sim-2node"]; len(eps) != 0 {
+		t.Fatalf("a replica short of shards is routed: %v", eps)
+	}
+	h.now = time.Now().Add(time.Minute)
+	h.rec.Pass() // fails it
+	h.rec.Pass() // retires it
+	if got := h.rec.LastFailure("sim-2node"); !strings.Contains(got, "only 1 of 2 shards") {
+		t.Fatal("the adopted replica short of a shard was not failed after the grace period")
 	}
 }
