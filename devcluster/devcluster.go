@@ -195,6 +195,8 @@ auth:
 agents:
   heartbeat_interval: 2s
   grace: 15s
+  # The dev agents are started by this process and run no engines yet.
+  settle: 2s
 models:
   - name: %s
     aliases: [chat]

@@ -84,6 +84,11 @@ type Agents struct {
 	// Grace is how long a node may go without a heartbeat before it is
 	// lost and its replicas are rebuilt elsewhere.
 	Grace time.Duration `koanf:"grace" yaml:"grace" json:"grace"`
+	// Settle is how long a restarted control plane waits for agents to
+	// report the engines they run before it places replicas anew, so that
+	// running engines are adopted rather than duplicated. It does not apply
+	// to the first start on a new store.
+	Settle time.Duration `koanf:"settle" yaml:"settle" json:"settle"`
 	// RequireDeclared refuses nodes Terraform has not declared.
 	RequireDeclared bool `koanf:"require_declared" yaml:"require_declared" json:"require_declared"`
 }
@@ -112,7 +117,7 @@ func Default() Server {
 		MetricsListen: ":9091",
 		PprofListen:   "127.0.0.1:6060",
 		Auth:          Auth{Enabled: true, Store: "llmgw.db"},
-		Agents:        Agents{HeartbeatInterval: 5 * time.Second, Grace: 30 * time.Second},
+		Agents:        Agents{HeartbeatInterval: 5 * time.Second, Grace: 30 * time.Second, Settle: 10 * time.Second},
 		Limits:        Limits{MaxBodyBytes: 10 << 20},
 		Timeouts:      Timeouts{ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute},
 	}
@@ -213,6 +218,9 @@ func (s Server) Validate() error {
 
 	if s.Agents.HeartbeatInterval <= 0 {
 		add("agents.heartbeat_interval", "must be positive")
+	}
+	if s.Agents.Settle < 0 {
+		add("agents.settle", "must not be negative")
 	}
 	if s.Agents.Grace <= 0 {
 		add("agents.grace", "must be positive")

@@ -41,6 +41,10 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock (tests); defaults to time.Now.
 	Now func() time.Time
+	// HoldPlacementUntil: no replica is placed before this time. A restarted
+	// control plane sets it so that agents can report the engines they run
+	// (and have them adopted) before anything is placed anew.
+	HoldPlacementUntil time.Time
 }
 
 // Reconciler drives the fleet towards the catalog.
@@ -49,6 +53,8 @@ type Reconciler struct {
 	log     *slog.Logger
 	backoff map[string]backoff
 	routed  map[string]bool
+	// holdLogged records that the placement hold was announced.
+	holdLogged bool
 }
 
 type backoff struct {
@@ -234,6 +240,13 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		} else {
 			old = append(old, rep)
 		}
+	}
+	if len(current) < want && now.Before(r.opts.HoldPlacementUntil) {
+		if !r.holdLogged {
+			r.holdLogged = true
+			r.log.Info("waiting for agents to report running engines before placing replicas", "until", r.opts.HoldPlacementUntil.Format(time.RFC3339))
+		}
+		return
 	}
 	if len(current) < want && !now.Before(r.backoff[e.Model.Name].until) {
 		for i := len(current); i < want; i++ {

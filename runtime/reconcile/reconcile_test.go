@@ -308,3 +308,17 @@ func TestAdoptedReplicaShortOfShardsFailsAfterGrace(t *testing.T) {
 		t.Fatal("the adopted replica short of a shard was not failed after the grace period")
 	}
 }
+
+func TestPlacementHeldAfterRestart(t *testing.T) {
+	h := newHarness(t, chatModel())
+	h.rec.opts.HoldPlacementUntil = h.now.Add(10 * time.Second)
+	h.rec.Pass()
+	if n := len(h.startsFor("sim-chat")); n != 0 {
+		t.Fatalf("placed %d replicas while holding for agents to report", n)
+	}
+	h.now = h.now.Add(11 * time.Second)
+	h.rec.Pass()
+	if n := len(h.startsFor("sim-chat")); n != 1 {
+		t.Fatalf("placed %d replicas after the hold, want 1", n)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +78,7 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 	if err != nil {
 		return nil, err
 	}
+	restart := !newSQLiteStore(dsn)
 	st, err := store.Open(ctx, dsn, store.WithLogger(logger.With("component", "store")))
 	if err != nil {
 		return nil, fmt.Errorf("opening store: %w", err)
@@ -92,8 +95,13 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 	}
 	s.Fleet = fleet.New()
 	s.Router = router.New()
+	var hold time.Time
+	if restart {
+		hold = time.Now().Add(cfg.Agents.Settle)
+	}
 	s.Reconciler = reconcile.New(reconcile.Options{
 		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: s.Router, Grace: cfg.Agents.Grace, Logger: logger,
+		HoldPlacementUntil: hold,
 	})
 	binds := []struct{ name, addr string }{
 		{ListenClient, cfg.Listen}, {ListenAgents, cfg.AgentListen}, {ListenManage, cfg.ManageListen},
@@ -113,6 +121,20 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 		s.addrs[b.name] = l.Addr().String()
 	}
 	return s, nil
+}
+
+// newSQLiteStore reports whether dsn names a SQLite file that does not exist
+// yet: a first start, with no engines anywhere to wait for.
+func newSQLiteStore(dsn string) bool {
+	if strings.Contains(dsn, "://") || dsn == ":memory:" {
+		return false
+	}
+	path := strings.TrimPrefix(dsn, "file:")
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	_, err := os.Stat(path)
+	return errors.Is(err, os.ErrNotExist)
 }
 
 // Addr returns the bound address of a listener (useful with port 0).
