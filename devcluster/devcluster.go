@@ -195,8 +195,9 @@ auth:
 agents:
   heartbeat_interval: 2s
   grace: 15s
-  # The dev agents are started by this process and run no engines yet.
-  settle: 2s
+  # llmgw dev stops every engine when it stops, so after a restart there is
+  # nothing running to wait for.
+  settle: 1s
 models:
   - name: %s
     aliases: [chat]

@@ -84,10 +84,10 @@ type Agents struct {
 	// Grace is how long a node may go without a heartbeat before it is
 	// lost and its replicas are rebuilt elsewhere.
 	Grace time.Duration `koanf:"grace" yaml:"grace" json:"grace"`
-	// Settle is how long a restarted control plane waits for agents to
-	// report the engines they run before it places replicas anew, so that
-	// running engines are adopted rather than duplicated. It does not apply
-	// to the first start on a new store.
+	// Settle is the longest a restarted control plane waits for the
+	// replicas that were live when it last ran to be reported again by
+	// their agents before it places replicas anew, so that running engines
+	// are adopted rather than duplicated.
 	Settle time.Duration `koanf:"settle" yaml:"settle" json:"settle"`
 	// RequireDeclared refuses nodes Terraform has not declared.
 	RequireDeclared bool `koanf:"require_declared" yaml:"require_declared" json:"require_declared"`

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -41,10 +42,16 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock (tests); defaults to time.Now.
 	Now func() time.Time
-	// HoldPlacementUntil: no replica is placed before this time. A restarted
-	// control plane sets it so that agents can report the engines they run
-	// (and have them adopted) before anything is placed anew.
+	// Expected are the replicas that were live when the control plane last
+	// ran. Until each has been reported again by its agents, or until
+	// HoldPlacementUntil, nothing is placed, so that running engines are
+	// adopted rather than duplicated.
+	Expected           []string
 	HoldPlacementUntil time.Time
+	// OnLiveReplicas is called, outside any lock, with the sorted ids of the
+	// live replicas whenever that set changes (the server records it for
+	// its next start).
+	OnLiveReplicas func(ids []string)
 }
 
 // Reconciler drives the fleet towards the catalog.
@@ -55,6 +62,10 @@ type Reconciler struct {
 	routed  map[string]bool
 	// holdLogged records that the placement hold was announced.
 	holdLogged bool
+	// holding is true while placement waits for expected replicas.
+	holding bool
+	// live is the last set of live replica ids passed to OnLiveReplicas.
+	live []string
 }
 
 type backoff struct {
@@ -112,12 +123,17 @@ func (r *Reconciler) Pass() {
 	}
 	now := r.opts.Now()
 	endpoints := map[string][]router.Endpoint{}
+	var live []string
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
+		r.holding = r.holdPlacement(tx, now)
 		r.retire(tx, byName, now)
 		for _, e := range entries {
 			r.scale(tx, e, now)
 		}
 		for _, rep := range tx.Replicas() {
+			if rep.State != fleet.ReplicaFailed {
+				live = append(live, rep.ID)
+			}
 			if rep.State != fleet.ReplicaReady || len(rep.Shards) == 0 || rep.Shards[0].Endpoint == "" {
 				continue
 			}
@@ -129,6 +145,10 @@ func (r *Reconciler) Pass() {
 			})
 		}
 	})
+	if r.opts.OnLiveReplicas != nil && !r.holding && !slices.Equal(live, r.live) {
+		r.live = live
+		r.opts.OnLiveReplicas(slices.Clone(live))
+	}
 	if r.opts.Endpoints != nil {
 		for name := range byName {
 			r.opts.Endpoints.SetEndpoints(name, endpoints[name])
@@ -193,6 +213,35 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 	}
 }
 
+// holdPlacement reports whether placement must wait for replicas that were
+// live before a restart and have not been reported again yet.
+func (r *Reconciler) holdPlacement(tx *fleet.Tx, now time.Time) bool {
+	if len(r.opts.Expected) == 0 || !now.Before(r.opts.HoldPlacementUntil) {
+		return false
+	}
+	present := map[string]bool{}
+	for _, rep := range tx.Replicas() {
+		present[rep.ID] = true
+	}
+	var missing []string
+	for _, id := range r.opts.Expected {
+		if !present[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		r.opts.Expected = nil
+		r.log.Info("every replica live before the restart was reported again")
+		return false
+	}
+	if !r.holdLogged {
+		r.holdLogged = true
+		r.log.Info("waiting for agents to report running engines before placing replicas",
+			"missing", missing, "until", r.opts.HoldPlacementUntil.Format(time.RFC3339))
+	}
+	return true
+}
+
 // startWorkers sends StartShard to ranks > 0 once rank 0 reported where it
 // listens for the rendezvous.
 func (r *Reconciler) startWorkers(tx *fleet.Tx, rep *fleet.Replica) {
@@ -241,11 +290,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			old = append(old, rep)
 		}
 	}
-	if len(current) < want && now.Before(r.opts.HoldPlacementUntil) {
-		if !r.holdLogged {
-			r.holdLogged = true
-			r.log.Info("waiting for agents to report running engines before placing replicas", "until", r.opts.HoldPlacementUntil.Format(time.RFC3339))
-		}
+	if len(current) < want && r.holding {
 		return
 	}
 	if len(current) < want && !now.Before(r.backoff[e.Model.Name].until) {

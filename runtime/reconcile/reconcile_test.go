@@ -311,14 +311,47 @@ func TestAdoptedReplicaShortOfShardsFailsAfterGrace(t *testing.T) {
 
 func TestPlacementHeldAfterRestart(t *testing.T) {
 	h := newHarness(t, chatModel())
+	h.rec.opts.Expected = []string{"r-before"}
 	h.rec.opts.HoldPlacementUntil = h.now.Add(10 * time.Second)
+	var recorded [][]string
+	h.rec.opts.OnLiveReplicas = func(ids []string) { recorded = append(recorded, ids) }
 	h.rec.Pass()
 	if n := len(h.startsFor("sim-chat")); n != 0 {
 		t.Fatalf("placed %d replicas while holding for agents to report", n)
 	}
+	if len(recorded) != 0 {
+		t.Fatalf("live replicas recorded while holding: %v (would forget the expected ones)", recorded)
+	}
 	h.now = h.now.Add(11 * time.Second)
 	h.rec.Pass()
-	if n := len(h.startsFor("sim-chat")); n != 1 {
+	starts := h.startsFor("sim-chat")
+	if n := len(starts); n != 1 {
 		t.Fatalf("placed %d replicas after the hold, want 1", n)
+	}
+	if len(recorded) != 1 || len(recorded[0]) != 1 {
+		t.Fatalf("recorded live replicas = %v, want the one placed", recorded)
+	}
+}
+
+func TestPlacementHoldEndsWhenExpectedReplicasAreBack(t *testing.T) {
+	h := newHarness(t, chatModel(), twoNodeModel())
+	h.rec.opts.HoldPlacementUntil = h.now.Add(time.Hour)
+	h.rec.opts.Expected = []string{"r-old"}
+	h.rec.Pass()
+	if n := len(h.startsFor("sim-2node")) + len(h.startsFor("sim-chat")); n != 0 {
+		t.Fatalf("placed %d while r-old is missing", n)
+	}
+	chat := chatModel()
+	chat.Normalize()
+	h.fleet.Connect(&agentv1.Hello{NodeId: "node03", Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
+		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", WorldSize: 1, Profile: "h100",
+		ModelGeneration: models.Generation(chat), State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
+	}}}, "node03", nil, false, h.conns["node03"])
+	h.rec.Pass()
+	if n := len(h.startsFor("sim-chat")); n != 0 {
+		t.Fatalf("sim-chat placed anew although its replica was adopted: %d", n)
+	}
+	if n := len(h.startsFor("sim-2node")); n != 1 {
+		t.Fatalf("sim-2node not placed once the hold ended: %d", n)
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +51,9 @@ type Server struct {
 	Reconciler *reconcile.Reconciler
 	gateway    *gateway.Gateway
 
+	metaKick    chan struct{}
+	metaPending string
+
 	listeners map[string]net.Listener
 	addrs     map[string]string
 	mu        sync.Mutex
@@ -73,12 +74,11 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, version: version, log: logger, listeners: map[string]net.Listener{}, addrs: map[string]string{}}
+	s := &Server{cfg: cfg, version: version, log: logger, listeners: map[string]net.Listener{}, addrs: map[string]string{}, metaKick: make(chan struct{}, 1)}
 	dsn, err := cfg.Auth.StoreDSN()
 	if err != nil {
 		return nil, err
 	}
-	restart := !newSQLiteStore(dsn)
 	st, err := store.Open(ctx, dsn, store.WithLogger(logger.With("component", "store")))
 	if err != nil {
 		return nil, fmt.Errorf("opening store: %w", err)
@@ -95,13 +95,14 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 	}
 	s.Fleet = fleet.New()
 	s.Router = router.New()
-	var hold time.Time
-	if restart {
-		hold = time.Now().Add(cfg.Agents.Settle)
+	expected, err := s.liveReplicasHint(ctx)
+	if err != nil {
+		st.Close()
+		return nil, err
 	}
 	s.Reconciler = reconcile.New(reconcile.Options{
 		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: s.Router, Grace: cfg.Agents.Grace, Logger: logger,
-		HoldPlacementUntil: hold,
+		Expected: expected, HoldPlacementUntil: time.Now().Add(cfg.Agents.Settle), OnLiveReplicas: s.recordLiveReplicas,
 	})
 	binds := []struct{ name, addr string }{
 		{ListenClient, cfg.Listen}, {ListenAgents, cfg.AgentListen}, {ListenManage, cfg.ManageListen},
@@ -123,18 +124,58 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 	return s, nil
 }
 
-// newSQLiteStore reports whether dsn names a SQLite file that does not exist
-// yet: a first start, with no engines anywhere to wait for.
-func newSQLiteStore(dsn string) bool {
-	if strings.Contains(dsn, "://") || dsn == ":memory:" {
-		return false
+// metaLiveReplicas is the store key of the replicas live at the last run.
+const metaLiveReplicas = "live_replicas"
+
+// liveReplicasHint returns the replicas that were live when the control
+// plane last ran: after a restart, placement waits for their agents.
+func (s *Server) liveReplicasHint(ctx context.Context) ([]string, error) {
+	v, err := s.Store.GetMeta(ctx, metaLiveReplicas)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
 	}
-	path := strings.TrimPrefix(dsn, "file:")
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		path = path[:i]
+	if err != nil {
+		return nil, fmt.Errorf("reading the replicas of the last run: %w", err)
 	}
-	_, err := os.Stat(path)
-	return errors.Is(err, os.ErrNotExist)
+	var ids []string
+	if err := json.Unmarshal([]byte(v), &ids); err != nil {
+		s.log.Warn("ignoring an unreadable record of the last run's replicas", "err", err)
+		return nil, nil
+	}
+	return ids, nil
+}
+
+// recordLiveReplicas keeps the set of live replicas for the next start. It
+// runs when the set changes, which is rare, and never blocks the reconciler.
+func (s *Server) recordLiveReplicas(ids []string) {
+	b, _ := json.Marshal(ids)
+	s.mu.Lock()
+	s.metaPending = string(b)
+	s.mu.Unlock()
+	select {
+	case s.metaKick <- struct{}{}:
+	default:
+	}
+}
+
+// writeMeta writes the latest recorded replica set; a burst of changes
+// becomes one write.
+func (s *Server) writeMeta(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.metaKick:
+			s.mu.Lock()
+			v := s.metaPending
+			s.mu.Unlock()
+			wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := s.Store.PutMeta(wctx, metaLiveReplicas, v); err != nil {
+				s.log.Warn("recording live replicas", "err", err)
+			}
+			cancel()
+		}
+	}
 }
 
 // Addr returns the bound address of a listener (useful with port 0).
@@ -274,10 +315,14 @@ func (s *Server) Run(ctx context.Context) error {
 		goServe(ListenPprof, func() error { return pprofSrv.Serve(l) })
 	}
 
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		s.Reconciler.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.writeMeta(ctx)
 	}()
 	s.log.Info("control plane serving", "client", s.addrs[ListenClient], "agents", s.addrs[ListenAgents],
 		"manage", s.addrs[ListenManage], "metrics", s.addrs[ListenMetrics], "models", len(s.Catalog.List()))

@@ -1,31 +1,49 @@
 package server
 
 import (
-	"os"
+	"context"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/store"
 )
 
-func TestNewSQLiteStore(t *testing.T) {
-	dir := t.TempDir()
-	existing := filepath.Join(dir, "llmgw.db")
-	if err := os.WriteFile(existing, nil, 0o600); err != nil {
+func TestLiveReplicasHintRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		dsn  string
-		want bool
-	}{
-		{filepath.Join(dir, "new.db"), true},
-		{"file:" + filepath.Join(dir, "new.db") + "?mode=rwc", true},
-		{existing, false},
-		{"file:" + existing, false},
-		{"postgres://llmgw@db/llmgw", false},
-		{":memory:", false},
+	defer st.Close()
+	s := &Server{Store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metaKick: make(chan struct{}, 1)}
+	if ids, err := s.liveReplicasHint(ctx); err != nil || ids != nil {
+		t.Fatalf("hint on a new store = %v, %v; want none", ids, err)
 	}
-	for _, tt := range tests {
-		if got := newSQLiteStore(tt.dsn); got != tt.want {
-			t.Errorf("newSQLiteStore(%q) = %v, want %v", tt.dsn, got, tt.want)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.writeMeta(wctx); close(done) }()
+	s.recordLiveReplicas([]string{"r-1"})
+	s.recordLiveReplicas([]string{"r-1", "r-2"})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ids, err := s.liveReplicasHint(ctx)
+		if err == nil && len(ids) == 2 && ids[1] == "r-2" {
+			break
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hint = %v, %v; want the last recorded set", ids, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	cancel()
+	<-done
+	if err := st.PutMeta(ctx, metaLiveReplicas, "not json"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.liveReplicasHint(ctx); err != nil || ids != nil {
+		t.Fatalf("unreadable hint = %v, %v; want it ignored", ids, err)
 	}
 }

@@ -421,3 +421,29 @@ func scanNode(r scanner) (StoredNode, error) {
 	n.CreatedAt, n.UpdatedAt = fromDB(created), fromDB(updated)
 	return n, nil
 }
+
+// GetMeta returns one meta value.
+func (s *sqlStore) GetMeta(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.queryRow(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("getting meta %q: %w", key, err)
+	}
+	return v, nil
+}
+
+// PutMeta sets one meta value.
+func (s *sqlStore) PutMeta(ctx context.Context, key, value string) error {
+	if key == "" {
+		return errors.New("putting meta: empty key")
+	}
+	_, err := s.exec(ctx, `INSERT INTO meta (key, value, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, toDB(s.now()))
+	if err != nil {
+		return fmt.Errorf("putting meta %q: %w", key, err)
+	}
+	return nil
+}

@@ -48,6 +48,7 @@ type Store interface {
 	APIKeyStore
 	AdminTokenStore
 	NodeStore
+	MetaStore
 	// Close releases the database. The Store must not be used afterwards.
 	Close() error
 }
@@ -176,6 +177,15 @@ type NodeStore interface {
 	// error wrapping ErrNotFound when it has not been. A caller may accept
 	// a certificate issued (NotBefore) after that time.
 	NodeRevokedAt(ctx context.Context, name string) (time.Time, error)
+}
+
+// MetaStore keeps small facts the control plane records about itself
+// between runs. Values are opaque strings.
+type MetaStore interface {
+	// GetMeta returns the value of key or an error wrapping ErrNotFound.
+	GetMeta(ctx context.Context, key string) (string, error)
+	// PutMeta sets key to value.
+	PutMeta(ctx context.Context, key, value string) error
 }
 
 // Option changes how Open builds a store.

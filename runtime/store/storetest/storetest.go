@@ -9,6 +9,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -40,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NodeCRUD", testNodeCRUD},
 		{"NodeRevocation", testNodeRevocation},
 		{"ConcurrentWriters", testConcurrentWriters},
+		{"Meta", testMeta},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -595,5 +597,24 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 		if k.LastUsedAt == nil {
 			t.Errorf("key %s was never touched", k.ID)
 		}
+	}
+}
+
+func testMeta(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if _, err := s.GetMeta(ctx, "live_replicas"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetMeta of a missing key: err = %v, want ErrNotFound", err)
+	}
+	for _, v := range []string{`["r-1"]`, `[]`} {
+		if err := s.PutMeta(ctx, "live_replicas", v); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetMeta(ctx, "live_replicas")
+		if err != nil || got != v {
+			t.Fatalf("GetMeta = %q, %v; want %q", got, err, v)
+		}
+	}
+	if err := s.PutMeta(ctx, "", "x"); err == nil {
+		t.Fatal("PutMeta accepted an empty key")
 	}
 }
