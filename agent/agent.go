@@ -99,6 +99,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer conn.Close()
 	client := agentv1.NewAgentServiceClient(conn)
 	a.log.Info("agent starting", "server", a.cfg.Server, "address", a.cfg.Address)
+	a.adopt()
 	attempt := 0
 	for {
 		started := time.Now()

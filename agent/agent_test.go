@@ -1,10 +1,15 @@
 package agent
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	agentconfig "github.com/llmgw/llmgw/agent/config"
 	"github.com/llmgw/llmgw/agent/declaration"
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
 )
 
 func TestBackoffGrowsWithJitterAndIsCapped(t *testing.T) {
@@ -36,5 +41,26 @@ func TestEngineStatuses(t *testing.T) {
 	}
 	if got[2].GetEngine() != "vllm" || !got[2].GetAvailable() {
 		t.Fatalf("vllm = %v; want available", got[2])
+	}
+}
+
+func TestCommandRecords(t *testing.T) {
+	a := &Agent{cfg: agentconfig.Agent{StateDir: t.TempDir()}, shards: map[string]*shardState{}, log: slog.New(slog.DiscardHandler)}
+	m := &agentv1.StartShard{ShardId: "r-1-0", ReplicaId: "r-1", Model: "m", Profile: "p", ModelGeneration: "g1", WorldSize: 2, Fabric: "ib-a"}
+	if err := a.saveCommand(m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.loadCommand("r-1-0")
+	if err != nil || !proto.Equal(got, m) {
+		t.Fatalf("loaded %v, %v; want %v", got, err, m)
+	}
+	st := statusFor(got)
+	if st.GetProfile() != "p" || st.GetModelGeneration() != "g1" || st.GetWorldSize() != 2 || st.GetFabric() != "ib-a" {
+		t.Fatalf("status from the record lacks what the control plane needs to rebuild the replica: %v", st)
+	}
+	// A record with no running shard is pruned.
+	a.pruneCommands()
+	if _, err := a.loadCommand("r-1-0"); err == nil {
+		t.Fatal("the record of a shard that is not running survived pruning")
 	}
 }

@@ -71,14 +71,7 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 		return // a repeated command: already running or done
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a.shards[m.GetShardId()] = &shardState{
-		cancel: cancel,
-		status: &agentv1.ShardStatus{
-			ShardId: m.GetShardId(), ReplicaId: m.GetReplicaId(), Model: m.GetModel(), Rank: m.GetRank(),
-			State: agentv1.ShardState_SHARD_STATE_STARTING, WorldSize: m.GetWorldSize(), Profile: m.GetProfile(),
-			ModelGeneration: m.GetModelGeneration(), GpuIndices: m.GetGpuIndices(), Fabric: m.GetFabric(),
-		},
-	}
+	a.shards[m.GetShardId()] = &shardState{cancel: cancel, status: statusFor(m)}
 	decl := a.decl
 	a.mu.Unlock()
 	a.log.Info("starting shard", "shard", m.GetShardId(), "model", m.GetModel(), "engine", m.GetEngine(), "rank", m.GetRank(), "world", m.GetWorldSize())
@@ -135,8 +128,13 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 			spec.DistInitAddr = m.GetRendezvousAddr()
 		}
 	}
+	if err := a.saveCommand(m); err != nil {
+		a.fail(m.GetShardId(), err, nil)
+		return
+	}
 	sh, err := a.sup.Start(ctx, spec, drv)
 	if err != nil {
+		a.forgetCommand(m.GetShardId())
 		a.fail(m.GetShardId(), fmt.Errorf("launching %s: %w", m.GetEngine(), err), nil)
 		return
 	}
@@ -160,6 +158,7 @@ func (a *Agent) watch(ctx context.Context, id string, sh *supervisor.Shard, spec
 		}
 		a.fail(id, err, sh.LastOutput())
 		_ = sh.Stop(10 * time.Second)
+		a.forgetCommand(id)
 		return
 	}
 	a.log.Info("shard ready", "shard", id, "pid", sh.PID())
@@ -178,6 +177,8 @@ func (a *Agent) watch(ctx context.Context, id string, sh *supervisor.Shard, spec
 		err = fmt.Errorf("engine exited")
 	}
 	a.fail(id, fmt.Errorf("shard %s (%s) exited: %w", id, spec.Engine, err), sh.LastOutput())
+	_ = sh.Stop(10 * time.Second) // removes the supervisor's state
+	a.forgetCommand(id)
 }
 
 func (a *Agent) isStopped(id string) bool {
@@ -206,7 +207,10 @@ func (a *Agent) stopShard(id, reason string) {
 			if err := s.shard.Stop(10 * time.Second); err != nil {
 				a.log.Warn("stopping shard", "shard", id, "err", err)
 			}
+			a.forgetCommand(id)
 		}()
+	} else {
+		a.forgetCommand(id)
 	}
 }
 
@@ -223,6 +227,7 @@ func (a *Agent) StopAll(timeout time.Duration) {
 	if err := a.sup.StopAll(timeout); err != nil {
 		a.log.Warn("stopping engines", "err", err)
 	}
+	a.pruneCommands()
 }
 
 // enginePort picks a free port in the configured range on host.

@@ -367,3 +367,73 @@ func TestControlPlaneRestartRebuildsFleetFromAgents(t *testing.T) {
 		t.Fatalf("the restarted control plane placed replicas anew:\n%s", tail(c.server.output(), 20))
 	}
 }
+
+// TestAgentRestartAdoptsEngines restarts an agent the production way (its
+// engines keep running): the new agent adopts the running engine, the
+// control plane keeps the same replica, and nothing is placed anew.
+func TestAgentRestartAdoptsEngines(t *testing.T) {
+	c := newCluster(t, "10s", `  - name: sim-chat
+    source: sim://chat
+    scaling: { min: 1, max: 1 }
+    profiles:
+      - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }
+`)
+	spec := nodeSpec{id: "node01", keepEngines: true}
+	first := c.startAgent(spec)
+	mc := c.manageClient()
+	ctx := context.Background()
+	ready := func() (string, string) {
+		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
+		if err != nil {
+			return "", err.Error()
+		}
+		var states []string
+		for _, r := range rs.GetReplicas() {
+			states = append(states, r.GetId()+"="+r.GetState())
+			if r.GetState() == "ready" {
+				return r.GetId() + "@" + r.GetShards()[0].GetEndpoint(), ""
+			}
+		}
+		return "", strings.Join(states, "; ")
+	}
+	var before string
+	waitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
+		r, why := ready()
+		before = r
+		return r != "", why
+	})
+	endpoint := before[strings.Index(before, "@")+1:]
+
+	first.stop(t)
+	resp, err := http.Get("http://" + endpoint + "/health")
+	if err != nil {
+		t.Fatalf("the engine did not outlive its agent: %v", err)
+	}
+	resp.Body.Close()
+
+	// The second agent stops its engines on exit, so the test leaves nothing behind.
+	spec.keepEngines = false
+	second := c.startAgent(spec)
+	waitFor(t, "the engine adopted", 60*time.Second, func() (bool, string) {
+		return strings.Contains(second.output(), "engine adopted"), tail(second.output(), 5)
+	})
+	var after string
+	waitFor(t, "sim-chat ready again", 60*time.Second, func() (bool, string) {
+		r, why := ready()
+		after = r
+		return r != "", why
+	})
+	if after != before {
+		t.Fatalf("replica %s before the agent restart, %s after; want the running engine adopted", before, after)
+	}
+	if n := strings.Count(c.server.output(), "replica placed"); n != 1 {
+		t.Fatalf("%d placements; the restart must not place anew:\n%s", n, tail(c.server.output(), 20))
+	}
+	client := openai.NewClient(option.WithBaseURL(c.client), option.WithAPIKey(c.apiKey), option.WithMaxRetries(0))
+	if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "sim-chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("after the agent restart")},
+	}); err != nil {
+		t.Fatalf("request through the adopted engine: %v", err)
+	}
+}

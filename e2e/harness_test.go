@@ -169,6 +169,9 @@ type nodeSpec struct {
 	fabrics  string             // YAML of the fabrics key
 	adapters []simhw.SimAdapter // sysfs contents
 	gpus     int
+	// keepEngines starts the agent without --stop-engines-on-exit, as in
+	// production: its engines outlive it.
+	keepEngines bool
 }
 
 func newCluster(t *testing.T, grace, models string) *cluster {
@@ -317,9 +320,26 @@ discovery:
 		t.Fatal(err)
 	}
 	c.nodeDirs[n.id] = nd
-	p := start(t, "agent "+n.id, "agent", "-c", cfgPath, "--stop-engines-on-exit")
+	args := []string{"agent", "-c", cfgPath}
+	if !n.keepEngines {
+		args = append(args, "--stop-engines-on-exit")
+	}
+	p := start(t, "agent "+n.id, args...)
 	c.nodes[n.id] = p
 	return p
+}
+
+// stop sends SIGTERM to a process and waits for it.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not stop:\n%s", p.name, tail(p.output(), 20))
+	}
 }
 
 type tokenCreds string
