@@ -22,24 +22,11 @@ These work on files only; run them where the CA is kept.
 const defaultValidity = 8760 * time.Hour
 
 func (a *app) cmdCert(args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(a.stderr, certUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "init-ca":
-		return a.cmdCertInitCA(args[1:])
-	case "issue-server":
-		return a.cmdCertIssueServer(args[1:])
-	case "issue-node":
-		return a.cmdCertIssueNode(args[1:])
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(a.stdout, certUsage)
-		return exitOK
-	}
-	fmt.Fprintf(a.stderr, "llmgw ctl cert: unknown command %q\n", args[0])
-	fmt.Fprint(a.stderr, certUsage)
-	return exitUsage
+	return a.runGroup("cert", certUsage, args, map[string]func([]string) int{
+		"init-ca":      a.cmdCertInitCA,
+		"issue-server": a.cmdCertIssueServer,
+		"issue-node":   a.cmdCertIssueNode,
+	})
 }
 
 // stringList is a repeatable string flag.
@@ -71,63 +58,74 @@ func (a *app) cmdCertInitCA(args []string) int {
 }
 
 func (a *app) cmdCertIssueServer(args []string) int {
-	fs := a.newFlagSet("cert issue-server", "cert issue-server NAME --host H [--host H2 ...] --dir D --out O [--validity 8760h]")
+	fs, f := a.newIssueFlagSet("cert issue-server", "cert issue-server NAME --host H [--host H2 ...] --dir D --out O [--validity 8760h]")
 	var hosts stringList
 	fs.Var(&hosts, "host", "a DNS name or IP address clients dial (repeat for each; bare IPs too)")
-	dir := fs.String("dir", "", "the CA directory (ca.pem, ca-key.pem)")
-	out := fs.String("out", "", "directory to write the certificate and key to")
-	validity := fs.Duration("validity", defaultValidity, "how long the certificate is valid")
-	pos, code, ok := a.parse(fs, args, 1, "the server name")
+	name, code, ok := a.parseIssue(fs, f, args, "the server name")
 	if !ok {
-		return code
-	}
-	if code, ok := a.checkIssueFlags(fs, *dir, *out, *validity); !ok {
 		return code
 	}
 	if len(hosts) == 0 {
 		return a.usageErrorf(fs, "no --host: name every address clients dial, IP addresses included")
 	}
-	certPath, keyPath, err := pki.IssueServer(*dir, pos[0], hosts, *out, *validity)
+	certPath, keyPath, err := pki.IssueServer(f.dir, name, hosts, f.out, f.validity)
 	if err != nil {
 		return a.errorf("%v", err)
 	}
 	return a.reportIssued(certPath, keyPath,
-		fmt.Sprintf("server certificate %s for %s", pos[0], strings.Join(hosts, ", ")),
+		fmt.Sprintf("server certificate %s for %s", name, strings.Join(hosts, ", ")),
 		"its private key; readable only by the server")
 }
 
 func (a *app) cmdCertIssueNode(args []string) int {
-	fs := a.newFlagSet("cert issue-node", "cert issue-node NODE --dir D --out O [--validity 8760h]")
-	dir := fs.String("dir", "", "the CA directory (ca.pem, ca-key.pem)")
-	out := fs.String("out", "", "directory to write the certificate and key to")
-	validity := fs.Duration("validity", defaultValidity, "how long the certificate is valid")
-	pos, code, ok := a.parse(fs, args, 1, "the node id")
+	fs, f := a.newIssueFlagSet("cert issue-node", "cert issue-node NODE --dir D --out O [--validity 8760h]")
+	node, code, ok := a.parseIssue(fs, f, args, "the node id")
 	if !ok {
 		return code
 	}
-	if code, ok := a.checkIssueFlags(fs, *dir, *out, *validity); !ok {
-		return code
-	}
-	certPath, keyPath, err := pki.IssueNode(*dir, pos[0], *out, *validity)
+	certPath, keyPath, err := pki.IssueNode(f.dir, node, f.out, f.validity)
 	if err != nil {
 		return a.errorf("%v", err)
 	}
 	return a.reportIssued(certPath, keyPath,
-		fmt.Sprintf("node certificate; its common name %s is the node's identity", pos[0]),
+		fmt.Sprintf("node certificate; its common name %s is the node's identity", node),
 		"its private key; install it on the node only")
 }
 
-// checkIssueFlags checks the flags the issue commands share.
-func (a *app) checkIssueFlags(fs *flag.FlagSet, dir, out string, validity time.Duration) (int, bool) {
-	switch {
-	case dir == "":
-		return a.usageErrorf(fs, "no CA directory: pass --dir"), false
-	case out == "":
-		return a.usageErrorf(fs, "no output directory: pass --out"), false
-	case validity <= 0:
-		return a.usageErrorf(fs, "--validity must be positive, got %s", validity), false
+// issueFlags are the flags both issue commands take.
+type issueFlags struct {
+	dir      string
+	out      string
+	validity time.Duration
+}
+
+// newIssueFlagSet makes the flag set of an issue command with the flags both
+// issue commands take registered on it.
+func (a *app) newIssueFlagSet(name, synopsis string) (*flag.FlagSet, *issueFlags) {
+	fs := a.newFlagSet(name, synopsis)
+	f := &issueFlags{}
+	fs.StringVar(&f.dir, "dir", "", "the CA directory (ca.pem, ca-key.pem)")
+	fs.StringVar(&f.out, "out", "", "directory to write the certificate and key to")
+	fs.DurationVar(&f.validity, "validity", defaultValidity, "how long the certificate is valid")
+	return fs, f
+}
+
+// parseIssue parses an issue command's one positional argument (what names
+// it in the usage error) and checks the shared flags in f.
+func (a *app) parseIssue(fs *flag.FlagSet, f *issueFlags, args []string, what string) (string, int, bool) {
+	pos, code, ok := a.parse(fs, args, 1, what)
+	if !ok {
+		return "", code, false
 	}
-	return exitOK, true
+	switch {
+	case f.dir == "":
+		return "", a.usageErrorf(fs, "no CA directory: pass --dir"), false
+	case f.out == "":
+		return "", a.usageErrorf(fs, "no output directory: pass --out"), false
+	case f.validity <= 0:
+		return "", a.usageErrorf(fs, "--validity must be positive, got %s", f.validity), false
+	}
+	return pos[0], exitOK, true
 }
 
 // reportIssued says what was written where, and until when it is valid.

@@ -99,6 +99,26 @@ func (a *app) run(ctx context.Context, args []string) int {
 	return exitUsage
 }
 
+// runGroup runs the subcommand of a command group (`model`, `cert`) that
+// args[0] names; usage is the group's usage text.
+func (a *app) runGroup(group, usage string, args []string, cmds map[string]func(args []string) int) int {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(a.stdout, usage)
+		return exitOK
+	}
+	if cmd, ok := cmds[args[0]]; ok {
+		return cmd(args[1:])
+	}
+	fmt.Fprintf(a.stderr, "llmgw ctl %s: unknown command %q\n", group, args[0])
+	fmt.Fprint(a.stderr, usage)
+	return exitUsage
+}
+
 // errorf prints a failure the way every command reports one and returns the
 // exit code for it.
 func (a *app) errorf(format string, args ...any) int {

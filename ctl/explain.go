@@ -10,35 +10,18 @@ import (
 )
 
 func (a *app) cmdExplain(ctx context.Context, args []string) int {
-	fs := a.newFlagSet("explain-placement", "explain-placement MODEL [--json]")
-	var conn connFlags
-	conn.register(fs, a.env)
-	asJSON := fs.Bool("json", false, "print the explanation as JSON (snake_case keys)")
-	pos, code, ok := a.parse(fs, args, 1, "the model name")
-	if !ok {
-		return code
-	}
-	c, code, ok := a.dial(&conn)
-	if !ok {
-		return code
-	}
-	defer c.close()
-	cctx, cancel := c.callCtx(ctx)
-	defer cancel()
-	ex, err := c.ExplainPlacement(cctx, &managev1.ExplainPlacementRequest{Model: pos[0]})
-	if err != nil {
-		return a.rpcError(c, "explaining placement of "+pos[0], err)
-	}
-	if *asJSON {
-		if err := writeJSONOne(a.stdout, ex); err != nil {
-			return a.errorf("%v", err)
-		}
-		return exitOK
-	}
-	if err := writeExplanation(a.stdout, ex); err != nil {
-		return a.errorf("writing output: %v", err)
-	}
-	return exitOK
+	return runQuery(ctx, a, args, query[*managev1.Explanation]{
+		name:     "explain-placement",
+		synopsis: "explain-placement MODEL [--json]",
+		arg:      "the model name",
+		jsonHelp: "print the explanation as JSON (snake_case keys)",
+		doing:    "explaining placement of",
+		call: func(ctx context.Context, c *client, model string) (*managev1.Explanation, error) {
+			return c.ExplainPlacement(ctx, &managev1.ExplainPlacementRequest{Model: model})
+		},
+		json:  writeJSONOne[*managev1.Explanation],
+		table: writeExplanation,
+	})
 }
 
 // writeExplanation prints the control plane's own text when it sent one;

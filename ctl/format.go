@@ -97,7 +97,7 @@ func writeJSON[M proto.Message](w io.Writer, msgs []M) error {
 }
 
 // writeJSONOne prints one message as indented JSON.
-func writeJSONOne(w io.Writer, m proto.Message) error {
+func writeJSONOne[M proto.Message](w io.Writer, m M) error {
 	b, err := protoJSON.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encoding %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)

@@ -16,34 +16,18 @@ import (
 )
 
 func (a *app) cmdModels(ctx context.Context, args []string) int {
-	fs := a.newFlagSet("models", "models [--json]")
-	var conn connFlags
-	conn.register(fs, a.env)
-	asJSON := fs.Bool("json", false, "print the models as a JSON array (snake_case keys)")
-	if _, code, ok := a.parse(fs, args, 0, ""); !ok {
-		return code
-	}
-	c, code, ok := a.dial(&conn)
-	if !ok {
-		return code
-	}
-	defer c.close()
-	cctx, cancel := c.callCtx(ctx)
-	defer cancel()
-	resp, err := c.ListModels(cctx, &managev1.ListModelsRequest{})
-	if err != nil {
-		return a.rpcError(c, "listing models", err)
-	}
-	if *asJSON {
-		if err := writeJSON(a.stdout, resp.GetModels()); err != nil {
-			return a.errorf("%v", err)
-		}
-		return exitOK
-	}
-	if err := writeModels(a.stdout, resp.GetModels()); err != nil {
-		return a.errorf("writing output: %v", err)
-	}
-	return exitOK
+	return runQuery(ctx, a, args, query[[]*managev1.Model]{
+		name:     "models",
+		synopsis: "models [--json]",
+		jsonHelp: "print the models as a JSON array (snake_case keys)",
+		doing:    "listing models",
+		call: func(ctx context.Context, c *client, _ string) ([]*managev1.Model, error) {
+			resp, err := c.ListModels(ctx, &managev1.ListModelsRequest{})
+			return resp.GetModels(), err
+		},
+		json:  writeJSON[*managev1.Model],
+		table: writeModels,
+	})
 }
 
 // writeModels prints the models table, then the status message of every
@@ -96,30 +80,15 @@ const modelUsage = `usage: llmgw ctl model <add|get|rm> ...
 `
 
 func (a *app) cmdModel(ctx context.Context, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(a.stderr, modelUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "add":
-		return a.cmdModelAdd(ctx, args[1:])
-	case "get":
-		return a.cmdModelGet(ctx, args[1:])
-	case "rm":
-		return a.cmdModelRm(ctx, args[1:])
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(a.stdout, modelUsage)
-		return exitOK
-	}
-	fmt.Fprintf(a.stderr, "llmgw ctl model: unknown command %q\n", args[0])
-	fmt.Fprint(a.stderr, modelUsage)
-	return exitUsage
+	return a.runGroup("model", modelUsage, args, map[string]func([]string) int{
+		"add": func(args []string) int { return a.cmdModelAdd(ctx, args) },
+		"get": func(args []string) int { return a.cmdModelGet(ctx, args) },
+		"rm":  func(args []string) int { return a.cmdModelRm(ctx, args) },
+	})
 }
 
 func (a *app) cmdModelAdd(ctx context.Context, args []string) int {
-	fs := a.newFlagSet("model add", "model add -f FILE [--update]")
-	var conn connFlags
-	conn.register(fs, a.env)
+	fs, conn := a.newAPIFlagSet("model add", "model add -f FILE [--update]")
 	var file string
 	fs.StringVar(&file, "f", "", "the model definition (YAML)")
 	fs.StringVar(&file, "file", "", "same as -f")
@@ -138,67 +107,46 @@ func (a *app) cmdModelAdd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.errorf("reading model definition: %v", err)
 	}
-	c, code, ok := a.dial(&conn)
-	if !ok {
-		return code
-	}
-	defer c.close()
-	cctx, cancel := c.callCtx(ctx)
-	defer cancel()
 	model := modelpb.ToProto(def)
-	verb := "updated"
-	var got *managev1.Model
-	if *update {
-		got, err = c.UpdateModel(cctx, &managev1.UpdateModelRequest{Model: model})
-	} else {
-		verb = "created"
-		got, err = c.CreateModel(cctx, &managev1.CreateModelRequest{Model: model})
-		if isCode(err, codes.AlreadyExists) {
-			verb = "updated"
-			got, err = c.UpdateModel(cctx, &managev1.UpdateModelRequest{Model: model})
+	return a.withClient(ctx, conn, func(ctx context.Context, c *client) int {
+		verb := "updated"
+		var got *managev1.Model
+		if *update {
+			got, err = c.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: model})
+		} else {
+			verb = "created"
+			got, err = c.CreateModel(ctx, &managev1.CreateModelRequest{Model: model})
+			if isCode(err, codes.AlreadyExists) {
+				verb = "updated"
+				got, err = c.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: model})
+			}
 		}
-	}
-	if err != nil {
-		doing := "creating model " + def.Name
-		if verb == "updated" {
-			doing = "updating model " + def.Name
+		if err != nil {
+			doing := "creating model " + def.Name
+			if verb == "updated" {
+				doing = "updating model " + def.Name
+			}
+			return a.rpcError(c, doing, err)
 		}
-		return a.rpcError(c, doing, err)
-	}
-	fmt.Fprintf(a.stdout, "%s model %s%s\n", verb, got.GetName(), generationNote(got.GetGeneration()))
-	return exitOK
+		fmt.Fprintf(a.stdout, "%s model %s%s\n", verb, got.GetName(), generationNote(got.GetGeneration()))
+		return exitOK
+	})
 }
 
 func (a *app) cmdModelGet(ctx context.Context, args []string) int {
-	fs := a.newFlagSet("model get", "model get NAME [--json]")
-	var conn connFlags
-	conn.register(fs, a.env)
-	asJSON := fs.Bool("json", false, "print the model as JSON (snake_case keys)")
-	pos, code, ok := a.parse(fs, args, 1, "the model name")
-	if !ok {
-		return code
-	}
-	c, code, ok := a.dial(&conn)
-	if !ok {
-		return code
-	}
-	defer c.close()
-	cctx, cancel := c.callCtx(ctx)
-	defer cancel()
-	m, err := c.GetModel(cctx, &managev1.GetModelRequest{Name: pos[0]})
-	if err != nil {
-		return a.rpcError(c, "getting model "+pos[0], err)
-	}
-	if *asJSON {
-		if err := writeJSONOne(a.stdout, m); err != nil {
-			return a.errorf("%v", err)
-		}
-		return exitOK
-	}
-	if err := writeModelDefinition(a.stdout, m); err != nil {
-		return a.errorf("printing model %s: %v", pos[0], err)
-	}
-	return exitOK
+	return runQuery(ctx, a, args, query[*managev1.Model]{
+		name:     "model get",
+		synopsis: "model get NAME [--json]",
+		arg:      "the model name",
+		jsonHelp: "print the model as JSON (snake_case keys)",
+		doing:    "getting model",
+		call: func(ctx context.Context, c *client, name string) (*managev1.Model, error) {
+			return c.GetModel(ctx, &managev1.GetModelRequest{Name: name})
+		},
+		json:     writeJSONOne[*managev1.Model],
+		table:    writeModelDefinition,
+		printing: func(name string) string { return "printing model " + name },
+	})
 }
 
 // writeModelDefinition prints a model as the YAML `model add -f` reads, with
@@ -224,23 +172,16 @@ func writeModelDefinition(w io.Writer, m *managev1.Model) error {
 }
 
 func (a *app) cmdModelRm(ctx context.Context, args []string) int {
-	fs := a.newFlagSet("model rm", "model rm NAME")
-	var conn connFlags
-	conn.register(fs, a.env)
+	fs, conn := a.newAPIFlagSet("model rm", "model rm NAME")
 	pos, code, ok := a.parse(fs, args, 1, "the model name")
 	if !ok {
 		return code
 	}
-	c, code, ok := a.dial(&conn)
-	if !ok {
-		return code
-	}
-	defer c.close()
-	cctx, cancel := c.callCtx(ctx)
-	defer cancel()
-	if _, err := c.DeleteModel(cctx, &managev1.DeleteModelRequest{Name: pos[0]}); err != nil {
-		return a.rpcError(c, "deleting model "+pos[0], err)
-	}
-	fmt.Fprintf(a.stdout, "deleted model %s\n", pos[0])
-	return exitOK
+	return a.withClient(ctx, conn, func(ctx context.Context, c *client) int {
+		if _, err := c.DeleteModel(ctx, &managev1.DeleteModelRequest{Name: pos[0]}); err != nil {
+			return a.rpcError(c, "deleting model "+pos[0], err)
+		}
+		fmt.Fprintf(a.stdout, "deleted model %s\n", pos[0])
+		return exitOK
+	})
 }

@@ -12,34 +12,20 @@ import (
 )
 
 func (a *app) cmdNodes(ctx context.Context, args []string) int {
-	fs := a.newFlagSet("nodes", "nodes [--json]")
-	var conn connFlags
-	conn.register(fs, a.env)
-	asJSON := fs.Bool("json", false, "print the nodes as a JSON array (snake_case keys)")
-	if _, code, ok := a.parse(fs, args, 0, ""); !ok {
-		return code
-	}
-	c, code, ok := a.dial(&conn)
-	if !ok {
-		return code
-	}
-	defer c.close()
-	cctx, cancel := c.callCtx(ctx)
-	defer cancel()
-	resp, err := c.ListNodes(cctx, &managev1.ListNodesRequest{})
-	if err != nil {
-		return a.rpcError(c, "listing nodes", err)
-	}
-	if *asJSON {
-		if err := writeJSON(a.stdout, resp.GetNodes()); err != nil {
-			return a.errorf("%v", err)
-		}
-		return exitOK
-	}
-	if err := writeNodes(a.stdout, resp.GetNodes(), a.now()); err != nil {
-		return a.errorf("writing output: %v", err)
-	}
-	return exitOK
+	return runQuery(ctx, a, args, query[[]*managev1.Node]{
+		name:     "nodes",
+		synopsis: "nodes [--json]",
+		jsonHelp: "print the nodes as a JSON array (snake_case keys)",
+		doing:    "listing nodes",
+		call: func(ctx context.Context, c *client, _ string) ([]*managev1.Node, error) {
+			resp, err := c.ListNodes(ctx, &managev1.ListNodesRequest{})
+			return resp.GetNodes(), err
+		},
+		json: writeJSON[*managev1.Node],
+		table: func(w io.Writer, nodes []*managev1.Node) error {
+			return writeNodes(w, nodes, a.now())
+		},
+	})
 }
 
 // writeNodes prints the nodes table, then a line for every node with

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -11,35 +12,22 @@ import (
 )
 
 func (a *app) cmdReplicas(ctx context.Context, args []string) int {
-	fs := a.newFlagSet("replicas", "replicas [--model M] [--json]")
-	var conn connFlags
-	conn.register(fs, a.env)
-	model := fs.String("model", "", "only the replicas of this model")
-	asJSON := fs.Bool("json", false, "print the replicas as a JSON array (snake_case keys)")
-	if _, code, ok := a.parse(fs, args, 0, ""); !ok {
-		return code
-	}
-	c, code, ok := a.dial(&conn)
-	if !ok {
-		return code
-	}
-	defer c.close()
-	cctx, cancel := c.callCtx(ctx)
-	defer cancel()
-	resp, err := c.ListReplicas(cctx, &managev1.ListReplicasRequest{Model: *model})
-	if err != nil {
-		return a.rpcError(c, "listing replicas", err)
-	}
-	if *asJSON {
-		if err := writeJSON(a.stdout, resp.GetReplicas()); err != nil {
-			return a.errorf("%v", err)
-		}
-		return exitOK
-	}
-	if err := writeReplicas(a.stdout, resp.GetReplicas()); err != nil {
-		return a.errorf("writing output: %v", err)
-	}
-	return exitOK
+	var model string
+	return runQuery(ctx, a, args, query[[]*managev1.Replica]{
+		name:     "replicas",
+		synopsis: "replicas [--model M] [--json]",
+		jsonHelp: "print the replicas as a JSON array (snake_case keys)",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&model, "model", "", "only the replicas of this model")
+		},
+		doing: "listing replicas",
+		call: func(ctx context.Context, c *client, _ string) ([]*managev1.Replica, error) {
+			resp, err := c.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: model})
+			return resp.GetReplicas(), err
+		},
+		json:  writeJSON[*managev1.Replica],
+		table: writeReplicas,
+	})
 }
 
 // errorCellWidth bounds the ERROR column; the whole error follows the table.
