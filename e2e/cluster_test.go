@@ -67,6 +67,20 @@ func TestCluster(t *testing.T) {
 
 	client := openai.NewClient(option.WithBaseURL(c.client), option.WithAPIKey(c.apiKey), option.WithMaxRetries(0))
 
+	t.Run("health and ready", func(t *testing.T) {
+		base := strings.TrimSuffix(c.client, "/v1")
+		for _, path := range []string{"/health", "/ready"} {
+			resp, err := http.Get(base + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s = %d", path, resp.StatusCode)
+			}
+		}
+	})
+
 	t.Run("models list", func(t *testing.T) {
 		page, err := client.Models.List(ctx)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
@@ -66,6 +67,8 @@ type Reconciler struct {
 	holding bool
 	// live is the last set of live replica ids passed to OnLiveReplicas.
 	live []string
+	// ready is set once a pass ran with placement not held.
+	ready atomic.Bool
 }
 
 type backoff struct {
@@ -107,6 +110,10 @@ func (r *Reconciler) Run(ctx context.Context) {
 	}
 }
 
+// Ready reports whether the reconciler is driving the fleet: it has run a
+// pass and is not waiting for agents after a restart.
+func (r *Reconciler) Ready() bool { return r.ready.Load() }
+
 // LastFailure returns the most recent replica failure of a model, if any.
 func (r *Reconciler) LastFailure(model string) string { return r.backoff[model].last }
 
@@ -145,6 +152,9 @@ func (r *Reconciler) Pass() {
 			})
 		}
 	})
+	if !r.holding {
+		r.ready.Store(true)
+	}
 	if r.opts.OnLiveReplicas != nil && !r.holding && !slices.Equal(live, r.live) {
 		r.live = live
 		r.opts.OnLiveReplicas(slices.Clone(live))

@@ -316,6 +316,9 @@ func TestPlacementHeldAfterRestart(t *testing.T) {
 	var recorded [][]string
 	h.rec.opts.OnLiveReplicas = func(ids []string) { recorded = append(recorded, ids) }
 	h.rec.Pass()
+	if h.rec.Ready() {
+		t.Fatal("ready while holding for agents after a restart")
+	}
 	if n := len(h.startsFor("sim-chat")); n != 0 {
 		t.Fatalf("placed %d replicas while holding for agents to report", n)
 	}
@@ -327,6 +330,9 @@ func TestPlacementHeldAfterRestart(t *testing.T) {
 	starts := h.startsFor("sim-chat")
 	if n := len(starts); n != 1 {
 		t.Fatalf("placed %d replicas after the hold, want 1", n)
+	}
+	if !h.rec.Ready() {
+		t.Fatal("not ready after the hold")
 	}
 	if len(recorded) != 1 || len(recorded[0]) != 1 {
 		t.Fatalf("recorded live replicas = %v, want the one placed", recorded)

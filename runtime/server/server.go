@@ -286,6 +286,9 @@ func (s *Server) Run(ctx context.Context) error {
 		Catalog: catalogView{s.Catalog},
 		Auth:    clientAuth,
 		Routes:  s.Router,
+		// Serving once the reconciler drives the fleet (after a restart:
+		// once the engines that were running have been reported again).
+		Ready: s.Reconciler.Ready,
 	})
 	defer s.gateway.Close()
 	clientSrv := &http.Server{Handler: s.gateway.Handler(), ReadHeaderTimeout: 30 * time.Second}
