@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/llmgw/llmgw/internal/testcluster"
 	"net"
 	"net/http"
 	"strconv"
@@ -42,16 +43,16 @@ func active(name string) simhw.SimAdapter {
 // over real mutual TLS and checks the client API with the official OpenAI
 // Go client.
 func TestCluster(t *testing.T) {
-	c := newCluster(t, "10s", testModels)
-	c.startAgent(nodeSpec{id: "node01", fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
-	c.startAgent(nodeSpec{id: "node02", fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
-	c.startAgent(nodeSpec{id: "node03"})
+	c := testcluster.New(t, binary, "10s", testModels)
+	c.StartAgent(testcluster.NodeSpec{ID: "node01", Fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", Adapters: []simhw.SimAdapter{active("mlx5_0")}})
+	c.StartAgent(testcluster.NodeSpec{ID: "node02", Fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", Adapters: []simhw.SimAdapter{active("mlx5_0")}})
+	c.StartAgent(testcluster.NodeSpec{ID: "node03"})
 	// node04 declares two adapters for ib-b but its sysfs has only one.
-	c.startAgent(nodeSpec{id: "node04", fabrics: "fabrics: [{name: ib-b, adapters: [mlx5_0, mlx5_1]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
+	c.StartAgent(testcluster.NodeSpec{ID: "node04", Fabrics: "fabrics: [{name: ib-b, adapters: [mlx5_0, mlx5_1]}]", Adapters: []simhw.SimAdapter{active("mlx5_0")}})
 
-	mc := c.manageClient()
+	mc := c.ManageClient()
 	ctx := context.Background()
-	waitFor(t, "both models serving", 90*time.Second, func() (bool, string) {
+	testcluster.WaitFor(t, "both models serving", 90*time.Second, func() (bool, string) {
 		ms, err := mc.ListModels(ctx, &managev1.ListModelsRequest{})
 		if err != nil {
 			return false, err.Error()
@@ -65,10 +66,10 @@ func TestCluster(t *testing.T) {
 		return ok && len(ms.GetModels()) == 2, strings.Join(states, "; ")
 	})
 
-	client := openai.NewClient(option.WithBaseURL(c.client), option.WithAPIKey(c.apiKey), option.WithMaxRetries(0))
+	client := openai.NewClient(option.WithBaseURL(c.Client), option.WithAPIKey(c.APIKey), option.WithMaxRetries(0))
 
 	t.Run("health and ready", func(t *testing.T) {
-		base := strings.TrimSuffix(c.client, "/v1")
+		base := strings.TrimSuffix(c.Client, "/v1")
 		for _, path := range []string{"/health", "/ready"} {
 			resp, err := http.Get(base + path)
 			if err != nil {
@@ -164,7 +165,7 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("bad key is a 401", func(t *testing.T) {
-		bad := openai.NewClient(option.WithBaseURL(c.client), option.WithAPIKey("llmgw-not-a-key"), option.WithMaxRetries(0))
+		bad := openai.NewClient(option.WithBaseURL(c.Client), option.WithAPIKey("llmgw-not-a-key"), option.WithMaxRetries(0))
 		_, err := bad.Models.List(ctx)
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {
@@ -194,7 +195,7 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("endpoints: rank0 %q rank1 %q; want only rank 0", r0.GetEndpoint(), r1.GetEndpoint())
 		}
 		// Nothing listens in the worker node's engine port range.
-		pr := c.ports[r1.GetNode()]
+		pr := c.Ports[r1.GetNode()]
 		for p := pr[0]; p <= pr[1]; p++ {
 			if conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 100*time.Millisecond); err == nil {
 				conn.Close()
@@ -221,18 +222,18 @@ func TestCluster(t *testing.T) {
 		if p := strings.Join(n.GetFabrics()[0].GetProblems(), "; "); !strings.Contains(p, "mlx5_1") {
 			t.Fatalf("problems %q do not name the missing adapter", p)
 		}
-		if !strings.Contains(c.nodes["node04"].output(), "mlx5_1") {
-			t.Fatalf("the agent's log does not name the missing adapter:\n%s", tail(c.nodes["node04"].output(), 20))
+		if !strings.Contains(c.Nodes["node04"].Output(), "mlx5_1") {
+			t.Fatalf("the agent's log does not name the missing adapter:\n%s", testcluster.Tail(c.Nodes["node04"].Output(), 20))
 		}
 	})
 
 	t.Run("an agent whose certificate names another node is refused", func(t *testing.T) {
-		imp := c.startAgent(nodeSpec{id: "node09", certFor: "node01-imposter"})
-		waitFor(t, "the refusal in both logs", 30*time.Second, func() (bool, string) {
-			srv := c.server.output()
+		imp := c.StartAgent(testcluster.NodeSpec{ID: "node09", CertFor: "node01-imposter"})
+		testcluster.WaitFor(t, "the refusal in both logs", 30*time.Second, func() (bool, string) {
+			srv := c.Server.Output()
 			ok := strings.Contains(srv, "agent refused") && strings.Contains(srv, `claimed node id \"node09\"`) &&
-				strings.Contains(imp.output(), "refused by control plane")
-			return ok, fmt.Sprintf("server log tail:\n%s\nagent log tail:\n%s", tail(srv, 5), tail(imp.output(), 5))
+				strings.Contains(imp.Output(), "refused by control plane")
+			return ok, fmt.Sprintf("server log tail:\n%s\nagent log tail:\n%s", testcluster.Tail(srv, 5), testcluster.Tail(imp.Output(), 5))
 		})
 		if _, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: "node09"}); err == nil {
 			t.Fatal("the refused node is listed")
@@ -246,15 +247,15 @@ func TestCluster(t *testing.T) {
 // requests are served again. When the agent comes back it stops the engine
 // of the replica that was replaced.
 func TestLostNodeReplicaRebuilt(t *testing.T) {
-	c := newCluster(t, "3s", `  - name: sim-chat
+	c := testcluster.New(t, binary, "3s", `  - name: sim-chat
     source: sim://chat
     scaling: { min: 1, max: 1 }
     profiles:
       - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }
 `)
-	c.startAgent(nodeSpec{id: "node01"})
-	c.startAgent(nodeSpec{id: "node02"})
-	mc := c.manageClient()
+	c.StartAgent(testcluster.NodeSpec{ID: "node01"})
+	c.StartAgent(testcluster.NodeSpec{ID: "node02"})
+	mc := c.ManageClient()
 	ctx := context.Background()
 	readyOn := func() (string, string) {
 		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
@@ -271,26 +272,26 @@ func TestLostNodeReplicaRebuilt(t *testing.T) {
 		return "", strings.Join(states, "; ")
 	}
 	var first string
-	waitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
+	testcluster.WaitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
 		n, why := readyOn()
 		first = n
 		return n != "", why
 	})
 	other := map[string]string{"node01": "node02", "node02": "node01"}[first]
-	agent := c.nodes[first]
-	if err := agent.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	agent := c.Nodes[first]
+	if err := agent.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			_ = agent.cmd.Process.Signal(syscall.SIGCONT)
+			_ = agent.Cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}
 	defer resume()
 
-	waitFor(t, first+" lost and the replica rebuilt on "+other, 60*time.Second, func() (bool, string) {
+	testcluster.WaitFor(t, first+" lost and the replica rebuilt on "+other, 60*time.Second, func() (bool, string) {
 		n, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: first})
 		if err != nil {
 			return false, err.Error()
@@ -298,7 +299,7 @@ func TestLostNodeReplicaRebuilt(t *testing.T) {
 		on, why := readyOn()
 		return n.GetState() == "lost" && on == other, fmt.Sprintf("%s is %s; replica on %q %s", first, n.GetState(), on, why)
 	})
-	client := openai.NewClient(option.WithBaseURL(c.client), option.WithAPIKey(c.apiKey), option.WithMaxRetries(0))
+	client := openai.NewClient(option.WithBaseURL(c.Client), option.WithAPIKey(c.APIKey), option.WithMaxRetries(0))
 	if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model:    "sim-chat",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("still there?")},
@@ -307,8 +308,8 @@ func TestLostNodeReplicaRebuilt(t *testing.T) {
 	}
 
 	resume()
-	pr := c.ports[first]
-	waitFor(t, first+" back and its replaced engine stopped", 60*time.Second, func() (bool, string) {
+	pr := c.Ports[first]
+	testcluster.WaitFor(t, first+" back and its replaced engine stopped", 60*time.Second, func() (bool, string) {
 		n, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: first})
 		if err != nil {
 			return false, err.Error()
@@ -327,9 +328,9 @@ func TestLostNodeReplicaRebuilt(t *testing.T) {
 // the fleet is rebuilt from what the agents report, the same replicas (the
 // same engines) serve again, and nothing is placed anew.
 func TestControlPlaneRestartRebuildsFleetFromAgents(t *testing.T) {
-	c := newCluster(t, "5s", testModels)
-	c.startAgent(nodeSpec{id: "node01", fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
-	c.startAgent(nodeSpec{id: "node02", fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", adapters: []simhw.SimAdapter{active("mlx5_0")}})
+	c := testcluster.New(t, binary, "5s", testModels)
+	c.StartAgent(testcluster.NodeSpec{ID: "node01", Fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", Adapters: []simhw.SimAdapter{active("mlx5_0")}})
+	c.StartAgent(testcluster.NodeSpec{ID: "node02", Fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", Adapters: []simhw.SimAdapter{active("mlx5_0")}})
 	ctx := context.Background()
 	serving := func(mc managev1.ManageServiceClient) (map[string]string, string) {
 		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{})
@@ -347,18 +348,18 @@ func TestControlPlaneRestartRebuildsFleetFromAgents(t *testing.T) {
 		return ready, strings.Join(states, "; ")
 	}
 	var before map[string]string
-	mc := c.manageClient()
-	waitFor(t, "both models serving", 60*time.Second, func() (bool, string) {
+	mc := c.ManageClient()
+	testcluster.WaitFor(t, "both models serving", 60*time.Second, func() (bool, string) {
 		r, why := serving(mc)
 		before = r
 		return len(r) == 2, why
 	})
 
-	c.stopServer()
-	c.startServer()
-	mc = c.manageClient()
+	c.StopServer()
+	c.StartServer()
+	mc = c.ManageClient()
 	var after map[string]string
-	waitFor(t, "both models serving again", 60*time.Second, func() (bool, string) {
+	testcluster.WaitFor(t, "both models serving again", 60*time.Second, func() (bool, string) {
 		r, why := serving(mc)
 		after = r
 		return len(r) == 2, why
@@ -368,7 +369,7 @@ func TestControlPlaneRestartRebuildsFleetFromAgents(t *testing.T) {
 			t.Errorf("%s: replica %s before the restart, %s after; want the same engines adopted", m, id, after[m])
 		}
 	}
-	client := openai.NewClient(option.WithBaseURL(c.client), option.WithAPIKey(c.apiKey), option.WithMaxRetries(0))
+	client := openai.NewClient(option.WithBaseURL(c.Client), option.WithAPIKey(c.APIKey), option.WithMaxRetries(0))
 	for _, model := range []string{"chat", "sim-2node"} {
 		if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 			Model:    model,
@@ -377,8 +378,8 @@ func TestControlPlaneRestartRebuildsFleetFromAgents(t *testing.T) {
 			t.Fatalf("%s after the restart: %v", model, err)
 		}
 	}
-	if strings.Contains(c.server.output(), "replica placed") {
-		t.Fatalf("the restarted control plane placed replicas anew:\n%s", tail(c.server.output(), 20))
+	if strings.Contains(c.Server.Output(), "replica placed") {
+		t.Fatalf("the restarted control plane placed replicas anew:\n%s", testcluster.Tail(c.Server.Output(), 20))
 	}
 }
 
@@ -386,15 +387,15 @@ func TestControlPlaneRestartRebuildsFleetFromAgents(t *testing.T) {
 // engines keep running): the new agent adopts the running engine, the
 // control plane keeps the same replica, and nothing is placed anew.
 func TestAgentRestartAdoptsEngines(t *testing.T) {
-	c := newCluster(t, "10s", `  - name: sim-chat
+	c := testcluster.New(t, binary, "10s", `  - name: sim-chat
     source: sim://chat
     scaling: { min: 1, max: 1 }
     profiles:
       - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }
 `)
-	spec := nodeSpec{id: "node01", keepEngines: true}
-	first := c.startAgent(spec)
-	mc := c.manageClient()
+	spec := testcluster.NodeSpec{ID: "node01", KeepEngines: true}
+	first := c.StartAgent(spec)
+	mc := c.ManageClient()
 	ctx := context.Background()
 	ready := func() (string, string) {
 		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
@@ -411,14 +412,14 @@ func TestAgentRestartAdoptsEngines(t *testing.T) {
 		return "", strings.Join(states, "; ")
 	}
 	var before string
-	waitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
+	testcluster.WaitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
 		r, why := ready()
 		before = r
 		return r != "", why
 	})
 	endpoint := before[strings.Index(before, "@")+1:]
 
-	first.stop(t)
+	first.Stop(t)
 	resp, err := http.Get("http://" + endpoint + "/health")
 	if err != nil {
 		t.Fatalf("the engine did not outlive its agent: %v", err)
@@ -426,13 +427,13 @@ func TestAgentRestartAdoptsEngines(t *testing.T) {
 	resp.Body.Close()
 
 	// The second agent stops its engines on exit, so the test leaves nothing behind.
-	spec.keepEngines = false
-	second := c.startAgent(spec)
-	waitFor(t, "the engine adopted", 60*time.Second, func() (bool, string) {
-		return strings.Contains(second.output(), "engine adopted"), tail(second.output(), 5)
+	spec.KeepEngines = false
+	second := c.StartAgent(spec)
+	testcluster.WaitFor(t, "the engine adopted", 60*time.Second, func() (bool, string) {
+		return strings.Contains(second.Output(), "engine adopted"), testcluster.Tail(second.Output(), 5)
 	})
 	var after string
-	waitFor(t, "sim-chat ready again", 60*time.Second, func() (bool, string) {
+	testcluster.WaitFor(t, "sim-chat ready again", 60*time.Second, func() (bool, string) {
 		r, why := ready()
 		after = r
 		return r != "", why
@@ -440,10 +441,10 @@ func TestAgentRestartAdoptsEngines(t *testing.T) {
 	if after != before {
 		t.Fatalf("replica %s before the agent restart, %s after; want the running engine adopted", before, after)
 	}
-	if n := strings.Count(c.server.output(), "replica placed"); n != 1 {
-		t.Fatalf("%d placements; the restart must not place anew:\n%s", n, tail(c.server.output(), 20))
+	if n := strings.Count(c.Server.Output(), "replica placed"); n != 1 {
+		t.Fatalf("%d placements; the restart must not place anew:\n%s", n, testcluster.Tail(c.Server.Output(), 20))
 	}
-	client := openai.NewClient(option.WithBaseURL(c.client), option.WithAPIKey(c.apiKey), option.WithMaxRetries(0))
+	client := openai.NewClient(option.WithBaseURL(c.Client), option.WithAPIKey(c.APIKey), option.WithMaxRetries(0))
 	if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model:    "sim-chat",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("after the agent restart")},

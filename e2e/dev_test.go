@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"github.com/llmgw/llmgw/internal/testcluster"
 	"net"
 	"os"
 	"os/exec"
@@ -20,7 +21,7 @@ import (
 func devPortBase(t *testing.T) int {
 	t.Helper()
 	for attempt := 0; attempt < 50; attempt++ {
-		base := freePorts(t, 1)[0]
+		base := testcluster.FreePorts(t, 1)[0]
 		if base > 60000 {
 			continue
 		}
@@ -84,15 +85,15 @@ func TestDev(t *testing.T) {
 
 	runOnce := func() map[string]string {
 		_ = os.Remove(envPath)
-		dev := start(t, "dev", "dev", "--dir", dir, "--port-base", strconv.Itoa(base))
-		waitFor(t, "llmgw dev to write "+envPath, 90*time.Second, func() (bool, string) {
+		dev := testcluster.Start(t, binary, "dev", "dev", "--dir", dir, "--port-base", strconv.Itoa(base))
+		testcluster.WaitFor(t, "llmgw dev to write "+envPath, 90*time.Second, func() (bool, string) {
 			_, err := os.Stat(envPath)
 			select {
-			case <-dev.done:
-				t.Fatalf("llmgw dev exited:\n%s", tail(dev.output(), 30))
+			case <-dev.Done:
+				t.Fatalf("llmgw dev exited:\n%s", testcluster.Tail(dev.Output(), 30))
 			default:
 			}
-			return err == nil, tail(dev.output(), 3)
+			return err == nil, testcluster.Tail(dev.Output(), 3)
 		})
 		env := readEnv(t, envPath)
 		for _, k := range []string{"LLMGW_BASE_URL", "OPENAI_BASE_URL", "LLMGW_API_KEY", "OPENAI_API_KEY", "LLMGW_ENDPOINT", "LLMGW_TOKEN", "LLMGW_CA_CERT", "LLMGW_CA_KEY"} {
@@ -100,8 +101,8 @@ func TestDev(t *testing.T) {
 				t.Fatalf("env file lacks %s: %v", k, env)
 			}
 		}
-		if !strings.Contains(dev.output(), "curl") {
-			t.Fatalf("llmgw dev did not print a ready-to-paste curl:\n%s", dev.output())
+		if !strings.Contains(dev.Output(), "curl") {
+			t.Fatalf("llmgw dev did not print a ready-to-paste curl:\n%s", dev.Output())
 		}
 		client := openai.NewClient(option.WithBaseURL(env["OPENAI_BASE_URL"]), option.WithAPIKey(env["OPENAI_API_KEY"]), option.WithMaxRetries(0))
 		for _, model := range []string{"chat", "sim-2node"} {
@@ -123,16 +124,16 @@ func TestDev(t *testing.T) {
 			t.Fatalf("llmgw ctl nodes: %v\n%s", err, out)
 		}
 
-		if err := dev.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		if err := dev.Cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case <-dev.done:
+		case <-dev.Done:
 		case <-time.After(60 * time.Second):
-			t.Fatalf("llmgw dev did not stop on SIGINT:\n%s", tail(dev.output(), 20))
+			t.Fatalf("llmgw dev did not stop on SIGINT:\n%s", testcluster.Tail(dev.Output(), 20))
 		}
-		if code := dev.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Fatalf("llmgw dev exited %d:\n%s", code, tail(dev.output(), 20))
+		if code := dev.Cmd.ProcessState.ExitCode(); code != 0 {
+			t.Fatalf("llmgw dev exited %d:\n%s", code, testcluster.Tail(dev.Output(), 20))
 		}
 		if left := processesMentioning(dir); len(left) > 0 {
 			t.Fatalf("processes left behind after SIGINT:\n%s", strings.Join(left, "\n"))
