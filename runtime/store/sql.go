@@ -447,3 +447,72 @@ func (s *sqlStore) PutMeta(ctx context.Context, key, value string) error {
 	}
 	return nil
 }
+
+// ---- fabrics -----------------------------------------------------------
+
+// PutFabric creates or updates a fabric.
+func (s *sqlStore) PutFabric(ctx context.Context, f StoredFabric) error {
+	if err := checkName("fabric", f.Name); err != nil {
+		return fmt.Errorf("putting fabric: %w", err)
+	}
+	now := toDB(s.now())
+	_, err := s.exec(ctx, `INSERT INTO fabrics (name, description, created_at, updated_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET description = excluded.description, updated_at = excluded.updated_at`,
+		f.Name, f.Description, now, now)
+	if err != nil {
+		return fmt.Errorf("putting fabric %q: %w", f.Name, err)
+	}
+	return nil
+}
+
+// GetFabric returns one fabric.
+func (s *sqlStore) GetFabric(ctx context.Context, name string) (StoredFabric, error) {
+	f, err := scanFabric(s.queryRow(ctx, `SELECT name, description, created_at, updated_at FROM fabrics WHERE name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return StoredFabric{}, fmt.Errorf("getting fabric %q: %w", name, err)
+	}
+	return f, nil
+}
+
+// ListFabrics returns every fabric.
+func (s *sqlStore) ListFabrics(ctx context.Context) ([]StoredFabric, error) {
+	rows, err := s.query(ctx, `SELECT name, description, created_at, updated_at FROM fabrics ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("listing fabrics: %w", err)
+	}
+	defer rows.Close()
+	var out []StoredFabric
+	for rows.Next() {
+		f, err := scanFabric(rows)
+		if err != nil {
+			return nil, fmt.Errorf("listing fabrics: %w", err)
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// DeleteFabric removes a fabric.
+func (s *sqlStore) DeleteFabric(ctx context.Context, name string) error {
+	res, err := s.exec(ctx, `DELETE FROM fabrics WHERE name = ?`, name)
+	if err != nil {
+		return fmt.Errorf("deleting fabric %q: %w", name, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("deleting fabric %q: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
+func scanFabric(r scanner) (StoredFabric, error) {
+	var f StoredFabric
+	var created, updated int64
+	if err := r.Scan(&f.Name, &f.Description, &created, &updated); err != nil {
+		return StoredFabric{}, err
+	}
+	f.CreatedAt, f.UpdatedAt = fromDB(created), fromDB(updated)
+	return f, nil
+}

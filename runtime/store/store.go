@@ -49,6 +49,7 @@ type Store interface {
 	AdminTokenStore
 	NodeStore
 	MetaStore
+	FabricStore
 	// Close releases the database. The Store must not be used afterwards.
 	Close() error
 }
@@ -177,6 +178,27 @@ type NodeStore interface {
 	// error wrapping ErrNotFound when it has not been. A caller may accept
 	// a certificate issued (NotBefore) after that time.
 	NodeRevokedAt(ctx context.Context, name string) (time.Time, error)
+}
+
+// StoredFabric is an InfiniBand fabric declared through the API.
+type StoredFabric struct {
+	Name        string
+	Description string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// FabricStore holds declared fabrics.
+type FabricStore interface {
+	// PutFabric creates the fabric or replaces its description.
+	PutFabric(ctx context.Context, f StoredFabric) error
+	// GetFabric returns the fabric or an error wrapping ErrNotFound.
+	GetFabric(ctx context.Context, name string) (StoredFabric, error)
+	// ListFabrics returns every fabric ordered by name.
+	ListFabrics(ctx context.Context) ([]StoredFabric, error)
+	// DeleteFabric removes the fabric or returns an error wrapping
+	// ErrNotFound. Whether nodes still use it is the caller's to check.
+	DeleteFabric(ctx context.Context, name string) error
 }
 
 // MetaStore keeps small facts the control plane records about itself

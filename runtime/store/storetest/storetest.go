@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NodeRevocation", testNodeRevocation},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"Meta", testMeta},
+		{"FabricCRUD", testFabricCRUD},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -616,5 +617,38 @@ func testMeta(t *testing.T, s store.Store) {
 	}
 	if err := s.PutMeta(ctx, "", "x"); err == nil {
 		t.Fatal("PutMeta accepted an empty key")
+	}
+}
+
+func testFabricCRUD(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if _, err := s.GetFabric(ctx, "ib-a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetFabric of a missing fabric: %v", err)
+	}
+	if err := s.PutFabric(ctx, store.StoredFabric{Name: "ib-a", Description: "rack 1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutFabric(ctx, store.StoredFabric{Name: "ib-a", Description: "rack 1 and 2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutFabric(ctx, store.StoredFabric{Name: "ib-b"}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.GetFabric(ctx, "ib-a")
+	if err != nil || f.Description != "rack 1 and 2" || f.CreatedAt.IsZero() {
+		t.Fatalf("GetFabric = %+v, %v", f, err)
+	}
+	list, err := s.ListFabrics(ctx)
+	if err != nil || len(list) != 2 || list[0].Name != "ib-a" || list[1].Name != "ib-b" {
+		t.Fatalf("ListFabrics = %+v, %v", list, err)
+	}
+	if err := s.DeleteFabric(ctx, "ib-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteFabric(ctx, "ib-a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if err := s.PutFabric(ctx, store.StoredFabric{}); err == nil {
+		t.Fatal("a fabric without a name was stored")
 	}
 }
