@@ -188,6 +188,7 @@ type ControlMessage struct {
 	//	*ControlMessage_Welcome
 	//	*ControlMessage_StartShard
 	//	*ControlMessage_StopShard
+	//	*ControlMessage_Declaration
 	Msg           isControlMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -257,6 +258,15 @@ func (x *ControlMessage) GetStopShard() *StopShard {
 	return nil
 }
 
+func (x *ControlMessage) GetDeclaration() *Declaration {
+	if x != nil {
+		if x, ok := x.Msg.(*ControlMessage_Declaration); ok {
+			return x.Declaration
+		}
+	}
+	return nil
+}
+
 type isControlMessage_Msg interface {
 	isControlMessage_Msg()
 }
@@ -273,11 +283,18 @@ type ControlMessage_StopShard struct {
 	StopShard *StopShard `protobuf:"bytes,3,opt,name=stop_shard,json=stopShard,proto3,oneof"`
 }
 
+type ControlMessage_Declaration struct {
+	// A new declaration from the control plane, replacing the one in use.
+	Declaration *Declaration `protobuf:"bytes,4,opt,name=declaration,proto3,oneof"`
+}
+
 func (*ControlMessage_Welcome) isControlMessage_Msg() {}
 
 func (*ControlMessage_StartShard) isControlMessage_Msg() {}
 
 func (*ControlMessage_StopShard) isControlMessage_Msg() {}
+
+func (*ControlMessage_Declaration) isControlMessage_Msg() {}
 
 // Hello opens a session.
 type Hello struct {
@@ -1531,13 +1548,14 @@ const file_runtime_api_agentv1_agent_proto_rawDesc = "" +
 	"\x05hello\x18\x01 \x01(\v2\x15.llmgw.agent.v1.HelloH\x00R\x05hello\x129\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x19.llmgw.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
 	"\fshard_status\x18\x03 \x01(\v2\x1b.llmgw.agent.v1.ShardStatusH\x00R\vshardStatusB\x05\n" +
-	"\x03msg\"\xc7\x01\n" +
+	"\x03msg\"\x88\x02\n" +
 	"\x0eControlMessage\x123\n" +
 	"\awelcome\x18\x01 \x01(\v2\x17.llmgw.agent.v1.WelcomeH\x00R\awelcome\x12=\n" +
 	"\vstart_shard\x18\x02 \x01(\v2\x1a.llmgw.agent.v1.StartShardH\x00R\n" +
 	"startShard\x12:\n" +
 	"\n" +
-	"stop_shard\x18\x03 \x01(\v2\x19.llmgw.agent.v1.StopShardH\x00R\tstopShardB\x05\n" +
+	"stop_shard\x18\x03 \x01(\v2\x19.llmgw.agent.v1.StopShardH\x00R\tstopShard\x12?\n" +
+	"\vdeclaration\x18\x04 \x01(\v2\x1b.llmgw.agent.v1.DeclarationH\x00R\vdeclarationB\x05\n" +
 	"\x03msg\"\x81\x02\n" +
 	"\x05Hello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
@@ -1726,29 +1744,30 @@ var file_runtime_api_agentv1_agent_proto_depIdxs = []int32{
 	4,  // 3: llmgw.agent.v1.ControlMessage.welcome:type_name -> llmgw.agent.v1.Welcome
 	15, // 4: llmgw.agent.v1.ControlMessage.start_shard:type_name -> llmgw.agent.v1.StartShard
 	16, // 5: llmgw.agent.v1.ControlMessage.stop_shard:type_name -> llmgw.agent.v1.StopShard
-	9,  // 6: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
-	6,  // 7: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
-	14, // 8: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
-	6,  // 9: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
-	10, // 10: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
-	9,  // 11: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
-	7,  // 12: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
-	17, // 13: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
-	18, // 14: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
-	8,  // 15: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
-	10, // 16: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
-	11, // 17: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	12, // 18: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
-	13, // 19: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
-	0,  // 20: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
-	19, // 21: llmgw.agent.v1.StartShard.env:type_name -> llmgw.agent.v1.StartShard.EnvEntry
-	1,  // 22: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
-	2,  // 23: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
-	23, // [23:24] is the sub-list for method output_type
-	22, // [22:23] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	6,  // 6: llmgw.agent.v1.ControlMessage.declaration:type_name -> llmgw.agent.v1.Declaration
+	9,  // 7: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
+	6,  // 8: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
+	14, // 9: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
+	6,  // 10: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
+	10, // 11: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
+	9,  // 12: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
+	7,  // 13: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
+	17, // 14: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
+	18, // 15: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
+	8,  // 16: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
+	10, // 17: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
+	11, // 18: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	12, // 19: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
+	13, // 20: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
+	0,  // 21: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
+	19, // 22: llmgw.agent.v1.StartShard.env:type_name -> llmgw.agent.v1.StartShard.EnvEntry
+	1,  // 23: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
+	2,  // 24: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
+	24, // [24:25] is the sub-list for method output_type
+	23, // [23:24] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_runtime_api_agentv1_agent_proto_init() }
@@ -1765,6 +1784,7 @@ func file_runtime_api_agentv1_agent_proto_init() {
 		(*ControlMessage_Welcome)(nil),
 		(*ControlMessage_StartShard)(nil),
 		(*ControlMessage_StopShard)(nil),
+		(*ControlMessage_Declaration)(nil),
 	}
 	file_runtime_api_agentv1_agent_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}

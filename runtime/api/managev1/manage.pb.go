@@ -319,7 +319,9 @@ type Node struct {
 	Declaration *agentv1.Declaration `protobuf:"bytes,18,opt,name=declaration,proto3" json:"declaration,omitempty"`
 	// Whether the node was declared to the control plane (false: the agent
 	// brought its own declaration).
-	Declared      bool `protobuf:"varint,19,opt,name=declared,proto3" json:"declared,omitempty"`
+	Declared bool `protobuf:"varint,19,opt,name=declared,proto3" json:"declared,omitempty"`
+	// True while the node is being drained.
+	Draining      bool `protobuf:"varint,20,opt,name=draining,proto3" json:"draining,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -483,6 +485,13 @@ func (x *Node) GetDeclaration() *agentv1.Declaration {
 func (x *Node) GetDeclared() bool {
 	if x != nil {
 		return x.Declared
+	}
+	return false
+}
+
+func (x *Node) GetDraining() bool {
+	if x != nil {
+		return x.Draining
 	}
 	return false
 }
@@ -1802,6 +1811,785 @@ func (x *NodeVerdict) GetScore() float64 {
 	return 0
 }
 
+type Fabric struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Output only: declared nodes in this fabric.
+	Nodes         []string `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Fabric) Reset() {
+	*x = Fabric{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Fabric) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Fabric) ProtoMessage() {}
+
+func (x *Fabric) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Fabric.ProtoReflect.Descriptor instead.
+func (*Fabric) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Fabric) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Fabric) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Fabric) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+type CreateFabricRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fabric        *Fabric                `protobuf:"bytes,1,opt,name=fabric,proto3" json:"fabric,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateFabricRequest) Reset() {
+	*x = CreateFabricRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateFabricRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateFabricRequest) ProtoMessage() {}
+
+func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateFabricRequest.ProtoReflect.Descriptor instead.
+func (*CreateFabricRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CreateFabricRequest) GetFabric() *Fabric {
+	if x != nil {
+		return x.Fabric
+	}
+	return nil
+}
+
+type GetFabricRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFabricRequest) Reset() {
+	*x = GetFabricRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFabricRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFabricRequest) ProtoMessage() {}
+
+func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFabricRequest.ProtoReflect.Descriptor instead.
+func (*GetFabricRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetFabricRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type UpdateFabricRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fabric        *Fabric                `protobuf:"bytes,1,opt,name=fabric,proto3" json:"fabric,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateFabricRequest) Reset() {
+	*x = UpdateFabricRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateFabricRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateFabricRequest) ProtoMessage() {}
+
+func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateFabricRequest.ProtoReflect.Descriptor instead.
+func (*UpdateFabricRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *UpdateFabricRequest) GetFabric() *Fabric {
+	if x != nil {
+		return x.Fabric
+	}
+	return nil
+}
+
+type DeleteFabricRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteFabricRequest) Reset() {
+	*x = DeleteFabricRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteFabricRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteFabricRequest) ProtoMessage() {}
+
+func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteFabricRequest.ProtoReflect.Descriptor instead.
+func (*DeleteFabricRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DeleteFabricRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteFabricResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteFabricResponse) Reset() {
+	*x = DeleteFabricResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteFabricResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteFabricResponse) ProtoMessage() {}
+
+func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteFabricResponse.ProtoReflect.Descriptor instead.
+func (*DeleteFabricResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{31}
+}
+
+type ListFabricsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFabricsRequest) Reset() {
+	*x = ListFabricsRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFabricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFabricsRequest) ProtoMessage() {}
+
+func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFabricsRequest.ProtoReflect.Descriptor instead.
+func (*ListFabricsRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{32}
+}
+
+type ListFabricsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fabrics       []*Fabric              `protobuf:"bytes,1,rep,name=fabrics,proto3" json:"fabrics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFabricsResponse) Reset() {
+	*x = ListFabricsResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFabricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFabricsResponse) ProtoMessage() {}
+
+func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFabricsResponse.ProtoReflect.Descriptor instead.
+func (*ListFabricsResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListFabricsResponse) GetFabrics() []*Fabric {
+	if x != nil {
+		return x.Fabrics
+	}
+	return nil
+}
+
+type NodeDeclaration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node id: its certificate's common name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The address the node is reached at (informational for now).
+	Address     string               `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Declaration *agentv1.Declaration `protobuf:"bytes,3,opt,name=declaration,proto3" json:"declaration,omitempty"`
+	// Output only.
+	Revision      int64 `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeDeclaration) Reset() {
+	*x = NodeDeclaration{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeDeclaration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeDeclaration) ProtoMessage() {}
+
+func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeDeclaration.ProtoReflect.Descriptor instead.
+func (*NodeDeclaration) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *NodeDeclaration) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NodeDeclaration) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *NodeDeclaration) GetDeclaration() *agentv1.Declaration {
+	if x != nil {
+		return x.Declaration
+	}
+	return nil
+}
+
+func (x *NodeDeclaration) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type DeclareNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *NodeDeclaration       `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclareNodeRequest) Reset() {
+	*x = DeclareNodeRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclareNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclareNodeRequest) ProtoMessage() {}
+
+func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclareNodeRequest.ProtoReflect.Descriptor instead.
+func (*DeclareNodeRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeclareNodeRequest) GetNode() *NodeDeclaration {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+type GetNodeDeclarationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeDeclarationRequest) Reset() {
+	*x = GetNodeDeclarationRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeDeclarationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeDeclarationRequest) ProtoMessage() {}
+
+func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeDeclarationRequest.ProtoReflect.Descriptor instead.
+func (*GetNodeDeclarationRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GetNodeDeclarationRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ListNodeDeclarationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodeDeclarationsRequest) Reset() {
+	*x = ListNodeDeclarationsRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodeDeclarationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodeDeclarationsRequest) ProtoMessage() {}
+
+func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodeDeclarationsRequest.ProtoReflect.Descriptor instead.
+func (*ListNodeDeclarationsRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{37}
+}
+
+type ListNodeDeclarationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nodes         []*NodeDeclaration     `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodeDeclarationsResponse) Reset() {
+	*x = ListNodeDeclarationsResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodeDeclarationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodeDeclarationsResponse) ProtoMessage() {}
+
+func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodeDeclarationsResponse.ProtoReflect.Descriptor instead.
+func (*ListNodeDeclarationsResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListNodeDeclarationsResponse) GetNodes() []*NodeDeclaration {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+type DrainNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Stop draining and let the node take work again.
+	Cancel        bool `protobuf:"varint,2,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeRequest) Reset() {
+	*x = DrainNodeRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeRequest) ProtoMessage() {}
+
+func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DrainNodeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DrainNodeRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+type DrainNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Replicas with a shard on the node when the drain started.
+	Replicas      int32 `protobuf:"varint,1,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse) Reset() {
+	*x = DrainNodeResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse) ProtoMessage() {}
+
+func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DrainNodeResponse) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+type RemoveNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Refuse the node's certificate from now on and close its session.
+	Revoke        bool `protobuf:"varint,2,opt,name=revoke,proto3" json:"revoke,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RemoveNodeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RemoveNodeRequest) GetRevoke() bool {
+	if x != nil {
+		return x.Revoke
+	}
+	return false
+}
+
+type RemoveNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{42}
+}
+
 var File_runtime_api_managev1_manage_proto protoreflect.FileDescriptor
 
 const file_runtime_api_managev1_manage_proto_rawDesc = "" +
@@ -1826,7 +2614,7 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.llmgw.manage.v1.NodeR\x05nodes\" \n" +
 	"\x0eGetNodeRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x8f\x06\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xab\x06\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
@@ -1847,7 +2635,8 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\x06labels\x18\x10 \x03(\v2!.llmgw.manage.v1.Node.LabelsEntryR\x06labels\x12\x1a\n" +
 	"\breplicas\x18\x11 \x01(\x05R\breplicas\x12=\n" +
 	"\vdeclaration\x18\x12 \x01(\v2\x1b.llmgw.agent.v1.DeclarationR\vdeclaration\x12\x1a\n" +
-	"\bdeclared\x18\x13 \x01(\bR\bdeclared\x1a9\n" +
+	"\bdeclared\x18\x13 \x01(\bR\bdeclared\x12\x1a\n" +
+	"\bdraining\x18\x14 \x01(\bR\bdraining\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
@@ -1957,7 +2746,44 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bfeasible\x18\x02 \x01(\bR\bfeasible\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
-	"\x05score\x18\x04 \x01(\x01R\x05score2\x8d\a\n" +
+	"\x05score\x18\x04 \x01(\x01R\x05score\"T\n" +
+	"\x06Fabric\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x14\n" +
+	"\x05nodes\x18\x03 \x03(\tR\x05nodes\"F\n" +
+	"\x13CreateFabricRequest\x12/\n" +
+	"\x06fabric\x18\x01 \x01(\v2\x17.llmgw.manage.v1.FabricR\x06fabric\"&\n" +
+	"\x10GetFabricRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"F\n" +
+	"\x13UpdateFabricRequest\x12/\n" +
+	"\x06fabric\x18\x01 \x01(\v2\x17.llmgw.manage.v1.FabricR\x06fabric\")\n" +
+	"\x13DeleteFabricRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
+	"\x14DeleteFabricResponse\"\x14\n" +
+	"\x12ListFabricsRequest\"H\n" +
+	"\x13ListFabricsResponse\x121\n" +
+	"\afabrics\x18\x01 \x03(\v2\x17.llmgw.manage.v1.FabricR\afabrics\"\x9a\x01\n" +
+	"\x0fNodeDeclaration\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12=\n" +
+	"\vdeclaration\x18\x03 \x01(\v2\x1b.llmgw.agent.v1.DeclarationR\vdeclaration\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\x03R\brevision\"J\n" +
+	"\x12DeclareNodeRequest\x124\n" +
+	"\x04node\x18\x01 \x01(\v2 .llmgw.manage.v1.NodeDeclarationR\x04node\"/\n" +
+	"\x19GetNodeDeclarationRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x1d\n" +
+	"\x1bListNodeDeclarationsRequest\"V\n" +
+	"\x1cListNodeDeclarationsResponse\x126\n" +
+	"\x05nodes\x18\x01 \x03(\v2 .llmgw.manage.v1.NodeDeclarationR\x05nodes\">\n" +
+	"\x10DrainNodeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06cancel\x18\x02 \x01(\bR\x06cancel\"/\n" +
+	"\x11DrainNodeResponse\x12\x1a\n" +
+	"\breplicas\x18\x01 \x01(\x05R\breplicas\"?\n" +
+	"\x11RemoveNodeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06revoke\x18\x02 \x01(\bR\x06revoke\"\x14\n" +
+	"\x12RemoveNodeResponse2\x85\x0e\n" +
 	"\rManageService\x12G\n" +
 	"\tGetStatus\x12!.llmgw.manage.v1.GetStatusRequest\x1a\x17.llmgw.manage.v1.Status\x12R\n" +
 	"\tListNodes\x12!.llmgw.manage.v1.ListNodesRequest\x1a\".llmgw.manage.v1.ListNodesResponse\x12A\n" +
@@ -1970,7 +2796,18 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"ListModels\x12\".llmgw.manage.v1.ListModelsRequest\x1a#.llmgw.manage.v1.ListModelsResponse\x12[\n" +
 	"\fListReplicas\x12$.llmgw.manage.v1.ListReplicasRequest\x1a%.llmgw.manage.v1.ListReplicasResponse\x12Z\n" +
 	"\x10ExplainPlacement\x12(.llmgw.manage.v1.ExplainPlacementRequest\x1a\x1c.llmgw.manage.v1.Explanation\x12T\n" +
-	"\rPlanPlacement\x12%.llmgw.manage.v1.PlanPlacementRequest\x1a\x1c.llmgw.manage.v1.ExplanationB-Z+github.com/llmgw/llmgw/runtime/api/managev1b\x06proto3"
+	"\rPlanPlacement\x12%.llmgw.manage.v1.PlanPlacementRequest\x1a\x1c.llmgw.manage.v1.Explanation\x12M\n" +
+	"\fCreateFabric\x12$.llmgw.manage.v1.CreateFabricRequest\x1a\x17.llmgw.manage.v1.Fabric\x12G\n" +
+	"\tGetFabric\x12!.llmgw.manage.v1.GetFabricRequest\x1a\x17.llmgw.manage.v1.Fabric\x12M\n" +
+	"\fUpdateFabric\x12$.llmgw.manage.v1.UpdateFabricRequest\x1a\x17.llmgw.manage.v1.Fabric\x12[\n" +
+	"\fDeleteFabric\x12$.llmgw.manage.v1.DeleteFabricRequest\x1a%.llmgw.manage.v1.DeleteFabricResponse\x12X\n" +
+	"\vListFabrics\x12#.llmgw.manage.v1.ListFabricsRequest\x1a$.llmgw.manage.v1.ListFabricsResponse\x12T\n" +
+	"\vDeclareNode\x12#.llmgw.manage.v1.DeclareNodeRequest\x1a .llmgw.manage.v1.NodeDeclaration\x12b\n" +
+	"\x12GetNodeDeclaration\x12*.llmgw.manage.v1.GetNodeDeclarationRequest\x1a .llmgw.manage.v1.NodeDeclaration\x12s\n" +
+	"\x14ListNodeDeclarations\x12,.llmgw.manage.v1.ListNodeDeclarationsRequest\x1a-.llmgw.manage.v1.ListNodeDeclarationsResponse\x12R\n" +
+	"\tDrainNode\x12!.llmgw.manage.v1.DrainNodeRequest\x1a\".llmgw.manage.v1.DrainNodeResponse\x12U\n" +
+	"\n" +
+	"RemoveNode\x12\".llmgw.manage.v1.RemoveNodeRequest\x1a#.llmgw.manage.v1.RemoveNodeResponseB-Z+github.com/llmgw/llmgw/runtime/api/managev1b\x06proto3"
 
 var (
 	file_runtime_api_managev1_manage_proto_rawDescOnce sync.Once
@@ -1984,51 +2821,68 @@ func file_runtime_api_managev1_manage_proto_rawDescGZIP() []byte {
 	return file_runtime_api_managev1_manage_proto_rawDescData
 }
 
-var file_runtime_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_runtime_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_runtime_api_managev1_manage_proto_goTypes = []any{
-	(*GetStatusRequest)(nil),        // 0: llmgw.manage.v1.GetStatusRequest
-	(*Status)(nil),                  // 1: llmgw.manage.v1.Status
-	(*ListNodesRequest)(nil),        // 2: llmgw.manage.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),       // 3: llmgw.manage.v1.ListNodesResponse
-	(*GetNodeRequest)(nil),          // 4: llmgw.manage.v1.GetNodeRequest
-	(*Node)(nil),                    // 5: llmgw.manage.v1.Node
-	(*Scaling)(nil),                 // 6: llmgw.manage.v1.Scaling
-	(*Profile)(nil),                 // 7: llmgw.manage.v1.Profile
-	(*Model)(nil),                   // 8: llmgw.manage.v1.Model
-	(*ModelStatus)(nil),             // 9: llmgw.manage.v1.ModelStatus
-	(*CreateModelRequest)(nil),      // 10: llmgw.manage.v1.CreateModelRequest
-	(*GetModelRequest)(nil),         // 11: llmgw.manage.v1.GetModelRequest
-	(*UpdateModelRequest)(nil),      // 12: llmgw.manage.v1.UpdateModelRequest
-	(*DeleteModelRequest)(nil),      // 13: llmgw.manage.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),     // 14: llmgw.manage.v1.DeleteModelResponse
-	(*ListModelsRequest)(nil),       // 15: llmgw.manage.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),      // 16: llmgw.manage.v1.ListModelsResponse
-	(*ListReplicasRequest)(nil),     // 17: llmgw.manage.v1.ListReplicasRequest
-	(*ListReplicasResponse)(nil),    // 18: llmgw.manage.v1.ListReplicasResponse
-	(*Replica)(nil),                 // 19: llmgw.manage.v1.Replica
-	(*Shard)(nil),                   // 20: llmgw.manage.v1.Shard
-	(*ExplainPlacementRequest)(nil), // 21: llmgw.manage.v1.ExplainPlacementRequest
-	(*PlanPlacementRequest)(nil),    // 22: llmgw.manage.v1.PlanPlacementRequest
-	(*Explanation)(nil),             // 23: llmgw.manage.v1.Explanation
-	(*ProfileExplanation)(nil),      // 24: llmgw.manage.v1.ProfileExplanation
-	(*NodeVerdict)(nil),             // 25: llmgw.manage.v1.NodeVerdict
-	nil,                             // 26: llmgw.manage.v1.Node.LabelsEntry
-	nil,                             // 27: llmgw.manage.v1.Profile.LabelsEntry
-	nil,                             // 28: llmgw.manage.v1.Profile.EnvEntry
-	(*agentv1.GPU)(nil),             // 29: llmgw.agent.v1.GPU
-	(*agentv1.FabricVerdict)(nil),   // 30: llmgw.agent.v1.FabricVerdict
-	(*agentv1.EngineStatus)(nil),    // 31: llmgw.agent.v1.EngineStatus
-	(*agentv1.Declaration)(nil),     // 32: llmgw.agent.v1.Declaration
+	(*GetStatusRequest)(nil),             // 0: llmgw.manage.v1.GetStatusRequest
+	(*Status)(nil),                       // 1: llmgw.manage.v1.Status
+	(*ListNodesRequest)(nil),             // 2: llmgw.manage.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),            // 3: llmgw.manage.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),               // 4: llmgw.manage.v1.GetNodeRequest
+	(*Node)(nil),                         // 5: llmgw.manage.v1.Node
+	(*Scaling)(nil),                      // 6: llmgw.manage.v1.Scaling
+	(*Profile)(nil),                      // 7: llmgw.manage.v1.Profile
+	(*Model)(nil),                        // 8: llmgw.manage.v1.Model
+	(*ModelStatus)(nil),                  // 9: llmgw.manage.v1.ModelStatus
+	(*CreateModelRequest)(nil),           // 10: llmgw.manage.v1.CreateModelRequest
+	(*GetModelRequest)(nil),              // 11: llmgw.manage.v1.GetModelRequest
+	(*UpdateModelRequest)(nil),           // 12: llmgw.manage.v1.UpdateModelRequest
+	(*DeleteModelRequest)(nil),           // 13: llmgw.manage.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),          // 14: llmgw.manage.v1.DeleteModelResponse
+	(*ListModelsRequest)(nil),            // 15: llmgw.manage.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),           // 16: llmgw.manage.v1.ListModelsResponse
+	(*ListReplicasRequest)(nil),          // 17: llmgw.manage.v1.ListReplicasRequest
+	(*ListReplicasResponse)(nil),         // 18: llmgw.manage.v1.ListReplicasResponse
+	(*Replica)(nil),                      // 19: llmgw.manage.v1.Replica
+	(*Shard)(nil),                        // 20: llmgw.manage.v1.Shard
+	(*ExplainPlacementRequest)(nil),      // 21: llmgw.manage.v1.ExplainPlacementRequest
+	(*PlanPlacementRequest)(nil),         // 22: llmgw.manage.v1.PlanPlacementRequest
+	(*Explanation)(nil),                  // 23: llmgw.manage.v1.Explanation
+	(*ProfileExplanation)(nil),           // 24: llmgw.manage.v1.ProfileExplanation
+	(*NodeVerdict)(nil),                  // 25: llmgw.manage.v1.NodeVerdict
+	(*Fabric)(nil),                       // 26: llmgw.manage.v1.Fabric
+	(*CreateFabricRequest)(nil),          // 27: llmgw.manage.v1.CreateFabricRequest
+	(*GetFabricRequest)(nil),             // 28: llmgw.manage.v1.GetFabricRequest
+	(*UpdateFabricRequest)(nil),          // 29: llmgw.manage.v1.UpdateFabricRequest
+	(*DeleteFabricRequest)(nil),          // 30: llmgw.manage.v1.DeleteFabricRequest
+	(*DeleteFabricResponse)(nil),         // 31: llmgw.manage.v1.DeleteFabricResponse
+	(*ListFabricsRequest)(nil),           // 32: llmgw.manage.v1.ListFabricsRequest
+	(*ListFabricsResponse)(nil),          // 33: llmgw.manage.v1.ListFabricsResponse
+	(*NodeDeclaration)(nil),              // 34: llmgw.manage.v1.NodeDeclaration
+	(*DeclareNodeRequest)(nil),           // 35: llmgw.manage.v1.DeclareNodeRequest
+	(*GetNodeDeclarationRequest)(nil),    // 36: llmgw.manage.v1.GetNodeDeclarationRequest
+	(*ListNodeDeclarationsRequest)(nil),  // 37: llmgw.manage.v1.ListNodeDeclarationsRequest
+	(*ListNodeDeclarationsResponse)(nil), // 38: llmgw.manage.v1.ListNodeDeclarationsResponse
+	(*DrainNodeRequest)(nil),             // 39: llmgw.manage.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),            // 40: llmgw.manage.v1.DrainNodeResponse
+	(*RemoveNodeRequest)(nil),            // 41: llmgw.manage.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),           // 42: llmgw.manage.v1.RemoveNodeResponse
+	nil,                                  // 43: llmgw.manage.v1.Node.LabelsEntry
+	nil,                                  // 44: llmgw.manage.v1.Profile.LabelsEntry
+	nil,                                  // 45: llmgw.manage.v1.Profile.EnvEntry
+	(*agentv1.GPU)(nil),                  // 46: llmgw.agent.v1.GPU
+	(*agentv1.FabricVerdict)(nil),        // 47: llmgw.agent.v1.FabricVerdict
+	(*agentv1.EngineStatus)(nil),         // 48: llmgw.agent.v1.EngineStatus
+	(*agentv1.Declaration)(nil),          // 49: llmgw.agent.v1.Declaration
 }
 var file_runtime_api_managev1_manage_proto_depIdxs = []int32{
 	5,  // 0: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
-	29, // 1: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
-	30, // 2: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	31, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
-	26, // 4: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
-	32, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
-	27, // 6: llmgw.manage.v1.Profile.labels:type_name -> llmgw.manage.v1.Profile.LabelsEntry
-	28, // 7: llmgw.manage.v1.Profile.env:type_name -> llmgw.manage.v1.Profile.EnvEntry
+	46, // 1: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
+	47, // 2: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	48, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
+	43, // 4: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
+	49, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
+	44, // 6: llmgw.manage.v1.Profile.labels:type_name -> llmgw.manage.v1.Profile.LabelsEntry
+	45, // 7: llmgw.manage.v1.Profile.env:type_name -> llmgw.manage.v1.Profile.EnvEntry
 	6,  // 8: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
 	7,  // 9: llmgw.manage.v1.Model.profiles:type_name -> llmgw.manage.v1.Profile
 	9,  // 10: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
@@ -2040,33 +2894,59 @@ var file_runtime_api_managev1_manage_proto_depIdxs = []int32{
 	8,  // 16: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
 	24, // 17: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
 	25, // 18: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
-	0,  // 19: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
-	2,  // 20: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
-	4,  // 21: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
-	10, // 22: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
-	11, // 23: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
-	12, // 24: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
-	13, // 25: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
-	15, // 26: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
-	17, // 27: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
-	21, // 28: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
-	22, // 29: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
-	1,  // 30: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
-	3,  // 31: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
-	5,  // 32: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
-	8,  // 33: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
-	8,  // 34: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
-	8,  // 35: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
-	14, // 36: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
-	16, // 37: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
-	18, // 38: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
-	23, // 39: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
-	23, // 40: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
-	30, // [30:41] is the sub-list for method output_type
-	19, // [19:30] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	26, // 19: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	26, // 20: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	26, // 21: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
+	49, // 22: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
+	34, // 23: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
+	34, // 24: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
+	0,  // 25: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
+	2,  // 26: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
+	4,  // 27: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
+	10, // 28: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
+	11, // 29: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
+	12, // 30: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
+	13, // 31: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
+	15, // 32: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
+	17, // 33: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
+	21, // 34: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
+	22, // 35: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
+	27, // 36: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
+	28, // 37: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
+	29, // 38: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
+	30, // 39: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
+	32, // 40: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
+	35, // 41: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
+	36, // 42: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
+	37, // 43: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
+	39, // 44: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
+	41, // 45: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
+	1,  // 46: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
+	3,  // 47: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
+	5,  // 48: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
+	8,  // 49: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
+	8,  // 50: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
+	8,  // 51: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
+	14, // 52: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
+	16, // 53: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
+	18, // 54: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
+	23, // 55: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
+	23, // 56: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
+	26, // 57: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
+	26, // 58: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
+	26, // 59: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
+	31, // 60: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
+	33, // 61: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
+	34, // 62: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
+	34, // 63: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
+	38, // 64: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
+	40, // 65: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
+	42, // 66: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
+	46, // [46:67] is the sub-list for method output_type
+	25, // [25:46] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_runtime_api_managev1_manage_proto_init() }
@@ -2080,7 +2960,7 @@ func file_runtime_api_managev1_manage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runtime_api_managev1_manage_proto_rawDesc), len(file_runtime_api_managev1_manage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

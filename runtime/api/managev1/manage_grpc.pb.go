@@ -23,17 +23,27 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ManageService_GetStatus_FullMethodName        = "/llmgw.manage.v1.ManageService/GetStatus"
-	ManageService_ListNodes_FullMethodName        = "/llmgw.manage.v1.ManageService/ListNodes"
-	ManageService_GetNode_FullMethodName          = "/llmgw.manage.v1.ManageService/GetNode"
-	ManageService_CreateModel_FullMethodName      = "/llmgw.manage.v1.ManageService/CreateModel"
-	ManageService_GetModel_FullMethodName         = "/llmgw.manage.v1.ManageService/GetModel"
-	ManageService_UpdateModel_FullMethodName      = "/llmgw.manage.v1.ManageService/UpdateModel"
-	ManageService_DeleteModel_FullMethodName      = "/llmgw.manage.v1.ManageService/DeleteModel"
-	ManageService_ListModels_FullMethodName       = "/llmgw.manage.v1.ManageService/ListModels"
-	ManageService_ListReplicas_FullMethodName     = "/llmgw.manage.v1.ManageService/ListReplicas"
-	ManageService_ExplainPlacement_FullMethodName = "/llmgw.manage.v1.ManageService/ExplainPlacement"
-	ManageService_PlanPlacement_FullMethodName    = "/llmgw.manage.v1.ManageService/PlanPlacement"
+	ManageService_GetStatus_FullMethodName            = "/llmgw.manage.v1.ManageService/GetStatus"
+	ManageService_ListNodes_FullMethodName            = "/llmgw.manage.v1.ManageService/ListNodes"
+	ManageService_GetNode_FullMethodName              = "/llmgw.manage.v1.ManageService/GetNode"
+	ManageService_CreateModel_FullMethodName          = "/llmgw.manage.v1.ManageService/CreateModel"
+	ManageService_GetModel_FullMethodName             = "/llmgw.manage.v1.ManageService/GetModel"
+	ManageService_UpdateModel_FullMethodName          = "/llmgw.manage.v1.ManageService/UpdateModel"
+	ManageService_DeleteModel_FullMethodName          = "/llmgw.manage.v1.ManageService/DeleteModel"
+	ManageService_ListModels_FullMethodName           = "/llmgw.manage.v1.ManageService/ListModels"
+	ManageService_ListReplicas_FullMethodName         = "/llmgw.manage.v1.ManageService/ListReplicas"
+	ManageService_ExplainPlacement_FullMethodName     = "/llmgw.manage.v1.ManageService/ExplainPlacement"
+	ManageService_PlanPlacement_FullMethodName        = "/llmgw.manage.v1.ManageService/PlanPlacement"
+	ManageService_CreateFabric_FullMethodName         = "/llmgw.manage.v1.ManageService/CreateFabric"
+	ManageService_GetFabric_FullMethodName            = "/llmgw.manage.v1.ManageService/GetFabric"
+	ManageService_UpdateFabric_FullMethodName         = "/llmgw.manage.v1.ManageService/UpdateFabric"
+	ManageService_DeleteFabric_FullMethodName         = "/llmgw.manage.v1.ManageService/DeleteFabric"
+	ManageService_ListFabrics_FullMethodName          = "/llmgw.manage.v1.ManageService/ListFabrics"
+	ManageService_DeclareNode_FullMethodName          = "/llmgw.manage.v1.ManageService/DeclareNode"
+	ManageService_GetNodeDeclaration_FullMethodName   = "/llmgw.manage.v1.ManageService/GetNodeDeclaration"
+	ManageService_ListNodeDeclarations_FullMethodName = "/llmgw.manage.v1.ManageService/ListNodeDeclarations"
+	ManageService_DrainNode_FullMethodName            = "/llmgw.manage.v1.ManageService/DrainNode"
+	ManageService_RemoveNode_FullMethodName           = "/llmgw.manage.v1.ManageService/RemoveNode"
 )
 
 // ManageServiceClient is the client API for ManageService service.
@@ -55,6 +65,25 @@ type ManageServiceClient interface {
 	// PlanPlacement is the same dry run for a definition that is not (yet) in
 	// the catalog, e.g. a model in a terraform plan.
 	PlanPlacement(ctx context.Context, in *PlanPlacementRequest, opts ...grpc.CallOption) (*Explanation, error)
+	// Fabrics: InfiniBand fabrics nodes may declare membership of.
+	CreateFabric(ctx context.Context, in *CreateFabricRequest, opts ...grpc.CallOption) (*Fabric, error)
+	GetFabric(ctx context.Context, in *GetFabricRequest, opts ...grpc.CallOption) (*Fabric, error)
+	UpdateFabric(ctx context.Context, in *UpdateFabricRequest, opts ...grpc.CallOption) (*Fabric, error)
+	// DeleteFabric refuses while declared nodes are in the fabric.
+	DeleteFabric(ctx context.Context, in *DeleteFabricRequest, opts ...grpc.CallOption) (*DeleteFabricResponse, error)
+	ListFabrics(ctx context.Context, in *ListFabricsRequest, opts ...grpc.CallOption) (*ListFabricsResponse, error)
+	// DeclareNode creates or replaces the control plane's copy of a node's
+	// declaration. It wins over the agent's local file and is sent to the
+	// agent at once when it is connected.
+	DeclareNode(ctx context.Context, in *DeclareNodeRequest, opts ...grpc.CallOption) (*NodeDeclaration, error)
+	GetNodeDeclaration(ctx context.Context, in *GetNodeDeclarationRequest, opts ...grpc.CallOption) (*NodeDeclaration, error)
+	ListNodeDeclarations(ctx context.Context, in *ListNodeDeclarationsRequest, opts ...grpc.CallOption) (*ListNodeDeclarationsResponse, error)
+	// DrainNode starts moving a node's replicas elsewhere, each replacement
+	// ready before the original stops; GetNode shows the progress.
+	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*DrainNodeResponse, error)
+	// RemoveNode forgets a node's declaration and, with revoke, refuses its
+	// certificate from then on and closes its session.
+	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
 }
 
 type manageServiceClient struct {
@@ -175,6 +204,106 @@ func (c *manageServiceClient) PlanPlacement(ctx context.Context, in *PlanPlaceme
 	return out, nil
 }
 
+func (c *manageServiceClient) CreateFabric(ctx context.Context, in *CreateFabricRequest, opts ...grpc.CallOption) (*Fabric, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Fabric)
+	err := c.cc.Invoke(ctx, ManageService_CreateFabric_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) GetFabric(ctx context.Context, in *GetFabricRequest, opts ...grpc.CallOption) (*Fabric, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Fabric)
+	err := c.cc.Invoke(ctx, ManageService_GetFabric_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) UpdateFabric(ctx context.Context, in *UpdateFabricRequest, opts ...grpc.CallOption) (*Fabric, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Fabric)
+	err := c.cc.Invoke(ctx, ManageService_UpdateFabric_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) DeleteFabric(ctx context.Context, in *DeleteFabricRequest, opts ...grpc.CallOption) (*DeleteFabricResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteFabricResponse)
+	err := c.cc.Invoke(ctx, ManageService_DeleteFabric_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) ListFabrics(ctx context.Context, in *ListFabricsRequest, opts ...grpc.CallOption) (*ListFabricsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListFabricsResponse)
+	err := c.cc.Invoke(ctx, ManageService_ListFabrics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) DeclareNode(ctx context.Context, in *DeclareNodeRequest, opts ...grpc.CallOption) (*NodeDeclaration, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeDeclaration)
+	err := c.cc.Invoke(ctx, ManageService_DeclareNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) GetNodeDeclaration(ctx context.Context, in *GetNodeDeclarationRequest, opts ...grpc.CallOption) (*NodeDeclaration, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeDeclaration)
+	err := c.cc.Invoke(ctx, ManageService_GetNodeDeclaration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) ListNodeDeclarations(ctx context.Context, in *ListNodeDeclarationsRequest, opts ...grpc.CallOption) (*ListNodeDeclarationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNodeDeclarationsResponse)
+	err := c.cc.Invoke(ctx, ManageService_ListNodeDeclarations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*DrainNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainNodeResponse)
+	err := c.cc.Invoke(ctx, ManageService_DrainNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveNodeResponse)
+	err := c.cc.Invoke(ctx, ManageService_RemoveNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManageServiceServer is the server API for ManageService service.
 // All implementations must embed UnimplementedManageServiceServer
 // for forward compatibility.
@@ -194,6 +323,25 @@ type ManageServiceServer interface {
 	// PlanPlacement is the same dry run for a definition that is not (yet) in
 	// the catalog, e.g. a model in a terraform plan.
 	PlanPlacement(context.Context, *PlanPlacementRequest) (*Explanation, error)
+	// Fabrics: InfiniBand fabrics nodes may declare membership of.
+	CreateFabric(context.Context, *CreateFabricRequest) (*Fabric, error)
+	GetFabric(context.Context, *GetFabricRequest) (*Fabric, error)
+	UpdateFabric(context.Context, *UpdateFabricRequest) (*Fabric, error)
+	// DeleteFabric refuses while declared nodes are in the fabric.
+	DeleteFabric(context.Context, *DeleteFabricRequest) (*DeleteFabricResponse, error)
+	ListFabrics(context.Context, *ListFabricsRequest) (*ListFabricsResponse, error)
+	// DeclareNode creates or replaces the control plane's copy of a node's
+	// declaration. It wins over the agent's local file and is sent to the
+	// agent at once when it is connected.
+	DeclareNode(context.Context, *DeclareNodeRequest) (*NodeDeclaration, error)
+	GetNodeDeclaration(context.Context, *GetNodeDeclarationRequest) (*NodeDeclaration, error)
+	ListNodeDeclarations(context.Context, *ListNodeDeclarationsRequest) (*ListNodeDeclarationsResponse, error)
+	// DrainNode starts moving a node's replicas elsewhere, each replacement
+	// ready before the original stops; GetNode shows the progress.
+	DrainNode(context.Context, *DrainNodeRequest) (*DrainNodeResponse, error)
+	// RemoveNode forgets a node's declaration and, with revoke, refuses its
+	// certificate from then on and closes its session.
+	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
 	mustEmbedUnimplementedManageServiceServer()
 }
 
@@ -236,6 +384,36 @@ func (UnimplementedManageServiceServer) ExplainPlacement(context.Context, *Expla
 }
 func (UnimplementedManageServiceServer) PlanPlacement(context.Context, *PlanPlacementRequest) (*Explanation, error) {
 	return nil, status.Error(codes.Unimplemented, "method PlanPlacement not implemented")
+}
+func (UnimplementedManageServiceServer) CreateFabric(context.Context, *CreateFabricRequest) (*Fabric, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateFabric not implemented")
+}
+func (UnimplementedManageServiceServer) GetFabric(context.Context, *GetFabricRequest) (*Fabric, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetFabric not implemented")
+}
+func (UnimplementedManageServiceServer) UpdateFabric(context.Context, *UpdateFabricRequest) (*Fabric, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateFabric not implemented")
+}
+func (UnimplementedManageServiceServer) DeleteFabric(context.Context, *DeleteFabricRequest) (*DeleteFabricResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteFabric not implemented")
+}
+func (UnimplementedManageServiceServer) ListFabrics(context.Context, *ListFabricsRequest) (*ListFabricsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListFabrics not implemented")
+}
+func (UnimplementedManageServiceServer) DeclareNode(context.Context, *DeclareNodeRequest) (*NodeDeclaration, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeclareNode not implemented")
+}
+func (UnimplementedManageServiceServer) GetNodeDeclaration(context.Context, *GetNodeDeclarationRequest) (*NodeDeclaration, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNodeDeclaration not implemented")
+}
+func (UnimplementedManageServiceServer) ListNodeDeclarations(context.Context, *ListNodeDeclarationsRequest) (*ListNodeDeclarationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNodeDeclarations not implemented")
+}
+func (UnimplementedManageServiceServer) DrainNode(context.Context, *DrainNodeRequest) (*DrainNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DrainNode not implemented")
+}
+func (UnimplementedManageServiceServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
 }
 func (UnimplementedManageServiceServer) mustEmbedUnimplementedManageServiceServer() {}
 func (UnimplementedManageServiceServer) testEmbeddedByValue()                       {}
@@ -456,6 +634,186 @@ func _ManageService_PlanPlacement_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ManageService_CreateFabric_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateFabricRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).CreateFabric(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_CreateFabric_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).CreateFabric(ctx, req.(*CreateFabricRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_GetFabric_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFabricRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).GetFabric(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_GetFabric_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).GetFabric(ctx, req.(*GetFabricRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_UpdateFabric_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateFabricRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).UpdateFabric(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_UpdateFabric_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).UpdateFabric(ctx, req.(*UpdateFabricRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_DeleteFabric_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteFabricRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).DeleteFabric(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_DeleteFabric_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).DeleteFabric(ctx, req.(*DeleteFabricRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_ListFabrics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListFabricsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).ListFabrics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_ListFabrics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).ListFabrics(ctx, req.(*ListFabricsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_DeclareNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeclareNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).DeclareNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_DeclareNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).DeclareNode(ctx, req.(*DeclareNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_GetNodeDeclaration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNodeDeclarationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).GetNodeDeclaration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_GetNodeDeclaration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).GetNodeDeclaration(ctx, req.(*GetNodeDeclarationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_ListNodeDeclarations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNodeDeclarationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).ListNodeDeclarations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_ListNodeDeclarations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).ListNodeDeclarations(ctx, req.(*ListNodeDeclarationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_DrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).DrainNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_DrainNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).DrainNode(ctx, req.(*DrainNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).RemoveNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_RemoveNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).RemoveNode(ctx, req.(*RemoveNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ManageService_ServiceDesc is the grpc.ServiceDesc for ManageService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -506,6 +864,46 @@ var ManageService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PlanPlacement",
 			Handler:    _ManageService_PlanPlacement_Handler,
+		},
+		{
+			MethodName: "CreateFabric",
+			Handler:    _ManageService_CreateFabric_Handler,
+		},
+		{
+			MethodName: "GetFabric",
+			Handler:    _ManageService_GetFabric_Handler,
+		},
+		{
+			MethodName: "UpdateFabric",
+			Handler:    _ManageService_UpdateFabric_Handler,
+		},
+		{
+			MethodName: "DeleteFabric",
+			Handler:    _ManageService_DeleteFabric_Handler,
+		},
+		{
+			MethodName: "ListFabrics",
+			Handler:    _ManageService_ListFabrics_Handler,
+		},
+		{
+			MethodName: "DeclareNode",
+			Handler:    _ManageService_DeclareNode_Handler,
+		},
+		{
+			MethodName: "GetNodeDeclaration",
+			Handler:    _ManageService_GetNodeDeclaration_Handler,
+		},
+		{
+			MethodName: "ListNodeDeclarations",
+			Handler:    _ManageService_ListNodeDeclarations_Handler,
+		},
+		{
+			MethodName: "DrainNode",
+			Handler:    _ManageService_DrainNode_Handler,
+		},
+		{
+			MethodName: "RemoveNode",
+			Handler:    _ManageService_RemoveNode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
