@@ -176,18 +176,8 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 	}
 	a.log.Info("connected to control plane", "heartbeat", interval.String())
 	if pd := welcome.GetDeclaration(); pd != nil {
-		d := declaration.FromProto(pd)
-		if err := d.Validate(); err != nil {
-			a.log.Error("control plane's declaration refused, keeping the local one", "err", err)
-		} else {
-			a.mu.Lock()
-			a.decl = d
-			a.mu.Unlock()
-			a.log.Info("using the control plane's declaration")
-			inv := a.discover(ctx, d)
-			if err := send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Heartbeat{Heartbeat: &agentv1.Heartbeat{UnixMs: time.Now().UnixMilli(), Inventory: inv}}}); err != nil {
-				return err
-			}
+		if err := a.redeclare(ctx, pd, send); err != nil {
+			return err
 		}
 	}
 	a.mu.Lock()
@@ -209,8 +199,28 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 			a.startShard(m.StartShard)
 		case *agentv1.ControlMessage_StopShard:
 			a.stopShard(m.StopShard.GetShardId(), m.StopShard.GetReason())
+		case *agentv1.ControlMessage_Declaration:
+			if err := a.redeclare(ctx, m.Declaration, send); err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// redeclare adopts a declaration the control plane sent, runs discovery
+// again under it, and reports the new inventory.
+func (a *Agent) redeclare(ctx context.Context, pd *agentv1.Declaration, send func(*agentv1.AgentMessage) error) error {
+	d := declaration.FromProto(pd)
+	if err := d.Validate(); err != nil {
+		a.log.Error("control plane's declaration refused, keeping the one in use", "err", err)
+		return nil
+	}
+	a.mu.Lock()
+	a.decl = d
+	a.mu.Unlock()
+	a.log.Info("declaration replaced by the control plane's", "fabrics", len(d.Fabrics), "engines", len(d.Engines))
+	inv := a.discover(ctx, d)
+	return send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Heartbeat{Heartbeat: &agentv1.Heartbeat{UnixMs: time.Now().UnixMilli(), Inventory: inv}}})
 }
 
 func (a *Agent) heartbeats(ctx context.Context, send func(*agentv1.AgentMessage) error, interval time.Duration) {

@@ -91,16 +91,27 @@ func remoteAddr(ctx context.Context) string {
 	return "unknown"
 }
 
-// streamConn serialises sends on one stream.
+// streamConn serialises sends on one stream and lets the control plane end
+// the session.
 type streamConn struct {
 	mu     sync.Mutex
 	stream agentv1.AgentService_ConnectServer
+	closed chan string
+	once   sync.Once
 }
 
 func (c *streamConn) Send(m *agentv1.ControlMessage) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stream.Send(m)
+}
+
+// Close ends the session with reason.
+func (c *streamConn) Close(reason string) {
+	c.once.Do(func() {
+		c.closed <- reason
+		close(c.closed)
+	})
 }
 
 // Connect runs one agent session.
@@ -143,7 +154,7 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 	if declared {
 		effective = decl
 	}
-	conn := &streamConn{stream: stream}
+	conn := &streamConn{stream: stream, closed: make(chan string, 1)}
 	if err := conn.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Welcome{Welcome: &agentv1.Welcome{
 		Declaration:         decl,
 		HeartbeatIntervalMs: s.opts.HeartbeatInterval.Milliseconds(),
@@ -159,11 +170,32 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 			s.log.Warn("fabric out of service", "node", cn, "fabric", fv.GetName(), "problems", fv.GetProblems())
 		}
 	}
+	msgs := make(chan *agentv1.AgentMessage)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case msgs <- msg:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	for {
-		msg, err := stream.Recv()
-		if err != nil {
+		var msg *agentv1.AgentMessage
+		select {
+		case err := <-recvErr:
 			s.log.Info("agent disconnected", "node", cn, "reason", err.Error())
 			return nil
+		case reason := <-conn.closed:
+			s.log.Warn("agent session closed", "node", cn, "reason", reason)
+			return status.Errorf(codes.PermissionDenied, "agent refused: %s", reason)
+		case msg = <-msgs:
 		}
 		switch m := msg.GetMsg().(type) {
 		case *agentv1.AgentMessage_Heartbeat:

@@ -42,6 +42,12 @@ type Conn interface {
 	Send(*agentv1.ControlMessage) error
 }
 
+// Closer is implemented by a Conn whose session the control plane can end
+// (a revoked node's).
+type Closer interface {
+	Close(reason string)
+}
+
 // Node is one node as its agent reported it.
 type Node struct {
 	ID          string
@@ -54,6 +60,8 @@ type Node struct {
 	Declared    bool
 	LastSeen    time.Time
 	Connected   bool
+	// Draining nodes take no new work; their replicas are moved elsewhere.
+	Draining bool
 
 	conn   Conn
 	connID uint64
@@ -442,3 +450,78 @@ func (tx *Tx) Remove(r *Replica) {
 
 // Fail marks a replica failed.
 func (tx *Tx) Fail(r *Replica, why string) { tx.f.failReplicaLocked(r, why) }
+
+// Declare records a new declaration for a node and, when its agent is
+// connected, sends it; the agent answers with a new inventory.
+func (f *Fleet) Declare(nodeID string, decl *agentv1.Declaration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.nodes[nodeID]
+	if n == nil {
+		return nil // applied when the agent connects
+	}
+	n.Declaration = decl
+	n.Declared = true
+	f.notify()
+	if n.conn == nil {
+		return nil
+	}
+	return n.conn.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Declaration{Declaration: decl}})
+}
+
+// Undeclare records that the control plane no longer holds a declaration
+// for the node.
+func (f *Fleet) Undeclare(nodeID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := f.nodes[nodeID]; n != nil {
+		n.Declared = false
+	}
+}
+
+// SetDraining starts or stops draining a node and returns how many replicas
+// have a shard on it.
+func (f *Fleet) SetDraining(nodeID string, draining bool) (int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.nodes[nodeID]
+	if n == nil {
+		return 0, false
+	}
+	n.Draining = draining
+	count := 0
+	for _, r := range f.replicas {
+		for _, s := range r.Shards {
+			if s.Node == nodeID {
+				count++
+				break
+			}
+		}
+	}
+	f.notify()
+	return count, true
+}
+
+// Forget closes a node's session (when its identity was revoked) and drops
+// it from the fleet. Its replicas fail and are rebuilt elsewhere.
+func (f *Fleet) Forget(nodeID, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.nodes[nodeID]
+	if n == nil {
+		return
+	}
+	if c, ok := n.conn.(Closer); ok {
+		c.Close(reason)
+	}
+	for _, r := range f.replicas {
+		for _, s := range r.Shards {
+			if s.Node == nodeID && r.State != ReplicaFailed {
+				f.failReplicaLocked(r, "node "+nodeID+" removed: "+reason)
+				break
+			}
+		}
+	}
+	delete(f.nodes, nodeID)
+	f.notify()
+}

@@ -8,7 +8,8 @@
 //
 // Files: gateway.go (construction, routing of paths, the request flow),
 // request.go (body reading, parsing and in-place rewriting), upstream.go
-// (the transport and non-streamed relay), stream.go (SSE relay and usage
+// (the proxy hop and non-streamed relay), client.go (the HTTP/1.1 client
+// for engines, pooling keep-alive connections), stream.go (SSE relay and usage
 // scanning), models.go (/v1/models), errors.go (OpenAI error bodies).
 package gateway
 
@@ -68,11 +69,11 @@ type Deps struct {
 
 // Gateway is the client API handler.
 type Gateway struct {
-	cfg       Config
-	deps      Deps
-	log       *slog.Logger
-	transport *http.Transport
-	handler   http.Handler
+	cfg     Config
+	deps    Deps
+	log     *slog.Logger
+	client  *client
+	handler http.Handler
 }
 
 // New returns a gateway. Call Close when it is no longer used.
@@ -96,10 +97,10 @@ func New(cfg Config, deps Deps) *Gateway {
 		deps.Admission = AdmitAll{}
 	}
 	g := &Gateway{
-		cfg:       cfg,
-		deps:      deps,
-		log:       cfg.Logger.With("component", "gateway"),
-		transport: newTransport(cfg.ResponseHeaderTimeout),
+		cfg:    cfg,
+		deps:   deps,
+		log:    cfg.Logger.With("component", "gateway"),
+		client: newClient(cfg.ResponseHeaderTimeout),
 	}
 	mux := http.NewServeMux()
 	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
@@ -121,7 +122,7 @@ func New(cfg Config, deps Deps) *Gateway {
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // Close releases idle upstream connections.
-func (g *Gateway) Close() { g.transport.CloseIdleConnections() }
+func (g *Gateway) Close() { g.client.Close() }
 
 const requestIDHeader = "X-Request-Id"
 

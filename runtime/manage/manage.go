@@ -31,7 +31,9 @@ type Options struct {
 	Catalog    *models.Registry
 	Reconciler *reconcile.Reconciler
 	Tokens     store.AdminTokenStore
-	Logger     *slog.Logger
+	// Store holds fabrics and node declarations.
+	Store  store.Store
+	Logger *slog.Logger
 }
 
 // Service implements managev1.ManageServiceServer.
@@ -157,6 +159,10 @@ func nodeToProto(n fleet.Node, used map[int]string, replicas int) *managev1.Node
 		Declaration:    n.Declaration,
 		Declared:       n.Declared,
 		Replicas:       int32(replicas),
+		Draining:       n.Draining,
+	}
+	if n.Draining && n.State != fleet.NodeLost {
+		pn.State = "draining"
 	}
 	if !n.Connected && n.State != fleet.NodeLost {
 		if pn.Reason != "" {

@@ -43,7 +43,7 @@ func newService(t *testing.T) (*Service, store.Store) {
 	inv.Gpus = []*agentv1.GPU{{Index: 0, Class: "a100-80g"}}
 	f.Connect(&agentv1.Hello{Inventory: inv}, "node01", nil, false, nopConn{})
 	rec := reconcile.New(reconcile.Options{Fleet: f, Catalog: reg})
-	return New(Options{Version: "test", Fleet: f, Catalog: reg, Reconciler: rec, Tokens: st}), st
+	return New(Options{Version: "test", Fleet: f, Catalog: reg, Reconciler: rec, Tokens: st, Store: st}), st
 }
 
 func apiModel(name string) *managev1.Model {

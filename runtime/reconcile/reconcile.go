@@ -223,6 +223,17 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 	}
 }
 
+// onDrainingNode reports whether a shard of rep runs on a draining node: such
+// a replica is replaced like an outdated one, the replacement ready first.
+func onDrainingNode(tx *fleet.Tx, rep *fleet.Replica) bool {
+	for _, s := range rep.Shards {
+		if n := tx.Node(s.Node); n != nil && n.Draining {
+			return true
+		}
+	}
+	return false
+}
+
 // holdPlacement reports whether placement must wait for replicas that were
 // live before a restart and have not been reported again yet.
 func (r *Reconciler) holdPlacement(tx *fleet.Tx, now time.Time) bool {
@@ -291,7 +302,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		if rep.Model != e.Model.Name || rep.State == fleet.ReplicaFailed {
 			continue
 		}
-		if rep.Generation == e.Generation {
+		if rep.Generation == e.Generation && !onDrainingNode(tx, rep) {
 			current = append(current, rep)
 			if rep.State == fleet.ReplicaReady {
 				currentReady = append(currentReady, rep)
@@ -314,7 +325,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	}
 	if len(currentReady) >= want {
 		for _, rep := range old {
-			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "replaced by generation "+e.Generation)
+			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "replaced (newer definition or draining node)")
 			r.stopShards(tx, rep, "replaced by a newer definition")
 			tx.Remove(rep)
 		}

@@ -361,3 +361,45 @@ func TestPlacementHoldEndsWhenExpectedReplicasAreBack(t *testing.T) {
 		t.Fatalf("sim-2node not placed once the hold ended: %d", n)
 	}
 }
+
+func TestDrainMovesReplicaReplacementFirst(t *testing.T) {
+	h := newHarness(t, chatModel())
+	h.rec.Pass()
+	var node string
+	var s *agentv1.StartShard
+	for n, ss := range h.startsFor("sim-chat") {
+		node, s = n, ss[0]
+	}
+	h.report(node, s, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = "127.0.0.1:9300" })
+	h.rec.Pass()
+	if _, ok := h.fleet.SetDraining(node, true); !ok {
+		t.Fatal("node not found")
+	}
+	h.rec.Pass()
+	var repl *agentv1.StartShard
+	var replNode string
+	for n, ss := range h.startsFor("sim-chat") {
+		for _, x := range ss {
+			if x.GetShardId() != s.GetShardId() {
+				replNode, repl = n, x
+			}
+		}
+	}
+	if repl == nil || replNode == node {
+		t.Fatalf("no replacement placed off the draining node %s", node)
+	}
+	if stops := h.conns[node].stops(); len(stops) != 0 {
+		t.Fatalf("the original stopped before its replacement was ready: %v", stops)
+	}
+	if eps := h.eps.eps["sim-chat"]; len(eps) != 1 {
+		t.Fatalf("the original must keep serving while the replacement starts: %v", eps)
+	}
+	h.report(replNode, repl, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = "127.0.0.1:9301" })
+	h.rec.Pass()
+	if stops := h.conns[node].stops(); len(stops) != 1 || stops[0] != s.GetShardId() {
+		t.Fatalf("stops on the draining node = %v, want the original", stops)
+	}
+	if eps := h.eps.eps["sim-chat"]; len(eps) != 1 || eps[0].URL != "http://127.0.0.1:9301" {
+		t.Fatalf("endpoints after the drain = %v", eps)
+	}
+}

@@ -32,6 +32,9 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 			Engines:  map[string]bool{},
 		}
 		switch {
+		case n.Draining:
+			sn.Ready = false
+			sn.NotReadyReason = "draining"
 		case n.State == fleet.NodeLost:
 			sn.NotReadyReason = "lost: " + n.Reason
 		case !n.Connected:
