@@ -32,6 +32,8 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
 --server-name and --timeout, or LLMGW_ENDPOINT, LLMGW_TOKEN, LLMGW_CA_CERT):
   status                         version, nodes, models, replicas, GPUs in use
   nodes [--json]                 nodes with their GPUs, memory, fabrics and replicas
+  drain NODE [--cancel]          move a node's replicas elsewhere (or stop doing so)
+  fabrics [--json]               declared fabrics and the nodes in them
   models [--json]                catalog models and whether they are serving
   replicas [--model M] [--json]  replicas, their shards and why failed ones failed
   explain-placement MODEL [--json]
@@ -83,6 +85,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdStatus(ctx, rest)
 	case "nodes":
 		return a.cmdNodes(ctx, rest)
+	case "drain":
+		return a.cmdDrain(ctx, rest)
+	case "fabrics":
+		return a.cmdFabrics(ctx, rest)
 	case "models":
 		return a.cmdModels(ctx, rest)
 	case "replicas":

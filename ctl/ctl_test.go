@@ -50,6 +50,14 @@ cpu01: lost: no heartbeat since 3h
 `,
 		},
 		{
+			name: "fabrics, a multi-line description folded",
+			args: []string{"fabrics"},
+			want: `FABRIC  DESCRIPTION               NODES
+ib-a    rack A, NDR 400G spine 1  llmgw-node01,llmgw-node02
+ib-b    -                         -
+`,
+		},
+		{
 			name: "models",
 			args: []string{"models"},
 			want: `MODEL                      SERVING  REPLICAS  STATUS   ALIASES
@@ -199,6 +207,39 @@ func TestJSON(t *testing.T) {
 		for i := range got {
 			if !proto.Equal(got[i], f.nodes[i]) {
 				t.Errorf("node %d round-trips as %v, want %v", i, got[i], f.nodes[i])
+			}
+		}
+	})
+
+	t.Run("fabrics", func(t *testing.T) {
+		code, out, errOut := runCtl(t, env, "fabrics", "--json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		want := `[
+  {
+    "name": "ib-a",
+    "description": "rack A, NDR 400G\nspine 1",
+    "nodes": [
+      "llmgw-node01",
+      "llmgw-node02"
+    ]
+  },
+  {
+    "name": "ib-b"
+  }
+]
+`
+		if out != want {
+			t.Errorf("stdout:\n%s\nwant:\n%s", out, want)
+		}
+		got := decodeArray(t, out, func() *managev1.Fabric { return new(managev1.Fabric) })
+		if len(got) != len(f.fabrics) {
+			t.Fatalf("%d fabrics, want %d", len(got), len(f.fabrics))
+		}
+		for i := range got {
+			if !proto.Equal(got[i], f.fabrics[i]) {
+				t.Errorf("fabric %d round-trips as %v, want %v", i, got[i], f.fabrics[i])
 			}
 		}
 	})
@@ -564,6 +605,12 @@ func TestUsage(t *testing.T) {
 		{"explain without a model", []string{"explain-placement", "--json"}, 2, "", "missing the model name"},
 		{"explain with two models", []string{"explain-placement", "a", "b"}, 2, "", "unexpected argument \"b\""},
 		{"nodes with an argument", []string{"nodes", "extra"}, 2, "", "unexpected argument \"extra\""},
+		{"help lists drain", []string{"help"}, 0, "drain NODE [--cancel]", ""},
+		{"help lists fabrics", []string{"help"}, 0, "fabrics [--json]", ""},
+		{"drain without a node", []string{"drain", "--cancel"}, 2, "", "missing the node name"},
+		{"drain with two nodes", []string{"drain", "a", "b"}, 2, "", "unexpected argument \"b\""},
+		{"drain help", []string{"drain", "-h"}, 0, "", "usage: llmgw ctl drain NODE [--cancel]"},
+		{"fabrics with an argument", []string{"fabrics", "ib-a"}, 2, "", "unexpected argument \"ib-a\""},
 		{"unknown flag", []string{"nodes", "--wide"}, 2, "", "flag provided but not defined: -wide"},
 		{"subcommand help", []string{"replicas", "-h"}, 0, "", "usage: llmgw ctl replicas [--model M] [--json]"},
 		{"model add without -f", []string{"model", "add"}, 2, "", "no model definition: pass -f FILE"},

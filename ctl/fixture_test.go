@@ -80,6 +80,10 @@ func cannedManage() *fakeManage {
 				},
 			},
 		},
+		fabrics: []*managev1.Fabric{
+			{Name: "ib-a", Description: "rack A, NDR 400G\nspine 1", Nodes: []string{"llmgw-node01", "llmgw-node02"}},
+			{Name: "ib-b"},
+		},
 		explanation: &managev1.Explanation{
 			Model: "llama-3.1-70b", Placed: false,
 			Profiles: []*managev1.ProfileExplanation{{

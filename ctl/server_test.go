@@ -35,8 +35,10 @@ type fakeManage struct {
 	models      []*managev1.Model
 	replicas    []*managev1.Replica
 	explanation *managev1.Explanation
+	fabrics     []*managev1.Fabric
 
 	mu       sync.Mutex
+	drains   []*managev1.DrainNodeRequest
 	created  []*managev1.Model
 	updated  []*managev1.Model
 	deleted  []string
@@ -120,6 +122,27 @@ func (f *fakeManage) ExplainPlacement(_ context.Context, req *managev1.ExplainPl
 		return nil, status.Errorf(codes.NotFound, "model %q not found", req.GetModel())
 	}
 	return f.explanation, nil
+}
+
+func (f *fakeManage) ListFabrics(context.Context, *managev1.ListFabricsRequest) (*managev1.ListFabricsResponse, error) {
+	return &managev1.ListFabricsResponse{Fabrics: f.fabrics}, nil
+}
+
+// DrainNode answers with the node's replica count; an unknown node is
+// NotFound, as the control plane answers.
+func (f *fakeManage) DrainNode(_ context.Context, req *managev1.DrainNodeRequest) (*managev1.DrainNodeResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.nodes {
+		if n.GetId() == req.GetName() {
+			f.drains = append(f.drains, proto.Clone(req).(*managev1.DrainNodeRequest))
+			if req.GetCancel() {
+				return &managev1.DrainNodeResponse{}, nil
+			}
+			return &managev1.DrainNodeResponse{Replicas: n.GetReplicas()}, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "node %q not found", req.GetName())
 }
 
 // checkToken is the server's bearer-token check.
