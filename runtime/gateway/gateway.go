@@ -8,8 +8,7 @@
 //
 // Files: gateway.go (construction, routing of paths, the request flow),
 // request.go (body reading, parsing and in-place rewriting), upstream.go
-// (the proxy hop and non-streamed relay), client.go (the HTTP/1.1 client
-// for engines, pooling keep-alive connections), stream.go (SSE relay and usage
+// (the transport and non-streamed relay), stream.go (SSE relay and usage
 // scanning), models.go (/v1/models), errors.go (OpenAI error bodies).
 package gateway
 
@@ -69,11 +68,11 @@ type Deps struct {
 
 // Gateway is the client API handler.
 type Gateway struct {
-	cfg     Config
-	deps    Deps
-	log     *slog.Logger
-	client  *client
-	handler http.Handler
+	cfg       Config
+	deps      Deps
+	log       *slog.Logger
+	transport *http.Transport
+	handler   http.Handler
 }
 
 // New returns a gateway. Call Close when it is no longer used.
@@ -97,10 +96,10 @@ func New(cfg Config, deps Deps) *Gateway {
 		deps.Admission = AdmitAll{}
 	}
 	g := &Gateway{
-		cfg:    cfg,
-		deps:   deps,
-		log:    cfg.Logger.With("component", "gateway"),
-		client: newClient(cfg.ResponseHeaderTimeout),
+		cfg:       cfg,
+		deps:      deps,
+		log:       cfg.Logger.With("component", "gateway"),
+		transport: newTransport(cfg.ResponseHeaderTimeout),
 	}
 	mux := http.NewServeMux()
 	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
@@ -122,7 +121,7 @@ func New(cfg Config, deps Deps) *Gateway {
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // Close releases idle upstream connections.
-func (g *Gateway) Close() { g.client.Close() }
+func (g *Gateway) Close() { g.transport.CloseIdleConnections() }
 
 const requestIDHeader = "X-Request-Id"
 

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,6 +22,26 @@ const statusClientGone = 499
 // to read its usage; a larger one is relayed as it arrives and its usage is
 // looked for in its tail.
 const maxBufferedResponse = 32 << 20
+
+// newTransport returns the transport shared by every upstream request:
+// HTTP/1.1 with many idle connections per engine, no compression (bytes are
+// relayed as the engine wrote them).
+func newTransport(headerTimeout time.Duration) *http.Transport {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: headerTimeout,
+		ExpectContinueTimeout: 0,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+		WriteBufferSize:       32 << 10,
+		ReadBufferSize:        32 << 10,
+	}
+}
 
 // hopHeaders are not relayed from the engine to the client.
 var hopHeaders = []string{
@@ -39,19 +61,28 @@ func copyResponseHeaders(dst, src http.Header) {
 	}
 }
 
-// proxy sends body to the endpoint and relays the answer. The whole
-// exchange ends by GenerationTimeout; the client leaving closes the
-// upstream connection, which is how the engine learns of the cancel.
+// proxy sends body to the endpoint and relays the answer.
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, x *exchange, ep router.Endpoint, body []byte) {
-	resp, err := g.client.do(r.Context(), &upRequest{
-		base:      ep.URL,
-		path:      r.URL.EscapedPath(),
-		rawQuery:  r.URL.RawQuery,
-		requestID: x.rec.RequestID,
-		accept:    r.Header.Get("Accept"),
-		body:      body,
-		deadline:  time.Now().Add(g.cfg.GenerationTimeout),
-	})
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.GenerationTimeout)
+	defer cancel()
+	target := strings.TrimSuffix(ep.URL, "/") + r.URL.Path
+	if r.URL.RawQuery != "" {
+		target += "?" + r.URL.RawQuery
+	}
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		g.log.Warn("building upstream request", "replica", ep.ReplicaID, "err", err)
+		x.fail(w, newError(http.StatusBadGateway, typeUpstream, "upstream_error", "the model's replica cannot be reached"))
+		return
+	}
+	up.Header = http.Header{
+		"Content-Type":  {"application/json"},
+		requestIDHeader: {x.rec.RequestID},
+	}
+	if a := r.Header.Get("Accept"); a != "" {
+		up.Header.Set("Accept", a)
+	}
+	resp, err := g.transport.RoundTrip(up)
 	if err != nil {
 		g.upstreamFailed(w, r, x, ep, err)
 		return
