@@ -1,0 +1,242 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/catalog"
+)
+
+// reader reads Terraform values into Go values, noting whether every value
+// was known.
+type reader struct {
+	ctx     context.Context
+	unknown bool
+}
+
+func (r *reader) str(v types.String) string {
+	r.unknown = r.unknown || v.IsUnknown()
+	return v.ValueString()
+}
+
+func (r *reader) num(v types.Int64) int {
+	r.unknown = r.unknown || v.IsUnknown()
+	return int(v.ValueInt64())
+}
+
+func (r *reader) dur(v types.String) catalog.Duration {
+	d, _ := time.ParseDuration(r.str(v)) // the schema's validator has checked it
+	return catalog.Duration(d)
+}
+
+func (r *reader) list(v types.List) []string {
+	if v.IsUnknown() {
+		r.unknown = true
+		return nil
+	}
+	var out []string
+	for _, e := range v.Elements() {
+		s, ok := e.(types.String)
+		if !ok {
+			continue
+		}
+		out = append(out, r.str(s))
+	}
+	return out
+}
+
+func (r *reader) dict(v types.Map) map[string]string {
+	if v.IsUnknown() {
+		r.unknown = true
+		return nil
+	}
+	if v.IsNull() {
+		return nil
+	}
+	out := map[string]string{}
+	for k, e := range v.Elements() {
+		if s, ok := e.(types.String); ok {
+			out[k] = r.str(s)
+		}
+	}
+	return out
+}
+
+func (r *reader) object(v types.Object, target any) bool {
+	if v.IsUnknown() {
+		r.unknown = true
+		return false
+	}
+	if v.IsNull() {
+		return false
+	}
+	return !v.As(r.ctx, target, basetypes.ObjectAsOptions{}).HasError()
+}
+
+// toCatalog is the planned or stored definition as the catalog's Model; the
+// second result is false when some attribute is not known yet.
+func (m modelResourceModel) toCatalog(ctx context.Context) (catalog.Model, bool) {
+	r := &reader{ctx: ctx}
+	out := catalog.Model{
+		Name:           r.str(m.Name),
+		Aliases:        r.list(m.Aliases),
+		Source:         r.str(m.Source),
+		RoutingProfile: r.str(m.RoutingProfile),
+		ContextLength:  r.num(m.ContextLength),
+		MaxOutput:      r.num(m.MaxOutput),
+	}
+	var s scalingModel
+	if r.object(m.Scaling, &s) {
+		out.Scaling = catalog.Scaling{Min: r.num(s.Min), Max: r.num(s.Max), IdleTimeout: r.dur(s.IdleTimeout)}
+	}
+	if m.Profiles.IsUnknown() {
+		return out, false
+	}
+	for _, e := range m.Profiles.Elements() {
+		o, ok := e.(types.Object)
+		var p profileModel
+		if !ok || !r.object(o, &p) {
+			r.unknown = r.unknown || o.IsUnknown()
+			continue
+		}
+		out.Profiles = append(out.Profiles, catalog.Profile{
+			Name: r.str(p.Name), Engine: r.str(p.Engine), GPUClass: r.str(p.GPUClass),
+			TP: r.num(p.TP), Nodes: r.num(p.Nodes), Weight: r.num(p.Weight), Priority: r.num(p.Priority),
+			StartupTimeout: r.dur(p.StartupTimeout), MinMemoryGB: r.num(p.MinMemoryGB), MinDiskGB: r.num(p.MinDiskGB),
+			Labels: r.dict(p.Labels), Args: r.list(p.Args), Env: r.dict(p.Env), LaunchMode: r.str(p.LaunchMode),
+		})
+	}
+	return out, !r.unknown
+}
+
+// The from* helpers build state values from what the API returned. Where
+// the API cannot tell an empty value from a missing one, or spells a
+// duration its own way, the prior value (config, plan or state) is kept so
+// that a plan after apply is empty.
+
+func fromString(v string, prior types.String) types.String {
+	if v == "" && (prior.IsNull() || prior.IsUnknown()) {
+		return types.StringNull()
+	}
+	return types.StringValue(v)
+}
+
+func fromDuration(v string, prior types.String) types.String {
+	if !prior.IsNull() && !prior.IsUnknown() {
+		p, perr := time.ParseDuration(prior.ValueString())
+		d, derr := time.ParseDuration(v)
+		if v == "" {
+			d, derr = 0, nil
+		}
+		if perr == nil && derr == nil && p == d {
+			return prior
+		}
+	}
+	return fromString(v, prior)
+}
+
+func fromList(v []string, prior types.List) types.List {
+	if len(v) == 0 && (prior.IsNull() || prior.IsUnknown()) {
+		return types.ListNull(types.StringType)
+	}
+	vals := make([]attr.Value, 0, len(v))
+	for _, s := range v {
+		vals = append(vals, types.StringValue(s))
+	}
+	return types.ListValueMust(types.StringType, vals)
+}
+
+func fromMap(v map[string]string, prior types.Map) types.Map {
+	if len(v) == 0 && (prior.IsNull() || prior.IsUnknown()) {
+		return types.MapNull(types.StringType)
+	}
+	vals := make(map[string]attr.Value, len(v))
+	for _, k := range slices.Sorted(maps.Keys(v)) {
+		vals[k] = types.StringValue(v[k])
+	}
+	return types.MapValueMust(types.StringType, vals)
+}
+
+// fromAPI is the state for the model the control plane returned; prior
+// supplies the resource's own settings and the spelling of values the API
+// normalizes.
+func fromAPI(ctx context.Context, pm *managev1.Model, prior modelResourceModel) (modelResourceModel, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	out := prior
+	out.Name = types.StringValue(pm.GetName())
+	out.Aliases = fromList(pm.GetAliases(), prior.Aliases)
+	out.Source = fromString(pm.GetSource(), prior.Source)
+	out.RoutingProfile = types.StringValue(pm.GetRoutingProfile())
+	out.ContextLength = types.Int64Value(int64(pm.GetContextLength()))
+	out.MaxOutput = types.Int64Value(int64(pm.GetMaxOutput()))
+
+	var ps scalingModel
+	if !prior.Scaling.IsNull() && !prior.Scaling.IsUnknown() {
+		diags.Append(prior.Scaling.As(ctx, &ps, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})...)
+	} else {
+		ps.IdleTimeout = types.StringNull()
+	}
+	sc := pm.GetScaling()
+	out.Scaling = types.ObjectValueMust(scalingTypes, map[string]attr.Value{
+		"min":          types.Int64Value(int64(sc.GetMin())),
+		"max":          types.Int64Value(int64(sc.GetMax())),
+		"idle_timeout": fromDuration(sc.GetIdleTimeout(), ps.IdleTimeout),
+	})
+
+	var priorProfiles []profileModel
+	if !prior.Profiles.IsNull() && !prior.Profiles.IsUnknown() {
+		diags.Append(prior.Profiles.ElementsAs(ctx, &priorProfiles, false)...)
+	}
+	profileType := types.ObjectType{AttrTypes: profileTypes}
+	var profiles []attr.Value
+	for i, p := range pm.GetProfiles() {
+		pp := profileModel{
+			GPUClass: types.StringNull(), StartupTimeout: types.StringNull(), LaunchMode: types.StringNull(),
+			Labels: types.MapNull(types.StringType), Env: types.MapNull(types.StringType), Args: types.ListNull(types.StringType),
+		}
+		if i < len(priorProfiles) && priorProfiles[i].Name.ValueString() == p.GetName() {
+			pp = priorProfiles[i]
+		}
+		profiles = append(profiles, types.ObjectValueMust(profileTypes, map[string]attr.Value{
+			"name":            types.StringValue(p.GetName()),
+			"engine":          types.StringValue(p.GetEngine()),
+			"gpu_class":       fromString(p.GetGpuClass(), pp.GPUClass),
+			"tp":              types.Int64Value(int64(p.GetTp())),
+			"nodes":           types.Int64Value(int64(p.GetNodes())),
+			"weight":          types.Int64Value(int64(p.GetWeight())),
+			"priority":        types.Int64Value(int64(p.GetPriority())),
+			"startup_timeout": fromDuration(p.GetStartupTimeout(), pp.StartupTimeout),
+			"min_memory_gb":   types.Int64Value(int64(p.GetMinMemoryGb())),
+			"min_disk_gb":     types.Int64Value(int64(p.GetMinDiskGb())),
+			"labels":          fromMap(p.GetLabels(), pp.Labels),
+			"args":            fromList(p.GetArgs(), pp.Args),
+			"env":             fromMap(p.GetEnv(), pp.Env),
+			"launch_mode":     fromString(p.GetLaunchMode(), pp.LaunchMode),
+		}))
+	}
+	out.Profiles = types.ListValueMust(profileType, profiles)
+
+	out.Generation = types.StringValue(pm.GetGeneration())
+	out.Origin = types.StringValue(pm.GetOrigin())
+	st := pm.GetStatus()
+	out.Status = types.ObjectValueMust(statusTypes, map[string]attr.Value{
+		"state":            types.StringValue(st.GetState()),
+		"message":          types.StringValue(st.GetMessage()),
+		"replicas_ready":   types.Int64Value(int64(st.GetReplicasReady())),
+		"replicas_desired": types.Int64Value(int64(st.GetReplicasDesired())),
+		"replicas_total":   types.Int64Value(int64(st.GetReplicasTotal())),
+	})
+	if pm.GetName() == "" {
+		diags.AddError("Empty answer from the llmgw control plane", fmt.Sprintf("The control plane returned a model without a name for %s. This is a bug; please report it.", prior.Name.ValueString()))
+	}
+	return out, diags
+}

@@ -1,0 +1,592 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/llmgw/llmgw/agent/declaration"
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/modelpb"
+)
+
+// Defaults of the resource's own settings (not part of the model).
+const (
+	defaultPlacementCheck = "warn"
+	defaultRolloutTimeout = "10m"
+	rolloutPollInterval   = 500 * time.Millisecond
+)
+
+var (
+	_ resource.ResourceWithConfigure        = (*modelResource)(nil)
+	_ resource.ResourceWithImportState      = (*modelResource)(nil)
+	_ resource.ResourceWithModifyPlan       = (*modelResource)(nil)
+	_ resource.ResourceWithConfigValidators = (*modelResource)(nil)
+)
+
+// modelResource is llmgw_model: one model of the catalog.
+type modelResource struct {
+	client *Client
+}
+
+func newModelResource() resource.Resource { return &modelResource{} }
+
+// modelResourceModel is llmgw_model's state.
+type modelResourceModel struct {
+	Name           types.String `tfsdk:"name"`
+	Aliases        types.List   `tfsdk:"aliases"`
+	Source         types.String `tfsdk:"source"`
+	RoutingProfile types.String `tfsdk:"routing_profile"`
+	ContextLength  types.Int64  `tfsdk:"context_length"`
+	MaxOutput      types.Int64  `tfsdk:"max_output"`
+	Scaling        types.Object `tfsdk:"scaling"`
+	Profiles       types.List   `tfsdk:"profiles"`
+	PlacementCheck types.String `tfsdk:"placement_check"`
+	WaitForRollout types.Bool   `tfsdk:"wait_for_rollout"`
+	RolloutTimeout types.String `tfsdk:"rollout_timeout"`
+	Generation     types.String `tfsdk:"generation"`
+	Origin         types.String `tfsdk:"origin"`
+	Status         types.Object `tfsdk:"status"`
+}
+
+type scalingModel struct {
+	Min         types.Int64  `tfsdk:"min"`
+	Max         types.Int64  `tfsdk:"max"`
+	IdleTimeout types.String `tfsdk:"idle_timeout"`
+}
+
+type profileModel struct {
+	Name           types.String `tfsdk:"name"`
+	Engine         types.String `tfsdk:"engine"`
+	GPUClass       types.String `tfsdk:"gpu_class"`
+	TP             types.Int64  `tfsdk:"tp"`
+	Nodes          types.Int64  `tfsdk:"nodes"`
+	Weight         types.Int64  `tfsdk:"weight"`
+	Priority       types.Int64  `tfsdk:"priority"`
+	StartupTimeout types.String `tfsdk:"startup_timeout"`
+	MinMemoryGB    types.Int64  `tfsdk:"min_memory_gb"`
+	MinDiskGB      types.Int64  `tfsdk:"min_disk_gb"`
+	Labels         types.Map    `tfsdk:"labels"`
+	Args           types.List   `tfsdk:"args"`
+	Env            types.Map    `tfsdk:"env"`
+	LaunchMode     types.String `tfsdk:"launch_mode"`
+}
+
+var (
+	scalingTypes = map[string]attr.Type{"min": types.Int64Type, "max": types.Int64Type, "idle_timeout": types.StringType}
+	profileTypes = map[string]attr.Type{
+		"name": types.StringType, "engine": types.StringType, "gpu_class": types.StringType,
+		"tp": types.Int64Type, "nodes": types.Int64Type, "weight": types.Int64Type, "priority": types.Int64Type,
+		"startup_timeout": types.StringType, "min_memory_gb": types.Int64Type, "min_disk_gb": types.Int64Type,
+		"labels": types.MapType{ElemType: types.StringType}, "args": types.ListType{ElemType: types.StringType},
+		"env": types.MapType{ElemType: types.StringType}, "launch_mode": types.StringType,
+	}
+	statusTypes = map[string]attr.Type{
+		"state": types.StringType, "message": types.StringType,
+		"replicas_ready": types.Int64Type, "replicas_desired": types.Int64Type, "replicas_total": types.Int64Type,
+	}
+)
+
+// nameRE is the catalog's rule for model and profile names.
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+
+const nameRule = "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit"
+
+func (r *modelResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_model"
+}
+
+func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A model of the llmgw catalog: what clients ask for, where its weights come from, how it scales and the profiles it can be placed with. " +
+			"The attribute names are those of the catalog YAML (`server.yaml`, `llmgw ctl model add -f`). " +
+			"A plan dry-runs placement of the planned definition (`placement_check`), and apply waits until the rollout serves (`wait_for_rollout`). " +
+			"Models declared in the control plane's `server.yaml` cannot be managed here.",
+		Attributes: map[string]schema.Attribute{
+			"name": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "The model's name, what clients ask for: " + nameRule + ". Changing it replaces the model.",
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:          []validator.String{stringvalidator.LengthBetween(1, 128), stringvalidator.RegexMatches(nameRE, "must contain only "+nameRule)},
+			},
+			"aliases": schema.ListAttribute{
+				Optional:            true,
+				ElementType:         types.StringType,
+				MarkdownDescription: "Other names clients may use for the model. Changing them does not restart replicas.",
+				Validators:          []validator.List{listvalidator.UniqueValues(), listvalidator.ValueStringsAre(stringvalidator.RegexMatches(nameRE, "must contain only "+nameRule))},
+			},
+			"source": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Where the weights are: a local path (checked, never copied), an `http(s)://` or `hf:` URL (fetched once per node), or a repository id the engine downloads itself.",
+			},
+			"routing_profile": schema.StringAttribute{
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(catalog.DefaultRoutingProfile),
+				MarkdownDescription: "How requests are spread over the replicas. Defaults to `" + catalog.DefaultRoutingProfile + "`.",
+			},
+			"context_length": schema.Int64Attribute{
+				Optional:            true,
+				Computed:            true,
+				Default:             int64default.StaticInt64(0),
+				MarkdownDescription: "The most tokens a client may use in one request (prompt and output); 0 means unstated.",
+				Validators:          []validator.Int64{int64validator.AtLeast(0)},
+			},
+			"max_output": schema.Int64Attribute{
+				Optional:            true,
+				Computed:            true,
+				Default:             int64default.StaticInt64(0),
+				MarkdownDescription: "The most tokens one response may have; 0 means unstated. At most `context_length` when that is set.",
+				Validators:          []validator.Int64{int64validator.AtLeast(0)},
+			},
+			"scaling": schema.SingleNestedAttribute{
+				Optional: true,
+				Computed: true,
+				Default: objectdefault.StaticValue(types.ObjectValueMust(scalingTypes, map[string]attr.Value{
+					"min": types.Int64Value(0), "max": types.Int64Value(0), "idle_timeout": types.StringNull(),
+				})),
+				MarkdownDescription: "Bounds of the replica count. Without it the model is configured but runs no replica (min 0, max 0); min 0 with a higher max loads the model on demand.",
+				Attributes: map[string]schema.Attribute{
+					"min": schema.Int64Attribute{
+						Optional:            true,
+						Computed:            true,
+						Default:             int64default.StaticInt64(0),
+						MarkdownDescription: "Replicas kept running at all times. Apply waits for this many ready replicas of the new definition.",
+						Validators:          []validator.Int64{int64validator.AtLeast(0)},
+					},
+					"max": schema.Int64Attribute{
+						Optional:            true,
+						Computed:            true,
+						MarkdownDescription: "Most replicas; at least `min`, and `min` when left out.",
+						Validators:          []validator.Int64{int64validator.AtLeast(0)},
+						PlanModifiers:       []planmodifier.Int64{maxDefaultsToMin{}},
+					},
+					"idle_timeout": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "Replicas above `min` idle this long are stopped, written like `30s`, `5m` or `1h30m`.",
+						Validators:          []validator.String{durationValidator{allowZero: true}},
+					},
+				},
+			},
+			"profiles": schema.ListNestedAttribute{
+				Required:            true,
+				MarkdownDescription: "The ways the model can be placed, tried by `priority` (higher first). Changing a profile rolls the replicas: the new replica is ready before the old one stops.",
+				Validators:          []validator.List{listvalidator.SizeAtLeast(1)},
+				NestedObject: schema.NestedAttributeObject{
+					Attributes: profileSchema(),
+				},
+			},
+			"placement_check": schema.StringAttribute{
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(defaultPlacementCheck),
+				MarkdownDescription: "What a plan does when the control plane's dry run finds no node for the planned profiles: `error` fails the plan, `warn` (the default) shows the reasons as a warning, `off` skips the check.",
+				Validators:          []validator.String{stringvalidator.OneOf("error", "warn", "off")},
+			},
+			"wait_for_rollout": schema.BoolAttribute{
+				Optional:            true,
+				Computed:            true,
+				Default:             booldefault.StaticBool(true),
+				MarkdownDescription: "Whether apply waits until `scaling.min` replicas of the new definition are ready (default true). Apply fails with the shard's error and the engine's last output when a replica fails.",
+			},
+			"rollout_timeout": schema.StringAttribute{
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(defaultRolloutTimeout),
+				MarkdownDescription: "How long apply waits for the rollout, written like `90s` or `10m` (default `" + defaultRolloutTimeout + "`).",
+				Validators:          []validator.String{durationValidator{}},
+			},
+			"generation": schema.StringAttribute{
+				Computed:            true,
+				MarkdownDescription: "A hash of the definition; replicas placed for another generation are rolled.",
+			},
+			"origin": schema.StringAttribute{
+				Computed:            true,
+				MarkdownDescription: "Where the definition comes from: `api` for models managed through the management API.",
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"status": schema.SingleNestedAttribute{
+				Computed:            true,
+				MarkdownDescription: "The model's status when last read.",
+				Attributes: map[string]schema.Attribute{
+					"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "`serving`, `starting`, `unplaced`, `idle` or `failed`."},
+					"message":          schema.StringAttribute{Computed: true, MarkdownDescription: "Why the model is not serving: the last failure, or why no node can hold it."},
+					"replicas_ready":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Ready replicas."},
+					"replicas_desired": schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas wanted (`scaling.min`)."},
+					"replicas_total":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas starting or ready."},
+				},
+			},
+		},
+	}
+}
+
+func profileSchema() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"name": schema.StringAttribute{
+			Required:            true,
+			MarkdownDescription: "The profile's name, unique within the model: " + nameRule + ".",
+			Validators:          []validator.String{stringvalidator.RegexMatches(nameRE, "must contain only "+nameRule)},
+		},
+		"engine": schema.StringAttribute{
+			Required:            true,
+			MarkdownDescription: "The inference engine: one of `" + strings.Join(declaration.KnownEngines, "`, `") + "`.",
+			Validators:          []validator.String{stringvalidator.OneOf(declaration.KnownEngines...)},
+		},
+		"gpu_class": schema.StringAttribute{
+			Optional:            true,
+			MarkdownDescription: "The GPU class as nodes report it (e.g. `h100-80g`); left out, the profile runs on CPU.",
+		},
+		"tp": schema.Int64Attribute{
+			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
+			MarkdownDescription: "Tensor-parallel width: GPUs per node for one replica. At least 1 when `gpu_class` is set.",
+			Validators:          []validator.Int64{int64validator.AtLeast(0)},
+		},
+		"nodes": schema.Int64Attribute{
+			Optional: true, Computed: true, Default: int64default.StaticInt64(catalog.DefaultNodes),
+			MarkdownDescription: "How many nodes one replica spans (one shard per node); default 1. Above 1 only for `vllm`, `sglang` and `sim`.",
+			Validators:          []validator.Int64{int64validator.AtLeast(1)},
+		},
+		"weight": schema.Int64Attribute{
+			Optional: true, Computed: true, Default: int64default.StaticInt64(catalog.DefaultWeight),
+			MarkdownDescription: "The profile's share of traffic among ready replicas; default 1.",
+			Validators:          []validator.Int64{int64validator.AtLeast(0)},
+		},
+		"priority": schema.Int64Attribute{
+			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
+			MarkdownDescription: "Placement order among profiles: higher is tried first.",
+		},
+		"startup_timeout": schema.StringAttribute{
+			Optional: true, Computed: true, Default: stringdefault.StaticString(catalog.DefaultStartupTimeout.String()),
+			MarkdownDescription: "How long a shard may take to become ready, like `90s` or `10m` (default `" + catalog.DefaultStartupTimeout.String() + "`).",
+			Validators:          []validator.String{durationValidator{}},
+		},
+		"min_memory_gb": schema.Int64Attribute{
+			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
+			MarkdownDescription: "Host memory a node needs free, in GB.",
+			Validators:          []validator.Int64{int64validator.AtLeast(0)},
+		},
+		"min_disk_gb": schema.Int64Attribute{
+			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
+			MarkdownDescription: "Disk a node needs free for the weights, in GB.",
+			Validators:          []validator.Int64{int64validator.AtLeast(0)},
+		},
+		"labels": schema.MapAttribute{
+			Optional: true, ElementType: types.StringType,
+			MarkdownDescription: "Node labels a node must carry to hold the profile.",
+		},
+		"args": schema.ListAttribute{
+			Optional: true, ElementType: types.StringType,
+			MarkdownDescription: "Arguments passed to the engine after those llmgw sets. Changing them rolls the replicas.",
+		},
+		"env": schema.MapAttribute{
+			Optional: true, ElementType: types.StringType,
+			MarkdownDescription: "Environment added to the engine's last, so it can override what llmgw sets (e.g. `NCCL_SOCKET_IFNAME`).",
+		},
+		"launch_mode": schema.StringAttribute{
+			Optional:            true,
+			MarkdownDescription: "How vLLM runs across GPUs and nodes: `mp` (its own processes, the default) or `ray`. Only for `vllm`.",
+			Validators:          []validator.String{stringvalidator.OneOf("mp", "ray")},
+		},
+	}
+}
+
+func (r *modelResource) ConfigValidators(context.Context) []resource.ConfigValidator {
+	return []resource.ConfigValidator{scalingBoundsValidator{}, profileRulesValidator{}}
+}
+
+func (r *modelResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *modelResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
+}
+
+// ModifyPlan asks the control plane to dry-run placement of the planned
+// definition when it is new or its profiles changed, and reports a model no
+// node can hold as placement_check says.
+func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan modelResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	m, known := plan.toCatalog(ctx)
+	var prior modelResourceModel
+	if !req.State.Raw.IsNull() {
+		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	}
+	old, priorKnown := prior.toCatalog(ctx)
+	priorKnown = priorKnown && !req.State.Raw.IsNull()
+	if known && priorKnown && sameReplicas(old, m) {
+		// What replicas are built from is unchanged: no roll, same generation.
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("generation"), prior.Generation)...)
+	}
+	if r.client == nil || !known {
+		return
+	}
+	check := plan.PlacementCheck.ValueString()
+	if plan.PlacementCheck.IsUnknown() || check == "off" {
+		return
+	}
+	if priorKnown && slices.EqualFunc(old.Profiles, m.Profiles, catalog.Profile.Equal) {
+		return
+	}
+	ex, err := r.client.PlanPlacement(ctx, modelpb.ToProto(m))
+	if err != nil {
+		resp.Diagnostics.Append(r.client.Diag("planning placement of model "+m.Name, err))
+		return
+	}
+	if ex.GetPlaced() {
+		return
+	}
+	summary := fmt.Sprintf("No node can hold model %s", m.Name)
+	detail := "The control plane's dry run of the planned definition placed no replica:\n\n" + strings.TrimSpace(ex.GetText())
+	if check == "error" {
+		resp.Diagnostics.AddAttributeError(path.Root("profiles"), summary,
+			detail+"\n\nChange the profiles or the fleet, or set placement_check = \"warn\" to apply anyway.")
+		return
+	}
+	resp.Diagnostics.AddAttributeWarning(path.Root("profiles"), summary,
+		detail+"\n\nApply will store the model; it is placed when a node can hold it.")
+}
+
+func (r *modelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan modelResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	m, known := plan.toCatalog(ctx)
+	if !known {
+		resp.Diagnostics.AddError("Model definition not known at apply", "Some attribute of llmgw_model "+plan.Name.ValueString()+" is still unknown at apply. This is a bug in the llmgw provider; please report it.")
+		return
+	}
+	pm, err := r.client.CreateModel(ctx, modelpb.ToProto(m))
+	if err != nil {
+		resp.Diagnostics.Append(r.client.Diag("creating model "+m.Name, err))
+		return
+	}
+	r.settle(ctx, pm, plan, m, &resp.State, &resp.Diagnostics)
+}
+
+func (r *modelResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, prior modelResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	m, known := plan.toCatalog(ctx)
+	if !known {
+		resp.Diagnostics.AddError("Model definition not known at apply", "Some attribute of llmgw_model "+plan.Name.ValueString()+" is still unknown at apply. This is a bug in the llmgw provider; please report it.")
+		return
+	}
+	var pm *managev1.Model
+	var err error
+	if old, ok := prior.toCatalog(ctx); ok && old.Equal(m) {
+		// Only the resource's own settings changed.
+		pm, err = r.client.GetModel(ctx, m.Name)
+	} else {
+		pm, err = r.client.UpdateModel(ctx, modelpb.ToProto(m))
+	}
+	if err != nil {
+		resp.Diagnostics.Append(r.client.Diag("updating model "+m.Name, err))
+		return
+	}
+	r.settle(ctx, pm, plan, m, &resp.State, &resp.Diagnostics)
+}
+
+// stateSetter is the part of tfsdk.State that settle uses.
+type stateSetter interface {
+	Set(ctx context.Context, val any) diag.Diagnostics
+}
+
+// settle records what the control plane answered and, when
+// wait_for_rollout is set, waits for the rollout and records the status
+// again. The state is saved before waiting, so a failed rollout leaves the
+// model in state (tainted on create).
+func (r *modelResource) settle(ctx context.Context, pm *managev1.Model, plan modelResourceModel, m catalog.Model, st stateSetter, diags *diag.Diagnostics) {
+	state, d := fromAPI(ctx, pm, plan)
+	diags.Append(d...)
+	diags.Append(st.Set(ctx, state)...)
+	if diags.HasError() || !plan.WaitForRollout.ValueBool() {
+		return
+	}
+	timeout, err := time.ParseDuration(plan.RolloutTimeout.ValueString())
+	if err != nil {
+		timeout, _ = time.ParseDuration(defaultRolloutTimeout)
+	}
+	final, wd := waitRollout(ctx, r.client, m.Name, pm.GetGeneration(), m.Scaling.Min, timeout)
+	diags.Append(wd...)
+	if final != nil {
+		state, d = fromAPI(ctx, final, plan)
+		diags.Append(d...)
+		diags.Append(st.Set(ctx, state)...)
+	}
+}
+
+func (r *modelResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var prior modelResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	pm, err := r.client.GetModel(ctx, prior.Name.ValueString())
+	if IsNotFound(err) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.Append(r.client.Diag("reading model "+prior.Name.ValueString(), err))
+		return
+	}
+	state, d := fromAPI(ctx, pm, prior)
+	resp.Diagnostics.Append(d...)
+	if state.PlacementCheck.IsNull() {
+		state.PlacementCheck = types.StringValue(defaultPlacementCheck)
+	}
+	if state.WaitForRollout.IsNull() {
+		state.WaitForRollout = types.BoolValue(true)
+	}
+	if state.RolloutTimeout.IsNull() {
+		state.RolloutTimeout = types.StringValue(defaultRolloutTimeout)
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+func (r *modelResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var prior modelResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	err := r.client.DeleteModel(ctx, prior.Name.ValueString())
+	if err != nil && !IsNotFound(err) {
+		resp.Diagnostics.Append(r.client.Diag("deleting model "+prior.Name.ValueString(), err))
+	}
+}
+
+// waitRollout polls the model until scaling.min replicas of generation are
+// ready. It fails with the replica's error and its shards' last output when a
+// replica of this rollout fails, with the status message when the model
+// reports failed or no node can hold it, and with the ready count at the
+// timeout. It returns the model as last read.
+func waitRollout(ctx context.Context, c *Client, name, generation string, want int, timeout time.Duration) (*managev1.Model, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	started := time.Now()
+	deadline := started.Add(timeout)
+	tick := time.NewTicker(rolloutPollInterval)
+	defer tick.Stop()
+	for {
+		pm, err := c.GetModel(ctx, name)
+		if err != nil {
+			diags.Append(c.Diag("waiting for the rollout of model "+name, err))
+			return nil, diags
+		}
+		reps, err := c.ListReplicas(ctx, name)
+		if err != nil {
+			diags.Append(c.Diag("waiting for the rollout of model "+name, err))
+			return pm, diags
+		}
+		ready, failed := rolloutProgress(reps, generation, started)
+		st := pm.GetStatus()
+		switch {
+		case ready >= want:
+			return pm, nil
+		case failed != nil:
+			diags.AddError(fmt.Sprintf("Rollout of model %s failed", name), replicaFailure(failed)+
+				"\n\nFix the profile (engine, args, env) or the node, and apply again; the model stays in the catalog.")
+			return pm, diags
+		case st.GetState() == "failed" || (st.GetState() == "unplaced" && st.GetMessage() != ""):
+			diags.AddError(fmt.Sprintf("Rollout of model %s cannot proceed", name),
+				fmt.Sprintf("The model is %s: %s\n\nFix the profile or the fleet and apply again; the model stays in the catalog.", st.GetState(), strings.TrimSpace(st.GetMessage())))
+			return pm, diags
+		case time.Now().After(deadline):
+			detail := fmt.Sprintf("%d of %d replicas of generation %s were ready after %s; the model is %s", ready, want, generation, timeout, st.GetState())
+			if msg := strings.TrimSpace(st.GetMessage()); msg != "" {
+				detail += ": " + msg
+			}
+			diags.AddError(fmt.Sprintf("Timed out waiting for the rollout of model %s", name),
+				detail+".\n\nRaise rollout_timeout, or set wait_for_rollout = false to return without waiting.")
+			return pm, diags
+		}
+		select {
+		case <-ctx.Done():
+			diags.AddError(fmt.Sprintf("Interrupted while waiting for the rollout of model %s", name), ctx.Err().Error())
+			return pm, diags
+		case <-tick.C:
+		}
+	}
+}
+
+// sameReplicas reports whether replicas of a and b are built alike: the
+// control plane's generation hashes name, source, context_length and
+// profiles.
+func sameReplicas(a, b catalog.Model) bool {
+	return a.Name == b.Name && a.Source == b.Source && a.ContextLength == b.ContextLength &&
+		slices.EqualFunc(a.Profiles, b.Profiles, catalog.Profile.Equal)
+}
+
+// rolloutProgress counts the ready replicas of generation and returns the
+// first replica of it that failed since the rollout started.
+func rolloutProgress(reps []*managev1.Replica, generation string, started time.Time) (int, *managev1.Replica) {
+	ready := 0
+	var failed *managev1.Replica
+	for _, r := range reps {
+		if r.GetModelGeneration() != generation {
+			continue
+		}
+		switch r.GetState() {
+		case "ready":
+			ready++
+		case "failed":
+			// A second of slack for clocks of the same machine.
+			if failed == nil && r.GetCreatedUnixMs() >= started.Add(-time.Second).UnixMilli() {
+				failed = r
+			}
+		}
+	}
+	return ready, failed
+}
+
+// replicaFailure is a failed replica's error with each shard's error and
+// last output lines.
+func replicaFailure(r *managev1.Replica) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Replica %s (profile %s) failed: %s", r.GetId(), r.GetProfile(), r.GetError())
+	for _, sh := range r.GetShards() {
+		if sh.GetError() == "" && len(sh.GetLastOutput()) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n\nShard %d on node %s (%s): %s", sh.GetRank(), sh.GetNode(), sh.GetState(), sh.GetError())
+		if out := sh.GetLastOutput(); len(out) > 0 {
+			b.WriteString("\nLast engine output:\n  " + strings.Join(out, "\n  "))
+		}
+	}
+	return b.String()
+}
