@@ -125,13 +125,15 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	env := envLines(dir, o.PortBase, creds)
-	if err := os.WriteFile(filepath.Join(dir, "env"), []byte(env), 0o600); err != nil {
-		return fmt.Errorf("writing %s: %w", filepath.Join(dir, "env"), err)
-	}
 	fmt.Fprintf(o.Out, "\nllmgw dev is serving %s (alias chat) and %s (two shards on node01+node02, fabric ib-a).\n\n", ModelChat, Model2Node)
 	fmt.Fprintf(o.Out, "Environment (also in %s; `source` it):\n\n%s\n", filepath.Join(dir, "env"), env)
 	fmt.Fprintf(o.Out, "Try:\n\n  curl -s http://127.0.0.1:%d/v1/chat/completions \\\n    -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' \\\n    -d '{\"model\": \"chat\", \"messages\": [{\"role\": \"user\", \"content\": \"hello\"}]}'\n\n", o.PortBase, creds.APIKey)
 	fmt.Fprintf(o.Out, "  source %s && %s ctl nodes\n\nCtrl-C stops the cluster and every process it started.\n", filepath.Join(dir, "env"), o.Binary)
+	// The env file is written last: a script that waits for it finds the
+	// cluster serving and everything above printed.
+	if err := writeFileAtomic(filepath.Join(dir, "env"), []byte(env)); err != nil {
+		return err
+	}
 
 	select {
 	case <-ctx.Done():
@@ -385,4 +387,17 @@ func waitServing(ctx context.Context, srv *server.Server, timeout time.Duration,
 		case <-tick.C:
 		}
 	}
+}
+
+// writeFileAtomic writes path (0600) through a temporary file and a rename,
+// so a reader never sees it half written.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }
