@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmgw/llmgw/agent/discovery/simhw"
 	"github.com/llmgw/llmgw/internal/testcluster"
+	"github.com/llmgw/llmgw/pki"
 	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
 	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
 )
@@ -89,4 +90,23 @@ func TestDeclareDrainRevoke(t *testing.T) {
 	if _, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: first}); err == nil {
 		t.Fatalf("the revoked node %s is still listed", first)
 	}
+
+	// The machine is rebuilt under the same name with a new certificate:
+	// certificates issued after the revocation are accepted.
+	agent.Stop(t)
+	if _, _, err := pki.IssueNode(c.PKIDir, first, c.PKIDir, 0); err != nil {
+		t.Fatal(err)
+	}
+	spec := testcluster.NodeSpec{ID: first}
+	if first == "node01" {
+		spec.Adapters = []simhw.SimAdapter{active("mlx5_0")}
+	}
+	c.StartAgent(spec)
+	testcluster.WaitFor(t, first+" back with a new certificate", 30*time.Second, func() (bool, string) {
+		n, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: first})
+		if err != nil {
+			return false, err.Error()
+		}
+		return n.GetState() == "ready", n.GetState()
+	})
 }

@@ -5,6 +5,7 @@ package agentsvc
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,9 +27,14 @@ type Declarations interface {
 	// Declaration returns the control plane's copy of a node's declaration,
 	// and false when it holds none.
 	Declaration(ctx context.Context, node string) (*agentv1.Declaration, bool, error)
-	// Revoked reports whether the node's identity was revoked.
-	Revoked(ctx context.Context, node string) (bool, error)
+	// RevokedAt returns when the node's identity was revoked, and false
+	// when it has not been.
+	RevokedAt(ctx context.Context, node string) (time.Time, bool, error)
 }
+
+// issueSkew is how far pki backdates a certificate's NotBefore; a
+// certificate counts as issued at NotBefore + issueSkew.
+const issueSkew = 5 * time.Minute
 
 // Options configure the service.
 type Options struct {
@@ -65,23 +71,30 @@ func New(opts Options) *Service {
 // PeerNodeID returns the common name of the verified client certificate on
 // ctx's connection: the node's identity.
 func PeerNodeID(ctx context.Context) (string, error) {
+	cert, err := peerCert(ctx)
+	if err != nil {
+		return "", err
+	}
+	return cert.Subject.CommonName, nil
+}
+
+func peerCert(ctx context.Context) (*x509.Certificate, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return "", errors.New("no peer information")
+		return nil, errors.New("no peer information")
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
-		return "", errors.New("connection is not TLS")
+		return nil, errors.New("connection is not TLS")
 	}
 	chains := info.State.VerifiedChains
 	if len(chains) == 0 || len(chains[0]) == 0 {
-		return "", errors.New("no verified client certificate")
+		return nil, errors.New("no verified client certificate")
 	}
-	cn := chains[0][0].Subject.CommonName
-	if cn == "" {
-		return "", errors.New("client certificate has an empty common name")
+	if chains[0][0].Subject.CommonName == "" {
+		return nil, errors.New("client certificate has an empty common name")
 	}
-	return cn, nil
+	return chains[0][0], nil
 }
 
 func remoteAddr(ctx context.Context) string {
@@ -118,11 +131,12 @@ func (c *streamConn) Close(reason string) {
 func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 	ctx := stream.Context()
 	remote := remoteAddr(ctx)
-	cn, err := PeerNodeID(ctx)
+	cert, err := peerCert(ctx)
 	if err != nil {
 		s.log.Warn("agent refused", "remote", remote, "reason", err.Error())
 		return status.Errorf(codes.Unauthenticated, "agent refused: %v", err)
 	}
+	cn := cert.Subject.CommonName
 	hello, err := s.awaitHello(stream)
 	if err != nil {
 		s.log.Warn("agent refused", "node", cn, "remote", remote, "reason", err.Error())
@@ -138,10 +152,13 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 		s.log.Error("agent refused", "node", cn, "remote", remote, "reason", err.Error())
 		return status.Errorf(codes.Unavailable, "agent refused: %v", err)
 	}
-	if revoked, err := s.opts.Declarations.Revoked(ctx, cn); err != nil {
+	// A revocation refuses every certificate issued before it; a node
+	// rebuilt under the same name gets a new certificate and is accepted.
+	// Certificate times have whole seconds, so the comparison does too.
+	if at, revoked, err := s.opts.Declarations.RevokedAt(ctx, cn); err != nil {
 		return status.Errorf(codes.Unavailable, "checking revocation of %s: %v", cn, err)
-	} else if revoked {
-		reason := fmt.Sprintf("the identity of node %q was revoked", cn)
+	} else if revoked && cert.NotBefore.Add(issueSkew).Before(at.Truncate(time.Second)) {
+		reason := fmt.Sprintf("the identity of node %q was revoked at %s; this certificate was issued before that", cn, at.UTC().Format(time.RFC3339))
 		s.log.Warn("agent refused", "node", cn, "remote", remote, "reason", reason)
 		return status.Errorf(codes.PermissionDenied, "agent refused: %s", reason)
 	}

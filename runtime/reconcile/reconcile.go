@@ -326,7 +326,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	if len(currentReady) >= want {
 		for _, rep := range old {
 			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "replaced (newer definition or draining node)")
-			r.stopShards(tx, rep, "replaced by a newer definition")
+			r.stopShards(tx, rep, "replaced (newer definition or draining node)")
 			tx.Remove(rep)
 		}
 	}

@@ -209,8 +209,15 @@ func (d storeDeclarations) Declaration(ctx context.Context, node string) (*agent
 	return declaration.ToProto(decl), true, nil
 }
 
-func (d storeDeclarations) Revoked(ctx context.Context, node string) (bool, error) {
-	return d.st.IsNodeRevoked(ctx, node)
+func (d storeDeclarations) RevokedAt(ctx context.Context, node string) (time.Time, bool, error) {
+	at, err := d.st.NodeRevokedAt(ctx, node)
+	if errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return at, true, nil
 }
 
 // catalogView adapts the registry to what the gateway needs.

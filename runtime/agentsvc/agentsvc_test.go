@@ -1,0 +1,173 @@
+package agentsvc
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/llmgw/llmgw/pki"
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	"github.com/llmgw/llmgw/runtime/fleet"
+)
+
+type fakeDecls struct {
+	mu       sync.Mutex
+	declared map[string]*agentv1.Declaration
+	revoked  map[string]time.Time
+}
+
+func (d *fakeDecls) Declaration(_ context.Context, node string) (*agentv1.Declaration, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	decl, ok := d.declared[node]
+	return decl, ok, nil
+}
+
+func (d *fakeDecls) RevokedAt(_ context.Context, node string) (time.Time, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	at, ok := d.revoked[node]
+	return at, ok, nil
+}
+
+type env struct {
+	dir   string
+	addr  string
+	fleet *fleet.Fleet
+	decls *fakeDecls
+}
+
+func newEnv(t *testing.T, requireDeclared bool) *env {
+	t.Helper()
+	dir := t.TempDir()
+	if _, _, err := pki.InitCA(dir, pki.CAOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pki.IssueServer(dir, "cp", []string{"127.0.0.1"}, dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := pki.ServerTLS(filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), filepath.Join(dir, "ca.pem"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{dir: dir, fleet: fleet.New(), decls: &fakeDecls{declared: map[string]*agentv1.Declaration{}, revoked: map[string]time.Time{}}}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)))
+	agentv1.RegisterAgentServiceServer(srv, New(Options{
+		Fleet: e.fleet, Declarations: e.decls, RequireDeclared: requireDeclared, HeartbeatInterval: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	e.addr = l.Addr().String()
+	return e
+}
+
+// connect opens a session with a certificate for cn claiming nodeID and
+// returns the first message or the error that ended the stream.
+func (e *env) connect(t *testing.T, cn, nodeID string) (*agentv1.ControlMessage, error) {
+	t.Helper()
+	if _, _, err := pki.IssueNode(e.dir, cn, e.dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := pki.ClientTLS(filepath.Join(e.dir, "ca.pem"), filepath.Join(e.dir, cn+".pem"), filepath.Join(e.dir, cn+"-key.pem"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	stream, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := &agentv1.Hello{NodeId: nodeID, Version: "test", Address: "127.0.0.1", Inventory: &agentv1.Inventory{Avx2: true},
+		Declaration: &agentv1.Declaration{Labels: map[string]string{"from": "agent"}}}
+	if err := stream.Send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Hello{Hello: hello}}); err != nil {
+		t.Fatal(err)
+	}
+	return stream.Recv()
+}
+
+func TestSessionAdmission(t *testing.T) {
+	tests := []struct {
+		name     string
+		require  bool
+		cn, id   string
+		setup    func(e *env)
+		wantCode codes.Code
+		wantMsg  string
+	}{
+		{name: "matching id", cn: "node01", id: "node01"},
+		{name: "no claimed id takes the CN", cn: "node01", id: ""},
+		{name: "claimed id differs from the CN", cn: "node01", id: "node09", wantCode: codes.PermissionDenied, wantMsg: `claimed node id "node09" does not match certificate common name "node01"`},
+		{name: "undeclared refused when required", require: true, cn: "node01", id: "node01", wantCode: codes.PermissionDenied, wantMsg: "not declared"},
+		{name: "declared accepted when required", require: true, cn: "node01", id: "node01", setup: func(e *env) {
+			e.decls.declared["node01"] = &agentv1.Declaration{Labels: map[string]string{"from": "control-plane"}}
+		}},
+		{name: "revoked after the certificate was issued", cn: "node01", id: "node01", setup: func(e *env) {
+			e.decls.revoked["node01"] = time.Now().Add(time.Hour)
+		}, wantCode: codes.PermissionDenied, wantMsg: "was revoked"},
+		{name: "certificate issued after the revocation", cn: "node01", id: "node01", setup: func(e *env) {
+			e.decls.revoked["node01"] = time.Now().Add(-time.Hour)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, tt.require)
+			if tt.setup != nil {
+				tt.setup(e)
+			}
+			msg, err := e.connect(t, tt.cn, tt.id)
+			if tt.wantCode != codes.OK {
+				if status.Code(err) != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
+					t.Fatalf("err = %v, want %s containing %q", err, tt.wantCode, tt.wantMsg)
+				}
+				if _, known := e.fleet.Node(tt.cn); known {
+					t.Fatal("a refused agent was recorded in the fleet")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("session refused: %v", err)
+			}
+			w := msg.GetWelcome()
+			if w == nil || w.GetHeartbeatIntervalMs() != 1000 {
+				t.Fatalf("first message = %v, want a welcome with the heartbeat interval", msg)
+			}
+			n, ok := e.fleet.Node(tt.cn)
+			if !ok || n.State != fleet.NodeReady {
+				t.Fatalf("fleet node = %+v, %v", n, ok)
+			}
+			// The control plane's declaration wins and is sent to the agent.
+			want := "agent"
+			if _, declared := e.decls.declared[tt.cn]; declared {
+				want = "control-plane"
+				if w.GetDeclaration().GetLabels()["from"] != "control-plane" {
+					t.Fatalf("welcome declaration = %v", w.GetDeclaration())
+				}
+			}
+			if got := n.Declaration.GetLabels()["from"]; got != want {
+				t.Fatalf("effective declaration from %q, want %q", got, want)
+			}
+		})
+	}
+}
