@@ -174,7 +174,7 @@ func (p *llmgwProvider) Configure(ctx context.Context, req provider.ConfigureReq
 }
 
 func (p *llmgwProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newModelResource, newFabricResource}
+	return []func() resource.Resource{newModelResource, newFabricResource, newNodeCertificateResource}
 }
 
 func (p *llmgwProvider) DataSources(context.Context) []func() datasource.DataSource {
