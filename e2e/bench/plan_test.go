@@ -1,0 +1,168 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/internal/testcluster"
+)
+
+const (
+	tfPlanModels = 200
+	tfPlanRuns   = 3
+	tfPlanTarget = 5 * time.Second
+)
+
+// BenchmarkTerraformPlan200Models times `terraform plan` of a 200-model
+// catalog (modules/model-catalog over 200 YAML files) against a real control
+// plane, with the real terraform and the provider binary built from this
+// repository: with no change, and with one model's profile changed (which
+// adds the control plane's placement dry run). Each is the median of three
+// runs; a no-change plan with -refresh=false splits Terraform's own work
+// from the provider's reads. The models have scaling.min 0, so nothing runs and the cluster stays
+// small. It needs TF_ACC, like the acceptance tests.
+func BenchmarkTerraformPlan200Models(b *testing.B) {
+	tf := newTFBench(b)
+	models := filepath.Join(tf.dir, "models")
+	if err := os.MkdirAll(models, 0o750); err != nil {
+		b.Fatal(err)
+	}
+	writeModel := func(i int, decodeTPS string) {
+		name := fmt.Sprintf("bench-%03d", i)
+		y := fmt.Sprintf("name: %[1]s\naliases: [b%03[2]d]\nsource: sim://%[1]s\nscaling: { min: 0, max: 1, idle_timeout: 5m }\n"+
+			"profiles:\n  - name: cpu\n    engine: sim\n    startup_timeout: 1m\n    args: [\"--decode-tps\", %[3]q]\n", name, i, decodeTPS)
+		if err := os.WriteFile(filepath.Join(models, name+".yaml"), []byte(y), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range tfPlanModels {
+		writeModel(i, "500")
+	}
+	here, err := os.Getwd()
+	if err != nil {
+		b.Fatal(err)
+	}
+	module, err := filepath.Rel(tf.dir, filepath.Join(here, "..", "..", "modules", "model-catalog"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	root := fmt.Sprintf("module \"catalog\" {\n  source     = %q\n  models_dir = \"${path.module}/models\"\n}\n", module)
+	if err := os.WriteFile(filepath.Join(tf.dir, "main.tf"), []byte(root), 0o600); err != nil {
+		b.Fatal(err)
+	}
+
+	tf.run(0, "init", "-input=false")
+	apply := tf.run(0, "apply", "-input=false", "-auto-approve")
+	plan := func(want int, extra ...string) time.Duration {
+		var runs []time.Duration
+		for range tfPlanRuns {
+			runs = append(runs, tf.run(want, append([]string{"plan", "-input=false", "-detailed-exitcode"}, extra...)...))
+		}
+		slices.Sort(runs)
+		return runs[len(runs)/2]
+	}
+	noChange := plan(0)
+	noRefresh := plan(0, "-refresh=false")
+	writeModel(0, "600")
+	oneChange := plan(2)
+
+	verdict := "met"
+	if noChange > tfPlanTarget {
+		verdict = "MISSED"
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "\nterraform plan of a %d-model catalog (modules/model-catalog, real control plane, %s, %s)\n", tfPlanModels, runtime.Version(), time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(&out, "%-34s %s\n", "apply (create all, once)", apply.Round(time.Millisecond))
+	fmt.Fprintf(&out, "%-34s %s (median of %d)\n", "plan, no change", noChange.Round(time.Millisecond), tfPlanRuns)
+	fmt.Fprintf(&out, "%-34s %s (median of %d; the rest of a plan is refreshing state)\n", "plan -refresh=false, no change", noRefresh.Round(time.Millisecond), tfPlanRuns)
+	fmt.Fprintf(&out, "%-34s %s (median of %d)\n", "plan, one model's profile changed", oneChange.Round(time.Millisecond), tfPlanRuns)
+	fmt.Fprintf(&out, "target: no-change plan ≤ %s: %s\n", tfPlanTarget, verdict)
+	fmt.Fprint(os.Stdout, out.String())
+	b.ReportMetric(noChange.Seconds(), "plan-no-change-s")
+	b.ReportMetric(oneChange.Seconds(), "plan-one-change-s")
+}
+
+// tfBench is a cluster and a terraform working directory whose provider is
+// the binary built from this repository, installed from a filesystem mirror
+// by a CLI configuration the benchmark writes (the machine's may point
+// nowhere).
+type tfBench struct {
+	b         *testing.B
+	terraform string
+	dir       string
+	env       []string
+}
+
+func newTFBench(b *testing.B) *tfBench {
+	b.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		b.Skip("needs the real terraform: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
+	}
+	terraform := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	if terraform == "" {
+		var err error
+		if terraform, err = exec.LookPath("terraform"); err != nil {
+			b.Fatalf("finding terraform: %v (set TF_ACC_TERRAFORM_PATH)", err)
+		}
+	}
+	build := b.TempDir()
+	llmgw, err := testcluster.Build(build)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mirror := filepath.Join(build, "mirror")
+	plugin := filepath.Join(mirror, "registry.terraform.io", "llmgw", "llmgw", "0.0.1", runtime.GOOS+"_"+runtime.GOARCH, "terraform-provider-llmgw_v0.0.1")
+	cmd := exec.Command("go", "build", "-o", plugin, "github.com/llmgw/llmgw/cmd/terraform-provider-llmgw")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("building the provider: %v\n%s", err, out)
+	}
+	rc := filepath.Join(build, "terraformrc")
+	cfg := fmt.Sprintf("provider_installation {\n  filesystem_mirror {\n    path    = %q\n    include = [\"llmgw/llmgw\"]\n  }\n  direct {\n    exclude = [\"llmgw/llmgw\"]\n  }\n}\n", mirror)
+	if err := os.WriteFile(rc, []byte(cfg), 0o600); err != nil {
+		b.Fatal(err)
+	}
+
+	c := testcluster.New(b, llmgw, "10s", "  []\n")
+	c.StartAgent(testcluster.NodeSpec{ID: "node01", GPUs: 8})
+	tf := &tfBench{b: b, terraform: terraform, dir: b.TempDir()}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LLMGW_") && !strings.HasPrefix(kv, "TF_") {
+			tf.env = append(tf.env, kv)
+		}
+	}
+	tf.env = append(tf.env,
+		"TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
+		"LLMGW_ENDPOINT="+c.Manage, "LLMGW_TOKEN="+c.Token, "LLMGW_CA_CERT="+filepath.Join(c.PKIDir, "ca.pem"))
+	return tf
+}
+
+// run runs terraform in the working directory, fails unless it exits with
+// want, and returns how long it took.
+func (tf *tfBench) run(want int, args ...string) time.Duration {
+	tf.b.Helper()
+	cmd := exec.Command(tf.terraform, args...)
+	cmd.Dir, cmd.Env = tf.dir, tf.env
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		tf.b.Fatalf("running terraform %s: %v", strings.Join(args, " "), err)
+	}
+	if code != want {
+		tf.b.Fatalf("terraform %s exited %d, want %d:\n%s", strings.Join(args, " "), code, want, testcluster.Tail(string(out), 40))
+	}
+	return took
+}
