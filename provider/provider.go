@@ -174,7 +174,7 @@ func (p *llmgwProvider) Configure(ctx context.Context, req provider.ConfigureReq
 }
 
 func (p *llmgwProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newModelResource, newFabricResource, newNodeCertificateResource}
+	return []func() resource.Resource{newModelResource, newFabricResource, newNodeCertificateResource, newNodeResource}
 }
 
 func (p *llmgwProvider) DataSources(context.Context) []func() datasource.DataSource {

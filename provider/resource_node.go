@@ -1,0 +1,584 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+
+	"github.com/llmgw/llmgw/agent/declaration"
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+)
+
+// Defaults of llmgw_node's own settings.
+const (
+	defaultReadyTimeout = "10m"
+	nodePollInterval    = 500 * time.Millisecond
+)
+
+var (
+	_ resource.ResourceWithConfigure   = (*nodeResource)(nil)
+	_ resource.ResourceWithImportState = (*nodeResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*nodeResource)(nil)
+)
+
+// nodeResource is llmgw_node: the control plane's copy of a machine's
+// declaration.
+type nodeResource struct {
+	client *Client
+}
+
+func newNodeResource() resource.Resource { return &nodeResource{} }
+
+// nodeResourceModel is llmgw_node's state.
+type nodeResourceModel struct {
+	Name             types.String `tfsdk:"name"`
+	Address          types.String `tfsdk:"address"`
+	Fabric           types.Object `tfsdk:"fabric"`
+	Engines          types.Map    `tfsdk:"engines"`
+	Labels           types.Map    `tfsdk:"labels"`
+	ModelDirs        types.List   `tfsdk:"model_dirs"`
+	Discovery        types.Object `tfsdk:"discovery"`
+	WaitForReady     types.Bool   `tfsdk:"wait_for_ready"`
+	ReadyTimeout     types.String `tfsdk:"ready_timeout"`
+	Declared         types.Bool   `tfsdk:"declared"`
+	State            types.String `tfsdk:"state"`
+	Reason           types.String `tfsdk:"reason"`
+	GPUs             types.Int64  `tfsdk:"gpus"`
+	GPUClasses       types.List   `tfsdk:"gpu_classes"`
+	FabricsInService types.List   `tfsdk:"fabrics_in_service"`
+	AgentVersion     types.String `tfsdk:"agent_version"`
+	LastSeen         types.String `tfsdk:"last_seen"`
+}
+
+var (
+	nodeFabricTypes    = map[string]attr.Type{"name": types.StringType, "adapters": types.ListType{ElemType: types.StringType}}
+	nodeDiscoveryTypes = map[string]attr.Type{"nvidia_smi": types.StringType, "ib_root": types.StringType}
+	fabricVerdictTypes = map[string]attr.Type{
+		"name": types.StringType, "in_service": types.BoolType, "rate_gbps": types.Float64Type,
+		"problems": types.ListType{ElemType: types.StringType},
+	}
+)
+
+func (r *nodeResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_node"
+}
+
+func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	computed := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "The declaration of a machine: its fabric, engines, labels and model directories. " +
+			"The control plane holds it and sends it to the agent when it connects; it takes precedence over the agent's local file, whose only required content is then the server, certificate and key. " +
+			"Create waits until the agent has connected and the node is ready (`wait_for_ready`). " +
+			"Destroy drains the node first (each replica's replacement is ready before the original stops), then revokes its identity: the control plane refuses its certificate from then on. " +
+			"Import by node id adopts a running node, declared or not: its effective declaration is read into state, and the next apply declares it.",
+		Attributes: map[string]schema.Attribute{
+			"name": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "The node id: the common name of its certificate (`llmgw_node_certificate`). Changing it replaces the node.",
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:          []validator.String{nodeNameValidator{}},
+			},
+			"address": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "The address the node is reached at (informational).",
+			},
+			"fabric": schema.SingleNestedAttribute{
+				Optional:            true,
+				MarkdownDescription: "The InfiniBand fabric the node is in (an `llmgw_fabric`) and the adapters that attach it.",
+				Attributes: map[string]schema.Attribute{
+					"name": schema.StringAttribute{Required: true, MarkdownDescription: "The fabric's name."},
+					"adapters": schema.ListAttribute{
+						Required: true, ElementType: types.StringType,
+						MarkdownDescription: "The adapters (e.g. `mlx5_0`) through which the node reaches the fabric.",
+						Validators:          []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues()},
+					},
+				},
+			},
+			"engines": schema.MapAttribute{
+				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "The path of each engine's executable on the node, by engine (`" + strings.Join(declaration.KnownEngines, "`, `") + "`); `sim` needs none.",
+			},
+			"labels": schema.MapAttribute{
+				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Free-form labels that model profiles can require.",
+			},
+			"model_dirs": schema.ListAttribute{
+				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Directories whose models the node reports as present.",
+			},
+			"discovery": schema.SingleNestedAttribute{
+				Optional:            true,
+				MarkdownDescription: "Where the node's hardware probes look; the defaults suit a normal machine.",
+				Attributes: map[string]schema.Attribute{
+					"nvidia_smi": schema.StringAttribute{Optional: true, MarkdownDescription: "Path of `nvidia-smi` (default `" + declaration.DefaultNvidiaSMI + "`)."},
+					"ib_root":    schema.StringAttribute{Optional: true, MarkdownDescription: "InfiniBand sysfs root (default `" + declaration.DefaultIBRoot + "`)."},
+				},
+			},
+			"wait_for_ready": schema.BoolAttribute{
+				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+				MarkdownDescription: "Whether apply waits until the agent has connected, the node is ready and its declared fabric is in service (default true). Apply fails with the node's own reason otherwise.",
+			},
+			"ready_timeout": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultReadyTimeout),
+				MarkdownDescription: "How long apply waits for the node to be ready, and destroy for its drain, like `90s` or `10m` (default `" + defaultReadyTimeout + "`).",
+				Validators:          []validator.String{durationValidator{}},
+			},
+			"declared": schema.BoolAttribute{
+				Computed:            true,
+				MarkdownDescription: "Whether the control plane holds this declaration; false for an imported node that runs on its local file until the next apply.",
+			},
+			"state":         computed("`pending`, `ready`, `lost` or `draining`; `pending` too while no agent with this identity has connected."),
+			"reason":        computed("Why the node is not ready, or warnings about it."),
+			"gpus":          schema.Int64Attribute{Computed: true, MarkdownDescription: "GPUs found on the node."},
+			"gpu_classes":   schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "The distinct GPU classes found (e.g. `h100-80g`), sorted."},
+			"agent_version": computed("The agent's version."),
+			"last_seen":     computed("When the agent was last heard from, RFC 3339."),
+			"fabrics_in_service": schema.ListNestedAttribute{
+				Computed:            true,
+				MarkdownDescription: "The node's verdict on each declared fabric.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name":       schema.StringAttribute{Computed: true, MarkdownDescription: "The fabric."},
+					"in_service": schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the fabric is usable from the node."},
+					"rate_gbps":  schema.Float64Attribute{Computed: true, MarkdownDescription: "The link rate, Gb/s."},
+					"problems":   schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "Why it is out of service."},
+				}},
+			},
+		},
+	}
+}
+
+func (r *nodeResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *nodeResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
+}
+
+// ModifyPlan plans declared = true: a node the control plane holds no
+// declaration for (imported, or removed behind Terraform's back) is
+// declared by the next apply even when its attributes match.
+func (r *nodeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("declared"), types.BoolValue(true))...)
+}
+
+// toDeclaration is the declaration the plan describes.
+func (m nodeResourceModel) toDeclaration(ctx context.Context) (*managev1.NodeDeclaration, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	d := declaration.Declaration{}
+	diags.Append(m.Engines.ElementsAs(ctx, &d.Engines, false)...)
+	diags.Append(m.Labels.ElementsAs(ctx, &d.Labels, false)...)
+	diags.Append(m.ModelDirs.ElementsAs(ctx, &d.ModelDirs, false)...)
+	if !m.Fabric.IsNull() && !m.Fabric.IsUnknown() {
+		var f struct {
+			Name     types.String `tfsdk:"name"`
+			Adapters []string     `tfsdk:"adapters"`
+		}
+		diags.Append(m.Fabric.As(ctx, &f, basetypes.ObjectAsOptions{})...)
+		d.Fabrics = []declaration.Fabric{{Name: f.Name.ValueString(), Adapters: f.Adapters}}
+	}
+	if !m.Discovery.IsNull() && !m.Discovery.IsUnknown() {
+		var ds struct {
+			NvidiaSMI types.String `tfsdk:"nvidia_smi"`
+			IBRoot    types.String `tfsdk:"ib_root"`
+		}
+		diags.Append(m.Discovery.As(ctx, &ds, basetypes.ObjectAsOptions{})...)
+		d.Discovery = declaration.Discovery{NvidiaSMI: ds.NvidiaSMI.ValueString(), IBRoot: ds.IBRoot.ValueString()}
+	}
+	return &managev1.NodeDeclaration{Name: m.Name.ValueString(), Address: m.Address.ValueString(), Declaration: declaration.ToProto(d)}, diags
+}
+
+// setDeclaration records a declaration read from the control plane or the
+// agent. An empty value keeps the prior one when that is empty too (so `{}`
+// in the configuration and nothing from the API do not differ).
+func (m *nodeResourceModel) setDeclaration(ctx context.Context, address string, d *agentv1.Declaration) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if address != "" || !isEmptyString(m.Address) {
+		m.Address = types.StringValue(address)
+	}
+	m.Engines = keepEmptyMap(ctx, m.Engines, d.GetEngines(), &diags)
+	m.Labels = keepEmptyMap(ctx, m.Labels, d.GetLabels(), &diags)
+	if dirs := d.GetModelDirs(); len(dirs) > 0 || m.ModelDirs.IsNull() || m.ModelDirs.IsUnknown() || len(m.ModelDirs.Elements()) > 0 {
+		if len(dirs) == 0 {
+			m.ModelDirs = types.ListNull(types.StringType)
+		} else {
+			v, dd := types.ListValueFrom(ctx, types.StringType, dirs)
+			diags.Append(dd...)
+			m.ModelDirs = v
+		}
+	}
+	m.Fabric = types.ObjectNull(nodeFabricTypes)
+	if fs := d.GetFabrics(); len(fs) > 0 {
+		ad, dd := types.ListValueFrom(ctx, types.StringType, fs[0].GetAdapters())
+		diags.Append(dd...)
+		m.Fabric = types.ObjectValueMust(nodeFabricTypes, map[string]attr.Value{"name": types.StringValue(fs[0].GetName()), "adapters": ad})
+		if len(fs) > 1 {
+			diags.AddWarning("Node declares more than one fabric",
+				fmt.Sprintf("Node %s declares %d fabrics; llmgw_node manages one, so the next apply keeps only %s.", m.Name.ValueString(), len(fs), fs[0].GetName()))
+		}
+	}
+	m.Discovery = types.ObjectNull(nodeDiscoveryTypes)
+	if ds := d.GetDiscovery(); ds.GetNvidiaSmi() != "" || ds.GetIbRoot() != "" {
+		m.Discovery = types.ObjectValueMust(nodeDiscoveryTypes, map[string]attr.Value{
+			"nvidia_smi": optionalString(ds.GetNvidiaSmi()), "ib_root": optionalString(ds.GetIbRoot()),
+		})
+	}
+	return diags
+}
+
+func isEmptyString(v types.String) bool { return v.IsNull() || v.IsUnknown() || v.ValueString() == "" }
+
+func optionalString(s string) types.String {
+	if s == "" {
+		return types.StringNull()
+	}
+	return types.StringValue(s)
+}
+
+// keepEmptyMap is m as a map value: null when empty, unless prior is an
+// empty map already.
+func keepEmptyMap(ctx context.Context, prior types.Map, m map[string]string, diags *diag.Diagnostics) types.Map {
+	if len(m) == 0 {
+		if !prior.IsNull() && !prior.IsUnknown() && len(prior.Elements()) == 0 {
+			return prior
+		}
+		return types.MapNull(types.StringType)
+	}
+	v, d := types.MapValueFrom(ctx, types.StringType, m)
+	diags.Append(d...)
+	return v
+}
+
+// setStatus records the node's status; a nil node is one no agent with this
+// identity has connected as.
+func (m *nodeResourceModel) setStatus(ctx context.Context, n *managev1.Node) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if n == nil {
+		m.State = types.StringValue("pending")
+		m.Reason = types.StringValue("agent has not connected")
+		m.GPUs = types.Int64Value(0)
+		m.GPUClasses = types.ListValueMust(types.StringType, nil)
+		m.FabricsInService = types.ListValueMust(types.ObjectType{AttrTypes: fabricVerdictTypes}, nil)
+		m.AgentVersion = types.StringValue("")
+		m.LastSeen = types.StringValue("")
+		return diags
+	}
+	m.State = types.StringValue(n.GetState())
+	m.Reason = types.StringValue(n.GetReason())
+	m.GPUs = types.Int64Value(int64(len(n.GetGpus())))
+	var classes []string
+	for _, g := range n.GetGpus() {
+		if c := g.GetClass(); c != "" && !slices.Contains(classes, c) {
+			classes = append(classes, c)
+		}
+	}
+	slices.Sort(classes)
+	cl, d := types.ListValueFrom(ctx, types.StringType, classes)
+	diags.Append(d...)
+	m.GPUClasses = cl
+	verdicts := make([]attr.Value, 0, len(n.GetFabrics()))
+	for _, f := range n.GetFabrics() {
+		problems, d := types.ListValueFrom(ctx, types.StringType, f.GetProblems())
+		diags.Append(d...)
+		verdicts = append(verdicts, types.ObjectValueMust(fabricVerdictTypes, map[string]attr.Value{
+			"name": types.StringValue(f.GetName()), "in_service": types.BoolValue(f.GetInService()),
+			"rate_gbps": types.Float64Value(f.GetRateGbps()), "problems": problems,
+		}))
+	}
+	m.FabricsInService = types.ListValueMust(types.ObjectType{AttrTypes: fabricVerdictTypes}, verdicts)
+	m.AgentVersion = types.StringValue(n.GetAgentVersion())
+	m.LastSeen = types.StringValue("")
+	if ms := n.GetLastSeenUnixMs(); ms > 0 {
+		m.LastSeen = types.StringValue(time.UnixMilli(ms).UTC().Format(time.RFC3339))
+	}
+	return diags
+}
+
+func (r *nodeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	r.declare(ctx, req.Plan.Get, &resp.State, &resp.Diagnostics)
+}
+
+func (r *nodeResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	r.declare(ctx, req.Plan.Get, &resp.State, &resp.Diagnostics)
+}
+
+// declare sends the planned declaration (DeclareNode), saves the state and,
+// with wait_for_ready, waits for the node and records its status again.
+func (r *nodeResource) declare(ctx context.Context, get func(context.Context, any) diag.Diagnostics, st stateSetter, diags *diag.Diagnostics) {
+	var plan nodeResourceModel
+	diags.Append(get(ctx, &plan)...)
+	if diags.HasError() {
+		return
+	}
+	nd, d := plan.toDeclaration(ctx)
+	diags.Append(d...)
+	if diags.HasError() {
+		return
+	}
+	name := nd.GetName()
+	if _, err := r.client.DeclareNode(ctx, nd); err != nil {
+		diags.Append(r.client.Diag("declaring node "+name, err))
+		return
+	}
+	plan.Declared = types.BoolValue(true)
+	n, err := r.client.GetNode(ctx, name)
+	if err != nil && !IsNotFound(err) {
+		diags.Append(r.client.Diag("reading node "+name, err))
+		return
+	}
+	diags.Append(plan.setStatus(ctx, n)...)
+	diags.Append(st.Set(ctx, plan)...)
+	if diags.HasError() || !plan.WaitForReady.ValueBool() {
+		return
+	}
+	timeout, err := time.ParseDuration(plan.ReadyTimeout.ValueString())
+	if err != nil {
+		timeout, _ = time.ParseDuration(defaultReadyTimeout)
+	}
+	final, wd := waitNodeReady(ctx, r.client, nd, timeout)
+	diags.Append(wd...)
+	if final != nil {
+		diags.Append(plan.setStatus(ctx, final)...)
+		diags.Append(st.Set(ctx, plan)...)
+	}
+}
+
+// nodeReadiness says whether n serves the declaration decl: done when it is
+// ready with the declared fabric in service; failed (with why) when the
+// node's verdict on the declared fabric or one of the declared engines says
+// it cannot be.
+func nodeReadiness(n *managev1.Node, decl *agentv1.Declaration) (done bool, failed string) {
+	if n == nil {
+		return false, ""
+	}
+	for _, es := range n.GetEngines() {
+		want, ok := decl.GetEngines()[es.GetEngine()]
+		if ok && want == es.GetPath() && !es.GetAvailable() {
+			return false, fmt.Sprintf("engine %s unavailable: %s", es.GetEngine(), es.GetError())
+		}
+	}
+	fabricOK := true
+	for _, f := range decl.GetFabrics() {
+		fabricOK = false
+		for _, v := range n.GetFabrics() {
+			if v.GetName() != f.GetName() || !sameSet(v.GetAdapters(), f.GetAdapters()) {
+				continue
+			}
+			if !v.GetInService() {
+				return false, fmt.Sprintf("fabric %s out of service: %s", f.GetName(), strings.Join(v.GetProblems(), "; "))
+			}
+			fabricOK = true
+		}
+	}
+	return n.GetState() == "ready" && fabricOK, ""
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// waitNodeReady polls the node until nodeReadiness says it serves decl, it
+// cannot, or timeout passes. It returns the node as last read.
+func waitNodeReady(ctx context.Context, c *Client, decl *managev1.NodeDeclaration, timeout time.Duration) (*managev1.Node, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	name := decl.GetName()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(nodePollInterval)
+	defer tick.Stop()
+	for {
+		n, err := c.GetNode(ctx, name)
+		if err != nil && !IsNotFound(err) {
+			diags.Append(c.Diag("waiting for node "+name, err))
+			return nil, diags
+		}
+		done, failed := nodeReadiness(n, decl.GetDeclaration())
+		switch {
+		case done:
+			return n, nil
+		case failed != "":
+			diags.AddError(fmt.Sprintf("Node %s is not ready", name),
+				fmt.Sprintf("Node %s is declared, but %s.\n\nFix the node or its declaration and apply again, or set wait_for_ready = false to declare it without waiting.", name, failed))
+			return n, diags
+		case time.Now().After(deadline):
+			why := "agent has not connected: no agent with this identity (certificate CN " + name + ") reached the control plane"
+			if n != nil {
+				why = fmt.Sprintf("the node is %s", n.GetState())
+				if r := n.GetReason(); r != "" {
+					why += ": " + r
+				}
+			}
+			diags.AddError(fmt.Sprintf("Timed out waiting for node %s", name),
+				fmt.Sprintf("After %s %s.\n\nStart the agent with a certificate for %s (llmgw_node_certificate), or raise ready_timeout, or set wait_for_ready = false.", timeout, why, name))
+			return n, diags
+		}
+		select {
+		case <-ctx.Done():
+			diags.AddError(fmt.Sprintf("Interrupted while waiting for node %s", name), ctx.Err().Error())
+			return n, diags
+		case <-tick.C:
+		}
+	}
+}
+
+// Read reads the control plane's copy of the declaration, or, when it holds
+// none, the agent's own (an import of an undeclared node): declared is then
+// false and the next apply declares it. A node neither declared nor known
+// is gone.
+func (r *nodeResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state nodeResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.Name.ValueString()
+	n, err := r.client.GetNode(ctx, name)
+	if err != nil && !IsNotFound(err) {
+		resp.Diagnostics.Append(r.client.Diag("reading node "+name, err))
+		return
+	}
+	nd, err := r.client.GetNodeDeclaration(ctx, name)
+	switch {
+	case err == nil:
+		state.Declared = types.BoolValue(true)
+		resp.Diagnostics.Append(state.setDeclaration(ctx, nd.GetAddress(), nd.GetDeclaration())...)
+	case !IsNotFound(err):
+		resp.Diagnostics.Append(r.client.Diag("reading the declaration of node "+name, err))
+		return
+	case n == nil:
+		resp.State.RemoveResource(ctx)
+		return
+	default:
+		state.Declared = types.BoolValue(false)
+		resp.Diagnostics.Append(state.setDeclaration(ctx, n.GetAddress(), n.GetDeclaration())...)
+	}
+	resp.Diagnostics.Append(state.setStatus(ctx, n)...)
+	if state.WaitForReady.IsNull() {
+		state.WaitForReady = types.BoolValue(true)
+	}
+	if state.ReadyTimeout.IsNull() {
+		state.ReadyTimeout = types.StringValue(defaultReadyTimeout)
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+// Delete drains the node (a node not connected has nothing to drain), waits
+// until it holds no replica, then removes its declaration and revokes its
+// identity.
+func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state nodeResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.Name.ValueString()
+	timeout, err := time.ParseDuration(state.ReadyTimeout.ValueString())
+	if err != nil {
+		timeout, _ = time.ParseDuration(defaultReadyTimeout)
+	}
+	if _, err := r.client.DrainNode(ctx, name); err == nil {
+		resp.Diagnostics.Append(waitDrained(ctx, r.client, name, timeout)...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+	} else if !IsNotFound(err) {
+		resp.Diagnostics.Append(r.client.Diag("draining node "+name, err))
+		return
+	}
+	if err := r.client.RemoveNode(ctx, name); err != nil {
+		resp.Diagnostics.Append(r.client.Diag("removing node "+name, err))
+	}
+}
+
+// waitDrained polls the node until it holds no replica.
+func waitDrained(ctx context.Context, c *Client, name string, timeout time.Duration) diag.Diagnostics {
+	var diags diag.Diagnostics
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(nodePollInterval)
+	defer tick.Stop()
+	for {
+		n, err := c.GetNode(ctx, name)
+		if IsNotFound(err) || (err == nil && n.GetReplicas() == 0) {
+			return nil
+		}
+		if err != nil {
+			diags.Append(c.Diag("waiting for the drain of node "+name, err))
+			return diags
+		}
+		if time.Now().After(deadline) {
+			diags.AddError(fmt.Sprintf("Timed out draining node %s", name),
+				fmt.Sprintf("After %s node %s still holds %d replicas (their replacements are not ready yet; `llmgw ctl placement` says why). The node stays draining and its identity is not revoked.\n\n"+
+					"Make room elsewhere or raise ready_timeout, and destroy again; `llmgw ctl drain %s --cancel` puts it back in service.", timeout, name, n.GetReplicas(), name))
+			return diags
+		}
+		select {
+		case <-ctx.Done():
+			diags.AddError(fmt.Sprintf("Interrupted while draining node %s", name), ctx.Err().Error())
+			return diags
+		case <-tick.C:
+		}
+	}
+}
+
+// GetNode returns a node the control plane knows (connected or within its
+// grace period).
+func (c *Client) GetNode(ctx context.Context, id string) (*managev1.Node, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	return c.manage.GetNode(ctx, &managev1.GetNodeRequest{Id: id})
+}
+
+// DeclareNode creates or replaces the control plane's copy of a node's
+// declaration.
+func (c *Client) DeclareNode(ctx context.Context, nd *managev1.NodeDeclaration) (*managev1.NodeDeclaration, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	return c.manage.DeclareNode(ctx, &managev1.DeclareNodeRequest{Node: nd})
+}
+
+// GetNodeDeclaration returns the control plane's copy of a declaration.
+func (c *Client) GetNodeDeclaration(ctx context.Context, name string) (*managev1.NodeDeclaration, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	return c.manage.GetNodeDeclaration(ctx, &managev1.GetNodeDeclarationRequest{Name: name})
+}
+
+// DrainNode starts moving a node's replicas elsewhere.
+func (c *Client) DrainNode(ctx context.Context, name string) (int32, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := c.manage.DrainNode(ctx, &managev1.DrainNodeRequest{Name: name})
+	return resp.GetReplicas(), err
+}
+
+// RemoveNode forgets a node's declaration and revokes its identity.
+func (c *Client) RemoveNode(ctx context.Context, name string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	_, err := c.manage.RemoveNode(ctx, &managev1.RemoveNodeRequest{Name: name, Revoke: true})
+	return err
+}

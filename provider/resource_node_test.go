@@ -1,0 +1,92 @@
+package provider
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+)
+
+func TestNodeReadiness(t *testing.T) {
+	decl := &agentv1.Declaration{
+		Fabrics: []*agentv1.FabricDecl{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
+		Engines: map[string]string{"vllm": "/opt/vllm/bin/vllm"},
+	}
+	inService := &agentv1.FabricVerdict{Name: "ib-a", Adapters: []string{"mlx5_1", "mlx5_0"}, InService: true}
+	tests := []struct {
+		name       string
+		node       *managev1.Node
+		decl       *agentv1.Declaration
+		done       bool
+		failedWith string
+	}{
+		{"not connected", nil, decl, false, ""},
+		{"ready, no fabric declared", &managev1.Node{State: "ready"}, &agentv1.Declaration{}, true, ""},
+		{"ready, fabric in service", &managev1.Node{State: "ready", Fabrics: []*agentv1.FabricVerdict{inService}}, decl, true, ""},
+		{"pending, fabric in service", &managev1.Node{State: "pending", Fabrics: []*agentv1.FabricVerdict{inService}}, decl, false, ""},
+		{"ready, verdict of an older declaration", &managev1.Node{State: "ready", Fabrics: []*agentv1.FabricVerdict{{Name: "ib-a", Adapters: []string{"mlx5_0"}, InService: false, Problems: []string{"old"}}}}, decl, false, ""},
+		{"fabric out of service", &managev1.Node{State: "ready", Fabrics: []*agentv1.FabricVerdict{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}, Problems: []string{"adapter mlx5_1 not found"}}}}, decl, false, "fabric ib-a out of service: adapter mlx5_1 not found"},
+		{"engine unavailable", &managev1.Node{State: "ready", Engines: []*agentv1.EngineStatus{{Engine: "vllm", Path: "/opt/vllm/bin/vllm", Error: "not found"}}}, decl, false, "engine vllm unavailable: not found"},
+		{"engine status of another path", &managev1.Node{State: "ready", Fabrics: []*agentv1.FabricVerdict{inService}, Engines: []*agentv1.EngineStatus{{Engine: "vllm", Path: "/old/vllm", Error: "not found"}}}, decl, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			done, failed := nodeReadiness(tt.node, tt.decl)
+			if done != tt.done || failed != tt.failedWith {
+				t.Errorf("nodeReadiness = %v, %q; want %v, %q", done, failed, tt.done, tt.failedWith)
+			}
+		})
+	}
+}
+
+func TestNodeDeclarationRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		address string
+		decl    *agentv1.Declaration
+	}{
+		{"empty", "", &agentv1.Declaration{Discovery: &agentv1.Discovery{}}},
+		{"full", "10.0.0.7", &agentv1.Declaration{
+			Fabrics:   []*agentv1.FabricDecl{{Name: "ib-a", Adapters: []string{"mlx5_0"}}},
+			Engines:   map[string]string{"vllm": "/opt/vllm"},
+			Labels:    map[string]string{"rack": "a"},
+			ModelDirs: []string{"/models"},
+			Discovery: &agentv1.Discovery{NvidiaSmi: "/usr/bin/nvidia-smi", IbRoot: "/sys/class/infiniband"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := nodeResourceModel{Name: types.StringValue("gpu-01"), Address: types.StringNull(),
+				Engines: types.MapNull(types.StringType), Labels: types.MapNull(types.StringType), ModelDirs: types.ListNull(types.StringType)}
+			if d := m.setDeclaration(ctx, tt.address, tt.decl); d.HasError() {
+				t.Fatal(d)
+			}
+			if tt.name == "empty" && (!m.Labels.IsNull() || !m.Fabric.IsNull() || !m.Discovery.IsNull() || !m.Address.IsNull()) {
+				t.Errorf("an empty declaration must read as nulls: %+v", m)
+			}
+			nd, d := m.toDeclaration(ctx)
+			if d.HasError() {
+				t.Fatal(d)
+			}
+			if nd.GetName() != "gpu-01" || nd.GetAddress() != tt.address || !proto.Equal(nd.GetDeclaration(), tt.decl) {
+				t.Errorf("round trip = %v, want address %q and %v", nd, tt.address, tt.decl)
+			}
+		})
+	}
+}
+
+func TestNodeStatusNotConnected(t *testing.T) {
+	var m nodeResourceModel
+	if d := m.setStatus(context.Background(), nil); d.HasError() {
+		t.Fatal(d)
+	}
+	if m.State.ValueString() != "pending" || !strings.Contains(m.Reason.ValueString(), "has not connected") {
+		t.Errorf("state, reason = %q, %q", m.State.ValueString(), m.Reason.ValueString())
+	}
+}
