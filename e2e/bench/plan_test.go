@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -31,7 +29,7 @@ const (
 // small. It needs TF_ACC, like the acceptance tests.
 func BenchmarkTerraformPlan200Models(b *testing.B) {
 	tf := newTFBench(b)
-	models := filepath.Join(tf.dir, "models")
+	models := filepath.Join(tf.Dir, "models")
 	if err := os.MkdirAll(models, 0o750); err != nil {
 		b.Fatal(err)
 	}
@@ -50,21 +48,21 @@ func BenchmarkTerraformPlan200Models(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	module, err := filepath.Rel(tf.dir, filepath.Join(here, "..", "..", "modules", "model-catalog"))
+	module, err := filepath.Rel(tf.Dir, filepath.Join(here, "..", "..", "modules", "model-catalog"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	root := fmt.Sprintf("module \"catalog\" {\n  source     = %q\n  models_dir = \"${path.module}/models\"\n}\n", module)
-	if err := os.WriteFile(filepath.Join(tf.dir, "main.tf"), []byte(root), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(tf.Dir, "main.tf"), []byte(root), 0o600); err != nil {
 		b.Fatal(err)
 	}
 
-	tf.run(0, "init", "-input=false")
-	apply := tf.run(0, "apply", "-input=false", "-auto-approve")
+	tfRun(tf, 0, "init", "-input=false")
+	apply := tfRun(tf, 0, "apply", "-input=false", "-auto-approve")
 	plan := func(want int, extra ...string) time.Duration {
 		var runs []time.Duration
 		for range tfPlanRuns {
-			runs = append(runs, tf.run(want, append([]string{"plan", "-input=false", "-detailed-exitcode"}, extra...)...))
+			runs = append(runs, tfRun(tf, want, append([]string{"plan", "-input=false", "-detailed-exitcode"}, extra...)...))
 		}
 		slices.Sort(runs)
 		return runs[len(runs)/2]
@@ -90,79 +88,23 @@ func BenchmarkTerraformPlan200Models(b *testing.B) {
 	b.ReportMetric(oneChange.Seconds(), "plan-one-change-s")
 }
 
-// tfBench is a cluster and a terraform working directory whose provider is
-// the binary built from this repository, installed from a filesystem mirror
-// by a CLI configuration the benchmark writes (the machine's may point
-// nowhere).
-type tfBench struct {
-	b         *testing.B
-	terraform string
-	dir       string
-	env       []string
-}
-
-func newTFBench(b *testing.B) *tfBench {
+// newTFBench starts a cluster with one node and a terraform runner for it.
+func newTFBench(b *testing.B) *testcluster.Terraform {
 	b.Helper()
 	if os.Getenv("TF_ACC") == "" {
 		b.Skip("needs the real terraform: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
 	}
-	terraform := os.Getenv("TF_ACC_TERRAFORM_PATH")
-	if terraform == "" {
-		var err error
-		if terraform, err = exec.LookPath("terraform"); err != nil {
-			b.Fatalf("finding terraform: %v (set TF_ACC_TERRAFORM_PATH)", err)
-		}
-	}
-	build := b.TempDir()
-	llmgw, err := testcluster.Build(build)
+	llmgw, err := testcluster.Build(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	mirror := filepath.Join(build, "mirror")
-	plugin := filepath.Join(mirror, "registry.terraform.io", "llmgw", "llmgw", "0.0.1", runtime.GOOS+"_"+runtime.GOARCH, "terraform-provider-llmgw_v0.0.1")
-	cmd := exec.Command("go", "build", "-o", plugin, "github.com/llmgw/llmgw/cmd/terraform-provider-llmgw")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("building the provider: %v\n%s", err, out)
-	}
-	rc := filepath.Join(build, "terraformrc")
-	cfg := fmt.Sprintf("provider_installation {\n  filesystem_mirror {\n    path    = %q\n    include = [\"llmgw/llmgw\"]\n  }\n  direct {\n    exclude = [\"llmgw/llmgw\"]\n  }\n}\n", mirror)
-	if err := os.WriteFile(rc, []byte(cfg), 0o600); err != nil {
-		b.Fatal(err)
-	}
-
 	c := testcluster.New(b, llmgw, "10s", "  []\n")
 	c.StartAgent(testcluster.NodeSpec{ID: "node01", GPUs: 8})
-	tf := &tfBench{b: b, terraform: terraform, dir: b.TempDir()}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LLMGW_") && !strings.HasPrefix(kv, "TF_") {
-			tf.env = append(tf.env, kv)
-		}
-	}
-	tf.env = append(tf.env,
-		"TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
-		"LLMGW_ENDPOINT="+c.Manage, "LLMGW_TOKEN="+c.Token, "LLMGW_CA_CERT="+filepath.Join(c.PKIDir, "ca.pem"))
-	return tf
+	return testcluster.NewTerraform(b, c)
 }
 
-// run runs terraform in the working directory, fails unless it exits with
-// want, and returns how long it took.
-func (tf *tfBench) run(want int, args ...string) time.Duration {
-	tf.b.Helper()
-	cmd := exec.Command(tf.terraform, args...)
-	cmd.Dir, cmd.Env = tf.dir, tf.env
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	took := time.Since(start)
-	code := 0
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else if err != nil {
-		tf.b.Fatalf("running terraform %s: %v", strings.Join(args, " "), err)
-	}
-	if code != want {
-		tf.b.Fatalf("terraform %s exited %d, want %d:\n%s", strings.Join(args, " "), code, want, testcluster.Tail(string(out), 40))
-	}
+// tfRun runs terraform and returns how long it took.
+func tfRun(tf *testcluster.Terraform, want int, args ...string) time.Duration {
+	_, took := tf.Run(want, args...)
 	return took
 }

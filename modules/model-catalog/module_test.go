@@ -7,14 +7,11 @@ package modelcatalog_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -173,12 +170,11 @@ output "generations" { value = module.catalog.generations }
 // terraform runs with: the provider comes from a filesystem mirror holding
 // the binary built from this repository, and is configured from LLMGW_*.
 type harness struct {
-	t         *testing.T
-	terraform string
-	dir       string
-	env       []string
-	cluster   *testcluster.Cluster
-	manage    managev1.ManageServiceClient
+	t       *testing.T
+	run     *testcluster.Terraform
+	dir     string
+	cluster *testcluster.Cluster
+	manage  managev1.ManageServiceClient
 }
 
 func newHarness(t *testing.T) *harness {
@@ -186,43 +182,14 @@ func newHarness(t *testing.T) *harness {
 	if os.Getenv("TF_ACC") == "" {
 		t.Skip("acceptance test: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
 	}
-	terraform := os.Getenv("TF_ACC_TERRAFORM_PATH")
-	if terraform == "" {
-		var err error
-		if terraform, err = exec.LookPath("terraform"); err != nil {
-			t.Fatalf("finding terraform: %v (set TF_ACC_TERRAFORM_PATH)", err)
-		}
-	}
-	build := t.TempDir()
-	llmgw, err := testcluster.Build(build)
+	llmgw, err := testcluster.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	mirror := filepath.Join(build, "mirror")
-	pluginDir := filepath.Join(mirror, "registry.terraform.io", "llmgw", "llmgw", "0.0.1", runtime.GOOS+"_"+runtime.GOARCH)
-	cmd := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "terraform-provider-llmgw_v0.0.1"), "github.com/llmgw/llmgw/cmd/terraform-provider-llmgw")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the provider: %v\n%s", err, out)
-	}
-	rc := filepath.Join(build, "terraformrc")
-	cfg := fmt.Sprintf("provider_installation {\n  filesystem_mirror {\n    path    = %q\n    include = [\"llmgw/llmgw\"]\n  }\n  direct {\n    exclude = [\"llmgw/llmgw\"]\n  }\n}\n", mirror)
-	if err := os.WriteFile(rc, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
 	c := testcluster.New(t, llmgw, "10s", "  []\n")
 	c.StartAgent(testcluster.NodeSpec{ID: "node01", GPUs: 1})
-	h := &harness{t: t, terraform: terraform, dir: t.TempDir(), cluster: c, manage: c.ManageClient()}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LLMGW_") && !strings.HasPrefix(kv, "TF_") {
-			h.env = append(h.env, kv)
-		}
-	}
-	h.env = append(h.env,
-		"TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
-		"LLMGW_ENDPOINT="+c.Manage, "LLMGW_TOKEN="+c.Token, "LLMGW_CA_CERT="+filepath.Join(c.PKIDir, "ca.pem"))
-	return h
+	tf := testcluster.NewTerraform(t, c)
+	return &harness{t: t, run: tf, dir: tf.Dir, cluster: c, manage: c.ManageClient()}
 }
 
 // writeRoot writes main.tf from format, given the module's path relative to
@@ -246,20 +213,8 @@ func (h *harness) writeRoot(format string) {
 // exits with want; it returns the combined output.
 func (h *harness) tf(want int, args ...string) string {
 	h.t.Helper()
-	cmd := exec.Command(h.terraform, args...)
-	cmd.Dir, cmd.Env = h.dir, h.env
-	out, err := cmd.CombinedOutput()
-	code := 0
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else if err != nil {
-		h.t.Fatalf("running terraform %s: %v", strings.Join(args, " "), err)
-	}
-	if code != want {
-		h.t.Fatalf("terraform %s exited %d, want %d:\n%s", strings.Join(args, " "), code, want, out)
-	}
-	return string(out)
+	out, _ := h.run.Run(want, args...)
+	return out
 }
 
 // planActions reads a saved plan: the address of every resource that
