@@ -22,7 +22,7 @@ resource "llmgw_model" "qwen" {
       args            = ["--max-num-seqs", "128"]
     },
     {
-      name      = "tp8-2node"
+      name      = "tp4x2"
       engine    = "vllm"
       gpu_class = "h100-80g"
       tp        = 4
