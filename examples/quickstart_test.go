@@ -1,0 +1,206 @@
+package examples
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/llmgw/llmgw/internal/testcluster"
+)
+
+// TestQuickstartTerraform runs examples/quickstart as its README says:
+// `llmgw dev` in one process, then terraform init and apply with the
+// environment of its env file. The apply must adopt the three dev nodes and
+// serve the model "mine", a second plan must be empty (the imported nodes'
+// configuration matches what their agents run), the model must answer an
+// OpenAI client, and llmgw dev must stop cleanly on SIGINT.
+func TestQuickstartTerraform(t *testing.T) {
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("needs the real terraform: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH)")
+	}
+	if testing.Short() {
+		t.Skip("starts llmgw dev and terraform")
+	}
+	binary, err := testcluster.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "dev")
+	envPath := filepath.Join(dir, "env")
+	dev := testcluster.Start(t, binary, "llmgw dev", "dev", "--dir", dir, "--port-base", strconv.Itoa(devPortBase(t)))
+	testcluster.WaitFor(t, "llmgw dev to write "+envPath, 90*time.Second, func() (bool, string) {
+		select {
+		case <-dev.Done:
+			t.Fatalf("llmgw dev exited:\n%s", testcluster.Tail(dev.Output(), 30))
+		default:
+		}
+		_, err := os.Stat(envPath)
+		return err == nil, testcluster.Tail(dev.Output(), 3)
+	})
+	env := readDevEnv(t, envPath)
+
+	tf := testcluster.NewTerraform(t, &testcluster.Cluster{
+		Manage: env["LLMGW_ENDPOINT"], Token: env["LLMGW_TOKEN"], PKIDir: filepath.Dir(env["LLMGW_CA_CERT"]),
+	})
+	tfFiles, err := filepath.Glob("quickstart/*.tf")
+	if err != nil || len(tfFiles) == 0 {
+		t.Fatalf("quickstart/*.tf: %v (found %d files)", err, len(tfFiles))
+	}
+	for _, f := range tfFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tf.Dir, filepath.Base(f)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	tf.Run(0, "init", "-input=false")
+	// The first plan imports the nodes; their declarations must equal what
+	// the agents run, so that apply changes nothing but declaring them.
+	planOut, _ := tf.Run(2, "plan", "-input=false", "-no-color", "-detailed-exitcode", "-out=tfplan", "-var", "dev_dir="+dir)
+	// README.md quotes this line.
+	if want := "Plan: 3 to import, 2 to add, 3 to change, 0 to destroy."; !strings.Contains(planOut, want) {
+		t.Errorf("the first plan lacks %q:\n%s", want, testcluster.Tail(planOut, 40))
+	}
+	planJSON, _ := tf.Run(0, "show", "-json", "tfplan")
+	checkImportedNodesUnchanged(t, planJSON)
+	out, _ := tf.Run(0, "apply", "-input=false", "-no-color", "-auto-approve", "-var", "dev_dir="+dir)
+	for _, want := range []string{"3 imported", "llmgw_model.mine: Creation complete"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, testcluster.Tail(out, 40))
+		}
+	}
+	tf.Run(0, "plan", "-input=false", "-detailed-exitcode", "-var", "dev_dir="+dir)
+	curl, _ := tf.Run(0, "output", "-raw", "curl")
+	if !strings.Contains(curl, `"model": "mine"`) || !strings.Contains(curl, "$OPENAI_BASE_URL") {
+		t.Errorf("output curl = %q, want a request to model mine at $OPENAI_BASE_URL", curl)
+	}
+
+	client := openai.NewClient(option.WithBaseURL(env["OPENAI_BASE_URL"]), option.WithAPIKey(env["OPENAI_API_KEY"]), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "mine",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
+	})
+	if err != nil {
+		t.Fatalf("chat request to mine: %v", err)
+	}
+	if len(resp.Choices) == 0 || resp.Choices[0].Message.Content == "" || resp.Model != "mine" {
+		t.Fatalf("chat response from mine: model %q, %d choices: %+v", resp.Model, len(resp.Choices), resp.Choices)
+	}
+
+	if err := dev.Cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-dev.Done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("llmgw dev did not stop on SIGINT:\n%s", testcluster.Tail(dev.Output(), 20))
+	}
+	if code := dev.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("llmgw dev exited %d after SIGINT:\n%s", code, testcluster.Tail(dev.Output(), 20))
+	}
+}
+
+// checkImportedNodesUnchanged fails the test unless the plan imports the
+// three dev nodes with a configuration equal to the one read from them.
+func checkImportedNodesUnchanged(t *testing.T, planJSON string) {
+	t.Helper()
+	var plan struct {
+		ResourceChanges []struct {
+			Address string `json:"address"`
+			Type    string `json:"type"`
+			Change  struct {
+				Actions   []string             `json:"actions"`
+				Before    map[string]any       `json:"before"`
+				After     map[string]any       `json:"after"`
+				Importing *struct{ ID string } `json:"importing"`
+			} `json:"change"`
+		} `json:"resource_changes"`
+	}
+	if err := json.Unmarshal([]byte(planJSON), &plan); err != nil {
+		t.Fatalf("decoding terraform show -json: %v", err)
+	}
+	imported := 0
+	for _, rc := range plan.ResourceChanges {
+		if rc.Type != "llmgw_node" {
+			continue
+		}
+		if rc.Change.Importing == nil {
+			t.Errorf("%s is not imported (actions %v)", rc.Address, rc.Change.Actions)
+			continue
+		}
+		imported++
+		for _, key := range []string{"name", "address", "fabric", "labels", "engines", "model_dirs", "discovery"} {
+			before, _ := json.Marshal(rc.Change.Before[key])
+			after, _ := json.Marshal(rc.Change.After[key])
+			if string(before) != string(after) {
+				t.Errorf("%s: the quickstart changes %s from the agent's %s to %s", rc.Address, key, before, after)
+			}
+		}
+	}
+	if imported != 3 {
+		t.Errorf("the plan imports %d nodes, want node01, node02 and node03", imported)
+	}
+}
+
+// devPortBase finds five consecutive free loopback ports for --port-base.
+func devPortBase(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		base := testcluster.FreePorts(t, 1)[0]
+		if base > 60000 {
+			continue
+		}
+		free := true
+		for off := 1; off < 5 && free; off++ {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off)))
+			if err != nil {
+				free = false
+				continue
+			}
+			l.Close()
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no five consecutive free loopback ports")
+	return 0
+}
+
+// readDevEnv reads the `export K=V` lines of llmgw dev's env file.
+func readDevEnv(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if !ok {
+			t.Fatalf("%s: line %q is not export K=V", path, line)
+		}
+		env[k] = v
+	}
+	for _, k := range []string{"LLMGW_ENDPOINT", "LLMGW_TOKEN", "LLMGW_CA_CERT", "OPENAI_BASE_URL", "OPENAI_API_KEY"} {
+		if env[k] == "" {
+			t.Fatalf("%s lacks %s", path, k)
+		}
+	}
+	return env
+}
