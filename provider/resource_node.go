@@ -181,7 +181,29 @@ func (r *nodeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	if req.Plan.Raw.IsNull() {
 		return
 	}
+	// Declaring a node that was only imported (or removed outside Terraform)
+	// is a change even when the configuration matches: plan it, and leave
+	// what the node reports unknown until apply has read it again, since a
+	// heartbeat in between changes it.
+	declared := types.BoolValue(false)
+	if !req.State.Raw.IsNull() {
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("declared"), &declared)...)
+	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("declared"), types.BoolValue(true))...)
+	if declared.ValueBool() {
+		return
+	}
+	for name, v := range map[string]attr.Value{
+		"state":              types.StringUnknown(),
+		"reason":             types.StringUnknown(),
+		"agent_version":      types.StringUnknown(),
+		"last_seen":          types.StringUnknown(),
+		"gpus":               types.Int64Unknown(),
+		"gpu_classes":        types.ListUnknown(types.StringType),
+		"fabrics_in_service": types.ListUnknown(types.ObjectType{AttrTypes: fabricVerdictTypes}),
+	} {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(name), v)...)
+	}
 }
 
 // toDeclaration is the declaration the plan describes.

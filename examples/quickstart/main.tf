@@ -63,12 +63,6 @@ resource "llmgw_node" "dev" {
 
   labels = { dev = "true" }
 
-  # The dev agents are ready within seconds. (Also, being different from the
-  # imported default of 10m, it makes the import plan show the node's status
-  # as known after apply: with nothing but `declared` to change, the provider
-  # keeps the status read at plan time, and apply fails with "inconsistent
-  # result" when a heartbeat moves last_seen in between.)
-  ready_timeout = "2m"
 
   # llmgw dev simulates each node's hardware under DIR/nodes/<id>/.
   discovery = {
