@@ -28,7 +28,8 @@ func (a *app) cmdNodes(ctx context.Context, args []string) int {
 	})
 }
 
-// writeNodes prints the nodes table, then a line for every node with
+// writeNodes prints the nodes table (a node the control plane holds no
+// declaration for is marked undeclared in the STATE column), then a line for every node with
 // something to explain (why it is not ready, GPU discovery errors, fabrics
 // out of service).
 func writeNodes(w io.Writer, nodes []*managev1.Node, now time.Time) error {
@@ -37,7 +38,7 @@ func writeNodes(w io.Writer, nodes []*managev1.Node, now time.Time) error {
 	for _, n := range nodes {
 		row(tw,
 			n.GetId(),
-			orDash(n.GetState()),
+			nodeState(n),
 			nodeGPUs(n),
 			humanBytes(n.GetMemoryTotalBytes()),
 			orDash(strings.Join(nodeClasses(n), ",")),
@@ -69,6 +70,17 @@ func writeNodes(w io.Writer, nodes []*managev1.Node, now time.Time) error {
 		return err
 	}
 	return nil
+}
+
+// nodeState is the node's state as the server reports it, followed by
+// " (undeclared)" when the control plane holds no declaration for the node
+// (its agent runs on its own file), e.g. "ready (undeclared)".
+func nodeState(n *managev1.Node) string {
+	s := orDash(n.GetState())
+	if !n.GetDeclared() {
+		s += " (undeclared)"
+	}
+	return s
 }
 
 // nodeGPUs is "free/total free", "-" for a node without GPUs and "unknown"
