@@ -28,6 +28,7 @@ type nodesModel struct {
 type nodeModel struct {
 	ID         types.String      `tfsdk:"id"`
 	State      types.String      `tfsdk:"state"`
+	Declared   types.Bool        `tfsdk:"declared"`
 	Reason     types.String      `tfsdk:"reason"`
 	Address    types.String      `tfsdk:"address"`
 	GPUs       types.Int64       `tfsdk:"gpus"`
@@ -61,6 +62,7 @@ func (d *nodesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"id":            schema.StringAttribute{Computed: true, MarkdownDescription: "The node id: the common name of its certificate."},
 					"state":         schema.StringAttribute{Computed: true, MarkdownDescription: "`pending`, `ready` or `lost`."},
+					"declared":      schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the control plane holds a declaration for the node. An undeclared node runs on its agent's own declaration file; `terraform import llmgw_node.x ID` adopts it."},
 					"reason":        schema.StringAttribute{Computed: true, MarkdownDescription: "Why the node is not ready, or warnings about it; empty when none."},
 					"address":       schema.StringAttribute{Computed: true, MarkdownDescription: "The address engines on the node are reached at."},
 					"gpus":          schema.Int64Attribute{Computed: true, MarkdownDescription: "GPUs the node reported."},
@@ -111,7 +113,8 @@ func nodesFromAPI(nodes []*managev1.Node) nodesModel {
 		}
 		slices.Sort(classes)
 		nm := nodeModel{
-			ID: types.StringValue(n.GetId()), State: types.StringValue(n.GetState()), Reason: types.StringValue(n.GetReason()),
+			ID: types.StringValue(n.GetId()), State: types.StringValue(n.GetState()),
+			Declared: types.BoolValue(n.GetDeclared()), Reason: types.StringValue(n.GetReason()),
 			Address: types.StringValue(n.GetAddress()), GPUs: types.Int64Value(int64(len(n.GetGpus()))),
 			GPUsUsed: types.Int64Value(int64(len(n.GetUsedGpus()))), GPUClasses: stringValues(classes),
 			Fabrics: []fabricModel{}, Labels: n.GetLabels(), Replicas: types.Int64Value(int64(n.GetReplicas())),

@@ -31,6 +31,9 @@ func TestAccNodesDataSource(t *testing.T) {
 				statecheck.ExpectKnownValue("data.llmgw_nodes.all", node(0).AtMapKey("id"), knownvalue.StringExact("node01")),
 				statecheck.ExpectKnownValue("data.llmgw_nodes.all", node(0).AtMapKey("state"), knownvalue.StringExact("ready")),
 				statecheck.ExpectKnownValue("data.llmgw_nodes.all", node(0).AtMapKey("gpus"), knownvalue.Int64Exact(2)),
+				// Both agents run on their own declaration files.
+				statecheck.ExpectKnownValue("data.llmgw_nodes.all", node(0).AtMapKey("declared"), knownvalue.Bool(false)),
+				statecheck.ExpectKnownValue("data.llmgw_nodes.all", node(1).AtMapKey("declared"), knownvalue.Bool(false)),
 				statecheck.ExpectKnownValue("data.llmgw_nodes.all", node(0).AtMapKey("gpu_classes"), knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("h100-80g")})),
 				statecheck.ExpectKnownValue("data.llmgw_nodes.all", node(0).AtMapKey("fabrics").AtSliceIndex(0).AtMapKey("in_service"), knownvalue.Bool(true)),
 				statecheck.ExpectKnownValue("data.llmgw_nodes.all", node(0).AtMapKey("fabrics").AtSliceIndex(0).AtMapKey("rate_gbps"), knownvalue.Float64Exact(200)),

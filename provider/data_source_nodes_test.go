@@ -9,7 +9,7 @@ import (
 
 func TestNodesFromAPI(t *testing.T) {
 	got := nodesFromAPI([]*managev1.Node{
-		{Id: "node02", State: "lost", Reason: "no heartbeat"},
+		{Id: "node02", State: "lost", Reason: "no heartbeat", Declared: true},
 		{
 			Id: "node01", State: "ready", LastSeenUnixMs: 1_700_000_000_000, UsedGpus: []int32{0},
 			Gpus:    []*agentv1.GPU{{Class: "l40s"}, {Class: "h100-80g"}, {Class: "h100-80g"}},
@@ -33,7 +33,13 @@ func TestNodesFromAPI(t *testing.T) {
 	if n.LastSeen.ValueString() != "2023-11-14T22:13:20Z" || n.Labels["zone"] != "a" {
 		t.Errorf("last_seen %v labels %v", n.LastSeen, n.Labels)
 	}
+	if n.Declared.IsNull() || n.Declared.ValueBool() {
+		t.Errorf("declared = %v, want false for a node the control plane holds no declaration for", n.Declared)
+	}
 	lost := got.Nodes[1]
+	if !lost.Declared.ValueBool() {
+		t.Errorf("declared = %v, want true", lost.Declared)
+	}
 	if lost.LastSeen.ValueString() != "" || lost.Labels == nil || lost.GPUClasses == nil || lost.Fabrics == nil {
 		t.Errorf("a node that reported nothing must have empty, not null, values: %+v", lost)
 	}
