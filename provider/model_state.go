@@ -166,10 +166,48 @@ func fromMap(v map[string]string, prior types.Map) types.Map {
 	return types.MapValueMust(types.StringType, vals)
 }
 
+// objectAttrs is a known object's attributes; nil for a null or unknown one.
+func objectAttrs(o types.Object) map[string]attr.Value {
+	if o.IsNull() || o.IsUnknown() {
+		return nil
+	}
+	return o.Attributes()
+}
+
+// attrString, attrInt64, attrList and attrMap are attribute k of attrs; null when it is
+// missing (attrs nil included) or of another type.
+func attrString(attrs map[string]attr.Value, k string) types.String {
+	if v, ok := attrs[k].(types.String); ok {
+		return v
+	}
+	return types.StringNull()
+}
+
+func attrInt64(attrs map[string]attr.Value, k string) types.Int64 {
+	if v, ok := attrs[k].(types.Int64); ok {
+		return v
+	}
+	return types.Int64Null()
+}
+
+func attrList(attrs map[string]attr.Value, k string) types.List {
+	if v, ok := attrs[k].(types.List); ok {
+		return v
+	}
+	return types.ListNull(types.StringType)
+}
+
+func attrMap(attrs map[string]attr.Value, k string) types.Map {
+	if v, ok := attrs[k].(types.Map); ok {
+		return v
+	}
+	return types.MapNull(types.StringType)
+}
+
 // fromAPI is the state for the model the control plane returned; prior
 // supplies the resource's own settings and the spelling of values the API
 // normalizes.
-func fromAPI(ctx context.Context, pm *managev1.Model, prior modelResourceModel) (modelResourceModel, diag.Diagnostics) {
+func fromAPI(_ context.Context, pm *managev1.Model, prior modelResourceModel) (modelResourceModel, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	out := prior
 	out.Name = types.StringValue(pm.GetName())
@@ -179,48 +217,44 @@ func fromAPI(ctx context.Context, pm *managev1.Model, prior modelResourceModel) 
 	out.ContextLength = types.Int64Value(int64(pm.GetContextLength()))
 	out.MaxOutput = types.Int64Value(int64(pm.GetMaxOutput()))
 
-	var ps scalingModel
-	if !prior.Scaling.IsNull() && !prior.Scaling.IsUnknown() {
-		diags.Append(prior.Scaling.As(ctx, &ps, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})...)
-	} else {
-		ps.IdleTimeout = types.StringNull()
-	}
+	// The prior's nested values are read from their attribute maps, not
+	// with As/ElementsAs: the reflection costs more than the rest of a
+	// refresh, and a plan refreshes every model of the catalog.
 	sc := pm.GetScaling()
 	out.Scaling = types.ObjectValueMust(scalingTypes, map[string]attr.Value{
 		"min":          types.Int64Value(int64(sc.GetMin())),
 		"max":          types.Int64Value(int64(sc.GetMax())),
-		"idle_timeout": fromDuration(sc.GetIdleTimeout(), ps.IdleTimeout),
+		"idle_timeout": fromDuration(sc.GetIdleTimeout(), attrString(objectAttrs(prior.Scaling), "idle_timeout")),
 	})
 
-	var priorProfiles []profileModel
+	var priorProfiles []attr.Value
 	if !prior.Profiles.IsNull() && !prior.Profiles.IsUnknown() {
-		diags.Append(prior.Profiles.ElementsAs(ctx, &priorProfiles, false)...)
+		priorProfiles = prior.Profiles.Elements()
 	}
 	profileType := types.ObjectType{AttrTypes: profileTypes}
 	var profiles []attr.Value
 	for i, p := range pm.GetProfiles() {
-		pp := profileModel{
-			GPUClass: types.StringNull(), StartupTimeout: types.StringNull(), LaunchMode: types.StringNull(),
-			Labels: types.MapNull(types.StringType), Env: types.MapNull(types.StringType), Args: types.ListNull(types.StringType),
-		}
-		if i < len(priorProfiles) && priorProfiles[i].Name.ValueString() == p.GetName() {
-			pp = priorProfiles[i]
+		var pp map[string]attr.Value // nil: no prior profile, every lookup is null
+		if i < len(priorProfiles) {
+			if o, ok := priorProfiles[i].(types.Object); ok && attrString(objectAttrs(o), "name").ValueString() == p.GetName() {
+				pp = objectAttrs(o)
+			}
 		}
 		profiles = append(profiles, types.ObjectValueMust(profileTypes, map[string]attr.Value{
 			"name":            types.StringValue(p.GetName()),
 			"engine":          types.StringValue(p.GetEngine()),
-			"gpu_class":       fromString(p.GetGpuClass(), pp.GPUClass),
+			"gpu_class":       fromString(p.GetGpuClass(), attrString(pp, "gpu_class")),
 			"tp":              types.Int64Value(int64(p.GetTp())),
 			"nodes":           types.Int64Value(int64(p.GetNodes())),
 			"weight":          types.Int64Value(int64(p.GetWeight())),
 			"priority":        types.Int64Value(int64(p.GetPriority())),
-			"startup_timeout": fromDuration(p.GetStartupTimeout(), pp.StartupTimeout),
+			"startup_timeout": fromDuration(p.GetStartupTimeout(), attrString(pp, "startup_timeout")),
 			"min_memory_gb":   types.Int64Value(int64(p.GetMinMemoryGb())),
 			"min_disk_gb":     types.Int64Value(int64(p.GetMinDiskGb())),
-			"labels":          fromMap(p.GetLabels(), pp.Labels),
-			"args":            fromList(p.GetArgs(), pp.Args),
-			"env":             fromMap(p.GetEnv(), pp.Env),
-			"launch_mode":     fromString(p.GetLaunchMode(), pp.LaunchMode),
+			"labels":          fromMap(p.GetLabels(), attrMap(pp, "labels")),
+			"args":            fromList(p.GetArgs(), attrList(pp, "args")),
+			"env":             fromMap(p.GetEnv(), attrMap(pp, "env")),
+			"launch_mode":     fromString(p.GetLaunchMode(), attrString(pp, "launch_mode")),
 		}))
 	}
 	out.Profiles = types.ListValueMust(profileType, profiles)

@@ -330,6 +330,11 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if req.Plan.Raw.IsNull() {
 		return
 	}
+	if req.Plan.Raw.Equal(req.State.Raw) {
+		// Nothing changed (the usual case for most resources of a catalog):
+		// the generation is the stored one and there is nothing to dry-run.
+		return
+	}
 	var plan modelResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {

@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 )
 
 // durationValidator checks that a string parses as a Go duration ("90s",
@@ -84,9 +83,10 @@ func (v scalingBoundsValidator) MarkdownDescription(ctx context.Context) string 
 }
 
 func (scalingBoundsValidator) ValidateResource(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	var lo, hi types.Int64
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("scaling").AtName("min"), &lo)...)
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("scaling").AtName("max"), &hi)...)
+	var scaling types.Object
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("scaling"), &scaling)...)
+	attrs := objectAttrs(scaling)
+	lo, hi := attrInt64(attrs, "min"), attrInt64(attrs, "max")
 	if lo.IsNull() || lo.IsUnknown() || hi.IsNull() || hi.IsUnknown() {
 		return
 	}
@@ -121,9 +121,12 @@ func (profileRulesValidator) ValidateResource(ctx context.Context, req resource.
 		if !ok || o.IsNull() || o.IsUnknown() {
 			continue
 		}
-		var p profileModel
-		if o.As(ctx, &p, basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}).HasError() {
-			continue
+		// Read from the attribute map: As's reflection is the dearest part
+		// of validating a model, and a plan validates every model.
+		attrs := o.Attributes()
+		p := profileModel{
+			Name: attrString(attrs, "name"), Engine: attrString(attrs, "engine"), GPUClass: attrString(attrs, "gpu_class"),
+			TP: attrInt64(attrs, "tp"), LaunchMode: attrString(attrs, "launch_mode"),
 		}
 		at := path.Root("profiles").AtListIndex(i)
 		if !p.GPUClass.IsNull() && !p.GPUClass.IsUnknown() && p.GPUClass.ValueString() != "" && !p.TP.IsNull() && !p.TP.IsUnknown() && p.TP.ValueInt64() < 1 {
