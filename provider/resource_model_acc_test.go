@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -230,6 +232,35 @@ func TestAccModelDeclaredInServerYAML(t *testing.T) {
 }
 `,
 			ExpectError: regexp.MustCompile(`(?s)declared in the control plane's server.yaml.*manage it in\s+server.yaml, or remove it there first`),
+		}},
+	})
+}
+
+// TestAccModelEngineCannotStart: the engine is installed but cannot start
+// (a missing shared library, as a llama-server without libgomp1 does): apply
+// fails with the shard's error and the engine's own last output.
+func TestAccModelEngineCannotStart(t *testing.T) {
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
+	}
+	server := filepath.Join(t.TempDir(), "llama-server")
+	script := "#!/bin/sh\necho 'llama-server: error while loading shared libraries: libgomp.so.1: cannot open shared object file: No such file or directory' >&2\nexit 127\n"
+	if err := os.WriteFile(server, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := newAccCluster(t, declaredModel, testcluster.NodeSpec{ID: "node01", GPUs: 1, Engines: map[string]string{"llamacpp": server}})
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config: c.providerBlock() + `resource "llmgw_model" "m" {
+  name            = "tf-llama"
+  source          = "/models/llama.gguf"
+  scaling         = { min = 1 }
+  profiles        = [{ name = "cpu", engine = "llamacpp", startup_timeout = "30s" }]
+  rollout_timeout = "60s"
+}
+`,
+			ExpectError: regexp.MustCompile(`(?s)Rollout of model tf-llama.*exit status 127.*libgomp\.so\.1: cannot open shared object file`),
 		}},
 	})
 }

@@ -157,9 +157,11 @@ type NodeSpec struct {
 	Fabrics  string             // YAML of the fabrics key
 	Adapters []simhw.SimAdapter // sysfs contents
 	GPUs     int
-	// keepEngines starts the agent without --stop-engines-on-exit, as in
+	// KeepEngines starts the agent without --stop-engines-on-exit, as in
 	// production: its engines outlive it.
 	KeepEngines bool
+	// Engines maps engine names to executables (the agent.yaml engines key).
+	Engines map[string]string
 }
 
 // New starts a control plane whose server.yaml lists models (YAML list
@@ -306,6 +308,12 @@ discovery:
 %s
 `, n.ID, c.AgentAddr, filepath.Join(c.PKIDir, "ca.pem"), filepath.Join(c.PKIDir, cn+".pem"), filepath.Join(c.PKIDir, cn+"-key.pem"),
 		filepath.Join(nd, "state"), from, from+49, smi, ib, n.Fabrics)
+	if len(n.Engines) > 0 {
+		cfg += "engines:\n"
+		for name, path := range n.Engines {
+			cfg += fmt.Sprintf("  %s: %q\n", name, path)
+		}
+	}
 	cfgPath := filepath.Join(nd, "agent.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
