@@ -109,6 +109,10 @@ type Fleet struct {
 	nodes    map[string]*Node
 	replicas map[string]*Replica
 	failed   []*Replica // recent failures, newest last, for operators
+	// pending holds declarations stored for nodes whose session was not yet
+	// registered: a session that read the store just before must not miss
+	// them.
+	pending  map[string]*agentv1.Declaration
 	nextConn uint64
 	changed  chan struct{}
 	now      func() time.Time
@@ -122,6 +126,7 @@ func New() *Fleet {
 	return &Fleet{
 		nodes:    map[string]*Node{},
 		replicas: map[string]*Replica{},
+		pending:  map[string]*agentv1.Declaration{},
 		changed:  make(chan struct{}, 1),
 		now:      time.Now,
 	}
@@ -148,6 +153,11 @@ func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Decla
 		n = &Node{ID: nodeID}
 		f.nodes[nodeID] = n
 	}
+	newer, hasNewer := f.pending[nodeID]
+	if hasNewer {
+		delete(f.pending, nodeID)
+		decl, declared = newer, true
+	}
 	n.Address = hello.GetAddress()
 	n.Version = hello.GetVersion()
 	n.Inventory = hello.GetInventory()
@@ -158,6 +168,11 @@ func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Decla
 	n.conn = conn
 	n.connID = f.nextConn
 	n.State, n.Reason = assessNode(n)
+	if hasNewer {
+		// Declared between the session's store lookup and now: the agent
+		// was welcomed with the older copy.
+		_ = conn.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Declaration{Declaration: newer}})
+	}
 	reported := map[string]bool{}
 	for _, st := range hello.GetShards() {
 		reported[st.GetShardId()] = true
@@ -458,7 +473,8 @@ func (f *Fleet) Declare(nodeID string, decl *agentv1.Declaration) error {
 	defer f.mu.Unlock()
 	n := f.nodes[nodeID]
 	if n == nil {
-		return nil // applied when the agent connects
+		f.pending[nodeID] = decl // applied when the agent connects
+		return nil
 	}
 	n.Declaration = decl
 	n.Declared = true
@@ -474,6 +490,7 @@ func (f *Fleet) Declare(nodeID string, decl *agentv1.Declaration) error {
 func (f *Fleet) Undeclare(nodeID string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	delete(f.pending, nodeID)
 	if n := f.nodes[nodeID]; n != nil {
 		n.Declared = false
 	}

@@ -116,3 +116,29 @@ func TestNodeWarnings(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+type recConn struct{ sent []*agentv1.ControlMessage }
+
+func (c *recConn) Send(m *agentv1.ControlMessage) error {
+	c.sent = append(c.sent, m)
+	return nil
+}
+
+// Regression: a declaration stored while an agent's session was between its
+// store lookup and its registration was lost.
+func TestDeclarationBeforeRegistrationIsApplied(t *testing.T) {
+	f := New()
+	decl := &agentv1.Declaration{Labels: map[string]string{"from": "control-plane"}}
+	if err := f.Declare("n1", decl); err != nil {
+		t.Fatal(err)
+	}
+	c := &recConn{}
+	f.Connect(&agentv1.Hello{}, "n1", nil, false, c) // the session read no declaration
+	n, _ := f.Node("n1")
+	if !n.Declared || n.Declaration.GetLabels()["from"] != "control-plane" {
+		t.Fatalf("node = %+v; want the pending declaration applied", n)
+	}
+	if len(c.sent) != 1 || c.sent[0].GetDeclaration().GetLabels()["from"] != "control-plane" {
+		t.Fatalf("sent = %v; want the declaration sent to the agent", c.sent)
+	}
+}
