@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"github.com/llmgw/llmgw/internal/testcluster"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,48 +15,6 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
-
-// devPortBase finds five consecutive free loopback ports.
-func devPortBase(t *testing.T) int {
-	t.Helper()
-	for attempt := 0; attempt < 50; attempt++ {
-		base := testcluster.FreePorts(t, 1)[0]
-		if base > 60000 {
-			continue
-		}
-		ok := true
-		for off := 1; off < 5 && ok; off++ {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no five consecutive free ports")
-	return 0
-}
-
-func readEnv(t *testing.T, path string) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
-		if !ok {
-			t.Fatalf("env line %q is not export K=V", line)
-		}
-		env[k] = v
-	}
-	return env
-}
 
 // processesMentioning lists the pids whose command line contains s.
 func processesMentioning(s string) []string {
@@ -80,7 +37,7 @@ func processesMentioning(s string) []string {
 // ctl`, leave no process behind on SIGINT, and reuse its directory.
 func TestDev(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev")
-	base := devPortBase(t)
+	base := testcluster.DevPortBase(t)
 	envPath := filepath.Join(dir, "env")
 
 	runOnce := func() map[string]string {
@@ -95,7 +52,7 @@ func TestDev(t *testing.T) {
 			}
 			return err == nil, testcluster.Tail(dev.Output(), 3)
 		})
-		env := readEnv(t, envPath)
+		env := testcluster.ReadDevEnv(t, envPath)
 		for _, k := range []string{"LLMGW_BASE_URL", "OPENAI_BASE_URL", "LLMGW_API_KEY", "OPENAI_API_KEY", "LLMGW_ENDPOINT", "LLMGW_TOKEN", "LLMGW_CA_CERT", "LLMGW_CA_KEY"} {
 			if env[k] == "" {
 				t.Fatalf("env file lacks %s: %v", k, env)

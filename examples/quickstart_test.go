@@ -3,7 +3,6 @@ package examples
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,7 +36,7 @@ func TestQuickstartTerraform(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "dev")
 	envPath := filepath.Join(dir, "env")
-	dev := testcluster.Start(t, binary, "llmgw dev", "dev", "--dir", dir, "--port-base", strconv.Itoa(devPortBase(t)))
+	dev := testcluster.Start(t, binary, "llmgw dev", "dev", "--dir", dir, "--port-base", strconv.Itoa(testcluster.DevPortBase(t)))
 	testcluster.WaitFor(t, "llmgw dev to write "+envPath, 90*time.Second, func() (bool, string) {
 		select {
 		case <-dev.Done:
@@ -157,46 +156,10 @@ func checkImportedNodesUnchanged(t *testing.T, planJSON string) {
 	}
 }
 
-// devPortBase finds five consecutive free loopback ports for --port-base.
-func devPortBase(t *testing.T) int {
-	t.Helper()
-	for range 50 {
-		base := testcluster.FreePorts(t, 1)[0]
-		if base > 60000 {
-			continue
-		}
-		free := true
-		for off := 1; off < 5 && free; off++ {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off)))
-			if err != nil {
-				free = false
-				continue
-			}
-			l.Close()
-		}
-		if free {
-			return base
-		}
-	}
-	t.Fatal("no five consecutive free loopback ports")
-	return 0
-}
-
-// readDevEnv reads the `export K=V` lines of llmgw dev's env file.
+// readDevEnv reads llmgw dev's env file and checks it has what the test uses.
 func readDevEnv(t *testing.T, path string) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
-		if !ok {
-			t.Fatalf("%s: line %q is not export K=V", path, line)
-		}
-		env[k] = v
-	}
+	env := testcluster.ReadDevEnv(t, path)
 	for _, k := range []string{"LLMGW_ENDPOINT", "LLMGW_TOKEN", "LLMGW_CA_CERT", "OPENAI_BASE_URL", "OPENAI_API_KEY"} {
 		if env[k] == "" {
 			t.Fatalf("%s lacks %s", path, k)
