@@ -151,17 +151,31 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 	decl := a.decl
 	a.mu.Unlock()
 	inv := a.discover(ctx, decl)
+	// The snapshot of shard statuses, the hello and the session's send
+	// function are set under one lock: a status that changes from here on is
+	// reported after the hello on this session, never dropped.
+	a.mu.Lock()
 	hello := &agentv1.Hello{
 		NodeId:      a.cfg.NodeID,
 		Version:     a.opts.Version,
 		Address:     a.cfg.Address,
 		Inventory:   inv,
 		Declaration: declaration.ToProto(decl),
-		Shards:      a.shardStatuses(),
+		Shards:      a.shardStatusesLocked(),
 	}
-	if err := send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Hello{Hello: hello}}); err != nil {
+	err = send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Hello{Hello: hello}})
+	if err == nil {
+		a.send = send
+	}
+	a.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("sending hello: %w", err)
 	}
+	defer func() {
+		a.mu.Lock()
+		a.send = nil
+		a.mu.Unlock()
+	}()
 	first, err := stream.Recv()
 	if err != nil {
 		return err
@@ -180,14 +194,6 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 			return err
 		}
 	}
-	a.mu.Lock()
-	a.send = send
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.send = nil
-		a.mu.Unlock()
-	}()
 	go a.heartbeats(ctx, send, interval)
 	for {
 		msg, err := stream.Recv()

@@ -23,10 +23,9 @@ type shardState struct {
 	stopped bool
 }
 
-// shardStatuses returns the current status of every shard, for a hello.
-func (a *Agent) shardStatuses() []*agentv1.ShardStatus {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// shardStatusesLocked returns the current status of every shard, for a
+// hello; a.mu must be held.
+func (a *Agent) shardStatusesLocked() []*agentv1.ShardStatus {
 	out := make([]*agentv1.ShardStatus, 0, len(a.shards))
 	for _, s := range a.shards {
 		out = append(out, proto.Clone(s.status).(*agentv1.ShardStatus))

@@ -471,9 +471,12 @@ func (tx *Tx) Fail(r *Replica, why string) { tx.f.failReplicaLocked(r, why) }
 func (f *Fleet) Declare(nodeID string, decl *agentv1.Declaration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Also kept for the next session: one that read the store before this
+	// declaration was stored (or a reconnect racing with it) gets it when it
+	// registers.
+	f.pending[nodeID] = decl
 	n := f.nodes[nodeID]
 	if n == nil {
-		f.pending[nodeID] = decl // applied when the agent connects
 		return nil
 	}
 	n.Declaration = decl
@@ -527,6 +530,17 @@ func (f *Fleet) Forget(nodeID, reason string) {
 	n := f.nodes[nodeID]
 	if n == nil {
 		return
+	}
+	// Stop the node's engines while its session is still open: once it is
+	// closed nothing reaches the machine.
+	if n.conn != nil {
+		for _, r := range f.replicas {
+			for _, s := range r.Shards {
+				if s.Node == nodeID && s.Sent {
+					_ = n.conn.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_StopShard{StopShard: &agentv1.StopShard{ShardId: s.ID, Reason: reason}}})
+				}
+			}
+		}
 	}
 	if c, ok := n.conn.(Closer); ok {
 		c.Close(reason)

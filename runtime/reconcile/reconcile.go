@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,10 +58,12 @@ type Options struct {
 
 // Reconciler drives the fleet towards the catalog.
 type Reconciler struct {
-	opts    Options
-	log     *slog.Logger
-	backoff map[string]backoff
-	routed  map[string]bool
+	opts Options
+	log  *slog.Logger
+	// backoffMu guards backoff, which the management API reads.
+	backoffMu sync.Mutex
+	backoff   map[string]backoff
+	routed    map[string]bool
 	// holdLogged records that the placement hold was announced.
 	holdLogged bool
 	// holding is true while placement waits for expected replicas.
@@ -115,7 +118,11 @@ func (r *Reconciler) Run(ctx context.Context) {
 func (r *Reconciler) Ready() bool { return r.ready.Load() }
 
 // LastFailure returns the most recent replica failure of a model, if any.
-func (r *Reconciler) LastFailure(model string) string { return r.backoff[model].last }
+func (r *Reconciler) LastFailure(model string) string {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	return r.backoff[model].last
+}
 
 // Pass runs one reconciliation. It is not safe to call concurrently with
 // itself (Run calls it from one goroutine).
@@ -184,11 +191,13 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			r.log.Warn("replica failed", "model", rep.Model, "replica", rep.ID, "error", rep.Error)
 			r.stopShards(tx, rep, "replica failed: "+rep.Error)
 			tx.Remove(rep)
+			r.backoffMu.Lock()
 			b := r.backoff[rep.Model]
 			b.failures++
 			b.until = now.Add(min(time.Second<<min(b.failures-1, 6), time.Minute))
 			b.last = rep.Error
 			r.backoff[rep.Model] = b
+			r.backoffMu.Unlock()
 			continue
 		case !known:
 			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "model removed from catalog")
@@ -214,11 +223,13 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			r.startWorkers(tx, rep)
 		}
 		if rep.State == fleet.ReplicaReady {
+			r.backoffMu.Lock()
 			if b, ok := r.backoff[rep.Model]; ok && b.failures > 0 {
 				b.failures = 0
 				b.until = time.Time{}
 				r.backoff[rep.Model] = b
 			}
+			r.backoffMu.Unlock()
 		}
 	}
 }
@@ -314,7 +325,10 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	if len(current) < want && r.holding {
 		return
 	}
-	if len(current) < want && !now.Before(r.backoff[e.Model.Name].until) {
+	r.backoffMu.Lock()
+	until := r.backoff[e.Model.Name].until
+	r.backoffMu.Unlock()
+	if len(current) < want && !now.Before(until) {
 		for i := len(current); i < want; i++ {
 			rep, ok := r.place(tx, e, now)
 			if !ok {
