@@ -201,15 +201,22 @@ func (a *Agent) stopShard(id, reason string) {
 	}
 	a.log.Info("stopping shard", "shard", id, "reason", reason)
 	s.cancel()
+	// Once the engine is gone, say so: the control plane keeps its GPUs
+	// allocated until then.
+	stopped := proto.Clone(s.status).(*agentv1.ShardStatus)
+	stopped.State = agentv1.ShardState_SHARD_STATE_STOPPED
+	stopped.Endpoint = ""
 	if s.shard != nil {
 		go func() {
 			if err := s.shard.Stop(10 * time.Second); err != nil {
 				a.log.Warn("stopping shard", "shard", id, "err", err)
 			}
 			a.forgetCommand(id)
+			a.report(stopped)
 		}()
 	} else {
 		a.forgetCommand(id)
+		a.report(stopped)
 	}
 }
 

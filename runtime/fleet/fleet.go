@@ -101,7 +101,17 @@ type Replica struct {
 	Created        time.Time
 	// Adopted is true for replicas rebuilt from agent reports.
 	Adopted bool
+	// StopRequested is when the control plane asked its shards to stop; the
+	// replica keeps its GPUs until every shard reported stopped or a grace
+	// period passed, so nothing new lands on a card still in use.
+	StopRequested time.Time
+	// Failed records that it failed before being stopped.
+	Failed bool
 }
+
+// Live reports whether the replica counts towards its model: neither failed
+// nor being stopped.
+func (r *Replica) Live() bool { return r.State != ReplicaFailed && r.State != ReplicaStopping }
 
 // Fleet is the live state. All methods are safe for concurrent use.
 type Fleet struct {
@@ -182,7 +192,7 @@ func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Decla
 	// (the agent restarted without it, or never received the command): its
 	// replica cannot be trusted to serve.
 	for _, r := range f.replicas {
-		if r.State == ReplicaFailed {
+		if !r.Live() {
 			continue
 		}
 		for _, s := range r.Shards {
@@ -287,7 +297,7 @@ func (f *Fleet) ExpireLost(grace time.Duration) []string {
 		lost = append(lost, id)
 		for _, r := range f.replicas {
 			for _, s := range r.Shards {
-				if s.Node == id && r.State != ReplicaFailed {
+				if s.Node == id && r.Live() {
 					f.failReplicaLocked(r, "node "+id+" lost")
 				}
 			}
@@ -455,12 +465,34 @@ func (tx *Tx) Send(id string, msg *agentv1.ControlMessage) error {
 // Remove forgets a replica; a failed one is kept in the recent failures.
 func (tx *Tx) Remove(r *Replica) {
 	delete(tx.f.replicas, r.ID)
-	if r.State == ReplicaFailed {
+	if r.State == ReplicaFailed || r.Failed {
+		r.State = ReplicaFailed // what operators see of it from now on
 		tx.f.failed = append(tx.f.failed, r)
 		if len(tx.f.failed) > maxFailedKept {
 			tx.f.failed = tx.f.failed[len(tx.f.failed)-maxFailedKept:]
 		}
 	}
+}
+
+// Stopping records that the replica's shards were asked to stop at now. It
+// keeps its GPUs until Stopped reports it gone.
+func (tx *Tx) Stopping(r *Replica, now time.Time) {
+	if r.State == ReplicaFailed {
+		r.Failed = true
+	}
+	r.State = ReplicaStopping
+	r.StopRequested = now
+}
+
+// Stopped reports whether every shard of a stopping replica has stopped (or
+// was never started).
+func (r *Replica) Stopped() bool {
+	for _, s := range r.Shards {
+		if s.Sent && s.State != agentv1.ShardState_SHARD_STATE_STOPPED && s.State != agentv1.ShardState_SHARD_STATE_FAILED {
+			return false
+		}
+	}
+	return true
 }
 
 // Fail marks a replica failed.
@@ -547,7 +579,7 @@ func (f *Fleet) Forget(nodeID, reason string) {
 	}
 	for _, r := range f.replicas {
 		for _, s := range r.Shards {
-			if s.Node == nodeID && r.State != ReplicaFailed {
+			if s.Node == nodeID && r.Live() {
 				f.failReplicaLocked(r, "node "+nodeID+" removed: "+reason)
 				break
 			}

@@ -100,7 +100,7 @@ func (s *Service) GetStatus(context.Context, *managev1.GetStatusRequest) (*manag
 		st.GpusUsed += int32(len(used[n.ID]))
 	}
 	for _, r := range s.opts.Fleet.Replicas() {
-		if r.State == fleet.ReplicaFailed {
+		if !r.Live() {
 			continue
 		}
 		st.ReplicasTotal++
@@ -134,7 +134,7 @@ func (s *Service) GetNode(_ context.Context, req *managev1.GetNodeRequest) (*man
 func (s *Service) replicasPerNode() map[string]int {
 	out := map[string]int{}
 	for _, r := range s.opts.Fleet.Replicas() {
-		if r.State == fleet.ReplicaFailed {
+		if !r.Live() {
 			continue
 		}
 		seen := map[string]bool{}
@@ -197,7 +197,7 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 	pm.Generation = e.Generation
 	st := &managev1.ModelStatus{ReplicasDesired: int32(e.Model.Scaling.Min)}
 	for _, r := range s.opts.Fleet.Replicas() {
-		if r.Model != e.Model.Name || r.State == fleet.ReplicaFailed {
+		if r.Model != e.Model.Name || !r.Live() {
 			continue
 		}
 		st.ReplicasTotal++

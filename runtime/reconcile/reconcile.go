@@ -145,7 +145,7 @@ func (r *Reconciler) Pass() {
 			r.scale(tx, e, now)
 		}
 		for _, rep := range tx.Replicas() {
-			if rep.State != fleet.ReplicaFailed {
+			if rep.Live() {
 				live = append(live, rep.ID)
 			}
 			if rep.State != fleet.ReplicaReady || len(rep.Shards) == 0 || rep.Shards[0].Endpoint == "" {
@@ -187,10 +187,15 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 	for _, rep := range tx.Replicas() {
 		e, known := byName[rep.Model]
 		switch {
+		case rep.State == fleet.ReplicaStopping:
+			if rep.Stopped() || now.Sub(rep.StopRequested) > stopGrace {
+				tx.Remove(rep)
+			}
+			continue
 		case rep.State == fleet.ReplicaFailed:
 			r.log.Warn("replica failed", "model", rep.Model, "replica", rep.ID, "error", rep.Error)
 			r.stopShards(tx, rep, "replica failed: "+rep.Error)
-			tx.Remove(rep)
+			r.retireReplica(tx, rep, now)
 			r.backoffMu.Lock()
 			b := r.backoff[rep.Model]
 			b.failures++
@@ -202,7 +207,7 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 		case !known:
 			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "model removed from catalog")
 			r.stopShards(tx, rep, "model removed from catalog")
-			tx.Remove(rep)
+			r.retireReplica(tx, rep, now)
 			continue
 		}
 		if rep.State == fleet.ReplicaStarting {
@@ -274,6 +279,19 @@ func (r *Reconciler) holdPlacement(tx *fleet.Tx, now time.Time) bool {
 	return true
 }
 
+// stopGrace bounds how long a stopping replica holds its GPUs when its
+// agents do not report its shards stopped (a lost or removed node).
+const stopGrace = 30 * time.Second
+
+// retireReplica keeps a replica whose shards were told to stop until they
+// have: its GPUs are not given to anything else before the engine is gone.
+func (r *Reconciler) retireReplica(tx *fleet.Tx, rep *fleet.Replica, now time.Time) {
+	tx.Stopping(rep, now)
+	if rep.Stopped() {
+		tx.Remove(rep)
+	}
+}
+
 // startWorkers sends StartShard to ranks > 0 once rank 0 reported where it
 // listens for the rendezvous.
 func (r *Reconciler) startWorkers(tx *fleet.Tx, rep *fleet.Replica) {
@@ -310,7 +328,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	want := e.Model.Scaling.Min
 	var current, currentReady, old []*fleet.Replica
 	for _, rep := range tx.Replicas() {
-		if rep.Model != e.Model.Name || rep.State == fleet.ReplicaFailed {
+		if rep.Model != e.Model.Name || !rep.Live() {
 			continue
 		}
 		if rep.Generation == e.Generation && !onDrainingNode(tx, rep) {
@@ -341,7 +359,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		for _, rep := range old {
 			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "replaced (newer definition or draining node)")
 			r.stopShards(tx, rep, "replaced (newer definition or draining node)")
-			tx.Remove(rep)
+			r.retireReplica(tx, rep, now)
 		}
 	}
 	if extra := len(current) - want; extra > 0 {
@@ -359,7 +377,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			}
 			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "above scaling.min")
 			r.stopShards(tx, rep, "scaled down")
-			tx.Remove(rep)
+			r.retireReplica(tx, rep, now)
 			if rep.State == fleet.ReplicaReady {
 				currentReady = currentReady[:len(currentReady)-1]
 			}

@@ -238,20 +238,35 @@ func TestMultiNodeReplicaStaysInOneFabricAndStartsWorkersAfterRendezvous(t *test
 
 func TestLostNodeFailsItsReplicas(t *testing.T) {
 	h := newHarness(t, chatModel())
+	h.rec.Pass()
+	if len(h.fleet.Replicas()) != 1 {
+		t.Fatal("no replica placed")
+	}
+	// Every node goes silent: with a grace of 1ns they are lost at once
+	// (the fleet's own clock has moved on).
 	h.rec.opts.Grace = time.Nanosecond
 	h.rec.Pass()
-	// With a grace of 1ns every node is lost at once (the fleet's own clock
-	// moved on), and the replica placed on one of them fails.
-	h.rec.Pass()
-	for _, r := range h.fleet.Replicas() {
-		if r.State != fleet.ReplicaFailed {
-			t.Fatalf("replica %s on a lost node is %s", r.ID, r.State)
-		}
-	}
 	for _, n := range h.fleet.Nodes() {
 		if n.State != fleet.NodeLost {
 			t.Fatalf("node %s is %s, want lost", n.ID, n.State)
 		}
+	}
+	reps := h.fleet.Replicas()
+	if len(reps) != 1 || reps[0].Live() || !strings.Contains(reps[0].Error, "lost") {
+		t.Fatalf("replica on a lost node = %+v; want it failed with the reason", reps)
+	}
+	// Its GPU stays allocated until its engine is known gone (or the stop
+	// grace passes): the lost node may still be running it.
+	if used := h.fleet.UsedGPUs(); len(used) != 1 {
+		t.Fatalf("GPUs in use = %v; want the lost replica's still counted", used)
+	}
+	h.now = h.now.Add(stopGrace + time.Second)
+	h.rec.Pass()
+	if reps := h.fleet.Replicas(); len(reps) != 1 || reps[0].State != fleet.ReplicaFailed {
+		t.Fatalf("after the stop grace = %+v; want only the failure record", reps)
+	}
+	if used := h.fleet.UsedGPUs(); len(used) != 0 {
+		t.Fatalf("GPUs in use after the stop grace = %v", used)
 	}
 }
 
@@ -273,15 +288,25 @@ func TestRemovedModelStopsItsReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.rec.Pass()
-	if len(h.fleet.Replicas()) != 0 {
-		t.Fatalf("replicas of a removed model remain: %v", h.fleet.Replicas())
-	}
 	stopped := 0
-	for _, c := range h.conns {
+	var node string
+	for n, c := range h.conns {
 		stopped += len(c.stops())
+		if len(c.stops()) > 0 {
+			node = n
+		}
 	}
 	if stopped != 1 {
 		t.Fatalf("want one StopShard, got %d", stopped)
+	}
+	reps := h.fleet.Replicas()
+	if len(reps) != 1 || reps[0].State != fleet.ReplicaStopping || len(h.fleet.UsedGPUs()) != 1 {
+		t.Fatalf("replicas = %+v; want the removed model's replica stopping and holding its GPU until its engine is gone", reps)
+	}
+	h.fleet.ApplyShardStatus(node, &agentv1.ShardStatus{ShardId: reps[0].Shards[0].ID, ReplicaId: reps[0].ID, State: agentv1.ShardState_SHARD_STATE_STOPPED})
+	h.rec.Pass()
+	if len(h.fleet.Replicas()) != 0 || len(h.fleet.UsedGPUs()) != 0 {
+		t.Fatalf("after the agent reported the shard stopped: replicas %v, GPUs %v", h.fleet.Replicas(), h.fleet.UsedGPUs())
 	}
 }
 

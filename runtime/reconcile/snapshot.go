@@ -12,7 +12,7 @@ import (
 func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*fleet.Replica) scheduler.Snapshot {
 	perNode := map[string]map[string]int{}
 	for _, r := range replicas {
-		if r.State == fleet.ReplicaFailed {
+		if !r.Live() {
 			continue
 		}
 		for _, s := range r.Shards {
