@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/llmgw/llmgw/internal/testcluster"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -194,12 +192,23 @@ func TestCluster(t *testing.T) {
 		if r0.GetEndpoint() == "" || r1.GetEndpoint() != "" {
 			t.Fatalf("endpoints: rank0 %q rank1 %q; want only rank 0", r0.GetEndpoint(), r1.GetEndpoint())
 		}
-		// Nothing listens in the worker node's engine port range.
-		pr := c.Ports[r1.GetNode()]
-		for p := pr[0]; p <= pr[1]; p++ {
-			if conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 100*time.Millisecond); err == nil {
-				conn.Close()
-				t.Fatalf("worker %s has a listening port %d", r1.GetNode(), p)
+		// The worker's engine process listens on nothing; rank 0's does.
+		for node, want := range map[string]bool{r1.GetNode(): false, r0.GetNode(): true} {
+			engines := childEngines(t, c.Nodes[node].Cmd.Process.Pid, "sim-2node")
+			if len(engines) == 0 {
+				t.Fatalf("no sim-2node engine process under the agent of %s", node)
+			}
+			listening := false
+			for _, pid := range engines {
+				if ports := listeningPorts(t, pid); len(ports) > 0 {
+					listening = true
+					if !want {
+						t.Fatalf("worker %s: engine %d listens on %v", node, pid, ports)
+					}
+				}
+			}
+			if want && !listening {
+				t.Fatalf("rank 0 on %s: no engine listens", node)
 			}
 		}
 		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
@@ -308,17 +317,13 @@ func TestLostNodeReplicaRebuilt(t *testing.T) {
 	}
 
 	resume()
-	pr := c.Ports[first]
 	testcluster.WaitFor(t, first+" back and its replaced engine stopped", 60*time.Second, func() (bool, string) {
 		n, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: first})
 		if err != nil {
 			return false, err.Error()
 		}
-		for p := pr[0]; p <= pr[1]; p++ {
-			if conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 50*time.Millisecond); err == nil {
-				conn.Close()
-				return false, fmt.Sprintf("%s is %s; port %d still listening", first, n.GetState(), p)
-			}
+		if engines := childEngines(t, agent.Cmd.Process.Pid, "sim-chat"); len(engines) > 0 {
+			return false, fmt.Sprintf("%s is %s; engine %v still running", first, n.GetState(), engines)
 		}
 		return n.GetState() == "ready", first + " is " + n.GetState()
 	})
