@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/agent/discovery/simhw"
+	"github.com/llmgw/llmgw/agent/supervisor"
 	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/runtime/server"
@@ -325,39 +326,25 @@ func (a *agentSet) stop(dir string) {
 	killLeftovers(dir, a.log)
 }
 
-// killLeftovers kills the process group of every engine still recorded in a
-// supervisor state file.
+// killLeftovers stops every engine an agent failed to stop: the
+// supervisor's own recovery finds them from its state files (checking each
+// pid is still the engine it launched) and stops them as it stops any shard,
+// process group and sidecars included.
 func killLeftovers(dir string, log *slog.Logger) {
-	files, _ := filepath.Glob(filepath.Join(dir, "nodes", "*", "state", "*.json"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	for _, n := range devNodes {
+		sup := supervisor.New(log, filepath.Join(dir, "nodes", n.id, "state"))
+		shards, err := sup.Recover()
 		if err != nil {
+			log.Warn("reading engine state", "node", n.id, "err", err)
+		}
+		if len(shards) == 0 {
 			continue
 		}
-		pid := pidFromState(b)
-		if pid <= 0 {
-			continue
+		log.Warn("stopping engines an agent left behind", "node", n.id, "engines", len(shards))
+		if err := sup.StopAll(10 * time.Second); err != nil {
+			log.Warn("stopping engines", "node", n.id, "err", err)
 		}
-		if err := syscall.Kill(-pid, syscall.SIGKILL); err == nil {
-			log.Warn("killed an engine its agent left behind", "pid", pid, "state", f)
-		}
-		_ = os.Remove(f)
 	}
-}
-
-func pidFromState(b []byte) int {
-	s := string(b)
-	i := strings.Index(s, `"pid":`)
-	if i < 0 {
-		return 0
-	}
-	s = strings.TrimLeft(s[i+len(`"pid":`):], " ")
-	j := 0
-	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-		j++
-	}
-	pid, _ := strconv.Atoi(s[:j])
-	return pid
 }
 
 func waitServing(ctx context.Context, srv *server.Server, timeout time.Duration, srvDone <-chan error) error {

@@ -83,8 +83,9 @@ func copyReplica(r *Replica) Replica {
 	return c
 }
 
-// UsedGPUs returns, per node, the GPU indices held by shards of replicas
-// that are not failed.
+// UsedGPUs returns, per node, the GPU indices held by shards that have not
+// reported stopped: a failed or stopping replica keeps its GPUs until its
+// engine is known gone.
 func (f *Fleet) UsedGPUs() map[string]map[int]string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

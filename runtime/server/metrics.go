@@ -46,7 +46,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		for _, g := range n.Inventory.GetGpus() {
-			idx := itoa(int(g.GetIndex()))
+			idx := strconv.Itoa(int(g.GetIndex()))
 			ch <- prometheus.MustNewConstMetric(c.gpuMem, prometheus.GaugeValue, float64(g.GetMemoryMib())*1024*1024, n.ID, idx, g.GetClass())
 			if g.TemperatureC != nil {
 				ch <- prometheus.MustNewConstMetric(c.gpuTemp, prometheus.GaugeValue, g.GetTemperatureC(), n.ID, idx)
@@ -70,5 +70,3 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.replicas, prometheus.GaugeValue, v, k[0], k[1])
 	}
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
