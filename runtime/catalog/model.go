@@ -43,12 +43,31 @@ type Model struct {
 	ContextLength int `koanf:"context_length" yaml:"context_length,omitempty" json:"context_length,omitempty"`
 	// MaxOutput is the most tokens one response may have; 0 means unstated.
 	MaxOutput int `koanf:"max_output" yaml:"max_output,omitempty" json:"max_output,omitempty"`
+	// Pricing is what a request to this model costs; nil means the
+	// installation's auth.default_price applies. Changing it never restarts
+	// a replica.
+	Pricing *Pricing `koanf:"pricing" yaml:"pricing,omitempty" json:"pricing,omitempty"`
 	// Scaling bounds the number of replicas. No stanza means min 0, max 0:
 	// configured and deliberately not running.
 	Scaling Scaling `koanf:"scaling" yaml:"scaling" json:"scaling"`
 	// Profiles are the ways the model can be placed, tried by priority.
 	Profiles []Profile `koanf:"profiles" yaml:"profiles" json:"profiles"`
 }
+
+// Pricing is a price per 1,000 tokens, in a unit the operator chooses
+// (the same unit budgets are in).
+type Pricing struct {
+	PromptPer1K     float64 `koanf:"prompt_per_1k" yaml:"prompt_per_1k" json:"prompt_per_1k"`
+	CompletionPer1K float64 `koanf:"completion_per_1k" yaml:"completion_per_1k" json:"completion_per_1k"`
+}
+
+// Cost is what the given token counts cost at this price.
+func (p Pricing) Cost(promptTokens, completionTokens int64) float64 {
+	return (float64(promptTokens)*p.PromptPer1K + float64(completionTokens)*p.CompletionPer1K) / 1000
+}
+
+// Free reports whether nothing is charged at this price.
+func (p Pricing) Free() bool { return p.PromptPer1K == 0 && p.CompletionPer1K == 0 }
 
 // Scaling bounds a model's replica count. Min 0 with Max above it means load
 // on demand; replicas idle for IdleTimeout are stopped.
@@ -172,6 +191,14 @@ func (m Model) Validate() error {
 	if m.ContextLength > 0 && m.MaxOutput > m.ContextLength {
 		ps.add("max_output", fmt.Sprintf("%d is more than context_length %d", m.MaxOutput, m.ContextLength))
 	}
+	if m.Pricing != nil {
+		if m.Pricing.PromptPer1K < 0 {
+			ps.add("pricing.prompt_per_1k", "must not be negative")
+		}
+		if m.Pricing.CompletionPer1K < 0 {
+			ps.add("pricing.completion_per_1k", "must not be negative")
+		}
+	}
 	if m.Scaling.Min < 0 {
 		ps.add("scaling.min", "must not be negative")
 	}
@@ -251,6 +278,10 @@ func (p Profile) validate(ps *Problems, key string) {
 func (m Model) Clone() Model {
 	c := m
 	c.Aliases = slices.Clone(m.Aliases)
+	if m.Pricing != nil {
+		p := *m.Pricing
+		c.Pricing = &p
+	}
 	if m.Profiles != nil {
 		c.Profiles = make([]Profile, len(m.Profiles))
 		for i, p := range m.Profiles {
@@ -265,14 +296,22 @@ func (m Model) Clone() Model {
 
 // Equal reports whether m and o define the same model, field by field; an
 // empty list or map equals a missing one. A rollout uses it to decide
-// whether a definition changed.
+// whether a definition changed (the replicas themselves restart only when
+// models.Generation changes, which pricing does not touch).
 func (m Model) Equal(o Model) bool {
 	if m.Name != o.Name || m.Source != o.Source || m.RoutingProfile != o.RoutingProfile ||
 		m.ContextLength != o.ContextLength || m.MaxOutput != o.MaxOutput || m.Scaling != o.Scaling ||
-		!slices.Equal(m.Aliases, o.Aliases) {
+		!slices.Equal(m.Aliases, o.Aliases) || !equalPricing(m.Pricing, o.Pricing) {
 		return false
 	}
 	return slices.EqualFunc(m.Profiles, o.Profiles, Profile.Equal)
+}
+
+func equalPricing(a, b *Pricing) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // Equal reports whether p and o are the same profile.

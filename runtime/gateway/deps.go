@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/router"
@@ -59,7 +60,17 @@ type RequestInfo struct {
 	N int
 	// BodyBytes is the size of the request body.
 	BodyBytes int
+	// PromptEstimate is the gateway's estimate of the prompt's tokens made
+	// before the engine has counted them (see EstimatePromptTokens).
+	PromptEstimate int
 }
+
+// EstimatePromptTokens estimates the prompt tokens of a request body before
+// an engine has tokenized it: a quarter of its bytes, rounded up, the usual
+// rule of thumb for English text; the JSON around the messages makes it
+// err on the high side. Admission reserves on it and settles on the
+// engine's own count.
+func EstimatePromptTokens(bodyBytes int) int { return (bodyBytes + 3) / 4 }
 
 // Usage is the token usage the engine reported for a request.
 type Usage struct {
@@ -67,12 +78,22 @@ type Usage struct {
 	CompletionTokens int
 	TotalTokens      int
 	// Reported is false when the engine reported no usage (for example the
-	// request failed or the client went away); the counts are then zero.
+	// request failed or the client went away).
 	Reported bool
+	// Estimated is true when the engine reported nothing but the gateway
+	// relayed output anyway (a stream the client abandoned): the completion
+	// count is the number of content events relayed and the prompt count
+	// the gateway's estimate.
+	Estimated bool
 }
 
 // Ticket is an admitted request's claim on limits and budgets.
 type Ticket interface {
+	// Model is the canonical model to serve: the one asked for, or the
+	// fallback a spent budget names.
+	Model() string
+	// SetHeaders adds the admission's response headers (x-ratelimit-*).
+	SetHeaders(h http.Header)
 	// Settle is called exactly once when the request has ended, with what
 	// it actually used.
 	Settle(usage Usage)
@@ -96,6 +117,11 @@ type Rejection struct {
 	Code       string
 	Message    string
 	RetryAfter time.Duration
+	// Reason is the admission outcome metrics count it under ("limit",
+	// "budget", "model_not_allowed"); Code when empty.
+	Reason string
+	// Header holds extra response headers (x-ratelimit-*); may be nil.
+	Header http.Header
 }
 
 func (r *Rejection) Error() string { return r.Message }
@@ -104,13 +130,22 @@ func (r *Rejection) Error() string { return r.Message }
 type AdmitAll struct{}
 
 // Admit implements Admission.
-func (AdmitAll) Admit(context.Context, Principal, string, RequestInfo) (Ticket, error) {
-	return noTicket{}, nil
+func (AdmitAll) Admit(_ context.Context, _ Principal, model string, _ RequestInfo) (Ticket, error) {
+	return PlainTicket(model), nil
 }
 
-type noTicket struct{}
+// PlainTicket is a Ticket that serves the model asked for, adds no headers
+// and settles nothing.
+type PlainTicket string
 
-func (noTicket) Settle(Usage) {}
+// Model implements Ticket.
+func (t PlainTicket) Model() string { return string(t) }
+
+// SetHeaders implements Ticket.
+func (PlainTicket) SetHeaders(http.Header) {}
+
+// Settle implements Ticket.
+func (PlainTicket) Settle(Usage) {}
 
 // Routes picks a replica endpoint for a canonical model; *router.Router
 // implements it.
@@ -123,8 +158,15 @@ var _ Routes = (*router.Router)(nil)
 // Record is what the gateway reports about one finished request.
 type Record struct {
 	Principal Principal
-	// Model is the canonical model name; empty when it was not resolved.
+	// Model is the canonical model name served (a budget's fallback when
+	// one applied); empty when it was not resolved.
 	Model string
+	// Requested is the canonical model asked for when a fallback replaced
+	// it; empty otherwise.
+	Requested string
+	// Admission is why admission refused the request ("limit", "budget",
+	// ...); empty when it was admitted or never reached admission.
+	Admission string
 	// Endpoint is the API path.
 	Endpoint  string
 	RequestID string
@@ -137,6 +179,9 @@ type Record struct {
 	CompletionTokens int
 	// UsageReported is false when the engine reported no usage.
 	UsageReported bool
+	// UsageEstimated is true when the token counts are the gateway's
+	// estimate of an abandoned stream (see Usage.Estimated).
+	UsageEstimated bool
 	Latency       time.Duration
 	// TTFT is the time to the first streamed event; zero when not streamed.
 	TTFT   time.Duration

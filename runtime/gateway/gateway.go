@@ -200,6 +200,11 @@ type exchange struct {
 	start    time.Time
 	usage    Usage
 	injected bool // the gateway asked the engine for a usage chunk
+	// events counts the content events relayed to the client, and
+	// promptEstimate is the prompt estimate: what an abandoned stream is
+	// charged when the engine never reports usage.
+	events         int
+	promptEstimate int
 }
 
 func (x *exchange) fail(w http.ResponseWriter, e *apiError) {
@@ -244,12 +249,21 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.rec.Model = model
+	x.promptEstimate = EstimatePromptTokens(len(body))
 
 	ticket, err := g.deps.Admission.Admit(r.Context(), p, model, RequestInfo{
 		Endpoint: r.URL.Path, Stream: x.rec.Stream, MaxTokens: req.maxTokens, N: req.n, BodyBytes: len(body),
+		PromptEstimate: x.promptEstimate,
 	})
 	if err != nil {
 		if rej, ok := errors.AsType[*Rejection](err); ok {
+			x.rec.Admission = rej.Reason
+			if x.rec.Admission == "" {
+				x.rec.Admission = rej.Code
+			}
+			for k, v := range rej.Header {
+				w.Header()[k] = v
+			}
 			x.fail(w, newError(rej.Status, rej.Type, rej.Code, rej.Message).withRetryAfter(rej.RetryAfter))
 			return
 		}
@@ -257,7 +271,12 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request could not be admitted; try again"))
 		return
 	}
-	defer func() { ticket.Settle(x.usage) }()
+	defer func() { ticket.Settle(x.finalUsage()) }()
+	ticket.SetHeaders(w.Header())
+	if served := ticket.Model(); served != model {
+		x.rec.Requested, model = model, served
+		x.rec.Model = model
+	}
 
 	lease, err := g.deps.Routes.Pick(model, "")
 	if err != nil {
@@ -283,12 +302,25 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 	g.proxy(w, r, x, ep, body)
 }
 
+// finalUsage returns the request's usage once it has ended. When the engine
+// never sent its count but output was relayed (the client left mid-stream),
+// it charges what was relayed rather than nothing.
+func (x *exchange) finalUsage() Usage {
+	if !x.usage.Reported && !x.usage.Estimated && x.events > 0 {
+		x.usage = Usage{PromptTokens: x.promptEstimate, CompletionTokens: x.events, Estimated: true}
+		x.usage.TotalTokens = x.usage.PromptTokens + x.usage.CompletionTokens
+	}
+	return x.usage
+}
+
 // finish logs and reports a finished inference request.
 func (g *Gateway) finish(x *exchange) {
 	x.rec.Latency = time.Since(x.start)
+	x.finalUsage()
 	x.rec.PromptTokens = x.usage.PromptTokens
 	x.rec.CompletionTokens = x.usage.CompletionTokens
 	x.rec.UsageReported = x.usage.Reported
+	x.rec.UsageEstimated = x.usage.Estimated
 	if g.log.Enabled(context.Background(), slog.LevelDebug) {
 		g.log.Debug("request", "request_id", x.rec.RequestID, "endpoint", x.rec.Endpoint,
 			"model", x.rec.Model, "replica", x.rec.ReplicaID, "status", x.rec.Status,

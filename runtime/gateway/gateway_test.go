@@ -419,6 +419,10 @@ type recordingAdmission struct {
 	info   RequestInfo
 	usage  chan Usage
 	reject *Rejection
+	// fallback, when set, is served instead of the model asked for.
+	fallback string
+	// header is added to admitted responses.
+	header http.Header
 }
 
 func (a *recordingAdmission) Admit(_ context.Context, _ Principal, model string, info RequestInfo) (Ticket, error) {
@@ -435,6 +439,21 @@ func (a *recordingAdmission) Admit(_ context.Context, _ Principal, model string,
 }
 
 func (a *recordingAdmission) Settle(u Usage) { a.usage <- u }
+
+func (a *recordingAdmission) Model() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fallback != "" {
+		return a.fallback
+	}
+	return a.model
+}
+
+func (a *recordingAdmission) SetHeaders(h http.Header) {
+	for k, v := range a.header {
+		h[k] = v
+	}
+}
 
 func (a *recordingAdmission) settled(t *testing.T) Usage {
 	t.Helper()
@@ -455,8 +474,44 @@ func (a *recordingAdmission) settled(t *testing.T) Usage {
 	}
 }
 
+func TestAdmissionFallbackAndHeaders(t *testing.T) {
+	adm := &recordingAdmission{fallback: "qwen/coder-3b", header: http.Header{"X-Ratelimit-Remaining-Requests": {"41"}}}
+	h := newHarness(t, 1, Config{}, adm)
+	resp := h.post(t.Context(), "/v1/chat/completions", `{"model":"cold","messages":[]}`)
+	body := readAll(t, resp)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get("X-Ratelimit-Remaining-Requests"); got != "41" {
+		t.Errorf("x-ratelimit-remaining-requests = %q, want the ticket's 41", got)
+	}
+	if got := h.engines[0].lastBody(t)["model"]; got != "qwen/coder-3b" {
+		t.Errorf("engine saw model %v, want the fallback", got)
+	}
+	rec := h.record()
+	if rec.Model != "qwen/coder-3b" || rec.Requested != "cold" {
+		t.Errorf("record model %q requested %q; want the fallback and the model asked for", rec.Model, rec.Requested)
+	}
+	if u := adm.settled(t); u.CompletionTokens != 2 || !u.Reported {
+		t.Errorf("settled %+v", u)
+	}
+
+	// A refusal's headers reach the client and its reason the record.
+	adm.reject = &Rejection{Status: 429, Type: "rate_limit_error", Code: "rate_limit_exceeded", Message: "slow down",
+		Reason: "limit", Header: http.Header{"X-Ratelimit-Remaining-Tokens": {"0"}}}
+	resp = h.post(t.Context(), "/v1/chat/completions", `{"model":"coder"}`)
+	readAll(t, resp)
+	if resp.StatusCode != 429 || resp.Header.Get("X-Ratelimit-Remaining-Tokens") != "0" {
+		t.Errorf("refusal: status %d, headers %v", resp.StatusCode, resp.Header)
+	}
+	if rec := h.record(); rec.Admission != "limit" || rec.Status != 429 {
+		t.Errorf("refusal record = %+v", rec)
+	}
+}
+
 func TestClientCancelPropagates(t *testing.T) {
-	h := newHarness(t, 1, Config{}, nil)
+	adm := &recordingAdmission{}
+	h := newHarness(t, 1, Config{}, adm)
 	canceled := make(chan struct{})
 	h.engines[0].handle = func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -480,7 +535,16 @@ func TestClientCancelPropagates(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the engine's request was not canceled within 10s of the client leaving")
 	}
-	h.record()
+	rec := h.record()
+	// The engine never reported usage: the relayed event is charged, with
+	// the prompt estimate, so the reservation settles on something real.
+	u := adm.settled(t)
+	if u.Reported || !u.Estimated || u.CompletionTokens != 1 || u.PromptTokens != EstimatePromptTokens(len(`{"model":"coder","stream":true}`)) {
+		t.Errorf("settled usage of an abandoned stream = %+v", u)
+	}
+	if !rec.UsageEstimated || rec.CompletionTokens != 1 || rec.Status != statusClientGone {
+		t.Errorf("record of an abandoned stream = %+v", rec)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if load := h.router.Snapshot()["qwen/coder-3b"][0].InFlight; load == 0 {

@@ -16,7 +16,7 @@ import (
 // events that arrived together leave together. When the
 // gateway itself asked for usage (x.injected), the usage-only chunk is
 // dropped so the client sees the stream it asked for.
-func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Response) {
+func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) {
 	copyResponseHeaders(w.Header(), resp.Header)
 	x.rec.Status = resp.StatusCode
 	rc := http.NewResponseController(w)
@@ -46,7 +46,9 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 			if len(event) > 0 {
 				g.emit(w, rc, x, event, true)
 			}
-			if !errors.Is(err, io.EOF) {
+			if r.Context().Err() != nil {
+				x.rec.Status = statusClientGone
+			} else if !errors.Is(err, io.EOF) {
 				g.log.Debug("upstream stream ended", "replica", x.rec.ReplicaID, "err", err)
 			}
 			return
@@ -56,7 +58,9 @@ func (g *Gateway) relayStream(w http.ResponseWriter, x *exchange, resp *http.Res
 			continue
 		}
 		if !g.emit(w, rc, x, event, br.Buffered() == 0) {
-			return // the client went away; returning cancels the upstream
+			// The client went away; returning cancels the upstream.
+			x.rec.Status = statusClientGone
+			return
 		}
 		event = event[:0]
 	}
@@ -80,10 +84,31 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 	if _, err := w.Write(event); err != nil {
 		return false
 	}
+	if contentEvent(event) {
+		x.events++
+	}
 	if !flush {
 		return true
 	}
 	return rc.Flush() == nil
+}
+
+// contentEvent reports whether an event carries data other than the final
+// [DONE] marker: with the engines llmgw runs, one generated token per event.
+func contentEvent(event []byte) bool {
+	for len(event) > 0 {
+		line := event
+		if i := bytes.IndexByte(event, '\n'); i >= 0 {
+			line, event = event[:i], event[i+1:]
+		} else {
+			event = nil
+		}
+		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			data = bytes.TrimSpace(data)
+			return len(data) > 0 && !bytes.Equal(data, []byte("[DONE]"))
+		}
+	}
+	return false
 }
 
 // eventUsage returns the usage carried by an event's data, and whether the

@@ -90,7 +90,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 	defer resp.Body.Close()
 
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		g.relayStream(w, x, resp)
+		g.relayStream(w, r, x, resp)
 		return
 	}
 	g.relayBody(w, r, x, ep, resp)
