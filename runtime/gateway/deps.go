@@ -182,7 +182,7 @@ type Record struct {
 	// UsageEstimated is true when the token counts are the gateway's
 	// estimate of an abandoned stream (see Usage.Estimated).
 	UsageEstimated bool
-	Latency       time.Duration
+	Latency        time.Duration
 	// TTFT is the time to the first streamed event; zero when not streamed.
 	TTFT   time.Duration
 	Stream bool
