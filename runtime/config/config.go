@@ -75,6 +75,19 @@ type Auth struct {
 	// the path of a file holding either (to keep a password out of this
 	// file). Use StoreDSN to resolve it.
 	Store string `koanf:"store" yaml:"store" json:"store"`
+	// DefaultRPM and DefaultTPM limit, per minute, the requests and tokens
+	// of every key and project nobody gave a limit; 0 means no limit.
+	DefaultRPM int64 `koanf:"default_rpm" yaml:"default_rpm" json:"default_rpm"`
+	DefaultTPM int64 `koanf:"default_tpm" yaml:"default_tpm" json:"default_tpm"`
+	// DefaultMaxTokens is the completion length admission assumes for a
+	// request that sets no max_tokens, on a model without max_output.
+	DefaultMaxTokens int `koanf:"default_max_tokens" yaml:"default_max_tokens" json:"default_max_tokens"`
+	// DefaultPrice prices models that have no pricing of their own; nil
+	// prices them at nothing.
+	DefaultPrice *catalog.Pricing `koanf:"default_price" yaml:"default_price,omitempty" json:"default_price,omitempty"`
+	// KeyCacheTTL is how long a key lookup is trusted: a revoked key stops
+	// working within it.
+	KeyCacheTTL time.Duration `koanf:"key_cache_ttl" yaml:"key_cache_ttl" json:"key_cache_ttl"`
 }
 
 // Agents configures agent sessions.
@@ -116,7 +129,7 @@ func Default() Server {
 		ManageListen:  ":9090",
 		MetricsListen: ":9091",
 		PprofListen:   "127.0.0.1:6060",
-		Auth:          Auth{Enabled: true, Store: "llmgw.db"},
+		Auth:          Auth{Enabled: true, Store: "llmgw.db", DefaultMaxTokens: 4096, KeyCacheTTL: 5 * time.Second},
 		Agents:        Agents{HeartbeatInterval: 5 * time.Second, Grace: 30 * time.Second, Settle: 10 * time.Second},
 		Limits:        Limits{MaxBodyBytes: 10 << 20},
 		Timeouts:      Timeouts{ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute},
@@ -216,6 +229,21 @@ func (s Server) Validate() error {
 		add("auth.store", "\"@\" must be followed by the path of a file holding the address")
 	}
 
+	if s.Auth.DefaultRPM < 0 {
+		add("auth.default_rpm", "must not be negative (0 means no limit)")
+	}
+	if s.Auth.DefaultTPM < 0 {
+		add("auth.default_tpm", "must not be negative (0 means no limit)")
+	}
+	if s.Auth.DefaultMaxTokens <= 0 {
+		add("auth.default_max_tokens", "must be positive")
+	}
+	if p := s.Auth.DefaultPrice; p != nil && (p.PromptPer1K < 0 || p.CompletionPer1K < 0) {
+		add("auth.default_price", "prices must not be negative")
+	}
+	if s.Auth.KeyCacheTTL <= 0 || s.Auth.KeyCacheTTL > time.Minute {
+		add("auth.key_cache_ttl", "%s: must be positive and at most 1m, so a revoked key stops working soon", s.Auth.KeyCacheTTL)
+	}
 	if s.Agents.HeartbeatInterval <= 0 {
 		add("agents.heartbeat_interval", "must be positive")
 	}

@@ -32,6 +32,10 @@ func TestLoadExample(t *testing.T) {
 		s.Limits.MaxBodyBytes != 20<<20 || s.Timeouts.ResponseHeader != 2*time.Minute || s.Timeouts.Generation != 30*time.Minute {
 		t.Errorf("values not read: %+v", s)
 	}
+	if s.Auth.DefaultRPM != 600 || s.Auth.DefaultTPM != 200000 || s.Auth.DefaultPrice == nil ||
+		*s.Auth.DefaultPrice != (catalog.Pricing{PromptPer1K: 0.01, CompletionPer1K: 0.03}) {
+		t.Errorf("auth limits and price not read: %+v", s.Auth)
+	}
 	if s.ManageTLS != (CertKey{Cert: "/etc/llmgw/server.pem", Key: "/etc/llmgw/server-key.pem"}) {
 		t.Errorf("manage_tls = %+v, want agent_tls's cert and key", s.ManageTLS)
 	}
@@ -81,6 +85,11 @@ func TestLoadErrors(t *testing.T) {
 			name: "bad duration",
 			body: tlsYAML + "agents:\n  grace: soon\n",
 			want: []string{`server.yaml:3: agents.grace: cannot parse "soon" as a duration`},
+		},
+		{
+			name: "negative default limit",
+			body: tlsYAML + "auth:\n  default_tpm: -5\n",
+			want: []string{`server.yaml: auth.default_tpm: must not be negative`},
 		},
 		{
 			name: "pprof on all interfaces",
