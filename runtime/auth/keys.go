@@ -98,7 +98,7 @@ func (k *Keys) Authenticate(ctx context.Context, bearer string) (gateway.Princip
 			}
 		}(c.key.ID)
 	}
-	return gateway.Principal{KeyID: c.key.ID, Project: c.key.Project}, nil
+	return gateway.Principal{KeyID: c.key.ID, Project: c.key.Project, RPM: c.key.RPM, TPM: c.key.TPM}, nil
 }
 
 var _ gateway.Auth = (*Keys)(nil)

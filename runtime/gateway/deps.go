@@ -35,6 +35,8 @@ type Principal struct {
 	KeyID string
 	// Project is the project the key belongs to.
 	Project string
+	// RPM and TPM are the key's own limits; zero means "not set".
+	RPM, TPM int64
 }
 
 // ErrUnauthenticated is returned by Auth for a missing, unknown or revoked key.

@@ -170,6 +170,22 @@ func (r *Registry) Get(name string) (Entry, bool) {
 	return cloneEntry(e), true
 }
 
+// Terms returns what admission needs of a model, without copying the rest:
+// its own price (nil when it has none) and its max_output (0: unstated).
+func (r *Registry) Terms(name string) (price *catalog.Pricing, maxOutput int, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.entries[name]
+	if !ok {
+		return nil, 0, false
+	}
+	if e.Model.Pricing != nil {
+		p := *e.Model.Pricing
+		price = &p
+	}
+	return price, e.Model.MaxOutput, true
+}
+
 // Resolve maps a model name or alias to the model's name.
 func (r *Registry) Resolve(name string) (string, bool) {
 	r.mu.RLock()

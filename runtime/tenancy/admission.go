@@ -1,0 +1,411 @@
+// Package tenancy decides whose request may run and charges what it used:
+// rate limits per key and per project (requests and tokens per minute),
+// project budgets with reservations, model prices, and the usage record.
+//
+// Admission is a gateway.Admission. Under one lock it checks every limit
+// and budget against the request's worst case (the prompt estimate plus
+// max_tokens, or the model's max_output) and, only if all pass, reserves
+// it; the ticket settles the reservation to the actual usage when the
+// request ends. So N parallel requests can never together pass a limit or
+// spend past a budget: each one sees the others' reservations.
+//
+// The counters live in this process. They are kept per subject (key,
+// project, budget) behind small types so that they can later be leased in
+// slices from PostgreSQL by several gateways (DESIGN.md, "Growing past one
+// machine").
+package tenancy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// Store is what admission reads: projects, budgets and past spend.
+type Store interface {
+	GetProject(ctx context.Context, name string) (store.Project, error)
+	ListBudgets(ctx context.Context, project string) ([]store.Budget, error)
+	ProjectSpend(ctx context.Context, project string, since time.Time) (float64, error)
+}
+
+// Models gives a model's own price (nil: none) and max_output.
+// *models.Registry implements it.
+type Models interface {
+	Terms(name string) (price *catalog.Pricing, maxOutput int, ok bool)
+}
+
+// Pending reports the cost of usage recorded but not yet written to the
+// store, so a budget loaded from the store misses nothing. *Recorder
+// implements it.
+type Pending interface {
+	PendingCost(project string, since time.Time) float64
+}
+
+// Options configure Admission.
+type Options struct {
+	Store  Store
+	Models Models
+	// Pending is optional.
+	Pending Pending
+	// DefaultRPM and DefaultTPM apply to every key and project without a
+	// limit of its own; 0 means no limit.
+	DefaultRPM, DefaultTPM int64
+	// DefaultMaxTokens is the completion a request is assumed to reach
+	// when it sets no max_tokens and its model states no max_output.
+	DefaultMaxTokens int
+	// DefaultPrice prices models without a price of their own; nil is free.
+	DefaultPrice *catalog.Pricing
+	// CacheTTL is how long a project's settings and budgets are trusted
+	// before they are read again (in the background).
+	CacheTTL time.Duration
+	Logger   *slog.Logger
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+// Admission implements gateway.Admission.
+type Admission struct {
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+	dir  *directory
+
+	mu      sync.Mutex
+	keys    map[string]*meter
+	projs   map[string]*meter
+	ledgers map[ledgerKey]*ledger
+	sweepAt int64
+}
+
+var _ gateway.Admission = (*Admission)(nil)
+
+// NewAdmission returns an Admission.
+func NewAdmission(opts Options) *Admission {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.DefaultMaxTokens <= 0 {
+		opts.DefaultMaxTokens = 4096
+	}
+	if opts.CacheTTL <= 0 {
+		opts.CacheTTL = 5 * time.Second
+	}
+	a := &Admission{
+		opts:    opts,
+		log:     opts.Logger.With("component", "admission"),
+		now:     opts.Now,
+		keys:    map[string]*meter{},
+		projs:   map[string]*meter{},
+		ledgers: map[ledgerKey]*ledger{},
+	}
+	a.dir = newDirectory(opts.Store, opts.CacheTTL, opts.Now, a.log)
+	return a
+}
+
+// meter counts one subject's requests and tokens over the last minute.
+type meter struct {
+	requests, tokens window
+	lastUsed         int64
+}
+
+func (a *Admission) meterFor(m map[string]*meter, id string, now int64) *meter {
+	mt := m[id]
+	if mt == nil {
+		mt = &meter{}
+		m[id] = mt
+	}
+	mt.lastUsed = now
+	return mt
+}
+
+// sweep forgets meters idle for longer than the window. Called with mu held.
+func (a *Admission) sweep(now int64) {
+	if now < a.sweepAt {
+		return
+	}
+	a.sweepAt = now + windowSlots
+	for _, m := range []map[string]*meter{a.keys, a.projs} {
+		for id, mt := range m {
+			if now-mt.lastUsed > windowSlots {
+				delete(m, id)
+			}
+		}
+	}
+}
+
+// price returns a model's price: its own, else the default, else free.
+func (a *Admission) price(model string) catalog.Pricing {
+	if a.opts.Models != nil {
+		if p, _, ok := a.opts.Models.Terms(model); ok && p != nil {
+			return *p
+		}
+	}
+	if a.opts.DefaultPrice != nil {
+		return *a.opts.DefaultPrice
+	}
+	return catalog.Pricing{}
+}
+
+// Priced reports whether any price exists that a budget could count:
+// the default price or one of the given models' own.
+func (a *Admission) Priced(models []string) bool {
+	if a.opts.DefaultPrice != nil && !a.opts.DefaultPrice.Free() {
+		return true
+	}
+	for _, m := range models {
+		if p, _, ok := a.opts.Models.Terms(m); ok && p != nil && !p.Free() {
+			return true
+		}
+	}
+	return false
+}
+
+// completionCap is the most completion tokens the request may produce.
+func (a *Admission) completionCap(model string, req gateway.RequestInfo) int64 {
+	if req.Endpoint == "/v1/embeddings" {
+		return 0
+	}
+	n := int64(max(req.N, 1))
+	if req.MaxTokens > 0 {
+		return int64(req.MaxTokens) * n
+	}
+	if a.opts.Models != nil {
+		if _, maxOut, ok := a.opts.Models.Terms(model); ok && maxOut > 0 {
+			return int64(maxOut) * n
+		}
+	}
+	return int64(a.opts.DefaultMaxTokens) * n
+}
+
+// limitOf returns own when set, else def.
+func limitOf(own, def int64) int64 {
+	if own > 0 {
+		return own
+	}
+	return def
+}
+
+// check is one rate limit to test: a window, its limit, and what it is.
+type check struct {
+	w     *window
+	limit int64
+	kind  string // "requests" or "tokens"
+	whose string // `key "…"` or `project "…"`
+}
+
+// Admit implements gateway.Admission.
+func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string, req gateway.RequestInfo) (gateway.Ticket, error) {
+	proj, err := a.dir.get(ctx, p.Project)
+	if err != nil {
+		return nil, fmt.Errorf("reading project %q: %w", p.Project, err)
+	}
+	if len(proj.project.AllowedModels) > 0 && !slices.Contains(proj.project.AllowedModels, model) {
+		return nil, &gateway.Rejection{Status: http.StatusForbidden, Type: "permission_error", Code: "model_not_allowed",
+			Reason: "model_not_allowed", Message: fmt.Sprintf("project %q may not use model %q", p.Project, model)}
+	}
+	now := a.now()
+	if err := a.loadLedgers(ctx, p.Project, proj.budgets, now); err != nil {
+		return nil, err
+	}
+
+	prompt := int64(req.PromptEstimate)
+	completion := a.completionCap(model, req)
+	worst := prompt + completion
+	sec := now.Unix()
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sweep(sec)
+	var checks []check
+	var km *meter
+	if p.KeyID != "" {
+		km = a.meterFor(a.keys, p.KeyID, sec)
+		whose := fmt.Sprintf("key %q", p.KeyID)
+		checks = append(checks,
+			check{&km.requests, limitOf(p.RPM, a.opts.DefaultRPM), "requests", whose},
+			check{&km.tokens, limitOf(p.TPM, a.opts.DefaultTPM), "tokens", whose})
+	}
+	pm := a.meterFor(a.projs, p.Project, sec)
+	whose := fmt.Sprintf("project %q", p.Project)
+	checks = append(checks,
+		check{&pm.requests, limitOf(proj.project.RPM, a.opts.DefaultRPM), "requests", whose},
+		check{&pm.tokens, limitOf(proj.project.TPM, a.opts.DefaultTPM), "tokens", whose})
+
+	headers := rateHeaders(checks, sec, worst)
+	for _, c := range checks {
+		if c.limit <= 0 {
+			continue
+		}
+		need := int64(1)
+		if c.kind == "tokens" {
+			need = worst
+		}
+		if need > c.limit {
+			return nil, &gateway.Rejection{Status: http.StatusTooManyRequests, Type: c.kind, Code: "rate_limit_exceeded",
+				Reason: "limit", Header: headers, Message: fmt.Sprintf(
+					"the request may use up to %d tokens (prompt estimate %d + max_tokens %d), more than the limit of %d tokens per minute of %s; lower max_tokens",
+					need, prompt, completion, c.limit, c.whose)}
+		}
+		if wait := c.w.wait(sec, need, c.limit); wait > 0 {
+			return nil, &gateway.Rejection{Status: http.StatusTooManyRequests, Type: c.kind, Code: "rate_limit_exceeded",
+				Reason: "limit", Header: headers, RetryAfter: wait, Message: fmt.Sprintf(
+					"rate limit of %s reached: %d %s per minute; used %d, this request needs %d; retry in %s",
+					c.whose, c.limit, c.kind, c.w.sum(sec), need, wait)}
+		}
+	}
+
+	// Budgets: every budget of the project must hold the worst case.
+	served := model
+	cost := a.price(model).Cost(prompt, completion)
+	var held []*ledger
+	for _, b := range proj.budgets {
+		l := a.ledgers[ledgerKey{p.Project, b.Period}]
+		if l == nil {
+			continue // loaded above; deleted meanwhile
+		}
+		l.roll(now)
+		held = append(held, l)
+		if l.spent+l.reserved+cost <= b.Amount {
+			continue
+		}
+		if b.OnExhausted == store.OnExhaustedFallback && b.FallbackModel != "" {
+			if served == model {
+				served = b.FallbackModel
+				cost = a.price(served).Cost(prompt, a.completionCap(served, req))
+			}
+			continue
+		}
+		return nil, &gateway.Rejection{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "budget_exceeded",
+			Reason: "budget", Message: budgetMessage(p.Project, b, l)}
+	}
+
+	// Everything passed: reserve.
+	for _, c := range checks {
+		if c.kind == "tokens" {
+			c.w.add(sec, sec, worst)
+		} else {
+			c.w.add(sec, sec, 1)
+		}
+	}
+	t := &ticket{a: a, model: served, headers: rateHeaders(checks, sec, worst), sec: sec, worst: worst, cost: cost, project: p.Project}
+	if km != nil {
+		t.windows = append(t.windows, &km.tokens)
+	}
+	t.windows = append(t.windows, &pm.tokens)
+	for _, l := range held {
+		l.reserved += cost
+		t.ledgers = append(t.ledgers, heldLedger{l, l.start})
+	}
+	return t, nil
+}
+
+func budgetMessage(project string, b store.Budget, l *ledger) string {
+	reset := "it does not reset; raise the budget to continue"
+	if next, ok := periodEnd(b.Period, l.start); ok {
+		reset = "it resets at " + next.Format(time.RFC3339)
+	}
+	return fmt.Sprintf("the %s budget of project %q (%s) is spent: %s spent, %s reserved by requests in flight; %s",
+		b.Period, project, money(b.Amount), money(l.spent), money(l.reserved), reset)
+}
+
+func money(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// rateHeaders builds OpenAI's x-ratelimit-* headers from the tightest
+// request and token limits, as they stand before this request.
+func rateHeaders(checks []check, now, worst int64) http.Header {
+	h := http.Header{}
+	for _, kind := range []string{"requests", "tokens"} {
+		var best *check
+		var bestLeft int64
+		for i := range checks {
+			c := &checks[i]
+			if c.kind != kind || c.limit <= 0 {
+				continue
+			}
+			left := c.limit - c.w.sum(now)
+			if best == nil || left < bestLeft {
+				best, bestLeft = c, left
+			}
+		}
+		if best == nil {
+			continue
+		}
+		h["X-Ratelimit-Limit-"+title(kind)] = []string{strconv.FormatInt(best.limit, 10)}
+		h["X-Ratelimit-Remaining-"+title(kind)] = []string{strconv.FormatInt(max(bestLeft, 0), 10)}
+		h["X-Ratelimit-Reset-"+title(kind)] = []string{best.w.wait(now, best.limit, best.limit).String()}
+	}
+	return h
+}
+
+func title(kind string) string {
+	if kind == "requests" {
+		return "Requests"
+	}
+	return "Tokens"
+}
+
+// ticket is an admitted request's reservations.
+type ticket struct {
+	a       *Admission
+	model   string
+	project string
+	headers http.Header
+	sec     int64
+	worst   int64
+	cost    float64
+	windows []*window
+	ledgers []heldLedger
+	once    sync.Once
+}
+
+type heldLedger struct {
+	l     *ledger
+	start time.Time // the period the reservation was made in
+}
+
+func (t *ticket) Model() string { return t.model }
+
+func (t *ticket) SetHeaders(h http.Header) {
+	for k, v := range t.headers {
+		h[k] = v
+	}
+}
+
+// Settle replaces the reservation with what the request used.
+func (t *ticket) Settle(u gateway.Usage) {
+	t.once.Do(func() {
+		var prompt, completion int64
+		if u.Reported || u.Estimated {
+			prompt, completion = int64(u.PromptTokens), int64(u.CompletionTokens)
+		}
+		actual := t.a.price(t.model).Cost(prompt, completion)
+		now := t.a.now()
+		t.a.mu.Lock()
+		defer t.a.mu.Unlock()
+		for _, w := range t.windows {
+			w.add(t.sec, now.Unix(), prompt+completion-t.worst)
+		}
+		for _, h := range t.ledgers {
+			if h.l.start.Equal(h.start) {
+				h.l.reserved -= t.cost
+				if h.l.reserved < 1e-12 {
+					h.l.reserved = 0
+				}
+			}
+			h.l.roll(now)
+			h.l.spent += actual
+		}
+	})
+}

@@ -1,0 +1,319 @@
+package tenancy
+
+import (
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// fakeModels prices models from a map.
+type fakeModels map[string]catalog.Pricing
+
+func (m fakeModels) Terms(name string) (*catalog.Pricing, int, bool) {
+	p, ok := m[name]
+	if !ok {
+		return nil, 0, true
+	}
+	return &p, 0, true
+}
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func openStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func chat(maxTokens, promptEstimate int) gateway.RequestInfo {
+	return gateway.RequestInfo{Endpoint: "/v1/chat/completions", MaxTokens: maxTokens, PromptEstimate: promptEstimate}
+}
+
+func rejection(t *testing.T, err error) *gateway.Rejection {
+	t.Helper()
+	rej, ok := errors.AsType[*gateway.Rejection](err)
+	if !ok {
+		t.Fatalf("error %v is not a rejection", err)
+	}
+	return rej
+}
+
+// TestBudgetHoldsUnderConcurrency: 100 parallel requests against a budget
+// that admits 10 worst cases. The settled spend never passes the budget and
+// the other 90 get the budget error.
+func TestBudgetHoldsUnderConcurrency(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.CreateProject(ctx, store.Project{Name: "team"}); err != nil {
+		t.Fatal(err)
+	}
+	// Worst case: 100 prompt + 100 completion tokens at 1 per 1k = 0.2;
+	// a budget of 2 admits exactly 10.
+	if err := st.PutBudget(ctx, store.Budget{Project: "team", Period: store.PeriodDay, Amount: 2, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {PromptPer1K: 1, CompletionPer1K: 1}}})
+	var admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	tickets := make(chan gateway.Ticket, 100)
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			tk, err := a.Admit(ctx, gateway.Principal{KeyID: "k", Project: "team"}, "m", chat(100, 100))
+			if err != nil {
+				rej := rejection(t, err)
+				if rej.Status != http.StatusPaymentRequired || rej.Code != "budget_exceeded" || rej.Reason != "budget" {
+					t.Errorf("refusal = %+v, want 402 budget_exceeded", rej)
+				}
+				refused.Add(1)
+				return
+			}
+			admitted.Add(1)
+			tickets <- tk
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(tickets)
+	if admitted.Load() != 10 || refused.Load() != 90 {
+		t.Fatalf("admitted %d, refused %d; want 10 and 90", admitted.Load(), refused.Load())
+	}
+	// Each used its whole worst case: the spend is exactly the budget.
+	for tk := range tickets {
+		tk.Settle(gateway.Usage{PromptTokens: 100, CompletionTokens: 100, Reported: true})
+	}
+	states := a.Budgets()
+	if len(states) != 1 || states[0].Spent > 2+1e-9 || states[0].Reserved != 0 {
+		t.Fatalf("budget state after settling = %+v; want spent <= 2, nothing reserved", states)
+	}
+	if _, err := a.Admit(ctx, gateway.Principal{KeyID: "k", Project: "team"}, "m", chat(1, 1)); err == nil {
+		t.Error("a spent budget admitted another request")
+	} else if msg := rejection(t, err).Message; !strings.Contains(msg, `project "team"`) || !strings.Contains(msg, "resets at") {
+		t.Errorf("budget message %q does not name the project and the reset", msg)
+	}
+}
+
+// TestSettleReleasesUnusedReservation: a request that used less than its
+// worst case frees the rest for others.
+func TestSettleReleasesUnusedReservation(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.PutBudget(ctx, store.Budget{Project: store.DefaultProject, Period: store.PeriodTotal, Amount: 1, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}})
+	p := gateway.Principal{Project: store.DefaultProject}
+	tk, err := a.Admit(ctx, p, "m", chat(1000, 0)) // reserves the whole budget
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Admit(ctx, p, "m", chat(1, 0)); err == nil {
+		t.Fatal("admitted past a fully reserved budget")
+	}
+	tk.Settle(gateway.Usage{CompletionTokens: 100, Reported: true})
+	tk.Settle(gateway.Usage{CompletionTokens: 1000, Reported: true}) // a second settle is ignored
+	if _, err := a.Admit(ctx, p, "m", chat(900, 0)); err != nil {
+		t.Fatalf("the unused 0.9 was not released: %v", err)
+	}
+	if _, err := a.Admit(ctx, p, "m", chat(1, 0)); err == nil {
+		t.Error("admitted past the budget after the release")
+	}
+}
+
+// TestTPMHoldsUnderConcurrency: 20 parallel requests against a 100 TPM
+// limit; the tokens admitted stay within it.
+func TestTPMHoldsUnderConcurrency(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.CreateProject(ctx, store.Project{Name: "p", TPM: 100}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(Options{Store: st})
+	var admittedTokens atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := a.Admit(ctx, gateway.Principal{KeyID: "k", Project: "p"}, "m", chat(20, 5))
+			if err == nil {
+				admittedTokens.Add(25)
+				return
+			}
+			rej := rejection(t, err)
+			if rej.Status != http.StatusTooManyRequests || rej.RetryAfter <= 0 || rej.Header.Get("X-Ratelimit-Limit-Tokens") != "100" {
+				t.Errorf("refusal = %+v", rej)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if got := admittedTokens.Load(); got != 100 {
+		t.Errorf("admitted %d worst-case tokens, want exactly the limit 100", got)
+	}
+}
+
+func TestRateLimits(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	if err := st.CreateProject(ctx, store.Project{Name: "p", RPM: 5}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(Options{Store: st, DefaultRPM: 100, DefaultTPM: 1000, Now: clk.now})
+	key := gateway.Principal{KeyID: "k1", Project: "p", RPM: 2}
+	for i := 0; i < 2; i++ {
+		tk, err := a.Admit(ctx, key, "m", chat(10, 10))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		h := http.Header{}
+		tk.SetHeaders(h)
+		if h.Get("X-Ratelimit-Limit-Requests") != "2" || h.Get("X-Ratelimit-Remaining-Requests") != []string{"1", "0"}[i] ||
+			h.Get("X-Ratelimit-Limit-Tokens") != "1000" {
+			t.Errorf("request %d headers = %v", i, h)
+		}
+		tk.Settle(gateway.Usage{PromptTokens: 5, CompletionTokens: 5, Reported: true})
+	}
+	clk.advance(20 * time.Second)
+	_, err := a.Admit(ctx, key, "m", chat(10, 10))
+	rej := rejection(t, err)
+	if rej.Status != 429 || rej.Type != "requests" || rej.RetryAfter != 40*time.Second || !strings.Contains(rej.Message, `key "k1"`) {
+		t.Errorf("key RPM refusal = %+v", rej)
+	}
+	// Another key of the same project runs into the project's RPM of 5.
+	other := gateway.Principal{KeyID: "k2", Project: "p"}
+	for i := 0; i < 3; i++ {
+		if _, err := a.Admit(ctx, other, "m", chat(10, 10)); err != nil {
+			t.Fatalf("k2 request %d: %v", i, err)
+		}
+	}
+	if _, err := a.Admit(ctx, other, "m", chat(10, 10)); err == nil || !strings.Contains(rejection(t, err).Message, `project "p"`) {
+		t.Errorf("project RPM not enforced: %v", err)
+	}
+	// A minute later the window has passed.
+	clk.advance(61 * time.Second)
+	if _, err := a.Admit(ctx, key, "m", chat(10, 10)); err != nil {
+		t.Errorf("after the window: %v", err)
+	}
+	// A request bigger than the whole TPM limit can never run.
+	_, err = a.Admit(ctx, key, "m", chat(5000, 10))
+	if rej := rejection(t, err); rej.RetryAfter != 0 || !strings.Contains(rej.Message, "lower max_tokens") {
+		t.Errorf("oversized request refusal = %+v", rej)
+	}
+}
+
+func TestAllowedModelsAndFallback(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.CreateProject(ctx, store.Project{Name: "p", AllowedModels: []string{"big", "small"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBudget(ctx, store.Budget{Project: "p", Period: store.PeriodMonth, Amount: 1, OnExhausted: store.OnExhaustedFallback, FallbackModel: "small"}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"big": {CompletionPer1K: 1}}})
+	p := gateway.Principal{KeyID: "k", Project: "p"}
+	_, err := a.Admit(ctx, p, "other", chat(1, 1))
+	if rej := rejection(t, err); rej.Status != http.StatusForbidden || rej.Code != "model_not_allowed" {
+		t.Errorf("not-allowed refusal = %+v", rej)
+	}
+	tk, err := a.Admit(ctx, p, "big", chat(1000, 0))
+	if err != nil || tk.Model() != "big" {
+		t.Fatalf("first request: %v", err)
+	}
+	tk.Settle(gateway.Usage{CompletionTokens: 1000, Reported: true})
+	tk, err = a.Admit(ctx, p, "big", chat(10, 0))
+	if err != nil {
+		t.Fatalf("spent budget with fallback refused: %v", err)
+	}
+	if tk.Model() != "small" {
+		t.Errorf("served %q, want the fallback small", tk.Model())
+	}
+}
+
+func TestBudgetLoadsSpendAndRolls(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	clk := &clock{t: time.Date(2026, 11, 30, 23, 59, 0, 0, time.UTC)}
+	if err := st.PutBudget(ctx, store.Budget{Project: store.DefaultProject, Period: store.PeriodDay, Amount: 1, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+		t.Fatal(err)
+	}
+	// Spent yesterday (does not count), today in the store, and today but
+	// still in the recorder's hands.
+	rows := []store.UsageRow{
+		{At: clk.t.Add(-24 * time.Hour), Project: store.DefaultProject, Model: "m", Cost: 5},
+		{At: clk.t.Add(-time.Hour), Project: store.DefaultProject, Model: "m", Cost: 0.5},
+	}
+	if err := st.InsertUsage(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	pending := pendingFunc(func(project string, since time.Time) float64 { return 0.25 })
+	a := NewAdmission(Options{Store: st, Pending: pending, Models: fakeModels{"m": {CompletionPer1K: 1}}, Now: clk.now})
+	p := gateway.Principal{Project: store.DefaultProject}
+	if _, err := a.Admit(ctx, p, "m", chat(300, 0)); err == nil {
+		t.Fatal("admitted 0.3 with 0.75 of 1 already spent today")
+	}
+	tk, err := a.Admit(ctx, p, "m", chat(250, 0))
+	if err != nil {
+		t.Fatalf("0.25 should fit: %v", err)
+	}
+	clk.advance(2 * time.Minute) // past midnight: a new day
+	tk.Settle(gateway.Usage{CompletionTokens: 250, Reported: true})
+	if _, err := a.Admit(ctx, p, "m", chat(750, 0)); err != nil {
+		t.Errorf("a new day did not reset the budget (0.25 settled today + 0.75): %v", err)
+	}
+}
+
+type pendingFunc func(project string, since time.Time) float64
+
+func (f pendingFunc) PendingCost(project string, since time.Time) float64 { return f(project, since) }
+
+func TestPeriods(t *testing.T) {
+	at := time.Date(2026, 2, 14, 15, 4, 5, 0, time.UTC)
+	tests := []struct {
+		period     string
+		start, end time.Time
+		resets     bool
+	}{
+		{store.PeriodDay, time.Date(2026, 2, 14, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 15, 0, 0, 0, 0, time.UTC), true},
+		{store.PeriodMonth, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), true},
+		{store.PeriodTotal, time.Unix(0, 0).UTC(), time.Time{}, false},
+	}
+	for _, tt := range tests {
+		start := periodStart(tt.period, at)
+		end, resets := periodEnd(tt.period, start)
+		if !start.Equal(tt.start) || !end.Equal(tt.end) || resets != tt.resets {
+			t.Errorf("%s: start %v end %v resets %v", tt.period, start, end, resets)
+		}
+	}
+}

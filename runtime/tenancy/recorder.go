@@ -1,0 +1,234 @@
+package tenancy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// Recorder defaults.
+const (
+	// DefaultFlushInterval bounds what a crash can lose: rows wait at most
+	// this long before they are written.
+	DefaultFlushInterval = 500 * time.Millisecond
+	// DefaultMaxPending bounds memory while the store cannot be written:
+	// beyond it the oldest rows are dropped (and counted).
+	DefaultMaxPending = 1_000_000
+	// flushBatch starts a write early when this many rows are waiting.
+	flushBatch = 5000
+)
+
+// UsageWriter is where usage rows go; store.Store implements it.
+type UsageWriter interface {
+	InsertUsage(ctx context.Context, rows []store.UsageRow) error
+}
+
+// RecorderOptions configure a Recorder.
+type RecorderOptions struct {
+	Store UsageWriter
+	// Price computes a request's cost; nil records no cost.
+	Price         func(model string, promptTokens, completionTokens int64) float64
+	FlushInterval time.Duration
+	MaxPending    int
+	Logger        *slog.Logger
+	// Registerer receives the recorder's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// Recorder is a gateway.Observer that writes a usage row per request in
+// batches. Observe never blocks on the store. Close writes what is left.
+type Recorder struct {
+	opts RecorderOptions
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	pending []store.UsageRow
+	closed  bool
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	written, dropped, failures prometheus.Counter
+	flushSeconds               prometheus.Histogram
+}
+
+var _ gateway.Observer = (*Recorder)(nil)
+
+// NewRecorder starts a recorder; call Close to stop it.
+func NewRecorder(opts RecorderOptions) *Recorder {
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = DefaultFlushInterval
+	}
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = DefaultMaxPending
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Recorder{
+		opts: opts,
+		log:  opts.Logger.With("component", "usage"),
+		kick: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmgw_usage_rows_written_total",
+			Help: "Usage rows written to the store."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmgw_usage_rows_dropped_total",
+			Help: "Usage rows dropped because the store could not be written for too long."}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmgw_usage_write_failures_total",
+			Help: "Failed writes of a usage batch (retried)."}),
+		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "llmgw_usage_flush_seconds",
+			Help: "Time to write one usage batch.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
+	}
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(r.written, r.dropped, r.failures, r.flushSeconds)
+	}
+	go r.run()
+	return r
+}
+
+// Observe implements gateway.Observer: requests nobody authenticated are
+// no one's usage and are not recorded.
+func (r *Recorder) Observe(rec gateway.Record) {
+	if rec.Principal.Project == "" {
+		return
+	}
+	row := store.UsageRow{
+		At:               time.Now(),
+		RequestID:        rec.RequestID,
+		Project:          rec.Principal.Project,
+		KeyID:            rec.Principal.KeyID,
+		Model:            rec.Model,
+		Replica:          rec.ReplicaID,
+		Endpoint:         rec.Endpoint,
+		Status:           rec.Status,
+		PromptTokens:     int64(rec.PromptTokens),
+		CompletionTokens: int64(rec.CompletionTokens),
+		Latency:          rec.Latency,
+		TTFT:             rec.TTFT,
+		Stream:           rec.Stream,
+	}
+	if r.opts.Price != nil && rec.Model != "" {
+		row.Cost = r.opts.Price(rec.Model, row.PromptTokens, row.CompletionTokens)
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		// Late requests after Close are written on their own, so a clean
+		// stop loses nothing that finished.
+		r.write([]store.UsageRow{row})
+		return
+	}
+	r.pending = append(r.pending, row)
+	if over := len(r.pending) - r.opts.MaxPending; over > 0 {
+		r.pending = r.pending[over:]
+		r.dropped.Add(float64(over))
+	}
+	n := len(r.pending)
+	r.mu.Unlock()
+	if n >= flushBatch {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// PendingCost implements Pending: the cost of rows not yet written.
+func (r *Recorder) PendingCost(project string, since time.Time) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var cost float64
+	for _, row := range r.pending {
+		if row.Project == project && !row.At.Before(since) {
+			cost += row.Cost
+		}
+	}
+	return cost
+}
+
+func (r *Recorder) run() {
+	defer close(r.done)
+	t := time.NewTicker(r.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		case <-r.kick:
+		}
+		r.flush()
+	}
+}
+
+// flush writes the pending rows; on failure they are put back in front to
+// be tried again.
+func (r *Recorder) flush() bool {
+	r.mu.Lock()
+	rows := r.pending
+	r.pending = nil
+	r.mu.Unlock()
+	if len(rows) == 0 {
+		return true
+	}
+	if r.write(rows) {
+		return true
+	}
+	r.mu.Lock()
+	r.pending = append(rows, r.pending...)
+	if over := len(r.pending) - r.opts.MaxPending; over > 0 {
+		r.pending = r.pending[over:]
+		r.dropped.Add(float64(over))
+	}
+	r.mu.Unlock()
+	return false
+}
+
+func (r *Recorder) write(rows []store.UsageRow) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := r.opts.Store.InsertUsage(ctx, rows); err != nil {
+		r.failures.Inc()
+		r.log.Error("writing usage", "rows", len(rows), "err", err)
+		return false
+	}
+	r.flushSeconds.Observe(time.Since(start).Seconds())
+	r.written.Add(float64(len(rows)))
+	return true
+}
+
+// Close stops the background writer and writes every pending row,
+// retrying until ctx ends. Rows observed after Close are written one by
+// one as they come.
+func (r *Recorder) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	close(r.stop)
+	<-r.done
+	for !r.flush() {
+		select {
+		case <-ctx.Done():
+			r.mu.Lock()
+			lost := len(r.pending)
+			r.mu.Unlock()
+			return fmt.Errorf("%d usage rows could not be written before shutdown: %w", lost, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package tenancy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// flakyWriter fails while failing is set, else appends.
+type flakyWriter struct {
+	mu      sync.Mutex
+	failing bool
+	rows    []store.UsageRow
+	writes  int
+}
+
+func (w *flakyWriter) InsertUsage(_ context.Context, rows []store.UsageRow) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failing {
+		return errors.New("disk full")
+	}
+	w.writes++
+	w.rows = append(w.rows, rows...)
+	return nil
+}
+
+func (w *flakyWriter) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.rows)
+}
+
+func record(project string, completion int) gateway.Record {
+	return gateway.Record{Principal: gateway.Principal{KeyID: "k", Project: project}, Model: "m", Status: 200,
+		PromptTokens: 3, CompletionTokens: completion, Endpoint: "/v1/chat/completions", RequestID: "r"}
+}
+
+func TestRecorderBatchesAndFlushesOnClose(t *testing.T) {
+	w := &flakyWriter{}
+	// A long interval: only Close writes.
+	r := NewRecorder(RecorderOptions{Store: w, FlushInterval: time.Hour,
+		Price: func(_ string, p, c int64) float64 { return float64(p + c) }})
+	for i := 0; i < 100; i++ {
+		r.Observe(record("p", i))
+	}
+	r.Observe(gateway.Record{Status: 401}) // unauthenticated: no one's usage
+	if got := r.PendingCost("p", time.Time{}); got != 100*3+4950 {
+		t.Errorf("PendingCost = %v", got)
+	}
+	if w.count() != 0 {
+		t.Fatalf("rows written before a flush: %d", w.count())
+	}
+	if err := r.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if w.count() != 100 || w.writes != 1 {
+		t.Fatalf("after Close: %d rows in %d writes, want 100 in 1", w.count(), w.writes)
+	}
+	if w.rows[5].Cost != 8 || w.rows[5].Project != "p" || w.rows[5].KeyID != "k" || w.rows[5].CompletionTokens != 5 {
+		t.Errorf("row = %+v", w.rows[5])
+	}
+	// After Close a late request is still written.
+	r.Observe(record("p", 1))
+	if w.count() != 101 {
+		t.Errorf("a row observed after Close was lost")
+	}
+}
+
+func TestRecorderFlushesByItself(t *testing.T) {
+	w := &flakyWriter{}
+	r := NewRecorder(RecorderOptions{Store: w, FlushInterval: 10 * time.Millisecond})
+	defer r.Close(t.Context())
+	r.Observe(record("p", 1))
+	deadline := time.Now().Add(5 * time.Second)
+	for w.count() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the row was not written within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRecorderRetriesAndBoundsMemory(t *testing.T) {
+	w := &flakyWriter{failing: true}
+	reg := prometheus.NewRegistry()
+	r := NewRecorder(RecorderOptions{Store: w, FlushInterval: time.Hour, MaxPending: 10, Registerer: reg})
+	for i := 0; i < 15; i++ {
+		r.Observe(record("p", i))
+	}
+	if r.flush() {
+		t.Fatal("flush reported success while the store fails")
+	}
+	if got := testutil.ToFloat64(r.dropped); got != 5 {
+		t.Errorf("dropped = %v, want 5", got)
+	}
+	w.mu.Lock()
+	w.failing = false
+	w.mu.Unlock()
+	if err := r.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The newest ten survive, in order.
+	if w.count() != 10 || w.rows[0].CompletionTokens != 5 || w.rows[9].CompletionTokens != 14 {
+		t.Errorf("rows after retry: %d, first %+v", w.count(), w.rows)
+	}
+	if got := testutil.ToFloat64(r.written); got != 10 {
+		t.Errorf("written = %v", got)
+	}
+}
+
+func TestRecorderCloseGivesUp(t *testing.T) {
+	w := &flakyWriter{failing: true}
+	r := NewRecorder(RecorderOptions{Store: w, FlushInterval: time.Hour})
+	r.Observe(record("p", 1))
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if err := r.Close(ctx); err == nil {
+		t.Fatal("Close succeeded though nothing could be written")
+	}
+}
+
+// BenchmarkUsageWrites measures rows per second into a real SQLite store
+// through the recorder's batch path.
+func BenchmarkUsageWrites(b *testing.B) {
+	st, err := store.Open(b.Context(), b.TempDir()+"/usage.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	batch := make([]store.UsageRow, 1000)
+	for i := range batch {
+		batch[i] = store.UsageRow{At: time.Now(), RequestID: "0123456789abcdef0123456789abcdef", Project: "default",
+			KeyID: "key-abc", Model: "qwen/coder-3b", Replica: "qwen-1", Endpoint: "/v1/chat/completions",
+			Status: 200, PromptTokens: 120, CompletionTokens: 300, Cost: 0.0042, Latency: time.Second, TTFT: 50 * time.Millisecond}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if err := st.InsertUsage(b.Context(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(batch))/time.Since(start).Seconds(), "rows/s")
+}
