@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/router"
@@ -73,6 +74,8 @@ type Gateway struct {
 	log       *slog.Logger
 	transport *http.Transport
 	handler   http.Handler
+	// inflight counts inference requests not yet reported to the Observer.
+	inflight sync.WaitGroup
 }
 
 // New returns a gateway. Call Close when it is no longer used.
@@ -119,6 +122,24 @@ func New(cfg Config, deps Deps) *Gateway {
 
 // Handler returns the HTTP handler serving the client API.
 func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Wait blocks until every inference request in progress has ended and
+// been reported to the Observer, or ctx ends. A clean shutdown calls it
+// after the HTTP server stopped accepting requests, before the Observer's
+// last flush.
+func (g *Gateway) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		g.inflight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // Close releases idle upstream connections.
 func (g *Gateway) Close() { g.transport.CloseIdleConnections() }
@@ -214,6 +235,8 @@ func (x *exchange) fail(w http.ResponseWriter, e *apiError) {
 
 // serveInference handles the chat, completions and embeddings endpoints.
 func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
+	g.inflight.Add(1)
+	defer g.inflight.Done()
 	x := &exchange{start: time.Now()}
 	x.rec.Endpoint = r.URL.Path
 	x.rec.RequestID = w.Header().Get(requestIDHeader)

@@ -36,6 +36,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/runtime/tenancy"
 )
 
 // Server is a running control plane.
@@ -220,6 +221,26 @@ func (d storeDeclarations) RevokedAt(ctx context.Context, node string) (time.Tim
 	return at, true, nil
 }
 
+// warnUnpricedBudgets warns at start when budgets exist that can never
+// bind because nothing has a price.
+func (s *Server) warnUnpricedBudgets(ctx context.Context, adm *tenancy.Admission) {
+	budgets, err := s.Store.ListBudgets(ctx, "")
+	if err != nil {
+		s.log.Warn("reading budgets", "err", err)
+		return
+	}
+	if len(budgets) == 0 {
+		return
+	}
+	var names []string
+	for _, e := range s.Catalog.List() {
+		names = append(names, e.Model.Name)
+	}
+	if !adm.Priced(names) {
+		s.log.Warn("budgets never bind: no model has a price and auth.default_price is unset", "budgets", len(budgets))
+	}
+}
+
 // catalogView adapts the registry to what the gateway needs.
 type catalogView struct{ r *models.Registry }
 
@@ -278,8 +299,28 @@ func (s *Server) Run(ctx context.Context) error {
 		goServe(ListenManage, func() error { return manageSrv.Serve(l) })
 	}
 
+	// Metrics: nothing else is served there.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newFleetCollector(s.Fleet))
+
+	// Tenancy: limits and budgets at admission, a usage row per request.
+	var adm *tenancy.Admission
+	recorder := tenancy.NewRecorder(tenancy.RecorderOptions{
+		Store:      s.Store,
+		Price:      func(model string, p, c int64) float64 { return adm.Cost(model, p, c) },
+		Logger:     s.log,
+		Registerer: reg,
+	})
+	adm = tenancy.NewAdmission(tenancy.Options{
+		Store: s.Store, Models: s.Catalog, Pending: recorder,
+		DefaultRPM: s.cfg.Auth.DefaultRPM, DefaultTPM: s.cfg.Auth.DefaultTPM,
+		DefaultMaxTokens: s.cfg.Auth.DefaultMaxTokens, DefaultPrice: s.cfg.Auth.DefaultPrice,
+		CacheTTL: s.cfg.Auth.KeyCacheTTL, Logger: s.log,
+	})
+	s.warnUnpricedBudgets(ctx, adm)
+
 	// Client API.
-	var clientAuth gateway.Auth = auth.NewKeys(s.Store, 0, s.log)
+	var clientAuth gateway.Auth = auth.NewKeys(s.Store, s.cfg.Auth.KeyCacheTTL, s.log)
 	if !s.cfg.Auth.Enabled {
 		s.log.Warn("client API authentication is off (auth.enabled: false): every request is accepted as the default project")
 		clientAuth = auth.Anonymous{}
@@ -290,9 +331,11 @@ func (s *Server) Run(ctx context.Context) error {
 		GenerationTimeout:     s.cfg.Timeouts.Generation,
 		Logger:                s.log.With("component", "gateway"),
 	}, gateway.Deps{
-		Catalog: catalogView{s.Catalog},
-		Auth:    clientAuth,
-		Routes:  s.Router,
+		Catalog:   catalogView{s.Catalog},
+		Auth:      clientAuth,
+		Routes:    s.Router,
+		Admission: adm,
+		Observer:  recorder,
 		// Serving once the reconciler drives the fleet (after a restart:
 		// once the engines that were running have been reported again).
 		Ready: s.Reconciler.Ready,
@@ -303,9 +346,6 @@ func (s *Server) Run(ctx context.Context) error {
 		goServe(ListenClient, func() error { return clientSrv.Serve(l) })
 	}
 
-	// Metrics: nothing else is served there.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newFleetCollector(s.Fleet))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	metricsSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -345,7 +385,23 @@ func (s *Server) Run(ctx context.Context) error {
 	cancel()
 	shutdownCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
 	defer done()
-	_ = clientSrv.Shutdown(shutdownCtx)
+	// Stop taking requests, let those in flight finish (streams get the
+	// shutdown timeout, then their connections are closed), and write
+	// every usage row before the store closes.
+	if err := clientSrv.Shutdown(shutdownCtx); err != nil {
+		s.log.Warn("requests still running at shutdown; closing their connections", "err", err)
+		_ = clientSrv.Close()
+	}
+	waitCtx, waitDone := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := s.gateway.Wait(waitCtx); err != nil {
+		s.log.Warn("requests did not end after their connections closed", "err", err)
+	}
+	waitDone()
+	flushCtx, flushDone := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := recorder.Close(flushCtx); err != nil {
+		s.log.Error("writing usage at shutdown", "err", err)
+	}
+	flushDone()
 	_ = metricsSrv.Shutdown(shutdownCtx)
 	_ = pprofSrv.Shutdown(shutdownCtx)
 	agentSrv.Stop()

@@ -158,6 +158,11 @@ func (a *Admission) price(model string) catalog.Pricing {
 	return catalog.Pricing{}
 }
 
+// Cost is what the given usage of a model costs at its price.
+func (a *Admission) Cost(model string, promptTokens, completionTokens int64) float64 {
+	return a.price(model).Cost(promptTokens, completionTokens)
+}
+
 // Priced reports whether any price exists that a budget could count:
 // the default price or one of the given models' own.
 func (a *Admission) Priced(models []string) bool {
