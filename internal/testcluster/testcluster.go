@@ -8,10 +8,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,6 +151,12 @@ type Cluster struct {
 	Nodes     map[string]*Proc
 	NodeDirs  map[string]string
 	Ports     map[string][2]int
+
+	secretsMu   sync.Mutex
+	secrets     []string
+	allProcs    []*Proc
+	metricsURL  string
+	metricsText string
 }
 
 // NodeSpec describes an agent to start on simulated hardware.
@@ -168,6 +177,17 @@ type NodeSpec struct {
 // items, indented two spaces) with agents.grace set to grace; it creates an
 // API key and an admin token first.
 func New(t testing.TB, binary, grace, models string) *Cluster {
+	t.Helper()
+	return NewWithAuth(t, binary, grace, models, "")
+}
+
+// NewWithAuth is New with extra keys under auth: in server.yaml (YAML
+// lines indented two spaces, e.g. "  default_rpm: 60\n").
+//
+// Every cluster checks, when its test ends, that none of the secrets it
+// knows (the API key, the admin token, and any given to AddSecret) appears
+// in a line the control plane or an agent logged, or in its metrics.
+func NewWithAuth(t testing.TB, binary, grace, models, authYAML string) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &Cluster{t: t, Binary: binary, Dir: dir, PKIDir: filepath.Join(dir, "pki"), Nodes: map[string]*Proc{}, NodeDirs: map[string]string{}, Ports: map[string][2]int{}}
@@ -195,21 +215,67 @@ agent_tls:
   key: %q
 auth:
   store: %q
-agents:
+%sagents:
   heartbeat_interval: 1s
   grace: %s
 models:
 %s`, p[0], c.Manage, c.AgentAddr, p[3], filepath.Join(c.PKIDir, "ca.pem"), filepath.Join(c.PKIDir, "server.pem"), filepath.Join(c.PKIDir, "server-key.pem"),
-		filepath.Join(dir, "llmgw.db"), grace, models)
+		filepath.Join(dir, "llmgw.db"), authYAML, grace, models)
 	cfgPath := filepath.Join(dir, "server.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.APIKey = secretFrom(t, binary, "keys", "create", "--name", "e2e", "-c", cfgPath)
 	c.Token = secretFrom(t, binary, "keys", "admin-token", "--name", "e2e", "-c", cfgPath)
+	c.AddSecret(c.APIKey)
+	c.AddSecret(c.Token)
 	c.CfgPath = cfgPath
+	// Registered before the processes start, so it runs after they have
+	// stopped and their output is complete.
+	t.Cleanup(c.scanForSecrets)
+	c.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", p[3])
 	c.StartServer()
+	// Runs before the processes stop: the metrics are read live.
+	t.Cleanup(c.scrapeMetrics)
 	return c
+}
+
+// AddSecret names a secret that must never appear in any process's output
+// or metrics.
+func (c *Cluster) AddSecret(s string) {
+	c.secretsMu.Lock()
+	defer c.secretsMu.Unlock()
+	c.secrets = append(c.secrets, s)
+}
+
+// scrapeMetrics keeps the control plane's metrics for scanForSecrets.
+func (c *Cluster) scrapeMetrics() {
+	resp, err := http.Get(c.metricsURL)
+	if err != nil {
+		return // the server may already be stopped by the test
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	c.metricsText = string(b)
+}
+
+// scanForSecrets fails the test when a secret appears in what the
+// processes printed or in the metrics.
+func (c *Cluster) scanForSecrets() {
+	c.secretsMu.Lock()
+	secrets := slices.Clone(c.secrets)
+	c.secretsMu.Unlock()
+	outputs := map[string]string{"metrics": c.metricsText}
+	for _, p := range c.allProcs {
+		outputs[p.name] += p.Output()
+	}
+	for where, text := range outputs {
+		for _, s := range secrets {
+			if s != "" && strings.Contains(text, s) {
+				c.t.Errorf("a secret (prefix %.10s…) appears in the output of %s", s, where)
+			}
+		}
+	}
 }
 
 // startServer starts the control plane and waits for its client API.
@@ -217,6 +283,7 @@ func (c *Cluster) StartServer() {
 	t := c.t
 	t.Helper()
 	c.Server = Start(t, c.Binary, "server", "server", "-c", c.CfgPath)
+	c.allProcs = append(c.allProcs, c.Server)
 	WaitFor(t, "the client API to listen", 30*time.Second, func() (bool, string) {
 		conn, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(c.Client, "http://"), "/v1"))
 		if err != nil {
@@ -325,6 +392,7 @@ discovery:
 	}
 	p := Start(t, c.Binary, "agent "+n.ID, args...)
 	c.Nodes[n.ID] = p
+	c.allProcs = append(c.allProcs, p)
 	return p
 }
 
