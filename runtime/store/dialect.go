@@ -1,6 +1,7 @@
 package store
 
 import (
+	"database/sql"
 	"strconv"
 	"strings"
 )
@@ -19,6 +20,9 @@ type dialect struct {
 	// migrationsDir is the directory in migrationsFS holding this
 	// backend's migrations.
 	migrationsDir string
+	// readTx are the options of a transaction that reads a consistent
+	// snapshot (Copy's source); nil for the driver's default.
+	readTx *sql.TxOptions
 }
 
 // rebind returns query with its ? placeholders in the dialect's style. A ?
