@@ -193,7 +193,7 @@ func scanModel(r scanner) (StoredModel, error) {
 
 // ---- API keys ---------------------------------------------------------
 
-const apiKeyColumns = `id, name, prefix, hash, project, created_at, expires_at, last_used_at, revoked_at`
+const apiKeyColumns = `id, name, prefix, hash, project, created_at, expires_at, last_used_at, revoked_at, rpm, tpm`
 
 // CreateAPIKey stores a new API key.
 func (s *sqlStore) CreateAPIKey(ctx context.Context, k APIKey) error {
@@ -206,13 +206,48 @@ func (s *sqlStore) CreateAPIKey(ctx context.Context, k APIKey) error {
 	if k.CreatedAt.IsZero() {
 		k.CreatedAt = s.now()
 	}
-	_, err := s.exec(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.ID, k.Name, k.Prefix, k.Hash, k.Project, toDB(k.CreatedAt), toDBPtr(k.ExpiresAt), toDBPtr(k.LastUsedAt), toDBPtr(k.RevokedAt))
+	// The project check and the insert are one statement, so a project
+	// deleted in between cannot leave an orphan key. The casts give
+	// PostgreSQL the parameter types a bare SELECT list lacks.
+	res, err := s.exec(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`)
+		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT),
+			CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT)
+		WHERE EXISTS (SELECT 1 FROM projects WHERE name = ?)`,
+		k.ID, k.Name, k.Prefix, k.Hash, k.Project, toDB(k.CreatedAt), toDBPtr(k.ExpiresAt), toDBPtr(k.LastUsedAt), toDBPtr(k.RevokedAt),
+		k.RPM, k.TPM, k.Project)
 	if err != nil {
 		if s.d.isUniqueViolation(err) {
 			err = ErrAlreadyExists
 		}
 		return fmt.Errorf("creating API key %q: %w", k.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("creating API key %q: %w", k.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("creating API key %q: project %q: %w", k.ID, k.Project, ErrNotFound)
+	}
+	return nil
+}
+
+// GetAPIKey returns a key by ID, revoked or not.
+func (s *sqlStore) GetAPIKey(ctx context.Context, id string) (APIKey, error) {
+	k, err := scanAPIKey(s.queryRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return APIKey{}, fmt.Errorf("getting API key %q: %w", id, err)
+	}
+	return k, nil
+}
+
+// SetAPIKeyLimits replaces a key's own limits.
+func (s *sqlStore) SetAPIKeyLimits(ctx context.Context, id string, rpm, tpm int64) error {
+	if rpm < 0 || tpm < 0 {
+		return fmt.Errorf("setting limits of API key %q: rpm and tpm must not be negative", id)
+	}
+	if err := requireRow(s.exec(ctx, `UPDATE api_keys SET rpm = ?, tpm = ? WHERE id = ?`, rpm, tpm, id)); err != nil {
+		return fmt.Errorf("setting limits of API key %q: %w", id, err)
 	}
 	return nil
 }
@@ -258,7 +293,7 @@ func scanAPIKey(r scanner) (APIKey, error) {
 	var k APIKey
 	var created int64
 	var expires, lastUsed, revoked sql.NullInt64
-	if err := r.Scan(&k.ID, &k.Name, &k.Prefix, &k.Hash, &k.Project, &created, &expires, &lastUsed, &revoked); err != nil {
+	if err := r.Scan(&k.ID, &k.Name, &k.Prefix, &k.Hash, &k.Project, &created, &expires, &lastUsed, &revoked, &k.RPM, &k.TPM); err != nil {
 		return APIKey{}, err
 	}
 	k.CreatedAt = fromDB(created)

@@ -52,6 +52,7 @@ type Store interface {
 	NodeStore
 	MetaStore
 	FabricStore
+	TenancyStore
 	// Close releases the database. The Store must not be used afterwards.
 	Close() error
 }
@@ -89,7 +90,10 @@ type APIKey struct {
 	Name    string
 	Prefix  string
 	Hash    string
-	Project string // DefaultProject when created empty
+	Project string // DefaultProject when created empty; must exist
+	// RPM and TPM limit the key on its own; zero means "not set".
+	RPM int64
+	TPM int64
 	// CreatedAt is set by the store when zero.
 	CreatedAt  time.Time
 	ExpiresAt  *time.Time
@@ -105,8 +109,14 @@ func (k APIKey) Expired(now time.Time) bool {
 // APIKeyStore holds client API keys.
 type APIKeyStore interface {
 	// CreateAPIKey stores a new key. A duplicate ID or hash returns an error
-	// wrapping ErrAlreadyExists.
+	// wrapping ErrAlreadyExists; a project that does not exist, one
+	// wrapping ErrNotFound.
 	CreateAPIKey(ctx context.Context, k APIKey) error
+	// GetAPIKey returns the key with this ID, revoked or not, or an error
+	// wrapping ErrNotFound.
+	GetAPIKey(ctx context.Context, id string) (APIKey, error)
+	// SetAPIKeyLimits replaces the key's own RPM and TPM.
+	SetAPIKeyLimits(ctx context.Context, id string, rpm, tpm int64) error
 	// LookupAPIKey finds a key by hash. Unknown and revoked keys both return
 	// an error wrapping ErrNotFound. Expiry is the caller's to check
 	// (APIKey.Expired), because a cached key must be checked again anyway.

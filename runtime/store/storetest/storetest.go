@@ -43,6 +43,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"Meta", testMeta},
 		{"FabricCRUD", testFabricCRUD},
+		{"ProjectCRUD", testProjectCRUD},
+		{"APIKeyNeedsProject", testAPIKeyNeedsProject},
+		{"APIKeyLimits", testAPIKeyLimits},
+		{"BudgetCRUD", testBudgetCRUD},
+		{"Users", testUsers},
+		{"UsageInsertAndQuery", testUsageInsertAndQuery},
+		{"UsageLargeBatch", testUsageLargeBatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,6 +277,9 @@ func testAPIKeyLifecycle(t *testing.T, s store.Store) {
 	_, prefix1, hash1 := secret.NewAPIKey()
 	_, prefix2, hash2 := secret.NewAPIKey()
 	expires := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Microsecond)
+	if err := s.CreateProject(ctx, store.Project{Name: "research"}); err != nil {
+		t.Fatalf("CreateProject: %v", err)
+	}
 	before := time.Now()
 	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "key-1", Name: "ci", Prefix: prefix1, Hash: hash1}); err != nil {
 		t.Fatalf("CreateAPIKey key-1: %v", err)
