@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"strconv"
 	"strings"
@@ -23,6 +24,11 @@ type dialect struct {
 	// readTx are the options of a transaction that reads a consistent
 	// snapshot (Copy's source); nil for the driver's default.
 	readTx *sql.TxOptions
+	// tablesQuery lists the names of the store's tables.
+	tablesQuery string
+	// afterCopy, when set, runs in Copy's destination transaction after
+	// the rows are written.
+	afterCopy func(ctx context.Context, tx *sql.Tx) error
 }
 
 // rebind returns query with its ? placeholders in the dialect's style. A ?

@@ -41,6 +41,9 @@ var postgresDialect = dialect{
 	isUniqueViolation: isPostgresUniqueViolation,
 	migrationsDir:     "migrations/postgres",
 	readTx:            &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+	tablesQuery: `SELECT table_name FROM information_schema.tables
+		WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`,
+	afterCopy: resetPostgresSequences,
 }
 
 // pgUniqueViolation is SQLSTATE unique_violation.

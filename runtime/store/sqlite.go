@@ -27,6 +27,7 @@ var sqliteDialect = dialect{
 	name:              "sqlite",
 	isUniqueViolation: isSQLiteUniqueViolation,
 	migrationsDir:     "migrations/sqlite",
+	tablesQuery:       `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`,
 }
 
 func isSQLiteUniqueViolation(err error) bool {
