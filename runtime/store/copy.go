@@ -274,3 +274,21 @@ func resetPostgresSequences(ctx context.Context, tx *sql.Tx) error {
 
 // quoteIdent quotes a PostgreSQL identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// Move copies the installation in the store fromDSN names into the new
+// store toDSN names (see Copy), opening and closing both; both DSNs take
+// every form Open does, "@file" included. The source must exist: a
+// mistyped path is an error, not an empty installation.
+func Move(ctx context.Context, fromDSN, toDSN string, opts ...Option) (_ []TableCount, err error) {
+	src, err := Open(ctx, fromDSN, append(slices.Clone(opts), MustExist())...)
+	if err != nil {
+		return nil, fmt.Errorf("opening the source store: %w", err)
+	}
+	defer func() { err = errors.Join(err, src.Close()) }()
+	dst, err := Open(ctx, toDSN, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("opening the destination store: %w", err)
+	}
+	defer func() { err = errors.Join(err, dst.Close()) }()
+	return Copy(ctx, dst, src)
+}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -299,5 +300,45 @@ func TestCopyRefuses(t *testing.T) {
 			}
 			compare(t, "destination after a refused copy", snapshot(t, dst), before)
 		})
+	}
+}
+
+func TestMove(t *testing.T) {
+	dir := t.TempDir()
+	srcPath := filepath.Join(dir, "src.db")
+	src := openSQLite(t, srcPath)
+	apiKey, _ := fill(t, src)
+	want := snapshot(t, src)
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dstFile := filepath.Join(dir, "dst-dsn")
+	if err := os.WriteFile(dstFile, []byte(filepath.Join(dir, "dst.db")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	missing := filepath.Join(dir, "typo.db")
+	if _, err := store.Move(t.Context(), missing, "@"+dstFile); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Move from a missing file: err = %v, want one naming %s", err, missing)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Move created the missing source %s (stat: %v)", missing, err)
+	}
+
+	counts, err := store.Move(t.Context(), srcPath, "@"+dstFile)
+	if err != nil {
+		t.Fatalf("Move: %v", err)
+	}
+	if len(counts) == 0 {
+		t.Error("Move reported no tables")
+	}
+	dst := openSQLite(t, filepath.Join(dir, "dst.db"))
+	compare(t, "moved store", snapshot(t, dst), want)
+	if _, err := dst.LookupAPIKey(t.Context(), secret.HashSecret(apiKey)); err != nil {
+		t.Errorf("LookupAPIKey in the moved store: %v", err)
+	}
+	// Moving again finds the destination full.
+	if _, err := store.Move(t.Context(), srcPath, "@"+dstFile); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("second Move: err = %v, want a non-empty destination refused", err)
 	}
 }
