@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -305,3 +306,25 @@ func writeFile(t *testing.T, path, content string) string {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// Every SQLite migration has a PostgreSQL twin of the same version and name.
+func TestPostgresMigrationsMirrorSQLite(t *testing.T) {
+	lite, err := loadMigrations(migrationsFS, sqliteDialect.migrationsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := loadMigrations(migrationsFS, postgresDialect.migrationsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(ms []migration) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.name)
+		}
+		return out
+	}
+	if got, want := names(pg), names(lite); !slices.Equal(got, want) {
+		t.Errorf("PostgreSQL migrations %v, want the twins of SQLite's %v", got, want)
+	}
+}
