@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/runtime/keys"
+	"github.com/llmgw/llmgw/runtime/store"
 )
 
 // runKeys administers API keys and admin tokens directly in the store: a
@@ -21,10 +22,14 @@ func runKeys(ctx context.Context, args []string) int {
   keys create --name N [--expires 720h]   create an API key; it is printed once
   keys list [--json]                     list keys (never the secrets)
   keys revoke ID                         revoke a key
-  keys admin-token --name N              create a management API token; printed once`)
+  keys admin-token --name N              create a management API token; printed once
+  keys move-store --from DSN --to DSN    copy the whole store into a new, empty one`)
 		return 2
 	}
 	sub := args[0]
+	if sub == "move-store" {
+		return runMoveStore(ctx, args[1:])
+	}
 	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
 	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
 	name := fs.String("name", "", "a name to recognise the key by")
@@ -99,6 +104,34 @@ func runKeys(ctx context.Context, args []string) int {
 	default:
 		return fail("keys", fmt.Errorf("unknown subcommand %q", sub))
 	}
+	return 0
+}
+
+// runMoveStore copies a whole installation (keys, tokens, models, nodes,
+// projects, usage) from one store into a new one, such as SQLite into
+// PostgreSQL. It needs no server.yaml: both stores are named on the command
+// line, "@file" forms included.
+func runMoveStore(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("keys move-store", flag.ContinueOnError)
+	from := fs.String("from", "", "the store to copy: a SQLite path, a postgres:// URL or @file; left untouched")
+	to := fs.String("to", "", "the new, empty store to copy into (same forms)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *from == "" || *to == "" || fs.NArg() != 0 {
+		return fail("keys move-store", fmt.Errorf("give --from and --to, and nothing else (stop the control plane first)"))
+	}
+	counts, err := store.Move(ctx, *from, *to)
+	if err != nil {
+		return fail("keys move-store", err)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tROWS")
+	for _, c := range counts {
+		fmt.Fprintf(tw, "%s\t%d\n", c.Table, c.Rows)
+	}
+	_ = tw.Flush()
+	fmt.Println("copied; point auth.store at the new store and start the control plane")
 	return 0
 }
 

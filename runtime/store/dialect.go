@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"database/sql"
 	"strconv"
 	"strings"
 )
@@ -19,6 +21,14 @@ type dialect struct {
 	// migrationsDir is the directory in migrationsFS holding this
 	// backend's migrations.
 	migrationsDir string
+	// readTx are the options of a transaction that reads a consistent
+	// snapshot (Copy's source); nil for the driver's default.
+	readTx *sql.TxOptions
+	// tablesQuery lists the names of the store's tables.
+	tablesQuery string
+	// afterCopy, when set, runs in Copy's destination transaction after
+	// the rows are written.
+	afterCopy func(ctx context.Context, tx *sql.Tx) error
 }
 
 // rebind returns query with its ? placeholders in the dialect's style. A ?

@@ -81,15 +81,25 @@ func schemaVersion(ctx context.Context, q interface {
 	return v, nil
 }
 
+// migrationDB is what migrations run on: a pool (SQLite, whose writer pool
+// holds one connection) or one connection holding PostgreSQL's migration
+// lock.
+type migrationDB interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // migrate brings db up to the last of ms, each migration in its own
 // transaction together with its schema_migrations row. It refuses a database
 // whose version is newer than the last migration it knows. where names the
 // database in messages (never a DSN with credentials).
 //
 // Concurrent migrators are safe when a transaction takes the write lock on
-// begin (SQLite with _txlock=immediate; PostgreSQL will take an advisory
-// lock): the version is read again inside each transaction.
-func migrate(ctx context.Context, db *sql.DB, d dialect, ms []migration, where string, now func() time.Time, log *slog.Logger) error {
+// begin (SQLite with _txlock=immediate) or when the caller holds a lock
+// around the whole run (PostgreSQL's advisory lock, see migratePostgres):
+// the version is read again inside each transaction.
+func migrate(ctx context.Context, db migrationDB, d dialect, ms []migration, where string, now func() time.Time, log *slog.Logger) error {
 	if _, err := db.ExecContext(ctx, createMigrationsTable); err != nil {
 		return fmt.Errorf("creating schema_migrations in %s: %w", where, err)
 	}
@@ -129,7 +139,7 @@ func checkNotNewer(current, latest int64, where string) error {
 
 // applyMigration runs m in a transaction unless another process got there
 // first; it reports whether it applied m.
-func applyMigration(ctx context.Context, db *sql.DB, d dialect, m migration, now func() time.Time) (applied bool, err error) {
+func applyMigration(ctx context.Context, db migrationDB, d dialect, m migration, now func() time.Time) (applied bool, err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("beginning transaction: %w", err)

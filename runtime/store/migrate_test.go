@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -182,8 +183,13 @@ func TestOpenDispatch(t *testing.T) {
 		{name: "file URI", dsn: "file:" + filepath.Join(dir, "c.db")},
 		{name: "memory", dsn: ":memory:"},
 		{name: "empty", dsn: "", wantErr: "empty"},
-		{name: "postgres", dsn: "postgres://llmgw:s3cret@db/llmgw", wantErr: "PostgreSQL support arrives with the tenancy work", is: ErrUnsupported},
-		{name: "postgresql", dsn: "postgresql://db/llmgw", is: ErrUnsupported},
+		{name: "postgres", dsn: "postgres://llmgw:s3cret@db:port/llmgw", wantErr: "does not parse as a PostgreSQL URL"},
+		{name: "postgresql", dsn: "postgresql://llmgw:s3cret@127.0.0.1:1/llmgw?connect_timeout=5", wantErr: "connecting to PostgreSQL store llmgw@127.0.0.1:1/llmgw"},
+		{name: "address file", dsn: "@" + writeFile(t, filepath.Join(dir, "dsn"), " "+filepath.Join(dir, "e.db")+"\n")},
+		{name: "empty address file", dsn: "@" + writeFile(t, filepath.Join(dir, "empty"), "\n"), wantErr: "store address file " + filepath.Join(dir, "empty") + " is empty"},
+		{name: "address file naming a file", dsn: "@" + writeFile(t, filepath.Join(dir, "nested"), "@/x"), wantErr: "names another file"},
+		{name: "missing address file", dsn: "@" + filepath.Join(dir, "missing"), wantErr: filepath.Join(dir, "missing")},
+		{name: "bare @", dsn: "@", wantErr: "must be followed by"},
 		{name: "unknown scheme", dsn: "mysql://db/llmgw", wantErr: `"mysql"`, is: ErrUnsupported},
 		{name: "question mark in path", dsn: filepath.Join(dir, "d.db?x=1"), wantErr: "file: URI"},
 	}
@@ -291,4 +297,34 @@ func TestTwoStoresOneFile(t *testing.T) {
 	}
 }
 
+func writeFile(t *testing.T, path, content string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// Every SQLite migration has a PostgreSQL twin of the same version and name.
+func TestPostgresMigrationsMirrorSQLite(t *testing.T) {
+	lite, err := loadMigrations(migrationsFS, sqliteDialect.migrationsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := loadMigrations(migrationsFS, postgresDialect.migrationsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(ms []migration) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.name)
+		}
+		return out
+	}
+	if got, want := names(pg), names(lite); !slices.Equal(got, want) {
+		t.Errorf("PostgreSQL migrations %v, want the twins of SQLite's %v", got, want)
+	}
+}

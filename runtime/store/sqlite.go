@@ -27,6 +27,7 @@ var sqliteDialect = dialect{
 	name:              "sqlite",
 	isUniqueViolation: isSQLiteUniqueViolation,
 	migrationsDir:     "migrations/sqlite",
+	tablesQuery:       `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`,
 }
 
 func isSQLiteUniqueViolation(err error) bool {
@@ -122,6 +123,14 @@ func openSQLite(ctx context.Context, dsn string, o options) (_ Store, err error)
 	where := "SQLite store " + t.path
 	if t.memory {
 		where = "in-memory SQLite store"
+	}
+	if o.mustExist {
+		if t.memory {
+			return nil, fmt.Errorf("opening %s: %w: an in-memory database is always new", where, ErrNotFound)
+		}
+		if _, err := os.Stat(t.path); err != nil {
+			return nil, fmt.Errorf("opening %s: %w", where, err)
+		}
 	}
 	if t.path != "" {
 		if err := ensureFile(t.path); err != nil {

@@ -5,10 +5,11 @@
 // from the DSN.
 //
 // SQLite (modernc.org/sqlite, pure Go) is the default and is created on first
-// start. PostgreSQL will share the SQL in this package: queries are written in
-// the dialect both accept, with ? placeholders rebound per backend, and each
-// backend keeps its own versioned migrations. The backend-independent test
-// suite is in package storetest.
+// start. PostgreSQL (pgx through database/sql) shares the SQL in this package:
+// queries are written in the dialect both accept, with ? placeholders rebound
+// per backend, and each backend keeps its own versioned migrations. Copy moves
+// an installation between stores. The backend-independent test suite is in
+// package storetest.
 //
 // Secrets never reach this package in plaintext: API keys and admin tokens are
 // stored as hashes (see package secret), and every time is stored in UTC with
@@ -20,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 )
@@ -224,8 +226,9 @@ type MetaStore interface {
 type Option func(*options)
 
 type options struct {
-	logger *slog.Logger
-	now    func() time.Time
+	logger    *slog.Logger
+	now       func() time.Time
+	mustExist bool
 }
 
 // WithLogger sets the logger for migrations and other rare events. The
@@ -235,10 +238,20 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // WithClock sets the clock used for created/updated times (tests).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
+// MustExist makes Open refuse to create a store: a SQLite file must exist
+// and a PostgreSQL database must already hold an llmgw schema. It is for
+// reading an existing installation (a mistyped path must not read as an
+// empty store). An older schema is still migrated.
+func MustExist() Option { return func(o *options) { o.mustExist = true } }
+
 // Open opens (creating and migrating if needed) the store the DSN names:
 //
 //   - a file path or a "file:" URI: SQLite;
-//   - "postgres://" or "postgresql://": PostgreSQL (not in this build yet).
+//   - "postgres://" or "postgresql://": PostgreSQL;
+//   - "@" followed by a path: the DSN held in that file (trimmed), which
+//     keeps a password out of configuration files and command lines.
+//
+// Errors never repeat a PostgreSQL DSN, which may hold a password.
 func Open(ctx context.Context, dsn string, opts ...Option) (Store, error) {
 	o := options{
 		logger: slog.New(slog.DiscardHandler),
@@ -247,12 +260,46 @@ func Open(ctx context.Context, dsn string, opts ...Option) (Store, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	file, ok := strings.CutPrefix(dsn, "@")
+	if !ok {
+		return openDSN(ctx, dsn, o)
+	}
+	dsn, err := readDSNFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("opening store: %w", err)
+	}
+	s, err := openDSN(ctx, dsn, o)
+	if err != nil {
+		return nil, fmt.Errorf("store address from %s: %w", file, err)
+	}
+	return s, nil
+}
+
+// readDSNFile returns the trimmed DSN held in path.
+func readDSNFile(path string) (string, error) {
+	if path == "" {
+		return "", errors.New(`"@" must be followed by the path of a file holding the store address`)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the store address file: %w", err)
+	}
+	dsn := strings.TrimSpace(string(b))
+	switch {
+	case dsn == "":
+		return "", fmt.Errorf("store address file %s is empty", path)
+	case strings.HasPrefix(dsn, "@"):
+		return "", fmt.Errorf("store address file %s names another file; give the address itself", path)
+	}
+	return dsn, nil
+}
+
+func openDSN(ctx context.Context, dsn string, o options) (Store, error) {
 	switch {
 	case strings.TrimSpace(dsn) == "":
 		return nil, errors.New("opening store: the store DSN is empty; give a SQLite file path or a postgres:// URL")
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		// The DSN may hold a password: never echo it.
-		return nil, fmt.Errorf("opening PostgreSQL store: %w: PostgreSQL support arrives with the tenancy work; use a SQLite file path for now", ErrUnsupported)
+		return openPostgres(ctx, dsn, o)
 	case strings.Contains(dsn, "://"):
 		scheme, _, _ := strings.Cut(dsn, "://")
 		return nil, fmt.Errorf("opening store: %w: scheme %q; give a SQLite file path or a postgres:// URL", ErrUnsupported, scheme)

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+func TestKeysMoveStore(t *testing.T) {
+	dir := t.TempDir()
+	from, to := filepath.Join(dir, "from.db"), filepath.Join(dir, "to.db")
+	src, err := store.Open(t.Context(), from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.CreateAPIKey(t.Context(), store.APIKey{ID: "key-1", Name: "app", Hash: "hash-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{name: "missing --to", args: []string{"move-store", "--from", from}, want: 1},
+		{name: "stray argument", args: []string{"move-store", "--from", from, "--to", to, "extra"}, want: 1},
+		{name: "unknown flag", args: []string{"move-store", "--form", from}, want: 2},
+		{name: "missing source", args: []string{"move-store", "--from", filepath.Join(dir, "nope.db"), "--to", to}, want: 1},
+		{name: "copies", args: []string{"move-store", "--from", from, "--to", to}, want: 0},
+		{name: "destination now full", args: []string{"move-store", "--from", from, "--to", to}, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := runKeys(t.Context(), tt.args); got != tt.want {
+				t.Fatalf("llmgw keys %v = %d, want %d", tt.args, got, tt.want)
+			}
+		})
+	}
+	dst, err := store.Open(t.Context(), to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if k, err := dst.LookupAPIKey(t.Context(), "hash-1"); err != nil || k.ID != "key-1" {
+		t.Errorf("moved store: LookupAPIKey = %+v, %v; want key-1", k, err)
+	}
+}
