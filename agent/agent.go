@@ -81,10 +81,10 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("creating state_dir %s: %w", opts.Config.StateDir, err)
 	}
 	a := &Agent{
-		opts:   opts,
-		cfg:    opts.Config,
-		log:    log,
-		sup:    supervisor.New(opts.Logger.With("component", "supervisor"), opts.Config.StateDir),
+		opts:    opts,
+		cfg:     opts.Config,
+		log:     log,
+		sup:     supervisor.New(opts.Logger.With("component", "supervisor"), opts.Config.StateDir),
 		decl:    opts.Config.Declaration,
 		shards:  map[string]*shardState{},
 		recheck: make(chan struct{}, 1),
@@ -171,10 +171,10 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 	// reported after the hello on this session, never dropped.
 	a.mu.Lock()
 	hello := &agentv1.Hello{
-		NodeId:      a.cfg.NodeID,
-		Version:     a.opts.Version,
-		Address:     a.cfg.Address,
-		Inventory:   inv,
+		NodeId:       a.cfg.NodeID,
+		Version:      a.opts.Version,
+		Address:      a.cfg.Address,
+		Inventory:    inv,
 		Declaration:  declaration.ToProto(decl),
 		Shards:       a.shardStatusesLocked(),
 		EngineChecks: a.checks,
