@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -183,7 +184,7 @@ func TestApplyEngineChecks(t *testing.T) {
 	if err := f.CheckEngines("n1"); err != nil || len(c.sent) != 1 || c.sent[0].GetCheckEngines() == nil {
 		t.Fatalf("CheckEngines: %v, sent %v", err, c.sent)
 	}
-	if err := f.CheckEngines("gone"); err != ErrNotConnected {
+	if err := f.CheckEngines("gone"); !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("CheckEngines(gone) = %v, want ErrNotConnected", err)
 	}
 }
