@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -25,6 +26,7 @@ import (
 	agentconfig "github.com/llmgw/llmgw/agent/config"
 	"github.com/llmgw/llmgw/agent/declaration"
 	"github.com/llmgw/llmgw/agent/discovery"
+	"github.com/llmgw/llmgw/agent/enginecheck"
 	"github.com/llmgw/llmgw/agent/supervisor"
 	"github.com/llmgw/llmgw/pki"
 	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
@@ -38,7 +40,10 @@ type Options struct {
 	SelfBinary string
 	// Discovery overrides the /proc paths (tests).
 	Discovery discovery.Options
-	Logger    *slog.Logger
+	// EngineCheckTimeout bounds each engine check; 0 means
+	// enginecheck.DefaultTimeout.
+	EngineCheckTimeout time.Duration
+	Logger             *slog.Logger
 }
 
 // Agent is one node's agent.
@@ -52,6 +57,11 @@ type Agent struct {
 	decl   declaration.Declaration
 	send   func(*agentv1.AgentMessage) error
 	shards map[string]*shardState
+	// checks are the engine checks last run, for the engines in checkedFor
+	// (name to executable); recheck asks checkLoop to run them again.
+	checks     []*agentv1.EngineCheck
+	checkedFor map[string]string
+	recheck    chan struct{}
 }
 
 // New returns an agent; Run starts it.
@@ -71,12 +81,13 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("creating state_dir %s: %w", opts.Config.StateDir, err)
 	}
 	a := &Agent{
-		opts:   opts,
-		cfg:    opts.Config,
-		log:    log,
-		sup:    supervisor.New(opts.Logger.With("component", "supervisor"), opts.Config.StateDir),
-		decl:   opts.Config.Declaration,
-		shards: map[string]*shardState{},
+		opts:    opts,
+		cfg:     opts.Config,
+		log:     log,
+		sup:     supervisor.New(opts.Logger.With("component", "supervisor"), opts.Config.StateDir),
+		decl:    opts.Config.Declaration,
+		shards:  map[string]*shardState{},
+		recheck: make(chan struct{}, 1),
 	}
 	return a, nil
 }
@@ -100,6 +111,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	client := agentv1.NewAgentServiceClient(conn)
 	a.log.Info("agent starting", "server", a.cfg.Server, "address", a.cfg.Address)
 	a.adopt()
+	// The first hello carries the checks of the declaration in use; later
+	// ones run beside the session.
+	a.runChecks(ctx)
+	go a.checkLoop(ctx)
 	attempt := 0
 	for {
 		started := time.Now()
@@ -156,12 +171,13 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 	// reported after the hello on this session, never dropped.
 	a.mu.Lock()
 	hello := &agentv1.Hello{
-		NodeId:      a.cfg.NodeID,
-		Version:     a.opts.Version,
-		Address:     a.cfg.Address,
-		Inventory:   inv,
-		Declaration: declaration.ToProto(decl),
-		Shards:      a.shardStatusesLocked(),
+		NodeId:       a.cfg.NodeID,
+		Version:      a.opts.Version,
+		Address:      a.cfg.Address,
+		Inventory:    inv,
+		Declaration:  declaration.ToProto(decl),
+		Shards:       a.shardStatusesLocked(),
+		EngineChecks: a.checks,
 	}
 	err = send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Hello{Hello: hello}})
 	if err == nil {
@@ -209,6 +225,9 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 			if err := a.redeclare(ctx, m.Declaration, send); err != nil {
 				return err
 			}
+		case *agentv1.ControlMessage_CheckEngines:
+			a.log.Info("engine check asked for by the control plane")
+			a.requestChecks()
 		}
 	}
 }
@@ -223,8 +242,12 @@ func (a *Agent) redeclare(ctx context.Context, pd *agentv1.Declaration, send fun
 	}
 	a.mu.Lock()
 	a.decl = d
+	engineChange := !maps.Equal(a.checkTargets(d), a.checkedFor)
 	a.mu.Unlock()
 	a.log.Info("declaration replaced by the control plane's", "fabrics", len(d.Fabrics), "engines", len(d.Engines))
+	if engineChange {
+		a.requestChecks()
+	}
 	inv := a.discover(ctx, d)
 	return send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Heartbeat{Heartbeat: &agentv1.Heartbeat{UnixMs: time.Now().UnixMilli(), Inventory: inv}}})
 }
@@ -293,5 +316,70 @@ func (a *Agent) report(st *agentv1.ShardStatus) {
 	}
 	if err := send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_ShardStatus{ShardStatus: st}}); err != nil {
 		a.log.Debug("shard status not delivered", "shard", st.GetShardId(), "err", err)
+	}
+}
+
+// checkTargets returns the engines decl makes this node run, name to
+// executable: the declared ones, and the sim engine, which is this binary.
+func (a *Agent) checkTargets(decl declaration.Declaration) map[string]string {
+	out := map[string]string{"sim": a.opts.SelfBinary}
+	for e, path := range decl.Engines {
+		if e != "sim" {
+			out[e] = path
+		}
+	}
+	return out
+}
+
+// requestChecks asks checkLoop to run the engine checks again; requests made
+// while a run is under way are coalesced into one more run.
+func (a *Agent) requestChecks() {
+	select {
+	case a.recheck <- struct{}{}:
+	default:
+	}
+}
+
+// checkLoop runs the engine checks whenever they are requested, one run at a
+// time, until ctx ends.
+func (a *Agent) checkLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.recheck:
+			a.runChecks(ctx)
+		}
+	}
+}
+
+// runChecks checks every engine of the declaration in use, records the
+// results for the next hello and reports them on the session, if one is up.
+func (a *Agent) runChecks(ctx context.Context) {
+	a.mu.Lock()
+	targets := a.checkTargets(a.decl)
+	a.mu.Unlock()
+	results := enginecheck.All(ctx, targets, a.opts.EngineCheckTimeout)
+	if ctx.Err() != nil {
+		return // cut short by shutdown, not the engines' fault
+	}
+	checks := make([]*agentv1.EngineCheck, 0, len(results))
+	for _, r := range results {
+		if r.OK {
+			a.log.Info("engine check passed", "engine", r.Engine, "path", r.Path, "version", r.Version, "took", r.Took.Round(time.Millisecond).String())
+		} else {
+			a.log.Error("engine cannot start", "engine", r.Engine, "path", r.Path, "error", r.Error)
+		}
+		checks = append(checks, r.ToProto())
+	}
+	a.mu.Lock()
+	a.checks, a.checkedFor = checks, targets
+	send := a.send
+	a.mu.Unlock()
+	if send == nil {
+		return // the next hello carries them
+	}
+	if err := send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_EngineChecks{EngineChecks: &agentv1.EngineChecks{Checks: checks}}}); err != nil {
+		a.log.Debug("engine checks not delivered", "err", err)
 	}
 }

@@ -1,7 +1,12 @@
 package agent
 
 import (
+	"context"
 	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,6 +14,7 @@ import (
 
 	agentconfig "github.com/llmgw/llmgw/agent/config"
 	"github.com/llmgw/llmgw/agent/declaration"
+	"github.com/llmgw/llmgw/agent/discovery"
 	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
 )
 
@@ -62,5 +68,87 @@ func TestCommandRecords(t *testing.T) {
 	a.pruneCommands()
 	if _, err := a.loadCommand("r-1-0"); err == nil {
 		t.Fatal("the record of a shard that is not running survived pruning")
+	}
+}
+
+func TestInventoryAVX2(t *testing.T) {
+	tests := []struct {
+		name string
+		cpu  discovery.CPU
+		err  string
+		want *bool
+	}{
+		{"x86 with avx2", discovery.CPU{X86: true, AVX2: true, Flags: []string{"avx", "avx2"}}, "", proto.Bool(true)},
+		{"x86 without avx2 (kvm64)", discovery.CPU{X86: true, Flags: []string{"sse2"}}, "", proto.Bool(false)},
+		{"arm64: unknown", discovery.CPU{Flags: []string{"asimd"}}, "", nil},
+		{"probe failed: unknown", discovery.CPU{}, "reading CPU description: no such file", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := InventoryToProto(discovery.Inventory{CPU: tt.cpu, CPUError: tt.err})
+			if (got.HasAvx2 == nil) != (tt.want == nil) || (tt.want != nil && *got.HasAvx2 != *tt.want) {
+				t.Fatalf("HasAvx2 = %v, want %v", got.HasAvx2, tt.want)
+			}
+			if !slices.Equal(got.GetCpuFlags(), tt.cpu.Flags) {
+				t.Fatalf("CpuFlags = %q, want %q", got.GetCpuFlags(), tt.cpu.Flags)
+			}
+		})
+	}
+}
+
+// The agent checks every engine of the declaration in use (the sim engine
+// being this binary), keeps the results for the next hello and reports them
+// on the session; a new declaration with other engines asks for a new run.
+func TestEngineChecks(t *testing.T) {
+	dir := t.TempDir()
+	llama := filepath.Join(dir, "llama-server")
+	self := filepath.Join(dir, "llmgw")
+	for path, body := range map[string]string{
+		llama: "echo \"$0: error while loading shared libraries: libgomp.so.1: cannot open shared object file: No such file or directory\" >&2\nexit 127\n",
+		self:  "echo \"llmgw sim-engine version test\"\n",
+	} {
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := &Agent{
+		opts:    Options{SelfBinary: self},
+		log:     slog.New(slog.DiscardHandler),
+		decl:    declaration.Declaration{Engines: map[string]string{"llamacpp": llama}},
+		recheck: make(chan struct{}, 1),
+	}
+	var sent []*agentv1.AgentMessage
+	a.send = func(m *agentv1.AgentMessage) error { sent = append(sent, m); return nil }
+	a.runChecks(context.Background())
+
+	if len(sent) != 1 || len(sent[0].GetEngineChecks().GetChecks()) != 2 {
+		t.Fatalf("sent %v, want one EngineChecks message with two checks", sent)
+	}
+	checks := sent[0].GetEngineChecks().GetChecks()
+	if c := checks[0]; c.GetEngine() != "llamacpp" || c.GetOk() || c.GetPath() != llama ||
+		c.GetError() != "llama-server cannot start: libgomp.so.1: cannot open shared object file: No such file or directory" || len(c.GetLastOutput()) != 1 {
+		t.Errorf("llamacpp check = %v", c)
+	}
+	if c := checks[1]; c.GetEngine() != "sim" || !c.GetOk() || c.GetVersion() != "llmgw sim-engine version test" {
+		t.Errorf("sim check = %v", c)
+	}
+	if len(a.checks) != 2 || !maps.Equal(a.checkedFor, map[string]string{"llamacpp": llama, "sim": self}) {
+		t.Errorf("kept %v for %v", a.checks, a.checkedFor)
+	}
+
+	noop := func(*agentv1.AgentMessage) error { return nil }
+	same := declaration.ToProto(declaration.Declaration{Engines: map[string]string{"llamacpp": llama}, Labels: map[string]string{"zone": "eu"}})
+	if err := a.redeclare(context.Background(), same, noop); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.recheck) != 0 {
+		t.Error("a declaration with the same engines asked for a new check")
+	}
+	other := declaration.ToProto(declaration.Declaration{Engines: map[string]string{"llamacpp": "/opt/llama.cpp/llama-server"}})
+	if err := a.redeclare(context.Background(), other, noop); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.recheck) != 1 {
+		t.Error("a declaration with another llama-server asked for no check")
 	}
 }

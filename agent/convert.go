@@ -18,6 +18,10 @@ func InventoryToProto(inv discovery.Inventory) *agentv1.Inventory {
 		CpuModel:             inv.CPU.Model,
 		CpuCores:             int32(inv.CPU.Cores),
 		Avx2:                 inv.CPU.AVX2,
+		CpuFlags:             slices.Clone(inv.CPU.Flags),
+	}
+	if has, known := inv.CPU.HasAVX2(); known && inv.CPUError == "" {
+		out.HasAvx2 = &has
 	}
 	for _, g := range inv.GPUs {
 		out.Gpus = append(out.Gpus, &agentv1.GPU{

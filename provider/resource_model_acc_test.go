@@ -237,22 +237,37 @@ func TestAccModelDeclaredInServerYAML(t *testing.T) {
 }
 
 // TestAccModelEngineCannotStart: the engine is installed but cannot start
-// (a missing shared library, as a llama-server without libgomp1 does): apply
-// fails with the shard's error and the engine's own last output.
+// (a missing shared library, as a llama-server without libgomp1 does).
+// When its engine check shows it, the model does not place and apply fails
+// with the check's reason; when the engine passes its check and fails only
+// once launched, apply fails with the shard's error and the engine's own
+// last output.
 func TestAccModelEngineCannotStart(t *testing.T) {
 	if os.Getenv("TF_ACC") == "" {
 		t.Skip("acceptance test: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
 	}
-	server := filepath.Join(t.TempDir(), "llama-server")
-	script := "#!/bin/sh\necho 'llama-server: error while loading shared libraries: libgomp.so.1: cannot open shared object file: No such file or directory' >&2\nexit 127\n"
-	if err := os.WriteFile(server, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
+	const loader = "echo 'llama-server: error while loading shared libraries: libgomp.so.1: cannot open shared object file: No such file or directory' >&2\nexit 127\n"
+	tests := []struct {
+		name   string
+		script string
+		want   string
+	}{
+		{"caught by the engine check", loader,
+			`(?s)Rollout of model tf-llama.*unplaced.*node01: engine check failed:\s+llama-server cannot start: libgomp\.so\.1: cannot open shared object file`},
+		{"fails once launched", "[ \"$1\" = --version ] && { echo 'version: 1 (test)'; exit 0; }\n" + loader,
+			`(?s)Rollout of model tf-llama.*exit status 127.*libgomp\.so\.1: cannot open shared object file`},
 	}
-	c := newAccCluster(t, declaredModel, testcluster.NodeSpec{ID: "node01", GPUs: 1, Engines: map[string]string{"llamacpp": server}})
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: factories,
-		Steps: []resource.TestStep{{
-			Config: c.providerBlock() + `resource "llmgw_model" "m" {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			server := filepath.Join(t.TempDir(), "llama-server")
+			if err := os.WriteFile(server, []byte("#!/bin/sh\n"+tt.script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			c := newAccCluster(t, declaredModel, testcluster.NodeSpec{ID: "node01", GPUs: 1, Engines: map[string]string{"llamacpp": server}})
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: factories,
+				Steps: []resource.TestStep{{
+					Config: c.providerBlock() + `resource "llmgw_model" "m" {
   name            = "tf-llama"
   source          = "/models/llama.gguf"
   scaling         = { min = 1 }
@@ -260,7 +275,9 @@ func TestAccModelEngineCannotStart(t *testing.T) {
   rollout_timeout = "60s"
 }
 `,
-			ExpectError: regexp.MustCompile(`(?s)Rollout of model tf-llama.*exit status 127.*libgomp\.so\.1: cannot open shared object file`),
-		}},
-	})
+					ExpectError: regexp.MustCompile(tt.want),
+				}},
+			})
+		})
+	}
 }

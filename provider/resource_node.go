@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -69,7 +70,7 @@ type nodeResourceModel struct {
 
 var (
 	nodeFabricTypes    = map[string]attr.Type{"name": types.StringType, "adapters": types.ListType{ElemType: types.StringType}}
-	nodeDiscoveryTypes = map[string]attr.Type{"nvidia_smi": types.StringType, "ib_root": types.StringType}
+	nodeDiscoveryTypes = map[string]attr.Type{"nvidia_smi": types.StringType, "ib_root": types.StringType, "cpuinfo": types.StringType}
 	fabricVerdictTypes = map[string]attr.Type{
 		"name": types.StringType, "in_service": types.BoolType, "rate_gbps": types.Float64Type,
 		"problems": types.ListType{ElemType: types.StringType},
@@ -87,7 +88,8 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "The declaration of a machine: its fabric, engines, labels and model directories. " +
 			"The control plane holds it and sends it to the agent when it connects; it takes precedence over the agent's local file, whose only required content is then the server, certificate and key. " +
-			"Create waits until the agent has connected and the node is ready (`wait_for_ready`). " +
+			"Create waits until the agent has connected and the node is ready (`wait_for_ready`), and fails with the node's reason when a declared engine cannot start (the agent runs each engine's version command). " +
+			"A connected node whose CPU lacks AVX2 is planned with a warning: it serves, but CPU inference is several times slower (a Proxmox VM on the default kvm64 CPU type). " +
 			"Destroy drains the node first (each replica's replacement is ready before the original stops), then revokes its identity: the control plane refuses its certificate from then on. " +
 			"Import by node id adopts a running node, declared or not: its effective declaration is read into state, and the next apply declares it.",
 		Attributes: map[string]schema.Attribute{
@@ -131,6 +133,7 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Attributes: map[string]schema.Attribute{
 					"nvidia_smi": schema.StringAttribute{Optional: true, MarkdownDescription: "Path of `nvidia-smi` (default `" + declaration.DefaultNvidiaSMI + "`)."},
 					"ib_root":    schema.StringAttribute{Optional: true, MarkdownDescription: "InfiniBand sysfs root (default `" + declaration.DefaultIBRoot + "`)."},
+					"cpuinfo":    schema.StringAttribute{Optional: true, MarkdownDescription: "A `/proc/cpuinfo`-shaped file the CPU probe reads, AVX2 included (default `" + declaration.DefaultCPUInfo + "`)."},
 				},
 			},
 			"wait_for_ready": schema.BoolAttribute{
@@ -176,11 +179,13 @@ func (r *nodeResource) ImportState(ctx context.Context, req resource.ImportState
 
 // ModifyPlan plans declared = true: a node the control plane holds no
 // declaration for (imported, or removed behind Terraform's back) is
-// declared by the next apply even when its attributes match.
+// declared by the next apply even when its attributes match. A connected
+// node's warnings (no AVX2) are plan warnings.
 func (r *nodeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
 		return
 	}
+	r.warnConnected(ctx, req, resp)
 	// Declaring a node that was only imported (or removed outside Terraform)
 	// is a change even when the configuration matches: plan it, and leave
 	// what the node reports unknown until apply has read it again, since a
@@ -206,6 +211,44 @@ func (r *nodeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	}
 }
 
+// warnConnected adds the warnings of the node the plan names, when its
+// agent is connected; a node not reachable now plans without them.
+func (r *nodeResource) warnConnected(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if r.client == nil {
+		return
+	}
+	var name types.String
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("name"), &name)...)
+	if name.IsNull() || name.IsUnknown() {
+		return
+	}
+	n, err := r.client.GetNode(ctx, name.ValueString())
+	if err != nil || !n.GetConnected() {
+		return // unknown or not connected: nothing to say yet
+	}
+	for _, w := range nodeWarnings(n) {
+		resp.Diagnostics.AddAttributeWarning(path.Root("name"), fmt.Sprintf("Node %s: %s", n.GetId(), w.summary), w.detail)
+	}
+}
+
+type nodeWarning struct{ summary, detail string }
+
+// nodeWarnings turns a node's warnings into plan warnings.
+func nodeWarnings(n *managev1.Node) []nodeWarning {
+	var out []nodeWarning
+	for _, w := range n.GetWarnings() {
+		summary, detail := w, ""
+		if n.HasAvx2 != nil && !n.GetHasAvx2() && strings.Contains(w, "AVX2") {
+			summary = "CPU has no AVX2"
+			detail = fmt.Sprintf("Node %s reports a CPU without AVX2. It is ready and serves, but CPU inference (llama.cpp) runs several times slower: "+
+				"a measured 7B model went from 9.9 to 1.3 tokens/s. On a Proxmox VM, Proxmox's default CPU type kvm64 hides AVX2 from the guest; "+
+				"set the VM's CPU type to host (llmgw_proxmox_vm's cpu_type) and restart it.\n\nThe node says: %s", n.GetId(), w)
+		}
+		out = append(out, nodeWarning{summary, detail})
+	}
+	return out
+}
+
 // toDeclaration is the declaration the plan describes.
 func (m nodeResourceModel) toDeclaration(ctx context.Context) (*managev1.NodeDeclaration, diag.Diagnostics) {
 	var diags diag.Diagnostics
@@ -225,9 +268,10 @@ func (m nodeResourceModel) toDeclaration(ctx context.Context) (*managev1.NodeDec
 		var ds struct {
 			NvidiaSMI types.String `tfsdk:"nvidia_smi"`
 			IBRoot    types.String `tfsdk:"ib_root"`
+			CPUInfo   types.String `tfsdk:"cpuinfo"`
 		}
 		diags.Append(m.Discovery.As(ctx, &ds, basetypes.ObjectAsOptions{})...)
-		d.Discovery = declaration.Discovery{NvidiaSMI: ds.NvidiaSMI.ValueString(), IBRoot: ds.IBRoot.ValueString()}
+		d.Discovery = declaration.Discovery{NvidiaSMI: ds.NvidiaSMI.ValueString(), IBRoot: ds.IBRoot.ValueString(), CPUInfo: ds.CPUInfo.ValueString()}
 	}
 	return &managev1.NodeDeclaration{Name: m.Name.ValueString(), Address: m.Address.ValueString(), Declaration: declaration.ToProto(d)}, diags
 }
@@ -262,9 +306,9 @@ func (m *nodeResourceModel) setDeclaration(ctx context.Context, address string, 
 		}
 	}
 	m.Discovery = types.ObjectNull(nodeDiscoveryTypes)
-	if ds := d.GetDiscovery(); ds.GetNvidiaSmi() != "" || ds.GetIbRoot() != "" {
+	if ds := d.GetDiscovery(); ds.GetNvidiaSmi() != "" || ds.GetIbRoot() != "" || ds.GetCpuinfo() != "" {
 		m.Discovery = types.ObjectValueMust(nodeDiscoveryTypes, map[string]attr.Value{
-			"nvidia_smi": optionalString(ds.GetNvidiaSmi()), "ib_root": optionalString(ds.GetIbRoot()),
+			"nvidia_smi": optionalString(ds.GetNvidiaSmi()), "ib_root": optionalString(ds.GetIbRoot()), "cpuinfo": optionalString(ds.GetCpuinfo()),
 		})
 	}
 	return diags
@@ -388,12 +432,16 @@ func (r *nodeResource) declare(ctx context.Context, get func(context.Context, an
 }
 
 // nodeReadiness says whether n serves the declaration decl: done when it is
-// ready with the declared fabric in service; failed (with why) when the
-// node's verdict on the declared fabric or one of the declared engines says
-// it cannot be.
+// ready with the declared fabric in service and its declared engines
+// checked; failed (with why) when the node's verdict on the declared fabric
+// or one of the declared engines says it cannot be.
 func nodeReadiness(n *managev1.Node, decl *agentv1.Declaration) (done bool, failed string) {
 	if n == nil {
 		return false, ""
+	}
+	checked, failed := engineCheckVerdict(n, decl)
+	if failed != "" {
+		return false, failed
 	}
 	for _, es := range n.GetEngines() {
 		want, ok := decl.GetEngines()[es.GetEngine()]
@@ -414,7 +462,41 @@ func nodeReadiness(n *managev1.Node, decl *agentv1.Declaration) (done bool, fail
 			fabricOK = true
 		}
 	}
-	return n.GetState() == "ready" && fabricOK, ""
+	return n.GetState() == "ready" && fabricOK && checked, ""
+}
+
+// engineCheckVerdict reads the node's engine checks against the declared
+// engines: failed is the first declared engine's reason for not starting
+// ("llama-server cannot start: libgomp.so.1: ..."); checked is false while
+// a declared engine has no check of its declared path yet (the agent runs
+// them after it received the declaration). A node that reports no checks
+// at all (an older agent) counts as checked.
+func engineCheckVerdict(n *managev1.Node, decl *agentv1.Declaration) (checked bool, failed string) {
+	checks := n.GetEngineChecks()
+	if len(checks) == 0 {
+		return true, ""
+	}
+	engines := slices.Sorted(maps.Keys(decl.GetEngines()))
+	checked = true
+	for _, e := range engines {
+		var found *agentv1.EngineCheck
+		for _, c := range checks {
+			// The sim engine is the agent's own binary, whatever path is declared.
+			if c.GetEngine() == e && (e == "sim" || c.GetPath() == decl.GetEngines()[e]) {
+				found = c
+			}
+		}
+		switch {
+		case found == nil:
+			checked = false
+		case !found.GetOk():
+			if why := found.GetError(); why != "" {
+				return false, why
+			}
+			return false, e + " cannot start"
+		}
+	}
+	return checked, ""
 }
 
 func sameSet(a, b []string) bool {

@@ -18,6 +18,11 @@ func TestNodeReadiness(t *testing.T) {
 		Engines: map[string]string{"vllm": "/opt/vllm/bin/vllm"},
 	}
 	inService := &agentv1.FabricVerdict{Name: "ib-a", Adapters: []string{"mlx5_1", "mlx5_0"}, InService: true}
+	cpuDecl := &agentv1.Declaration{Engines: map[string]string{"llamacpp": "/opt/llama.cpp/llama-server"}}
+	libgomp := "llama-server cannot start: libgomp.so.1: cannot open shared object file: No such file or directory"
+	llamaFailed := &agentv1.EngineCheck{Engine: "llamacpp", Path: "/opt/llama.cpp/llama-server", Error: libgomp}
+	llamaOK := &agentv1.EngineCheck{Engine: "llamacpp", Path: "/opt/llama.cpp/llama-server", Ok: true, Version: "version: 4567 (abcdef0)"}
+	simOK := &agentv1.EngineCheck{Engine: "sim", Path: "/usr/local/bin/llmgw", Ok: true}
 	tests := []struct {
 		name       string
 		node       *managev1.Node
@@ -33,6 +38,15 @@ func TestNodeReadiness(t *testing.T) {
 		{"fabric out of service", &managev1.Node{State: "ready", Fabrics: []*agentv1.FabricVerdict{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}, Problems: []string{"adapter mlx5_1 not found"}}}}, decl, false, "fabric ib-a out of service: adapter mlx5_1 not found"},
 		{"engine unavailable", &managev1.Node{State: "ready", Engines: []*agentv1.EngineStatus{{Engine: "vllm", Path: "/opt/vllm/bin/vllm", Error: "not found"}}}, decl, false, "engine vllm unavailable: not found"},
 		{"engine status of another path", &managev1.Node{State: "ready", Fabrics: []*agentv1.FabricVerdict{inService}, Engines: []*agentv1.EngineStatus{{Engine: "vllm", Path: "/old/vllm", Error: "not found"}}}, decl, true, ""},
+
+		{"engine cannot start", &managev1.Node{State: "ready", Fabrics: []*agentv1.FabricVerdict{inService}, EngineChecks: []*agentv1.EngineCheck{llamaFailed, simOK}}, cpuDecl, false, libgomp},
+		{"engine check before the fabric", &managev1.Node{State: "ready", EngineChecks: []*agentv1.EngineCheck{llamaFailed}, Engines: []*agentv1.EngineStatus{{Engine: "llamacpp", Path: "/opt/llama.cpp/llama-server", Error: "not found"}}}, cpuDecl, false, libgomp},
+		{"engine checked", &managev1.Node{State: "ready", EngineChecks: []*agentv1.EngineCheck{llamaOK, simOK}}, cpuDecl, true, ""},
+		{"declared engine not checked yet", &managev1.Node{State: "ready", EngineChecks: []*agentv1.EngineCheck{simOK}}, cpuDecl, false, ""},
+		{"failed check of an older path", &managev1.Node{State: "ready", EngineChecks: []*agentv1.EngineCheck{{Engine: "llamacpp", Path: "/old/llama-server", Error: "old"}, simOK}}, cpuDecl, false, ""},
+		{"agent reports no checks", &managev1.Node{State: "ready"}, cpuDecl, true, ""},
+		{"sim checked whatever its declared path", &managev1.Node{State: "ready", EngineChecks: []*agentv1.EngineCheck{{Engine: "sim", Path: "/usr/local/bin/llmgw", Error: "llmgw sim-engine cannot start: exit status 2"}}},
+			&agentv1.Declaration{Engines: map[string]string{"sim": ""}}, false, "llmgw sim-engine cannot start: exit status 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,6 +73,7 @@ func TestNodeDeclarationRoundTrip(t *testing.T) {
 			ModelDirs: []string{"/models"},
 			Discovery: &agentv1.Discovery{NvidiaSmi: "/usr/bin/nvidia-smi", IbRoot: "/sys/class/infiniband"},
 		}},
+		{"cpuinfo only", "", &agentv1.Declaration{Discovery: &agentv1.Discovery{Cpuinfo: "/srv/sim/cpuinfo-kvm64"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,5 +103,32 @@ func TestNodeStatusNotConnected(t *testing.T) {
 	}
 	if m.State.ValueString() != "pending" || !strings.Contains(m.Reason.ValueString(), "has not connected") {
 		t.Errorf("state, reason = %q, %q", m.State.ValueString(), m.Reason.ValueString())
+	}
+}
+
+func TestNodeWarnings(t *testing.T) {
+	tests := []struct {
+		name    string
+		node    *managev1.Node
+		summary []string
+		detail  string
+	}{
+		{"none", &managev1.Node{Id: "cpu01", HasAvx2: proto.Bool(true)}, nil, ""},
+		{"no avx2", &managev1.Node{Id: "cpu01", HasAvx2: proto.Bool(false), Warnings: []string{"CPU has no AVX2: slow"}},
+			[]string{"CPU has no AVX2"}, "set the VM's CPU type to host"},
+		{"another warning as is", &managev1.Node{Id: "cpu01", Warnings: []string{"something else"}}, []string{"something else"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := nodeWarnings(tt.node)
+			if len(got) != len(tt.summary) {
+				t.Fatalf("nodeWarnings = %+v, want %d", got, len(tt.summary))
+			}
+			for i, w := range got {
+				if w.summary != tt.summary[i] || !strings.Contains(w.detail, tt.detail) {
+					t.Errorf("warning %d = %+v, want summary %q and detail containing %q", i, w, tt.summary[i], tt.detail)
+				}
+			}
+		})
 	}
 }

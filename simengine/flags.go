@@ -58,6 +58,9 @@ type Config struct {
 	// MaxNumSeqs bounds requests generating at once; the rest wait
 	// (default 256).
 	MaxNumSeqs int
+	// ShowVersion (--version) asks for the version line and nothing else:
+	// the agent's engine check. No other flag is then required.
+	ShowVersion bool
 }
 
 // ParseFlags parses the sim-engine command line (without the program or
@@ -81,6 +84,7 @@ func ParseFlags(args []string) (Config, error) {
 	fs.IntVar(&c.MaxModelLen, "max-model-len", DefaultMaxModelLen, "maximum prompt plus completion tokens")
 	fs.IntVar(&c.EmbeddingDim, "embedding-dim", DefaultEmbeddingDim, "embedding vector length")
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", DefaultMaxNumSeqs, "requests generating at once")
+	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{}, err
@@ -89,6 +93,9 @@ func ParseFlags(args []string) (Config, error) {
 	}
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("parsing sim-engine flags: unexpected argument %q", fs.Arg(0))
+	}
+	if c.ShowVersion {
+		return Config{ShowVersion: true}, nil
 	}
 	// Explicit zeros on the command line are errors, not "use the default".
 	explicit := map[string]bool{}

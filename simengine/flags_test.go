@@ -32,6 +32,7 @@ func TestParseFlags(t *testing.T) {
 				PrefixCacheBlocks: 8, BlockSize: 4, MaxModelLen: 100, EmbeddingDim: 8, MaxNumSeqs: 2},
 		},
 		{name: "missing model name", args: nil, wantErr: "--served-model-name is required"},
+		{name: "version needs nothing else", args: []string{"--version"}, want: Config{ShowVersion: true}},
 		{name: "bad port", args: []string{"--served-model-name", "m", "--port", "x"}, wantErr: "-port"},
 		{name: "port out of range", args: []string{"--served-model-name", "m", "--port", "70000"}, wantErr: "--port 70000"},
 		{name: "unknown flag", args: []string{"--served-model-name", "m", "--tp", "2"}, wantErr: "-tp"},

@@ -16,6 +16,7 @@ import (
 const (
 	DefaultNvidiaSMI = "nvidia-smi"
 	DefaultIBRoot    = "/sys/class/infiniband"
+	DefaultCPUInfo   = "/proc/cpuinfo"
 )
 
 // Engines llmgw knows how to launch.
@@ -48,6 +49,9 @@ type Fabric struct {
 type Discovery struct {
 	NvidiaSMI string `koanf:"nvidia_smi" yaml:"nvidia_smi,omitempty" json:"nvidia_smi,omitempty"`
 	IBRoot    string `koanf:"ib_root" yaml:"ib_root,omitempty" json:"ib_root,omitempty"`
+	// CPUInfo is a /proc/cpuinfo-shaped file (simulated hardware: a CPU
+	// without AVX2, say).
+	CPUInfo string `koanf:"cpuinfo" yaml:"cpuinfo,omitempty" json:"cpuinfo,omitempty"`
 }
 
 // NvidiaSMIPath returns the configured nvidia-smi path or the default.
@@ -64,6 +68,14 @@ func (d Discovery) IBRootPath() string {
 		return DefaultIBRoot
 	}
 	return d.IBRoot
+}
+
+// CPUInfoPath returns the configured cpuinfo file or the default.
+func (d Discovery) CPUInfoPath() string {
+	if d.CPUInfo == "" {
+		return DefaultCPUInfo
+	}
+	return d.CPUInfo
 }
 
 // Validate checks the declaration on its own, without discovery. Errors name

@@ -54,7 +54,7 @@ func TestProtoRoundTrip(t *testing.T) {
 		Engines:   map[string]string{"vllm": "/opt/vllm/bin/vllm"},
 		Labels:    map[string]string{"zone": "eu"},
 		ModelDirs: []string{"/models"},
-		Discovery: Discovery{NvidiaSMI: "/x/nvidia-smi", IBRoot: "/x/ib"},
+		Discovery: Discovery{NvidiaSMI: "/x/nvidia-smi", IBRoot: "/x/ib", CPUInfo: "/x/cpuinfo"},
 	}
 	got := FromProto(ToProto(d))
 	if got.Fabrics[0].Name != "ib-a" || len(got.Fabrics[0].Adapters) != 2 || got.Engines["vllm"] != d.Engines["vllm"] ||

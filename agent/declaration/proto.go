@@ -13,7 +13,7 @@ func ToProto(d Declaration) *agentv1.Declaration {
 		Engines:   maps.Clone(d.Engines),
 		Labels:    maps.Clone(d.Labels),
 		ModelDirs: slices.Clone(d.ModelDirs),
-		Discovery: &agentv1.Discovery{NvidiaSmi: d.Discovery.NvidiaSMI, IbRoot: d.Discovery.IBRoot},
+		Discovery: &agentv1.Discovery{NvidiaSmi: d.Discovery.NvidiaSMI, IbRoot: d.Discovery.IBRoot, Cpuinfo: d.Discovery.CPUInfo},
 	}
 	for _, f := range d.Fabrics {
 		out.Fabrics = append(out.Fabrics, &agentv1.FabricDecl{Name: f.Name, Adapters: slices.Clone(f.Adapters)})
@@ -27,7 +27,7 @@ func FromProto(p *agentv1.Declaration) Declaration {
 		Engines:   maps.Clone(p.GetEngines()),
 		Labels:    maps.Clone(p.GetLabels()),
 		ModelDirs: slices.Clone(p.GetModelDirs()),
-		Discovery: Discovery{NvidiaSMI: p.GetDiscovery().GetNvidiaSmi(), IBRoot: p.GetDiscovery().GetIbRoot()},
+		Discovery: Discovery{NvidiaSMI: p.GetDiscovery().GetNvidiaSmi(), IBRoot: p.GetDiscovery().GetIbRoot(), CPUInfo: p.GetDiscovery().GetCpuinfo()},
 	}
 	for _, f := range p.GetFabrics() {
 		d.Fabrics = append(d.Fabrics, Fabric{Name: f.GetName(), Adapters: slices.Clone(f.GetAdapters())})

@@ -7,10 +7,12 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/llmgw/llmgw/agent/declaration"
 )
 
 // DefaultCPUInfoPath is where ProbeCPU reads by default.
-const DefaultCPUInfoPath = "/proc/cpuinfo"
+const DefaultCPUInfoPath = declaration.DefaultCPUInfo
 
 // CPU describes the node's processors as /proc/cpuinfo lists them.
 type CPU struct {
@@ -24,6 +26,15 @@ type CPU struct {
 	// Flags are the first processor's feature flags ("flags" on x86,
 	// "Features" on arm64), sorted.
 	Flags []string
+	// X86 is true when the flags came from an x86 "flags" line: only then
+	// does a missing avx2 mean the CPU lacks it (arm64 never lists it).
+	X86 bool
+}
+
+// HasAVX2 reports whether the CPU has AVX2, and whether that is known: it
+// is not for a CPU whose x86 flags were not read.
+func (c CPU) HasAVX2() (has, known bool) {
+	return c.AVX2, c.X86
 }
 
 // HasFlag reports whether the CPU lists flag (e.g. "avx2", "asimd").
@@ -68,6 +79,7 @@ func ProbeCPU(cpuinfoPath string) (CPU, error) {
 		case "flags", "Features":
 			if !haveFlags {
 				c.Flags = strings.Fields(value)
+				c.X86 = key == "flags"
 				haveFlags = true
 			}
 		}

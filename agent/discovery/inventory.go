@@ -18,7 +18,8 @@ const DefaultGPUTimeout = 30 * time.Second
 type Options struct {
 	// MeminfoPath defaults to DefaultMeminfoPath.
 	MeminfoPath string
-	// CPUInfoPath defaults to DefaultCPUInfoPath.
+	// CPUInfoPath overrides the declaration's discovery.cpuinfo (which
+	// defaults to DefaultCPUInfoPath).
 	CPUInfoPath string
 	// DiskPath is the filesystem to measure. Empty means the first of the
 	// declaration's model_dirs; with none either, the disk is not probed and
@@ -85,13 +86,17 @@ func Discover(ctx context.Context, decl declaration.Declaration, opts Options) I
 
 	cpuinfo := opts.CPUInfoPath
 	if cpuinfo == "" {
-		cpuinfo = DefaultCPUInfoPath
+		cpuinfo = decl.Discovery.CPUInfoPath()
 	}
 	if c, err := ProbeCPU(cpuinfo); err != nil {
 		inv.CPUError = err.Error()
 		log.Warn("cpu discovery failed", "error", err)
 	} else {
 		inv.CPU = c
+		if has, known := c.HasAVX2(); known && !has {
+			// Proxmox's default CPU type (kvm64) hides AVX2 from the guest.
+			log.Warn("cpu has no avx2, cpu inference will be slow", "cpu", c.Model, "cpuinfo", cpuinfo)
+		}
 	}
 
 	diskPath := opts.DiskPath

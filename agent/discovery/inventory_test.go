@@ -105,6 +105,20 @@ func TestDiscover(t *testing.T) {
 			forbidLog: []string{"level=WARN"},
 		},
 		{
+			// The declaration's cpuinfo path is read (a Proxmox guest on the
+			// default kvm64 CPU type lists x86 flags without avx2).
+			name: "declared cpuinfo without avx2 warns",
+			decl: declaration.Declaration{Discovery: declaration.Discovery{IBRoot: filepath.Join(ibRoot, "absent"), CPUInfo: "testdata/proc/cpuinfo-opteron"}},
+			opts: Options{MeminfoPath: "testdata/proc/meminfo"},
+			path: t.TempDir(),
+			check: func(t *testing.T, inv Inventory) {
+				if has, known := inv.CPU.HasAVX2(); has || !known || inv.CPU.Model != "AMD Opteron(tm) Processor 6380" {
+					t.Errorf("CPU %q HasAVX2() = (%v, %v), want (false, true)", inv.CPU.Model, has, known)
+				}
+			},
+			wantLogs: []string{`level=WARN msg="cpu has no avx2, cpu inference will be slow" cpu="AMD Opteron(tm) Processor 6380" cpuinfo=testdata/proc/cpuinfo-opteron`},
+		},
+		{
 			name: "configured nvidia-smi missing is loud",
 			decl: declaration.Declaration{Discovery: declaration.Discovery{NvidiaSMI: filepath.Join(ibRoot, "nvidia-smi"), IBRoot: ibRoot}},
 			opts: Options{MeminfoPath: "testdata/proc/meminfo", CPUInfoPath: "testdata/proc/cpuinfo-xeon"},

@@ -123,6 +123,11 @@ type Driver interface {
 	// ServesHTTP reports whether a shard of this rank serves HTTP. Workers
 	// do not: the replica is reached through rank 0.
 	ServesHTTP(rank int) bool
+	// CheckCommand returns the program that shows the engine at binary can
+	// start on this node, in the engine's environment but with no GPU: its
+	// version flag or equivalent. It loads the engine's libraries (a
+	// missing shared library fails it) and exits without serving.
+	CheckCommand(binary string) (Command, error)
 }
 
 // Engines returns the names of the engines a driver exists for.
@@ -143,6 +148,20 @@ func ForEngine(name string) (Driver, error) {
 		return SGLang{}, nil
 	}
 	return nil, fmt.Errorf("engine %q: unknown engine (known: %s)", name, strings.Join(Engines(), ", "))
+}
+
+// checkEnv is the environment of an engine check: the engine's own, with no
+// GPU visible, so that a check never touches a card a shard is using.
+func checkEnv(extra ...string) []string {
+	return append([]string{"CUDA_VISIBLE_DEVICES="}, extra...)
+}
+
+// requireBinary refuses an empty executable path for engine.
+func requireBinary(engine, binary string) error {
+	if strings.TrimSpace(binary) == "" {
+		return fmt.Errorf("checking %s: no executable declared for it (engines.%s)", engine, engine)
+	}
+	return nil
 }
 
 // specCheck collects the problems found in a spec so that one error names

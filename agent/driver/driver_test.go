@@ -258,6 +258,51 @@ func TestCommandsValidation(t *testing.T) {
 	}
 }
 
+func TestCheckCommand(t *testing.T) {
+	tests := []struct {
+		engine, binary string
+		want           Command
+		wantErr        string
+	}{
+		{engine: "llamacpp", binary: "/opt/llama.cpp/llama-server",
+			want: Command{Path: "/opt/llama.cpp/llama-server", Args: []string{"--version"}, Env: []string{"CUDA_VISIBLE_DEVICES="}}},
+		{engine: "vllm", binary: "/opt/venvs/vllm/bin/vllm",
+			want: Command{Path: "/opt/venvs/vllm/bin/vllm", Args: []string{"--version"}, Env: []string{"CUDA_VISIBLE_DEVICES=", "PYTHONUNBUFFERED=1"}}},
+		{engine: "sglang", binary: "/opt/venvs/sglang/bin/python3.12",
+			want: Command{Path: "/opt/venvs/sglang/bin/python3.12", Args: []string{"-c", "import sglang; print('sglang version', sglang.__version__)"}, Env: []string{"CUDA_VISIBLE_DEVICES=", "PYTHONUNBUFFERED=1"}}},
+		{engine: "sglang", binary: "",
+			want: Command{Path: "python3", Args: []string{"-c", "import sglang; print('sglang version', sglang.__version__)"}, Env: []string{"CUDA_VISIBLE_DEVICES=", "PYTHONUNBUFFERED=1"}}},
+		{engine: "sglang", binary: "/usr/local/bin/sglang-wrapper",
+			want: Command{Path: "/usr/local/bin/sglang-wrapper", Args: []string{"--version"}, Env: []string{"CUDA_VISIBLE_DEVICES=", "PYTHONUNBUFFERED=1"}}},
+		{engine: "sim", binary: "/usr/local/bin/llmgw",
+			want: Command{Path: "/usr/local/bin/llmgw", Args: []string{"sim-engine", "--version"}}},
+		{engine: "llamacpp", binary: "", wantErr: "checking llamacpp: no executable declared for it (engines.llamacpp)"},
+		{engine: "vllm", binary: " ", wantErr: "engines.vllm"},
+		{engine: "sim", binary: "", wantErr: "engines.sim"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.engine+" "+tt.binary, func(t *testing.T) {
+			d, err := ForEngine(tt.engine)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := d.CheckCommand(tt.binary)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("CheckCommand(%q) error = %v, want one containing %q", tt.binary, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("CheckCommand(%q) =\n %#v\nwant\n %#v", tt.binary, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestForEngine(t *testing.T) {
 	for _, name := range Engines() {
 		d, err := ForEngine(name)

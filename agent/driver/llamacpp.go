@@ -26,6 +26,16 @@ func (LlamaCpp) HealthPath() string { return "/health" }
 // ServesHTTP implements Driver. llama.cpp runs on one node, as rank 0.
 func (LlamaCpp) ServesHTTP(rank int) bool { return rank == 0 }
 
+// CheckCommand implements Driver: `llama-server --version`, which the
+// operator guides ran against llama.cpp releases. It prints the build
+// ("version: 4567 (abcdef0)") after loading the ggml backends.
+func (LlamaCpp) CheckCommand(binary string) (Command, error) {
+	if err := requireBinary(EngineLlamaCpp, binary); err != nil {
+		return Command{}, err
+	}
+	return Command{Path: binary, Args: []string{"--version"}, Env: checkEnv()}, nil
+}
+
 // Commands implements Driver.
 //
 // llama.cpp divides --ctx-size among its --parallel slots, so the context

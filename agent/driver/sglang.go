@@ -24,6 +24,21 @@ func (SGLang) HealthPath() string { return "/health" }
 // ServesHTTP implements Driver: only node rank 0 runs the HTTP server.
 func (SGLang) ServesHTTP(rank int) bool { return rank == 0 }
 
+// CheckCommand implements Driver. A Python interpreter (or no binary:
+// python3 from PATH) imports sglang and prints its version; any other
+// executable (a wrapper script) is run with --version. Unverified, like
+// every SGLang flag.
+func (SGLang) CheckCommand(binary string) (Command, error) {
+	env := checkEnv("PYTHONUNBUFFERED=1")
+	if binary == "" {
+		binary = "python3"
+	}
+	if strings.HasPrefix(filepath.Base(binary), "python") {
+		return Command{Path: binary, Args: []string{"-c", "import sglang; print('sglang version', sglang.__version__)"}, Env: env}, nil
+	}
+	return Command{Path: binary, Args: []string{"--version"}, Env: env}, nil
+}
+
 // Commands implements Driver.
 //
 // Binary may be a Python interpreter (its name starts with "python"), which

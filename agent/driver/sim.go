@@ -18,6 +18,15 @@ func (Sim) HealthPath() string { return "/health" }
 // ServesHTTP implements Driver: only rank 0 serves.
 func (Sim) ServesHTTP(rank int) bool { return rank == 0 }
 
+// CheckCommand implements Driver: `llmgw sim-engine --version`, where
+// binary is the llmgw executable.
+func (Sim) CheckCommand(binary string) (Command, error) {
+	if err := requireBinary(EngineSim, binary); err != nil {
+		return Command{}, err
+	}
+	return Command{Path: binary, Args: []string{"sim-engine", "--version"}}, nil
+}
+
 // Commands implements Driver. Binary is the llmgw executable. The sim engine
 // has no GPUs to hide, so no CUDA or NCCL variables are set; the operator's
 // Env still applies.

@@ -28,6 +28,16 @@ func (VLLM) HealthPath() string { return "/health" }
 // run --headless and Ray workers run only a raylet.
 func (VLLM) ServesHTTP(rank int) bool { return rank == 0 }
 
+// CheckCommand implements Driver: `vllm --version`, as the operator guides
+// ran it in vLLM's virtualenv; it imports vLLM (and torch) and prints the
+// version.
+func (VLLM) CheckCommand(binary string) (Command, error) {
+	if err := requireBinary(EngineVLLM, binary); err != nil {
+		return Command{}, err
+	}
+	return Command{Path: binary, Args: []string{"--version"}, Env: checkEnv("PYTHONUNBUFFERED=1")}, nil
+}
+
 // Commands implements Driver.
 //
 // Launch mode mp (the default): one `vllm serve` per node. Multi-node runs

@@ -98,6 +98,7 @@ func (testDriver) Name() string                                          { retur
 func (d testDriver) Commands(driver.ShardSpec) ([]driver.Command, error) { return d.cmds, nil }
 func (testDriver) HealthPath() string                                    { return "/health" }
 func (d testDriver) ServesHTTP(rank int) bool                            { return d.serves && rank == 0 }
+func (testDriver) CheckCommand(string) (driver.Command, error)           { return driver.Command{}, nil }
 
 func newSupervisor(t *testing.T, dir string) *Supervisor {
 	t.Helper()

@@ -85,6 +85,10 @@ func runSimEngine(ctx context.Context, args []string) int {
 	if err != nil {
 		return fail("sim-engine", err)
 	}
+	if cfg.ShowVersion {
+		fmt.Println("llmgw sim-engine version " + version)
+		return 0
+	}
 	log, _ := newLogger("info")
 	if err := simengine.Run(ctx, cfg, log); err != nil {
 		return fail("sim-engine", err)

@@ -171,6 +171,9 @@ type NodeSpec struct {
 	KeepEngines bool
 	// Engines maps engine names to executables (the agent.yaml engines key).
 	Engines map[string]string
+	// CPUInfo is a /proc/cpuinfo-shaped file for the CPU probe
+	// (simhw.WriteCPUInfo); empty reads the machine's.
+	CPUInfo string
 }
 
 // New starts a control plane whose server.yaml lists models (YAML list
@@ -372,9 +375,10 @@ heartbeat_interval: 1s
 discovery:
   nvidia_smi: %q
   ib_root: %q
+  cpuinfo: %q
 %s
 `, n.ID, c.AgentAddr, filepath.Join(c.PKIDir, "ca.pem"), filepath.Join(c.PKIDir, cn+".pem"), filepath.Join(c.PKIDir, cn+"-key.pem"),
-		filepath.Join(nd, "state"), from, from+49, smi, ib, n.Fabrics)
+		filepath.Join(nd, "state"), from, from+49, smi, ib, n.CPUInfo, n.Fabrics)
 	if len(n.Engines) > 0 {
 		cfg += "engines:\n"
 		for name, path := range n.Engines {

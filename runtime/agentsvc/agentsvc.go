@@ -187,6 +187,7 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 			s.log.Warn("fabric out of service", "node", cn, "fabric", fv.GetName(), "problems", fv.GetProblems())
 		}
 	}
+	s.logEngineChecks(cn, hello.GetEngineChecks())
 	msgs := make(chan *agentv1.AgentMessage)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -225,8 +226,21 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 			}
 			s.opts.Fleet.ApplyShardStatus(cn, st)
 			s.opts.Fleet.Heartbeat(cn, nil)
+		case *agentv1.AgentMessage_EngineChecks:
+			checks := m.EngineChecks.GetChecks()
+			s.logEngineChecks(cn, checks)
+			s.opts.Fleet.ApplyEngineChecks(cn, checks)
 		case *agentv1.AgentMessage_Hello:
 			s.log.Warn("unexpected second hello", "node", cn)
+		}
+	}
+}
+
+// logEngineChecks logs each engine a node cannot start.
+func (s *Service) logEngineChecks(node string, checks []*agentv1.EngineCheck) {
+	for _, c := range checks {
+		if !c.GetOk() {
+			s.log.Warn("engine cannot start", "node", node, "engine", c.GetEngine(), "path", c.GetPath(), "error", c.GetError())
 		}
 	}
 }

@@ -81,6 +81,14 @@ func newEnv(t *testing.T, requireDeclared bool) *env {
 // returns the first message or the error that ended the stream.
 func (e *env) connect(t *testing.T, cn, nodeID string) (*agentv1.ControlMessage, error) {
 	t.Helper()
+	_, msg, err := e.session(t, cn, nodeID, nil)
+	return msg, err
+}
+
+// session is connect with the engine checks in the hello, returning the
+// stream as well.
+func (e *env) session(t *testing.T, cn, nodeID string, checks []*agentv1.EngineCheck) (agentv1.AgentService_ConnectClient, *agentv1.ControlMessage, error) {
+	t.Helper()
 	if _, _, err := pki.IssueNode(e.dir, cn, e.dir, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +108,41 @@ func (e *env) connect(t *testing.T, cn, nodeID string) (*agentv1.ControlMessage,
 		t.Fatal(err)
 	}
 	hello := &agentv1.Hello{NodeId: nodeID, Version: "test", Address: "127.0.0.1", Inventory: &agentv1.Inventory{Avx2: true},
-		Declaration: &agentv1.Declaration{Labels: map[string]string{"from": "agent"}}}
+		Declaration: &agentv1.Declaration{Labels: map[string]string{"from": "agent"}}, EngineChecks: checks}
 	if err := stream.Send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Hello{Hello: hello}}); err != nil {
 		t.Fatal(err)
 	}
-	return stream.Recv()
+	msg, err := stream.Recv()
+	return stream, msg, err
+}
+
+// The engine checks of the hello, and those the agent sends later, reach
+// the fleet; the control plane's CheckEngines reaches the agent.
+func TestEngineChecks(t *testing.T) {
+	e := newEnv(t, false)
+	libgomp := "llama-server cannot start: libgomp.so.1: cannot open shared object file: No such file or directory"
+	stream, _, err := e.session(t, "node01", "node01", []*agentv1.EngineCheck{{Engine: "sim", Ok: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fleet records the session just after the welcome is sent.
+	waitNode(t, e.fleet, "the checks from the hello", func(n fleet.Node) bool {
+		return len(n.EngineChecks) == 1 && n.EngineChecks[0].GetOk()
+	})
+	later := &agentv1.EngineChecks{Checks: []*agentv1.EngineCheck{{Engine: "llamacpp", Path: "/opt/llama-server", Error: libgomp}, {Engine: "sim", Ok: true}}}
+	if err := stream.Send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_EngineChecks{EngineChecks: later}}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, e.fleet, "the failed check as the node's reason", func(n fleet.Node) bool {
+		return n.Reason == libgomp && len(n.EngineChecks) == 2
+	})
+	if err := e.fleet.CheckEngines("node01"); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.Recv()
+	if err != nil || msg.GetCheckEngines() == nil {
+		t.Fatalf("agent received %v, %v; want CheckEngines", msg, err)
+	}
 }
 
 func TestSessionAdmission(t *testing.T) {
@@ -169,5 +207,21 @@ func TestSessionAdmission(t *testing.T) {
 				t.Fatalf("effective declaration from %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// waitNode polls node01 until cond holds, failing the test after 10s.
+func waitNode(t *testing.T, f *fleet.Fleet, what string, cond func(fleet.Node) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, _ := f.Node("node01")
+		if cond(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: node %s %q, checks %v", what, n.State, n.Reason, n.EngineChecks)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
 	}
 }

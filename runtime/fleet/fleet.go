@@ -58,8 +58,14 @@ type Node struct {
 	Inventory   *agentv1.Inventory
 	Declaration *agentv1.Declaration
 	Declared    bool
-	LastSeen    time.Time
-	Connected   bool
+	// EngineChecks say whether each engine of the declaration in use can
+	// start, as the agent last ran them; nil when it reported none.
+	EngineChecks []*agentv1.EngineCheck
+	// Warnings are about a node that can take work nonetheless (no AVX2);
+	// Reason includes them.
+	Warnings  []string
+	LastSeen  time.Time
+	Connected bool
 	// Draining nodes take no new work; their replicas are moved elsewhere.
 	Draining bool
 
@@ -171,13 +177,14 @@ func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Decla
 	n.Address = hello.GetAddress()
 	n.Version = hello.GetVersion()
 	n.Inventory = hello.GetInventory()
+	n.EngineChecks = hello.GetEngineChecks()
 	n.Declaration = decl
 	n.Declared = declared
 	n.LastSeen = f.now()
 	n.Connected = true
 	n.conn = conn
 	n.connID = f.nextConn
-	n.State, n.Reason = assessNode(n)
+	assessNode(n)
 	if hasNewer {
 		// Declared between the session's store lookup and now: the agent
 		// was welcomed with the older copy.
@@ -206,13 +213,33 @@ func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Decla
 	return n.connID
 }
 
-// assessNode decides whether a connected node can take work, and the
-// warnings an operator should see.
-func assessNode(n *Node) (NodeState, string) {
+// NoAVX2Warning is the warning a node whose CPU lacks AVX2 carries.
+const NoAVX2Warning = "CPU has no AVX2: CPU inference (llama.cpp) will be several times slower; " +
+	"on a Proxmox VM set the CPU type to host (the default, kvm64, hides AVX2 from the guest)"
+
+// assessNode decides whether a connected node can take work, why not, and
+// the warnings an operator should see. A failed engine check is named
+// first: the node stays ready for its other engines, but the scheduler
+// places nothing of that engine on it.
+func assessNode(n *Node) {
+	n.Warnings = nil
 	if n.Inventory == nil {
-		return NodePending, "waiting for inventory"
+		n.State, n.Reason = NodePending, "waiting for inventory"
+		return
 	}
 	var notes []string
+	failed := map[string]bool{}
+	for _, c := range n.EngineChecks {
+		if c.GetOk() {
+			continue
+		}
+		failed[c.GetEngine()] = true
+		if e := c.GetError(); e != "" {
+			notes = append(notes, e)
+		} else {
+			notes = append(notes, c.GetEngine()+" cannot start")
+		}
+	}
 	if e := n.Inventory.GetGpuError(); e != "" {
 		notes = append(notes, e)
 	}
@@ -222,14 +249,41 @@ func assessNode(n *Node) (NodeState, string) {
 		}
 	}
 	for _, es := range n.Inventory.GetEngines() {
-		if !es.GetAvailable() {
+		if !es.GetAvailable() && !failed[es.GetEngine()] {
 			notes = append(notes, "engine "+es.GetEngine()+" unavailable: "+es.GetError())
 		}
 	}
-	if !n.Inventory.GetAvx2() {
-		notes = append(notes, "CPU has no AVX2: CPU inference will be very slow (on Proxmox set cpu = host)")
+	if n.Inventory.HasAvx2 != nil && !n.Inventory.GetHasAvx2() {
+		n.Warnings = append(n.Warnings, NoAVX2Warning)
 	}
-	return NodeReady, strings.Join(notes, "; ")
+	n.State, n.Reason = NodeReady, strings.Join(append(notes, n.Warnings...), "; ")
+}
+
+// ApplyEngineChecks records the engine checks a node's agent ran; they
+// replace the ones before.
+func (f *Fleet) ApplyEngineChecks(nodeID string, checks []*agentv1.EngineCheck) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.nodes[nodeID]
+	if n == nil {
+		return
+	}
+	n.EngineChecks = checks
+	n.LastSeen = f.now()
+	assessNode(n)
+	f.notify()
+}
+
+// CheckEngines asks a node's agent to run its engine checks again; the
+// results arrive as an EngineChecks message.
+func (f *Fleet) CheckEngines(nodeID string) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n := f.nodes[nodeID]
+	if n == nil || n.conn == nil {
+		return ErrNotConnected
+	}
+	return n.conn.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_CheckEngines{CheckEngines: &agentv1.CheckEngines{}}})
 }
 
 func joinProblems(p []string) string {
@@ -264,7 +318,7 @@ func (f *Fleet) Heartbeat(nodeID string, hb *agentv1.Heartbeat) {
 	n.LastSeen = f.now()
 	if inv := hb.GetInventory(); inv != nil {
 		n.Inventory = inv
-		n.State, n.Reason = assessNode(n)
+		assessNode(n)
 		f.notify()
 	}
 	if n.Inventory != nil {
@@ -276,7 +330,7 @@ func (f *Fleet) Heartbeat(nodeID string, hb *agentv1.Heartbeat) {
 		}
 	}
 	if n.State == NodeLost {
-		n.State, n.Reason = assessNode(n)
+		assessNode(n)
 		f.notify()
 	}
 }

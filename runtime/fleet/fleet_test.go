@@ -1,8 +1,12 @@
 package fleet
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
 )
@@ -102,6 +106,7 @@ func TestNodeWarnings(t *testing.T) {
 	inv := &agentv1.Inventory{
 		GpuError: "GPU discovery failed: nvidia-smi not found",
 		Fabrics:  []*agentv1.FabricVerdict{{Name: "ib-a", Problems: []string{"adapter mlx5_1 not found"}}},
+		HasAvx2:  proto.Bool(false),
 	}
 	f.Connect(&agentv1.Hello{Inventory: inv}, "n1", nil, false, nopConn{})
 	n, _ := f.Node("n1")
@@ -112,6 +117,75 @@ func TestNodeWarnings(t *testing.T) {
 	}
 	if n.State != NodeReady {
 		t.Fatalf("state = %s; warnings do not make a node unready", n.State)
+	}
+}
+
+const libgomp = "llama-server cannot start: libgomp.so.1: cannot open shared object file: No such file or directory"
+
+// A node reports why an engine cannot start, naming it, first in its
+// reason; it stays ready for its other engines. AVX2 is warned about only
+// when the node says it lacks it, not when it does not know.
+func TestNodeEngineChecksAndAVX2(t *testing.T) {
+	llamaFailed := &agentv1.EngineCheck{Engine: "llamacpp", Path: "/opt/llama.cpp/llama-server", Error: libgomp}
+	simOK := &agentv1.EngineCheck{Engine: "sim", Path: "/usr/local/bin/llmgw", Ok: true, Version: "llmgw sim-engine version dev"}
+	missing := &agentv1.EngineStatus{Engine: "llamacpp", Path: "/opt/llama.cpp/llama-server", Error: "stat: no such file"}
+	tests := []struct {
+		name     string
+		inv      *agentv1.Inventory
+		checks   []*agentv1.EngineCheck
+		reason   string
+		warnings []string
+	}{
+		{name: "all well", inv: &agentv1.Inventory{HasAvx2: proto.Bool(true)}, checks: []*agentv1.EngineCheck{simOK}},
+		{name: "avx2 unknown (arm64, old agent)", inv: &agentv1.Inventory{}},
+		{name: "no avx2", inv: &agentv1.Inventory{HasAvx2: proto.Bool(false)},
+			reason: NoAVX2Warning, warnings: []string{NoAVX2Warning}},
+		{name: "engine cannot start", inv: &agentv1.Inventory{HasAvx2: proto.Bool(true)}, checks: []*agentv1.EngineCheck{llamaFailed, simOK},
+			reason: libgomp},
+		{name: "failed check named once, before the warning", inv: &agentv1.Inventory{HasAvx2: proto.Bool(false), Engines: []*agentv1.EngineStatus{missing}},
+			checks: []*agentv1.EngineCheck{llamaFailed}, reason: libgomp + "; " + NoAVX2Warning, warnings: []string{NoAVX2Warning}},
+		{name: "failed without words", inv: &agentv1.Inventory{}, checks: []*agentv1.EngineCheck{{Engine: "vllm"}}, reason: "vllm cannot start"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := New()
+			f.Connect(&agentv1.Hello{Inventory: tt.inv, EngineChecks: tt.checks}, "n1", nil, false, nopConn{})
+			n, _ := f.Node("n1")
+			if n.State != NodeReady || n.Reason != tt.reason || !slices.Equal(n.Warnings, tt.warnings) || len(n.EngineChecks) != len(tt.checks) {
+				t.Fatalf("node = %s %q warnings %q checks %d; want ready %q warnings %q checks %d",
+					n.State, n.Reason, n.Warnings, len(n.EngineChecks), tt.reason, tt.warnings, len(tt.checks))
+			}
+		})
+	}
+}
+
+// Engine checks the agent sends later replace the ones from its hello, and
+// the control plane can ask for them again.
+func TestApplyEngineChecks(t *testing.T) {
+	f := New()
+	c := &recConn{}
+	f.Connect(&agentv1.Hello{Inventory: &agentv1.Inventory{}, EngineChecks: []*agentv1.EngineCheck{{Engine: "sim", Ok: true}}}, "n1", nil, false, c)
+	<-f.Changed()
+	f.ApplyEngineChecks("n1", []*agentv1.EngineCheck{{Engine: "llamacpp", Error: libgomp}, {Engine: "sim", Ok: true}})
+	select {
+	case <-f.Changed():
+	default:
+		t.Error("new engine checks did not signal a change")
+	}
+	n, _ := f.Node("n1")
+	if n.Reason != libgomp || len(n.EngineChecks) != 2 {
+		t.Fatalf("after a failed check: reason %q, %d checks", n.Reason, len(n.EngineChecks))
+	}
+	f.ApplyEngineChecks("n1", []*agentv1.EngineCheck{{Engine: "llamacpp", Ok: true}, {Engine: "sim", Ok: true}})
+	if n, _ := f.Node("n1"); n.Reason != "" {
+		t.Fatalf("after the engine was fixed: reason %q", n.Reason)
+	}
+	f.ApplyEngineChecks("gone", nil) // an unknown node is ignored
+	if err := f.CheckEngines("n1"); err != nil || len(c.sent) != 1 || c.sent[0].GetCheckEngines() == nil {
+		t.Fatalf("CheckEngines: %v, sent %v", err, c.sent)
+	}
+	if err := f.CheckEngines("gone"); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("CheckEngines(gone) = %v, want ErrNotConnected", err)
 	}
 }
 

@@ -46,6 +46,13 @@ func copyNode(n *Node) Node {
 	if n.Declaration != nil {
 		c.Declaration = proto.Clone(n.Declaration).(*agentv1.Declaration)
 	}
+	if n.EngineChecks != nil {
+		c.EngineChecks = make([]*agentv1.EngineCheck, len(n.EngineChecks))
+		for i, ec := range n.EngineChecks {
+			c.EngineChecks[i] = proto.Clone(ec).(*agentv1.EngineCheck)
+		}
+	}
+	c.Warnings = slices.Clone(n.Warnings)
 	return c
 }
 

@@ -179,8 +179,12 @@ func nodeToProto(n fleet.Node, used map[int]string, replicas int) *managev1.Node
 		pn.MemoryAvailableBytes = inv.GetMemoryAvailableBytes()
 		pn.DiskFreeBytes = inv.GetDiskFreeBytes()
 		pn.Avx2 = inv.GetAvx2()
+		pn.HasAvx2 = inv.HasAvx2
 		pn.Engines = inv.GetEngines()
 	}
+	pn.EngineChecks = n.EngineChecks
+	pn.Warnings = n.Warnings
+	pn.Connected = n.Connected
 	if n.Declaration != nil {
 		pn.Labels = n.Declaration.GetLabels()
 	}

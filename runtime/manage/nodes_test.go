@@ -9,6 +9,7 @@ import (
 
 	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
 	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/fleet"
 )
 
 func TestFabricsAndNodeDeclarations(t *testing.T) {
@@ -74,5 +75,40 @@ func TestFabricsAndNodeDeclarations(t *testing.T) {
 	}
 	if _, err := s.DeleteFabric(ctx, &managev1.DeleteFabricRequest{Name: "ib-a"}); err != nil {
 		t.Fatalf("deleting the fabric once no node is in it: %v", err)
+	}
+}
+
+// GetNode and ListNodes carry the node's engine checks, its AVX2 verdict
+// and warnings, and a reason naming the engine that cannot start.
+func TestNodeStatusEngineCheckAndAVX2(t *testing.T) {
+	s, _ := newService(t)
+	ctx := context.Background()
+	libgomp := "llama-server cannot start: libgomp.so.1: cannot open shared object file: No such file or directory"
+	noAVX2 := false
+	s.opts.Fleet.Connect(&agentv1.Hello{
+		Inventory:    &agentv1.Inventory{HasAvx2: &noAVX2},
+		EngineChecks: []*agentv1.EngineCheck{{Engine: "llamacpp", Path: "/opt/llama.cpp/llama-server", Error: libgomp, LastOutput: []string{"llama-server: error while loading shared libraries: libgomp.so.1: cannot open shared object file: No such file or directory"}}},
+	}, "cpu01", nil, false, nopConn{})
+
+	n, err := s.GetNode(ctx, &managev1.GetNodeRequest{Id: "cpu01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.GetState() != "ready" || n.GetReason() != libgomp+"; "+fleet.NoAVX2Warning || !n.GetConnected() {
+		t.Fatalf("node %s %q connected=%v; want ready, the engine named first, then the warning", n.GetState(), n.GetReason(), n.GetConnected())
+	}
+	if n.HasAvx2 == nil || n.GetHasAvx2() || len(n.GetWarnings()) != 1 || n.GetWarnings()[0] != fleet.NoAVX2Warning {
+		t.Fatalf("has_avx2 %v warnings %q", n.HasAvx2, n.GetWarnings())
+	}
+	if cs := n.GetEngineChecks(); len(cs) != 1 || cs[0].GetOk() || cs[0].GetError() != libgomp || len(cs[0].GetLastOutput()) != 1 {
+		t.Fatalf("engine checks %v", cs)
+	}
+	// node01 (from newService) reports nothing about AVX2: unknown, no warning.
+	list, err := s.ListNodes(ctx, &managev1.ListNodesRequest{})
+	if err != nil || len(list.GetNodes()) != 2 {
+		t.Fatalf("ListNodes = %v, %v", list, err)
+	}
+	if n1 := list.GetNodes()[1]; n1.GetId() != "node01" || n1.HasAvx2 != nil || len(n1.GetWarnings()) != 0 || n1.GetReason() != "" {
+		t.Fatalf("node01 = has_avx2 %v warnings %q reason %q", n1.HasAvx2, n1.GetWarnings(), n1.GetReason())
 	}
 }

@@ -57,6 +57,14 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 					sn.Engines[e.GetEngine()] = true
 				}
 			}
+			for _, c := range n.EngineChecks {
+				if !c.GetOk() {
+					if sn.EngineFailures == nil {
+						sn.EngineFailures = map[string]string{}
+					}
+					sn.EngineFailures[c.GetEngine()] = c.GetError()
+				}
+			}
 			for _, fv := range inv.GetFabrics() {
 				if fv.GetInService() && sn.Fabric == "" {
 					sn.Fabric = fv.GetName()

@@ -25,6 +25,7 @@ func DefaultCheckers() []Checker {
 	return []Checker{
 		ReadyChecker{},
 		EngineChecker{},
+		EngineCheckChecker{},
 		GPUClassChecker{},
 		FreeGPUsChecker{},
 		MemoryChecker{},
@@ -73,6 +74,26 @@ func (EngineChecker) Check(n *Node, p Profile) (bool, string) {
 	}
 	slices.Sort(have)
 	return false, fmt.Sprintf("engine %s not available (node has %s)", p.Engine, strings.Join(have, ", "))
+}
+
+// EngineCheckChecker refuses nodes on which the profile's engine failed its
+// engine check: it is declared there but cannot start (a missing shared
+// library, a broken virtualenv). The reason is the check's own.
+type EngineCheckChecker struct{}
+
+// Name implements Checker.
+func (EngineCheckChecker) Name() string { return "engine-check" }
+
+// Check implements Checker.
+func (EngineCheckChecker) Check(n *Node, p Profile) (bool, string) {
+	why, failed := n.EngineFailures[p.Engine]
+	if !failed {
+		return true, ""
+	}
+	if why == "" {
+		why = p.Engine + " cannot start"
+	}
+	return false, "engine check failed: " + why
 }
 
 // GPUClassChecker refuses nodes without any GPU of the profile's class. CPU

@@ -22,6 +22,13 @@ func TestCheckers(t *testing.T) {
 		{"engine missing", EngineChecker{}, with(node("n", "", 0), func(n *Node) { n.Engines = map[string]bool{"llamacpp": true, "sim": true, "vllm": false} }), a100, false, "engine vllm not available (node has llamacpp, sim)"},
 		{"no engines", EngineChecker{}, with(node("n", "", 0), func(n *Node) { n.Engines = nil }), a100, false, "engine vllm not available (node has no engines)"},
 
+		{"engine check passed", EngineCheckChecker{}, with(node("n", "", 0), func(n *Node) { n.EngineFailures = map[string]string{"vllm": "vllm cannot start: boom"} }), cpuProfile("cpu"), true, ""},
+		{"engine check failed", EngineCheckChecker{}, with(node("n", "", 0), func(n *Node) {
+			n.EngineFailures = map[string]string{"llamacpp": "llama-server cannot start: libgomp.so.1: cannot open shared object file: No such file or directory"}
+		}), cpuProfile("cpu"), false, "engine check failed: llama-server cannot start: libgomp.so.1: cannot open shared object file: No such file or directory"},
+		{"engine check failed without words", EngineCheckChecker{}, with(node("n", "", 0), func(n *Node) { n.EngineFailures = map[string]string{"llamacpp": ""} }), cpuProfile("cpu"), false, "engine check failed: llamacpp cannot start"},
+		{"no checks reported", EngineCheckChecker{}, node("n", "", 0), cpuProfile("cpu"), true, ""},
+
 		{"class matches", GPUClassChecker{}, node("n", "a100-80g", 8), a100, true, ""},
 		{"wrong class", GPUClassChecker{}, node("n", "h100-80g", 8), a100, false, "wrong GPU class: has h100-80g, needs a100-80g"},
 		{"wrong classes", GPUClassChecker{}, with(node("n", "h100-80g", 1), func(n *Node) { n.GPUs = append(n.GPUs, GPU{Index: 1, Class: "l4"}) }), a100, false, "wrong GPU class: has h100-80g, l4, needs a100-80g"},

@@ -48,6 +48,21 @@ func TestPlace(t *testing.T) {
 			summary:  "placed on node01 (gpus 1,3)",
 		},
 		{
+			name: "a node whose engine cannot start is passed over, with the check's reason",
+			nodes: []Node{
+				with(node("cpu01", "", 0), func(n *Node) {
+					n.FreeMemoryBytes = 200 << 30
+					n.EngineFailures = map[string]string{"llamacpp": "llama-server cannot start: libgomp.so.1: cannot open shared object file"}
+				}),
+				node("cpu02", "", 0),
+			},
+			profiles: []Profile{cpuProfile("cpu")},
+			profile:  "cpu",
+			shards:   []ShardPlacement{{Rank: 0, NodeID: "cpu02"}},
+			summary:  "placed on cpu02 (cpu only)",
+			reasons:  map[string]string{"cpu01": "engine check failed: llama-server cannot start: libgomp.so.1: cannot open shared object file"},
+		},
+		{
 			name:     "wrong class and too few free GPUs",
 			nodes:    []Node{node("node01", "h100-80g", 8), node("node02", "a100-80g", 2, 1)},
 			profiles: []Profile{tp2},

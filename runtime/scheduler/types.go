@@ -33,6 +33,9 @@ type Node struct {
 	Labels map[string]string
 	// Engines are the engines this node can run, by name.
 	Engines map[string]bool
+	// EngineFailures says, for each engine whose check failed on this node,
+	// why it cannot start ("llama-server cannot start: libgomp.so.1: ...").
+	EngineFailures map[string]string
 	// Fabric is the fabric in service on this node, "" for none. A node
 	// has at most one fabric in service.
 	Fabric string

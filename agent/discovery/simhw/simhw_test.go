@@ -321,3 +321,30 @@ func TestInfiniBandRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteCPUInfo(t *testing.T) {
+	tests := []struct {
+		name  string
+		flags []string
+		avx2  bool
+	}{
+		{"kvm64", KVM64Flags, false},
+		{"host", HostFlags, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cpuinfo")
+			if err := WriteCPUInfo(path, "Common KVM processor", 4, tt.flags); err != nil {
+				t.Fatal(err)
+			}
+			c, err := discovery.ProbeCPU(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			has, known := c.HasAVX2()
+			if c.Cores != 4 || c.Model != "Common KVM processor" || has != tt.avx2 || !known {
+				t.Fatalf("ProbeCPU = %d cores %q, HasAVX2() = (%v, %v); want 4, avx2 %v known", c.Cores, c.Model, has, known, tt.avx2)
+			}
+		})
+	}
+}

@@ -90,6 +90,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Hello
 	//	*AgentMessage_Heartbeat
 	//	*AgentMessage_ShardStatus
+	//	*AgentMessage_EngineChecks
 	Msg           isAgentMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -159,6 +160,15 @@ func (x *AgentMessage) GetShardStatus() *ShardStatus {
 	return nil
 }
 
+func (x *AgentMessage) GetEngineChecks() *EngineChecks {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_EngineChecks); ok {
+			return x.EngineChecks
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Msg interface {
 	isAgentMessage_Msg()
 }
@@ -175,11 +185,19 @@ type AgentMessage_ShardStatus struct {
 	ShardStatus *ShardStatus `protobuf:"bytes,3,opt,name=shard_status,json=shardStatus,proto3,oneof"`
 }
 
+type AgentMessage_EngineChecks struct {
+	// The engine checks, sent whenever they were run again (a new
+	// declaration, or a CheckEngines command).
+	EngineChecks *EngineChecks `protobuf:"bytes,4,opt,name=engine_checks,json=engineChecks,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Heartbeat) isAgentMessage_Msg() {}
 
 func (*AgentMessage_ShardStatus) isAgentMessage_Msg() {}
+
+func (*AgentMessage_EngineChecks) isAgentMessage_Msg() {}
 
 type ControlMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -189,6 +207,7 @@ type ControlMessage struct {
 	//	*ControlMessage_StartShard
 	//	*ControlMessage_StopShard
 	//	*ControlMessage_Declaration
+	//	*ControlMessage_CheckEngines
 	Msg           isControlMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -267,6 +286,15 @@ func (x *ControlMessage) GetDeclaration() *Declaration {
 	return nil
 }
 
+func (x *ControlMessage) GetCheckEngines() *CheckEngines {
+	if x != nil {
+		if x, ok := x.Msg.(*ControlMessage_CheckEngines); ok {
+			return x.CheckEngines
+		}
+	}
+	return nil
+}
+
 type isControlMessage_Msg interface {
 	isControlMessage_Msg()
 }
@@ -288,6 +316,11 @@ type ControlMessage_Declaration struct {
 	Declaration *Declaration `protobuf:"bytes,4,opt,name=declaration,proto3,oneof"`
 }
 
+type ControlMessage_CheckEngines struct {
+	// Run the engine checks again and report them.
+	CheckEngines *CheckEngines `protobuf:"bytes,5,opt,name=check_engines,json=checkEngines,proto3,oneof"`
+}
+
 func (*ControlMessage_Welcome) isControlMessage_Msg() {}
 
 func (*ControlMessage_StartShard) isControlMessage_Msg() {}
@@ -295,6 +328,8 @@ func (*ControlMessage_StartShard) isControlMessage_Msg() {}
 func (*ControlMessage_StopShard) isControlMessage_Msg() {}
 
 func (*ControlMessage_Declaration) isControlMessage_Msg() {}
+
+func (*ControlMessage_CheckEngines) isControlMessage_Msg() {}
 
 // Hello opens a session.
 type Hello struct {
@@ -309,7 +344,10 @@ type Hello struct {
 	// The declaration from the agent's local file.
 	Declaration *Declaration `protobuf:"bytes,5,opt,name=declaration,proto3" json:"declaration,omitempty"`
 	// Shards the agent is running (adoption after an agent restart).
-	Shards        []*ShardStatus `protobuf:"bytes,6,rep,name=shards,proto3" json:"shards,omitempty"`
+	Shards []*ShardStatus `protobuf:"bytes,6,rep,name=shards,proto3" json:"shards,omitempty"`
+	// The engine checks the agent ran at start for the declaration in use.
+	// An agent that runs none sends none: unknown, not failed.
+	EngineChecks  []*EngineCheck `protobuf:"bytes,7,rep,name=engine_checks,json=engineChecks,proto3" json:"engine_checks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -382,6 +420,13 @@ func (x *Hello) GetDeclaration() *Declaration {
 func (x *Hello) GetShards() []*ShardStatus {
 	if x != nil {
 		return x.Shards
+	}
+	return nil
+}
+
+func (x *Hello) GetEngineChecks() []*EngineCheck {
+	if x != nil {
+		return x.EngineChecks
 	}
 	return nil
 }
@@ -641,9 +686,11 @@ func (x *FabricDecl) GetAdapters() []string {
 }
 
 type Discovery struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NvidiaSmi     string                 `protobuf:"bytes,1,opt,name=nvidia_smi,json=nvidiaSmi,proto3" json:"nvidia_smi,omitempty"`
-	IbRoot        string                 `protobuf:"bytes,2,opt,name=ib_root,json=ibRoot,proto3" json:"ib_root,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	NvidiaSmi string                 `protobuf:"bytes,1,opt,name=nvidia_smi,json=nvidiaSmi,proto3" json:"nvidia_smi,omitempty"`
+	IbRoot    string                 `protobuf:"bytes,2,opt,name=ib_root,json=ibRoot,proto3" json:"ib_root,omitempty"`
+	// A /proc/cpuinfo-shaped file (default /proc/cpuinfo).
+	Cpuinfo       string `protobuf:"bytes,3,opt,name=cpuinfo,proto3" json:"cpuinfo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -692,6 +739,13 @@ func (x *Discovery) GetIbRoot() string {
 	return ""
 }
 
+func (x *Discovery) GetCpuinfo() string {
+	if x != nil {
+		return x.Cpuinfo
+	}
+	return ""
+}
+
 // Inventory is what the node found.
 type Inventory struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -705,10 +759,16 @@ type Inventory struct {
 	DiskTotalBytes       uint64           `protobuf:"varint,7,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
 	CpuModel             string           `protobuf:"bytes,8,opt,name=cpu_model,json=cpuModel,proto3" json:"cpu_model,omitempty"`
 	CpuCores             int32            `protobuf:"varint,9,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`
-	Avx2                 bool             `protobuf:"varint,10,opt,name=avx2,proto3" json:"avx2,omitempty"`
-	Models               []*ModelFile     `protobuf:"bytes,11,rep,name=models,proto3" json:"models,omitempty"`
+	// Superseded by has_avx2, which can say "unknown"; kept for older readers.
+	Avx2   bool         `protobuf:"varint,10,opt,name=avx2,proto3" json:"avx2,omitempty"`
+	Models []*ModelFile `protobuf:"bytes,11,rep,name=models,proto3" json:"models,omitempty"`
 	// Engines the declaration names, with whether the executable was found.
-	Engines       []*EngineStatus `protobuf:"bytes,12,rep,name=engines,proto3" json:"engines,omitempty"`
+	Engines []*EngineStatus `protobuf:"bytes,12,rep,name=engines,proto3" json:"engines,omitempty"`
+	// The CPU's feature flags as /proc/cpuinfo lists them (x86 "flags",
+	// arm64 "Features"), sorted.
+	CpuFlags []string `protobuf:"bytes,13,rep,name=cpu_flags,json=cpuFlags,proto3" json:"cpu_flags,omitempty"`
+	// Whether the CPU has AVX2; absent when unknown (no x86 flags read).
+	HasAvx2       *bool `protobuf:"varint,14,opt,name=has_avx2,json=hasAvx2,proto3,oneof" json:"has_avx2,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -825,6 +885,20 @@ func (x *Inventory) GetEngines() []*EngineStatus {
 		return x.Engines
 	}
 	return nil
+}
+
+func (x *Inventory) GetCpuFlags() []string {
+	if x != nil {
+		return x.CpuFlags
+	}
+	return nil
+}
+
+func (x *Inventory) GetHasAvx2() bool {
+	if x != nil && x.HasAvx2 != nil {
+		return *x.HasAvx2
+	}
+	return false
 }
 
 type GPU struct {
@@ -1139,6 +1213,199 @@ func (x *EngineStatus) GetError() string {
 	return ""
 }
 
+// EngineCheck is the result of executing one declared engine with its
+// version flag (`llama-server --version`, `vllm --version`, ...): whether it
+// can start at all on this node.
+type EngineCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The engine (sim, llamacpp, vllm, sglang).
+	Engine string `protobuf:"bytes,1,opt,name=engine,proto3" json:"engine,omitempty"`
+	// The executable that was run.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Ok   bool   `protobuf:"varint,3,opt,name=ok,proto3" json:"ok,omitempty"`
+	// The line of output that names the version, when it ran.
+	Version string `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	// Why it cannot start, one line naming the executable, e.g.
+	// "llama-server cannot start: libgomp.so.1: cannot open shared object
+	// file: No such file or directory". Empty when ok.
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// The last lines of its output (stdout and stderr), when it failed.
+	LastOutput    []string `protobuf:"bytes,6,rep,name=last_output,json=lastOutput,proto3" json:"last_output,omitempty"`
+	CheckedUnixMs int64    `protobuf:"varint,7,opt,name=checked_unix_ms,json=checkedUnixMs,proto3" json:"checked_unix_ms,omitempty"`
+	DurationMs    int64    `protobuf:"varint,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EngineCheck) Reset() {
+	*x = EngineCheck{}
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EngineCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EngineCheck) ProtoMessage() {}
+
+func (x *EngineCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EngineCheck.ProtoReflect.Descriptor instead.
+func (*EngineCheck) Descriptor() ([]byte, []int) {
+	return file_runtime_api_agentv1_agent_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *EngineCheck) GetEngine() string {
+	if x != nil {
+		return x.Engine
+	}
+	return ""
+}
+
+func (x *EngineCheck) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *EngineCheck) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *EngineCheck) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *EngineCheck) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *EngineCheck) GetLastOutput() []string {
+	if x != nil {
+		return x.LastOutput
+	}
+	return nil
+}
+
+func (x *EngineCheck) GetCheckedUnixMs() int64 {
+	if x != nil {
+		return x.CheckedUnixMs
+	}
+	return 0
+}
+
+func (x *EngineCheck) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+// EngineChecks is every engine check of the declaration in use; it replaces
+// the ones reported before.
+type EngineChecks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Checks        []*EngineCheck         `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EngineChecks) Reset() {
+	*x = EngineChecks{}
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EngineChecks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EngineChecks) ProtoMessage() {}
+
+func (x *EngineChecks) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EngineChecks.ProtoReflect.Descriptor instead.
+func (*EngineChecks) Descriptor() ([]byte, []int) {
+	return file_runtime_api_agentv1_agent_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *EngineChecks) GetChecks() []*EngineCheck {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+// CheckEngines asks the agent to run its engine checks again.
+type CheckEngines struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckEngines) Reset() {
+	*x = CheckEngines{}
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckEngines) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckEngines) ProtoMessage() {}
+
+func (x *CheckEngines) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckEngines.ProtoReflect.Descriptor instead.
+func (*CheckEngines) Descriptor() ([]byte, []int) {
+	return file_runtime_api_agentv1_agent_proto_rawDescGZIP(), []int{15}
+}
+
 type ShardStatus struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ShardId   string                 `protobuf:"bytes,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
@@ -1168,7 +1435,7 @@ type ShardStatus struct {
 
 func (x *ShardStatus) Reset() {
 	*x = ShardStatus{}
-	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[13]
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1447,7 @@ func (x *ShardStatus) String() string {
 func (*ShardStatus) ProtoMessage() {}
 
 func (x *ShardStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[13]
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1460,7 @@ func (x *ShardStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStatus.ProtoReflect.Descriptor instead.
 func (*ShardStatus) Descriptor() ([]byte, []int) {
-	return file_runtime_api_agentv1_agent_proto_rawDescGZIP(), []int{13}
+	return file_runtime_api_agentv1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ShardStatus) GetShardId() string {
@@ -1333,7 +1600,7 @@ type StartShard struct {
 
 func (x *StartShard) Reset() {
 	*x = StartShard{}
-	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[14]
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1612,7 @@ func (x *StartShard) String() string {
 func (*StartShard) ProtoMessage() {}
 
 func (x *StartShard) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[14]
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1625,7 @@ func (x *StartShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartShard.ProtoReflect.Descriptor instead.
 func (*StartShard) Descriptor() ([]byte, []int) {
-	return file_runtime_api_agentv1_agent_proto_rawDescGZIP(), []int{14}
+	return file_runtime_api_agentv1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StartShard) GetShardId() string {
@@ -1497,7 +1764,7 @@ type StopShard struct {
 
 func (x *StopShard) Reset() {
 	*x = StopShard{}
-	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[15]
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1776,7 @@ func (x *StopShard) String() string {
 func (*StopShard) ProtoMessage() {}
 
 func (x *StopShard) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[15]
+	mi := &file_runtime_api_agentv1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1789,7 @@ func (x *StopShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopShard.ProtoReflect.Descriptor instead.
 func (*StopShard) Descriptor() ([]byte, []int) {
-	return file_runtime_api_agentv1_agent_proto_rawDescGZIP(), []int{15}
+	return file_runtime_api_agentv1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StopShard) GetShardId() string {
@@ -1543,27 +1810,30 @@ var File_runtime_api_agentv1_agent_proto protoreflect.FileDescriptor
 
 const file_runtime_api_agentv1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1fruntime/api/agentv1/agent.proto\x12\x0ellmgw.agent.v1\"\xc1\x01\n" +
+	"\x1fruntime/api/agentv1/agent.proto\x12\x0ellmgw.agent.v1\"\x86\x02\n" +
 	"\fAgentMessage\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.llmgw.agent.v1.HelloH\x00R\x05hello\x129\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x19.llmgw.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
-	"\fshard_status\x18\x03 \x01(\v2\x1b.llmgw.agent.v1.ShardStatusH\x00R\vshardStatusB\x05\n" +
-	"\x03msg\"\x88\x02\n" +
+	"\fshard_status\x18\x03 \x01(\v2\x1b.llmgw.agent.v1.ShardStatusH\x00R\vshardStatus\x12C\n" +
+	"\rengine_checks\x18\x04 \x01(\v2\x1c.llmgw.agent.v1.EngineChecksH\x00R\fengineChecksB\x05\n" +
+	"\x03msg\"\xcd\x02\n" +
 	"\x0eControlMessage\x123\n" +
 	"\awelcome\x18\x01 \x01(\v2\x17.llmgw.agent.v1.WelcomeH\x00R\awelcome\x12=\n" +
 	"\vstart_shard\x18\x02 \x01(\v2\x1a.llmgw.agent.v1.StartShardH\x00R\n" +
 	"startShard\x12:\n" +
 	"\n" +
 	"stop_shard\x18\x03 \x01(\v2\x19.llmgw.agent.v1.StopShardH\x00R\tstopShard\x12?\n" +
-	"\vdeclaration\x18\x04 \x01(\v2\x1b.llmgw.agent.v1.DeclarationH\x00R\vdeclarationB\x05\n" +
-	"\x03msg\"\x81\x02\n" +
+	"\vdeclaration\x18\x04 \x01(\v2\x1b.llmgw.agent.v1.DeclarationH\x00R\vdeclaration\x12C\n" +
+	"\rcheck_engines\x18\x05 \x01(\v2\x1c.llmgw.agent.v1.CheckEnginesH\x00R\fcheckEnginesB\x05\n" +
+	"\x03msg\"\xc3\x02\n" +
 	"\x05Hello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x127\n" +
 	"\tinventory\x18\x04 \x01(\v2\x19.llmgw.agent.v1.InventoryR\tinventory\x12=\n" +
 	"\vdeclaration\x18\x05 \x01(\v2\x1b.llmgw.agent.v1.DeclarationR\vdeclaration\x123\n" +
-	"\x06shards\x18\x06 \x03(\v2\x1b.llmgw.agent.v1.ShardStatusR\x06shards\"|\n" +
+	"\x06shards\x18\x06 \x03(\v2\x1b.llmgw.agent.v1.ShardStatusR\x06shards\x12@\n" +
+	"\rengine_checks\x18\a \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\fengineChecks\"|\n" +
 	"\aWelcome\x12=\n" +
 	"\vdeclaration\x18\x01 \x01(\v2\x1b.llmgw.agent.v1.DeclarationR\vdeclaration\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\"\xbc\x01\n" +
@@ -1588,11 +1858,12 @@ const file_runtime_api_agentv1_agent_proto_rawDesc = "" +
 	"\n" +
 	"FabricDecl\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
-	"\badapters\x18\x02 \x03(\tR\badapters\"C\n" +
+	"\badapters\x18\x02 \x03(\tR\badapters\"]\n" +
 	"\tDiscovery\x12\x1d\n" +
 	"\n" +
 	"nvidia_smi\x18\x01 \x01(\tR\tnvidiaSmi\x12\x17\n" +
-	"\aib_root\x18\x02 \x01(\tR\x06ibRoot\"\xf9\x03\n" +
+	"\aib_root\x18\x02 \x01(\tR\x06ibRoot\x12\x18\n" +
+	"\acpuinfo\x18\x03 \x01(\tR\acpuinfo\"\xc3\x04\n" +
 	"\tInventory\x12'\n" +
 	"\x04gpus\x18\x01 \x03(\v2\x13.llmgw.agent.v1.GPUR\x04gpus\x12\x1b\n" +
 	"\tgpu_error\x18\x02 \x01(\tR\bgpuError\x127\n" +
@@ -1606,7 +1877,10 @@ const file_runtime_api_agentv1_agent_proto_rawDesc = "" +
 	"\x04avx2\x18\n" +
 	" \x01(\bR\x04avx2\x121\n" +
 	"\x06models\x18\v \x03(\v2\x19.llmgw.agent.v1.ModelFileR\x06models\x126\n" +
-	"\aengines\x18\f \x03(\v2\x1c.llmgw.agent.v1.EngineStatusR\aengines\"\xcc\x02\n" +
+	"\aengines\x18\f \x03(\v2\x1c.llmgw.agent.v1.EngineStatusR\aengines\x12\x1b\n" +
+	"\tcpu_flags\x18\r \x03(\tR\bcpuFlags\x12\x1e\n" +
+	"\bhas_avx2\x18\x0e \x01(\bH\x00R\ahasAvx2\x88\x01\x01B\v\n" +
+	"\t_has_avx2\"\xcc\x02\n" +
 	"\x03GPU\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x12\n" +
@@ -1638,7 +1912,21 @@ const file_runtime_api_agentv1_agent_proto_rawDesc = "" +
 	"\x06engine\x18\x01 \x01(\tR\x06engine\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +
 	"\tavailable\x18\x03 \x01(\bR\tavailable\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xce\x03\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xe3\x01\n" +
+	"\vEngineCheck\x12\x16\n" +
+	"\x06engine\x18\x01 \x01(\tR\x06engine\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x0e\n" +
+	"\x02ok\x18\x03 \x01(\bR\x02ok\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\tR\aversion\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1f\n" +
+	"\vlast_output\x18\x06 \x03(\tR\n" +
+	"lastOutput\x12&\n" +
+	"\x0fchecked_unix_ms\x18\a \x01(\x03R\rcheckedUnixMs\x12\x1f\n" +
+	"\vduration_ms\x18\b \x01(\x03R\n" +
+	"durationMs\"C\n" +
+	"\fEngineChecks\x123\n" +
+	"\x06checks\x18\x01 \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\x06checks\"\x0e\n" +
+	"\fCheckEngines\"\xce\x03\n" +
 	"\vShardStatus\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
 	"\n" +
@@ -1714,7 +2002,7 @@ func file_runtime_api_agentv1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_runtime_api_agentv1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_runtime_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_runtime_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_runtime_api_agentv1_agent_proto_goTypes = []any{
 	(ShardState)(0),        // 0: llmgw.agent.v1.ShardState
 	(*AgentMessage)(nil),   // 1: llmgw.agent.v1.AgentMessage
@@ -1730,44 +2018,51 @@ var file_runtime_api_agentv1_agent_proto_goTypes = []any{
 	(*FabricVerdict)(nil),  // 11: llmgw.agent.v1.FabricVerdict
 	(*ModelFile)(nil),      // 12: llmgw.agent.v1.ModelFile
 	(*EngineStatus)(nil),   // 13: llmgw.agent.v1.EngineStatus
-	(*ShardStatus)(nil),    // 14: llmgw.agent.v1.ShardStatus
-	(*StartShard)(nil),     // 15: llmgw.agent.v1.StartShard
-	(*StopShard)(nil),      // 16: llmgw.agent.v1.StopShard
-	nil,                    // 17: llmgw.agent.v1.Declaration.EnginesEntry
-	nil,                    // 18: llmgw.agent.v1.Declaration.LabelsEntry
-	nil,                    // 19: llmgw.agent.v1.StartShard.EnvEntry
+	(*EngineCheck)(nil),    // 14: llmgw.agent.v1.EngineCheck
+	(*EngineChecks)(nil),   // 15: llmgw.agent.v1.EngineChecks
+	(*CheckEngines)(nil),   // 16: llmgw.agent.v1.CheckEngines
+	(*ShardStatus)(nil),    // 17: llmgw.agent.v1.ShardStatus
+	(*StartShard)(nil),     // 18: llmgw.agent.v1.StartShard
+	(*StopShard)(nil),      // 19: llmgw.agent.v1.StopShard
+	nil,                    // 20: llmgw.agent.v1.Declaration.EnginesEntry
+	nil,                    // 21: llmgw.agent.v1.Declaration.LabelsEntry
+	nil,                    // 22: llmgw.agent.v1.StartShard.EnvEntry
 }
 var file_runtime_api_agentv1_agent_proto_depIdxs = []int32{
 	3,  // 0: llmgw.agent.v1.AgentMessage.hello:type_name -> llmgw.agent.v1.Hello
 	5,  // 1: llmgw.agent.v1.AgentMessage.heartbeat:type_name -> llmgw.agent.v1.Heartbeat
-	14, // 2: llmgw.agent.v1.AgentMessage.shard_status:type_name -> llmgw.agent.v1.ShardStatus
-	4,  // 3: llmgw.agent.v1.ControlMessage.welcome:type_name -> llmgw.agent.v1.Welcome
-	15, // 4: llmgw.agent.v1.ControlMessage.start_shard:type_name -> llmgw.agent.v1.StartShard
-	16, // 5: llmgw.agent.v1.ControlMessage.stop_shard:type_name -> llmgw.agent.v1.StopShard
-	6,  // 6: llmgw.agent.v1.ControlMessage.declaration:type_name -> llmgw.agent.v1.Declaration
-	9,  // 7: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
-	6,  // 8: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
-	14, // 9: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
-	6,  // 10: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
-	10, // 11: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
-	9,  // 12: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
-	7,  // 13: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
-	17, // 14: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
-	18, // 15: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
-	8,  // 16: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
-	10, // 17: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
-	11, // 18: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	12, // 19: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
-	13, // 20: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
-	0,  // 21: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
-	19, // 22: llmgw.agent.v1.StartShard.env:type_name -> llmgw.agent.v1.StartShard.EnvEntry
-	1,  // 23: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
-	2,  // 24: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
-	24, // [24:25] is the sub-list for method output_type
-	23, // [23:24] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	17, // 2: llmgw.agent.v1.AgentMessage.shard_status:type_name -> llmgw.agent.v1.ShardStatus
+	15, // 3: llmgw.agent.v1.AgentMessage.engine_checks:type_name -> llmgw.agent.v1.EngineChecks
+	4,  // 4: llmgw.agent.v1.ControlMessage.welcome:type_name -> llmgw.agent.v1.Welcome
+	18, // 5: llmgw.agent.v1.ControlMessage.start_shard:type_name -> llmgw.agent.v1.StartShard
+	19, // 6: llmgw.agent.v1.ControlMessage.stop_shard:type_name -> llmgw.agent.v1.StopShard
+	6,  // 7: llmgw.agent.v1.ControlMessage.declaration:type_name -> llmgw.agent.v1.Declaration
+	16, // 8: llmgw.agent.v1.ControlMessage.check_engines:type_name -> llmgw.agent.v1.CheckEngines
+	9,  // 9: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
+	6,  // 10: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
+	17, // 11: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
+	14, // 12: llmgw.agent.v1.Hello.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	6,  // 13: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
+	10, // 14: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
+	9,  // 15: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
+	7,  // 16: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
+	20, // 17: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
+	21, // 18: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
+	8,  // 19: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
+	10, // 20: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
+	11, // 21: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	12, // 22: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
+	13, // 23: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
+	14, // 24: llmgw.agent.v1.EngineChecks.checks:type_name -> llmgw.agent.v1.EngineCheck
+	0,  // 25: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
+	22, // 26: llmgw.agent.v1.StartShard.env:type_name -> llmgw.agent.v1.StartShard.EnvEntry
+	1,  // 27: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
+	2,  // 28: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
+	28, // [28:29] is the sub-list for method output_type
+	27, // [27:28] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_runtime_api_agentv1_agent_proto_init() }
@@ -1779,13 +2074,16 @@ func file_runtime_api_agentv1_agent_proto_init() {
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Heartbeat)(nil),
 		(*AgentMessage_ShardStatus)(nil),
+		(*AgentMessage_EngineChecks)(nil),
 	}
 	file_runtime_api_agentv1_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*ControlMessage_Welcome)(nil),
 		(*ControlMessage_StartShard)(nil),
 		(*ControlMessage_StopShard)(nil),
 		(*ControlMessage_Declaration)(nil),
+		(*ControlMessage_CheckEngines)(nil),
 	}
+	file_runtime_api_agentv1_agent_proto_msgTypes[8].OneofWrappers = []any{}
 	file_runtime_api_agentv1_agent_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1793,7 +2091,7 @@ func file_runtime_api_agentv1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runtime_api_agentv1_agent_proto_rawDesc), len(file_runtime_api_agentv1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

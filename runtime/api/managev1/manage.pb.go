@@ -321,7 +321,16 @@ type Node struct {
 	// brought its own declaration).
 	Declared bool `protobuf:"varint,19,opt,name=declared,proto3" json:"declared,omitempty"`
 	// True while the node is being drained.
-	Draining      bool `protobuf:"varint,20,opt,name=draining,proto3" json:"draining,omitempty"`
+	Draining bool `protobuf:"varint,20,opt,name=draining,proto3" json:"draining,omitempty"`
+	// Whether the node's CPU has AVX2; absent when unknown.
+	HasAvx2 *bool `protobuf:"varint,21,opt,name=has_avx2,json=hasAvx2,proto3,oneof" json:"has_avx2,omitempty"`
+	// The node's engine checks: whether each declared engine can start.
+	EngineChecks []*agentv1.EngineCheck `protobuf:"bytes,22,rep,name=engine_checks,json=engineChecks,proto3" json:"engine_checks,omitempty"`
+	// Warnings about a node that is ready nonetheless (e.g. no AVX2); they
+	// are part of reason too.
+	Warnings []string `protobuf:"bytes,23,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Whether the node's agent has a session now.
+	Connected     bool `protobuf:"varint,24,opt,name=connected,proto3" json:"connected,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -492,6 +501,34 @@ func (x *Node) GetDeclared() bool {
 func (x *Node) GetDraining() bool {
 	if x != nil {
 		return x.Draining
+	}
+	return false
+}
+
+func (x *Node) GetHasAvx2() bool {
+	if x != nil && x.HasAvx2 != nil {
+		return *x.HasAvx2
+	}
+	return false
+}
+
+func (x *Node) GetEngineChecks() []*agentv1.EngineCheck {
+	if x != nil {
+		return x.EngineChecks
+	}
+	return nil
+}
+
+func (x *Node) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *Node) GetConnected() bool {
+	if x != nil {
+		return x.Connected
 	}
 	return false
 }
@@ -2614,7 +2651,7 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.llmgw.manage.v1.NodeR\x05nodes\" \n" +
 	"\x0eGetNodeRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xab\x06\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xd4\a\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
@@ -2636,10 +2673,15 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\breplicas\x18\x11 \x01(\x05R\breplicas\x12=\n" +
 	"\vdeclaration\x18\x12 \x01(\v2\x1b.llmgw.agent.v1.DeclarationR\vdeclaration\x12\x1a\n" +
 	"\bdeclared\x18\x13 \x01(\bR\bdeclared\x12\x1a\n" +
-	"\bdraining\x18\x14 \x01(\bR\bdraining\x1a9\n" +
+	"\bdraining\x18\x14 \x01(\bR\bdraining\x12\x1e\n" +
+	"\bhas_avx2\x18\x15 \x01(\bH\x00R\ahasAvx2\x88\x01\x01\x12@\n" +
+	"\rengine_checks\x18\x16 \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\fengineChecks\x12\x1a\n" +
+	"\bwarnings\x18\x17 \x03(\tR\bwarnings\x12\x1c\n" +
+	"\tconnected\x18\x18 \x01(\bR\tconnected\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
+	"\t_has_avx2\"P\n" +
 	"\aScaling\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x05R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x05R\x03max\x12!\n" +
@@ -2873,6 +2915,7 @@ var file_runtime_api_managev1_manage_proto_goTypes = []any{
 	(*agentv1.FabricVerdict)(nil),        // 47: llmgw.agent.v1.FabricVerdict
 	(*agentv1.EngineStatus)(nil),         // 48: llmgw.agent.v1.EngineStatus
 	(*agentv1.Declaration)(nil),          // 49: llmgw.agent.v1.Declaration
+	(*agentv1.EngineCheck)(nil),          // 50: llmgw.agent.v1.EngineCheck
 }
 var file_runtime_api_managev1_manage_proto_depIdxs = []int32{
 	5,  // 0: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
@@ -2881,72 +2924,73 @@ var file_runtime_api_managev1_manage_proto_depIdxs = []int32{
 	48, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
 	43, // 4: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
 	49, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
-	44, // 6: llmgw.manage.v1.Profile.labels:type_name -> llmgw.manage.v1.Profile.LabelsEntry
-	45, // 7: llmgw.manage.v1.Profile.env:type_name -> llmgw.manage.v1.Profile.EnvEntry
-	6,  // 8: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
-	7,  // 9: llmgw.manage.v1.Model.profiles:type_name -> llmgw.manage.v1.Profile
-	9,  // 10: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
-	8,  // 11: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	8,  // 12: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	8,  // 13: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
-	19, // 14: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
-	20, // 15: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
-	8,  // 16: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
-	24, // 17: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
-	25, // 18: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
-	26, // 19: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	26, // 20: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	26, // 21: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
-	49, // 22: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
-	34, // 23: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
-	34, // 24: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
-	0,  // 25: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
-	2,  // 26: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
-	4,  // 27: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
-	10, // 28: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
-	11, // 29: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
-	12, // 30: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
-	13, // 31: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
-	15, // 32: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
-	17, // 33: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
-	21, // 34: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
-	22, // 35: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
-	27, // 36: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
-	28, // 37: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
-	29, // 38: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
-	30, // 39: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
-	32, // 40: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
-	35, // 41: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
-	36, // 42: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
-	37, // 43: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
-	39, // 44: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
-	41, // 45: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
-	1,  // 46: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
-	3,  // 47: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
-	5,  // 48: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
-	8,  // 49: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
-	8,  // 50: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
-	8,  // 51: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
-	14, // 52: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
-	16, // 53: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
-	18, // 54: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
-	23, // 55: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
-	23, // 56: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
-	26, // 57: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
-	26, // 58: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
-	26, // 59: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
-	31, // 60: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
-	33, // 61: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
-	34, // 62: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
-	34, // 63: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
-	38, // 64: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
-	40, // 65: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
-	42, // 66: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
-	46, // [46:67] is the sub-list for method output_type
-	25, // [25:46] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	50, // 6: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	44, // 7: llmgw.manage.v1.Profile.labels:type_name -> llmgw.manage.v1.Profile.LabelsEntry
+	45, // 8: llmgw.manage.v1.Profile.env:type_name -> llmgw.manage.v1.Profile.EnvEntry
+	6,  // 9: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
+	7,  // 10: llmgw.manage.v1.Model.profiles:type_name -> llmgw.manage.v1.Profile
+	9,  // 11: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
+	8,  // 12: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	8,  // 13: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	8,  // 14: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
+	19, // 15: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
+	20, // 16: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
+	8,  // 17: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
+	24, // 18: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
+	25, // 19: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
+	26, // 20: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	26, // 21: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	26, // 22: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
+	49, // 23: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
+	34, // 24: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
+	34, // 25: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
+	0,  // 26: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
+	2,  // 27: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
+	4,  // 28: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
+	10, // 29: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
+	11, // 30: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
+	12, // 31: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
+	13, // 32: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
+	15, // 33: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
+	17, // 34: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
+	21, // 35: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
+	22, // 36: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
+	27, // 37: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
+	28, // 38: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
+	29, // 39: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
+	30, // 40: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
+	32, // 41: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
+	35, // 42: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
+	36, // 43: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
+	37, // 44: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
+	39, // 45: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
+	41, // 46: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
+	1,  // 47: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
+	3,  // 48: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
+	5,  // 49: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
+	8,  // 50: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
+	8,  // 51: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
+	8,  // 52: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
+	14, // 53: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
+	16, // 54: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
+	18, // 55: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
+	23, // 56: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
+	23, // 57: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
+	26, // 58: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
+	26, // 59: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
+	26, // 60: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
+	31, // 61: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
+	33, // 62: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
+	34, // 63: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
+	34, // 64: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
+	38, // 65: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
+	40, // 66: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
+	42, // 67: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
+	47, // [47:68] is the sub-list for method output_type
+	26, // [26:47] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_runtime_api_managev1_manage_proto_init() }
@@ -2954,6 +2998,7 @@ func file_runtime_api_managev1_manage_proto_init() {
 	if File_runtime_api_managev1_manage_proto != nil {
 		return
 	}
+	file_runtime_api_managev1_manage_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
