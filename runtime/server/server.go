@@ -15,9 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -32,6 +29,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/manage"
+	"github.com/llmgw/llmgw/runtime/metrics"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/router"
@@ -50,6 +48,10 @@ type Server struct {
 	Router     *router.Router
 	Reconciler *reconcile.Reconciler
 	gateway    *gateway.Gateway
+	// Metrics is the registry served on metrics_listen; register other
+	// collectors on it.
+	Metrics  *metrics.Registry
+	observer *metrics.Observer
 
 	metaKick    chan struct{}
 	metaPending string
@@ -95,6 +97,10 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 	}
 	s.Fleet = fleet.New()
 	s.Router = router.New()
+	if err := s.setupMetrics(); err != nil {
+		st.Close()
+		return nil, err
+	}
 	expected, err := s.liveReplicasHint(ctx)
 	if err != nil {
 		st.Close()
@@ -293,6 +299,8 @@ func (s *Server) Run(ctx context.Context) error {
 		Catalog: catalogView{s.Catalog},
 		Auth:    clientAuth,
 		Routes:  s.Router,
+		// Requests, latency, tokens and admission outcomes.
+		Observer: s.observer,
 		// Serving once the reconciler drives the fleet (after a restart:
 		// once the engines that were running have been reported again).
 		Ready: s.Reconciler.Ready,
@@ -304,11 +312,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	// Metrics: nothing else is served there.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newFleetCollector(s.Fleet))
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	metricsSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	metricsSrv := &http.Server{Handler: s.Metrics.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	if l := s.listeners[ListenMetrics]; l != nil {
 		goServe(ListenMetrics, func() error { return metricsSrv.Serve(l) })
 	}
