@@ -197,6 +197,16 @@ type Observer interface {
 	Observe(Record)
 }
 
+// Observers sends each Record to every Observer in turn.
+type Observers []Observer
+
+// Observe implements Observer.
+func (os Observers) Observe(r Record) {
+	for _, o := range os {
+		o.Observe(r)
+	}
+}
+
 // ObserverFunc adapts a function to Observer.
 type ObserverFunc func(Record)
 

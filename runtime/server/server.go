@@ -15,9 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -32,6 +29,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/manage"
+	"github.com/llmgw/llmgw/runtime/metrics"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/router"
@@ -51,6 +49,10 @@ type Server struct {
 	Router     *router.Router
 	Reconciler *reconcile.Reconciler
 	gateway    *gateway.Gateway
+	// Metrics is the registry served on metrics_listen; register other
+	// collectors on it.
+	Metrics  *metrics.Registry
+	observer *metrics.Observer
 
 	metaKick    chan struct{}
 	metaPending string
@@ -96,6 +98,10 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 	}
 	s.Fleet = fleet.New()
 	s.Router = router.New()
+	if err := s.setupMetrics(); err != nil {
+		st.Close()
+		return nil, err
+	}
 	expected, err := s.liveReplicasHint(ctx)
 	if err != nil {
 		st.Close()
@@ -299,17 +305,13 @@ func (s *Server) Run(ctx context.Context) error {
 		goServe(ListenManage, func() error { return manageSrv.Serve(l) })
 	}
 
-	// Metrics: nothing else is served there.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newFleetCollector(s.Fleet))
-
 	// Tenancy: limits and budgets at admission, a usage row per request.
 	var adm *tenancy.Admission
 	recorder := tenancy.NewRecorder(tenancy.RecorderOptions{
 		Store:      s.Store,
 		Price:      func(model string, p, c int64) float64 { return adm.Cost(model, p, c) },
 		Logger:     s.log,
-		Registerer: reg,
+		Registerer: s.Metrics.Registerer(),
 	})
 	adm = tenancy.NewAdmission(tenancy.Options{
 		Store: s.Store, Models: s.Catalog, Pending: recorder,
@@ -318,6 +320,9 @@ func (s *Server) Run(ctx context.Context) error {
 		CacheTTL: s.cfg.Auth.KeyCacheTTL, Logger: s.log,
 	})
 	s.warnUnpricedBudgets(ctx, adm)
+	if err := s.Metrics.Register(adm.Collector()); err != nil {
+		return fmt.Errorf("registering budget metrics: %w", err)
+	}
 
 	// Client API.
 	var clientAuth gateway.Auth = auth.NewKeys(s.Store, s.cfg.Auth.KeyCacheTTL, s.log)
@@ -335,7 +340,9 @@ func (s *Server) Run(ctx context.Context) error {
 		Auth:      clientAuth,
 		Routes:    s.Router,
 		Admission: adm,
-		Observer:  recorder,
+		// A usage row per request; requests, latency, tokens and
+		// admission outcomes as metrics.
+		Observer: gateway.Observers{recorder, s.observer},
 		// Serving once the reconciler drives the fleet (after a restart:
 		// once the engines that were running have been reported again).
 		Ready: s.Reconciler.Ready,
@@ -346,9 +353,8 @@ func (s *Server) Run(ctx context.Context) error {
 		goServe(ListenClient, func() error { return clientSrv.Serve(l) })
 	}
 
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	metricsSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Metrics: nothing else is served there.
+	metricsSrv := &http.Server{Handler: s.Metrics.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	if l := s.listeners[ListenMetrics]; l != nil {
 		goServe(ListenMetrics, func() error { return metricsSrv.Serve(l) })
 	}

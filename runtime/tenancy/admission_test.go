@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/llmgw/llmgw/runtime/catalog"
 	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/store"
@@ -315,5 +318,29 @@ func TestPeriods(t *testing.T) {
 		if !start.Equal(tt.start) || !end.Equal(tt.end) || resets != tt.resets {
 			t.Errorf("%s: start %v end %v resets %v", tt.period, start, end, resets)
 		}
+	}
+}
+
+func TestBudgetMetrics(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.PutBudget(ctx, store.Budget{Project: store.DefaultProject, Period: store.PeriodDay, Amount: 2, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}})
+	tk, err := a.Admit(ctx, gateway.Principal{Project: store.DefaultProject}, "m", chat(500, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Settle(gateway.Usage{CompletionTokens: 500, Reported: true})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Collector())
+	want := `
+# HELP llmgw_budget_remaining_ratio Share of the budget neither spent nor reserved, 1 untouched to 0 spent.
+# TYPE llmgw_budget_remaining_ratio gauge
+llmgw_budget_remaining_ratio{period="day",project="default"} 0.75
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llmgw_budget_remaining_ratio"); err != nil {
+		t.Error(err)
 	}
 }
