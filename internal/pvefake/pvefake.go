@@ -747,4 +747,6 @@ func (s *Server) taskStatus(node, upid string) (any, *apiError) {
 }
 
 // TLSConfig is a client TLS configuration that trusts the server.
-func (s *Server) TLSConfig() *tls.Config { return s.Client().Transport.(*http.Transport).TLSClientConfig }
+func (s *Server) TLSConfig() *tls.Config {
+	return s.Client().Transport.(*http.Transport).TLSClientConfig
+}
