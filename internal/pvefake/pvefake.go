@@ -260,7 +260,7 @@ func (s *Server) ISOFile(node, volid, name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading %s as ISO 9660: %w", volid, err)
 	}
-	data, err := fs.ReadFile("/" + name)
+	data, err := fs.ReadFile(strings.TrimPrefix(name, "/"))
 	if err != nil {
 		return "", fmt.Errorf("reading %s from %s: %w", name, volid, err)
 	}
@@ -422,8 +422,9 @@ func (s *Server) routeNode(method, node string, seg []string, form url.Values, u
 		return s.taskStatus(node, seg[1])
 	case method == http.MethodPost && n == 3 && seg[0] == "storage" && seg[2] == "upload":
 		return s.upload(node, seg[1], form, up)
-	case method == http.MethodDelete && n == 4 && seg[0] == "storage" && seg[2] == "content":
-		return s.deleteVolume(node, seg[1], seg[3])
+	case method == http.MethodDelete && n >= 4 && seg[0] == "storage" && seg[2] == "content":
+		// The volume id (local:iso/x.iso) holds a slash, sent unescaped.
+		return s.deleteVolume(node, seg[1], strings.Join(seg[3:], "/"))
 	case n >= 2 && seg[0] == "qemu":
 		vmid, err := strconv.Atoi(seg[1])
 		if err != nil {
