@@ -33,6 +33,10 @@ type Client struct {
 	// The key is read only when a certificate is signed.
 	pkiCert string
 	pkiKey  string
+	// pve is the Proxmox VE client of the provider's proxmox attribute, nil
+	// when it is not configured; pveMissing then says what to set.
+	pve        *PVE
+	pveMissing string
 }
 
 // bearer sends the admin token with every call, and only over TLS.

@@ -7,6 +7,7 @@ package provider
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -26,6 +27,12 @@ const (
 	EnvToken    = "LLMGW_TOKEN"
 	EnvCACert   = "LLMGW_CA_CERT"
 	EnvCAKey    = "LLMGW_CA_KEY"
+
+	// EnvPVEEndpoint and EnvPVEToken are the Proxmox VE variables the bpg
+	// provider reads too; the token is USER@REALM!TOKENID=SECRET.
+	EnvPVEEndpoint = "PROXMOX_VE_ENDPOINT"
+	EnvPVEToken    = "PROXMOX_VE_API_TOKEN"
+	EnvPVEInsecure = "PROXMOX_VE_INSECURE"
 )
 
 var _ provider.Provider = (*llmgwProvider)(nil)
@@ -47,6 +54,17 @@ type providerModel struct {
 	Token      types.String `tfsdk:"token"`
 	CACertFile types.String `tfsdk:"ca_cert_file"`
 	PKI        *pkiModel    `tfsdk:"pki"`
+	Proxmox    *pveModel    `tfsdk:"proxmox"`
+}
+
+// pveModel is the provider's proxmox attribute: the Proxmox VE API that
+// llmgw_proxmox_vm uses.
+type pveModel struct {
+	Endpoint       types.String `tfsdk:"endpoint"`
+	APITokenID     types.String `tfsdk:"api_token_id"`
+	APITokenSecret types.String `tfsdk:"api_token_secret"`
+	Insecure       types.Bool   `tfsdk:"insecure"`
+	CAFile         types.String `tfsdk:"ca_file"`
 }
 
 // pkiModel is the provider's pki attribute: the CA that signs node
@@ -94,6 +112,34 @@ func (p *llmgwProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp
 					},
 				},
 			},
+			"proxmox": schema.SingleNestedAttribute{
+				Optional: true,
+				MarkdownDescription: "The Proxmox VE API that `llmgw_proxmox_vm` creates VMs through, with an API token (`pveum user token add`). " +
+					"Only needed when that resource is used; without the block, `" + EnvPVEEndpoint + "` and `" + EnvPVEToken + "` are read, as the bpg/proxmox provider reads them.",
+				Attributes: map[string]schema.Attribute{
+					"endpoint": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "The API's URL, like `https://pve1.example.internal:8006/api2/json` (`/api2/json` is added when missing). Falls back to `" + EnvPVEEndpoint + "`.",
+					},
+					"api_token_id": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "The token's id, `USER@REALM!TOKENID` (e.g. `terraform@pve!llmgw`). Falls back to the part of `" + EnvPVEToken + "` before `=`.",
+					},
+					"api_token_secret": schema.StringAttribute{
+						Optional:            true,
+						Sensitive:           true,
+						MarkdownDescription: "The token's secret (a UUID). Falls back to the part of `" + EnvPVEToken + "` after `=`.",
+					},
+					"insecure": schema.BoolAttribute{
+						Optional:            true,
+						MarkdownDescription: "Skip verifying the API's TLS certificate (Proxmox's self-signed default). For a lab only: prefer `ca_file`. Falls back to `" + EnvPVEInsecure + "`.",
+					},
+					"ca_file": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "PEM file of the CA that signed the API's certificate (on a Proxmox node: `/etc/pve/pve-root-ca.pem`). Without it (and without `insecure`), the system's roots are used.",
+					},
+				},
+			},
 		},
 	}
 }
@@ -105,6 +151,7 @@ type settings struct {
 	CACertFile string
 	PKICert    string
 	PKIKey     string
+	PVE        pveSettings
 }
 
 // resolve applies the environment (read through getenv) to the configured
@@ -128,6 +175,37 @@ func (m providerModel) resolve(getenv func(string) string) settings {
 	s.PKICert = pick(pc, EnvCACert)
 	s.PKIKey = pick(pk, EnvCAKey)
 	s.Endpoint = strings.TrimPrefix(strings.TrimPrefix(s.Endpoint, "https://"), "dns:///")
+	s.PVE = m.Proxmox.resolve(getenv)
+	return s
+}
+
+// resolve applies the environment to the proxmox attribute (which may be
+// absent).
+func (m *pveModel) resolve(getenv func(string) string) pveSettings {
+	if m == nil {
+		m = &pveModel{}
+	}
+	envID, envSecret, _ := strings.Cut(getenv(EnvPVEToken), "=")
+	pick := func(v types.String, env string) string {
+		if s := v.ValueString(); s != "" {
+			return s
+		}
+		return env
+	}
+	s := pveSettings{
+		Endpoint: pick(m.Endpoint, getenv(EnvPVEEndpoint)),
+		TokenID:  pick(m.APITokenID, envID),
+		Secret:   pick(m.APITokenSecret, envSecret),
+		CAFile:   m.CAFile.ValueString(),
+		Insecure: m.Insecure.ValueBool(),
+	}
+	if m.Insecure.IsNull() {
+		s.Insecure, _ = strconv.ParseBool(getenv(EnvPVEInsecure))
+	}
+	if s.Endpoint != "" && !strings.HasSuffix(strings.TrimSuffix(s.Endpoint, "/"), "/api2/json") {
+		s.Endpoint = strings.TrimSuffix(s.Endpoint, "/") + "/api2/json"
+	}
+	s.Endpoint = strings.TrimSuffix(s.Endpoint, "/")
 	return s
 }
 
@@ -169,12 +247,13 @@ func (p *llmgwProvider) Configure(ctx context.Context, req provider.ConfigureReq
 			err.Error()+". Check ca_cert_file or "+EnvCACert+": it must name a readable PEM file of the CA that signed the control plane's certificate.")
 		return
 	}
+	c.pve, c.pveMissing = newPVE(s.PVE)
 	resp.ResourceData = c
 	resp.DataSourceData = c
 }
 
 func (p *llmgwProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newModelResource, newFabricResource, newNodeCertificateResource, newNodeResource}
+	return []func() resource.Resource{newModelResource, newFabricResource, newNodeCertificateResource, newNodeResource, newProxmoxVMResource}
 }
 
 func (p *llmgwProvider) DataSources(context.Context) []func() datasource.DataSource {

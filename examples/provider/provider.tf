@@ -22,9 +22,23 @@ provider "llmgw" {
     ca_cert_file = "/etc/llmgw/pki/ca.pem"
     ca_key_file  = "/etc/llmgw/pki/ca-key.pem"
   }
+
+  # Only for llmgw_proxmox_vm; PROXMOX_VE_ENDPOINT and PROXMOX_VE_API_TOKEN
+  # work too (see docs/proxmox.md).
+  proxmox = {
+    endpoint         = "https://pve1.example.internal:8006/api2/json"
+    api_token_id     = "terraform@pve!llmgw"
+    api_token_secret = var.pve_token_secret
+    ca_file          = "/etc/llmgw/pve-root-ca.pem"
+  }
 }
 
 variable "llmgw_token" {
+  type      = string
+  sensitive = true
+}
+
+variable "pve_token_secret" {
   type      = string
   sensitive = true
 }

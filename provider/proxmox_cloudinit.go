@@ -1,0 +1,95 @@
+package provider
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/diskfs/go-diskfs/backend/file"
+	"github.com/diskfs/go-diskfs/filesystem/iso9660"
+)
+
+// cloudInit is what a VM's NoCloud seed carries.
+type cloudInit struct {
+	Hostname string
+	VMID     int
+	UserData string
+	SSHKeys  []string
+	Address  string // CIDR
+	Gateway  string
+}
+
+// files are the seed's files: user-data as given (a minimal one setting the
+// hostname when empty), meta-data with the instance id, hostname and SSH
+// keys, and a network-config that gives the first Ethernet interface the
+// static address.
+func (c cloudInit) files() map[string]string {
+	userData := c.UserData
+	if strings.TrimSpace(userData) == "" {
+		userData = fmt.Sprintf("#cloud-config\nhostname: %s\n", c.Hostname)
+	}
+	var meta strings.Builder
+	fmt.Fprintf(&meta, "instance-id: llmgw-%s-%d\nlocal-hostname: %s\n", c.Hostname, c.VMID, c.Hostname)
+	if len(c.SSHKeys) > 0 {
+		meta.WriteString("public-keys:\n")
+		for _, k := range c.SSHKeys {
+			fmt.Fprintf(&meta, "  - %q\n", strings.TrimSpace(k))
+		}
+	}
+	var netcfg strings.Builder
+	fmt.Fprintf(&netcfg, "version: 2\nethernets:\n  primary:\n    match:\n      name: \"e*\"\n    addresses: [%q]\n", c.Address)
+	if c.Gateway != "" {
+		fmt.Fprintf(&netcfg, "    routes:\n      - to: default\n        via: %q\n", c.Gateway)
+	}
+	return map[string]string{"user-data": userData, "meta-data": meta.String(), "network-config": netcfg.String()}
+}
+
+// iso builds the seed as an ISO 9660 image labelled cidata (the NoCloud
+// datasource's volume). The files pass through a private temporary
+// directory, removed before returning, since user-data carries a key.
+func (c cloudInit) iso() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "llmgw-cidata-")
+	if err != nil {
+		return nil, fmt.Errorf("making a work directory for the cloud-init ISO: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		return nil, fmt.Errorf("making a work directory for the cloud-init ISO: %w", err)
+	}
+	path := filepath.Join(dir, "cidata.iso")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return nil, fmt.Errorf("creating the cloud-init ISO: %w", err)
+	}
+	st, err := file.OpenFromPath(path, false)
+	if err != nil {
+		return nil, fmt.Errorf("opening the cloud-init ISO: %w", err)
+	}
+	defer st.Close()
+	fs, err := iso9660.Create(st, 0, 0, 2048, ws)
+	if err != nil {
+		return nil, fmt.Errorf("creating the cloud-init ISO: %w", err)
+	}
+	for name, content := range c.files() {
+		f, err := fs.OpenFile("/"+name, os.O_CREATE|os.O_RDWR)
+		if err != nil {
+			return nil, fmt.Errorf("adding %s to the cloud-init ISO: %w", name, err)
+		}
+		if _, err := f.Write([]byte(content)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("writing %s to the cloud-init ISO: %w", name, err)
+		}
+		if err := f.Close(); err != nil {
+			return nil, fmt.Errorf("writing %s to the cloud-init ISO: %w", name, err)
+		}
+	}
+	if err := fs.Finalize(iso9660.FinalizeOptions{RockRidge: true, Joliet: true, VolumeIdentifier: "cidata"}); err != nil {
+		return nil, fmt.Errorf("finishing the cloud-init ISO: %w", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cloud-init ISO: %w", err)
+	}
+	return b, nil
+}

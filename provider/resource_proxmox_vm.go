@@ -1,0 +1,850 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/boolplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	proxmox "github.com/luthermonson/go-proxmox"
+)
+
+// Defaults of llmgw_proxmox_vm.
+const (
+	defaultPVECPUType          = "host"
+	defaultPVECores            = 4
+	defaultPVEMemoryMB         = 8192
+	defaultPVEBridge           = "vmbr0"
+	defaultPVEISOStorage       = "local"
+	defaultRegistrationTimeout = "10m"
+	pveISODevice               = "ide2"
+	pveCPUDefaultWhenUnset     = "kvm64" // qemu-server's model when a VM's config has no cpu key
+	pveMinVMID                 = 100
+)
+
+var (
+	_ resource.ResourceWithConfigure   = (*proxmoxVMResource)(nil)
+	_ resource.ResourceWithImportState = (*proxmoxVMResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*proxmoxVMResource)(nil)
+)
+
+// proxmoxVMResource is llmgw_proxmox_vm: a node's virtual machine on
+// Proxmox VE, cloned from a cloud-image template, configured with cpu =
+// host and booted with a cloud-init ISO that is removed once the node has
+// registered.
+type proxmoxVMResource struct {
+	client *Client
+}
+
+func newProxmoxVMResource() resource.Resource { return &proxmoxVMResource{} }
+
+// proxmoxVMModel is llmgw_proxmox_vm's state.
+type proxmoxVMModel struct {
+	ID                  types.String `tfsdk:"id"`
+	Name                types.String `tfsdk:"name"`
+	TargetNode          types.String `tfsdk:"target_node"`
+	VMID                types.Int64  `tfsdk:"vmid"`
+	CloneFrom           types.String `tfsdk:"clone_from"`
+	CPUType             types.String `tfsdk:"cpu_type"`
+	Cores               types.Int64  `tfsdk:"cores"`
+	MemoryMB            types.Int64  `tfsdk:"memory_mb"`
+	DiskGB              types.Int64  `tfsdk:"disk_gb"`
+	Storage             types.String `tfsdk:"storage"`
+	ISOStorage          types.String `tfsdk:"iso_storage"`
+	Bridge              types.String `tfsdk:"bridge"`
+	Address             types.String `tfsdk:"address"`
+	Gateway             types.String `tfsdk:"gateway"`
+	SSHKeys             types.List   `tfsdk:"ssh_keys"`
+	UserData            types.String `tfsdk:"user_data"`
+	WaitForRegistration types.Bool   `tfsdk:"wait_for_registration"`
+	RegistrationTimeout types.String `tfsdk:"registration_timeout"`
+	CloudInitISO        types.String `tfsdk:"cloud_init_iso"`
+	CloudInitISORemoved types.Bool   `tfsdk:"cloud_init_iso_removed"`
+}
+
+func (r *proxmoxVMResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_proxmox_vm"
+}
+
+// unlessImported is a replace condition that holds only when the prior
+// state has a value: an imported VM's first apply records what import
+// could not read (the template, the user-data) without rebuilding it.
+func unlessImported(_ context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
+	resp.RequiresReplace = !req.StateValue.IsNull()
+}
+
+func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	replaceString := func(desc string) []planmodifier.String {
+		return []planmodifier.String{stringplanmodifier.RequiresReplaceIf(unlessImported, desc, desc)}
+	}
+	rebootNote := " Changing it on a running VM is held by Proxmox as a pending change until the VM restarts; the plan says so."
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A node's virtual machine on Proxmox VE, through the provider's `proxmox` block (API token; no SSH to the hypervisor). " +
+			"Create refuses a VMID that is taken (adopt an existing VM with `terraform import`), full-clones the template, sets `cpu`, `cores`, `memory`, `net0`, `ipconfig0` and `sshkeys`, grows the boot disk, " +
+			"uploads a cloud-init ISO (user-data, meta-data, network-config) through the API and attaches it, starts the VM, and waits for each Proxmox task, failing with the task's own exit status. " +
+			"Then, unless `wait_for_registration = false`, it waits until the node named `name` has connected to the control plane, detaches the ISO and deletes it from the storage, " +
+			"since the user-data carries the node's private key. Destroy stops and destroys the VM.\n\n" +
+			"`cpu_type` defaults to `host`: Proxmox's own default model (kvm64) hides AVX2 and inference on the CPU becomes several times slower while everything looks healthy.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed:            true,
+				MarkdownDescription: "`NODE/VMID`, where the VM is now (the import id).",
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				Required: true,
+				MarkdownDescription: "The node id: the VM's name and hostname, and the common name of the node's certificate (`llmgw_node_certificate`); " +
+					"registration is awaited under this name. Changing it replaces the VM.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{nodeNameValidator{}},
+			},
+			"target_node": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "The Proxmox node the VM is created on. Changing it replaces the VM (a VM migrated by hand is followed: `id` says where it is).",
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"vmid": schema.Int64Attribute{
+				Optional: true, Computed: true,
+				MarkdownDescription: "The VM's id. Defaults to the last octet of `address` (10.0.0.142/24 → 142), so `qm list` and `llmgw ctl nodes` sort alike; " +
+					"Proxmox ids start at 100, so set it when the octet is lower. A VMID that is taken fails create (import the VM instead). Changing it replaces the VM.",
+				PlanModifiers: []planmodifier.Int64{vmidFromAddress{}, int64planmodifier.RequiresReplace()},
+				Validators:    []validator.Int64{int64validator.AtLeast(pveMinVMID)},
+			},
+			"clone_from": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "The template to full-clone: its VMID or its name (a cloud image with cloud-init, e.g. Ubuntu 24.04). Changing it replaces the VM.",
+				PlanModifiers:       replaceString("Changing the template replaces the VM."),
+			},
+			"cpu_type": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultPVECPUType),
+				MarkdownDescription: "The CPU model (`qm set --cpu`). Default `host`: the guest sees the host's instruction sets, AVX2 and AVX-512 included. " +
+					"Any other model is allowed but planned with a warning: kvm64 and the x86-64-v2 models hide AVX2, and CPU inference runs several times slower. " +
+					"A change made by hand in Proxmox shows as drift." + rebootNote,
+			},
+			"cores": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(defaultPVECores),
+				MarkdownDescription: fmt.Sprintf("vCPU cores (default %d).", defaultPVECores) + rebootNote,
+				Validators:          []validator.Int64{int64validator.AtLeast(1)},
+			},
+			"memory_mb": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(defaultPVEMemoryMB),
+				MarkdownDescription: fmt.Sprintf("Memory in MiB (default %d).", defaultPVEMemoryMB) + rebootNote,
+				Validators:          []validator.Int64{int64validator.AtLeast(16)},
+			},
+			"disk_gb": schema.Int64Attribute{
+				Optional: true, Computed: true,
+				MarkdownDescription: "Size of the boot disk in GiB; the clone's disk is grown to it (live). Proxmox cannot shrink a disk, so a smaller value fails the plan. Without it, the template's size is kept and read back.",
+				PlanModifiers:       []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+				Validators:          []validator.Int64{int64validator.AtLeast(1)},
+			},
+			"storage": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "The storage for the clone's disks (e.g. `local-lvm`); default: the template's. Changing it replaces the VM.",
+				PlanModifiers:       replaceString("Changing the storage replaces the VM."),
+			},
+			"iso_storage": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultPVEISOStorage),
+				MarkdownDescription: "The storage the cloud-init ISO is uploaded to; it must accept `iso` content (default `" + defaultPVEISOStorage + "`).",
+			},
+			"bridge": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultPVEBridge),
+				MarkdownDescription: "The bridge of the VM's network interface `net0` (default `" + defaultPVEBridge + "`). A change moves the interface (same MAC) without a reboot.",
+			},
+			"address": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "The VM's address as CIDR (`10.0.0.142/24`), written to `ipconfig0` and the ISO's network-config. Changing it replaces the VM (cloud-init applies it once).",
+				PlanModifiers:       replaceString("Changing the address replaces the VM."),
+				Validators:          []validator.String{cidrValidator{}},
+			},
+			"gateway": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "The default gateway. Changing it replaces the VM.",
+				PlanModifiers:       replaceString("Changing the gateway replaces the VM."),
+			},
+			"ssh_keys": schema.ListAttribute{
+				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "SSH public keys for the image's default user (`sshkeys` and the ISO's meta-data). Changing them replaces the VM.",
+				PlanModifiers:       []planmodifier.List{listplanmodifier.RequiresReplaceIf(listUnlessImported, "Changing the keys replaces the VM.", "Changing the keys replaces the VM.")},
+			},
+			"user_data": schema.StringAttribute{
+				Optional: true, Sensitive: true,
+				MarkdownDescription: "The cloud-init user-data (`#cloud-config …`), which installs the agent with its certificate and key; hence sensitive. " +
+					"It reaches the VM on the uploaded ISO, which is deleted once the node has registered. Changing it replaces the VM.",
+				PlanModifiers: replaceString("Changing the user-data replaces the VM."),
+			},
+			"wait_for_registration": schema.BoolAttribute{
+				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+				MarkdownDescription: "Whether apply waits until the node named `name` has connected to the control plane and then removes the cloud-init ISO (default true). " +
+					"With false the ISO stays on the hypervisor until this is set to true and applied again.",
+			},
+			"registration_timeout": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultRegistrationTimeout),
+				MarkdownDescription: "How long apply waits for the node to register, like `5m` (default `" + defaultRegistrationTimeout + "`).",
+				Validators:          []validator.String{durationValidator{}},
+			},
+			"cloud_init_iso": schema.StringAttribute{
+				Computed:            true,
+				MarkdownDescription: "The cloud-init ISO's volume (`local:iso/llmgw-cidata-142.iso`) while it is on the hypervisor; empty once removed.",
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"cloud_init_iso_removed": schema.BoolAttribute{
+				Computed:            true,
+				MarkdownDescription: "True once the cloud-init ISO (and the private key in it) has been detached and deleted from Proxmox storage, or for an imported VM, which has none of ours.",
+				PlanModifiers:       []planmodifier.Bool{boolplanmodifier.UseStateForUnknown()},
+			},
+		},
+	}
+}
+
+func listUnlessImported(_ context.Context, req planmodifier.ListRequest, resp *listplanmodifier.RequiresReplaceIfFuncResponse) {
+	resp.RequiresReplace = !req.StateValue.IsNull()
+}
+
+func (r *proxmoxVMResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// vmidFromAddress plans vmid as the last octet of address when it is not
+// configured.
+type vmidFromAddress struct{}
+
+func (vmidFromAddress) Description(context.Context) string {
+	return "defaults to the last octet of address"
+}
+
+func (m vmidFromAddress) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
+
+func (vmidFromAddress) PlanModifyInt64(ctx context.Context, req planmodifier.Int64Request, resp *planmodifier.Int64Response) {
+	if !req.ConfigValue.IsNull() {
+		return
+	}
+	var addr types.String
+	if d := req.Plan.GetAttribute(ctx, path.Root("address"), &addr); d.HasError() || addr.IsUnknown() || addr.IsNull() {
+		return
+	}
+	id, err := vmidOf(addr.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "No default vmid", err.Error())
+		return
+	}
+	resp.PlanValue = types.Int64Value(int64(id))
+}
+
+// vmidOf is the default VMID of an address: its last octet.
+func vmidOf(cidr string) (int, error) {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil || !p.Addr().Is4() {
+		return 0, fmt.Errorf("vmid defaults to the last octet of address, but address %q is not an IPv4 CIDR: set vmid", cidr)
+	}
+	last := int(p.Addr().As4()[3])
+	if last < pveMinVMID {
+		return 0, fmt.Errorf("vmid defaults to the last octet of address %s, %d, but Proxmox VMIDs start at %d: set vmid explicitly (e.g. %d)", cidr, last, pveMinVMID, 1000+last)
+	}
+	return last, nil
+}
+
+// cidrValidator checks an address/prefix.
+type cidrValidator struct{}
+
+func (cidrValidator) Description(context.Context) string {
+	return "an address with its prefix, like 10.0.0.142/24"
+}
+
+func (v cidrValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (cidrValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if _, err := netip.ParsePrefix(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid address",
+			fmt.Sprintf("%s: %q is not an address with its prefix; write it like \"10.0.0.142/24\".", req.Path, req.ConfigValue.ValueString()))
+	}
+}
+
+// cpuTypeWarning is the plan's warning for a CPU model other than host, or
+// "" for host.
+func cpuTypeWarning(cpu string) string {
+	if cpu == "" || cpu == defaultPVECPUType {
+		return ""
+	}
+	return fmt.Sprintf("cpu_type = %q hides host CPU features from the guest: with kvm64, qemu64 or the x86-64-v2 models AVX2 is not visible, "+
+		"and llama.cpp and other CPU inference run several times slower (7x was measured) while the node looks healthy. "+
+		"Use cpu_type = \"host\" unless the VM must live-migrate between different CPUs.", cpu)
+}
+
+// ModifyPlan warns about a CPU model other than host and about changes that
+// take effect only when the VM restarts, refuses to shrink the disk, and
+// plans the removal of a cloud-init ISO left behind (wait_for_registration
+// turned on, or a registration that timed out).
+func (r *proxmoxVMResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan proxmoxVMModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !plan.CPUType.IsUnknown() {
+		if w := cpuTypeWarning(plan.CPUType.ValueString()); w != "" {
+			resp.Diagnostics.AddAttributeWarning(path.Root("cpu_type"), "cpu_type is not host: inference will be slow", w)
+		}
+	}
+	if req.State.Raw.IsNull() {
+		return
+	}
+	var state proxmoxVMModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if len(resp.RequiresReplace) == 0 {
+		var changed []string
+		if !plan.CPUType.Equal(state.CPUType) && !plan.CPUType.IsUnknown() {
+			changed = append(changed, fmt.Sprintf("cpu_type %s → %s", state.CPUType.ValueString(), plan.CPUType.ValueString()))
+		}
+		if !plan.Cores.Equal(state.Cores) && !plan.Cores.IsUnknown() {
+			changed = append(changed, fmt.Sprintf("cores %d → %d", state.Cores.ValueInt64(), plan.Cores.ValueInt64()))
+		}
+		if !plan.MemoryMB.Equal(state.MemoryMB) && !plan.MemoryMB.IsUnknown() {
+			changed = append(changed, fmt.Sprintf("memory_mb %d → %d", state.MemoryMB.ValueInt64(), plan.MemoryMB.ValueInt64()))
+		}
+		if len(changed) > 0 {
+			resp.Diagnostics.AddWarning(fmt.Sprintf("VM %s needs a reboot for this change", state.Name.ValueString()),
+				fmt.Sprintf("%s: Proxmox keeps it pending on the running VM until it restarts (`qm reboot %d` on %s, after draining the node). Apply does not reboot it.",
+					strings.Join(changed, ", "), state.VMID.ValueInt64(), strings.Split(state.ID.ValueString(), "/")[0]))
+		}
+	}
+	if !plan.DiskGB.IsUnknown() && !plan.DiskGB.IsNull() && !state.DiskGB.IsNull() && plan.DiskGB.ValueInt64() < state.DiskGB.ValueInt64() {
+		resp.Diagnostics.AddAttributeError(path.Root("disk_gb"), "Proxmox cannot shrink a disk",
+			fmt.Sprintf("disk_gb = %d is smaller than the VM's disk, %d GiB. Set disk_gb to at least %d, or replace the VM (terraform apply -replace).",
+				plan.DiskGB.ValueInt64(), state.DiskGB.ValueInt64(), state.DiskGB.ValueInt64()))
+	}
+	if len(resp.RequiresReplace) == 0 && plan.WaitForRegistration.ValueBool() && !state.CloudInitISORemoved.ValueBool() && state.CloudInitISO.ValueString() != "" {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("cloud_init_iso"), types.StringValue(""))...)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("cloud_init_iso_removed"), types.BoolValue(true))...)
+	}
+}
+
+func (r *proxmoxVMResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	node, id, ok := strings.Cut(req.ID, "/")
+	vmid, err := strconv.Atoi(id)
+	if !ok || node == "" || err != nil {
+		resp.Diagnostics.AddError("Invalid import id",
+			fmt.Sprintf("%q is not NODE/VMID: import a Proxmox VM as `terraform import llmgw_proxmox_vm.NAME pve1/142`.", req.ID))
+		return
+	}
+	for name, v := range map[string]any{"id": node + "/" + id, "target_node": node, "vmid": int64(vmid)} {
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root(name), v)...)
+	}
+}
+
+// sshKeys is the plan's ssh_keys.
+func (m proxmoxVMModel) sshKeys(ctx context.Context) ([]string, diag.Diagnostics) {
+	var keys []string
+	if m.SSHKeys.IsNull() || m.SSHKeys.IsUnknown() {
+		return nil, nil
+	}
+	d := m.SSHKeys.ElementsAs(ctx, &keys, false)
+	return keys, d
+}
+
+// ipconfig0 is the VM's ipconfig0 value.
+func (m proxmoxVMModel) ipconfig0() string {
+	v := "ip=" + m.Address.ValueString()
+	if gw := m.Gateway.ValueString(); gw != "" {
+		v += ",gw=" + gw
+	}
+	return v
+}
+
+// isoName is the file name of a VM's cloud-init ISO.
+func isoName(vmid int) string { return fmt.Sprintf("llmgw-cidata-%d.iso", vmid) }
+
+// Create clones, configures, grows, seeds and starts the VM, then waits for
+// the node to register and removes the seed. From the clone on, the state
+// is written after every step, so a failure leaves the VM tracked
+// (tainted) rather than orphaned on the hypervisor.
+func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan proxmoxVMModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	pve := r.client.proxmox(&resp.Diagnostics)
+	if pve == nil {
+		return
+	}
+	name, node, vmid := plan.Name.ValueString(), plan.TargetNode.ValueString(), int(plan.VMID.ValueInt64())
+	keys, d := plan.sshKeys(ctx)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if _, err := pve.api.Node(ctx, node); err != nil {
+		resp.Diagnostics.Append(pve.pveDiag("reading Proxmox node "+node+" (target_node)", err))
+		return
+	}
+	taken, err := pve.findVM(ctx, vmid)
+	if err != nil {
+		resp.Diagnostics.Append(pve.pveDiag("checking that VMID "+strconv.Itoa(vmid)+" is free", err))
+		return
+	}
+	if taken != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("vmid"), fmt.Sprintf("VMID %d is taken", vmid),
+			fmt.Sprintf("Proxmox already has VM %d (%q) on node %s. llmgw_proxmox_vm does not adopt a machine on create: to manage that VM, import it with "+
+				"`terraform import <address> %s/%d`; to make a new one, set vmid to a free id.", vmid, taken.Name, taken.Node, taken.Node, vmid))
+		return
+	}
+	tmpl, err := pve.findTemplate(ctx, plan.CloneFrom.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("clone_from"), "Template not found", err.Error())
+		return
+	}
+	opts := &proxmox.VirtualMachineCloneOptions{NewID: vmid, Name: name, Full: true, Storage: plan.Storage.ValueString()}
+	if tmpl.Node != node {
+		opts.Target = node
+	}
+	_, task, err := pve.vm(tmpl.Node, tmpl.VMID).Clone(ctx, opts)
+	if err := pve.wait(ctx, fmt.Sprintf("cloning template %d to VM %d", tmpl.VMID, vmid), task, err); err != nil {
+		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("creating VM %d (%s)", vmid, name), err))
+		return
+	}
+	// The VM exists from here: state it now, so a later failure leaves it
+	// in state (tainted) rather than orphaned on the hypervisor.
+	plan.ID = types.StringValue(fmt.Sprintf("%s/%d", node, vmid))
+	plan.CloudInitISO = types.StringValue("")
+	plan.CloudInitISORemoved = types.BoolValue(true)
+	if plan.DiskGB.IsUnknown() {
+		plan.DiskGB = types.Int64Null()
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+
+	vm, err := pve.readVM(ctx, node, vmid)
+	if err != nil {
+		resp.Diagnostics.Append(pve.pveDiag("reading the clone", err))
+		return
+	}
+	disk, size := bootDisk(vm.VirtualMachineConfig)
+	seed := cloudInit{Hostname: name, VMID: vmid, UserData: plan.UserData.ValueString(), SSHKeys: keys, Address: plan.Address.ValueString(), Gateway: plan.Gateway.ValueString()}
+	iso, err := seed.iso()
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot build the cloud-init ISO", err.Error())
+		return
+	}
+	isoStorage := plan.ISOStorage.ValueString()
+	volid := isoStorage + ":iso/" + isoName(vmid)
+	if err := pve.uploadISO(ctx, node, isoStorage, isoName(vmid), iso); err != nil {
+		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("uploading the cloud-init ISO of VM %d", vmid), err))
+		return
+	}
+	plan.CloudInitISO = types.StringValue(volid)
+	plan.CloudInitISORemoved = types.BoolValue(false)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+
+	net0 := "virtio,bridge=" + plan.Bridge.ValueString()
+	if cur := vm.VirtualMachineConfig.Nets["net0"]; cur != "" {
+		net0 = withBridge(cur, plan.Bridge.ValueString())
+	}
+	set := []proxmox.VirtualMachineOption{
+		{Name: "cpu", Value: plan.CPUType.ValueString()},
+		{Name: "cores", Value: plan.Cores.ValueInt64()},
+		{Name: "memory", Value: plan.MemoryMB.ValueInt64()},
+		{Name: "net0", Value: net0},
+		{Name: "ipconfig0", Value: plan.ipconfig0()},
+		{Name: pveISODevice, Value: volid + ",media=cdrom"},
+	}
+	if len(keys) > 0 {
+		set = append(set, proxmox.VirtualMachineOption{Name: "sshkeys", Value: proxmox.EncodeSSHKeys(keys...)})
+	}
+	task, err = vm.Config(ctx, set...)
+	if err := pve.wait(ctx, fmt.Sprintf("configuring VM %d", vmid), task, err); err != nil {
+		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("configuring VM %d (%s)", vmid, name), err))
+		return
+	}
+	if want := plan.DiskGB.ValueInt64(); !plan.DiskGB.IsNull() && disk != "" && want > int64(size) {
+		task, err := vm.ResizeDisk(ctx, disk, fmt.Sprintf("%dG", want))
+		if err := pve.wait(ctx, fmt.Sprintf("growing %s of VM %d to %d GiB", disk, vmid, want), task, err); err != nil {
+			resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("resizing the disk of VM %d (%s)", vmid, name), err))
+			return
+		}
+	}
+	task, err = vm.Start(ctx)
+	if err := pve.wait(ctx, fmt.Sprintf("starting VM %d", vmid), task, err); err != nil {
+		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("starting VM %d (%s)", vmid, name), err))
+		return
+	}
+	resp.Diagnostics.Append(r.refresh(ctx, pve, &plan)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	if resp.Diagnostics.HasError() || !plan.WaitForRegistration.ValueBool() {
+		return
+	}
+	resp.Diagnostics.Append(r.removeSeedAfterRegistration(ctx, pve, &plan)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+// bootDisk is the VM's boot disk (the first disk of boot order, else the
+// first of scsi0, virtio0, sata0, ide0) and its size in GiB.
+func bootDisk(cfg *proxmox.VirtualMachineConfig) (string, int) {
+	disks := map[string]string{}
+	for _, m := range []map[string]string{cfg.SCSIs, cfg.VirtIOs, cfg.SATAs, cfg.IDEs} {
+		for k, v := range m {
+			if !strings.Contains(v, "media=cdrom") && !strings.Contains(v, "cloudinit") {
+				disks[k] = v
+			}
+		}
+	}
+	var order []string
+	if o, ok := strings.CutPrefix(cfg.Boot, "order="); ok {
+		order = strings.Split(o, ";")
+	}
+	order = append(order, "scsi0", "virtio0", "sata0", "ide0")
+	for _, d := range order {
+		if v, ok := disks[d]; ok {
+			return d, diskSizeGiB(v)
+		}
+	}
+	return "", 0
+}
+
+var diskSizeRE = regexp.MustCompile(`(?:^|,)size=(\d+(?:\.\d+)?)([KMGT]?)`)
+
+// diskSizeGiB reads size= of a disk's configuration, in whole GiB.
+func diskSizeGiB(v string) int {
+	m := diskSizeRE.FindStringSubmatch(v)
+	if m == nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(m[1], 64)
+	switch m[2] {
+	case "T":
+		f *= 1024
+	case "M":
+		f /= 1024
+	case "K":
+		f /= 1024 * 1024
+	case "":
+		f /= 1024 * 1024 * 1024
+	}
+	return int(f)
+}
+
+// withBridge is a net0 value with its bridge replaced (model and MAC kept).
+func withBridge(net0, bridge string) string {
+	parts := strings.Split(net0, ",")
+	found := false
+	for i, p := range parts {
+		if strings.HasPrefix(p, "bridge=") {
+			parts[i], found = "bridge="+bridge, true
+		}
+	}
+	if !found {
+		parts = append(parts, "bridge="+bridge)
+	}
+	return strings.Join(parts, ",")
+}
+
+// bridgeOf is the bridge of a net0 value.
+func bridgeOf(net0 string) string {
+	for _, p := range strings.Split(net0, ",") {
+		if b, ok := strings.CutPrefix(p, "bridge="); ok {
+			return b
+		}
+	}
+	return ""
+}
+
+// refresh reads the VM into m: where it is, what matters of its
+// configuration (CPU model, cores, memory, disk size, bridge), whether the
+// cloud-init ISO is still attached, and, for an imported VM, the name and
+// network settings import could not know. It returns found = false in m.ID
+// = "" when the VM is gone.
+func (r *proxmoxVMResource) refresh(ctx context.Context, pve *PVE, m *proxmoxVMModel) diag.Diagnostics {
+	var diags diag.Diagnostics
+	vmid := int(m.VMID.ValueInt64())
+	where, err := pve.findVM(ctx, vmid)
+	if err != nil {
+		diags.Append(pve.pveDiag(fmt.Sprintf("reading VM %d", vmid), err))
+		return diags
+	}
+	if where == nil {
+		m.ID = types.StringValue("")
+		return diags
+	}
+	vm, err := pve.readVM(ctx, where.Node, vmid)
+	if err != nil {
+		diags.Append(pve.pveDiag(fmt.Sprintf("reading VM %d", vmid), err))
+		return diags
+	}
+	cfg := vm.VirtualMachineConfig
+	m.ID = types.StringValue(fmt.Sprintf("%s/%d", where.Node, vmid))
+	cpu, _, _ := strings.Cut(cfg.CPU, ",") // "host,flags=+aes" → host
+	if cpu == "" {
+		cpu = pveCPUDefaultWhenUnset
+	}
+	m.CPUType = types.StringValue(cpu)
+	cores := 1
+	if cfg.Cores != nil {
+		cores = *cfg.Cores
+	}
+	m.Cores = types.Int64Value(int64(cores))
+	mem := int64(cfg.Memory)
+	if mem == 0 {
+		mem = 512
+	}
+	m.MemoryMB = types.Int64Value(mem)
+	if _, size := bootDisk(cfg); size > 0 {
+		m.DiskGB = types.Int64Value(int64(size))
+	}
+	if net0 := cfg.Nets["net0"]; net0 != "" {
+		m.Bridge = types.StringValue(bridgeOf(net0))
+	}
+	if m.Name.IsNull() {
+		m.Name = types.StringValue(cfg.Name)
+	}
+	if m.TargetNode.IsNull() {
+		m.TargetNode = types.StringValue(where.Node)
+	}
+	if ip := cfg.IPConfigs["ipconfig0"]; ip != "" && m.Address.IsNull() {
+		for _, kv := range strings.Split(ip, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "ip":
+				m.Address = types.StringValue(v)
+			case "gw":
+				m.Gateway = types.StringValue(v)
+			}
+		}
+	}
+	if m.SSHKeys.IsNull() && cfg.SSHKeys != "" && m.CloneFrom.IsNull() {
+		if dec, err := url.PathUnescape(cfg.SSHKeys); err == nil {
+			var keys []string
+			for _, k := range strings.Split(strings.TrimSpace(dec), "\n") {
+				if k = strings.TrimSpace(k); k != "" {
+					keys = append(keys, k)
+				}
+			}
+			v, d := types.ListValueFrom(ctx, types.StringType, keys)
+			diags.Append(d...)
+			m.SSHKeys = v
+		}
+	}
+	if m.CloudInitISO.IsNull() {
+		m.CloudInitISO = types.StringValue("")
+		m.CloudInitISORemoved = types.BoolValue(true)
+	}
+	if m.WaitForRegistration.IsNull() {
+		m.WaitForRegistration = types.BoolValue(true)
+	}
+	if m.RegistrationTimeout.IsNull() {
+		m.RegistrationTimeout = types.StringValue(defaultRegistrationTimeout)
+	}
+	if m.ISOStorage.IsNull() {
+		m.ISOStorage = types.StringValue(defaultPVEISOStorage)
+	}
+	return diags
+}
+
+// removeSeedAfterRegistration waits until the node named m.Name has
+// connected to the control plane, then detaches the cloud-init ISO and
+// deletes it, recording that in m.
+func (r *proxmoxVMResource) removeSeedAfterRegistration(ctx context.Context, pve *PVE, m *proxmoxVMModel) diag.Diagnostics {
+	var diags diag.Diagnostics
+	name, vmid := m.Name.ValueString(), int(m.VMID.ValueInt64())
+	node, _, _ := strings.Cut(m.ID.ValueString(), "/")
+	volid := m.CloudInitISO.ValueString()
+	timeout, err := time.ParseDuration(m.RegistrationTimeout.ValueString())
+	if err != nil {
+		timeout, _ = time.ParseDuration(defaultRegistrationTimeout)
+	}
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(nodePollInterval)
+	defer tick.Stop()
+	for {
+		n, err := r.client.GetNode(ctx, name)
+		if err == nil && n.GetState() != "lost" {
+			break
+		}
+		if err != nil && !IsNotFound(err) {
+			diags.Append(r.client.Diag("waiting for node "+name+" to register", err))
+			return diags
+		}
+		if time.Now().After(deadline) {
+			diags.AddError(fmt.Sprintf("Node %s did not register", name),
+				fmt.Sprintf("VM %d (%s) is running, but no agent with the identity %s reached the control plane within %s. "+
+					"Look at the VM's console or `cloud-init status --long` and the agent's journal (`journalctl -u llmgw-agent`). "+
+					"The cloud-init ISO %s, which holds the node's private key, is still attached; it is removed once the node registers "+
+					"(apply again), or destroy the VM. Raise registration_timeout for slow first boots, or set wait_for_registration = false.",
+					vmid, node, name, timeout, volid))
+			return diags
+		}
+		select {
+		case <-ctx.Done():
+			diags.AddError(fmt.Sprintf("Interrupted while waiting for node %s to register", name), ctx.Err().Error())
+			return diags
+		case <-tick.C:
+		}
+	}
+	vm := pve.vm(node, vmid)
+	task, err := vm.Config(ctx, proxmox.VirtualMachineOption{Name: pveISODevice, Value: "none,media=cdrom"})
+	if err := pve.wait(ctx, fmt.Sprintf("detaching %s from VM %d", volid, vmid), task, err); err != nil {
+		diags.Append(pve.pveDiag(fmt.Sprintf("removing the cloud-init ISO of VM %d (%s)", vmid, name), err))
+		return diags
+	}
+	if err := pve.deleteVolume(ctx, node, volid); err != nil {
+		diags.Append(pve.pveDiag(fmt.Sprintf("removing the cloud-init ISO of VM %d (%s)", vmid, name), err))
+		return diags
+	}
+	m.CloudInitISO = types.StringValue("")
+	m.CloudInitISORemoved = types.BoolValue(true)
+	return diags
+}
+
+func (r *proxmoxVMResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state proxmoxVMModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	pve := r.client.proxmox(&resp.Diagnostics)
+	if pve == nil {
+		return
+	}
+	resp.Diagnostics.Append(r.refresh(ctx, pve, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if state.ID.ValueString() == "" {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+// Update applies the changes that need no new VM: CPU model, cores and
+// memory (pending until a restart on a running VM), the bridge, a larger
+// disk, and the removal of a cloud-init ISO left behind.
+func (r *proxmoxVMResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state proxmoxVMModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	pve := r.client.proxmox(&resp.Diagnostics)
+	if pve == nil {
+		return
+	}
+	name, vmid := state.Name.ValueString(), int(state.VMID.ValueInt64())
+	node, _, _ := strings.Cut(state.ID.ValueString(), "/")
+	vm, err := pve.readVM(ctx, node, vmid)
+	if err != nil {
+		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("updating VM %d (%s)", vmid, name), err))
+		return
+	}
+	var set []proxmox.VirtualMachineOption
+	if !plan.CPUType.Equal(state.CPUType) {
+		set = append(set, proxmox.VirtualMachineOption{Name: "cpu", Value: plan.CPUType.ValueString()})
+	}
+	if !plan.Cores.Equal(state.Cores) {
+		set = append(set, proxmox.VirtualMachineOption{Name: "cores", Value: plan.Cores.ValueInt64()})
+	}
+	if !plan.MemoryMB.Equal(state.MemoryMB) {
+		set = append(set, proxmox.VirtualMachineOption{Name: "memory", Value: plan.MemoryMB.ValueInt64()})
+	}
+	if !plan.Bridge.Equal(state.Bridge) {
+		set = append(set, proxmox.VirtualMachineOption{Name: "net0", Value: withBridge(vm.VirtualMachineConfig.Nets["net0"], plan.Bridge.ValueString())})
+	}
+	if len(set) > 0 {
+		task, err := vm.Config(ctx, set...)
+		if err := pve.wait(ctx, fmt.Sprintf("configuring VM %d", vmid), task, err); err != nil {
+			resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("updating VM %d (%s)", vmid, name), err))
+			return
+		}
+	}
+	if disk, size := bootDisk(vm.VirtualMachineConfig); !plan.DiskGB.IsNull() && !plan.DiskGB.IsUnknown() && disk != "" && plan.DiskGB.ValueInt64() > int64(size) {
+		task, err := vm.ResizeDisk(ctx, disk, fmt.Sprintf("%dG", plan.DiskGB.ValueInt64()))
+		if err := pve.wait(ctx, fmt.Sprintf("growing %s of VM %d to %d GiB", disk, vmid, plan.DiskGB.ValueInt64()), task, err); err != nil {
+			resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("resizing the disk of VM %d (%s)", vmid, name), err))
+			return
+		}
+	}
+	plan.ID = state.ID
+	plan.CloudInitISO, plan.CloudInitISORemoved = state.CloudInitISO, state.CloudInitISORemoved
+	resp.Diagnostics.Append(r.refresh(ctx, pve, &plan)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	if resp.Diagnostics.HasError() || !plan.WaitForRegistration.ValueBool() || plan.CloudInitISORemoved.ValueBool() || plan.CloudInitISO.ValueString() == "" {
+		return
+	}
+	resp.Diagnostics.Append(r.removeSeedAfterRegistration(ctx, pve, &plan)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+// Delete stops the VM, destroys it with its disks, and deletes a cloud-init
+// ISO still on the storage.
+func (r *proxmoxVMResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state proxmoxVMModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	pve := r.client.proxmox(&resp.Diagnostics)
+	if pve == nil {
+		return
+	}
+	name, vmid := state.Name.ValueString(), int(state.VMID.ValueInt64())
+	op := fmt.Sprintf("destroying VM %d (%s)", vmid, name)
+	where, err := pve.findVM(ctx, vmid)
+	if err != nil {
+		resp.Diagnostics.Append(pve.pveDiag(op, err))
+		return
+	}
+	if where != nil {
+		vm, err := pve.readVM(ctx, where.Node, vmid)
+		if err != nil {
+			resp.Diagnostics.Append(pve.pveDiag(op, err))
+			return
+		}
+		if vm.Status != proxmox.StatusVirtualMachineStopped {
+			task, err := vm.Stop(ctx)
+			if err := pve.wait(ctx, fmt.Sprintf("stopping VM %d", vmid), task, err); err != nil {
+				resp.Diagnostics.Append(pve.pveDiag(op, err))
+				return
+			}
+		}
+		task, err := vm.Delete(ctx, &proxmox.VirtualMachineDeleteOptions{Purge: true, DestroyUnreferencedDisks: true})
+		if err := pve.wait(ctx, fmt.Sprintf("destroying VM %d", vmid), task, err); err != nil {
+			resp.Diagnostics.Append(pve.pveDiag(op, err))
+			return
+		}
+	}
+	if volid := state.CloudInitISO.ValueString(); volid != "" && !state.CloudInitISORemoved.ValueBool() {
+		node, _, _ := strings.Cut(state.ID.ValueString(), "/")
+		if where != nil {
+			node = where.Node
+		}
+		if err := pve.deleteVolume(ctx, node, volid); err != nil {
+			resp.Diagnostics.Append(pve.pveDiag(op+": deleting its cloud-init ISO", err))
+		}
+	}
+}

@@ -1,0 +1,365 @@
+package provider
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/llmgw/llmgw/internal/pvefake"
+	"github.com/llmgw/llmgw/internal/testcluster"
+)
+
+const pveTemplateID = 9000
+
+// newPVEFake skips the test without TF_ACC, else starts a Proxmox fake with
+// a cloud-image template (9000, ubuntu-2404) on pve1.
+func newPVEFake(t *testing.T) *pvefake.Server {
+	t.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
+	}
+	for _, env := range []string{EnvPVEEndpoint, EnvPVEToken, EnvPVEInsecure} {
+		t.Setenv(env, "")
+	}
+	s := pvefake.New(t)
+	s.AddTemplate(pvefake.DefaultNode, pveTemplateID, "ubuntu-2404")
+	return s
+}
+
+// pveBlock is the provider's proxmox attribute for the fake, trusting its
+// certificate through ca_file.
+func pveBlock(t *testing.T, s *pvefake.Server) string {
+	return fmt.Sprintf(`  proxmox = {
+    endpoint         = %q
+    api_token_id     = %q
+    api_token_secret = %q
+    ca_file          = %q
+  }
+`, s.Endpoint(), pvefake.DefaultTokenID, pvefake.DefaultSecret, s.CAFile(t.TempDir()))
+}
+
+// pveOnlyProvider configures the provider for tests that never reach the
+// control plane (wait_for_registration = false): its address is never
+// dialled.
+func pveOnlyProvider(proxmox string) string {
+	return "provider \"llmgw\" {\n  endpoint = \"127.0.0.1:1\"\n  token    = \"unused\"\n" + proxmox + "}\n"
+}
+
+// vmHCL is an llmgw_proxmox_vm named gpu-142 at 10.0.0.142 cloned from the
+// template; extra goes into the block.
+func vmHCL(extra string) string {
+	return fmt.Sprintf(`resource "llmgw_proxmox_vm" "n" {
+  name        = "gpu-142"
+  target_node = %q
+  clone_from  = "ubuntu-2404"
+  address     = "10.0.0.142/24"
+  gateway     = "10.0.0.1"
+  storage     = %q
+  ssh_keys    = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOps operator@laptop"]
+  user_data   = "#cloud-config\nwrite_files:\n  - path: /etc/llmgw/node-key.pem\n    content: PRIVATE-KEY-OF-gpu-142\n"
+%s
+}
+`, pvefake.DefaultNode, pvefake.DiskStorage, extra)
+}
+
+// checkVM checks the fake's VM 142 config against want (a key absent from
+// the config is wanted as "").
+func checkVM(s *pvefake.Server, want map[string]string) error {
+	vm, ok := s.VM(142)
+	if !ok {
+		return fmt.Errorf("VM 142 does not exist in Proxmox")
+	}
+	for k, v := range want {
+		if got := vm.Config[k]; got != v {
+			return fmt.Errorf("VM 142 %s = %q, want %q (config %v)", k, got, v, vm.Config)
+		}
+	}
+	return nil
+}
+
+// TestAccProxmoxVMLifecycle: create (cpu=host, VMID from the address, the
+// seed ISO with the user-data as given), import, CPU drift detected and
+// undone, an in-place change of cores, destroy.
+func TestAccProxmoxVMLifecycle(t *testing.T) {
+	s := newPVEFake(t)
+	addr := "llmgw_proxmox_vm.n"
+	cfg := func(extra string) string {
+		return pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  disk_gb = 40\n"+extra)
+	}
+	iso := "local:iso/llmgw-cidata-142.iso"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy: func(*terraform.State) error {
+			if _, ok := s.VM(142); ok {
+				return fmt.Errorf("VM 142 still exists after destroy")
+			}
+			if vols := s.Volumes(pvefake.DefaultNode); len(vols) > 0 {
+				return fmt.Errorf("volumes left on pve1 after destroy: %v", vols)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: cfg(""),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("vmid"), knownvalue.Int64Exact(142)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("id"), knownvalue.StringExact("pve1/142")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cpu_type"), knownvalue.StringExact("host")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("disk_gb"), knownvalue.Int64Exact(40)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso"), knownvalue.StringExact(iso)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso_removed"), knownvalue.Bool(false)),
+				},
+				Check: func(*terraform.State) error {
+					if err := checkVM(s, map[string]string{
+						"cpu": "host", "cores": "4", "memory": "8192", "name": "gpu-142",
+						"ipconfig0": "ip=10.0.0.142/24,gw=10.0.0.1", "ide2": iso + ",media=cdrom",
+						"scsi0": "local-lvm:vm-142-disk-0,size=40G", "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0",
+						"sshkeys": "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIOps%20operator%40laptop",
+					}); err != nil {
+						return err
+					}
+					if vm, _ := s.VM(142); vm.Status != "running" {
+						return fmt.Errorf("VM 142 is %s, want running", vm.Status)
+					}
+					clone := s.CallsMatching(http.MethodPost, `^/nodes/pve1/qemu/9000/clone$`)
+					if len(clone) != 1 || clone[0].Form.Get("newid") != "142" || clone[0].Form.Get("full") != "1" || clone[0].Form.Get("storage") != "local-lvm" {
+						return fmt.Errorf("clone calls %+v", clone)
+					}
+					conf := s.CallsMatching(http.MethodPost, `^/nodes/pve1/qemu/142/config$`)
+					if len(conf) == 0 || conf[0].Form.Get("cpu") != "host" {
+						return fmt.Errorf("the recorded config call does not set cpu=host: %+v", conf)
+					}
+					ud, err := s.ISOFile(pvefake.DefaultNode, iso, "user-data")
+					if err != nil {
+						return err
+					}
+					if !strings.Contains(ud, "PRIVATE-KEY-OF-gpu-142") {
+						return fmt.Errorf("the ISO's user-data is not the configured one: %q", ud)
+					}
+					nc, err := s.ISOFile(pvefake.DefaultNode, iso, "network-config")
+					if err != nil {
+						return err
+					}
+					meta, err := s.ISOFile(pvefake.DefaultNode, iso, "meta-data")
+					if err != nil {
+						return err
+					}
+					if !strings.Contains(nc, `"10.0.0.142/24"`) || !strings.Contains(nc, `via: "10.0.0.1"`) || !strings.Contains(meta, "local-hostname: gpu-142") {
+						return fmt.Errorf("ISO network-config %q / meta-data %q", nc, meta)
+					}
+					return nil
+				},
+			},
+			{
+				Config:            cfg(""),
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateId:     "pve1/142",
+				ImportStateVerify: true,
+				// Import cannot read what only the creating state knows.
+				ImportStateVerifyIgnore: []string{"clone_from", "storage", "user_data", "cloud_init_iso", "cloud_init_iso_removed", "wait_for_registration"},
+			},
+			{
+				PreConfig: func() { s.SetConfig(142, "cpu", "kvm64") },
+				Config:    cfg(""),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(addr, tfjsonpath.New("cpu_type"), knownvalue.StringExact("host")),
+				}},
+				Check: func(*terraform.State) error { return checkVM(s, map[string]string{"cpu": "host"}) },
+			},
+			{
+				Config: cfg("  cores = 8\n"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+				}},
+				Check: func(*terraform.State) error { return checkVM(s, map[string]string{"cores": "8", "cpu": "host"}) },
+			},
+			{
+				Config:             cfg("  cores = 8\n"),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: false,
+			},
+		},
+	})
+}
+
+// TestAccProxmoxVMCPUDriftPlan: a CPU type changed by hand makes the plan
+// non-empty.
+func TestAccProxmoxVMCPUDriftPlan(t *testing.T) {
+	s := newPVEFake(t)
+	cfg := pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: cfg},
+			{Config: cfg, PlanOnly: true, ExpectNonEmptyPlan: false},
+			{PreConfig: func() { s.SetConfig(142, "cpu", "x86-64-v2-AES") }, Config: cfg, PlanOnly: true, ExpectNonEmptyPlan: true},
+		},
+	})
+}
+
+// TestAccProxmoxVMErrors: a taken VMID, a wrong token, an untrusted
+// certificate, a failed task and a missing proxmox block each fail with a
+// message that says what to do; the environment alone configures Proxmox.
+func TestAccProxmoxVMErrors(t *testing.T) {
+	s := newPVEFake(t)
+	noWait := "  wait_for_registration = false\n"
+	tests := []struct {
+		name  string
+		setup func()
+		hcl   string
+		want  string
+	}{
+		{
+			name:  "existing VMID refused",
+			setup: func() { s.AddVM(pvefake.DefaultNode, 142, false, map[string]string{"name": "someone-else"}) },
+			hcl:   pveOnlyProvider(pveBlock(t, s)) + vmHCL(noWait),
+			want:  `(?s)VMID 142 is taken.*"someone-else".*terraform\s+import\s+<address>\s+pve1/142`,
+		},
+		{
+			name: "wrong token",
+			hcl: pveOnlyProvider(strings.Replace(pveBlock(t, s), pvefake.DefaultSecret, "not-the-secret", 1)) +
+				vmHCL(noWait+"  vmid = 143\n"),
+			want: `(?s)Proxmox VE refused the API token.*api_token_secret.*PROXMOX_VE_API_TOKEN`,
+		},
+		{
+			name: "untrusted certificate",
+			hcl: pveOnlyProvider(fmt.Sprintf("  proxmox = {\n    endpoint = %q\n    api_token_id = %q\n    api_token_secret = %q\n  }\n",
+				s.Endpoint(), pvefake.DefaultTokenID, pvefake.DefaultSecret)) + vmHCL(noWait+"  vmid = 143\n"),
+			want: `(?s)Cannot verify the Proxmox VE API's TLS certificate.*ca_file.*insecure`,
+		},
+		{
+			name:  "failed start reports the task's exit status",
+			setup: func() { s.FailNextTask("qmstart", "start failed: QEMU exited with code 1") },
+			hcl:   pveOnlyProvider(pveBlock(t, s)) + vmHCL(noWait+"  vmid = 144\n"),
+			want:  `(?s)A Proxmox VE task failed.*starting VM 144: Proxmox\s+task\s+UPID:pve1:[0-9A-F:]+:qmstart:144:.*failed:\s+start\s+failed:\s+QEMU\s+exited\s+with\s+code\s+1`,
+		},
+		{
+			name: "no proxmox block",
+			hcl:  pveOnlyProvider("") + vmHCL(noWait+"  vmid = 145\n"),
+			want: `(?s)proxmox block is not configured.*PROXMOX_VE_ENDPOINT.*PROXMOX_VE_API_TOKEN`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: factories,
+				Steps: []resource.TestStep{{
+					PreConfig:   func() { setupIf(tt.setup) },
+					Config:      tt.hcl,
+					ExpectError: regexp.MustCompile(tt.want),
+				}},
+			})
+		})
+	}
+	t.Run("environment only, insecure", func(t *testing.T) {
+		t.Setenv(EnvPVEEndpoint, s.URL) // without /api2/json, as bpg takes it
+		t.Setenv(EnvPVEToken, pvefake.DefaultTokenID+"="+pvefake.DefaultSecret)
+		t.Setenv(EnvPVEInsecure, "true")
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: factories,
+			Steps: []resource.TestStep{{
+				Config: pveOnlyProvider("") + vmHCL(noWait+"  vmid = 146\n"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("llmgw_proxmox_vm.n", tfjsonpath.New("id"), knownvalue.StringExact("pve1/146")),
+				},
+			}},
+		})
+	})
+}
+
+func setupIf(f func()) {
+	if f != nil {
+		f()
+	}
+}
+
+// TestAccProxmoxVMRegistration: with no agent, create fails after
+// registration_timeout and the seed ISO stays attached; once an agent with
+// the node's identity runs, apply replaces the tainted VM, sees the node
+// register, detaches the ISO and deletes it from the storage.
+func TestAccProxmoxVMRegistration(t *testing.T) {
+	c := newAccCluster(t, "")
+	s := newPVEFake(t)
+	cfg := c.providerBlock()
+	cfg = strings.TrimSuffix(cfg, "}\n") + pveBlock(t, s) + "}\n" + vmHCL(`  registration_timeout = "3s"`)
+	addr := "llmgw_proxmox_vm.n"
+	iso := "local:iso/llmgw-cidata-142.iso"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				Config:      cfg,
+				ExpectError: regexp.MustCompile(`(?s)Node gpu-142 did not register.*` + regexp.QuoteMeta(iso) + `.*still\s+attached`),
+			},
+			{
+				PreConfig: func() {
+					if err := checkVM(s, map[string]string{"ide2": iso + ",media=cdrom"}); err != nil {
+						t.Fatalf("after the timed-out create: %v", err)
+					}
+					// The agent stands in for the booted VM: the identity it
+					// presents is the one the user-data carried.
+					ud, err := s.ISOFile(pvefake.DefaultNode, iso, "user-data")
+					if err != nil || !strings.Contains(ud, "PRIVATE-KEY-OF-gpu-142") {
+						t.Fatalf("user-data the fake received: %q, %v", ud, err)
+					}
+					c.StartAgent(testcluster.NodeSpec{ID: "gpu-142", GPUs: 1})
+				},
+				Config: cfg,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso_removed"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso"), knownvalue.StringExact("")),
+				},
+				Check: func(*terraform.State) error {
+					if err := checkVM(s, map[string]string{"ide2": "none,media=cdrom"}); err != nil {
+						return err
+					}
+					if vols := s.Volumes(pvefake.DefaultNode); len(vols) > 0 {
+						return fmt.Errorf("volumes left on pve1 after registration: %v", vols)
+					}
+					if del := s.CallsMatching(http.MethodDelete, `^/nodes/pve1/storage/local/content/`+regexp.QuoteMeta(iso)+`$`); len(del) == 0 {
+						return fmt.Errorf("no DELETE of %s was recorded", iso)
+					}
+					return nil
+				},
+			},
+			{Config: cfg, PlanOnly: true, ExpectNonEmptyPlan: false},
+		},
+	})
+}
+
+// TestAccProxmoxVMCPUTypeWarning: a cpu_type other than host plans with a
+// warning that names the cost, as the real terraform prints it.
+func TestAccProxmoxVMCPUTypeWarning(t *testing.T) {
+	c := newAccCluster(t, "")
+	s := newPVEFake(t)
+	tf := testcluster.NewTerraform(t, c.Cluster)
+	main := `terraform {
+  required_providers {
+    llmgw = { source = "llmgw/llmgw" }
+  }
+}
+` + "provider \"llmgw\" {\n" + pveBlock(t, s) + "}\n" + vmHCL("  wait_for_registration = false\n  cpu_type = \"kvm64\"\n")
+	if err := os.WriteFile(filepath.Join(tf.Dir, "main.tf"), []byte(main), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf.Run(0, "init", "-no-color")
+	out, _ := tf.Run(0, "plan", "-no-color")
+	for _, want := range []string{"Warning: cpu_type is not host: inference will be slow", "AVX2", "several times slower"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out)
+		}
+	}
+}

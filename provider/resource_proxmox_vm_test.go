@@ -1,0 +1,194 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	proxmox "github.com/luthermonson/go-proxmox"
+)
+
+func TestVMIDOf(t *testing.T) {
+	tests := []struct {
+		cidr    string
+		want    int
+		wantErr string
+	}{
+		{cidr: "10.0.0.142/24", want: 142},
+		{cidr: "192.168.7.254/16", want: 254},
+		{cidr: "10.0.0.42/24", wantErr: "Proxmox VMIDs start at 100: set vmid explicitly (e.g. 1042)"},
+		{cidr: "fd00::5/64", wantErr: "not an IPv4 CIDR"},
+		{cidr: "10.0.0.142", wantErr: "not an IPv4 CIDR"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cidr, func(t *testing.T) {
+			got, err := vmidOf(tt.cidr)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("vmidOf(%q) error = %v, want %q", tt.cidr, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("vmidOf(%q) = %d, %v; want %d", tt.cidr, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCPUTypeWarning(t *testing.T) {
+	if w := cpuTypeWarning("host"); w != "" {
+		t.Errorf("host warns: %q", w)
+	}
+	for _, cpu := range []string{"kvm64", "x86-64-v2-AES"} {
+		w := cpuTypeWarning(cpu)
+		for _, want := range []string{cpu, "AVX2", "several times slower", `cpu_type = "host"`} {
+			if !strings.Contains(w, want) {
+				t.Errorf("cpuTypeWarning(%q) = %q lacks %q", cpu, w, want)
+			}
+		}
+	}
+}
+
+func TestBootDisk(t *testing.T) {
+	tests := []struct {
+		name     string
+		cfg      proxmox.VirtualMachineConfig
+		wantDisk string
+		wantSize int
+	}{
+		{"scsi0 in GiB", proxmox.VirtualMachineConfig{SCSIs: map[string]string{"scsi0": "local-lvm:vm-1-disk-0,size=32G"}}, "scsi0", 32},
+		{"boot order wins", proxmox.VirtualMachineConfig{Boot: "order=virtio1;net0", VirtIOs: map[string]string{"virtio0": "a:x,size=8G", "virtio1": "a:y,size=2T"}}, "virtio1", 2048},
+		{"cdrom and cloudinit drives skipped", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local:iso/x.iso,media=cdrom", "ide0": "local-lvm:vm-1-cloudinit,media=cdrom"}, SATAs: map[string]string{"sata0": "a:z,size=4096M"}}, "sata0", 4},
+		{"no disk", proxmox.VirtualMachineConfig{}, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, s := bootDisk(&tt.cfg)
+			if d != tt.wantDisk || s != tt.wantSize {
+				t.Fatalf("bootDisk = %s, %d; want %s, %d", d, s, tt.wantDisk, tt.wantSize)
+			}
+		})
+	}
+}
+
+func TestWithBridge(t *testing.T) {
+	tests := []struct{ net0, bridge, want string }{
+		{"virtio=BC:24:11:00:00:01,bridge=vmbr0,firewall=1", "vmbr1", "virtio=BC:24:11:00:00:01,bridge=vmbr1,firewall=1"},
+		{"virtio=BC:24:11:00:00:01", "vmbr2", "virtio=BC:24:11:00:00:01,bridge=vmbr2"},
+	}
+	for _, tt := range tests {
+		if got := withBridge(tt.net0, tt.bridge); got != tt.want {
+			t.Errorf("withBridge(%q, %q) = %q, want %q", tt.net0, tt.bridge, got, tt.want)
+		}
+		if got := bridgeOf(withBridge(tt.net0, tt.bridge)); got != tt.bridge {
+			t.Errorf("bridgeOf = %q, want %q", got, tt.bridge)
+		}
+	}
+}
+
+func TestResolvePVE(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  *pveModel
+		env  map[string]string
+		want pveSettings
+	}{
+		{
+			name: "environment as bpg reads it",
+			env:  map[string]string{EnvPVEEndpoint: "https://pve1:8006/", EnvPVEToken: "terraform@pve!llmgw=uuid-secret", EnvPVEInsecure: "true"},
+			want: pveSettings{Endpoint: "https://pve1:8006/api2/json", TokenID: "terraform@pve!llmgw", Secret: "uuid-secret", Insecure: true},
+		},
+		{
+			name: "block wins",
+			cfg: &pveModel{Endpoint: types.StringValue("https://pve2:8006/api2/json"), APITokenID: types.StringValue("a@pam!t"), APITokenSecret: types.StringValue("s"),
+				Insecure: types.BoolValue(false), CAFile: types.StringValue("/ca.pem")},
+			env:  map[string]string{EnvPVEEndpoint: "https://pve1:8006", EnvPVEToken: "x@pve!y=z", EnvPVEInsecure: "true"},
+			want: pveSettings{Endpoint: "https://pve2:8006/api2/json", TokenID: "a@pam!t", Secret: "s", CAFile: "/ca.pem"},
+		},
+		{name: "nothing set", want: pveSettings{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.cfg.resolve(func(k string) string { return tt.env[k] }); got != tt.want {
+				t.Fatalf("resolve = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewPVEMissing(t *testing.T) {
+	tests := []struct {
+		name string
+		s    pveSettings
+		want []string
+	}{
+		{"nothing", pveSettings{}, []string{"proxmox.endpoint (or PROXMOX_VE_ENDPOINT)", "PROXMOX_VE_API_TOKEN=USER@REALM!TOKENID=SECRET"}},
+		{"no secret", pveSettings{Endpoint: "https://pve1:8006/api2/json", TokenID: "a@pve!t"}, []string{"proxmox.api_token_secret"}},
+		{"unreadable ca_file", pveSettings{Endpoint: "https://pve1:8006/api2/json", TokenID: "a@pve!t", Secret: "s", CAFile: "/nonexistent/ca.pem"}, []string{"proxmox.ca_file", "/nonexistent/ca.pem"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, missing := newPVE(tt.s)
+			if p != nil {
+				t.Fatal("a client was made")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(missing, w) {
+					t.Errorf("missing = %q, want it to contain %q", missing, w)
+				}
+			}
+		})
+	}
+}
+
+func TestExplainPVE(t *testing.T) {
+	tests := []struct {
+		name        string
+		err         error
+		wantSummary string
+		wantDetail  []string
+	}{
+		{"token", fmt.Errorf("listing: %w", proxmox.ErrNotAuthorized), "refused the API token", []string{"api_token_secret", EnvPVEToken}},
+		{"tls", errors.New(`Get "https://pve1:8006/api2/json/cluster/resources": tls: failed to verify certificate: x509: certificate signed by unknown authority`), "TLS certificate", []string{"ca_file", "pve-root-ca.pem", "insecure"}},
+		{"task", &pveTaskError{what: "starting VM 142", upid: "UPID:pve1:1:2:3:qmstart:142:root@pam:", exit: "start failed: QEMU exited with code 1"}, "task failed", []string{"starting VM 142", "start failed: QEMU exited with code 1"}},
+		{"locked", errors.New("500 VM 142 is locked (backup)"), "locked", []string{"VM 142 is locked (backup)", "qm unlock"}},
+		{"unreachable", errors.New("dial tcp 10.0.0.2:8006: connect: connection refused"), "Cannot reach", []string{"https://pve1:8006/api2/json", EnvPVEEndpoint}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			summary, detail := explainPVE("https://pve1:8006/api2/json", "creating VM 142 (gpu-42)", tt.err)
+			if !strings.Contains(summary, tt.wantSummary) {
+				t.Errorf("summary = %q, want %q", summary, tt.wantSummary)
+			}
+			for _, w := range tt.wantDetail {
+				if !strings.Contains(detail, w) {
+					t.Errorf("detail = %q, want it to contain %q", detail, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCloudInitFiles(t *testing.T) {
+	f := cloudInit{Hostname: "gpu-42", VMID: 1042, SSHKeys: []string{"ssh-ed25519 AAAA op@x"}, Address: "10.0.0.42/24", Gateway: "10.0.0.1"}.files()
+	for name, want := range map[string][]string{
+		"user-data":      {"#cloud-config", "hostname: gpu-42"},
+		"meta-data":      {"instance-id: llmgw-gpu-42-1042", "local-hostname: gpu-42", `- "ssh-ed25519 AAAA op@x"`},
+		"network-config": {"version: 2", `addresses: ["10.0.0.42/24"]`, `via: "10.0.0.1"`},
+	} {
+		for _, w := range want {
+			if !strings.Contains(f[name], w) {
+				t.Errorf("%s = %q lacks %q", name, f[name], w)
+			}
+		}
+	}
+	if ud := (cloudInit{Hostname: "h", UserData: "#cloud-config\nruncmd: [x]\n"}).files()["user-data"]; ud != "#cloud-config\nruncmd: [x]\n" {
+		t.Errorf("given user-data changed: %q", ud)
+	}
+	if b, err := (cloudInit{Hostname: "h", Address: "10.0.0.1/24"}).iso(); err != nil || len(b) < 32*1024 {
+		t.Errorf("iso() = %d bytes, %v", len(b), err)
+	}
+}
