@@ -1,6 +1,8 @@
 // Package bench measures what the gateway adds to a request: the same load is
-// sent straight to a sim engine and through the gateway (real key
-// authentication over a SQLite store, the router, the proxy), in one run, so
+// sent straight to a sim engine and through the gateway with everything on
+// (key authentication over a SQLite store, per-key and per-project rate
+// limits, a priced budget with reservations, the usage recorder writing a
+// row per request, request metrics, the router, the proxy), in one run, so
 // the figures are ratios against a baseline measured on the same noisy
 // machine at the same time.
 //
@@ -26,10 +28,13 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/auth"
+	catalogpkg "github.com/llmgw/llmgw/runtime/catalog"
 	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/keys"
+	"github.com/llmgw/llmgw/runtime/metrics"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/runtime/tenancy"
 	"github.com/llmgw/llmgw/simengine"
 )
 
@@ -71,9 +76,31 @@ func setup(b *testing.B) (direct, gw, bare, key string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Limits and a budget that bind nothing in this run but are checked
+	// and reserved on every request.
+	ctx := context.Background()
+	if err := st.UpdateProject(ctx, store.Project{Name: store.DefaultProject, RPM: 10_000_000, TPM: 1_000_000_000}); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.PutBudget(ctx, store.Budget{Project: store.DefaultProject, Period: store.PeriodMonth, Amount: 1e12, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.SetAPIKeyLimits(ctx, k.ID, 10_000_000, 1_000_000_000); err != nil {
+		b.Fatal(err)
+	}
+	reg := metrics.New()
+	obs, err := metrics.NewObserver(reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	price := &catalogpkg.Pricing{PromptPer1K: 0.001, CompletionPer1K: 0.002}
+	adm := tenancy.NewAdmission(tenancy.Options{Store: st, DefaultPrice: price})
+	rec := tenancy.NewRecorder(tenancy.RecorderOptions{Store: st, Price: adm.Cost, Registerer: reg.Registerer()})
+	b.Cleanup(func() { _ = rec.Close(context.Background()) })
 	rt := router.New()
 	rt.SetEndpoints(model, []router.Endpoint{{ReplicaID: "r-1", Model: model, URL: direct, Weight: 1}})
-	g := gateway.New(gateway.Config{}, gateway.Deps{Catalog: catalog{}, Auth: auth.NewKeys(st, 0, nil), Routes: rt})
+	g := gateway.New(gateway.Config{}, gateway.Deps{Catalog: catalog{}, Auth: auth.NewKeys(st, 0, nil), Routes: rt,
+		Admission: adm, Observer: gateway.Observers{rec, obs}})
 	b.Cleanup(g.Close)
 	u, err := url.Parse(direct)
 	if err != nil {

@@ -202,13 +202,23 @@ func limitOf(own, def int64) int64 {
 	return def
 }
 
-// check is one rate limit to test: a window, its limit, and what it is.
+// check is one rate limit to test: a window, its limit, and whose it is.
 type check struct {
-	w     *window
-	limit int64
-	kind  string // "requests" or "tokens"
-	whose string // `key "…"` or `project "…"`
+	w      *window
+	limit  int64
+	tokens bool   // a token limit, else a request limit
+	subj   string // "key" or "project"
+	id     string
 }
+
+func (c check) kind() string {
+	if c.tokens {
+		return "tokens"
+	}
+	return "requests"
+}
+
+func (c check) whose() string { return fmt.Sprintf("%s %q", c.subj, c.id) }
 
 // Admit implements gateway.Admission.
 func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string, req gateway.RequestInfo) (gateway.Ticket, error) {
@@ -233,41 +243,39 @@ func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sweep(sec)
-	var checks []check
+	var buf [4]check
+	checks := buf[:0]
 	var km *meter
 	if p.KeyID != "" {
 		km = a.meterFor(a.keys, p.KeyID, sec)
-		whose := fmt.Sprintf("key %q", p.KeyID)
 		checks = append(checks,
-			check{&km.requests, limitOf(p.RPM, a.opts.DefaultRPM), "requests", whose},
-			check{&km.tokens, limitOf(p.TPM, a.opts.DefaultTPM), "tokens", whose})
+			check{&km.requests, limitOf(p.RPM, a.opts.DefaultRPM), false, "key", p.KeyID},
+			check{&km.tokens, limitOf(p.TPM, a.opts.DefaultTPM), true, "key", p.KeyID})
 	}
 	pm := a.meterFor(a.projs, p.Project, sec)
-	whose := fmt.Sprintf("project %q", p.Project)
 	checks = append(checks,
-		check{&pm.requests, limitOf(proj.project.RPM, a.opts.DefaultRPM), "requests", whose},
-		check{&pm.tokens, limitOf(proj.project.TPM, a.opts.DefaultTPM), "tokens", whose})
+		check{&pm.requests, limitOf(proj.project.RPM, a.opts.DefaultRPM), false, "project", p.Project},
+		check{&pm.tokens, limitOf(proj.project.TPM, a.opts.DefaultTPM), true, "project", p.Project})
 
-	headers := rateHeaders(checks, sec, worst)
 	for _, c := range checks {
 		if c.limit <= 0 {
 			continue
 		}
 		need := int64(1)
-		if c.kind == "tokens" {
+		if c.tokens {
 			need = worst
 		}
 		if need > c.limit {
-			return nil, &gateway.Rejection{Status: http.StatusTooManyRequests, Type: c.kind, Code: "rate_limit_exceeded",
-				Reason: "limit", Header: headers, Message: fmt.Sprintf(
+			return nil, &gateway.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
+				Reason: "limit", Header: rateHeaders(checks, sec), Message: fmt.Sprintf(
 					"the request may use up to %d tokens (prompt estimate %d + max_tokens %d), more than the limit of %d tokens per minute of %s; lower max_tokens",
-					need, prompt, completion, c.limit, c.whose)}
+					need, prompt, completion, c.limit, c.whose())}
 		}
 		if wait := c.w.wait(sec, need, c.limit); wait > 0 {
-			return nil, &gateway.Rejection{Status: http.StatusTooManyRequests, Type: c.kind, Code: "rate_limit_exceeded",
-				Reason: "limit", Header: headers, RetryAfter: wait, Message: fmt.Sprintf(
+			return nil, &gateway.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
+				Reason: "limit", Header: rateHeaders(checks, sec), RetryAfter: wait, Message: fmt.Sprintf(
 					"rate limit of %s reached: %d %s per minute; used %d, this request needs %d; retry in %s",
-					c.whose, c.limit, c.kind, c.w.sum(sec), need, wait)}
+					c.whose(), c.limit, c.kind(), c.w.sum(sec), need, wait)}
 		}
 	}
 
@@ -298,13 +306,13 @@ func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string
 
 	// Everything passed: reserve.
 	for _, c := range checks {
-		if c.kind == "tokens" {
-			c.w.add(sec, sec, worst)
+		if c.tokens {
+			c.w.charge(sec, worst)
 		} else {
-			c.w.add(sec, sec, 1)
+			c.w.charge(sec, 1)
 		}
 	}
-	t := &ticket{a: a, model: served, headers: rateHeaders(checks, sec, worst), sec: sec, worst: worst, cost: cost, project: p.Project}
+	t := &ticket{a: a, model: served, headers: rateHeaders(checks, sec), sec: sec, worst: worst, cost: cost, project: p.Project}
 	if km != nil {
 		t.windows = append(t.windows, &km.tokens)
 	}
@@ -328,15 +336,15 @@ func budgetMessage(project string, b store.Budget, l *ledger) string {
 func money(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // rateHeaders builds OpenAI's x-ratelimit-* headers from the tightest
-// request and token limits, as they stand before this request.
-func rateHeaders(checks []check, now, worst int64) http.Header {
-	h := http.Header{}
-	for _, kind := range []string{"requests", "tokens"} {
+// request and token limits, as they stand now.
+func rateHeaders(checks []check, now int64) http.Header {
+	h := make(http.Header, 6)
+	for _, tokens := range []bool{false, true} {
 		var best *check
 		var bestLeft int64
 		for i := range checks {
 			c := &checks[i]
-			if c.kind != kind || c.limit <= 0 {
+			if c.tokens != tokens || c.limit <= 0 {
 				continue
 			}
 			left := c.limit - c.w.sum(now)
@@ -347,19 +355,21 @@ func rateHeaders(checks []check, now, worst int64) http.Header {
 		if best == nil {
 			continue
 		}
-		h["X-Ratelimit-Limit-"+title(kind)] = []string{strconv.FormatInt(best.limit, 10)}
-		h["X-Ratelimit-Remaining-"+title(kind)] = []string{strconv.FormatInt(max(bestLeft, 0), 10)}
-		h["X-Ratelimit-Reset-"+title(kind)] = []string{best.w.wait(now, best.limit, best.limit).String()}
+		names := &requestHeaders
+		if tokens {
+			names = &tokenHeaders
+		}
+		h[names[0]] = []string{strconv.FormatInt(best.limit, 10)}
+		h[names[1]] = []string{strconv.FormatInt(max(bestLeft, 0), 10)}
+		h[names[2]] = []string{best.w.wait(now, best.limit, best.limit).String()}
 	}
 	return h
 }
 
-func title(kind string) string {
-	if kind == "requests" {
-		return "Requests"
-	}
-	return "Tokens"
-}
+var (
+	requestHeaders = [3]string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"}
+	tokenHeaders   = [3]string{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"}
+)
 
 // ticket is an admitted request's reservations.
 type ticket struct {

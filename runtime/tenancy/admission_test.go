@@ -344,3 +344,32 @@ llmgw_budget_remaining_ratio{period="day",project="default"} 0.75
 		t.Error(err)
 	}
 }
+
+// BenchmarkAdmitSettle is admission's cost on the request path: a key and
+// project with limits, a priced budget.
+func BenchmarkAdmitSettle(b *testing.B) {
+	st, err := store.Open(b.Context(), filepath.Join(b.TempDir(), "llmgw.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.UpdateProject(b.Context(), store.Project{Name: store.DefaultProject, RPM: 1 << 40, TPM: 1 << 50}); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.PutBudget(b.Context(), store.Budget{Project: store.DefaultProject, Period: store.PeriodMonth, Amount: 1e15, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+		b.Fatal(err)
+	}
+	a := NewAdmission(Options{Store: st, DefaultPrice: &catalog.Pricing{PromptPer1K: 1, CompletionPer1K: 1}})
+	p := gateway.Principal{KeyID: "key-1", Project: store.DefaultProject, RPM: 1 << 40, TPM: 1 << 50}
+	h := http.Header{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tk, err := a.Admit(b.Context(), p, "m", chat(100, 50))
+		if err != nil {
+			b.Fatal(err)
+		}
+		tk.SetHeaders(h)
+		tk.Settle(gateway.Usage{PromptTokens: 40, CompletionTokens: 60, Reported: true})
+	}
+}

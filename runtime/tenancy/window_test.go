@@ -7,32 +7,38 @@ import (
 
 func TestWindow(t *testing.T) {
 	var w window
-	w.add(100, 100, 10)
-	w.add(130, 130, 5)
+	w.charge(100, 10)
+	w.charge(130, 5)
 	if got := w.sum(130); got != 15 {
 		t.Fatalf("sum at 130 = %d, want 15", got)
 	}
-	if got := w.sum(160); got != 5 {
-		t.Errorf("sum at 160 (the slot of 100 left the window) = %d, want 5", got)
-	}
-	// A correction to a slot still in the window counts; one to a slot
-	// that left it is ignored, and nothing goes below zero.
+	// A correction to a slot still in the window counts.
 	w.add(130, 150, -2)
 	if got := w.sum(150); got != 13 {
 		t.Errorf("after correction sum = %d, want 13", got)
 	}
-	w.add(100, 170, 50)
-	if got := w.sum(170); got != 3 {
-		t.Errorf("a correction outside the window changed the sum: %d", got)
-	}
+	// Nothing goes below zero.
 	w.add(130, 150, -100)
 	if got := w.sum(150); got != 10 {
 		t.Errorf("after over-correction sum = %d, want 10 (slot 100's 10, slot 130 floored at 0)", got)
 	}
-	// The slot ring reuses slots: second 160 shares slot 100's index.
-	w.add(160, 160, 7)
-	if got := w.sum(160); got != 7 {
-		t.Errorf("sum at 160 after reuse = %d, want 7", got)
+	w.add(130, 150, 3)
+	if got := w.sum(160); got != 3 {
+		t.Errorf("sum at 160 (the slot of 100 left the window) = %d, want 3", got)
+	}
+	// A correction to a slot that left the window is ignored.
+	w.add(100, 170, 50)
+	if got := w.sum(170); got != 3 {
+		t.Errorf("a correction outside the window changed the sum: %d", got)
+	}
+	// The slot ring reuses slots: second 220 shares slot 100's index.
+	w.charge(220, 7)
+	if got := w.sum(220); got != 7 {
+		t.Errorf("sum at 220 after reuse = %d, want 7", got)
+	}
+	// A whole idle window clears everything.
+	if got := w.sum(1000); got != 0 {
+		t.Errorf("sum after a long idle = %d", got)
 	}
 }
 
@@ -54,7 +60,7 @@ func TestWindowWait(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var w window
 			for _, a := range tt.adds {
-				w.add(a[0], tt.now, a[1])
+				w.charge(a[0], a[1])
 			}
 			if got := w.wait(tt.now, tt.need, tt.limit); got != tt.expect {
 				t.Errorf("wait = %v, want %v", got, tt.expect)
