@@ -181,6 +181,9 @@ func TestTenancyLimitsAndBudgets(t *testing.T) {
 		results := tc.parallel(key, "budget", 100, body)
 		ok := 0
 		for _, r := range results {
+			if strings.Contains(r.body, key) {
+				t.Errorf("a response body holds the API key: %s", r.body)
+			}
 			switch r.status {
 			case http.StatusOK:
 				ok++
@@ -203,6 +206,15 @@ func TestTenancyLimitsAndBudgets(t *testing.T) {
 			t.Errorf("recorded spend %.6f exceeds the budget %.6f", spent, budget)
 		}
 		t.Logf("budget %.4f: %d admitted, recorded spend %.4f", budget, ok, spent)
+	})
+
+	t.Run("an unknown key is not echoed", func(t *testing.T) {
+		bogus, _, _ := secret.NewAPIKey()
+		tc.AddSecret(bogus)
+		r := tc.post(context.Background(), bogus, "bogus-1", body)
+		if r.status != http.StatusUnauthorized || strings.Contains(r.body, bogus) || strings.Contains(r.body, bogus[len(bogus)-8:]) {
+			t.Errorf("unknown key: status %d, body %s", r.status, r.body)
+		}
 	})
 
 	t.Run("20 parallel requests against a 100 TPM limit", func(t *testing.T) {
