@@ -9,6 +9,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/llmgw/llmgw/internal/pgtest"
 	"github.com/llmgw/llmgw/internal/testcluster"
 )
 
@@ -30,7 +31,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// A PostgreSQL server is started only if a test asks for a database.
+	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -148,9 +148,11 @@ type Cluster struct {
 	Token     string
 	Server    *Proc
 	CfgPath   string
-	Nodes     map[string]*Proc
-	NodeDirs  map[string]string
-	Ports     map[string][2]int
+	// StoreDSN is the control plane's auth.store.
+	StoreDSN string
+	Nodes    map[string]*Proc
+	NodeDirs map[string]string
+	Ports    map[string][2]int
 
 	secretsMu   sync.Mutex
 	secrets     []string
@@ -192,6 +194,26 @@ func New(t testing.TB, binary, grace, models string) *Cluster {
 // in a line the control plane or an agent logged, or in its metrics.
 func NewWithAuth(t testing.TB, binary, grace, models, authYAML string) *Cluster {
 	t.Helper()
+	return NewCluster(t, binary, Options{Grace: grace, Models: models, AuthYAML: authYAML})
+}
+
+// Options describe the control plane NewCluster starts.
+type Options struct {
+	// Grace is agents.grace.
+	Grace string
+	// Models are YAML list items, indented two spaces.
+	Models string
+	// AuthYAML are extra lines under auth:, indented two spaces.
+	AuthYAML string
+	// Store is auth.store; empty is a SQLite file in the cluster's
+	// directory.
+	Store string
+}
+
+// NewCluster starts a control plane as opts describe.
+func NewCluster(t testing.TB, binary string, opts Options) *Cluster {
+	t.Helper()
+	grace, models, authYAML := opts.Grace, opts.Models, opts.AuthYAML
 	dir := t.TempDir()
 	c := &Cluster{t: t, Binary: binary, Dir: dir, PKIDir: filepath.Join(dir, "pki"), Nodes: map[string]*Proc{}, NodeDirs: map[string]string{}, Ports: map[string][2]int{}}
 	if err := os.MkdirAll(c.PKIDir, 0o700); err != nil {
@@ -203,6 +225,11 @@ func NewWithAuth(t testing.TB, binary, grace, models, authYAML string) *Cluster 
 	if _, _, err := pki.IssueServer(c.PKIDir, "llmgw-e2e", []string{"127.0.0.1", "localhost"}, c.PKIDir, 0); err != nil {
 		t.Fatal(err)
 	}
+	storeDSN := opts.Store
+	if storeDSN == "" {
+		storeDSN = filepath.Join(dir, "llmgw.db")
+	}
+	c.StoreDSN = storeDSN
 	p := FreePorts(t, 4)
 	c.Client = "http://127.0.0.1:" + strconv.Itoa(p[0]) + "/v1"
 	c.Manage = "127.0.0.1:" + strconv.Itoa(p[1])
@@ -223,7 +250,7 @@ auth:
   grace: %s
 models:
 %s`, p[0], c.Manage, c.AgentAddr, p[3], filepath.Join(c.PKIDir, "ca.pem"), filepath.Join(c.PKIDir, "server.pem"), filepath.Join(c.PKIDir, "server-key.pem"),
-		filepath.Join(dir, "llmgw.db"), authYAML, grace, models)
+		storeDSN, authYAML, grace, models)
 	cfgPath := filepath.Join(dir, "server.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
