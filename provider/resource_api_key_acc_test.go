@@ -82,7 +82,7 @@ func TestAccAPIKey(t *testing.T) {
 	var first string
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
-		CheckDestroy: func(s *terraform.State) error {
+		CheckDestroy: func(*terraform.State) error {
 			waitRevoked(t, c, "the first key after destroy", first)
 			return nil
 		},
@@ -130,8 +130,11 @@ func TestAccAPIKey(t *testing.T) {
 				}},
 				Check: func(s *terraform.State) error {
 					_, plain, err := keySecret(s)
-					if err != nil || plain != first {
-						return fmt.Errorf("an rpm change must keep the key and its secret in state (%v)", err)
+					if err != nil {
+						return err
+					}
+					if plain != first {
+						return fmt.Errorf("an rpm change must keep the key and its secret in state")
 					}
 					return nil
 				},
@@ -144,8 +147,11 @@ func TestAccAPIKey(t *testing.T) {
 				}},
 				Check: func(s *terraform.State) error {
 					_, plain, err := keySecret(s)
-					if err != nil || plain == first || plain == "" {
-						return fmt.Errorf("a replaced key must have a new secret (%v)", err)
+					if err != nil {
+						return err
+					}
+					if plain == first || plain == "" {
+						return fmt.Errorf("a replaced key must have a new secret")
 					}
 					waitRevoked(t, c, "the replaced key", first)
 					return nil

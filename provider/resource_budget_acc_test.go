@@ -89,8 +89,11 @@ func TestAccBudget(t *testing.T) {
 				}},
 				Check: func(*terraform.State) error {
 					list, err := c.ManageClient().ListBudgets(context.Background(), &managev1.ListBudgetsRequest{Project: "team-b"})
-					if err != nil || len(list.GetBudgets()) != 1 || list.GetBudgets()[0].GetPeriod() != "month" {
-						return fmt.Errorf("budgets of team-b = %v, %v; want only the month one", list, err)
+					if err != nil {
+						return fmt.Errorf("listing budgets of team-b: %w", err)
+					}
+					if len(list.GetBudgets()) != 1 || list.GetBudgets()[0].GetPeriod() != "month" {
+						return fmt.Errorf("budgets of team-b = %v; want only the month one", list.GetBudgets())
 					}
 					return nil
 				},

@@ -20,7 +20,9 @@ import (
 // reserved name "default" at plan time.
 func TestAccProject(t *testing.T) {
 	c := newAccCluster(t, declaredModel)
-	cfg := func(body string) string { return c.providerBlock() + "resource \"llmgw_project\" \"p\" {\n  name = \"team-a\"\n" + body + "}\n" }
+	cfg := func(body string) string {
+		return c.providerBlock() + "resource \"llmgw_project\" \"p\" {\n  name = \"team-a\"\n" + body + "}\n"
+	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy: func(*terraform.State) error {
