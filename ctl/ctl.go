@@ -42,6 +42,20 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
   model get NAME [--json]        print a model's definition and status
   model rm NAME                  delete a model stored through the API
 
+tenancy (same connection flags; every listing takes --json):
+  projects [create|update|delete NAME] [--rpm N] [--tpm N] [--allow M,M]
+                                 projects: the unit of limits, budgets and keys
+  keys [--project P] [--all]     API keys (never their secrets)
+  keys create NAME [--project P] [--expires 30d] [--rpm N] [--tpm N]
+                                 create a key; its secret is printed this once
+  keys update ID [--rpm N] [--tpm N] | keys revoke ID
+  budgets [--project P]          budgets, what was spent this period, warnings
+  budgets set PROJECT --period day|month|total --amount X [--on-exhausted refuse|fallback] [--fallback M]
+  budgets delete PROJECT --period P
+  prices                         every model's price and auth.default_price
+  usage [--project P] [--model M] [--since 7d] [--until T] [--by-day] [--rows]
+                                 usage totals by project and model (and day), or the requests
+
 certificates (files only, no cluster needed):
   cert init-ca --dir D [--force]
   cert issue-server NAME --host H [--host H2 ...] --dir D --out O [--validity 8760h]
@@ -99,6 +113,16 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdModel(ctx, rest)
 	case "cert":
 		return a.cmdCert(rest)
+	case "projects":
+		return a.cmdProjects(ctx, rest)
+	case "keys":
+		return a.cmdKeys(ctx, rest)
+	case "budgets":
+		return a.cmdBudgets(ctx, rest)
+	case "prices":
+		return a.cmdPrices(ctx, rest)
+	case "usage":
+		return a.cmdUsage(ctx, rest)
 	}
 	fmt.Fprintf(a.stderr, "llmgw ctl: unknown command %q\n\n", cmd)
 	fmt.Fprint(a.stderr, usageText)

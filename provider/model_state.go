@@ -94,6 +94,13 @@ func (m modelResourceModel) toCatalog(ctx context.Context) (catalog.Model, bool)
 		ContextLength:  r.num(m.ContextLength),
 		MaxOutput:      r.num(m.MaxOutput),
 	}
+	if m.Pricing.IsUnknown() {
+		r.unknown = true
+	} else if attrs := objectAttrs(m.Pricing); attrs != nil {
+		prompt, completion := attrFloat64(attrs, "prompt_per_1k"), attrFloat64(attrs, "completion_per_1k")
+		r.unknown = r.unknown || prompt.IsUnknown() || completion.IsUnknown()
+		out.Pricing = &catalog.Pricing{PromptPer1K: prompt.ValueFloat64(), CompletionPer1K: completion.ValueFloat64()}
+	}
 	var s scalingModel
 	if r.object(m.Scaling, &s) {
 		out.Scaling = catalog.Scaling{Min: r.num(s.Min), Max: r.num(s.Max), IdleTimeout: r.dur(s.IdleTimeout)}
@@ -190,6 +197,13 @@ func attrInt64(attrs map[string]attr.Value, k string) types.Int64 {
 	return types.Int64Null()
 }
 
+func attrFloat64(attrs map[string]attr.Value, k string) types.Float64 {
+	if v, ok := attrs[k].(types.Float64); ok {
+		return v
+	}
+	return types.Float64Null()
+}
+
 func attrList(attrs map[string]attr.Value, k string) types.List {
 	if v, ok := attrs[k].(types.List); ok {
 		return v
@@ -226,6 +240,14 @@ func fromAPI(_ context.Context, pm *managev1.Model, prior modelResourceModel) (m
 		"max":          types.Int64Value(int64(sc.GetMax())),
 		"idle_timeout": fromDuration(sc.GetIdleTimeout(), attrString(objectAttrs(prior.Scaling), "idle_timeout")),
 	})
+
+	out.Pricing = types.ObjectNull(pricingTypes)
+	if p := pm.GetPricing(); p != nil {
+		out.Pricing = types.ObjectValueMust(pricingTypes, map[string]attr.Value{
+			"prompt_per_1k":     types.Float64Value(p.GetPromptPer_1K()),
+			"completion_per_1k": types.Float64Value(p.GetCompletionPer_1K()),
+		})
+	}
 
 	var priorProfiles []attr.Value
 	if !prior.Profiles.IsNull() && !prior.Profiles.IsUnknown() {

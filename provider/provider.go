@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -35,7 +36,10 @@ const (
 	EnvPVEInsecure = "PROXMOX_VE_INSECURE"
 )
 
-var _ provider.Provider = (*llmgwProvider)(nil)
+var (
+	_ provider.Provider                       = (*llmgwProvider)(nil)
+	_ provider.ProviderWithEphemeralResources = (*llmgwProvider)(nil)
+)
 
 // llmgwProvider is the provider; version is the binary's.
 type llmgwProvider struct {
@@ -253,7 +257,13 @@ func (p *llmgwProvider) Configure(ctx context.Context, req provider.ConfigureReq
 }
 
 func (p *llmgwProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newModelResource, newFabricResource, newNodeCertificateResource, newNodeResource, newProxmoxVMResource}
+	return []func() resource.Resource{newModelResource, newFabricResource, newNodeCertificateResource, newNodeResource,
+		newProxmoxVMResource, newProjectResource, newBudgetResource, newAPIKeyResource}
+}
+
+// EphemeralResources are values Terraform never stores (Terraform 1.10+).
+func (p *llmgwProvider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {
+	return []func() ephemeral.EphemeralResource{newAPIKeySecretEphemeral}
 }
 
 func (p *llmgwProvider) DataSources(context.Context) []func() datasource.DataSource {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -61,6 +62,7 @@ type modelResourceModel struct {
 	ContextLength  types.Int64  `tfsdk:"context_length"`
 	MaxOutput      types.Int64  `tfsdk:"max_output"`
 	Scaling        types.Object `tfsdk:"scaling"`
+	Pricing        types.Object `tfsdk:"pricing"`
 	Profiles       types.List   `tfsdk:"profiles"`
 	PlacementCheck types.String `tfsdk:"placement_check"`
 	WaitForRollout types.Bool   `tfsdk:"wait_for_rollout"`
@@ -95,6 +97,7 @@ type profileModel struct {
 
 var (
 	scalingTypes = map[string]attr.Type{"min": types.Int64Type, "max": types.Int64Type, "idle_timeout": types.StringType}
+	pricingTypes = map[string]attr.Type{"prompt_per_1k": types.Float64Type, "completion_per_1k": types.Float64Type}
 	profileTypes = map[string]attr.Type{
 		"name": types.StringType, "engine": types.StringType, "gpu_class": types.StringType,
 		"tp": types.Int64Type, "nodes": types.Int64Type, "weight": types.Int64Type, "priority": types.Int64Type,
@@ -186,6 +189,23 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 						Optional:            true,
 						MarkdownDescription: "Replicas above `min` idle this long are stopped, written like `30s`, `5m` or `1h30m`.",
 						Validators:          []validator.String{durationValidator{allowZero: true}},
+					},
+				},
+			},
+			"pricing": schema.SingleNestedAttribute{
+				Optional: true,
+				MarkdownDescription: "What a request to the model costs, per 1,000 tokens, in the unit budgets (`llmgw_budget`) are in. " +
+					"Without it the control plane's `auth.default_price` applies. Changing it updates the model in place: no replica restarts.",
+				Attributes: map[string]schema.Attribute{
+					"prompt_per_1k": schema.Float64Attribute{
+						Required:            true,
+						MarkdownDescription: "Price of 1,000 prompt (input) tokens.",
+						Validators:          []validator.Float64{float64validator.AtLeast(0)},
+					},
+					"completion_per_1k": schema.Float64Attribute{
+						Required:            true,
+						MarkdownDescription: "Price of 1,000 completion (output) tokens.",
+						Validators:          []validator.Float64{float64validator.AtLeast(0)},
 					},
 				},
 			},

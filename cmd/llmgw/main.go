@@ -19,6 +19,7 @@ commands:
   agent       run the node agent (-c agent.yaml)
   ctl         operator CLI over the management API, and certificate tools
   keys        create and list API keys on the control-plane host
+  users       create users and make them administrators on the control-plane host
   sim-engine  run the simulated OpenAI-compatible engine
   dev         run a whole cluster on this machine
   version     print the version`)

@@ -35,6 +35,8 @@ func run(args []string) int {
 		return runCtl(ctx, args[1:])
 	case "keys":
 		return runKeys(ctx, args[1:])
+	case "users":
+		return runUsers(ctx, args[1:])
 	case "dev":
 		return runDev(ctx, args[1:])
 	}

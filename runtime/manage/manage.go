@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,6 +17,7 @@ import (
 
 	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
 	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/catalog"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/modelpb"
 	"github.com/llmgw/llmgw/runtime/models"
@@ -31,8 +33,14 @@ type Options struct {
 	Catalog    *models.Registry
 	Reconciler *reconcile.Reconciler
 	Tokens     store.AdminTokenStore
-	// Store holds fabrics and node declarations.
-	Store  store.Store
+	// Store holds fabrics, node declarations, projects, keys, budgets and
+	// usage.
+	Store store.Store
+	// DefaultPrice is auth.default_price: what models without pricing of
+	// their own cost; nil prices them at nothing.
+	DefaultPrice *catalog.Pricing
+	// Now is the clock (time.Now when nil).
+	Now    func() time.Time
 	Logger *slog.Logger
 }
 
@@ -48,8 +56,13 @@ func New(opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return &Service{opts: opts, log: opts.Logger.With("component", "manage")}
 }
+
+func (s *Service) now() time.Time { return s.opts.Now() }
 
 // AuthInterceptor checks the bearer admin token on every call. Tokens are
 // compared by hash; the token itself is never logged.

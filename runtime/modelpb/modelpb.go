@@ -29,6 +29,7 @@ func ToProto(m catalog.Model) *managev1.Model {
 			Max:         int32(m.Scaling.Max),
 			IdleTimeout: durationText(m.Scaling.IdleTimeout),
 		},
+		Pricing: PricingToProto(m.Pricing),
 	}
 	for _, p := range m.Profiles {
 		out.Profiles = append(out.Profiles, &managev1.Profile{
@@ -65,6 +66,7 @@ func FromProto(m *managev1.Model) (catalog.Model, error) {
 		RoutingProfile: m.GetRoutingProfile(),
 		ContextLength:  int(m.GetContextLength()),
 		MaxOutput:      int(m.GetMaxOutput()),
+		Pricing:        PricingFromProto(m.GetPricing()),
 	}
 	if s := m.GetScaling(); s != nil {
 		idle, err := parseDuration("scaling.idle_timeout", s.GetIdleTimeout())
@@ -96,6 +98,22 @@ func FromProto(m *managev1.Model) (catalog.Model, error) {
 		})
 	}
 	return out, nil
+}
+
+// PricingToProto converts a price; nil (no price of its own) stays nil.
+func PricingToProto(p *catalog.Pricing) *managev1.Pricing {
+	if p == nil {
+		return nil
+	}
+	return &managev1.Pricing{PromptPer_1K: p.PromptPer1K, CompletionPer_1K: p.CompletionPer1K}
+}
+
+// PricingFromProto converts a price; nil stays nil.
+func PricingFromProto(p *managev1.Pricing) *catalog.Pricing {
+	if p == nil {
+		return nil
+	}
+	return &catalog.Pricing{PromptPer1K: p.GetPromptPer_1K(), CompletionPer1K: p.GetCompletionPer_1K()}
 }
 
 // durationText is d in the catalog's spelling, or "" for zero.

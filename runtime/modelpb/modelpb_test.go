@@ -49,3 +49,33 @@ func TestFromProtoErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestPricingRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		in   *catalog.Pricing
+	}{
+		{"no price of its own (the default applies)", nil},
+		{"explicitly free", &catalog.Pricing{}},
+		{"priced", &catalog.Pricing{PromptPer1K: 0.5, CompletionPer1K: 1.5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := catalog.Model{Name: "m", Pricing: tt.in}
+			pm := ToProto(m)
+			if (pm.GetPricing() == nil) != (tt.in == nil) {
+				t.Fatalf("pricing sent as %v, want presence %v", pm.GetPricing(), tt.in != nil)
+			}
+			if tt.in != nil && (pm.GetPricing().GetPromptPer_1K() != tt.in.PromptPer1K || pm.GetPricing().GetCompletionPer_1K() != tt.in.CompletionPer1K) {
+				t.Fatalf("pricing sent as %v, want %+v", pm.GetPricing(), *tt.in)
+			}
+			back, err := FromProto(pm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !back.Equal(m) {
+				t.Fatalf("round trip changed the pricing: got %+v, want %+v", back.Pricing, tt.in)
+			}
+		})
+	}
+}

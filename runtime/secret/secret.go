@@ -14,6 +14,8 @@ import (
 	"crypto/subtle"
 	"encoding/base32"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -41,6 +43,33 @@ var encoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPaddin
 func NewAPIKey() (plaintext, prefix, hash string) {
 	plaintext = APIKeyPrefix + random()
 	return plaintext, plaintext[:DisplayPrefixLen], HashSecret(plaintext)
+}
+
+// APIKeyLen is the length of every API key: APIKeyPrefix and 256 bits in
+// unpadded base32.
+var APIKeyLen = len(APIKeyPrefix) + encoding.EncodedLen(randomBytes)
+
+// ParseAPIKey checks that s is shaped like a key NewAPIKey makes (the
+// prefix, then exactly 52 characters of lowercase base32, which hold 256
+// bits) and returns its display prefix and hash, as NewAPIKey does. It is how
+// a secret a client generated itself is accepted. The error never quotes s.
+func ParseAPIKey(s string) (prefix, hash string, err error) {
+	body, ok := strings.CutPrefix(s, APIKeyPrefix)
+	if !ok {
+		return "", "", fmt.Errorf("an API key starts with %q", APIKeyPrefix)
+	}
+	if len(s) != APIKeyLen {
+		return "", "", fmt.Errorf("an API key is %d characters long, this one has %d", APIKeyLen, len(s))
+	}
+	for _, c := range body {
+		if (c < 'a' || c > 'z') && (c < '2' || c > '7') {
+			return "", "", errors.New("an API key holds only lowercase letters and the digits 2-7 after its prefix")
+		}
+	}
+	if _, err := encoding.DecodeString(body); err != nil {
+		return "", "", errors.New("an API key's body is not valid base32")
+	}
+	return s[:DisplayPrefixLen], HashSecret(s), nil
 }
 
 // NewAdminToken returns a new random admin token and its hash.

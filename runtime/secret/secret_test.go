@@ -81,3 +81,37 @@ func TestEqual(t *testing.T) {
 		}
 	}
 }
+
+func TestParseAPIKey(t *testing.T) {
+	good, prefix, hash := NewAPIKey()
+	tests := []struct {
+		name    string
+		in      string
+		wantErr string
+	}{
+		{"generated key", good, ""},
+		{"admin token", "llmgwadm-" + good[6:], `starts with "llmgw-"`},
+		{"no prefix", good[6:], `starts with "llmgw-"`},
+		{"short", good[:20], "58 characters long, this one has 20"},
+		{"long", good + "a", "this one has 59"},
+		{"uppercase", "llmgw-" + strings.ToUpper(good[6:]), "lowercase letters and the digits 2-7"},
+		{"digit 1", "llmgw-1" + good[7:], "lowercase letters and the digits 2-7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, h, err := ParseAPIKey(tt.in)
+			if tt.wantErr == "" {
+				if err != nil || p != prefix || h != hash {
+					t.Fatalf("ParseAPIKey = %q, %q, %v; want %q, %q", p, h, err, prefix, hash)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want it to say %q", err, tt.wantErr)
+			}
+			if len(tt.in) > 10 && strings.Contains(err.Error(), tt.in[6:]) {
+				t.Fatalf("error %q quotes the secret", err)
+			}
+		})
+	}
+}

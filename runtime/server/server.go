@@ -298,7 +298,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("manage_tls: %w", err)
 	}
-	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Store: s.Store, Logger: s.log})
+	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Store: s.Store, DefaultPrice: s.cfg.Auth.DefaultPrice, Logger: s.log})
 	manageSrv := grpc.NewServer(grpc.Creds(credentials.NewTLS(manageTLS)), grpc.UnaryInterceptor(msvc.AuthInterceptor()))
 	managev1.RegisterManageServiceServer(manageSrv, msvc)
 	if l := s.listeners[ListenManage]; l != nil {

@@ -31,6 +31,13 @@ resource "llmgw_model" "qwen" {
     },
   ]
 
+  # What a request costs per 1,000 tokens, in the unit budgets are in.
+  # Changing it never restarts a replica. Without it auth.default_price applies.
+  pricing = {
+    prompt_per_1k     = 0.002
+    completion_per_1k = 0.006
+  }
+
   # Fail the plan when no node can hold any profile (default "warn").
   placement_check = "error"
   # Apply returns when scaling.min replicas of the new definition serve.

@@ -759,7 +759,10 @@ type Model struct {
 	// generation are rolled.
 	Generation string `protobuf:"bytes,10,opt,name=generation,proto3" json:"generation,omitempty"`
 	// Output only.
-	Status        *ModelStatus `protobuf:"bytes,11,opt,name=status,proto3" json:"status,omitempty"`
+	Status *ModelStatus `protobuf:"bytes,11,opt,name=status,proto3" json:"status,omitempty"`
+	// What a request to the model costs; absent: auth.default_price applies.
+	// Changing it never restarts a replica.
+	Pricing       *Pricing `protobuf:"bytes,12,opt,name=pricing,proto3" json:"pricing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -871,6 +874,67 @@ func (x *Model) GetStatus() *ModelStatus {
 	return nil
 }
 
+func (x *Model) GetPricing() *Pricing {
+	if x != nil {
+		return x.Pricing
+	}
+	return nil
+}
+
+// Pricing is a price per 1,000 tokens, in a unit the operator chooses (the
+// unit budgets are in).
+type Pricing struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PromptPer_1K     float64                `protobuf:"fixed64,1,opt,name=prompt_per_1k,json=promptPer1k,proto3" json:"prompt_per_1k,omitempty"`
+	CompletionPer_1K float64                `protobuf:"fixed64,2,opt,name=completion_per_1k,json=completionPer1k,proto3" json:"completion_per_1k,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Pricing) Reset() {
+	*x = Pricing{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pricing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pricing) ProtoMessage() {}
+
+func (x *Pricing) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pricing.ProtoReflect.Descriptor instead.
+func (*Pricing) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Pricing) GetPromptPer_1K() float64 {
+	if x != nil {
+		return x.PromptPer_1K
+	}
+	return 0
+}
+
+func (x *Pricing) GetCompletionPer_1K() float64 {
+	if x != nil {
+		return x.CompletionPer_1K
+	}
+	return 0
+}
+
 type ModelStatus struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ReplicasDesired int32                  `protobuf:"varint,1,opt,name=replicas_desired,json=replicasDesired,proto3" json:"replicas_desired,omitempty"`
@@ -885,7 +949,7 @@ type ModelStatus struct {
 
 func (x *ModelStatus) Reset() {
 	*x = ModelStatus{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[9]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +961,7 @@ func (x *ModelStatus) String() string {
 func (*ModelStatus) ProtoMessage() {}
 
 func (x *ModelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[9]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +974,7 @@ func (x *ModelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelStatus.ProtoReflect.Descriptor instead.
 func (*ModelStatus) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{9}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ModelStatus) GetReplicasDesired() int32 {
@@ -957,7 +1021,7 @@ type CreateModelRequest struct {
 
 func (x *CreateModelRequest) Reset() {
 	*x = CreateModelRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[10]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1033,7 @@ func (x *CreateModelRequest) String() string {
 func (*CreateModelRequest) ProtoMessage() {}
 
 func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[10]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1046,7 @@ func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelRequest.ProtoReflect.Descriptor instead.
 func (*CreateModelRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{10}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateModelRequest) GetModel() *Model {
@@ -1001,7 +1065,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[11]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1077,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[11]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1090,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{11}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetModelRequest) GetName() string {
@@ -1045,7 +1109,7 @@ type UpdateModelRequest struct {
 
 func (x *UpdateModelRequest) Reset() {
 	*x = UpdateModelRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[12]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1121,7 @@ func (x *UpdateModelRequest) String() string {
 func (*UpdateModelRequest) ProtoMessage() {}
 
 func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[12]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1134,7 @@ func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelRequest.ProtoReflect.Descriptor instead.
 func (*UpdateModelRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{12}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateModelRequest) GetModel() *Model {
@@ -1089,7 +1153,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[13]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1165,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[13]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1178,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{13}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteModelRequest) GetName() string {
@@ -1132,7 +1196,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[14]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1208,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[14]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1221,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{14}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{15}
 }
 
 type ListModelsRequest struct {
@@ -1168,7 +1232,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[15]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1244,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[15]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1257,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{15}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{16}
 }
 
 type ListModelsResponse struct {
@@ -1205,7 +1269,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[16]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1281,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[16]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1294,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{16}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -1250,7 +1314,7 @@ type ListReplicasRequest struct {
 
 func (x *ListReplicasRequest) Reset() {
 	*x = ListReplicasRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[17]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1326,7 @@ func (x *ListReplicasRequest) String() string {
 func (*ListReplicasRequest) ProtoMessage() {}
 
 func (x *ListReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[17]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1339,7 @@ func (x *ListReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ListReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{17}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListReplicasRequest) GetModel() string {
@@ -1294,7 +1358,7 @@ type ListReplicasResponse struct {
 
 func (x *ListReplicasResponse) Reset() {
 	*x = ListReplicasResponse{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[18]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1370,7 @@ func (x *ListReplicasResponse) String() string {
 func (*ListReplicasResponse) ProtoMessage() {}
 
 func (x *ListReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[18]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1383,7 @@ func (x *ListReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ListReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{18}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListReplicasResponse) GetReplicas() []*Replica {
@@ -1348,7 +1412,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[19]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1424,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[19]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1437,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{19}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Replica) GetId() string {
@@ -1463,7 +1527,7 @@ type Shard struct {
 
 func (x *Shard) Reset() {
 	*x = Shard{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[20]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1539,7 @@ func (x *Shard) String() string {
 func (*Shard) ProtoMessage() {}
 
 func (x *Shard) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[20]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1552,7 @@ func (x *Shard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shard.ProtoReflect.Descriptor instead.
 func (*Shard) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{20}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Shard) GetId() string {
@@ -1556,7 +1620,7 @@ type ExplainPlacementRequest struct {
 
 func (x *ExplainPlacementRequest) Reset() {
 	*x = ExplainPlacementRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[21]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1632,7 @@ func (x *ExplainPlacementRequest) String() string {
 func (*ExplainPlacementRequest) ProtoMessage() {}
 
 func (x *ExplainPlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[21]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1645,7 @@ func (x *ExplainPlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainPlacementRequest.ProtoReflect.Descriptor instead.
 func (*ExplainPlacementRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{21}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExplainPlacementRequest) GetModel() string {
@@ -1600,7 +1664,7 @@ type PlanPlacementRequest struct {
 
 func (x *PlanPlacementRequest) Reset() {
 	*x = PlanPlacementRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[22]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1676,7 @@ func (x *PlanPlacementRequest) String() string {
 func (*PlanPlacementRequest) ProtoMessage() {}
 
 func (x *PlanPlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[22]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1689,7 @@ func (x *PlanPlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPlacementRequest.ProtoReflect.Descriptor instead.
 func (*PlanPlacementRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{22}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlanPlacementRequest) GetModel() *Model {
@@ -1649,7 +1713,7 @@ type Explanation struct {
 
 func (x *Explanation) Reset() {
 	*x = Explanation{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[23]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1725,7 @@ func (x *Explanation) String() string {
 func (*Explanation) ProtoMessage() {}
 
 func (x *Explanation) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[23]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1738,7 @@ func (x *Explanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Explanation.ProtoReflect.Descriptor instead.
 func (*Explanation) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{23}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Explanation) GetModel() string {
@@ -1724,7 +1788,7 @@ type ProfileExplanation struct {
 
 func (x *ProfileExplanation) Reset() {
 	*x = ProfileExplanation{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[24]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1800,7 @@ func (x *ProfileExplanation) String() string {
 func (*ProfileExplanation) ProtoMessage() {}
 
 func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[24]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1813,7 @@ func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileExplanation.ProtoReflect.Descriptor instead.
 func (*ProfileExplanation) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{24}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ProfileExplanation) GetProfile() string {
@@ -1792,7 +1856,7 @@ type NodeVerdict struct {
 
 func (x *NodeVerdict) Reset() {
 	*x = NodeVerdict{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[25]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +1868,7 @@ func (x *NodeVerdict) String() string {
 func (*NodeVerdict) ProtoMessage() {}
 
 func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[25]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +1881,7 @@ func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeVerdict.ProtoReflect.Descriptor instead.
 func (*NodeVerdict) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{25}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeVerdict) GetNode() string {
@@ -1860,7 +1924,7 @@ type Fabric struct {
 
 func (x *Fabric) Reset() {
 	*x = Fabric{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[26]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1936,7 @@ func (x *Fabric) String() string {
 func (*Fabric) ProtoMessage() {}
 
 func (x *Fabric) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[26]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1949,7 @@ func (x *Fabric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fabric.ProtoReflect.Descriptor instead.
 func (*Fabric) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{26}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Fabric) GetName() string {
@@ -1918,7 +1982,7 @@ type CreateFabricRequest struct {
 
 func (x *CreateFabricRequest) Reset() {
 	*x = CreateFabricRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[27]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +1994,7 @@ func (x *CreateFabricRequest) String() string {
 func (*CreateFabricRequest) ProtoMessage() {}
 
 func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[27]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2007,7 @@ func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateFabricRequest.ProtoReflect.Descriptor instead.
 func (*CreateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{27}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateFabricRequest) GetFabric() *Fabric {
@@ -1962,7 +2026,7 @@ type GetFabricRequest struct {
 
 func (x *GetFabricRequest) Reset() {
 	*x = GetFabricRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[28]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2038,7 @@ func (x *GetFabricRequest) String() string {
 func (*GetFabricRequest) ProtoMessage() {}
 
 func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[28]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2051,7 @@ func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFabricRequest.ProtoReflect.Descriptor instead.
 func (*GetFabricRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{28}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetFabricRequest) GetName() string {
@@ -2006,7 +2070,7 @@ type UpdateFabricRequest struct {
 
 func (x *UpdateFabricRequest) Reset() {
 	*x = UpdateFabricRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2082,7 @@ func (x *UpdateFabricRequest) String() string {
 func (*UpdateFabricRequest) ProtoMessage() {}
 
 func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2095,7 @@ func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFabricRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{29}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateFabricRequest) GetFabric() *Fabric {
@@ -2050,7 +2114,7 @@ type DeleteFabricRequest struct {
 
 func (x *DeleteFabricRequest) Reset() {
 	*x = DeleteFabricRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2126,7 @@ func (x *DeleteFabricRequest) String() string {
 func (*DeleteFabricRequest) ProtoMessage() {}
 
 func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2139,7 @@ func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricRequest.ProtoReflect.Descriptor instead.
 func (*DeleteFabricRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{30}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteFabricRequest) GetName() string {
@@ -2093,7 +2157,7 @@ type DeleteFabricResponse struct {
 
 func (x *DeleteFabricResponse) Reset() {
 	*x = DeleteFabricResponse{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2169,7 @@ func (x *DeleteFabricResponse) String() string {
 func (*DeleteFabricResponse) ProtoMessage() {}
 
 func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2182,7 @@ func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricResponse.ProtoReflect.Descriptor instead.
 func (*DeleteFabricResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{31}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{32}
 }
 
 type ListFabricsRequest struct {
@@ -2129,7 +2193,7 @@ type ListFabricsRequest struct {
 
 func (x *ListFabricsRequest) Reset() {
 	*x = ListFabricsRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2205,7 @@ func (x *ListFabricsRequest) String() string {
 func (*ListFabricsRequest) ProtoMessage() {}
 
 func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2218,7 @@ func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsRequest.ProtoReflect.Descriptor instead.
 func (*ListFabricsRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{32}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{33}
 }
 
 type ListFabricsResponse struct {
@@ -2166,7 +2230,7 @@ type ListFabricsResponse struct {
 
 func (x *ListFabricsResponse) Reset() {
 	*x = ListFabricsResponse{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2242,7 @@ func (x *ListFabricsResponse) String() string {
 func (*ListFabricsResponse) ProtoMessage() {}
 
 func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2255,7 @@ func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsResponse.ProtoReflect.Descriptor instead.
 func (*ListFabricsResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{33}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListFabricsResponse) GetFabrics() []*Fabric {
@@ -2216,7 +2280,7 @@ type NodeDeclaration struct {
 
 func (x *NodeDeclaration) Reset() {
 	*x = NodeDeclaration{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2292,7 @@ func (x *NodeDeclaration) String() string {
 func (*NodeDeclaration) ProtoMessage() {}
 
 func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2305,7 @@ func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDeclaration.ProtoReflect.Descriptor instead.
 func (*NodeDeclaration) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{34}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *NodeDeclaration) GetName() string {
@@ -2281,7 +2345,7 @@ type DeclareNodeRequest struct {
 
 func (x *DeclareNodeRequest) Reset() {
 	*x = DeclareNodeRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2357,7 @@ func (x *DeclareNodeRequest) String() string {
 func (*DeclareNodeRequest) ProtoMessage() {}
 
 func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2370,7 @@ func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeclareNodeRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{35}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeclareNodeRequest) GetNode() *NodeDeclaration {
@@ -2325,7 +2389,7 @@ type GetNodeDeclarationRequest struct {
 
 func (x *GetNodeDeclarationRequest) Reset() {
 	*x = GetNodeDeclarationRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2401,7 @@ func (x *GetNodeDeclarationRequest) String() string {
 func (*GetNodeDeclarationRequest) ProtoMessage() {}
 
 func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2414,7 @@ func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeDeclarationRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeDeclarationRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{36}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetNodeDeclarationRequest) GetName() string {
@@ -2368,7 +2432,7 @@ type ListNodeDeclarationsRequest struct {
 
 func (x *ListNodeDeclarationsRequest) Reset() {
 	*x = ListNodeDeclarationsRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2444,7 @@ func (x *ListNodeDeclarationsRequest) String() string {
 func (*ListNodeDeclarationsRequest) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2457,7 @@ func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{37}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{38}
 }
 
 type ListNodeDeclarationsResponse struct {
@@ -2405,7 +2469,7 @@ type ListNodeDeclarationsResponse struct {
 
 func (x *ListNodeDeclarationsResponse) Reset() {
 	*x = ListNodeDeclarationsResponse{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2481,7 @@ func (x *ListNodeDeclarationsResponse) String() string {
 func (*ListNodeDeclarationsResponse) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2494,7 @@ func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{38}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListNodeDeclarationsResponse) GetNodes() []*NodeDeclaration {
@@ -2451,7 +2515,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2527,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2540,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{39}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DrainNodeRequest) GetName() string {
@@ -2503,7 +2567,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2579,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2592,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{40}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DrainNodeResponse) GetReplicas() int32 {
@@ -2549,7 +2613,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2625,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2638,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{41}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RemoveNodeRequest) GetName() string {
@@ -2599,7 +2663,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2675,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2688,1962 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{42}
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{43}
+}
+
+type Project struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Requests and tokens per minute for the whole project; 0: not set
+	// (auth.default_rpm / default_tpm apply).
+	Rpm int64 `protobuf:"varint,2,opt,name=rpm,proto3" json:"rpm,omitempty"`
+	Tpm int64 `protobuf:"varint,3,opt,name=tpm,proto3" json:"tpm,omitempty"`
+	// Canonical model names the project may use; empty: every model.
+	AllowedModels []string `protobuf:"bytes,4,rep,name=allowed_models,json=allowedModels,proto3" json:"allowed_models,omitempty"`
+	// Output only.
+	CreatedUnixMs int64 `protobuf:"varint,5,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	// Output only.
+	UpdatedUnixMs int64 `protobuf:"varint,6,opt,name=updated_unix_ms,json=updatedUnixMs,proto3" json:"updated_unix_ms,omitempty"`
+	// Output only: unrevoked keys of the project.
+	LiveKeys int32 `protobuf:"varint,7,opt,name=live_keys,json=liveKeys,proto3" json:"live_keys,omitempty"`
+	// Output only: what is probably wrong but not refused (an allowed model
+	// that is not in the catalog).
+	Warnings      []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Project) Reset() {
+	*x = Project{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Project) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Project) ProtoMessage() {}
+
+func (x *Project) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Project.ProtoReflect.Descriptor instead.
+func (*Project) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *Project) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Project) GetRpm() int64 {
+	if x != nil {
+		return x.Rpm
+	}
+	return 0
+}
+
+func (x *Project) GetTpm() int64 {
+	if x != nil {
+		return x.Tpm
+	}
+	return 0
+}
+
+func (x *Project) GetAllowedModels() []string {
+	if x != nil {
+		return x.AllowedModels
+	}
+	return nil
+}
+
+func (x *Project) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *Project) GetUpdatedUnixMs() int64 {
+	if x != nil {
+		return x.UpdatedUnixMs
+	}
+	return 0
+}
+
+func (x *Project) GetLiveKeys() int32 {
+	if x != nil {
+		return x.LiveKeys
+	}
+	return 0
+}
+
+func (x *Project) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+type CreateProjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateProjectRequest) Reset() {
+	*x = CreateProjectRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateProjectRequest) ProtoMessage() {}
+
+func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
+func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *CreateProjectRequest) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+type GetProjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProjectRequest) Reset() {
+	*x = GetProjectRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProjectRequest) ProtoMessage() {}
+
+func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
+func (*GetProjectRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *GetProjectRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type UpdateProjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProjectRequest) Reset() {
+	*x = UpdateProjectRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProjectRequest) ProtoMessage() {}
+
+func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
+func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *UpdateProjectRequest) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+type DeleteProjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProjectRequest) Reset() {
+	*x = DeleteProjectRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProjectRequest) ProtoMessage() {}
+
+func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
+func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DeleteProjectRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteProjectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProjectResponse) Reset() {
+	*x = DeleteProjectResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProjectResponse) ProtoMessage() {}
+
+func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
+func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{49}
+}
+
+type ListProjectsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectsRequest) Reset() {
+	*x = ListProjectsRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectsRequest) ProtoMessage() {}
+
+func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
+func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{50}
+}
+
+type ListProjectsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Projects      []*Project             `protobuf:"bytes,1,rep,name=projects,proto3" json:"projects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectsResponse) Reset() {
+	*x = ListProjectsResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectsResponse) ProtoMessage() {}
+
+func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
+func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ListProjectsResponse) GetProjects() []*Project {
+	if x != nil {
+		return x.Projects
+	}
+	return nil
+}
+
+type ApiKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only: assigned at creation.
+	Id   string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Output only: the first characters of the secret, to tell keys apart.
+	Prefix string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// The project the key belongs to; "default" when empty at creation.
+	Project string `protobuf:"bytes,4,opt,name=project,proto3" json:"project,omitempty"`
+	// The key's own limits; 0: not set (the project's and the defaults apply).
+	Rpm int64 `protobuf:"varint,5,opt,name=rpm,proto3" json:"rpm,omitempty"`
+	Tpm int64 `protobuf:"varint,6,opt,name=tpm,proto3" json:"tpm,omitempty"`
+	// 0: never expires.
+	ExpiresUnixMs int64 `protobuf:"varint,7,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	// Output only.
+	CreatedUnixMs int64 `protobuf:"varint,8,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	// Output only; 0: never used.
+	LastUsedUnixMs int64 `protobuf:"varint,9,opt,name=last_used_unix_ms,json=lastUsedUnixMs,proto3" json:"last_used_unix_ms,omitempty"`
+	// Output only; 0: not revoked.
+	RevokedUnixMs int64 `protobuf:"varint,10,opt,name=revoked_unix_ms,json=revokedUnixMs,proto3" json:"revoked_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApiKey) Reset() {
+	*x = ApiKey{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApiKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApiKey) ProtoMessage() {}
+
+func (x *ApiKey) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
+func (*ApiKey) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ApiKey) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ApiKey) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ApiKey) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ApiKey) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ApiKey) GetRpm() int64 {
+	if x != nil {
+		return x.Rpm
+	}
+	return 0
+}
+
+func (x *ApiKey) GetTpm() int64 {
+	if x != nil {
+		return x.Tpm
+	}
+	return 0
+}
+
+func (x *ApiKey) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+func (x *ApiKey) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *ApiKey) GetLastUsedUnixMs() int64 {
+	if x != nil {
+		return x.LastUsedUnixMs
+	}
+	return 0
+}
+
+func (x *ApiKey) GetRevokedUnixMs() int64 {
+	if x != nil {
+		return x.RevokedUnixMs
+	}
+	return 0
+}
+
+type CreateApiKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project, name, expires_unix_ms, rpm, tpm; the output-only fields are
+	// ignored.
+	Key *ApiKey `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Optional: a secret the client generated (e.g. Terraform's write-only
+	// flow), "llmgw-" and 52 characters of lowercase base32. Only its hash is
+	// stored. Empty: the server generates one and returns it.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateApiKeyRequest) Reset() {
+	*x = CreateApiKeyRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateApiKeyRequest) ProtoMessage() {}
+
+func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *CreateApiKeyRequest) GetKey() *ApiKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *CreateApiKeyRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type CreateApiKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   *ApiKey                `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The secret, shown this once; empty when the client supplied it.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateApiKeyResponse) Reset() {
+	*x = CreateApiKeyResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateApiKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateApiKeyResponse) ProtoMessage() {}
+
+func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
+func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *CreateApiKeyResponse) GetKey() *ApiKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *CreateApiKeyResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type GetApiKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetApiKeyRequest) Reset() {
+	*x = GetApiKeyRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetApiKeyRequest) ProtoMessage() {}
+
+func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*GetApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *GetApiKeyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type UpdateApiKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Rpm           int64                  `protobuf:"varint,2,opt,name=rpm,proto3" json:"rpm,omitempty"`
+	Tpm           int64                  `protobuf:"varint,3,opt,name=tpm,proto3" json:"tpm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateApiKeyRequest) Reset() {
+	*x = UpdateApiKeyRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateApiKeyRequest) ProtoMessage() {}
+
+func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*UpdateApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *UpdateApiKeyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateApiKeyRequest) GetRpm() int64 {
+	if x != nil {
+		return x.Rpm
+	}
+	return 0
+}
+
+func (x *UpdateApiKeyRequest) GetTpm() int64 {
+	if x != nil {
+		return x.Tpm
+	}
+	return 0
+}
+
+type RevokeApiKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeApiKeyRequest) Reset() {
+	*x = RevokeApiKeyRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeApiKeyRequest) ProtoMessage() {}
+
+func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *RevokeApiKeyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ListApiKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional filter.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// List revoked keys as well.
+	IncludeRevoked bool `protobuf:"varint,2,opt,name=include_revoked,json=includeRevoked,proto3" json:"include_revoked,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListApiKeysRequest) Reset() {
+	*x = ListApiKeysRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApiKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApiKeysRequest) ProtoMessage() {}
+
+func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ListApiKeysRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ListApiKeysRequest) GetIncludeRevoked() bool {
+	if x != nil {
+		return x.IncludeRevoked
+	}
+	return false
+}
+
+type ListApiKeysResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*ApiKey              `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApiKeysResponse) Reset() {
+	*x = ListApiKeysResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApiKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApiKeysResponse) ProtoMessage() {}
+
+func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ListApiKeysResponse) GetKeys() []*ApiKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type Budget struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Project string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// day | month | total. Days and months are UTC calendar days and months.
+	Period string `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	// In the unit models are priced in.
+	Amount float64 `protobuf:"fixed64,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	// refuse | fallback
+	OnExhausted string `protobuf:"bytes,4,opt,name=on_exhausted,json=onExhausted,proto3" json:"on_exhausted,omitempty"`
+	// The catalog model requests go to once the budget is spent; required
+	// with on_exhausted = fallback, refused otherwise.
+	FallbackModel string `protobuf:"bytes,5,opt,name=fallback_model,json=fallbackModel,proto3" json:"fallback_model,omitempty"`
+	// Output only.
+	CreatedUnixMs int64 `protobuf:"varint,6,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	// Output only.
+	UpdatedUnixMs int64 `protobuf:"varint,7,opt,name=updated_unix_ms,json=updatedUnixMs,proto3" json:"updated_unix_ms,omitempty"`
+	// Output only: what the project spent in the current period.
+	Spent float64 `protobuf:"fixed64,8,opt,name=spent,proto3" json:"spent,omitempty"`
+	// Output only: when the period ends (0 for total).
+	ResetsUnixMs int64 `protobuf:"varint,9,opt,name=resets_unix_ms,json=resetsUnixMs,proto3" json:"resets_unix_ms,omitempty"`
+	// Output only: why the budget may not do what it says, e.g. that no model
+	// has a price.
+	Warnings      []string `protobuf:"bytes,10,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Budget) Reset() {
+	*x = Budget{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Budget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Budget) ProtoMessage() {}
+
+func (x *Budget) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Budget.ProtoReflect.Descriptor instead.
+func (*Budget) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *Budget) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *Budget) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *Budget) GetAmount() float64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+func (x *Budget) GetOnExhausted() string {
+	if x != nil {
+		return x.OnExhausted
+	}
+	return ""
+}
+
+func (x *Budget) GetFallbackModel() string {
+	if x != nil {
+		return x.FallbackModel
+	}
+	return ""
+}
+
+func (x *Budget) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *Budget) GetUpdatedUnixMs() int64 {
+	if x != nil {
+		return x.UpdatedUnixMs
+	}
+	return 0
+}
+
+func (x *Budget) GetSpent() float64 {
+	if x != nil {
+		return x.Spent
+	}
+	return 0
+}
+
+func (x *Budget) GetResetsUnixMs() int64 {
+	if x != nil {
+		return x.ResetsUnixMs
+	}
+	return 0
+}
+
+func (x *Budget) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+type PutBudgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Budget        *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutBudgetRequest) Reset() {
+	*x = PutBudgetRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutBudgetRequest) ProtoMessage() {}
+
+func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutBudgetRequest.ProtoReflect.Descriptor instead.
+func (*PutBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *PutBudgetRequest) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+type GetBudgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	Period        string                 `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBudgetRequest) Reset() {
+	*x = GetBudgetRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBudgetRequest) ProtoMessage() {}
+
+func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBudgetRequest.ProtoReflect.Descriptor instead.
+func (*GetBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *GetBudgetRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetBudgetRequest) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+type DeleteBudgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	Period        string                 `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBudgetRequest) Reset() {
+	*x = DeleteBudgetRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBudgetRequest) ProtoMessage() {}
+
+func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBudgetRequest.ProtoReflect.Descriptor instead.
+func (*DeleteBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *DeleteBudgetRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteBudgetRequest) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+type DeleteBudgetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBudgetResponse) Reset() {
+	*x = DeleteBudgetResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBudgetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBudgetResponse) ProtoMessage() {}
+
+func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBudgetResponse.ProtoReflect.Descriptor instead.
+func (*DeleteBudgetResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{64}
+}
+
+type ListBudgetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional filter.
+	Project       string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBudgetsRequest) Reset() {
+	*x = ListBudgetsRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBudgetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBudgetsRequest) ProtoMessage() {}
+
+func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBudgetsRequest.ProtoReflect.Descriptor instead.
+func (*ListBudgetsRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ListBudgetsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+type ListBudgetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Budgets       []*Budget              `protobuf:"bytes,1,rep,name=budgets,proto3" json:"budgets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBudgetsResponse) Reset() {
+	*x = ListBudgetsResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBudgetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBudgetsResponse) ProtoMessage() {}
+
+func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBudgetsResponse.ProtoReflect.Descriptor instead.
+func (*ListBudgetsResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ListBudgetsResponse) GetBudgets() []*Budget {
+	if x != nil {
+		return x.Budgets
+	}
+	return nil
+}
+
+type ListPricesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPricesRequest) Reset() {
+	*x = ListPricesRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPricesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPricesRequest) ProtoMessage() {}
+
+func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPricesRequest.ProtoReflect.Descriptor instead.
+func (*ListPricesRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{67}
+}
+
+type ModelPrice struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Model   string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Pricing *Pricing               `protobuf:"bytes,2,opt,name=pricing,proto3" json:"pricing,omitempty"`
+	// model (its own pricing) | default (auth.default_price) | none (free)
+	Source        string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelPrice) Reset() {
+	*x = ModelPrice{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelPrice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelPrice) ProtoMessage() {}
+
+func (x *ModelPrice) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
+func (*ModelPrice) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *ModelPrice) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ModelPrice) GetPricing() *Pricing {
+	if x != nil {
+		return x.Pricing
+	}
+	return nil
+}
+
+func (x *ModelPrice) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+type ListPricesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// auth.default_price; absent when unset.
+	DefaultPrice  *Pricing      `protobuf:"bytes,1,opt,name=default_price,json=defaultPrice,proto3" json:"default_price,omitempty"`
+	Models        []*ModelPrice `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPricesResponse) Reset() {
+	*x = ListPricesResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPricesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPricesResponse) ProtoMessage() {}
+
+func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPricesResponse.ProtoReflect.Descriptor instead.
+func (*ListPricesResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *ListPricesResponse) GetDefaultPrice() *Pricing {
+	if x != nil {
+		return x.DefaultPrice
+	}
+	return nil
+}
+
+func (x *ListPricesResponse) GetModels() []*ModelPrice {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+type UsageFilter struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Project string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// Canonical model name.
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// Inclusive; 0: from the beginning.
+	SinceUnixMs int64 `protobuf:"varint,3,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
+	// Exclusive; 0: until now.
+	UntilUnixMs   int64 `protobuf:"varint,4,opt,name=until_unix_ms,json=untilUnixMs,proto3" json:"until_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageFilter) Reset() {
+	*x = UsageFilter{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageFilter) ProtoMessage() {}
+
+func (x *UsageFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageFilter.ProtoReflect.Descriptor instead.
+func (*UsageFilter) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *UsageFilter) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UsageFilter) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *UsageFilter) GetSinceUnixMs() int64 {
+	if x != nil {
+		return x.SinceUnixMs
+	}
+	return 0
+}
+
+func (x *UsageFilter) GetUntilUnixMs() int64 {
+	if x != nil {
+		return x.UntilUnixMs
+	}
+	return 0
+}
+
+type SummarizeUsageRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Filter *UsageFilter           `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Group by UTC day as well as project and model.
+	ByDay         bool `protobuf:"varint,2,opt,name=by_day,json=byDay,proto3" json:"by_day,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummarizeUsageRequest) Reset() {
+	*x = SummarizeUsageRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummarizeUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummarizeUsageRequest) ProtoMessage() {}
+
+func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
+func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *SummarizeUsageRequest) GetFilter() *UsageFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *SummarizeUsageRequest) GetByDay() bool {
+	if x != nil {
+		return x.ByDay
+	}
+	return false
+}
+
+type UsageTotal struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Project string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	Model   string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// Midnight UTC of the day, "YYYY-MM-DD"; empty unless grouped by day.
+	Day              string  `protobuf:"bytes,3,opt,name=day,proto3" json:"day,omitempty"`
+	Requests         int64   `protobuf:"varint,4,opt,name=requests,proto3" json:"requests,omitempty"`
+	PromptTokens     int64   `protobuf:"varint,5,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens int64   `protobuf:"varint,6,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	Cost             float64 `protobuf:"fixed64,7,opt,name=cost,proto3" json:"cost,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UsageTotal) Reset() {
+	*x = UsageTotal{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageTotal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageTotal) ProtoMessage() {}
+
+func (x *UsageTotal) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageTotal.ProtoReflect.Descriptor instead.
+func (*UsageTotal) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *UsageTotal) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UsageTotal) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *UsageTotal) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *UsageTotal) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *UsageTotal) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *UsageTotal) GetCompletionTokens() int64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *UsageTotal) GetCost() float64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
+}
+
+type SummarizeUsageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Totals        []*UsageTotal          `protobuf:"bytes,1,rep,name=totals,proto3" json:"totals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummarizeUsageResponse) Reset() {
+	*x = SummarizeUsageResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummarizeUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummarizeUsageResponse) ProtoMessage() {}
+
+func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
+func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *SummarizeUsageResponse) GetTotals() []*UsageTotal {
+	if x != nil {
+		return x.Totals
+	}
+	return nil
+}
+
+type ListUsageRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Filter *UsageFilter           `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// At most this many rows; 0: 100. At most 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token; empty: the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsageRequest) Reset() {
+	*x = ListUsageRequest{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsageRequest) ProtoMessage() {}
+
+func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsageRequest.ProtoReflect.Descriptor instead.
+func (*ListUsageRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ListUsageRequest) GetFilter() *UsageFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *ListUsageRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListUsageRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type UsageRow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When the request ended.
+	AtUnixMs         int64   `protobuf:"varint,2,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	RequestId        string  `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Project          string  `protobuf:"bytes,4,opt,name=project,proto3" json:"project,omitempty"`
+	KeyId            string  `protobuf:"bytes,5,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	Model            string  `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	Replica          string  `protobuf:"bytes,7,opt,name=replica,proto3" json:"replica,omitempty"`
+	Status           int32   `protobuf:"varint,8,opt,name=status,proto3" json:"status,omitempty"`
+	PromptTokens     int64   `protobuf:"varint,9,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens int64   `protobuf:"varint,10,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	Cost             float64 `protobuf:"fixed64,11,opt,name=cost,proto3" json:"cost,omitempty"`
+	LatencyMs        int64   `protobuf:"varint,12,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	TtftMs           int64   `protobuf:"varint,13,opt,name=ttft_ms,json=ttftMs,proto3" json:"ttft_ms,omitempty"`
+	Stream           bool    `protobuf:"varint,14,opt,name=stream,proto3" json:"stream,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UsageRow) Reset() {
+	*x = UsageRow{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRow) ProtoMessage() {}
+
+func (x *UsageRow) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
+func (*UsageRow) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *UsageRow) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *UsageRow) GetAtUnixMs() int64 {
+	if x != nil {
+		return x.AtUnixMs
+	}
+	return 0
+}
+
+func (x *UsageRow) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *UsageRow) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UsageRow) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *UsageRow) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *UsageRow) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *UsageRow) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *UsageRow) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetCompletionTokens() int64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetCost() float64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
+}
+
+func (x *UsageRow) GetLatencyMs() int64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *UsageRow) GetTtftMs() int64 {
+	if x != nil {
+		return x.TtftMs
+	}
+	return 0
+}
+
+func (x *UsageRow) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
+}
+
+type ListUsageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rows  []*UsageRow            `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsageResponse) Reset() {
+	*x = ListUsageResponse{}
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsageResponse) ProtoMessage() {}
+
+func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_api_managev1_manage_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsageResponse.ProtoReflect.Descriptor instead.
+func (*ListUsageResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_api_managev1_manage_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *ListUsageResponse) GetRows() []*UsageRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *ListUsageResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 var File_runtime_api_managev1_manage_proto protoreflect.FileDescriptor
@@ -2708,7 +4727,7 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x03\n" +
 	"\x05Model\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaliases\x18\x02 \x03(\tR\aaliases\x12\x16\n" +
@@ -2724,7 +4743,11 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"generation\x18\n" +
 	" \x01(\tR\n" +
 	"generation\x124\n" +
-	"\x06status\x18\v \x01(\v2\x1c.llmgw.manage.v1.ModelStatusR\x06status\"\xb6\x01\n" +
+	"\x06status\x18\v \x01(\v2\x1c.llmgw.manage.v1.ModelStatusR\x06status\x122\n" +
+	"\apricing\x18\f \x01(\v2\x18.llmgw.manage.v1.PricingR\apricing\"Y\n" +
+	"\aPricing\x12\"\n" +
+	"\rprompt_per_1k\x18\x01 \x01(\x01R\vpromptPer1k\x12*\n" +
+	"\x11completion_per_1k\x18\x02 \x01(\x01R\x0fcompletionPer1k\"\xb6\x01\n" +
 	"\vModelStatus\x12)\n" +
 	"\x10replicas_desired\x18\x01 \x01(\x05R\x0freplicasDesired\x12%\n" +
 	"\x0ereplicas_ready\x18\x02 \x01(\x05R\rreplicasReady\x12%\n" +
@@ -2825,7 +4848,139 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\x11RemoveNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06revoke\x18\x02 \x01(\bR\x06revoke\"\x14\n" +
-	"\x12RemoveNodeResponse2\x85\x0e\n" +
+	"\x12RemoveNodeResponse\"\xf1\x01\n" +
+	"\aProject\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03rpm\x18\x02 \x01(\x03R\x03rpm\x12\x10\n" +
+	"\x03tpm\x18\x03 \x01(\x03R\x03tpm\x12%\n" +
+	"\x0eallowed_models\x18\x04 \x03(\tR\rallowedModels\x12&\n" +
+	"\x0fcreated_unix_ms\x18\x05 \x01(\x03R\rcreatedUnixMs\x12&\n" +
+	"\x0fupdated_unix_ms\x18\x06 \x01(\x03R\rupdatedUnixMs\x12\x1b\n" +
+	"\tlive_keys\x18\a \x01(\x05R\bliveKeys\x12\x1a\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\"J\n" +
+	"\x14CreateProjectRequest\x122\n" +
+	"\aproject\x18\x01 \x01(\v2\x18.llmgw.manage.v1.ProjectR\aproject\"'\n" +
+	"\x11GetProjectRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"J\n" +
+	"\x14UpdateProjectRequest\x122\n" +
+	"\aproject\x18\x01 \x01(\v2\x18.llmgw.manage.v1.ProjectR\aproject\"*\n" +
+	"\x14DeleteProjectRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x17\n" +
+	"\x15DeleteProjectResponse\"\x15\n" +
+	"\x13ListProjectsRequest\"L\n" +
+	"\x14ListProjectsResponse\x124\n" +
+	"\bprojects\x18\x01 \x03(\v2\x18.llmgw.manage.v1.ProjectR\bprojects\"\xa5\x02\n" +
+	"\x06ApiKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\x12\x18\n" +
+	"\aproject\x18\x04 \x01(\tR\aproject\x12\x10\n" +
+	"\x03rpm\x18\x05 \x01(\x03R\x03rpm\x12\x10\n" +
+	"\x03tpm\x18\x06 \x01(\x03R\x03tpm\x12&\n" +
+	"\x0fexpires_unix_ms\x18\a \x01(\x03R\rexpiresUnixMs\x12&\n" +
+	"\x0fcreated_unix_ms\x18\b \x01(\x03R\rcreatedUnixMs\x12)\n" +
+	"\x11last_used_unix_ms\x18\t \x01(\x03R\x0elastUsedUnixMs\x12&\n" +
+	"\x0frevoked_unix_ms\x18\n" +
+	" \x01(\x03R\rrevokedUnixMs\"X\n" +
+	"\x13CreateApiKeyRequest\x12)\n" +
+	"\x03key\x18\x01 \x01(\v2\x17.llmgw.manage.v1.ApiKeyR\x03key\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"Y\n" +
+	"\x14CreateApiKeyResponse\x12)\n" +
+	"\x03key\x18\x01 \x01(\v2\x17.llmgw.manage.v1.ApiKeyR\x03key\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\"\n" +
+	"\x10GetApiKeyRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"I\n" +
+	"\x13UpdateApiKeyRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03rpm\x18\x02 \x01(\x03R\x03rpm\x12\x10\n" +
+	"\x03tpm\x18\x03 \x01(\x03R\x03tpm\"%\n" +
+	"\x13RevokeApiKeyRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"W\n" +
+	"\x12ListApiKeysRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12'\n" +
+	"\x0finclude_revoked\x18\x02 \x01(\bR\x0eincludeRevoked\"B\n" +
+	"\x13ListApiKeysResponse\x12+\n" +
+	"\x04keys\x18\x01 \x03(\v2\x17.llmgw.manage.v1.ApiKeyR\x04keys\"\xc4\x02\n" +
+	"\x06Budget\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x16\n" +
+	"\x06period\x18\x02 \x01(\tR\x06period\x12\x16\n" +
+	"\x06amount\x18\x03 \x01(\x01R\x06amount\x12!\n" +
+	"\fon_exhausted\x18\x04 \x01(\tR\vonExhausted\x12%\n" +
+	"\x0efallback_model\x18\x05 \x01(\tR\rfallbackModel\x12&\n" +
+	"\x0fcreated_unix_ms\x18\x06 \x01(\x03R\rcreatedUnixMs\x12&\n" +
+	"\x0fupdated_unix_ms\x18\a \x01(\x03R\rupdatedUnixMs\x12\x14\n" +
+	"\x05spent\x18\b \x01(\x01R\x05spent\x12$\n" +
+	"\x0eresets_unix_ms\x18\t \x01(\x03R\fresetsUnixMs\x12\x1a\n" +
+	"\bwarnings\x18\n" +
+	" \x03(\tR\bwarnings\"C\n" +
+	"\x10PutBudgetRequest\x12/\n" +
+	"\x06budget\x18\x01 \x01(\v2\x17.llmgw.manage.v1.BudgetR\x06budget\"D\n" +
+	"\x10GetBudgetRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x16\n" +
+	"\x06period\x18\x02 \x01(\tR\x06period\"G\n" +
+	"\x13DeleteBudgetRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x16\n" +
+	"\x06period\x18\x02 \x01(\tR\x06period\"\x16\n" +
+	"\x14DeleteBudgetResponse\".\n" +
+	"\x12ListBudgetsRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\"H\n" +
+	"\x13ListBudgetsResponse\x121\n" +
+	"\abudgets\x18\x01 \x03(\v2\x17.llmgw.manage.v1.BudgetR\abudgets\"\x13\n" +
+	"\x11ListPricesRequest\"n\n" +
+	"\n" +
+	"ModelPrice\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x122\n" +
+	"\apricing\x18\x02 \x01(\v2\x18.llmgw.manage.v1.PricingR\apricing\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\"\x88\x01\n" +
+	"\x12ListPricesResponse\x12=\n" +
+	"\rdefault_price\x18\x01 \x01(\v2\x18.llmgw.manage.v1.PricingR\fdefaultPrice\x123\n" +
+	"\x06models\x18\x02 \x03(\v2\x1b.llmgw.manage.v1.ModelPriceR\x06models\"\x85\x01\n" +
+	"\vUsageFilter\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\"\n" +
+	"\rsince_unix_ms\x18\x03 \x01(\x03R\vsinceUnixMs\x12\"\n" +
+	"\runtil_unix_ms\x18\x04 \x01(\x03R\vuntilUnixMs\"d\n" +
+	"\x15SummarizeUsageRequest\x124\n" +
+	"\x06filter\x18\x01 \x01(\v2\x1c.llmgw.manage.v1.UsageFilterR\x06filter\x12\x15\n" +
+	"\x06by_day\x18\x02 \x01(\bR\x05byDay\"\xd0\x01\n" +
+	"\n" +
+	"UsageTotal\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x10\n" +
+	"\x03day\x18\x03 \x01(\tR\x03day\x12\x1a\n" +
+	"\brequests\x18\x04 \x01(\x03R\brequests\x12#\n" +
+	"\rprompt_tokens\x18\x05 \x01(\x03R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\x06 \x01(\x03R\x10completionTokens\x12\x12\n" +
+	"\x04cost\x18\a \x01(\x01R\x04cost\"M\n" +
+	"\x16SummarizeUsageResponse\x123\n" +
+	"\x06totals\x18\x01 \x03(\v2\x1b.llmgw.manage.v1.UsageTotalR\x06totals\"\x84\x01\n" +
+	"\x10ListUsageRequest\x124\n" +
+	"\x06filter\x18\x01 \x01(\v2\x1c.llmgw.manage.v1.UsageFilterR\x06filter\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x86\x03\n" +
+	"\bUsageRow\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1c\n" +
+	"\n" +
+	"at_unix_ms\x18\x02 \x01(\x03R\batUnixMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12\x18\n" +
+	"\aproject\x18\x04 \x01(\tR\aproject\x12\x15\n" +
+	"\x06key_id\x18\x05 \x01(\tR\x05keyId\x12\x14\n" +
+	"\x05model\x18\x06 \x01(\tR\x05model\x12\x18\n" +
+	"\areplica\x18\a \x01(\tR\areplica\x12\x16\n" +
+	"\x06status\x18\b \x01(\x05R\x06status\x12#\n" +
+	"\rprompt_tokens\x18\t \x01(\x03R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\n" +
+	" \x01(\x03R\x10completionTokens\x12\x12\n" +
+	"\x04cost\x18\v \x01(\x01R\x04cost\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\f \x01(\x03R\tlatencyMs\x12\x17\n" +
+	"\attft_ms\x18\r \x01(\x03R\x06ttftMs\x12\x16\n" +
+	"\x06stream\x18\x0e \x01(\bR\x06stream\"j\n" +
+	"\x11ListUsageResponse\x12-\n" +
+	"\x04rows\x18\x01 \x03(\v2\x19.llmgw.manage.v1.UsageRowR\x04rows\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xa7\x19\n" +
 	"\rManageService\x12G\n" +
 	"\tGetStatus\x12!.llmgw.manage.v1.GetStatusRequest\x1a\x17.llmgw.manage.v1.Status\x12R\n" +
 	"\tListNodes\x12!.llmgw.manage.v1.ListNodesRequest\x1a\".llmgw.manage.v1.ListNodesResponse\x12A\n" +
@@ -2849,7 +5004,26 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\x14ListNodeDeclarations\x12,.llmgw.manage.v1.ListNodeDeclarationsRequest\x1a-.llmgw.manage.v1.ListNodeDeclarationsResponse\x12R\n" +
 	"\tDrainNode\x12!.llmgw.manage.v1.DrainNodeRequest\x1a\".llmgw.manage.v1.DrainNodeResponse\x12U\n" +
 	"\n" +
-	"RemoveNode\x12\".llmgw.manage.v1.RemoveNodeRequest\x1a#.llmgw.manage.v1.RemoveNodeResponseB-Z+github.com/llmgw/llmgw/runtime/api/managev1b\x06proto3"
+	"RemoveNode\x12\".llmgw.manage.v1.RemoveNodeRequest\x1a#.llmgw.manage.v1.RemoveNodeResponse\x12P\n" +
+	"\rCreateProject\x12%.llmgw.manage.v1.CreateProjectRequest\x1a\x18.llmgw.manage.v1.Project\x12J\n" +
+	"\n" +
+	"GetProject\x12\".llmgw.manage.v1.GetProjectRequest\x1a\x18.llmgw.manage.v1.Project\x12P\n" +
+	"\rUpdateProject\x12%.llmgw.manage.v1.UpdateProjectRequest\x1a\x18.llmgw.manage.v1.Project\x12^\n" +
+	"\rDeleteProject\x12%.llmgw.manage.v1.DeleteProjectRequest\x1a&.llmgw.manage.v1.DeleteProjectResponse\x12[\n" +
+	"\fListProjects\x12$.llmgw.manage.v1.ListProjectsRequest\x1a%.llmgw.manage.v1.ListProjectsResponse\x12[\n" +
+	"\fCreateApiKey\x12$.llmgw.manage.v1.CreateApiKeyRequest\x1a%.llmgw.manage.v1.CreateApiKeyResponse\x12G\n" +
+	"\tGetApiKey\x12!.llmgw.manage.v1.GetApiKeyRequest\x1a\x17.llmgw.manage.v1.ApiKey\x12M\n" +
+	"\fUpdateApiKey\x12$.llmgw.manage.v1.UpdateApiKeyRequest\x1a\x17.llmgw.manage.v1.ApiKey\x12M\n" +
+	"\fRevokeApiKey\x12$.llmgw.manage.v1.RevokeApiKeyRequest\x1a\x17.llmgw.manage.v1.ApiKey\x12X\n" +
+	"\vListApiKeys\x12#.llmgw.manage.v1.ListApiKeysRequest\x1a$.llmgw.manage.v1.ListApiKeysResponse\x12G\n" +
+	"\tPutBudget\x12!.llmgw.manage.v1.PutBudgetRequest\x1a\x17.llmgw.manage.v1.Budget\x12G\n" +
+	"\tGetBudget\x12!.llmgw.manage.v1.GetBudgetRequest\x1a\x17.llmgw.manage.v1.Budget\x12[\n" +
+	"\fDeleteBudget\x12$.llmgw.manage.v1.DeleteBudgetRequest\x1a%.llmgw.manage.v1.DeleteBudgetResponse\x12X\n" +
+	"\vListBudgets\x12#.llmgw.manage.v1.ListBudgetsRequest\x1a$.llmgw.manage.v1.ListBudgetsResponse\x12U\n" +
+	"\n" +
+	"ListPrices\x12\".llmgw.manage.v1.ListPricesRequest\x1a#.llmgw.manage.v1.ListPricesResponse\x12a\n" +
+	"\x0eSummarizeUsage\x12&.llmgw.manage.v1.SummarizeUsageRequest\x1a'.llmgw.manage.v1.SummarizeUsageResponse\x12R\n" +
+	"\tListUsage\x12!.llmgw.manage.v1.ListUsageRequest\x1a\".llmgw.manage.v1.ListUsageResponseB-Z+github.com/llmgw/llmgw/runtime/api/managev1b\x06proto3"
 
 var (
 	file_runtime_api_managev1_manage_proto_rawDescOnce sync.Once
@@ -2863,7 +5037,7 @@ func file_runtime_api_managev1_manage_proto_rawDescGZIP() []byte {
 	return file_runtime_api_managev1_manage_proto_rawDescData
 }
 
-var file_runtime_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_runtime_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_runtime_api_managev1_manage_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),             // 0: llmgw.manage.v1.GetStatusRequest
 	(*Status)(nil),                       // 1: llmgw.manage.v1.Status
@@ -2874,123 +5048,207 @@ var file_runtime_api_managev1_manage_proto_goTypes = []any{
 	(*Scaling)(nil),                      // 6: llmgw.manage.v1.Scaling
 	(*Profile)(nil),                      // 7: llmgw.manage.v1.Profile
 	(*Model)(nil),                        // 8: llmgw.manage.v1.Model
-	(*ModelStatus)(nil),                  // 9: llmgw.manage.v1.ModelStatus
-	(*CreateModelRequest)(nil),           // 10: llmgw.manage.v1.CreateModelRequest
-	(*GetModelRequest)(nil),              // 11: llmgw.manage.v1.GetModelRequest
-	(*UpdateModelRequest)(nil),           // 12: llmgw.manage.v1.UpdateModelRequest
-	(*DeleteModelRequest)(nil),           // 13: llmgw.manage.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),          // 14: llmgw.manage.v1.DeleteModelResponse
-	(*ListModelsRequest)(nil),            // 15: llmgw.manage.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),           // 16: llmgw.manage.v1.ListModelsResponse
-	(*ListReplicasRequest)(nil),          // 17: llmgw.manage.v1.ListReplicasRequest
-	(*ListReplicasResponse)(nil),         // 18: llmgw.manage.v1.ListReplicasResponse
-	(*Replica)(nil),                      // 19: llmgw.manage.v1.Replica
-	(*Shard)(nil),                        // 20: llmgw.manage.v1.Shard
-	(*ExplainPlacementRequest)(nil),      // 21: llmgw.manage.v1.ExplainPlacementRequest
-	(*PlanPlacementRequest)(nil),         // 22: llmgw.manage.v1.PlanPlacementRequest
-	(*Explanation)(nil),                  // 23: llmgw.manage.v1.Explanation
-	(*ProfileExplanation)(nil),           // 24: llmgw.manage.v1.ProfileExplanation
-	(*NodeVerdict)(nil),                  // 25: llmgw.manage.v1.NodeVerdict
-	(*Fabric)(nil),                       // 26: llmgw.manage.v1.Fabric
-	(*CreateFabricRequest)(nil),          // 27: llmgw.manage.v1.CreateFabricRequest
-	(*GetFabricRequest)(nil),             // 28: llmgw.manage.v1.GetFabricRequest
-	(*UpdateFabricRequest)(nil),          // 29: llmgw.manage.v1.UpdateFabricRequest
-	(*DeleteFabricRequest)(nil),          // 30: llmgw.manage.v1.DeleteFabricRequest
-	(*DeleteFabricResponse)(nil),         // 31: llmgw.manage.v1.DeleteFabricResponse
-	(*ListFabricsRequest)(nil),           // 32: llmgw.manage.v1.ListFabricsRequest
-	(*ListFabricsResponse)(nil),          // 33: llmgw.manage.v1.ListFabricsResponse
-	(*NodeDeclaration)(nil),              // 34: llmgw.manage.v1.NodeDeclaration
-	(*DeclareNodeRequest)(nil),           // 35: llmgw.manage.v1.DeclareNodeRequest
-	(*GetNodeDeclarationRequest)(nil),    // 36: llmgw.manage.v1.GetNodeDeclarationRequest
-	(*ListNodeDeclarationsRequest)(nil),  // 37: llmgw.manage.v1.ListNodeDeclarationsRequest
-	(*ListNodeDeclarationsResponse)(nil), // 38: llmgw.manage.v1.ListNodeDeclarationsResponse
-	(*DrainNodeRequest)(nil),             // 39: llmgw.manage.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),            // 40: llmgw.manage.v1.DrainNodeResponse
-	(*RemoveNodeRequest)(nil),            // 41: llmgw.manage.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),           // 42: llmgw.manage.v1.RemoveNodeResponse
-	nil,                                  // 43: llmgw.manage.v1.Node.LabelsEntry
-	nil,                                  // 44: llmgw.manage.v1.Profile.LabelsEntry
-	nil,                                  // 45: llmgw.manage.v1.Profile.EnvEntry
-	(*agentv1.GPU)(nil),                  // 46: llmgw.agent.v1.GPU
-	(*agentv1.FabricVerdict)(nil),        // 47: llmgw.agent.v1.FabricVerdict
-	(*agentv1.EngineStatus)(nil),         // 48: llmgw.agent.v1.EngineStatus
-	(*agentv1.Declaration)(nil),          // 49: llmgw.agent.v1.Declaration
-	(*agentv1.EngineCheck)(nil),          // 50: llmgw.agent.v1.EngineCheck
+	(*Pricing)(nil),                      // 9: llmgw.manage.v1.Pricing
+	(*ModelStatus)(nil),                  // 10: llmgw.manage.v1.ModelStatus
+	(*CreateModelRequest)(nil),           // 11: llmgw.manage.v1.CreateModelRequest
+	(*GetModelRequest)(nil),              // 12: llmgw.manage.v1.GetModelRequest
+	(*UpdateModelRequest)(nil),           // 13: llmgw.manage.v1.UpdateModelRequest
+	(*DeleteModelRequest)(nil),           // 14: llmgw.manage.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),          // 15: llmgw.manage.v1.DeleteModelResponse
+	(*ListModelsRequest)(nil),            // 16: llmgw.manage.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),           // 17: llmgw.manage.v1.ListModelsResponse
+	(*ListReplicasRequest)(nil),          // 18: llmgw.manage.v1.ListReplicasRequest
+	(*ListReplicasResponse)(nil),         // 19: llmgw.manage.v1.ListReplicasResponse
+	(*Replica)(nil),                      // 20: llmgw.manage.v1.Replica
+	(*Shard)(nil),                        // 21: llmgw.manage.v1.Shard
+	(*ExplainPlacementRequest)(nil),      // 22: llmgw.manage.v1.ExplainPlacementRequest
+	(*PlanPlacementRequest)(nil),         // 23: llmgw.manage.v1.PlanPlacementRequest
+	(*Explanation)(nil),                  // 24: llmgw.manage.v1.Explanation
+	(*ProfileExplanation)(nil),           // 25: llmgw.manage.v1.ProfileExplanation
+	(*NodeVerdict)(nil),                  // 26: llmgw.manage.v1.NodeVerdict
+	(*Fabric)(nil),                       // 27: llmgw.manage.v1.Fabric
+	(*CreateFabricRequest)(nil),          // 28: llmgw.manage.v1.CreateFabricRequest
+	(*GetFabricRequest)(nil),             // 29: llmgw.manage.v1.GetFabricRequest
+	(*UpdateFabricRequest)(nil),          // 30: llmgw.manage.v1.UpdateFabricRequest
+	(*DeleteFabricRequest)(nil),          // 31: llmgw.manage.v1.DeleteFabricRequest
+	(*DeleteFabricResponse)(nil),         // 32: llmgw.manage.v1.DeleteFabricResponse
+	(*ListFabricsRequest)(nil),           // 33: llmgw.manage.v1.ListFabricsRequest
+	(*ListFabricsResponse)(nil),          // 34: llmgw.manage.v1.ListFabricsResponse
+	(*NodeDeclaration)(nil),              // 35: llmgw.manage.v1.NodeDeclaration
+	(*DeclareNodeRequest)(nil),           // 36: llmgw.manage.v1.DeclareNodeRequest
+	(*GetNodeDeclarationRequest)(nil),    // 37: llmgw.manage.v1.GetNodeDeclarationRequest
+	(*ListNodeDeclarationsRequest)(nil),  // 38: llmgw.manage.v1.ListNodeDeclarationsRequest
+	(*ListNodeDeclarationsResponse)(nil), // 39: llmgw.manage.v1.ListNodeDeclarationsResponse
+	(*DrainNodeRequest)(nil),             // 40: llmgw.manage.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),            // 41: llmgw.manage.v1.DrainNodeResponse
+	(*RemoveNodeRequest)(nil),            // 42: llmgw.manage.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),           // 43: llmgw.manage.v1.RemoveNodeResponse
+	(*Project)(nil),                      // 44: llmgw.manage.v1.Project
+	(*CreateProjectRequest)(nil),         // 45: llmgw.manage.v1.CreateProjectRequest
+	(*GetProjectRequest)(nil),            // 46: llmgw.manage.v1.GetProjectRequest
+	(*UpdateProjectRequest)(nil),         // 47: llmgw.manage.v1.UpdateProjectRequest
+	(*DeleteProjectRequest)(nil),         // 48: llmgw.manage.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),        // 49: llmgw.manage.v1.DeleteProjectResponse
+	(*ListProjectsRequest)(nil),          // 50: llmgw.manage.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),         // 51: llmgw.manage.v1.ListProjectsResponse
+	(*ApiKey)(nil),                       // 52: llmgw.manage.v1.ApiKey
+	(*CreateApiKeyRequest)(nil),          // 53: llmgw.manage.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),         // 54: llmgw.manage.v1.CreateApiKeyResponse
+	(*GetApiKeyRequest)(nil),             // 55: llmgw.manage.v1.GetApiKeyRequest
+	(*UpdateApiKeyRequest)(nil),          // 56: llmgw.manage.v1.UpdateApiKeyRequest
+	(*RevokeApiKeyRequest)(nil),          // 57: llmgw.manage.v1.RevokeApiKeyRequest
+	(*ListApiKeysRequest)(nil),           // 58: llmgw.manage.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),          // 59: llmgw.manage.v1.ListApiKeysResponse
+	(*Budget)(nil),                       // 60: llmgw.manage.v1.Budget
+	(*PutBudgetRequest)(nil),             // 61: llmgw.manage.v1.PutBudgetRequest
+	(*GetBudgetRequest)(nil),             // 62: llmgw.manage.v1.GetBudgetRequest
+	(*DeleteBudgetRequest)(nil),          // 63: llmgw.manage.v1.DeleteBudgetRequest
+	(*DeleteBudgetResponse)(nil),         // 64: llmgw.manage.v1.DeleteBudgetResponse
+	(*ListBudgetsRequest)(nil),           // 65: llmgw.manage.v1.ListBudgetsRequest
+	(*ListBudgetsResponse)(nil),          // 66: llmgw.manage.v1.ListBudgetsResponse
+	(*ListPricesRequest)(nil),            // 67: llmgw.manage.v1.ListPricesRequest
+	(*ModelPrice)(nil),                   // 68: llmgw.manage.v1.ModelPrice
+	(*ListPricesResponse)(nil),           // 69: llmgw.manage.v1.ListPricesResponse
+	(*UsageFilter)(nil),                  // 70: llmgw.manage.v1.UsageFilter
+	(*SummarizeUsageRequest)(nil),        // 71: llmgw.manage.v1.SummarizeUsageRequest
+	(*UsageTotal)(nil),                   // 72: llmgw.manage.v1.UsageTotal
+	(*SummarizeUsageResponse)(nil),       // 73: llmgw.manage.v1.SummarizeUsageResponse
+	(*ListUsageRequest)(nil),             // 74: llmgw.manage.v1.ListUsageRequest
+	(*UsageRow)(nil),                     // 75: llmgw.manage.v1.UsageRow
+	(*ListUsageResponse)(nil),            // 76: llmgw.manage.v1.ListUsageResponse
+	nil,                                  // 77: llmgw.manage.v1.Node.LabelsEntry
+	nil,                                  // 78: llmgw.manage.v1.Profile.LabelsEntry
+	nil,                                  // 79: llmgw.manage.v1.Profile.EnvEntry
+	(*agentv1.GPU)(nil),                  // 80: llmgw.agent.v1.GPU
+	(*agentv1.FabricVerdict)(nil),        // 81: llmgw.agent.v1.FabricVerdict
+	(*agentv1.EngineStatus)(nil),         // 82: llmgw.agent.v1.EngineStatus
+	(*agentv1.Declaration)(nil),          // 83: llmgw.agent.v1.Declaration
+	(*agentv1.EngineCheck)(nil),          // 84: llmgw.agent.v1.EngineCheck
 }
 var file_runtime_api_managev1_manage_proto_depIdxs = []int32{
 	5,  // 0: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
-	46, // 1: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
-	47, // 2: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	48, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
-	43, // 4: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
-	49, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
-	50, // 6: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
-	44, // 7: llmgw.manage.v1.Profile.labels:type_name -> llmgw.manage.v1.Profile.LabelsEntry
-	45, // 8: llmgw.manage.v1.Profile.env:type_name -> llmgw.manage.v1.Profile.EnvEntry
+	80, // 1: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
+	81, // 2: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	82, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
+	77, // 4: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
+	83, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
+	84, // 6: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	78, // 7: llmgw.manage.v1.Profile.labels:type_name -> llmgw.manage.v1.Profile.LabelsEntry
+	79, // 8: llmgw.manage.v1.Profile.env:type_name -> llmgw.manage.v1.Profile.EnvEntry
 	6,  // 9: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
 	7,  // 10: llmgw.manage.v1.Model.profiles:type_name -> llmgw.manage.v1.Profile
-	9,  // 11: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
-	8,  // 12: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	8,  // 13: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	8,  // 14: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
-	19, // 15: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
-	20, // 16: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
-	8,  // 17: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
-	24, // 18: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
-	25, // 19: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
-	26, // 20: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	26, // 21: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	26, // 22: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
-	49, // 23: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
-	34, // 24: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
-	34, // 25: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
-	0,  // 26: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
-	2,  // 27: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
-	4,  // 28: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
-	10, // 29: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
-	11, // 30: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
-	12, // 31: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
-	13, // 32: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
-	15, // 33: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
-	17, // 34: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
-	21, // 35: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
-	22, // 36: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
-	27, // 37: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
-	28, // 38: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
-	29, // 39: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
-	30, // 40: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
-	32, // 41: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
-	35, // 42: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
-	36, // 43: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
-	37, // 44: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
-	39, // 45: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
-	41, // 46: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
-	1,  // 47: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
-	3,  // 48: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
-	5,  // 49: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
-	8,  // 50: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
-	8,  // 51: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
-	8,  // 52: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
-	14, // 53: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
-	16, // 54: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
-	18, // 55: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
-	23, // 56: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
-	23, // 57: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
-	26, // 58: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
-	26, // 59: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
-	26, // 60: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
-	31, // 61: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
-	33, // 62: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
-	34, // 63: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
-	34, // 64: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
-	38, // 65: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
-	40, // 66: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
-	42, // 67: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
-	47, // [47:68] is the sub-list for method output_type
-	26, // [26:47] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	10, // 11: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
+	9,  // 12: llmgw.manage.v1.Model.pricing:type_name -> llmgw.manage.v1.Pricing
+	8,  // 13: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	8,  // 14: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	8,  // 15: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
+	20, // 16: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
+	21, // 17: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
+	8,  // 18: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
+	25, // 19: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
+	26, // 20: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
+	27, // 21: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	27, // 22: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	27, // 23: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
+	83, // 24: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
+	35, // 25: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
+	35, // 26: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
+	44, // 27: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	44, // 28: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	44, // 29: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
+	52, // 30: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
+	52, // 31: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
+	52, // 32: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
+	60, // 33: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
+	60, // 34: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
+	9,  // 35: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
+	9,  // 36: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
+	68, // 37: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
+	70, // 38: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	72, // 39: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
+	70, // 40: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	75, // 41: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
+	0,  // 42: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
+	2,  // 43: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
+	4,  // 44: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
+	11, // 45: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
+	12, // 46: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
+	13, // 47: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
+	14, // 48: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
+	16, // 49: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
+	18, // 50: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
+	22, // 51: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
+	23, // 52: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
+	28, // 53: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
+	29, // 54: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
+	30, // 55: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
+	31, // 56: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
+	33, // 57: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
+	36, // 58: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
+	37, // 59: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
+	38, // 60: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
+	40, // 61: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
+	42, // 62: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
+	45, // 63: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
+	46, // 64: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
+	47, // 65: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
+	48, // 66: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
+	50, // 67: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
+	53, // 68: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
+	55, // 69: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
+	56, // 70: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
+	57, // 71: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
+	58, // 72: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
+	61, // 73: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
+	62, // 74: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
+	63, // 75: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
+	65, // 76: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
+	67, // 77: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
+	71, // 78: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
+	74, // 79: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
+	1,  // 80: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
+	3,  // 81: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
+	5,  // 82: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
+	8,  // 83: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
+	8,  // 84: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
+	8,  // 85: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
+	15, // 86: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
+	17, // 87: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
+	19, // 88: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
+	24, // 89: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
+	24, // 90: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
+	27, // 91: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
+	27, // 92: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
+	27, // 93: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
+	32, // 94: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
+	34, // 95: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
+	35, // 96: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
+	35, // 97: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
+	39, // 98: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
+	41, // 99: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
+	43, // 100: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
+	44, // 101: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
+	44, // 102: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
+	44, // 103: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
+	49, // 104: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
+	51, // 105: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
+	54, // 106: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
+	52, // 107: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
+	52, // 108: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
+	52, // 109: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
+	59, // 110: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
+	60, // 111: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
+	60, // 112: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
+	64, // 113: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
+	66, // 114: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
+	69, // 115: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
+	73, // 116: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
+	76, // 117: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
+	80, // [80:118] is the sub-list for method output_type
+	42, // [42:80] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_runtime_api_managev1_manage_proto_init() }
@@ -3005,7 +5263,7 @@ func file_runtime_api_managev1_manage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runtime_api_managev1_manage_proto_rawDesc), len(file_runtime_api_managev1_manage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

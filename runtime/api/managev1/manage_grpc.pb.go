@@ -44,6 +44,23 @@ const (
 	ManageService_ListNodeDeclarations_FullMethodName = "/llmgw.manage.v1.ManageService/ListNodeDeclarations"
 	ManageService_DrainNode_FullMethodName            = "/llmgw.manage.v1.ManageService/DrainNode"
 	ManageService_RemoveNode_FullMethodName           = "/llmgw.manage.v1.ManageService/RemoveNode"
+	ManageService_CreateProject_FullMethodName        = "/llmgw.manage.v1.ManageService/CreateProject"
+	ManageService_GetProject_FullMethodName           = "/llmgw.manage.v1.ManageService/GetProject"
+	ManageService_UpdateProject_FullMethodName        = "/llmgw.manage.v1.ManageService/UpdateProject"
+	ManageService_DeleteProject_FullMethodName        = "/llmgw.manage.v1.ManageService/DeleteProject"
+	ManageService_ListProjects_FullMethodName         = "/llmgw.manage.v1.ManageService/ListProjects"
+	ManageService_CreateApiKey_FullMethodName         = "/llmgw.manage.v1.ManageService/CreateApiKey"
+	ManageService_GetApiKey_FullMethodName            = "/llmgw.manage.v1.ManageService/GetApiKey"
+	ManageService_UpdateApiKey_FullMethodName         = "/llmgw.manage.v1.ManageService/UpdateApiKey"
+	ManageService_RevokeApiKey_FullMethodName         = "/llmgw.manage.v1.ManageService/RevokeApiKey"
+	ManageService_ListApiKeys_FullMethodName          = "/llmgw.manage.v1.ManageService/ListApiKeys"
+	ManageService_PutBudget_FullMethodName            = "/llmgw.manage.v1.ManageService/PutBudget"
+	ManageService_GetBudget_FullMethodName            = "/llmgw.manage.v1.ManageService/GetBudget"
+	ManageService_DeleteBudget_FullMethodName         = "/llmgw.manage.v1.ManageService/DeleteBudget"
+	ManageService_ListBudgets_FullMethodName          = "/llmgw.manage.v1.ManageService/ListBudgets"
+	ManageService_ListPrices_FullMethodName           = "/llmgw.manage.v1.ManageService/ListPrices"
+	ManageService_SummarizeUsage_FullMethodName       = "/llmgw.manage.v1.ManageService/SummarizeUsage"
+	ManageService_ListUsage_FullMethodName            = "/llmgw.manage.v1.ManageService/ListUsage"
 )
 
 // ManageServiceClient is the client API for ManageService service.
@@ -84,6 +101,40 @@ type ManageServiceClient interface {
 	// RemoveNode forgets a node's declaration and, with revoke, refuses its
 	// certificate from then on and closes its session.
 	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
+	// Projects: the unit of limits, budgets and API keys. The "default"
+	// project always exists and cannot be deleted.
+	CreateProject(ctx context.Context, in *CreateProjectRequest, opts ...grpc.CallOption) (*Project, error)
+	GetProject(ctx context.Context, in *GetProjectRequest, opts ...grpc.CallOption) (*Project, error)
+	// UpdateProject replaces the project's limits and allowed models.
+	UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*Project, error)
+	// DeleteProject refuses (FailedPrecondition) while the project has
+	// unrevoked keys; its budgets go with it.
+	DeleteProject(ctx context.Context, in *DeleteProjectRequest, opts ...grpc.CallOption) (*DeleteProjectResponse, error)
+	ListProjects(ctx context.Context, in *ListProjectsRequest, opts ...grpc.CallOption) (*ListProjectsResponse, error)
+	// API keys of the client API. The secret is returned once, by
+	// CreateApiKey, and only when the server generated it; the store keeps its
+	// hash.
+	CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreateApiKeyResponse, error)
+	GetApiKey(ctx context.Context, in *GetApiKeyRequest, opts ...grpc.CallOption) (*ApiKey, error)
+	// UpdateApiKey replaces the key's own rpm and tpm; nothing else changes.
+	UpdateApiKey(ctx context.Context, in *UpdateApiKeyRequest, opts ...grpc.CallOption) (*ApiKey, error)
+	// RevokeApiKey stops the key working within seconds; it stays listed as
+	// revoked. Revoking twice is not an error.
+	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*ApiKey, error)
+	ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error)
+	// Budgets: at most one per project and period.
+	// PutBudget creates or replaces the project's budget for its period.
+	PutBudget(ctx context.Context, in *PutBudgetRequest, opts ...grpc.CallOption) (*Budget, error)
+	GetBudget(ctx context.Context, in *GetBudgetRequest, opts ...grpc.CallOption) (*Budget, error)
+	DeleteBudget(ctx context.Context, in *DeleteBudgetRequest, opts ...grpc.CallOption) (*DeleteBudgetResponse, error)
+	ListBudgets(ctx context.Context, in *ListBudgetsRequest, opts ...grpc.CallOption) (*ListBudgetsResponse, error)
+	// ListPrices says what every catalog model costs, and where its price
+	// comes from (its own pricing or auth.default_price).
+	ListPrices(ctx context.Context, in *ListPricesRequest, opts ...grpc.CallOption) (*ListPricesResponse, error)
+	// Usage: totals grouped by project and model (and day), and the rows
+	// themselves, page by page. Rows never hold message content.
+	SummarizeUsage(ctx context.Context, in *SummarizeUsageRequest, opts ...grpc.CallOption) (*SummarizeUsageResponse, error)
+	ListUsage(ctx context.Context, in *ListUsageRequest, opts ...grpc.CallOption) (*ListUsageResponse, error)
 }
 
 type manageServiceClient struct {
@@ -304,6 +355,176 @@ func (c *manageServiceClient) RemoveNode(ctx context.Context, in *RemoveNodeRequ
 	return out, nil
 }
 
+func (c *manageServiceClient) CreateProject(ctx context.Context, in *CreateProjectRequest, opts ...grpc.CallOption) (*Project, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Project)
+	err := c.cc.Invoke(ctx, ManageService_CreateProject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) GetProject(ctx context.Context, in *GetProjectRequest, opts ...grpc.CallOption) (*Project, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Project)
+	err := c.cc.Invoke(ctx, ManageService_GetProject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*Project, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Project)
+	err := c.cc.Invoke(ctx, ManageService_UpdateProject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) DeleteProject(ctx context.Context, in *DeleteProjectRequest, opts ...grpc.CallOption) (*DeleteProjectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteProjectResponse)
+	err := c.cc.Invoke(ctx, ManageService_DeleteProject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) ListProjects(ctx context.Context, in *ListProjectsRequest, opts ...grpc.CallOption) (*ListProjectsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProjectsResponse)
+	err := c.cc.Invoke(ctx, ManageService_ListProjects_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreateApiKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateApiKeyResponse)
+	err := c.cc.Invoke(ctx, ManageService_CreateApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) GetApiKey(ctx context.Context, in *GetApiKeyRequest, opts ...grpc.CallOption) (*ApiKey, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApiKey)
+	err := c.cc.Invoke(ctx, ManageService_GetApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) UpdateApiKey(ctx context.Context, in *UpdateApiKeyRequest, opts ...grpc.CallOption) (*ApiKey, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApiKey)
+	err := c.cc.Invoke(ctx, ManageService_UpdateApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*ApiKey, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApiKey)
+	err := c.cc.Invoke(ctx, ManageService_RevokeApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListApiKeysResponse)
+	err := c.cc.Invoke(ctx, ManageService_ListApiKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) PutBudget(ctx context.Context, in *PutBudgetRequest, opts ...grpc.CallOption) (*Budget, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Budget)
+	err := c.cc.Invoke(ctx, ManageService_PutBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) GetBudget(ctx context.Context, in *GetBudgetRequest, opts ...grpc.CallOption) (*Budget, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Budget)
+	err := c.cc.Invoke(ctx, ManageService_GetBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) DeleteBudget(ctx context.Context, in *DeleteBudgetRequest, opts ...grpc.CallOption) (*DeleteBudgetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteBudgetResponse)
+	err := c.cc.Invoke(ctx, ManageService_DeleteBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) ListBudgets(ctx context.Context, in *ListBudgetsRequest, opts ...grpc.CallOption) (*ListBudgetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBudgetsResponse)
+	err := c.cc.Invoke(ctx, ManageService_ListBudgets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) ListPrices(ctx context.Context, in *ListPricesRequest, opts ...grpc.CallOption) (*ListPricesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPricesResponse)
+	err := c.cc.Invoke(ctx, ManageService_ListPrices_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) SummarizeUsage(ctx context.Context, in *SummarizeUsageRequest, opts ...grpc.CallOption) (*SummarizeUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SummarizeUsageResponse)
+	err := c.cc.Invoke(ctx, ManageService_SummarizeUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) ListUsage(ctx context.Context, in *ListUsageRequest, opts ...grpc.CallOption) (*ListUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListUsageResponse)
+	err := c.cc.Invoke(ctx, ManageService_ListUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManageServiceServer is the server API for ManageService service.
 // All implementations must embed UnimplementedManageServiceServer
 // for forward compatibility.
@@ -342,6 +563,40 @@ type ManageServiceServer interface {
 	// RemoveNode forgets a node's declaration and, with revoke, refuses its
 	// certificate from then on and closes its session.
 	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
+	// Projects: the unit of limits, budgets and API keys. The "default"
+	// project always exists and cannot be deleted.
+	CreateProject(context.Context, *CreateProjectRequest) (*Project, error)
+	GetProject(context.Context, *GetProjectRequest) (*Project, error)
+	// UpdateProject replaces the project's limits and allowed models.
+	UpdateProject(context.Context, *UpdateProjectRequest) (*Project, error)
+	// DeleteProject refuses (FailedPrecondition) while the project has
+	// unrevoked keys; its budgets go with it.
+	DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error)
+	ListProjects(context.Context, *ListProjectsRequest) (*ListProjectsResponse, error)
+	// API keys of the client API. The secret is returned once, by
+	// CreateApiKey, and only when the server generated it; the store keeps its
+	// hash.
+	CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error)
+	GetApiKey(context.Context, *GetApiKeyRequest) (*ApiKey, error)
+	// UpdateApiKey replaces the key's own rpm and tpm; nothing else changes.
+	UpdateApiKey(context.Context, *UpdateApiKeyRequest) (*ApiKey, error)
+	// RevokeApiKey stops the key working within seconds; it stays listed as
+	// revoked. Revoking twice is not an error.
+	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*ApiKey, error)
+	ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error)
+	// Budgets: at most one per project and period.
+	// PutBudget creates or replaces the project's budget for its period.
+	PutBudget(context.Context, *PutBudgetRequest) (*Budget, error)
+	GetBudget(context.Context, *GetBudgetRequest) (*Budget, error)
+	DeleteBudget(context.Context, *DeleteBudgetRequest) (*DeleteBudgetResponse, error)
+	ListBudgets(context.Context, *ListBudgetsRequest) (*ListBudgetsResponse, error)
+	// ListPrices says what every catalog model costs, and where its price
+	// comes from (its own pricing or auth.default_price).
+	ListPrices(context.Context, *ListPricesRequest) (*ListPricesResponse, error)
+	// Usage: totals grouped by project and model (and day), and the rows
+	// themselves, page by page. Rows never hold message content.
+	SummarizeUsage(context.Context, *SummarizeUsageRequest) (*SummarizeUsageResponse, error)
+	ListUsage(context.Context, *ListUsageRequest) (*ListUsageResponse, error)
 	mustEmbedUnimplementedManageServiceServer()
 }
 
@@ -414,6 +669,57 @@ func (UnimplementedManageServiceServer) DrainNode(context.Context, *DrainNodeReq
 }
 func (UnimplementedManageServiceServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedManageServiceServer) CreateProject(context.Context, *CreateProjectRequest) (*Project, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateProject not implemented")
+}
+func (UnimplementedManageServiceServer) GetProject(context.Context, *GetProjectRequest) (*Project, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetProject not implemented")
+}
+func (UnimplementedManageServiceServer) UpdateProject(context.Context, *UpdateProjectRequest) (*Project, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateProject not implemented")
+}
+func (UnimplementedManageServiceServer) DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteProject not implemented")
+}
+func (UnimplementedManageServiceServer) ListProjects(context.Context, *ListProjectsRequest) (*ListProjectsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProjects not implemented")
+}
+func (UnimplementedManageServiceServer) CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateApiKey not implemented")
+}
+func (UnimplementedManageServiceServer) GetApiKey(context.Context, *GetApiKeyRequest) (*ApiKey, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetApiKey not implemented")
+}
+func (UnimplementedManageServiceServer) UpdateApiKey(context.Context, *UpdateApiKeyRequest) (*ApiKey, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateApiKey not implemented")
+}
+func (UnimplementedManageServiceServer) RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*ApiKey, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeApiKey not implemented")
+}
+func (UnimplementedManageServiceServer) ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListApiKeys not implemented")
+}
+func (UnimplementedManageServiceServer) PutBudget(context.Context, *PutBudgetRequest) (*Budget, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutBudget not implemented")
+}
+func (UnimplementedManageServiceServer) GetBudget(context.Context, *GetBudgetRequest) (*Budget, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBudget not implemented")
+}
+func (UnimplementedManageServiceServer) DeleteBudget(context.Context, *DeleteBudgetRequest) (*DeleteBudgetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteBudget not implemented")
+}
+func (UnimplementedManageServiceServer) ListBudgets(context.Context, *ListBudgetsRequest) (*ListBudgetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBudgets not implemented")
+}
+func (UnimplementedManageServiceServer) ListPrices(context.Context, *ListPricesRequest) (*ListPricesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPrices not implemented")
+}
+func (UnimplementedManageServiceServer) SummarizeUsage(context.Context, *SummarizeUsageRequest) (*SummarizeUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SummarizeUsage not implemented")
+}
+func (UnimplementedManageServiceServer) ListUsage(context.Context, *ListUsageRequest) (*ListUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListUsage not implemented")
 }
 func (UnimplementedManageServiceServer) mustEmbedUnimplementedManageServiceServer() {}
 func (UnimplementedManageServiceServer) testEmbeddedByValue()                       {}
@@ -814,6 +1120,312 @@ func _ManageService_RemoveNode_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ManageService_CreateProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateProjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).CreateProject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_CreateProject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).CreateProject(ctx, req.(*CreateProjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_GetProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetProjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).GetProject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_GetProject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).GetProject(ctx, req.(*GetProjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_UpdateProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateProjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).UpdateProject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_UpdateProject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).UpdateProject(ctx, req.(*UpdateProjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_DeleteProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteProjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).DeleteProject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_DeleteProject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).DeleteProject(ctx, req.(*DeleteProjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_ListProjects_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProjectsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).ListProjects(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_ListProjects_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).ListProjects(ctx, req.(*ListProjectsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_CreateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).CreateApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_CreateApiKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).CreateApiKey(ctx, req.(*CreateApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_GetApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).GetApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_GetApiKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).GetApiKey(ctx, req.(*GetApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_UpdateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).UpdateApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_UpdateApiKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).UpdateApiKey(ctx, req.(*UpdateApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_RevokeApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).RevokeApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_RevokeApiKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).RevokeApiKey(ctx, req.(*RevokeApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_ListApiKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListApiKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).ListApiKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_ListApiKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).ListApiKeys(ctx, req.(*ListApiKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_PutBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).PutBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_PutBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).PutBudget(ctx, req.(*PutBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_GetBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).GetBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_GetBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).GetBudget(ctx, req.(*GetBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_DeleteBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).DeleteBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_DeleteBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).DeleteBudget(ctx, req.(*DeleteBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_ListBudgets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBudgetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).ListBudgets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_ListBudgets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).ListBudgets(ctx, req.(*ListBudgetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_ListPrices_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPricesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).ListPrices(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_ListPrices_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).ListPrices(ctx, req.(*ListPricesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_SummarizeUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SummarizeUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).SummarizeUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_SummarizeUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).SummarizeUsage(ctx, req.(*SummarizeUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_ListUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).ListUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_ListUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).ListUsage(ctx, req.(*ListUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ManageService_ServiceDesc is the grpc.ServiceDesc for ManageService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -904,6 +1516,74 @@ var ManageService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveNode",
 			Handler:    _ManageService_RemoveNode_Handler,
+		},
+		{
+			MethodName: "CreateProject",
+			Handler:    _ManageService_CreateProject_Handler,
+		},
+		{
+			MethodName: "GetProject",
+			Handler:    _ManageService_GetProject_Handler,
+		},
+		{
+			MethodName: "UpdateProject",
+			Handler:    _ManageService_UpdateProject_Handler,
+		},
+		{
+			MethodName: "DeleteProject",
+			Handler:    _ManageService_DeleteProject_Handler,
+		},
+		{
+			MethodName: "ListProjects",
+			Handler:    _ManageService_ListProjects_Handler,
+		},
+		{
+			MethodName: "CreateApiKey",
+			Handler:    _ManageService_CreateApiKey_Handler,
+		},
+		{
+			MethodName: "GetApiKey",
+			Handler:    _ManageService_GetApiKey_Handler,
+		},
+		{
+			MethodName: "UpdateApiKey",
+			Handler:    _ManageService_UpdateApiKey_Handler,
+		},
+		{
+			MethodName: "RevokeApiKey",
+			Handler:    _ManageService_RevokeApiKey_Handler,
+		},
+		{
+			MethodName: "ListApiKeys",
+			Handler:    _ManageService_ListApiKeys_Handler,
+		},
+		{
+			MethodName: "PutBudget",
+			Handler:    _ManageService_PutBudget_Handler,
+		},
+		{
+			MethodName: "GetBudget",
+			Handler:    _ManageService_GetBudget_Handler,
+		},
+		{
+			MethodName: "DeleteBudget",
+			Handler:    _ManageService_DeleteBudget_Handler,
+		},
+		{
+			MethodName: "ListBudgets",
+			Handler:    _ManageService_ListBudgets_Handler,
+		},
+		{
+			MethodName: "ListPrices",
+			Handler:    _ManageService_ListPrices_Handler,
+		},
+		{
+			MethodName: "SummarizeUsage",
+			Handler:    _ManageService_SummarizeUsage_Handler,
+		},
+		{
+			MethodName: "ListUsage",
+			Handler:    _ManageService_ListUsage_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

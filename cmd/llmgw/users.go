@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/config"
+	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/runtime/users"
+)
+
+const usersUsage = `usage: llmgw users <create|list|promote|demote> [-c server.yaml] ...
+  users create EMAIL (--password - | --password-file F | --password P) [--admin]
+                                                   create a user; "-" reads the password from stdin
+  users list [--json]                              list users (never passwords)
+  users promote ID|EMAIL                           make a user an administrator
+  users demote ID|EMAIL                            take administration away`
+
+// runUsers administers users directly in the store: a shell on the
+// control-plane host is what makes someone an administrator.
+func runUsers(ctx context.Context, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(os.Stderr, usersUsage)
+		return 2
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("users "+sub, flag.ContinueOnError)
+	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
+	password := fs.String("password", "", `the password; "-" reads it from stdin (prefer --password-file or "-": a value shows in the process list)`)
+	passwordFile := fs.String("password-file", "", "read the password from the first line of this file")
+	admin := fs.Bool("admin", false, "create the user as an administrator")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return 2
+	}
+	wantArgs := 1
+	if sub == "list" {
+		wantArgs = 0
+	}
+	if len(pos) != wantArgs {
+		fmt.Fprintln(os.Stderr, usersUsage)
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return fail("users", err)
+	}
+	dsn, err := cfg.Auth.StoreDSN()
+	if err != nil {
+		return fail("users", err)
+	}
+	var pw string
+	if sub == "create" {
+		// Read the password before opening the store, so a bad flag fails fast.
+		if pw, err = users.ReadPassword(*password, *passwordFile, os.Stdin); err != nil {
+			return fail("users create", err)
+		}
+	}
+	a, err := users.Open(ctx, dsn)
+	if err != nil {
+		return fail("users", err)
+	}
+	defer a.Close()
+	switch sub {
+	case "create":
+		u, err := a.Create(ctx, pos[0], pw, *admin)
+		if err != nil {
+			return fail("users create", err)
+		}
+		fmt.Printf("created user %s (%s)%s\n", u.ID, u.Email, adminNote(u))
+	case "list":
+		list, err := a.List(ctx)
+		if err != nil {
+			return fail("users list", err)
+		}
+		if *asJSON {
+			type userJSON struct {
+				ID        string    `json:"id"`
+				Email     string    `json:"email"`
+				Admin     bool      `json:"admin"`
+				CreatedAt time.Time `json:"created_at"`
+			}
+			out := make([]userJSON, 0, len(list))
+			for _, u := range list {
+				out = append(out, userJSON{u.ID, u.Email, u.Admin, u.CreatedAt})
+			}
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(out)
+			return 0
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tEMAIL\tADMIN\tCREATED")
+		for _, u := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\n", u.ID, u.Email, u.Admin, u.CreatedAt.Format(time.RFC3339))
+		}
+		_ = tw.Flush()
+	case "promote", "demote":
+		u, err := a.SetAdmin(ctx, pos[0], sub == "promote")
+		if err != nil {
+			return fail("users "+sub, err)
+		}
+		fmt.Printf("%s (%s)%s\n", u.ID, u.Email, adminNote(u))
+	default:
+		return fail("users", fmt.Errorf("unknown subcommand %q", sub))
+	}
+	return 0
+}
+
+func adminNote(u store.User) string {
+	if u.Admin {
+		return " is an administrator"
+	}
+	return " is not an administrator"
+}

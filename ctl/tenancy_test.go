@@ -1,0 +1,243 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/keys"
+	"github.com/llmgw/llmgw/runtime/manage"
+	"github.com/llmgw/llmgw/runtime/models"
+	"github.com/llmgw/llmgw/runtime/secret"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// startManage serves the real management service over TLS with its own
+// admin-token check, on a SQLite store with two models ("big" priced,
+// "small" at the default price), and returns the ctl environment and the
+// store.
+func startManage(t *testing.T) (map[string]string, store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	big := catalog.Model{Name: "big", Source: "sim://b", Scaling: catalog.Scaling{Max: 1}, Pricing: &catalog.Pricing{PromptPer1K: 1, CompletionPer1K: 2},
+		Profiles: []catalog.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+	small := big
+	small.Name, small.Source, small.Pricing = "small", "sim://s", nil
+	reg, err := models.New([]catalog.Model{big, small}, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := keys.New(st).CreateAdminToken(ctx, "ctl-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := manage.New(manage.Options{Version: "test", Fleet: fleet.New(), Catalog: reg, Tokens: st, Store: st,
+		DefaultPrice: &catalog.Pricing{PromptPer1K: 0.1, CompletionPer1K: 0.2}, Now: func() time.Time { return testNow }})
+	p := newTestPKI(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(p.server)), grpc.UnaryInterceptor(svc.AuthInterceptor()))
+	managev1.RegisterManageServiceServer(srv, svc)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return map[string]string{EnvEndpoint: lis.Addr().String(), EnvToken: tok.Secret, EnvCACert: p.caFile}, st
+}
+
+// mustCtl runs ctl and fails unless it exits with want.
+func mustCtl(t *testing.T, env map[string]string, want int, args ...string) (string, string) {
+	t.Helper()
+	code, out, errOut := runCtl(t, env, args...)
+	if code != want {
+		t.Fatalf("llmgw ctl %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, want, out, errOut)
+	}
+	return out, errOut
+}
+
+func TestProjectsCommands(t *testing.T) {
+	env, _ := startManage(t)
+	out, _ := mustCtl(t, env, exitOK, "projects", "create", "team-a", "--rpm", "60", "--allow", "big,small")
+	if out != "created project team-a: rpm 60, tpm default\n" {
+		t.Fatalf("create said %q", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "projects", "update", "team-a", "--tpm", "5000")
+	if out != "updated project team-a: rpm 60, tpm 5000\n" {
+		t.Fatalf("update said %q (rpm must be kept)", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "projects", "update", "team-a", "--allow", "big,nope")
+	if !strings.Contains(out, `warning: allowed model "nope" is not in the catalog`) {
+		t.Fatalf("update with an unknown model said %q", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "projects")
+	want := `PROJECT  RPM      TPM      MODELS    KEYS
+default  default  default  all       0
+team-a   60       5000     big,nope  0
+team-a: warning: allowed model "nope" is not in the catalog
+`
+	if out != want {
+		t.Fatalf("projects table:\n%s\nwant:\n%s", out, want)
+	}
+	out, _ = mustCtl(t, env, exitOK, "projects", "--json")
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 2 || list[1]["name"] != "team-a" || list[1]["rpm"] != "60" {
+		t.Fatalf("projects --json = %s (%v)", out, err)
+	}
+	_, errOut := mustCtl(t, env, exitError, "projects", "create", "team-a")
+	if !strings.Contains(errOut, `project "team-a" already exists`) {
+		t.Fatalf("duplicate create said %q", errOut)
+	}
+	mustCtl(t, env, exitOK, "keys", "create", "ci", "--project", "team-a")
+	_, errOut = mustCtl(t, env, exitError, "projects", "delete", "team-a")
+	if !strings.Contains(errOut, `deleting project team-a`) || !strings.Contains(errOut, "revoke them first") {
+		t.Fatalf("deleting a project with a key said %q", errOut)
+	}
+	_, errOut = mustCtl(t, env, exitUsage, "projects", "create")
+	if !strings.Contains(errOut, "missing the project name") {
+		t.Fatalf("create without a name said %q", errOut)
+	}
+}
+
+func TestKeysCommands(t *testing.T) {
+	env, st := startManage(t)
+	out, _ := mustCtl(t, env, exitOK, "keys", "create", "ci", "--expires", "30d", "--rpm", "10")
+	lines := strings.Split(out, "\n")
+	if len(lines) < 3 || !strings.Contains(lines[0], "in project default. This is the only time it is shown") {
+		t.Fatalf("create said %q", out)
+	}
+	plain := strings.TrimSpace(lines[2])
+	k, err := st.LookupAPIKey(context.Background(), secret.HashSecret(plain))
+	if err != nil {
+		t.Fatalf("the printed secret %q is not a stored key: %v", plain, err)
+	}
+	if k.RPM != 10 || k.ExpiresAt == nil || !k.ExpiresAt.Equal(testNow.Add(30*24*time.Hour)) {
+		t.Fatalf("stored key = %+v (rpm 10, expires in 30 days)", k)
+	}
+	// Listing never shows the secret.
+	out, _ = mustCtl(t, env, exitOK, "keys")
+	if strings.Contains(out, plain) || !strings.Contains(out, k.Prefix+"…") || !strings.Contains(out, "active") {
+		t.Fatalf("keys table:\n%s", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "keys", "--json")
+	if strings.Contains(out, plain) || strings.Contains(out, k.Hash) || !strings.Contains(out, `"id": "`+k.ID+`"`) {
+		t.Fatalf("keys --json:\n%s", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "keys", "update", k.ID, "--tpm", "900")
+	if out != "key "+k.ID+" (ci): rpm 10, tpm 900\n" {
+		t.Fatalf("update said %q (rpm must be kept)", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "keys", "revoke", k.ID)
+	if !strings.Contains(out, "revoked "+k.ID) {
+		t.Fatalf("revoke said %q", out)
+	}
+	if out, _ := mustCtl(t, env, exitOK, "keys"); strings.Contains(out, k.ID) {
+		t.Fatalf("a revoked key is listed without --all:\n%s", out)
+	}
+	if out, _ := mustCtl(t, env, exitOK, "keys", "--all"); !strings.Contains(out, "revoked") {
+		t.Fatalf("keys --all:\n%s", out)
+	}
+	_, errOut := mustCtl(t, env, exitUsage, "keys", "create", "x", "--expires", "soon")
+	if !strings.Contains(errOut, `--expires "soon"`) {
+		t.Fatalf("bad --expires said %q", errOut)
+	}
+	_, errOut = mustCtl(t, env, exitError, "keys", "create", "x", "--project", "ghost")
+	if !strings.Contains(errOut, `project "ghost" does not exist`) {
+		t.Fatalf("unknown project said %q", errOut)
+	}
+}
+
+func TestBudgetsPricesUsageCommands(t *testing.T) {
+	env, st := startManage(t)
+	ctx := context.Background()
+	rows := []store.UsageRow{
+		{At: testNow.Add(-26 * time.Hour), Project: "default", KeyID: "key-1", Model: "big", Status: 200, PromptTokens: 100, CompletionTokens: 50, Cost: 0.2, Latency: time.Second},
+		{At: testNow.Add(-time.Hour), Project: "default", KeyID: "key-1", Model: "big", Status: 200, PromptTokens: 1000, CompletionTokens: 500, Cost: 2},
+		{At: testNow.Add(-time.Hour), Project: "default", Model: "small", Status: 402},
+	}
+	if err := st.InsertUsage(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := mustCtl(t, env, exitOK, "budgets", "set", "default", "--period", "day", "--amount", "5", "--fallback", "small")
+	if out != "budget default/day: amount 5, 2 spent this period; when spent: fallback to small\n" {
+		t.Fatalf("budgets set said %q", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "budgets")
+	want := `PROJECT  PERIOD  AMOUNT  SPENT  RESETS                WHEN SPENT
+default  day     5       2      2026-12-01T00:00:00Z  fallback to small
+`
+	if out != want {
+		t.Fatalf("budgets table:\n%s\nwant:\n%s", out, want)
+	}
+	_, errOut := mustCtl(t, env, exitError, "budgets", "set", "default", "--period", "week", "--amount", "1")
+	if !strings.Contains(errOut, `period: "week" is not a period`) {
+		t.Fatalf("bad period said %q", errOut)
+	}
+	_, errOut = mustCtl(t, env, exitError, "budgets", "set", "default", "--period", "day", "--amount", "1", "--fallback", "tiny")
+	if !strings.Contains(errOut, `fallback_model: model "tiny" is not in the catalog`) {
+		t.Fatalf("unknown fallback said %q", errOut)
+	}
+	_, errOut = mustCtl(t, env, exitUsage, "budgets", "set", "default", "--period", "day")
+	if !strings.Contains(errOut, "--amount is required") {
+		t.Fatalf("missing amount said %q", errOut)
+	}
+	mustCtl(t, env, exitOK, "budgets", "delete", "default", "--period", "day")
+	if out, _ := mustCtl(t, env, exitOK, "budgets", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("budgets after delete = %s", out)
+	}
+
+	out, _ = mustCtl(t, env, exitOK, "prices")
+	want = `default price (auth.default_price): prompt 0.1, completion 0.2 per 1k tokens
+
+MODEL  PROMPT/1K  COMPLETION/1K  FROM
+big    1          2              model
+small  0.1        0.2            default
+`
+	if out != want {
+		t.Fatalf("prices:\n%s\nwant:\n%s", out, want)
+	}
+
+	out, _ = mustCtl(t, env, exitOK, "usage")
+	want = `PROJECT  MODEL  REQUESTS  PROMPT  COMPLETION  COST
+default  big    2         1100    550         2.2
+default  small  1         0       0           0
+`
+	if out != want {
+		t.Fatalf("usage:\n%s\nwant:\n%s", out, want)
+	}
+	out, _ = mustCtl(t, env, exitOK, "usage", "--model", "big", "--by-day")
+	want = `DAY         PROJECT  MODEL  REQUESTS  PROMPT  COMPLETION  COST
+2026-11-29  default  big    1         100     50          0.2
+2026-11-30  default  big    1         1000    500         2
+`
+	if out != want {
+		t.Fatalf("usage --by-day:\n%s\nwant:\n%s", out, want)
+	}
+	out, _ = mustCtl(t, env, exitOK, "usage", "--since", "24h", "--json")
+	var totals []map[string]any
+	if err := json.Unmarshal([]byte(out), &totals); err != nil || len(totals) != 2 {
+		t.Fatalf("usage --since 24h --json = %s (%v)", out, err)
+	}
+	out, _ = mustCtl(t, env, exitOK, "usage", "--rows", "--limit", "2")
+	if n := strings.Count(out, "\n"); n != 3 || !strings.Contains(out, "key-1") {
+		t.Fatalf("usage --rows --limit 2 printed %d lines:\n%s", n, out)
+	}
+	_, errOut = mustCtl(t, env, exitUsage, "usage", "--since", "yesterday")
+	if !strings.Contains(errOut, `--since "yesterday"`) {
+		t.Fatalf("bad --since said %q", errOut)
+	}
+}

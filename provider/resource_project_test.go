@@ -1,0 +1,55 @@
+package provider
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+)
+
+func TestProjectFromAPI(t *testing.T) {
+	tests := []struct {
+		name string
+		in   *managev1.Project
+	}{
+		{"defaults", &managev1.Project{Name: "team-a"}},
+		{"limits and models", &managev1.Project{Name: "team-a", Rpm: 60, Tpm: 1000, AllowedModels: []string{"small", "big"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := projectFromAPI(tt.in)
+			if m.AllowedModels.IsNull() || len(m.AllowedModels.Elements()) != len(tt.in.GetAllowedModels()) {
+				t.Fatalf("allowed_models = %v: an empty set, never null, so a plan after apply is empty", m.AllowedModels)
+			}
+			back := m.toAPI()
+			if back.GetName() != tt.in.GetName() || back.GetRpm() != tt.in.GetRpm() || back.GetTpm() != tt.in.GetTpm() ||
+				len(back.GetAllowedModels()) != len(tt.in.GetAllowedModels()) {
+				t.Fatalf("round trip = %v, want %v", back, tt.in)
+			}
+		})
+	}
+}
+
+func TestProjectNameRule(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"team-a", true}, {"Team_A.1", true}, {"-a", false}, {"a/b", false}, {"a b", false}, {"", false}, {strings.Repeat("a", 64), false},
+	}
+	for _, tt := range tests {
+		if got := projectNameRE.MatchString(tt.name); got != tt.ok {
+			t.Errorf("projectNameRE(%q) = %v, want %v", tt.name, got, tt.ok)
+		}
+	}
+}
+
+func TestAddWarnings(t *testing.T) {
+	var d diag.Diagnostics
+	addWarnings(&d, "budget p/day", []string{"never binds"})
+	if d.WarningsCount() != 1 || d.HasError() || !strings.Contains(d[0].Detail(), "never binds") || !strings.Contains(d[0].Summary(), "budget p/day") {
+		t.Fatalf("diagnostics = %v", d)
+	}
+}

@@ -1,0 +1,224 @@
+package manage
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/runtime/modelpb"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// periodBounds returns when the period holding now began and when it ends:
+// UTC calendar days and months; a total budget began at the zero time and
+// never resets (zero end).
+func periodBounds(period string, now time.Time) (start, end time.Time) {
+	now = now.UTC()
+	switch period {
+	case store.PeriodDay:
+		start = time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+		return start, start.AddDate(0, 0, 1)
+	case store.PeriodMonth:
+		start = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+		return start, start.AddDate(0, 1, 0)
+	}
+	return time.Time{}, time.Time{}
+}
+
+func validPeriod(field, period string) error {
+	switch period {
+	case store.PeriodDay, store.PeriodMonth, store.PeriodTotal:
+		return nil
+	case "":
+		return invalid(field, "is required: day, month or total")
+	}
+	return invalid(field, "%q is not a period: day, month or total", period)
+}
+
+// budgetFromProto checks a budget sent by a client; the fallback model must
+// be in the catalog.
+func (s *Service) budgetFromProto(b *managev1.Budget) (store.Budget, error) {
+	if b == nil {
+		return store.Budget{}, invalid("budget", "is required")
+	}
+	if b.GetProject() == "" {
+		return store.Budget{}, invalid("budget project", "is required")
+	}
+	what := fmt.Sprintf("budget %s/%s", b.GetProject(), b.GetPeriod())
+	if err := validPeriod(what+" period", b.GetPeriod()); err != nil {
+		return store.Budget{}, err
+	}
+	if a := b.GetAmount(); a < 0 || math.IsNaN(a) || math.IsInf(a, 0) {
+		return store.Budget{}, invalid(what+" amount", "must be a number of at least 0, got %v", a)
+	}
+	out := store.Budget{Project: b.GetProject(), Period: b.GetPeriod(), Amount: b.GetAmount(), OnExhausted: b.GetOnExhausted()}
+	switch out.OnExhausted {
+	case "":
+		out.OnExhausted = store.OnExhaustedRefuse
+	case store.OnExhaustedRefuse, store.OnExhaustedFallback:
+	default:
+		return store.Budget{}, invalid(what+" on_exhausted", "%q is not refuse or fallback", out.OnExhausted)
+	}
+	fb := b.GetFallbackModel()
+	switch {
+	case out.OnExhausted == store.OnExhaustedFallback && fb == "":
+		return store.Budget{}, invalid(what+" fallback_model", "is required when on_exhausted is fallback")
+	case out.OnExhausted == store.OnExhaustedRefuse && fb != "":
+		return store.Budget{}, invalid(what+" fallback_model", "is only used when on_exhausted is fallback; remove it or set on_exhausted = fallback")
+	case fb != "":
+		if _, ok := s.opts.Catalog.Resolve(fb); !ok {
+			return store.Budget{}, status.Errorf(codes.FailedPrecondition, "%s fallback_model: model %q is not in the catalog", what, fb)
+		}
+		out.FallbackModel = fb
+	}
+	return out, nil
+}
+
+// effectivePrice is what a request to the model costs: its own price, else
+// auth.default_price, else nothing; and where that came from.
+func (s *Service) effectivePrice(m catalog.Model) (catalog.Pricing, string) {
+	if m.Pricing != nil {
+		return *m.Pricing, "model"
+	}
+	if s.opts.DefaultPrice != nil {
+		return *s.opts.DefaultPrice, "default"
+	}
+	return catalog.Pricing{}, "none"
+}
+
+// budgetWarnings says why a budget may not do what it says.
+func (s *Service) budgetWarnings(ctx context.Context, b store.Budget) []string {
+	var warn []string
+	var allowed map[string]bool
+	if p, err := s.opts.Store.GetProject(ctx, b.Project); err == nil && len(p.AllowedModels) > 0 {
+		allowed = map[string]bool{}
+		for _, m := range p.AllowedModels {
+			allowed[m] = true
+		}
+	}
+	priced := s.opts.DefaultPrice != nil && !s.opts.DefaultPrice.Free()
+	if !priced {
+		for _, e := range s.opts.Catalog.List() {
+			if allowed != nil && !allowed[e.Model.Name] {
+				continue
+			}
+			if p, _ := s.effectivePrice(e.Model); !p.Free() {
+				priced = true
+				break
+			}
+		}
+	}
+	if !priced {
+		def := "unset"
+		if s.opts.DefaultPrice != nil {
+			def = "zero"
+		}
+		warn = append(warn, fmt.Sprintf("budget %s/%s: no model the project may use has a price and auth.default_price is %s: this budget never binds (give models pricing or set auth.default_price)", b.Project, b.Period, def))
+	}
+	if b.FallbackModel != "" && allowed != nil {
+		if canon, ok := s.opts.Catalog.Resolve(b.FallbackModel); ok && !allowed[canon] {
+			warn = append(warn, fmt.Sprintf("budget %s/%s: fallback model %q is not among the project's allowed_models: requests that fall back to it are refused", b.Project, b.Period, b.FallbackModel))
+		}
+	}
+	return warn
+}
+
+func (s *Service) budgetProto(ctx context.Context, b store.Budget) (*managev1.Budget, error) {
+	out := &managev1.Budget{
+		Project: b.Project, Period: b.Period, Amount: b.Amount, OnExhausted: b.OnExhausted, FallbackModel: b.FallbackModel,
+		CreatedUnixMs: unixMs(b.CreatedAt), UpdatedUnixMs: unixMs(b.UpdatedAt),
+		Warnings: s.budgetWarnings(ctx, b),
+	}
+	start, end := periodBounds(b.Period, s.now())
+	spent, err := s.opts.Store.ProjectSpend(ctx, b.Project, start)
+	if err != nil {
+		return nil, tenancyError(fmt.Sprintf("reading the spend of project %s", b.Project), err)
+	}
+	out.Spent = spent
+	out.ResetsUnixMs = unixMs(end)
+	return out, nil
+}
+
+// PutBudget creates or replaces a project's budget for a period.
+func (s *Service) PutBudget(ctx context.Context, req *managev1.PutBudgetRequest) (*managev1.Budget, error) {
+	b, err := s.budgetFromProto(req.GetBudget())
+	if err != nil {
+		return nil, err
+	}
+	op := fmt.Sprintf("setting budget %s/%s", b.Project, b.Period)
+	if _, err := s.opts.Store.GetProject(ctx, b.Project); err != nil {
+		return nil, tenancyError(op, err)
+	}
+	if err := s.opts.Store.PutBudget(ctx, b); err != nil {
+		return nil, tenancyError(op, err)
+	}
+	got, err := s.opts.Store.GetBudget(ctx, b.Project, b.Period)
+	if err != nil {
+		return nil, tenancyError(op, err)
+	}
+	pb, err := s.budgetProto(ctx, got)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("budget set", "project", b.Project, "period", b.Period, "amount", b.Amount, "on_exhausted", b.OnExhausted)
+	for _, w := range pb.Warnings {
+		s.log.Warn("budget warning", "project", b.Project, "period", b.Period, "warning", w)
+	}
+	return pb, nil
+}
+
+// GetBudget returns one budget with its current spend and warnings.
+func (s *Service) GetBudget(ctx context.Context, req *managev1.GetBudgetRequest) (*managev1.Budget, error) {
+	op := fmt.Sprintf("getting budget %s/%s", req.GetProject(), req.GetPeriod())
+	if err := validPeriod(op+": period", req.GetPeriod()); err != nil {
+		return nil, err
+	}
+	b, err := s.opts.Store.GetBudget(ctx, req.GetProject(), req.GetPeriod())
+	if err != nil {
+		return nil, tenancyError(op, err)
+	}
+	return s.budgetProto(ctx, b)
+}
+
+// DeleteBudget removes a budget.
+func (s *Service) DeleteBudget(ctx context.Context, req *managev1.DeleteBudgetRequest) (*managev1.DeleteBudgetResponse, error) {
+	op := fmt.Sprintf("deleting budget %s/%s", req.GetProject(), req.GetPeriod())
+	if err := s.opts.Store.DeleteBudget(ctx, req.GetProject(), req.GetPeriod()); err != nil {
+		return nil, tenancyError(op, err)
+	}
+	s.log.Info("budget deleted", "project", req.GetProject(), "period", req.GetPeriod())
+	return &managev1.DeleteBudgetResponse{}, nil
+}
+
+// ListBudgets lists the budgets of one project or of all.
+func (s *Service) ListBudgets(ctx context.Context, req *managev1.ListBudgetsRequest) (*managev1.ListBudgetsResponse, error) {
+	list, err := s.opts.Store.ListBudgets(ctx, req.GetProject())
+	if err != nil {
+		return nil, tenancyError("listing budgets", err)
+	}
+	out := &managev1.ListBudgetsResponse{}
+	for _, b := range list {
+		pb, err := s.budgetProto(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		out.Budgets = append(out.Budgets, pb)
+	}
+	return out, nil
+}
+
+// ListPrices lists every catalog model's effective price.
+func (s *Service) ListPrices(context.Context, *managev1.ListPricesRequest) (*managev1.ListPricesResponse, error) {
+	out := &managev1.ListPricesResponse{DefaultPrice: modelpb.PricingToProto(s.opts.DefaultPrice)}
+	for _, e := range s.opts.Catalog.List() {
+		p, src := s.effectivePrice(e.Model)
+		out.Models = append(out.Models, &managev1.ModelPrice{Model: e.Model.Name, Pricing: modelpb.PricingToProto(&p), Source: src})
+	}
+	return out, nil
+}
