@@ -115,6 +115,31 @@ func TestModule(t *testing.T) {
 		// The node registered, so the ISO with its key is gone all the same.
 		n.checkISORemoved(t)
 	})
+	t.Run("variables are validated", func(t *testing.T) {
+		n := h.node(t, "gpu-144", 144, versionScript)
+		n.writeRoot(t)
+		n.tf.Run(0, "init", "-input=false", "-no-color")
+		main := filepath.Join(n.tf.Dir, "main.tf")
+		good, err := os.ReadFile(main)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct{ old, new, want string }{
+			{`name          = "gpu-144"`, `name          = "GPU_144"`, `name "GPU_144" cannot be a hostname, a Proxmox VM name and a node id at once`},
+			{`sha256 = "`, `sha256 = "X`, `llmgw_binary.sha256 must be the binary's sha256 as 64 lowercase hex digits`},
+			{`size = ` + strconv.Itoa(len(h.binary)), `size = 0`, `a zero-byte binary is never installed`},
+			{`engines   = { llamacpp`, `engines   = { llama`, `engines: unknown engine "llama"`},
+			{`address     = "10.0.0.144/24"`, `address     = "10.0.0.144"`, `address "10.0.0.144" is not an address with its prefix`},
+		} {
+			if err := os.WriteFile(main, bytes.Replace(good, []byte(tt.old), []byte(tt.new), 1), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, _ := n.tf.Run(1, "validate", "-no-color")
+			if flat := strings.Join(strings.Fields(out), " "); !strings.Contains(flat, tt.want) {
+				t.Errorf("with %s, validate does not say %q:\n%s", tt.new, tt.want, out)
+			}
+		}
+	})
 }
 
 // harness is what the cases share: a control plane, the Proxmox fake, the
