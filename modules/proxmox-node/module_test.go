@@ -71,7 +71,7 @@ func TestModule(t *testing.T) {
 		ud := n.awaitUserData(t, apply)
 		boot := n.checkUserData(t, ud)
 		n.checkInstallRefuses(t, boot)
-		boot.start(t)
+		agent := boot.start(t)
 		out, code := apply.wait(t)
 		if code != 0 {
 			t.Fatalf("apply exited %d:\n%s", code, testcluster.Tail(out, 60))
@@ -85,6 +85,9 @@ func TestModule(t *testing.T) {
 		}
 		n.checkISORemoved(t)
 		n.checkStateFiles(t, boot)
+		if key := string(boot.files["/etc/llmgw/gpu-142-key.pem"]); strings.Contains(out, "PRIVATE KEY") || strings.Contains(agent.Output(), key) {
+			t.Errorf("the node's private key appears in the apply output or the agent's log")
+		}
 		n.tf.Run(0, "plan", "-input=false", "-no-color", "-detailed-exitcode")
 
 		n.tf.Run(0, "destroy", "-input=false", "-no-color", "-auto-approve")
@@ -590,7 +593,7 @@ func (n *node) checkInstallRefuses(t *testing.T, b *boot) {
 // and starts the agent as the unit's ExecStart does. Only paths differ:
 // the files are under b.root, and state_dir, which the agent defaults to
 // /var/lib/llmgw-agent, is moved there too through the agent's environment.
-func (b *boot) start(t *testing.T) {
+func (b *boot) start(t *testing.T) *testcluster.Proc {
 	t.Helper()
 	argv := slices.Clone(b.install[1:])
 	argv[3] = b.local(b.install[4])
@@ -617,7 +620,7 @@ func (b *boot) start(t *testing.T) {
 	} {
 		t.Setenv(kv[0], kv[1])
 	}
-	testcluster.Start(t, b.local(exec[0]), "agent "+b.n.name, exec[1], exec[2], b.local(exec[3]))
+	return testcluster.Start(t, b.local(exec[0]), "agent "+b.n.name, exec[1], exec[2], b.local(exec[3]))
 }
 
 // outputs reads the root module's outputs.
