@@ -17,7 +17,8 @@ resource "llmgw_proxmox_vm" "gpu142" {
   bridge   = "vmbr0"
   ssh_keys = [file("~/.ssh/id_ed25519.pub")]
 
-  # Installs the agent with its certificate and key (see docs/proxmox.md).
+  # A template of your own that installs the agent with its certificate and
+  # key; modules/proxmox-node renders a complete one (docs/proxmox.md).
   user_data = templatefile("${path.module}/agent-user-data.yaml.tftpl", {
     name     = "gpu-142"
     cert_pem = llmgw_node_certificate.gpu142.cert_pem
