@@ -111,6 +111,12 @@ type Admission interface {
 	Admit(ctx context.Context, p Principal, model string, req RequestInfo) (Ticket, error)
 }
 
+// ModelFilter is implemented by an Admission that limits which models a
+// principal may use; /v1/models then lists only those.
+type ModelFilter interface {
+	Allows(ctx context.Context, p Principal, model string) bool
+}
+
 // Rejection is an admission refusal the client should see, e.g. 429 with a
 // Retry-After for a rate limit or 402 for a spent budget.
 type Rejection struct {

@@ -474,6 +474,34 @@ func (a *recordingAdmission) settled(t *testing.T) Usage {
 	}
 }
 
+// onlyModel admits everything but lets the principal see one model.
+type onlyModel struct {
+	AdmitAll
+	model string
+}
+
+func (o onlyModel) Allows(_ context.Context, _ Principal, model string) bool { return model == o.model }
+
+func TestModelsFilteredByAdmission(t *testing.T) {
+	h := newHarness(t, 1, Config{}, onlyModel{model: "cold"})
+	get := func(path string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodGet, h.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, readAll(t, resp)
+	}
+	_, body := get("/v1/models")
+	if !strings.Contains(body, `"id":"cold"`) || strings.Contains(body, "qwen/coder-3b") {
+		t.Errorf("/v1/models shows models the project may not use: %s", body)
+	}
+	if resp, _ := get("/v1/models/coder"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET a hidden model by alias = %d, want 404", resp.StatusCode)
+	}
+}
+
 func TestAdmissionFallbackAndHeaders(t *testing.T) {
 	adm := &recordingAdmission{fallback: "qwen/coder-3b", header: http.Header{"X-Ratelimit-Remaining-Requests": {"41"}}}
 	h := newHarness(t, 1, Config{}, adm)

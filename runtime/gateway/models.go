@@ -35,14 +35,17 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, r, http.MethodGet)
 		return
 	}
-	if _, aerr := g.authenticate(r); aerr != nil {
+	p, aerr := g.authenticate(r)
+	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
 	list := g.deps.Catalog.List()
-	data := make([]modelObject, len(list))
-	for i, m := range list {
-		data[i] = toModelObject(m)
+	data := make([]modelObject, 0, len(list))
+	for _, m := range list {
+		if g.allows(r, p, m.ID) {
+			data = append(data, toModelObject(m))
+		}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Object string        `json:"object"`
@@ -56,13 +59,14 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, r, http.MethodGet)
 		return
 	}
-	if _, aerr := g.authenticate(r); aerr != nil {
+	p, aerr := g.authenticate(r)
+	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
 	name := strings.TrimPrefix(r.URL.Path, "/v1/models/")
 	canonical, ok := g.deps.Catalog.Resolve(name)
-	if ok {
+	if ok && g.allows(r, p, canonical) {
 		for _, m := range g.deps.Catalog.List() {
 			if m.ID == canonical {
 				writeJSON(w, http.StatusOK, toModelObject(m))
@@ -72,6 +76,14 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request) {
 	}
 	writeError(w, newError(http.StatusNotFound, typeInvalidRequest, "model_not_found",
 		fmt.Sprintf("the model %q does not exist", name)).withParam("model"))
+}
+
+// allows reports whether the principal may see the model: when admission
+// also filters models (a project's allowed_models), a model the project may
+// not use is not shown, as OpenAI hides models a key cannot use.
+func (g *Gateway) allows(r *http.Request, p Principal, model string) bool {
+	f, ok := g.deps.Admission.(ModelFilter)
+	return !ok || f.Allows(r.Context(), p, model)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -158,6 +158,32 @@ func (a *Admission) price(model string) catalog.Pricing {
 	return catalog.Pricing{}
 }
 
+// Allows implements gateway.ModelFilter: whether the principal's project
+// may use the model. A project whose settings cannot be read is shown
+// everything; admission refuses what it must when the request comes.
+func (a *Admission) Allows(ctx context.Context, p gateway.Principal, model string) bool {
+	proj, err := a.dir.get(ctx, p.Project)
+	return err != nil || a.allowed(proj.project, model)
+}
+
+// allowed reports whether a project may use a canonical model: its
+// allowed_models is empty or names the model or one of its aliases.
+func (a *Admission) allowed(p store.Project, model string) bool {
+	if len(p.AllowedModels) == 0 || slices.Contains(p.AllowedModels, model) {
+		return true
+	}
+	r, ok := a.opts.Models.(interface{ Resolve(string) (string, bool) })
+	if !ok {
+		return false
+	}
+	for _, name := range p.AllowedModels {
+		if c, ok := r.Resolve(name); ok && c == model {
+			return true
+		}
+	}
+	return false
+}
+
 // Cost is what the given usage of a model costs at its price.
 func (a *Admission) Cost(model string, promptTokens, completionTokens int64) float64 {
 	return a.price(model).Cost(promptTokens, completionTokens)
@@ -226,7 +252,7 @@ func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string
 	if err != nil {
 		return nil, fmt.Errorf("reading project %q: %w", p.Project, err)
 	}
-	if len(proj.project.AllowedModels) > 0 && !slices.Contains(proj.project.AllowedModels, model) {
+	if !a.allowed(proj.project, model) {
 		return nil, &gateway.Rejection{Status: http.StatusForbidden, Type: "permission_error", Code: "model_not_allowed",
 			Reason: "model_not_allowed", Message: fmt.Sprintf("project %q may not use model %q", p.Project, model)}
 	}

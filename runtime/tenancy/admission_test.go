@@ -373,3 +373,32 @@ func BenchmarkAdmitSettle(b *testing.B) {
 		tk.Settle(gateway.Usage{PromptTokens: 40, CompletionTokens: 60, Reported: true})
 	}
 }
+
+// aliasModels resolves the alias "small-alias" to "small".
+type aliasModels struct{ fakeModels }
+
+func (aliasModels) Resolve(name string) (string, bool) {
+	if name == "small-alias" {
+		return "small", true
+	}
+	return name, true
+}
+
+func TestAllowedModelsByAlias(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.CreateProject(ctx, store.Project{Name: "p", AllowedModels: []string{"small-alias"}}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(Options{Store: st, Models: aliasModels{}})
+	p := gateway.Principal{KeyID: "k", Project: "p"}
+	if _, err := a.Admit(ctx, p, "small", chat(1, 1)); err != nil {
+		t.Errorf("a model allowed by its alias was refused: %v", err)
+	}
+	if !a.Allows(ctx, p, "small") || a.Allows(ctx, p, "big") {
+		t.Error("Allows does not follow allowed_models")
+	}
+	if !a.Allows(ctx, gateway.Principal{Project: store.DefaultProject}, "big") {
+		t.Error("a project without allowed_models may not see a model")
+	}
+}
