@@ -104,12 +104,8 @@ func (s *Service) projectProto(p store.Project, liveKeys int) *managev1.Project 
 		CreatedUnixMs: unixMs(p.CreatedAt), UpdatedUnixMs: unixMs(p.UpdatedAt), LiveKeys: int32(liveKeys),
 	}
 	for _, m := range p.AllowedModels {
-		if _, ok := s.opts.Catalog.Get(m); !ok {
-			if canon, ok := s.opts.Catalog.Resolve(m); ok {
-				out.Warnings = append(out.Warnings, fmt.Sprintf("allowed model %q is an alias of %q: name the model itself, aliases are not matched", m, canon))
-			} else {
-				out.Warnings = append(out.Warnings, fmt.Sprintf("allowed model %q is not in the catalog", m))
-			}
+		if _, ok := s.opts.Catalog.Resolve(m); !ok {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("allowed model %q is not in the catalog", m))
 		}
 	}
 	return out
