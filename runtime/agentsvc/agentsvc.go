@@ -104,25 +104,70 @@ func remoteAddr(ctx context.Context) string {
 	return "unknown"
 }
 
-// streamConn serialises sends on one stream and lets the control plane end
-// the session.
+// sendQueue is how many control messages may wait for an agent. The fleet
+// sends while holding its lock, so a send must never block on a peer that
+// stopped reading; a session whose queue fills up is closed instead.
+const sendQueue = 1024
+
+// sender is the sending half of an agent stream.
+type sender interface {
+	Send(*agentv1.ControlMessage) error
+}
+
+// streamConn queues messages for one agent and sends them, in order, from
+// its own goroutine; it also lets the control plane end the session.
 type streamConn struct {
-	mu     sync.Mutex
-	stream agentv1.AgentService_ConnectServer
-	closed chan string
+	out    chan *agentv1.ControlMessage
+	closed chan closing
 	once   sync.Once
 }
 
-func (c *streamConn) Send(m *agentv1.ControlMessage) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stream.Send(m)
+// closing is why the control plane ends a session, and the status the
+// agent gets.
+type closing struct {
+	code   codes.Code
+	reason string
 }
 
-// Close ends the session with reason.
-func (c *streamConn) Close(reason string) {
+func newStreamConn() *streamConn {
+	return &streamConn{out: make(chan *agentv1.ControlMessage, sendQueue), closed: make(chan closing, 1)}
+}
+
+// Send queues m without blocking. A full queue closes the session.
+func (c *streamConn) Send(m *agentv1.ControlMessage) error {
+	select {
+	case c.out <- m:
+		return nil
+	default:
+		err := fmt.Errorf("the agent is not reading: %d control messages are waiting", sendQueue)
+		c.end(codes.Unavailable, err.Error())
+		return err
+	}
+}
+
+// run sends queued messages until done closes or a send fails (the
+// session is then closed).
+func (c *streamConn) run(stream sender, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case m := <-c.out:
+			if err := stream.Send(m); err != nil {
+				c.end(codes.Unavailable, "sending to the agent: "+err.Error())
+				return
+			}
+		}
+	}
+}
+
+// Close ends the session with reason: the node may no longer connect
+// (its identity was revoked).
+func (c *streamConn) Close(reason string) { c.end(codes.PermissionDenied, reason) }
+
+func (c *streamConn) end(code codes.Code, reason string) {
 	c.once.Do(func() {
-		c.closed <- reason
+		c.closed <- closing{code, reason}
 		close(c.closed)
 	})
 }
@@ -171,13 +216,18 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 	if declared {
 		effective = decl
 	}
-	conn := &streamConn{stream: stream, closed: make(chan string, 1)}
-	if err := conn.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Welcome{Welcome: &agentv1.Welcome{
+	// The welcome goes first, on this goroutine; everything after it
+	// through the queue.
+	if err := stream.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Welcome{Welcome: &agentv1.Welcome{
 		Declaration:         decl,
 		HeartbeatIntervalMs: s.opts.HeartbeatInterval.Milliseconds(),
 	}}}); err != nil {
 		return err
 	}
+	conn := newStreamConn()
+	sessionDone := make(chan struct{})
+	defer close(sessionDone)
+	go conn.run(stream, sessionDone)
 	connID := s.opts.Fleet.Connect(hello, cn, effective, declared, conn)
 	defer s.opts.Fleet.Disconnect(cn, connID)
 	s.log.Info("agent connected", "node", cn, "remote", remote, "version", hello.GetVersion(),
@@ -210,9 +260,12 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 		case err := <-recvErr:
 			s.log.Info("agent disconnected", "node", cn, "reason", err.Error())
 			return nil
-		case reason := <-conn.closed:
-			s.log.Warn("agent session closed", "node", cn, "reason", reason)
-			return status.Errorf(codes.PermissionDenied, "agent refused: %s", reason)
+		case c := <-conn.closed:
+			s.log.Warn("agent session closed", "node", cn, "reason", c.reason)
+			if c.code == codes.PermissionDenied {
+				return status.Errorf(c.code, "agent refused: %s", c.reason)
+			}
+			return status.Errorf(c.code, "session closed by the control plane: %s", c.reason)
 		case msg = <-msgs:
 		}
 		switch m := msg.GetMsg().(type) {

@@ -191,7 +191,11 @@ func TestSessionAdmission(t *testing.T) {
 			if w == nil || w.GetHeartbeatIntervalMs() != 1000 {
 				t.Fatalf("first message = %v, want a welcome with the heartbeat interval", msg)
 			}
+			// The welcome is sent just before the session joins the fleet.
 			n, ok := e.fleet.Node(tt.cn)
+			for deadline := time.Now().Add(5 * time.Second); !ok && time.Now().Before(deadline); n, ok = e.fleet.Node(tt.cn) {
+				time.Sleep(5 * time.Millisecond) // polling interval
+			}
 			if !ok || n.State != fleet.NodeReady {
 				t.Fatalf("fleet node = %+v, %v", n, ok)
 			}
@@ -223,5 +227,48 @@ func waitNode(t *testing.T, f *fleet.Fleet, what string, cond func(fleet.Node) b
 			t.Fatalf("timed out waiting for %s: node %s %q, checks %v", what, n.State, n.Reason, n.EngineChecks)
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+}
+
+// stuckSender never returns from Send until released.
+type stuckSender struct {
+	release chan struct{}
+	sent    chan *agentv1.ControlMessage
+}
+
+func (s *stuckSender) Send(m *agentv1.ControlMessage) error {
+	<-s.release
+	s.sent <- m
+	return nil
+}
+
+// TestSendNeverBlocks: the fleet sends under its lock, so a peer that does
+// not read must never block Send; once the queue is full the session ends.
+func TestSendNeverBlocks(t *testing.T) {
+	c := newStreamConn()
+	peer := &stuckSender{release: make(chan struct{}), sent: make(chan *agentv1.ControlMessage, sendQueue+2)}
+	done := make(chan struct{})
+	defer close(done)
+	go c.run(peer, done)
+	var err error
+	for i := 0; i <= sendQueue+1 && err == nil; i++ {
+		err = c.Send(&agentv1.ControlMessage{})
+	}
+	if err == nil {
+		t.Fatal("Send to a peer that never reads kept succeeding")
+	}
+	select {
+	case cl := <-c.closed:
+		if cl.code != codes.Unavailable || !strings.Contains(cl.reason, "not reading") {
+			t.Errorf("session closed with %v %q", cl.code, cl.reason)
+		}
+	default:
+		t.Fatal("a full queue did not close the session")
+	}
+	// Messages that were queued still go out in order once the peer reads.
+	close(peer.release)
+	first := <-peer.sent
+	if first == nil {
+		t.Fatal("no message delivered")
 	}
 }

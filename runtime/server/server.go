@@ -284,7 +284,10 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("agent_tls: %w", err)
 	}
 	agentSrv := grpc.NewServer(grpc.Creds(credentials.NewTLS(agentTLS)),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// A peer that vanished without closing its connection is noticed
+		// within a minute, so its session ends and its node is marked lost.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}))
 	agentv1.RegisterAgentServiceServer(agentSrv, agentsvc.New(agentsvc.Options{
 		Fleet: s.Fleet, Declarations: storeDeclarations{s.Store}, RequireDeclared: s.cfg.Agents.RequireDeclared,
 		HeartbeatInterval: s.cfg.Agents.HeartbeatInterval, Logger: s.log,
