@@ -138,8 +138,21 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 		return
 	}
 	a.mu.Lock()
-	a.shards[m.GetShardId()].shard = sh
+	st, ok := a.shards[m.GetShardId()]
+	if ok {
+		st.shard = sh
+	}
 	a.mu.Unlock()
+	if !ok {
+		// Stopped (StopShard or StopAll) while it was launching: it must
+		// not outlive the command.
+		a.log.Info("shard stopped while starting", "shard", m.GetShardId())
+		if err := sh.Stop(10 * time.Second); err != nil {
+			a.log.Warn("stopping shard", "shard", m.GetShardId(), "err", err)
+		}
+		a.forgetCommand(m.GetShardId())
+		return
+	}
 	a.setStatus(m.GetShardId(), func(st *agentv1.ShardStatus) {
 		st.Pid = int32(sh.PID())
 		if spec.Rank == 0 && spec.WorldSize > 1 {
