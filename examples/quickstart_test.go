@@ -70,7 +70,7 @@ func TestQuickstartTerraform(t *testing.T) {
 	// the agents run, so that apply changes nothing but declaring them.
 	planOut, _ := tf.Run(2, "plan", "-input=false", "-no-color", "-detailed-exitcode", "-out=tfplan", "-var", "dev_dir="+dir)
 	// README.md quotes this line.
-	if want := "Plan: 3 to import, 2 to add, 3 to change, 0 to destroy."; !strings.Contains(planOut, want) {
+	if want := "Plan: 3 to import, 5 to add, 3 to change, 0 to destroy."; !strings.Contains(planOut, want) {
 		t.Errorf("the first plan lacks %q:\n%s", want, testcluster.Tail(planOut, 40))
 	}
 	planJSON, _ := tf.Run(0, "show", "-json", "tfplan")
@@ -99,6 +99,23 @@ func TestQuickstartTerraform(t *testing.T) {
 	}
 	if len(resp.Choices) == 0 || resp.Choices[0].Message.Content == "" || resp.Model != "mine" {
 		t.Fatalf("chat response from mine: model %q, %d choices: %+v", resp.Model, len(resp.Choices), resp.Choices)
+	}
+
+	// The team's key works, sees only its project's model, and is charged.
+	teamKey, _ := tf.Run(0, "output", "-raw", "team_api_key")
+	team := openai.NewClient(option.WithBaseURL(env["OPENAI_BASE_URL"]), option.WithAPIKey(strings.TrimSpace(teamKey)), option.WithMaxRetries(0))
+	models, err := team.Models.List(ctx)
+	if err != nil {
+		t.Fatalf("listing models with the team key: %v", err)
+	}
+	if len(models.Data) != 1 || models.Data[0].ID != "mine" {
+		t.Errorf("the team key sees %+v, want only mine", models.Data)
+	}
+	if _, err := team.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "mine",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
+	}); err != nil {
+		t.Fatalf("chat request with the team key: %v", err)
 	}
 
 	if err := dev.Cmd.Process.Signal(syscall.SIGINT); err != nil {

@@ -78,6 +78,10 @@ resource "llmgw_model" "mine" {
   context_length = 8192
   max_output     = 1024
 
+  # What a request costs, in the unit budgets are in; changing it never
+  # restarts the replica.
+  pricing = { prompt_per_1k = 0.001, completion_per_1k = 0.002 }
+
   scaling = { min = 1, max = 1 }
 
   profiles = [{
@@ -89,6 +93,32 @@ resource "llmgw_model" "mine" {
 
   # Placed once the nodes are declared; apply returns when it serves.
   depends_on = [llmgw_node.dev]
+}
+
+# A team: its own limits, a monthly budget, and a key of its own.
+resource "llmgw_project" "team" {
+  name           = "team"
+  rpm            = 600
+  tpm            = 200000
+  allowed_models = [llmgw_model.mine.name]
+}
+
+resource "llmgw_budget" "team" {
+  project      = llmgw_project.team.name
+  period       = "month"
+  amount       = 10
+  on_exhausted = "refuse"
+}
+
+resource "llmgw_api_key" "team" {
+  project = llmgw_project.team.name
+  name    = "quickstart"
+}
+
+output "team_api_key" {
+  description = "The team's API key (terraform output -raw team_api_key); shown once, kept in state."
+  value       = llmgw_api_key.team.secret
+  sensitive   = true
 }
 
 output "curl" {
