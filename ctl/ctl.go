@@ -33,6 +33,9 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
   status                         version, nodes, models, replicas, GPUs in use
   nodes [--json]                 nodes with their GPUs, memory, fabrics and replicas
   drain NODE [--cancel]          move a node's replicas elsewhere (or stop doing so)
+  check-engines NODE [--wait 60s]
+                                 run a node's engine checks again and print them;
+                                 exit 1 when an engine cannot start
   fabrics [--json]               declared fabrics and the nodes in them
   models [--json]                catalog models and whether they are serving
   replicas [--model M] [--json]  replicas, their shards and why failed ones failed
@@ -101,6 +104,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdNodes(ctx, rest)
 	case "drain":
 		return a.cmdDrain(ctx, rest)
+	case "check-engines":
+		return a.cmdCheckEngines(ctx, rest)
 	case "fabrics":
 		return a.cmdFabrics(ctx, rest)
 	case "models":

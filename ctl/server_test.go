@@ -39,6 +39,7 @@ type fakeManage struct {
 
 	mu       sync.Mutex
 	drains   []*managev1.DrainNodeRequest
+	checks   []*managev1.CheckNodeEnginesRequest
 	created  []*managev1.Model
 	updated  []*managev1.Model
 	deleted  []string
@@ -143,6 +144,18 @@ func (f *fakeManage) DrainNode(_ context.Context, req *managev1.DrainNodeRequest
 		}
 	}
 	return nil, status.Errorf(codes.NotFound, "node %q not found", req.GetName())
+}
+
+func (f *fakeManage) CheckNodeEngines(_ context.Context, req *managev1.CheckNodeEnginesRequest) (*managev1.CheckNodeEnginesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.nodes {
+		if n.GetId() == req.GetName() {
+			f.checks = append(f.checks, proto.Clone(req).(*managev1.CheckNodeEnginesRequest))
+			return &managev1.CheckNodeEnginesResponse{Node: n}, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "node %q is not connected", req.GetName())
 }
 
 // checkToken is the server's bearer-token check.

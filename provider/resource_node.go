@@ -15,12 +15,15 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/boolplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/llmgw/llmgw/agent/declaration"
 	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
@@ -66,6 +69,7 @@ type nodeResourceModel struct {
 	FabricsInService types.List   `tfsdk:"fabrics_in_service"`
 	AgentVersion     types.String `tfsdk:"agent_version"`
 	LastSeen         types.String `tfsdk:"last_seen"`
+	CreateFailed     types.Bool   `tfsdk:"create_failed"`
 }
 
 var (
@@ -91,6 +95,9 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"Create waits until the agent has connected and the node is ready (`wait_for_ready`), and fails with the node's reason when a declared engine cannot start (the agent runs each engine's version command). " +
 			"A connected node whose CPU lacks AVX2 is planned with a warning: it serves, but CPU inference is several times slower (a Proxmox VM on the default kvm64 CPU type). " +
 			"Destroy drains the node first (each replica's replacement is ready before the original stops), then revokes its identity: the control plane refuses its certificate from then on. " +
+			"A node whose create failed before it was ready (an engine check failed, a fabric was out of service, the wait timed out) is left tainted; destroying it, as the replacement the next apply plans does, removes its declaration without revoking its identity, " +
+			"so the same machine with the same certificate comes back once the cause is fixed. (If such a machine is retired instead, its certificate stays valid until it expires; a control plane with `agents.require_declared` refuses it, since it is no longer declared.) " +
+			"When the declaration is unchanged but a declared engine's check failed on the node, the plan updates the node and apply runs the engine checks again (as `llmgw ctl check-engines` does), so fixing the engine on the machine and applying is enough. " +
 			"Import by node id adopts a running node, declared or not: its effective declaration is read into state, and the next apply declares it.",
 		Attributes: map[string]schema.Attribute{
 			"name": schema.StringAttribute{
@@ -155,6 +162,13 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"gpu_classes":   schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "The distinct GPU classes found (e.g. `h100-80g`), sorted."},
 			"agent_version": computed("The agent's version."),
 			"last_seen":     computed("When the agent was last heard from, RFC 3339."),
+			"create_failed": schema.BoolAttribute{
+				Computed: true,
+				MarkdownDescription: "True when this resource's create stopped before the node was ready (the resource is then tainted). " +
+					"Destroying such a node, as the replacement of the tainted resource does, removes its declaration without revoking its identity, so the same certificate gets back in. " +
+					"An apply that sees the node ready sets it to false; a node destroyed then is revoked.",
+				PlanModifiers: []planmodifier.Bool{boolplanmodifier.UseStateForUnknown()},
+			},
 			"fabrics_in_service": schema.ListNestedAttribute{
 				Computed:            true,
 				MarkdownDescription: "The node's verdict on each declared fabric.",
@@ -185,17 +199,23 @@ func (r *nodeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	if req.Plan.Raw.IsNull() {
 		return
 	}
-	r.warnConnected(ctx, req, resp)
+	n := r.warnConnected(ctx, req, resp)
 	// Declaring a node that was only imported (or removed outside Terraform)
 	// is a change even when the configuration matches: plan it, and leave
 	// what the node reports unknown until apply has read it again, since a
 	// heartbeat in between changes it.
-	declared := types.BoolValue(false)
+	declared, createFailed := types.BoolValue(false), types.BoolValue(false)
 	if !req.State.Raw.IsNull() {
 		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("declared"), &declared)...)
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("create_failed"), &createFailed)...)
+	}
+	if createFailed.ValueBool() {
+		// An update (of an untainted node whose create failed) clears it
+		// once the node is ready.
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("create_failed"), types.BoolUnknown())...)
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("declared"), types.BoolValue(true))...)
-	if declared.ValueBool() {
+	if declared.ValueBool() && !r.recheckPlanned(ctx, n, req, resp) {
 		return
 	}
 	for name, v := range map[string]attr.Value{
@@ -212,23 +232,49 @@ func (r *nodeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 }
 
 // warnConnected adds the warnings of the node the plan names, when its
-// agent is connected; a node not reachable now plans without them.
-func (r *nodeResource) warnConnected(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+// agent is connected, and returns that node; a node not reachable now
+// plans without them (and nil).
+func (r *nodeResource) warnConnected(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) *managev1.Node {
 	if r.client == nil {
-		return
+		return nil
 	}
 	var name types.String
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("name"), &name)...)
 	if name.IsNull() || name.IsUnknown() {
-		return
+		return nil
 	}
 	n, err := r.client.GetNode(ctx, name.ValueString())
 	if err != nil || !n.GetConnected() {
-		return // unknown or not connected: nothing to say yet
+		return nil // unknown or not connected: nothing to say yet
 	}
 	for _, w := range nodeWarnings(n) {
 		resp.Diagnostics.AddAttributeWarning(path.Root("name"), fmt.Sprintf("Node %s: %s", n.GetId(), w.summary), w.detail)
 	}
+	return n
+}
+
+// recheckPlanned plans an update of an existing node whose check of a
+// declared engine failed, even when nothing else changes: apply runs the
+// engine checks again (declare), so an engine fixed on the machine is
+// taken into account by applying. It says whether it did.
+func (r *nodeResource) recheckPlanned(ctx context.Context, n *managev1.Node, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) bool {
+	if n == nil || req.State.Raw.IsNull() {
+		return false
+	}
+	var engines types.Map
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("engines"), &engines)...)
+	if engines.IsUnknown() {
+		return false
+	}
+	decl := &agentv1.Declaration{}
+	resp.Diagnostics.Append(engines.ElementsAs(ctx, &decl.Engines, false)...)
+	_, failed := engineCheckVerdict(n, decl)
+	if failed == "" {
+		return false
+	}
+	resp.Diagnostics.AddAttributeWarning(path.Root("engines"), fmt.Sprintf("Node %s: an engine check failed", n.GetId()),
+		fmt.Sprintf("Node %s reports: %s.\n\nApply runs the node's engine checks again and waits for the node; fix the engine on the machine (or the path declared here) first.", n.GetId(), failed))
+	return true
 }
 
 type nodeWarning struct{ summary, detail string }
@@ -382,17 +428,28 @@ func (m *nodeResourceModel) setStatus(ctx context.Context, n *managev1.Node) dia
 	return diags
 }
 
+// Create declares the node and waits for it. A create that fails after the
+// declaration was stored leaves the resource tainted with create_failed
+// set, so that the destroy of its replacement does not revoke the identity
+// the same machine comes back with. (Private state would not do: Terraform
+// plans the replacement of a tainted object without its private state.)
 func (r *nodeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.declare(ctx, req.Plan.Get, &resp.State, &resp.Diagnostics)
+	r.declare(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
 }
 
+// Update declares the node again and waits for it; once it is ready
+// create_failed (of a create that failed, then untainted) is cleared.
 func (r *nodeResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.declare(ctx, req.Plan.Get, &resp.State, &resp.Diagnostics)
+	var failed types.Bool
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("create_failed"), &failed)...)
+	r.declare(ctx, req.Plan.Get, failed.ValueBool(), &resp.State, &resp.Diagnostics)
 }
 
 // declare sends the planned declaration (DeclareNode), saves the state and,
 // with wait_for_ready, waits for the node and records its status again.
-func (r *nodeResource) declare(ctx context.Context, get func(context.Context, any) diag.Diagnostics, st stateSetter, diags *diag.Diagnostics) {
+// create_failed is failed until the node is seen ready (or not waited for),
+// false after.
+func (r *nodeResource) declare(ctx context.Context, get func(context.Context, any) diag.Diagnostics, failed bool, st stateSetter, diags *diag.Diagnostics) {
 	var plan nodeResourceModel
 	diags.Append(get(ctx, &plan)...)
 	if diags.HasError() {
@@ -409,6 +466,7 @@ func (r *nodeResource) declare(ctx context.Context, get func(context.Context, an
 		return
 	}
 	plan.Declared = types.BoolValue(true)
+	plan.CreateFailed = types.BoolValue(failed && plan.WaitForReady.ValueBool())
 	n, err := r.client.GetNode(ctx, name)
 	if err != nil && !IsNotFound(err) {
 		diags.Append(r.client.Diag("reading node "+name, err))
@@ -423,8 +481,20 @@ func (r *nodeResource) declare(ctx context.Context, get func(context.Context, an
 	if err != nil {
 		timeout, _ = time.ParseDuration(defaultReadyTimeout)
 	}
+	// The agent runs its engine checks when a declaration changes its
+	// engines, not when the same one comes again: a failed check of a
+	// declared engine is from before, maybe before the engine was fixed.
+	if _, failed := engineCheckVerdict(n, nd.GetDeclaration()); failed != "" && n.GetConnected() {
+		if _, err := r.client.CheckNodeEngines(ctx, name, timeout); err != nil && !IsNotFound(err) && status.Code(err) != codes.Unimplemented {
+			diags.Append(r.client.Diag("running the engine checks of node "+name+" again", err))
+			return
+		}
+	}
 	final, wd := waitNodeReady(ctx, r.client, nd, timeout)
 	diags.Append(wd...)
+	if !wd.HasError() {
+		plan.CreateFailed = types.BoolValue(false)
+	}
 	if final != nil {
 		diags.Append(plan.setStatus(ctx, final)...)
 		diags.Append(st.Set(ctx, plan)...)
@@ -587,35 +657,65 @@ func (r *nodeResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	if state.ReadyTimeout.IsNull() {
 		state.ReadyTimeout = types.StringValue(defaultReadyTimeout)
 	}
+	if state.CreateFailed.IsNull() {
+		state.CreateFailed = types.BoolValue(false) // imported, or from before the attribute
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }
 
 // Delete drains the node (a node not connected has nothing to drain), waits
 // until it holds no replica, then removes its declaration and revokes its
-// identity.
+// identity. A node whose create failed (create_failed; this destroy is
+// usually the replacement of the tainted resource) is not revoked: its
+// declaration is removed, a drain is undone, and the same machine with the
+// same certificate can be declared again.
 func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state nodeResourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	neverReady := state.CreateFailed.ValueBool()
 	name := state.Name.ValueString()
 	timeout, err := time.ParseDuration(state.ReadyTimeout.ValueString())
 	if err != nil {
 		timeout, _ = time.ParseDuration(defaultReadyTimeout)
 	}
-	if _, err := r.client.DrainNode(ctx, name); err == nil {
-		resp.Diagnostics.Append(waitDrained(ctx, r.client, name, timeout)...)
-		if resp.Diagnostics.HasError() {
+	drained := false
+	if n, err := r.client.GetNode(ctx, name); err == nil && (!neverReady || n.GetReplicas() > 0) {
+		// A never-ready node holds replicas only if it became ready outside
+		// Terraform (llmgw ctl check-engines): they are moved all the same.
+		if _, err := r.client.DrainNode(ctx, name); err == nil {
+			drained = true
+			resp.Diagnostics.Append(waitDrained(ctx, r.client, name, timeout)...)
+			if resp.Diagnostics.HasError() {
+				return
+			}
+		} else if !IsNotFound(err) {
+			resp.Diagnostics.Append(r.client.Diag("draining node "+name, err))
 			return
 		}
-	} else if !IsNotFound(err) {
-		resp.Diagnostics.Append(r.client.Diag("draining node "+name, err))
+	} else if err != nil && !IsNotFound(err) {
+		resp.Diagnostics.Append(r.client.Diag("reading node "+name, err))
 		return
 	}
-	if err := r.client.RemoveNode(ctx, name); err != nil {
+	if err := r.client.RemoveNode(ctx, name, !neverReady); err != nil {
 		resp.Diagnostics.Append(r.client.Diag("removing node "+name, err))
+		return
 	}
+	if !neverReady {
+		return
+	}
+	if drained {
+		if _, err := r.client.CancelDrain(ctx, name); err != nil && !IsNotFound(err) {
+			resp.Diagnostics.Append(r.client.Diag("undoing the drain of node "+name, err))
+			return
+		}
+	}
+	resp.Diagnostics.AddWarning(fmt.Sprintf("Node %s removed without revoking its identity", name),
+		fmt.Sprintf("Node %s never became ready under this resource (its create failed), so its declaration was removed but its certificate stays valid: "+
+			"declared again (the replacement of a tainted llmgw_node), the same machine comes back with the same certificate. "+
+			"If the machine is retired instead, its certificate is accepted until it expires; a control plane with agents.require_declared refuses it while it is not declared.", name))
 }
 
 // waitDrained polls the node until it holds no replica.
@@ -679,10 +779,29 @@ func (c *Client) DrainNode(ctx context.Context, name string) (int32, error) {
 	return resp.GetReplicas(), err
 }
 
-// RemoveNode forgets a node's declaration and revokes its identity.
-func (c *Client) RemoveNode(ctx context.Context, name string) error {
+// CancelDrain lets a draining node take work again.
+func (c *Client) CancelDrain(ctx context.Context, name string) (int32, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	_, err := c.manage.RemoveNode(ctx, &managev1.RemoveNodeRequest{Name: name, Revoke: true})
+	resp, err := c.manage.DrainNode(ctx, &managev1.DrainNodeRequest{Name: name, Cancel: true})
+	return resp.GetReplicas(), err
+}
+
+// RemoveNode forgets a node's declaration and, with revoke, revokes its
+// identity.
+func (c *Client) RemoveNode(ctx context.Context, name string, revoke bool) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	_, err := c.manage.RemoveNode(ctx, &managev1.RemoveNodeRequest{Name: name, Revoke: revoke})
 	return err
+}
+
+// CheckNodeEngines asks a connected node's agent to run its engine checks
+// again and returns the node once the results arrived, waiting up to wait
+// for them.
+func (c *Client) CheckNodeEngines(ctx context.Context, name string, wait time.Duration) (*managev1.Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait+callTimeout)
+	defer cancel()
+	resp, err := c.manage.CheckNodeEngines(ctx, &managev1.CheckNodeEnginesRequest{Name: name, TimeoutMs: wait.Milliseconds()})
+	return resp.GetNode(), err
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -212,6 +213,109 @@ func TestAccNodeDestroyDrains(t *testing.T) {
 					})
 					return nil
 				},
+			},
+		},
+	})
+}
+
+// Engine scripts for the engine-check tests: one fails like a llama-server
+// built against a libgomp the node lacks, one answers --version.
+const (
+	libgompEngine = "#!/bin/sh\necho \"$0: error while loading shared libraries: libgomp.so.1: cannot open shared object file: No such file or directory\" >&2\nexit 127\n"
+	workingEngine = "#!/bin/sh\necho 'version: 4567 (abcdef0)'\n"
+)
+
+// writeEngine replaces the engine script at path, as an operator fixing (or
+// breaking) the engine on the machine.
+func writeEngine(t *testing.T, path, script string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAccNodeEngineFixed: apply fails on the engine check and leaves the
+// node tainted; the engine is fixed on the machine and the same apply
+// replaces the node, which does not revoke it: it is ready with the same
+// certificate and agent session. Broken and fixed again (CheckNodeEngines
+// sees the failure), the unchanged configuration plans an update that runs
+// the checks again. Destroying the node, which was ready, revokes it.
+func TestAccNodeEngineFixed(t *testing.T) {
+	c := newAccCluster(t, "", testcluster.NodeSpec{ID: "cpu05", GPUs: 1})
+	ctx := context.Background()
+	addr := "llmgw_node.n"
+	llama := filepath.Join(c.Dir, "llama-server")
+	writeEngine(t, llama, libgompEngine)
+	config := c.providerBlock() + c.nodeHCL("n", "cpu05", fmt.Sprintf("engines = { llamacpp = %q }", llama))
+	ready := func(*terraform.State) error {
+		n, err := c.ManageClient().GetNode(ctx, &managev1.GetNodeRequest{Id: "cpu05"})
+		if err != nil {
+			return err
+		}
+		if n.GetState() != "ready" || !n.GetDeclared() || strings.Contains(n.GetReason(), "libgomp") {
+			return fmt.Errorf("cpu05 is %s (declared %v): %s", n.GetState(), n.GetDeclared(), n.GetReason())
+		}
+		if out := c.Nodes["cpu05"].Output(); strings.Contains(out, "revoked") || strings.Contains(out, "refused") {
+			return fmt.Errorf("cpu05's agent was refused:\n%s", testcluster.Tail(out, 5))
+		}
+		return nil
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy: func(*terraform.State) error {
+			testcluster.WaitFor(t, "cpu05 refused as revoked", 30*time.Second, func() (bool, string) {
+				out := c.Nodes["cpu05"].Output()
+				return strings.Contains(out, "refused by control plane") && strings.Contains(out, "revoked"), testcluster.Tail(out, 3)
+			})
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				PreConfig:   func() { c.waitNode(t, "cpu05") },
+				Config:      config,
+				ExpectError: regexp.MustCompile(`(?s)Node cpu05 is not ready.*llama-server cannot start: libgomp.so.1`),
+			},
+			{
+				PreConfig: func() { writeEngine(t, llama, workingEngine) },
+				Config:    config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionReplace),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("state"), knownvalue.StringExact("ready")),
+				},
+				Check: ready,
+			},
+			{
+				PreConfig: func() {
+					writeEngine(t, llama, libgompEngine)
+					resp, err := c.ManageClient().CheckNodeEngines(ctx, &managev1.CheckNodeEnginesRequest{Name: "cpu05", TimeoutMs: 30_000})
+					if err != nil {
+						t.Fatalf("CheckNodeEngines: %v", err)
+					}
+					if r := resp.GetNode().GetReason(); !strings.Contains(r, "libgomp.so.1") {
+						t.Fatalf("after breaking the engine, CheckNodeEngines says %q", r)
+					}
+					writeEngine(t, llama, workingEngine)
+				},
+				Config: config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("state"), knownvalue.StringExact("ready")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("reason"), knownvalue.StringExact("")),
+				},
+				Check: ready,
+			},
+			{
+				Config:             config,
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: false,
 			},
 		},
 	})

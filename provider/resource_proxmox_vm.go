@@ -36,6 +36,7 @@ const (
 	defaultPVEBridge           = "vmbr0"
 	defaultPVEISOStorage       = "local"
 	defaultRegistrationTimeout = "10m"
+	defaultVMDrainTimeout      = "10m"
 	pveISODevice               = "ide2"
 	pveCPUDefaultWhenUnset     = "kvm64" // qemu-server's model when a VM's config has no cpu key
 	pveMinVMID                 = 100
@@ -77,6 +78,7 @@ type proxmoxVMModel struct {
 	UserData            types.String `tfsdk:"user_data"`
 	WaitForRegistration types.Bool   `tfsdk:"wait_for_registration"`
 	RegistrationTimeout types.String `tfsdk:"registration_timeout"`
+	DrainTimeout        types.String `tfsdk:"drain_timeout"`
 	CloudInitISO        types.String `tfsdk:"cloud_init_iso"`
 	CloudInitISORemoved types.Bool   `tfsdk:"cloud_init_iso_removed"`
 }
@@ -102,7 +104,9 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"Create refuses a VMID that is taken (adopt an existing VM with `terraform import`), full-clones the template, sets `cpu`, `cores`, `memory`, `net0`, `ipconfig0` and `sshkeys`, grows the boot disk, " +
 			"uploads a cloud-init ISO (user-data, meta-data, network-config) through the API and attaches it, starts the VM, and waits for each Proxmox task, failing with the task's own exit status. " +
 			"Then, unless `wait_for_registration = false`, it waits until the node named `name` has connected to the control plane, detaches the ISO and deletes it from the storage, " +
-			"since the user-data carries the node's private key. Destroy stops and destroys the VM.\n\n" +
+			"since the user-data carries the node's private key. " +
+			"Destroy first drains the node named `name` when the control plane knows it (each replica's replacement is ready elsewhere before the original stops) and waits until it holds no replica (`drain_timeout`), then stops and destroys the VM: " +
+			"an `llmgw_node` destroyed in the same apply may still be moving the node's replicas when the VM's destroy starts.\n\n" +
 			"`cpu_type` defaults to `host`: Proxmox's own default model (kvm64) hides AVX2 and inference on the CPU becomes several times slower while everything looks healthy.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
@@ -200,6 +204,12 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultRegistrationTimeout),
 				MarkdownDescription: "How long apply waits for the node to register, like `5m` (default `" + defaultRegistrationTimeout + "`).",
 				Validators:          []validator.String{durationValidator{}},
+			},
+			"drain_timeout": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVMDrainTimeout),
+				MarkdownDescription: "How long destroy waits for the node's replicas to move elsewhere before it stops the VM, like `10m` (default `" + defaultVMDrainTimeout + "`). " +
+					"When it passes, destroy fails naming the replicas still on the node and the VM keeps running. `0s` skips the drain (a control plane that cannot be reached, a VM that is no node).",
+				Validators: []validator.String{durationValidator{allowZero: true}},
 			},
 			"cloud_init_iso": schema.StringAttribute{
 				Computed:            true,
@@ -659,6 +669,9 @@ func (r *proxmoxVMResource) refresh(ctx context.Context, pve *PVE, m *proxmoxVMM
 	if m.RegistrationTimeout.IsNull() {
 		m.RegistrationTimeout = types.StringValue(defaultRegistrationTimeout)
 	}
+	if m.DrainTimeout.IsNull() {
+		m.DrainTimeout = types.StringValue(defaultVMDrainTimeout)
+	}
 	if m.ISOStorage.IsNull() {
 		m.ISOStorage = types.StringValue(defaultPVEISOStorage)
 	}
@@ -800,8 +813,9 @@ func (r *proxmoxVMResource) Update(ctx context.Context, req resource.UpdateReque
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 }
 
-// Delete stops the VM, destroys it with its disks, and deletes a cloud-init
-// ISO still on the storage.
+// Delete drains the node the VM runs (when the control plane knows it),
+// stops the VM, destroys it with its disks, and deletes a cloud-init ISO
+// still on the storage.
 func (r *proxmoxVMResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state proxmoxVMModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -813,6 +827,16 @@ func (r *proxmoxVMResource) Delete(ctx context.Context, req resource.DeleteReque
 		return
 	}
 	name, vmid := state.Name.ValueString(), int(state.VMID.ValueInt64())
+	drainTimeout, err := time.ParseDuration(state.DrainTimeout.ValueString())
+	if err != nil {
+		drainTimeout, _ = time.ParseDuration(defaultVMDrainTimeout)
+	}
+	if drainTimeout > 0 {
+		resp.Diagnostics.Append(drainBeforeStop(ctx, r.client, name, vmid, drainTimeout)...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+	}
 	op := fmt.Sprintf("destroying VM %d (%s)", vmid, name)
 	where, err := pve.findVM(ctx, vmid)
 	if err != nil {
@@ -847,4 +871,71 @@ func (r *proxmoxVMResource) Delete(ctx context.Context, req resource.DeleteReque
 			resp.Diagnostics.Append(pve.pveDiag(op+": deleting its cloud-init ISO", err))
 		}
 	}
+}
+
+// drainBeforeStop drains node name, which VM vmid runs, and waits until it
+// holds no replica; a node the control plane does not know (never
+// registered, or already removed by llmgw_node's destroy) has nothing to
+// move. On timeout it names the replicas still on the node.
+func drainBeforeStop(ctx context.Context, c *Client, name string, vmid int, timeout time.Duration) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if _, err := c.DrainNode(ctx, name); IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		diags.Append(c.Diag(fmt.Sprintf("draining node %s before stopping VM %d", name, vmid), err))
+		return diags
+	}
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(nodePollInterval)
+	defer tick.Stop()
+	for {
+		n, err := c.GetNode(ctx, name)
+		if IsNotFound(err) || (err == nil && n.GetReplicas() == 0) {
+			return nil
+		}
+		if err != nil {
+			diags.Append(c.Diag(fmt.Sprintf("waiting for the drain of node %s before stopping VM %d", name, vmid), err))
+			return diags
+		}
+		if time.Now().After(deadline) {
+			diags.AddError(fmt.Sprintf("Timed out draining node %s before stopping VM %d", name, vmid),
+				fmt.Sprintf("After %s node %s still holds %s (their replacements are not ready elsewhere yet; `llmgw ctl explain-placement MODEL` says why). "+
+					"VM %d was not stopped and the node stays draining.\n\n"+
+					"Make room on other nodes or raise drain_timeout, and destroy again; `llmgw ctl drain %s --cancel` puts the node back in service.",
+					timeout, name, remainingReplicas(ctx, c, name, n.GetReplicas()), vmid, name))
+			return diags
+		}
+		select {
+		case <-ctx.Done():
+			diags.AddError(fmt.Sprintf("Interrupted while draining node %s", name), ctx.Err().Error())
+			return diags
+		case <-tick.C:
+		}
+	}
+}
+
+// remainingReplicas names the live replicas with a shard on node, like
+// "replica sim-chat-1 of sim-chat (ready)"; count is what GetNode said,
+// used when the list cannot be read.
+func remainingReplicas(ctx context.Context, c *Client, node string, count int32) string {
+	all, err := c.ListReplicas(ctx, "")
+	if err != nil {
+		return fmt.Sprintf("%d replicas", count)
+	}
+	var names []string
+	for _, r := range all {
+		if r.GetState() == "failed" || r.GetState() == "stopping" {
+			continue
+		}
+		for _, sh := range r.GetShards() {
+			if sh.GetNode() == node {
+				names = append(names, fmt.Sprintf("replica %s of %s (%s)", r.GetId(), r.GetModel(), r.GetState()))
+				break
+			}
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("%d replicas", count)
+	}
+	return strings.Join(names, ", ")
 }

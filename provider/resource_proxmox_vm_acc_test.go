@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/llmgw/llmgw/internal/pvefake"
 	"github.com/llmgw/llmgw/internal/testcluster"
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
 )
 
 const pveTemplateID = 9000
@@ -95,7 +98,7 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 	s := newPVEFake(t)
 	addr := "llmgw_proxmox_vm.n"
 	cfg := func(extra string) string {
-		return pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  disk_gb = 40\n"+extra)
+		return pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n  disk_gb = 40\n"+extra)
 	}
 	iso := "local:iso/llmgw-cidata-142.iso"
 	resource.Test(t, resource.TestCase{
@@ -168,7 +171,7 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 				ImportStateId:     "pve1/142",
 				ImportStateVerify: true,
 				// Import cannot read what only the creating state knows.
-				ImportStateVerifyIgnore: []string{"clone_from", "storage", "user_data", "cloud_init_iso", "cloud_init_iso_removed", "wait_for_registration"},
+				ImportStateVerifyIgnore: []string{"clone_from", "storage", "user_data", "cloud_init_iso", "cloud_init_iso_removed", "wait_for_registration", "drain_timeout"},
 			},
 			{
 				PreConfig: func() { s.SetConfig(142, "cpu", "kvm64") },
@@ -199,7 +202,7 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 // non-empty.
 func TestAccProxmoxVMCPUDriftPlan(t *testing.T) {
 	s := newPVEFake(t)
-	cfg := pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n")
+	cfg := pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		Steps: []resource.TestStep{
@@ -215,7 +218,7 @@ func TestAccProxmoxVMCPUDriftPlan(t *testing.T) {
 // message that says what to do; the environment alone configures Proxmox.
 func TestAccProxmoxVMErrors(t *testing.T) {
 	s := newPVEFake(t)
-	noWait := "  wait_for_registration = false\n"
+	noWait := "  wait_for_registration = false\n  drain_timeout = \"0s\"\n"
 	tests := []struct {
 		name  string
 		setup func()
@@ -351,7 +354,7 @@ func TestAccProxmoxVMCPUTypeWarning(t *testing.T) {
     llmgw = { source = "llmgw/llmgw" }
   }
 }
-` + "provider \"llmgw\" {\n" + pveBlock(t, s) + "}\n" + vmHCL("  wait_for_registration = false\n  cpu_type = \"kvm64\"\n")
+` + "provider \"llmgw\" {\n" + pveBlock(t, s) + "}\n" + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n  cpu_type = \"kvm64\"\n")
 	if err := os.WriteFile(filepath.Join(tf.Dir, "main.tf"), []byte(main), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -362,4 +365,74 @@ func TestAccProxmoxVMCPUTypeWarning(t *testing.T) {
 			t.Errorf("plan output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// TestAccProxmoxVMDestroyDrains: destroying a VM whose node holds a replica
+// drains the node before the VM is stopped. With nowhere to move the
+// replica, destroy fails after drain_timeout naming it, and the VM keeps
+// running; once another node can take it, destroy waits until the replica
+// is ready there, then stops and destroys the VM.
+func TestAccProxmoxVMDestroyDrains(t *testing.T) {
+	c := newAccCluster(t, `  - name: sim-chat
+    source: sim://chat
+    scaling: { min: 1, max: 1 }
+    profiles:
+      - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }
+`)
+	s := newPVEFake(t)
+	withVM := strings.TrimSuffix(c.providerBlock(), "}\n") + pveBlock(t, s) + "}\n" + vmHCL(`  drain_timeout = "3s"`)
+	withoutVM := strings.TrimSuffix(c.providerBlock(), "}\n") + pveBlock(t, s) + "}\n"
+	ctx := context.Background()
+	readyOn := func() string {
+		rs, err := c.ManageClient().ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
+		if err != nil {
+			return ""
+		}
+		for _, r := range rs.GetReplicas() {
+			if r.GetState() == "ready" {
+				return r.GetShards()[0].GetNode()
+			}
+		}
+		return ""
+	}
+	stops := func() int { return len(s.CallsMatching(http.MethodPost, `^/nodes/pve1/qemu/142/status/stop$`)) }
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				// The agent stands in for the booted VM.
+				PreConfig: func() { c.StartAgent(testcluster.NodeSpec{ID: "gpu-142", GPUs: 1}) },
+				Config:    withVM,
+				Check: func(*terraform.State) error {
+					testcluster.WaitFor(t, "sim-chat ready on gpu-142", 60*time.Second, func() (bool, string) {
+						on := readyOn()
+						return on == "gpu-142", "ready on " + on
+					})
+					return nil
+				},
+			},
+			{
+				Config:      withoutVM,
+				ExpectError: regexp.MustCompile(`(?s)Timed out draining node gpu-142 before stopping VM 142.*replica \S+ of sim-chat \(ready\).*VM 142 was not stopped`),
+			},
+			{
+				PreConfig: func() {
+					if vm, ok := s.VM(142); !ok || vm.Status != "running" || stops() != 0 {
+						t.Fatalf("after the drain timed out: VM 142 exists %v, status %q, %d stop calls; want it running, never stopped", ok, vm.Status, stops())
+					}
+					c.StartAgent(testcluster.NodeSpec{ID: "gpu-143", GPUs: 1})
+				},
+				Config: withoutVM,
+				Check: func(*terraform.State) error {
+					if on := readyOn(); on != "gpu-143" {
+						return fmt.Errorf("after destroying VM 142 sim-chat is ready on %q, want gpu-143 (drained before the VM stopped)", on)
+					}
+					if _, ok := s.VM(142); ok || stops() != 1 {
+						return fmt.Errorf("VM 142 exists %v after destroy, %d stop calls", ok, stops())
+					}
+					return nil
+				},
+			},
+		},
+	})
 }

@@ -83,6 +83,9 @@ resource "llmgw_proxmox_vm" "this" {
 
   wait_for_registration = true
   registration_timeout  = var.registration_timeout
+  # Destroy drains the node before the VM stops, as long as llmgw_node's
+  # own drain may take.
+  drain_timeout = var.ready_timeout
 }
 
 resource "llmgw_node" "this" {

@@ -60,7 +60,9 @@ const versionScript = "#!/bin/sh\necho 'version: 4567 (abcdef0)'\necho 'built wi
 // agent configured from the user-data the fake received stands in for the
 // booted VM. A node whose engine runs reaches ready, the ISO is gone, a
 // second plan is empty and destroy removes VM and node; a node whose
-// llama-server lacks libgomp fails apply with the engine's own message.
+// llama-server lacks libgomp fails apply with the engine's own message,
+// and once the engine is fixed the next apply brings it back, ready with
+// the same certificate.
 func TestModule(t *testing.T) {
 	h := newHarness(t)
 	t.Run("ready", func(t *testing.T) {
@@ -101,7 +103,7 @@ func TestModule(t *testing.T) {
 		n.tf.Run(0, "init", "-input=false", "-no-color")
 		apply := n.startApply(t)
 		boot := n.checkUserData(t, n.awaitUserData(t, apply))
-		boot.start(t)
+		agent := boot.start(t)
 		out, code := apply.wait(t)
 		if code == 0 {
 			t.Fatalf("apply succeeded though llama-server cannot start:\n%s", testcluster.Tail(out, 40))
@@ -117,6 +119,28 @@ func TestModule(t *testing.T) {
 		}
 		// The node registered, so the ISO with its key is gone all the same.
 		n.checkISORemoved(t)
+
+		// The operator installs libgomp (here: the engine now starts) and
+		// applies again. The tainted declaration is replaced without
+		// revoking the node, whose engines are checked again: it is ready
+		// with the certificate it booted with, on the same agent session.
+		if err := os.WriteFile(n.llama, []byte(versionScript), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, _ = n.tf.Run(0, "apply", "-input=false", "-no-color", "-auto-approve")
+		if flat := strings.Join(strings.Fields(out), " "); !strings.Contains(flat, "module.node.llmgw_node.this is tainted, so must be replaced") ||
+			!strings.Contains(flat, "Node cpu-143 removed without revoking its identity") {
+			t.Errorf("the second apply did not replace the tainted node without revoking it:\n%s", testcluster.Tail(out, 40))
+		}
+		if got := n.outputs(t)["status"]; got != "ready" {
+			t.Errorf("after fixing the engine, status = %v, want ready", got)
+		}
+		if log := agent.Output(); strings.Contains(log, "revoked") || strings.Contains(log, "refused by control plane") {
+			t.Errorf("the agent was refused after the engine was fixed:\n%s", testcluster.Tail(log, 10))
+		}
+		if _, ok := h.pve.VM(143); !ok {
+			t.Errorf("VM 143 was replaced; only the declaration should be")
+		}
 	})
 	t.Run("variables are validated", func(t *testing.T) {
 		n := h.node(t, "gpu-144", 144, versionScript)

@@ -220,5 +220,5 @@ variable "registration_timeout" {
 variable "ready_timeout" {
   type        = string
   default     = null
-  description = "How long apply waits for the node to be ready with its engines checked and its fabric in service (the provider's default, 10m, when null)."
+  description = "How long apply waits for the node to be ready with its engines checked and its fabric in service, and destroy for the node's replicas to move before the VM stops (the provider's default, 10m, when null)."
 }

@@ -71,6 +71,9 @@ type Node struct {
 
 	conn   Conn
 	connID uint64
+	// checkWaiters are closed when the node's next engine checks arrive or
+	// its session ends (RequestEngineChecks).
+	checkWaiters []chan struct{}
 }
 
 // Shard is one process of a replica, on one node.
@@ -185,6 +188,9 @@ func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Decla
 	n.conn = conn
 	n.connID = f.nextConn
 	assessNode(n)
+	// The hello carries the checks the agent has; whoever waited for the
+	// old session's answer gets these.
+	n.releaseCheckWaiters()
 	if hasNewer {
 		// Declared between the session's store lookup and now: the agent
 		// was welcomed with the older copy.
@@ -271,19 +277,41 @@ func (f *Fleet) ApplyEngineChecks(nodeID string, checks []*agentv1.EngineCheck) 
 	n.EngineChecks = checks
 	n.LastSeen = f.now()
 	assessNode(n)
+	n.releaseCheckWaiters()
 	f.notify()
 }
 
 // CheckEngines asks a node's agent to run its engine checks again; the
 // results arrive as an EngineChecks message.
 func (f *Fleet) CheckEngines(nodeID string) error {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+	_, err := f.RequestEngineChecks(nodeID)
+	return err
+}
+
+// RequestEngineChecks asks a node's agent to run its engine checks again
+// and returns a channel that is closed when the node's next engine checks
+// arrive, or when its session ends first; Node then tells which.
+func (f *Fleet) RequestEngineChecks(nodeID string) (<-chan struct{}, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	n := f.nodes[nodeID]
 	if n == nil || n.conn == nil {
-		return ErrNotConnected
+		return nil, ErrNotConnected
 	}
-	return n.conn.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_CheckEngines{CheckEngines: &agentv1.CheckEngines{}}})
+	if err := n.conn.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_CheckEngines{CheckEngines: &agentv1.CheckEngines{}}}); err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	n.checkWaiters = append(n.checkWaiters, done)
+	return done, nil
+}
+
+// releaseCheckWaiters closes the channels RequestEngineChecks returned.
+func (n *Node) releaseCheckWaiters() {
+	for _, w := range n.checkWaiters {
+		close(w)
+	}
+	n.checkWaiters = nil
 }
 
 func joinProblems(p []string) string {
@@ -304,6 +332,7 @@ func (f *Fleet) Disconnect(nodeID string, connID uint64) {
 	}
 	n.Connected = false
 	n.conn = nil
+	n.releaseCheckWaiters()
 	f.notify()
 }
 
@@ -639,6 +668,7 @@ func (f *Fleet) Forget(nodeID, reason string) {
 			}
 		}
 	}
+	n.releaseCheckWaiters()
 	delete(f.nodes, nodeID)
 	f.notify()
 }

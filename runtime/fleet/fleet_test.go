@@ -216,3 +216,57 @@ func TestDeclarationBeforeRegistrationIsApplied(t *testing.T) {
 		t.Fatalf("sent = %v; want the declaration sent to the agent", c.sent)
 	}
 }
+
+// RequestEngineChecks' channel closes when the node's next checks arrive,
+// or when its session ends before they do; never before either.
+func TestRequestEngineChecks(t *testing.T) {
+	tests := []struct {
+		name string
+		// then is what happens after the request.
+		then      func(f *Fleet, connID uint64)
+		connected bool
+		wantOK    bool // the node's llamacpp check after then
+	}{
+		{"checks arrive", func(f *Fleet, _ uint64) {
+			f.ApplyEngineChecks("n1", []*agentv1.EngineCheck{{Engine: "llamacpp", Ok: true}})
+		}, true, true},
+		{"session ends", func(f *Fleet, id uint64) { f.Disconnect("n1", id) }, false, false},
+		{"identity revoked", func(f *Fleet, _ uint64) { f.Forget("n1", "revoked") }, false, false},
+		{"agent reconnects", func(f *Fleet, _ uint64) {
+			f.Connect(&agentv1.Hello{Inventory: &agentv1.Inventory{}, EngineChecks: []*agentv1.EngineCheck{{Engine: "llamacpp", Ok: true}}}, "n1", nil, false, &recConn{})
+		}, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := New()
+			c := &recConn{}
+			id := f.Connect(&agentv1.Hello{Inventory: &agentv1.Inventory{}, EngineChecks: []*agentv1.EngineCheck{{Engine: "llamacpp", Error: libgomp}}}, "n1", nil, false, c)
+			done, err := f.RequestEngineChecks("n1")
+			if err != nil || len(c.sent) != 1 || c.sent[0].GetCheckEngines() == nil {
+				t.Fatalf("RequestEngineChecks: %v, sent %v", err, c.sent)
+			}
+			f.Heartbeat("n1", &agentv1.Heartbeat{})
+			select {
+			case <-done:
+				t.Fatal("released before the checks arrived")
+			default:
+			}
+			tt.then(f, id)
+			select {
+			case <-done:
+			default:
+				t.Fatal("not released")
+			}
+			n, ok := f.Node("n1")
+			if ok && n.Connected != tt.connected {
+				t.Errorf("node connected %v, want %v", n.Connected, tt.connected)
+			}
+			if got := ok && len(n.EngineChecks) == 1 && n.EngineChecks[0].GetOk(); got != tt.wantOK {
+				t.Errorf("llamacpp ok = %v, want %v (%v)", got, tt.wantOK, n.EngineChecks)
+			}
+		})
+	}
+	if _, err := New().RequestEngineChecks("gone"); !errors.Is(err, ErrNotConnected) {
+		t.Errorf("RequestEngineChecks(gone) = %v, want ErrNotConnected", err)
+	}
+}

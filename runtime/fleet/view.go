@@ -40,6 +40,7 @@ func (f *Fleet) Node(id string) (Node, bool) {
 func copyNode(n *Node) Node {
 	c := *n
 	c.conn = nil
+	c.checkWaiters = nil
 	if n.Inventory != nil {
 		c.Inventory = proto.Clone(n.Inventory).(*agentv1.Inventory)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/llmgw/llmgw/agent/declaration"
 	"github.com/llmgw/llmgw/pki"
 	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/store"
 )
 
@@ -132,4 +133,40 @@ func (s *Service) RemoveNode(ctx context.Context, req *managev1.RemoveNodeReques
 		s.log.Warn("node identity revoked", "node", name)
 	}
 	return &managev1.RemoveNodeResponse{}, nil
+}
+
+// defaultCheckWait is how long CheckNodeEngines waits for the agent's
+// results when the request names no timeout.
+const defaultCheckWait = 60 * time.Second
+
+// CheckNodeEngines asks a connected node's agent to run its engine checks
+// again and returns the node once the results arrived.
+func (s *Service) CheckNodeEngines(ctx context.Context, req *managev1.CheckNodeEnginesRequest) (*managev1.CheckNodeEnginesResponse, error) {
+	name := req.GetName()
+	wait := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	if wait <= 0 {
+		wait = defaultCheckWait
+	}
+	done, err := s.opts.Fleet.RequestEngineChecks(name)
+	if errors.Is(err, fleet.ErrNotConnected) {
+		return nil, status.Errorf(codes.NotFound, "node %q is not connected: its agent runs the engine checks when it connects", name)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "asking node %s to check its engines: %v", name, err)
+	}
+	s.log.Info("engine checks requested", "node", name)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		return nil, status.Errorf(codes.DeadlineExceeded, "node %s did not report its engine checks within %s", name, wait)
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	n, ok := s.opts.Fleet.Node(name)
+	if !ok || !n.Connected {
+		return nil, status.Errorf(codes.Unavailable, "node %s disconnected before it reported its engine checks", name)
+	}
+	return &managev1.CheckNodeEnginesResponse{Node: nodeToProto(n, s.opts.Fleet.UsedGPUs()[n.ID], s.replicasPerNode()[n.ID])}, nil
 }

@@ -112,3 +112,61 @@ func TestNodeStatusEngineCheckAndAVX2(t *testing.T) {
 		t.Fatalf("node01 = has_avx2 %v warnings %q reason %q", n1.HasAvx2, n1.GetWarnings(), n1.GetReason())
 	}
 }
+
+// answerConn is an agent that answers CheckEngines with checks, as the
+// agent's check loop does, from another goroutine.
+type answerConn struct {
+	f      *fleet.Fleet
+	node   string
+	checks []*agentv1.EngineCheck // nil: never answers
+}
+
+func (c answerConn) Send(m *agentv1.ControlMessage) error {
+	if m.GetCheckEngines() != nil && c.checks != nil {
+		go c.f.ApplyEngineChecks(c.node, c.checks)
+	}
+	return nil
+}
+
+// CheckNodeEngines sends the command and returns the node with the checks
+// the agent answered with; a node not connected is NotFound, an agent that
+// does not answer in time is DeadlineExceeded.
+func TestCheckNodeEngines(t *testing.T) {
+	libgomp := "llama-server cannot start: libgomp.so.1: cannot open shared object file: No such file or directory"
+	failed := []*agentv1.EngineCheck{{Engine: "llamacpp", Path: "/opt/llama-server", Error: libgomp}}
+	fixed := []*agentv1.EngineCheck{{Engine: "llamacpp", Path: "/opt/llama-server", Ok: true, Version: "version: 4567"}}
+	tests := []struct {
+		name       string
+		node       string
+		answer     []*agentv1.EngineCheck
+		timeoutMs  int64
+		wantCode   codes.Code
+		wantReason string
+	}{
+		{name: "engine fixed", node: "cpu01", answer: fixed, wantReason: ""},
+		{name: "still broken", node: "cpu01", answer: failed, wantReason: libgomp},
+		{name: "agent does not answer", node: "cpu01", timeoutMs: 50, wantCode: codes.DeadlineExceeded},
+		{name: "node not connected", node: "gone", wantCode: codes.NotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := newService(t)
+			f := s.opts.Fleet
+			f.Connect(&agentv1.Hello{Inventory: &agentv1.Inventory{}, EngineChecks: failed}, "cpu01", nil, false, answerConn{f: f, node: "cpu01", checks: tt.answer})
+			resp, err := s.CheckNodeEngines(context.Background(), &managev1.CheckNodeEnginesRequest{Name: tt.node, TimeoutMs: tt.timeoutMs})
+			if code(err) != tt.wantCode {
+				t.Fatalf("CheckNodeEngines = %v, want code %v", err, tt.wantCode)
+			}
+			if err != nil {
+				if !strings.Contains(err.Error(), tt.node) {
+					t.Errorf("error %q does not name the node", err)
+				}
+				return
+			}
+			n := resp.GetNode()
+			if n.GetReason() != tt.wantReason || len(n.GetEngineChecks()) != 1 || n.GetEngineChecks()[0].GetOk() != (tt.wantReason == "") {
+				t.Errorf("node after the check: reason %q checks %v; want reason %q", n.GetReason(), n.GetEngineChecks(), tt.wantReason)
+			}
+		})
+	}
+}

@@ -44,6 +44,7 @@ const (
 	ManageService_ListNodeDeclarations_FullMethodName = "/llmgw.manage.v1.ManageService/ListNodeDeclarations"
 	ManageService_DrainNode_FullMethodName            = "/llmgw.manage.v1.ManageService/DrainNode"
 	ManageService_RemoveNode_FullMethodName           = "/llmgw.manage.v1.ManageService/RemoveNode"
+	ManageService_CheckNodeEngines_FullMethodName     = "/llmgw.manage.v1.ManageService/CheckNodeEngines"
 	ManageService_CreateProject_FullMethodName        = "/llmgw.manage.v1.ManageService/CreateProject"
 	ManageService_GetProject_FullMethodName           = "/llmgw.manage.v1.ManageService/GetProject"
 	ManageService_UpdateProject_FullMethodName        = "/llmgw.manage.v1.ManageService/UpdateProject"
@@ -101,6 +102,11 @@ type ManageServiceClient interface {
 	// RemoveNode forgets a node's declaration and, with revoke, refuses its
 	// certificate from then on and closes its session.
 	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
+	// CheckNodeEngines asks a connected node's agent to run its engine checks
+	// again (after an engine was fixed on the machine) and waits for the
+	// results: the node as it is once they arrived. NotFound when the node is
+	// not connected; DeadlineExceeded when the results do not arrive in time.
+	CheckNodeEngines(ctx context.Context, in *CheckNodeEnginesRequest, opts ...grpc.CallOption) (*CheckNodeEnginesResponse, error)
 	// Projects: the unit of limits, budgets and API keys. The "default"
 	// project always exists and cannot be deleted.
 	CreateProject(ctx context.Context, in *CreateProjectRequest, opts ...grpc.CallOption) (*Project, error)
@@ -355,6 +361,16 @@ func (c *manageServiceClient) RemoveNode(ctx context.Context, in *RemoveNodeRequ
 	return out, nil
 }
 
+func (c *manageServiceClient) CheckNodeEngines(ctx context.Context, in *CheckNodeEnginesRequest, opts ...grpc.CallOption) (*CheckNodeEnginesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckNodeEnginesResponse)
+	err := c.cc.Invoke(ctx, ManageService_CheckNodeEngines_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *manageServiceClient) CreateProject(ctx context.Context, in *CreateProjectRequest, opts ...grpc.CallOption) (*Project, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Project)
@@ -563,6 +579,11 @@ type ManageServiceServer interface {
 	// RemoveNode forgets a node's declaration and, with revoke, refuses its
 	// certificate from then on and closes its session.
 	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
+	// CheckNodeEngines asks a connected node's agent to run its engine checks
+	// again (after an engine was fixed on the machine) and waits for the
+	// results: the node as it is once they arrived. NotFound when the node is
+	// not connected; DeadlineExceeded when the results do not arrive in time.
+	CheckNodeEngines(context.Context, *CheckNodeEnginesRequest) (*CheckNodeEnginesResponse, error)
 	// Projects: the unit of limits, budgets and API keys. The "default"
 	// project always exists and cannot be deleted.
 	CreateProject(context.Context, *CreateProjectRequest) (*Project, error)
@@ -669,6 +690,9 @@ func (UnimplementedManageServiceServer) DrainNode(context.Context, *DrainNodeReq
 }
 func (UnimplementedManageServiceServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedManageServiceServer) CheckNodeEngines(context.Context, *CheckNodeEnginesRequest) (*CheckNodeEnginesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckNodeEngines not implemented")
 }
 func (UnimplementedManageServiceServer) CreateProject(context.Context, *CreateProjectRequest) (*Project, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateProject not implemented")
@@ -1120,6 +1144,24 @@ func _ManageService_RemoveNode_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ManageService_CheckNodeEngines_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckNodeEnginesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).CheckNodeEngines(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_CheckNodeEngines_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).CheckNodeEngines(ctx, req.(*CheckNodeEnginesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ManageService_CreateProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateProjectRequest)
 	if err := dec(in); err != nil {
@@ -1516,6 +1558,10 @@ var ManageService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveNode",
 			Handler:    _ManageService_RemoveNode_Handler,
+		},
+		{
+			MethodName: "CheckNodeEngines",
+			Handler:    _ManageService_CheckNodeEngines_Handler,
 		},
 		{
 			MethodName: "CreateProject",
