@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,8 +31,8 @@ func llmgwCmd(t *testing.T, env []string, stdin string, args ...string) (int, st
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
 			t.Fatalf("running llmgw %s: %v", strings.Join(args, " "), err)
 		}
 		code = ee.ExitCode()
