@@ -23,6 +23,8 @@ type connFlags struct {
 	caCert     string
 	serverName string
 	timeout    time.Duration
+	// anonymous calls without a token (login, which is how one is got).
+	anonymous bool
 }
 
 // register adds the connection flags to fs, defaulting to the environment.
@@ -61,8 +63,8 @@ func (a *app) dial(c *connFlags) (*client, int, bool) {
 		fmt.Fprintf(a.stderr, "llmgw ctl: no management API endpoint: set --endpoint or %s (host:port, e.g. 127.0.0.1:9090)\n", EnvEndpoint)
 		return nil, exitUsage, false
 	}
-	if c.token == "" {
-		fmt.Fprintf(a.stderr, "llmgw ctl: no admin token: set --token or %s\n", EnvToken)
+	if c.token == "" && !c.anonymous {
+		fmt.Fprintf(a.stderr, "llmgw ctl: no admin token: set --token or %s (an administrator gets one with llmgw ctl login)\n", EnvToken)
 		return nil, exitUsage, false
 	}
 	if c.timeout <= 0 {
@@ -73,10 +75,11 @@ func (a *app) dial(c *connFlags) (*client, int, bool) {
 	if err != nil {
 		return nil, a.errorf("--ca-cert / %s: %v", EnvCACert, err), false
 	}
-	conn, err := grpc.NewClient(c.endpoint,
-		grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
-		grpc.WithPerRPCCredentials(bearerToken(c.token)),
-	)
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}
+	if !c.anonymous {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.token)))
+	}
+	conn, err := grpc.NewClient(c.endpoint, opts...)
 	if err != nil {
 		return nil, a.errorf("connecting to %s: %v", c.endpoint, err), false
 	}
@@ -110,7 +113,7 @@ func (a *app) rpcError(c *client, doing string, err error) int {
 	fmt.Fprintf(a.stderr, "llmgw ctl: %s: %s\n", doing, msg)
 	switch st.Code() {
 	case codes.Unauthenticated, codes.PermissionDenied:
-		fmt.Fprintf(a.stderr, "hint: the control plane refused the admin token; check %s (or --token)\n", EnvToken)
+		fmt.Fprintf(a.stderr, "hint: the control plane refused the admin token; check %s (or --token); a token from llmgw ctl login expires: log in again\n", EnvToken)
 	case codes.Unavailable:
 		fmt.Fprintf(a.stderr, "hint: the management API at %s is unreachable; check %s (or --endpoint), that the control plane runs, and its certificate (--ca-cert, --server-name)\n", c.endpoint, EnvEndpoint)
 	case codes.DeadlineExceeded:

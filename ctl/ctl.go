@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 )
 
@@ -30,6 +31,10 @@ const usageText = `usage: llmgw ctl <command> [arguments] [flags]
 
 cluster (management API; every command takes --endpoint, --token, --ca-cert,
 --server-name and --timeout, or LLMGW_ENDPOINT, LLMGW_TOKEN, LLMGW_CA_CERT):
+  login --email E [--password-file F | --password -]
+                                 an administrator's admin token, printed as
+                                 shell: eval "$(llmgw ctl login --email E)"
+  logout                         revoke the token from login that LLMGW_TOKEN holds
   status                         version, nodes, models, replicas, GPUs in use
   nodes [--json]                 nodes with their GPUs, memory, fabrics and replicas
   drain NODE [--cancel]          move a node's replicas elsewhere (or stop doing so)
@@ -70,6 +75,7 @@ certificates (files only, no cluster needed):
 // app is one invocation of the CLI: where it writes, where it reads its
 // environment and what time it is.
 type app struct {
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 	env    func(string) string
@@ -79,12 +85,12 @@ type app struct {
 // Run executes `llmgw ctl` with args (the words after "ctl") and returns the
 // process exit code: 0 on success, 1 when the command failed, 2 on bad usage.
 // env looks up environment variables (os.Getenv in the binary); a nil env
-// reads nothing.
+// reads nothing. `login` reads a password from the process's stdin.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) int {
 	if env == nil {
 		env = func(string) string { return "" }
 	}
-	a := &app{stdout: stdout, stderr: stderr, env: env, now: time.Now}
+	a := &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, env: env, now: time.Now}
 	return a.run(ctx, args)
 }
 
@@ -128,6 +134,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdPrices(ctx, rest)
 	case "usage":
 		return a.cmdUsage(ctx, rest)
+	case "login":
+		return a.cmdLogin(ctx, rest)
+	case "logout":
+		return a.cmdLogout(ctx, rest)
 	}
 	fmt.Fprintf(a.stderr, "llmgw ctl: unknown command %q\n\n", cmd)
 	fmt.Fprint(a.stderr, usageText)

@@ -19,7 +19,7 @@ const usersUsage = `usage: llmgw users <create|list|promote|demote> [-c server.y
                                                    create a user; "-" reads the password from stdin
   users list [--json]                              list users (never passwords)
   users promote ID|EMAIL                           make a user an administrator
-  users demote ID|EMAIL                            take administration away`
+  users demote ID|EMAIL                            take administration away and revoke the user's login tokens`
 
 // runUsers administers users directly in the store: a shell on the
 // control-plane host is what makes someone an administrator.
@@ -106,7 +106,11 @@ func runUsers(ctx context.Context, args []string) int {
 		if err != nil {
 			return fail("users "+sub, err)
 		}
-		fmt.Printf("%s (%s)%s\n", u.ID, u.Email, adminNote(u))
+		note := ""
+		if sub == "demote" {
+			note = "; its login tokens are revoked"
+		}
+		fmt.Printf("%s (%s)%s%s\n", u.ID, u.Email, adminNote(u), note)
 	default:
 		return fail("users", fmt.Errorf("unknown subcommand %q", sub))
 	}

@@ -88,7 +88,16 @@ type Auth struct {
 	// KeyCacheTTL is how long a key lookup is trusted: a revoked key stops
 	// working within it.
 	KeyCacheTTL time.Duration `koanf:"key_cache_ttl" yaml:"key_cache_ttl" json:"key_cache_ttl"`
+	// LoginTTL is how long an admin token from `llmgw ctl login` works.
+	LoginTTL time.Duration `koanf:"login_ttl" yaml:"login_ttl" json:"login_ttl"`
 }
+
+// Bounds of auth.login_ttl: a login outlives a coffee break, and no login
+// is forever (long-lived automation uses `llmgw keys admin-token`).
+const (
+	MinLoginTTL = time.Minute
+	MaxLoginTTL = 30 * 24 * time.Hour
+)
 
 // Agents configures agent sessions.
 type Agents struct {
@@ -129,7 +138,7 @@ func Default() Server {
 		ManageListen:  ":9090",
 		MetricsListen: ":9091",
 		PprofListen:   "127.0.0.1:6060",
-		Auth:          Auth{Enabled: true, Store: "llmgw.db", DefaultMaxTokens: 4096, KeyCacheTTL: 5 * time.Second},
+		Auth:          Auth{Enabled: true, Store: "llmgw.db", DefaultMaxTokens: 4096, KeyCacheTTL: 5 * time.Second, LoginTTL: 12 * time.Hour},
 		Agents:        Agents{HeartbeatInterval: 5 * time.Second, Grace: 30 * time.Second, Settle: 10 * time.Second},
 		Limits:        Limits{MaxBodyBytes: 10 << 20},
 		Timeouts:      Timeouts{ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute},
@@ -243,6 +252,9 @@ func (s Server) Validate() error {
 	}
 	if s.Auth.KeyCacheTTL <= 0 || s.Auth.KeyCacheTTL > time.Minute {
 		add("auth.key_cache_ttl", "%s: must be positive and at most 1m, so a revoked key stops working soon", s.Auth.KeyCacheTTL)
+	}
+	if s.Auth.LoginTTL < MinLoginTTL || s.Auth.LoginTTL > MaxLoginTTL {
+		add("auth.login_ttl", "%s: must be between %s and %s (720h); for a token that does not expire, run llmgw keys admin-token on the control-plane host", s.Auth.LoginTTL, MinLoginTTL, MaxLoginTTL)
 	}
 	if s.Agents.HeartbeatInterval <= 0 {
 		add("agents.heartbeat_interval", "must be positive")

@@ -33,7 +33,7 @@ func TestLoadExample(t *testing.T) {
 		t.Errorf("values not read: %+v", s)
 	}
 	if s.Auth.DefaultRPM != 600 || s.Auth.DefaultTPM != 200000 || s.Auth.DefaultPrice == nil ||
-		*s.Auth.DefaultPrice != (catalog.Pricing{PromptPer1K: 0.01, CompletionPer1K: 0.03}) {
+		*s.Auth.DefaultPrice != (catalog.Pricing{PromptPer1K: 0.01, CompletionPer1K: 0.03}) || s.Auth.LoginTTL != 8*time.Hour {
 		t.Errorf("auth limits and price not read: %+v", s.Auth)
 	}
 	if s.ManageTLS != (CertKey{Cert: "/etc/llmgw/server.pem", Key: "/etc/llmgw/server-key.pem"}) {
@@ -60,7 +60,7 @@ func TestLoadDefaults(t *testing.T) {
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("Load =\n%+v\nwant\n%+v", s, want)
 	}
-	if s.PprofListen != "127.0.0.1:6060" || s.Listen != ":8080" || !s.Auth.Enabled || s.Auth.Store != "llmgw.db" {
+	if s.PprofListen != "127.0.0.1:6060" || s.Listen != ":8080" || !s.Auth.Enabled || s.Auth.Store != "llmgw.db" || s.Auth.LoginTTL != 12*time.Hour {
 		t.Fatalf("defaults wrong: %+v", s)
 	}
 }
@@ -90,6 +90,16 @@ func TestLoadErrors(t *testing.T) {
 			name: "negative default limit",
 			body: tlsYAML + "auth:\n  default_tpm: -5\n",
 			want: []string{`server.yaml: auth.default_tpm: must not be negative`},
+		},
+		{
+			name: "login ttl too short",
+			body: tlsYAML + "auth:\n  login_ttl: 30s\n",
+			want: []string{`server.yaml: auth.login_ttl: 30s: must be between 1m0s and 720h0m0s`},
+		},
+		{
+			name: "login ttl forever",
+			body: tlsYAML + "auth:\n  login_ttl: 8760h\n",
+			want: []string{`auth.login_ttl: 8760h0m0s: must be between`, "llmgw keys admin-token"},
 		},
 		{
 			name: "pprof on all interfaces",

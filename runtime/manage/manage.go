@@ -24,6 +24,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/runtime/users"
 )
 
 // Options wire the service to the control plane.
@@ -39,6 +40,11 @@ type Options struct {
 	// DefaultPrice is auth.default_price: what models without pricing of
 	// their own cost; nil prices them at nothing.
 	DefaultPrice *catalog.Pricing
+	// Users checks the passwords of Login; nil turns Login off.
+	Users *users.Admin
+	// LoginTTL is how long an admin token from Login works
+	// (auth.login_ttl; DefaultLoginTTL when zero).
+	LoginTTL time.Duration
 	// Now is the clock (time.Now when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -49,6 +55,8 @@ type Service struct {
 	managev1.UnimplementedManageServiceServer
 	opts Options
 	log  *slog.Logger
+	// logins limits Login attempts per email and per remote address.
+	logins *loginLimiter
 }
 
 // New returns the service.
@@ -59,40 +67,50 @@ func New(opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{opts: opts, log: opts.Logger.With("component", "manage")}
+	if opts.LoginTTL <= 0 {
+		opts.LoginTTL = DefaultLoginTTL
+	}
+	return &Service{opts: opts, log: opts.Logger.With("component", "manage"), logins: newLoginLimiter()}
 }
 
 func (s *Service) now() time.Time { return s.opts.Now() }
 
-// AuthInterceptor checks the bearer admin token on every call. Tokens are
-// compared by hash; the token itself is never logged.
+// AuthInterceptor checks the bearer admin token on every call but Login
+// (which is how a token is obtained). Tokens are compared by hash; the
+// token itself is never logged. The handler finds the token's record in
+// its context (Logout revokes it).
 func (s *Service) AuthInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := s.authenticate(ctx); err != nil {
+		if info.FullMethod == managev1.ManageService_Login_FullMethodName {
+			return handler(ctx, req)
+		}
+		tok, err := s.authenticate(ctx)
+		if err != nil {
 			s.log.Warn("management call refused", "method", info.FullMethod, "reason", err.Error())
 			return nil, status.Error(codes.Unauthenticated, err.Error())
 		}
-		return handler(ctx, req)
+		return handler(context.WithValue(ctx, callerTokenKey{}, tok), req)
 	}
 }
 
-func (s *Service) authenticate(ctx context.Context) error {
+func (s *Service) authenticate(ctx context.Context) (store.AdminToken, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
 	if len(vals) == 0 {
-		return errors.New("missing admin token: send authorization: Bearer <token>")
+		return store.AdminToken{}, errors.New("missing admin token: send authorization: Bearer <token>")
 	}
 	tok, ok := strings.CutPrefix(vals[0], "Bearer ")
 	if !ok || tok == "" {
-		return errors.New("authorization metadata is not a bearer token")
+		return store.AdminToken{}, errors.New("authorization metadata is not a bearer token")
 	}
-	if _, err := s.opts.Tokens.LookupAdminToken(ctx, secret.HashSecret(tok)); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return errors.New("admin token not recognised (revoked or never issued)")
-		}
-		return err
+	t, err := s.opts.Tokens.LookupAdminToken(ctx, secret.HashSecret(tok))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && t.Expired(s.now())) {
+		return store.AdminToken{}, errors.New("admin token not recognised (expired, revoked, or never issued): log in again with llmgw ctl login")
 	}
-	return nil
+	if err != nil {
+		return store.AdminToken{}, err
+	}
+	return t, nil
 }
 
 // GetStatus summarises the cluster.

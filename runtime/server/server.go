@@ -35,6 +35,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/tenancy"
+	"github.com/llmgw/llmgw/runtime/users"
 )
 
 // Server is a running control plane.
@@ -301,7 +302,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("manage_tls: %w", err)
 	}
-	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Store: s.Store, DefaultPrice: s.cfg.Auth.DefaultPrice, Logger: s.log})
+	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Store: s.Store, DefaultPrice: s.cfg.Auth.DefaultPrice,
+		Users: users.New(s.Store, 0), LoginTTL: s.cfg.Auth.LoginTTL, Logger: s.log})
 	manageSrv := grpc.NewServer(grpc.Creds(credentials.NewTLS(manageTLS)), grpc.UnaryInterceptor(msvc.AuthInterceptor()))
 	managev1.RegisterManageServiceServer(manageSrv, msvc)
 	if l := s.listeners[ListenManage]; l != nil {

@@ -76,6 +76,8 @@ func fill(t *testing.T, s store.Store) (apiKey, adminToken string) {
 	_, _, adminHash2 := secret.NewAPIKey()
 	must("CreateAdminToken", s.CreateAdminToken(ctx, store.AdminToken{ID: "adm-2", Name: "old", Hash: adminHash2}))
 	must("RevokeAdminToken", s.RevokeAdminToken(ctx, "adm-2"))
+	_, _, loginHash := secret.NewAPIKey()
+	must("CreateAdminToken", s.CreateAdminToken(ctx, store.AdminToken{ID: "adm-login", Name: "login", Hash: loginHash, UserID: "u-1", CreatedAt: at, ExpiresAt: &later}))
 
 	for _, name := range nodeNames[:2] {
 		_, err := s.PutNode(ctx, name, []byte(`{"gpus":8}`))
@@ -201,7 +203,7 @@ func TestCopyRoundTripThroughPostgres(t *testing.T) {
 	pg := openPostgres(t, pgDSN)
 	t.Cleanup(func() { pg.Close() })
 	counts := copyStore(t, pg, src)
-	wantCounts := map[string]int64{"models": 2, "api_keys": 2, "admin_tokens": 2, "nodes": 2, "node_revocations": 1,
+	wantCounts := map[string]int64{"models": 2, "api_keys": 2, "admin_tokens": 3, "nodes": 2, "node_revocations": 1,
 		"meta": 2, "fabrics": 1, "projects": 2, "budgets": 2, "users": 2, "usage_records": usageRows}
 	for _, c := range counts {
 		if w, ok := wantCounts[c.Table]; !ok || c.Rows != w {

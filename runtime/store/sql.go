@@ -303,7 +303,7 @@ func scanAPIKey(r scanner) (APIKey, error) {
 
 // ---- admin tokens -----------------------------------------------------
 
-const adminTokenColumns = `id, name, hash, created_at, revoked_at`
+const adminTokenColumns = `id, name, hash, created_at, revoked_at, user_id, expires_at`
 
 // CreateAdminToken stores a new admin token.
 func (s *sqlStore) CreateAdminToken(ctx context.Context, t AdminToken) error {
@@ -313,8 +313,9 @@ func (s *sqlStore) CreateAdminToken(ctx context.Context, t AdminToken) error {
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = s.now()
 	}
-	_, err := s.exec(ctx, `INSERT INTO admin_tokens (`+adminTokenColumns+`) VALUES (?, ?, ?, ?, ?)`,
-		t.ID, t.Name, t.Hash, toDB(t.CreatedAt), toDBPtr(t.RevokedAt))
+	userID := sql.NullString{String: t.UserID, Valid: t.UserID != ""}
+	_, err := s.exec(ctx, `INSERT INTO admin_tokens (`+adminTokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.Name, t.Hash, toDB(t.CreatedAt), toDBPtr(t.RevokedAt), userID, toDBPtr(t.ExpiresAt))
 	if err != nil {
 		if s.d.isUniqueViolation(err) {
 			err = ErrAlreadyExists
@@ -324,9 +325,14 @@ func (s *sqlStore) CreateAdminToken(ctx context.Context, t AdminToken) error {
 	return nil
 }
 
-// LookupAdminToken finds an unrevoked token by hash.
+// LookupAdminToken finds a usable token by hash: unrevoked, unexpired, and
+// either nobody's or an administrator's. The user check makes a demotion
+// take effect at once, even before the user's tokens are revoked.
 func (s *sqlStore) LookupAdminToken(ctx context.Context, hash string) (AdminToken, error) {
-	t, err := scanAdminToken(s.queryRow(ctx, `SELECT `+adminTokenColumns+` FROM admin_tokens WHERE hash = ? AND revoked_at IS NULL`, hash))
+	t, err := scanAdminToken(s.queryRow(ctx, `SELECT `+adminTokenColumns+` FROM admin_tokens
+		WHERE hash = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)
+		AND (user_id IS NULL OR EXISTS (SELECT 1 FROM users WHERE users.id = admin_tokens.user_id AND users.admin <> 0))`,
+		hash, toDB(s.now())))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -349,14 +355,32 @@ func (s *sqlStore) RevokeAdminToken(ctx context.Context, id string) error {
 	return nil
 }
 
+// RevokeUserAdminTokens revokes every unrevoked token of a user.
+func (s *sqlStore) RevokeUserAdminTokens(ctx context.Context, userID string) (int64, error) {
+	if userID == "" {
+		return 0, errors.New("revoking the admin tokens of a user: the user id is empty")
+	}
+	res, err := s.exec(ctx, `UPDATE admin_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL`, toDB(s.now()), userID)
+	if err != nil {
+		return 0, fmt.Errorf("revoking the admin tokens of user %q: %w", userID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("revoking the admin tokens of user %q: counting them: %w", userID, err)
+	}
+	return n, nil
+}
+
 func scanAdminToken(r scanner) (AdminToken, error) {
 	var t AdminToken
 	var created int64
-	var revoked sql.NullInt64
-	if err := r.Scan(&t.ID, &t.Name, &t.Hash, &created, &revoked); err != nil {
+	var revoked, expires sql.NullInt64
+	var userID sql.NullString
+	if err := r.Scan(&t.ID, &t.Name, &t.Hash, &created, &revoked, &userID, &expires); err != nil {
 		return AdminToken{}, err
 	}
-	t.CreatedAt, t.RevokedAt = fromDB(created), fromDBPtr(revoked)
+	t.CreatedAt, t.RevokedAt, t.ExpiresAt = fromDB(created), fromDBPtr(revoked), fromDBPtr(expires)
+	t.UserID = userID.String
 	return t, nil
 }
 

@@ -137,9 +137,20 @@ type AdminToken struct {
 	ID   string
 	Name string
 	Hash string
+	// UserID is the user a login issued the token to; empty for tokens made
+	// on the control-plane host (`llmgw keys admin-token`), which belong to
+	// nobody.
+	UserID string
 	// CreatedAt is set by the store when zero.
 	CreatedAt time.Time
+	// ExpiresAt is when the token stops working; nil: never.
+	ExpiresAt *time.Time
 	RevokedAt *time.Time
+}
+
+// Expired reports whether the token has an expiry at or before now.
+func (t AdminToken) Expired(now time.Time) bool {
+	return t.ExpiresAt != nil && !now.Before(*t.ExpiresAt)
 }
 
 // AdminTokenStore holds management API tokens.
@@ -147,8 +158,9 @@ type AdminTokenStore interface {
 	// CreateAdminToken stores a new token. A duplicate ID or hash returns an
 	// error wrapping ErrAlreadyExists.
 	CreateAdminToken(ctx context.Context, t AdminToken) error
-	// LookupAdminToken finds a token by hash. Unknown and revoked tokens
-	// both return an error wrapping ErrNotFound.
+	// LookupAdminToken finds a usable token by hash. Unknown, revoked and
+	// expired tokens, and tokens of a user who is no longer an administrator
+	// (or no longer exists), all return an error wrapping ErrNotFound.
 	LookupAdminToken(ctx context.Context, hash string) (AdminToken, error)
 	// ListAdminTokens returns every token, revoked ones included, oldest
 	// first.
@@ -156,6 +168,10 @@ type AdminTokenStore interface {
 	// RevokeAdminToken revokes the token with this ID; revoking twice keeps
 	// the first time. An unknown ID returns an error wrapping ErrNotFound.
 	RevokeAdminToken(ctx context.Context, id string) error
+	// RevokeUserAdminTokens revokes every unrevoked token of the user with
+	// this ID (their logins) and returns how many it revoked; a user with
+	// none is not an error.
+	RevokeUserAdminTokens(ctx context.Context, userID string) (int64, error)
 }
 
 // StoredNode is a node declaration held by the control plane. Declaration

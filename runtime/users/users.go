@@ -15,6 +15,7 @@ import (
 	"net/mail"
 	"os"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
@@ -32,11 +33,21 @@ const (
 // ErrWrongPassword means the password does not match the user's.
 var ErrWrongPassword = errors.New("wrong email or password")
 
+// Store is what Admin needs of a store: its users, and revoking a user's
+// login tokens when the user is demoted. Every store.Store is one.
+type Store interface {
+	store.UserStore
+	RevokeUserAdminTokens(ctx context.Context, userID string) (int64, error)
+}
+
 // Admin administers users in one store.
 type Admin struct {
-	st    store.UserStore
+	st    Store
 	close func() error
 	cost  int
+
+	dummyOnce sync.Once
+	dummyHash []byte
 }
 
 // Open opens the store the DSN names; Close closes it.
@@ -50,7 +61,7 @@ func Open(ctx context.Context, dsn string) (*Admin, error) {
 
 // New administers users in an open store, which Close leaves open. cost is
 // the bcrypt cost (0: bcrypt.DefaultCost; tests use bcrypt.MinCost).
-func New(st store.UserStore, cost int) *Admin {
+func New(st Store, cost int) *Admin {
 	if cost == 0 {
 		cost = bcrypt.DefaultCost
 	}
@@ -147,7 +158,9 @@ func (a *Admin) find(ctx context.Context, idOrEmail string) (store.User, error) 
 }
 
 // SetAdmin promotes (admin true) or demotes the user with this id or email
-// and returns it.
+// and returns it. Demoting also revokes every admin token the user got by
+// logging in, so promoting them again does not bring those back. (The store
+// refuses a non-administrator's tokens anyway; revoking makes it final.)
 func (a *Admin) SetAdmin(ctx context.Context, idOrEmail string, admin bool) (store.User, error) {
 	u, err := a.find(ctx, idOrEmail)
 	if err != nil {
@@ -155,6 +168,11 @@ func (a *Admin) SetAdmin(ctx context.Context, idOrEmail string, admin bool) (sto
 	}
 	if err := a.st.SetUserAdmin(ctx, u.ID, admin); err != nil {
 		return store.User{}, err
+	}
+	if !admin {
+		if _, err := a.st.RevokeUserAdminTokens(ctx, u.ID); err != nil {
+			return store.User{}, fmt.Errorf("%s is demoted, but its login tokens are not revoked (run demote again): %w", u.Email, err)
+		}
 	}
 	u.Admin, u.PasswordHash = admin, ""
 	return u, nil
@@ -165,6 +183,9 @@ func (a *Admin) SetAdmin(ctx context.Context, idOrEmail string, admin bool) (sto
 func (a *Admin) Authenticate(ctx context.Context, email, password string) (store.User, error) {
 	u, err := a.find(ctx, email)
 	if errors.Is(err, store.ErrNotFound) {
+		// Spend the time a wrong password costs, so that how long the
+		// answer takes does not tell whether the email is a user's.
+		_ = bcrypt.CompareHashAndPassword(a.dummy(), []byte(password))
 		return store.User{}, ErrWrongPassword
 	}
 	if err != nil {
@@ -175,6 +196,17 @@ func (a *Admin) Authenticate(ctx context.Context, email, password string) (store
 	}
 	u.PasswordHash = ""
 	return u, nil
+}
+
+// dummy returns a hash of a random password at the Admin's cost, computed
+// once.
+func (a *Admin) dummy() []byte {
+	a.dummyOnce.Do(func() {
+		pw := make([]byte, 16)
+		_, _ = rand.Read(pw)
+		a.dummyHash, _ = bcrypt.GenerateFromPassword(pw, a.cost)
+	})
+	return a.dummyHash
 }
 
 // ReadPassword returns the password given on the command line: value itself,

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
 )
 
@@ -145,5 +147,48 @@ func TestReadPassword(t *testing.T) {
 				t.Fatalf("ReadPassword = %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestDemoteRevokesLoginTokens(t *testing.T) {
+	a, st := newAdmin(t)
+	ctx := context.Background()
+	u, err := a.Create(ctx, "ada@example.com", goodPassword, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	_, loginHash := secret.NewAdminToken()
+	_, hostHash := secret.NewAdminToken()
+	for _, tok := range []store.AdminToken{
+		{ID: "adm-login", Hash: loginHash, UserID: u.ID, ExpiresAt: &later},
+		{ID: "adm-host", Name: "terraform", Hash: hostHash},
+	} {
+		if err := st.CreateAdminToken(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.SetAdmin(ctx, u.Email, false); err != nil {
+		t.Fatalf("demote: %v", err)
+	}
+	// Promoting again does not bring the login back: it was revoked.
+	if _, err := a.SetAdmin(ctx, u.Email, true); err != nil {
+		t.Fatalf("promote: %v", err)
+	}
+	if _, err := st.LookupAdminToken(ctx, loginHash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("login token after demote and promote: err = %v, want ErrNotFound", err)
+	}
+	if _, err := st.LookupAdminToken(ctx, hostHash); err != nil {
+		t.Errorf("a host token (nobody's) stopped working on demotion: %v", err)
+	}
+}
+
+func TestAuthenticateUnknownEmailCostsABcrypt(t *testing.T) {
+	a, _ := newAdmin(t)
+	if _, err := a.Authenticate(context.Background(), "nobody@example.com", goodPassword); !errors.Is(err, ErrWrongPassword) {
+		t.Fatalf("err = %v, want ErrWrongPassword", err)
+	}
+	if len(a.dummyHash) == 0 {
+		t.Error("an unknown email was answered without comparing against a bcrypt hash")
 	}
 }
