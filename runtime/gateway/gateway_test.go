@@ -484,21 +484,22 @@ func (o onlyModel) Allows(_ context.Context, _ Principal, model string) bool { r
 
 func TestModelsFilteredByAdmission(t *testing.T) {
 	h := newHarness(t, 1, Config{}, onlyModel{model: "cold"})
-	get := func(path string) (*http.Response, string) {
+	get := func(path string) (int, string) {
 		req, _ := http.NewRequest(http.MethodGet, h.srv.URL+path, nil)
 		req.Header.Set("Authorization", "Bearer "+testKey)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp, readAll(t, resp)
+		defer resp.Body.Close()
+		return resp.StatusCode, readAll(t, resp)
 	}
 	_, body := get("/v1/models")
 	if !strings.Contains(body, `"id":"cold"`) || strings.Contains(body, "qwen/coder-3b") {
 		t.Errorf("/v1/models shows models the project may not use: %s", body)
 	}
-	if resp, _ := get("/v1/models/coder"); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("GET a hidden model by alias = %d, want 404", resp.StatusCode)
+	if status, _ := get("/v1/models/coder"); status != http.StatusNotFound {
+		t.Errorf("GET a hidden model by alias = %d, want 404", status)
 	}
 }
 
