@@ -436,3 +436,24 @@ func TestAccProxmoxVMDestroyDrains(t *testing.T) {
 		},
 	})
 }
+
+// TestAccProxmoxVMLocked: a change to a VM Proxmox has locked (a backup
+// running) fails with Proxmox's own message and what to do about it, and
+// goes through once the lock is gone.
+func TestAccProxmoxVMLocked(t *testing.T) {
+	s := newPVEFake(t)
+	base := pveOnlyProvider(pveBlock(t, s))
+	extra := "  wait_for_registration = false\n  drain_timeout = \"0s\"\n"
+	cfg := base + vmHCL(extra)
+	more := base + vmHCL(extra+"  cores = 8\n")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: cfg},
+			{PreConfig: func() { s.SetLock(142, "backup") }, Config: more,
+				ExpectError: regexp.MustCompile(`(?s)VM 142 is locked \(backup\).*qm unlock`)},
+			{PreConfig: func() { s.SetLock(142, "") }, Config: more,
+				Check: func(*terraform.State) error { return checkVM(s, map[string]string{"cores": "8"}) }},
+		},
+	})
+}
