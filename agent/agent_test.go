@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -150,5 +152,40 @@ func TestEngineChecks(t *testing.T) {
 	}
 	if len(a.recheck) != 1 {
 		t.Error("a declaration with another llama-server asked for no check")
+	}
+}
+
+// TestEnginePortsNotShared: shards starting together never get the same
+// port, although none has bound its port yet; a full range says so.
+func TestEnginePortsNotShared(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	a := &Agent{cfg: agentconfig.Agent{EnginePorts: agentconfig.PortRange{From: base, To: base + 3}},
+		shards: map[string]*shardState{}, log: slog.New(slog.DiscardHandler)}
+	seen := map[int]string{}
+	for i := range 4 {
+		id := fmt.Sprintf("s%d", i)
+		a.shards[id] = &shardState{}
+		port, err := a.enginePort(id, "127.0.0.1")
+		if err != nil {
+			t.Fatalf("shard %s: %v", id, err)
+		}
+		if other, dup := seen[port]; dup {
+			t.Fatalf("port %d handed to %s and %s", port, other, id)
+		}
+		seen[port] = id
+	}
+	a.shards["s4"] = &shardState{}
+	if _, err := a.enginePort("s4", "127.0.0.1"); err == nil {
+		t.Error("a fifth shard got a port from a range of four held ports")
+	}
+	// A stopped shard's ports are free again.
+	delete(a.shards, "s0")
+	if _, err := a.enginePort("s4", "127.0.0.1"); err != nil {
+		t.Errorf("after s0 went: %v", err)
 	}
 }

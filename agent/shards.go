@@ -21,6 +21,9 @@ type shardState struct {
 	shard   *supervisor.Shard
 	cancel  context.CancelFunc
 	stopped bool
+	// ports are the ports handed to this shard's engine; no other shard
+	// gets them while this one exists, even before its engine binds them.
+	ports []int
 }
 
 // shardStatusesLocked returns the current status of every shard, for a
@@ -108,7 +111,7 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 		}
 	}
 	if drv.ServesHTTP(spec.Rank) {
-		port, err := a.enginePort(host)
+		port, err := a.enginePort(m.GetShardId(), host)
 		if err != nil {
 			a.fail(m.GetShardId(), err, nil)
 			return
@@ -117,7 +120,7 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 	}
 	if spec.WorldSize > 1 {
 		if spec.Rank == 0 {
-			port, err := a.enginePort(host)
+			port, err := a.enginePort(m.GetShardId(), host)
 			if err != nil {
 				a.fail(m.GetShardId(), err, nil)
 				return
@@ -249,22 +252,53 @@ func (a *Agent) StopAll(timeout time.Duration) {
 	a.pruneCommands()
 }
 
-// enginePort picks a free port in the configured range on host.
-func (a *Agent) enginePort(host string) (int, error) {
+// enginePort picks a free port on host for shard id (in engine_ports when
+// configured) and holds it for the shard: a port is free to the OS from the
+// moment it is picked until the engine binds it, which may be minutes, so
+// two shards starting together must not be handed the same one.
+func (a *Agent) enginePort(id, host string) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	held := map[int]bool{}
+	for _, s := range a.shards {
+		for _, p := range s.ports {
+			held[p] = true
+		}
+	}
+	take := func(port int) (int, error) {
+		s, ok := a.shards[id]
+		if !ok {
+			return 0, fmt.Errorf("shard %s was stopped while starting", id)
+		}
+		s.ports = append(s.ports, port)
+		return port, nil
+	}
 	from, to := a.cfg.EnginePorts.From, a.cfg.EnginePorts.To
 	if from <= 0 || to < from {
-		return supervisor.FreePort(host)
+		for range 20 {
+			port, err := supervisor.FreePort(host)
+			if err != nil {
+				return 0, err
+			}
+			if !held[port] {
+				return take(port)
+			}
+		}
+		return 0, fmt.Errorf("no free port on %s that another engine of this node is not about to bind", host)
 	}
 	span := to - from + 1
 	start := int(time.Now().UnixNano() % int64(span))
 	for i := 0; i < span; i++ {
 		port := from + (start+i)%span
+		if held[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
 			continue
 		}
 		_ = l.Close()
-		return port, nil
+		return take(port)
 	}
 	return 0, fmt.Errorf("no free port in engine_ports %d-%d on %s", from, to, host)
 }
