@@ -62,6 +62,9 @@ type Agent struct {
 	checks     []*agentv1.EngineCheck
 	checkedFor map[string]string
 	recheck    chan struct{}
+	// gpus are the GPUs the last discovery listed; heartbeats refresh
+	// their readings.
+	gpus []*agentv1.GPU
 }
 
 // New returns an agent; Run starts it.
@@ -252,7 +255,12 @@ func (a *Agent) redeclare(ctx context.Context, pd *agentv1.Declaration, send fun
 	return send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Heartbeat{Heartbeat: &agentv1.Heartbeat{UnixMs: time.Now().UnixMilli(), Inventory: inv}}})
 }
 
+// heartbeats sends a heartbeat every interval until ctx ends. Each carries
+// the GPU readings refreshed since the one before, if any: nvidia-smi runs
+// beside the heartbeats, so a slow driver never delays one.
 func (a *Agent) heartbeats(ctx context.Context, send func(*agentv1.AgentMessage) error, interval time.Duration) {
+	readings := make(chan []*agentv1.GPU, 1)
+	go a.refreshGPUs(ctx, interval, readings)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -261,11 +269,75 @@ func (a *Agent) heartbeats(ctx context.Context, send func(*agentv1.AgentMessage)
 			return
 		case <-t.C:
 			hb := &agentv1.Heartbeat{UnixMs: time.Now().UnixMilli()}
+			select {
+			case hb.Gpus = <-readings:
+			default:
+			}
 			if err := send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Heartbeat{Heartbeat: hb}}); err != nil {
 				return
 			}
 		}
 	}
+}
+
+// refreshGPUs reads the GPUs every interval until ctx ends and leaves the
+// latest readings in out (capacity 1) for the next heartbeat, replacing
+// readings no heartbeat took yet.
+func (a *Agent) refreshGPUs(ctx context.Context, interval time.Duration, out chan []*agentv1.GPU) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			gpus := a.gpuReadings(ctx, interval)
+			if gpus == nil {
+				continue
+			}
+			select {
+			case <-out:
+			default:
+			}
+			out <- gpus // never blocks: this is the only sender, and out was just emptied
+		}
+	}
+}
+
+// gpuReadings runs nvidia-smi again and returns the GPUs the last discovery
+// listed with fresh readings (utilization, temperature, ECC, memory used).
+// It returns nil, so the control plane keeps the readings it has, when that
+// discovery listed no GPUs, when nvidia-smi fails or outlasts timeout, or
+// when it lists other cards: a change of cards is for the next discovery to
+// report.
+func (a *Agent) gpuReadings(ctx context.Context, timeout time.Duration) []*agentv1.GPU {
+	a.mu.Lock()
+	known, path := a.gpus, a.decl.Discovery.NvidiaSMIPath()
+	a.mu.Unlock()
+	if len(known) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	found, err := discovery.ProbeGPUs(ctx, path)
+	if err != nil {
+		a.log.Debug("gpu readings not refreshed", "nvidia_smi", path, "error", err)
+		return nil
+	}
+	fresh := InventoryToProto(discovery.Inventory{GPUs: found}).GetGpus()
+	if len(fresh) != len(known) {
+		a.log.Debug("gpu readings not refreshed: cards changed since discovery", "nvidia_smi", path, "discovered", len(known), "listed", len(fresh))
+		return nil
+	}
+	for i, g := range fresh {
+		k := known[i]
+		if g.GetIndex() != k.GetIndex() || g.GetUuid() != k.GetUuid() {
+			a.log.Debug("gpu readings not refreshed: cards changed since discovery", "nvidia_smi", path, "gpu", k.GetIndex(), "uuid", k.GetUuid())
+			return nil
+		}
+		g.NvlinkPeers = k.GetNvlinkPeers() // topology is discovery's to report
+	}
+	return fresh
 }
 
 // discover runs every probe and converts the result for the protocol.
@@ -278,6 +350,9 @@ func (a *Agent) discover(ctx context.Context, decl declaration.Declaration) *age
 	inv := discovery.Discover(ctx, decl, opts)
 	out := InventoryToProto(inv)
 	out.Engines = a.engineStatuses(decl)
+	a.mu.Lock()
+	a.gpus = out.GetGpus()
+	a.mu.Unlock()
 	return out
 }
 

@@ -98,6 +98,38 @@ func TestInventoryAVX2(t *testing.T) {
 	}
 }
 
+// GPU readings cross to the protocol as they are; an unknown reading stays
+// absent rather than becoming zero.
+func TestInventoryGPUs(t *testing.T) {
+	u := func(v uint64) *uint64 { return &v }
+	f := func(v float64) *float64 { return &v }
+	tests := []struct {
+		name string
+		gpu  discovery.GPU
+		want *agentv1.GPU
+	}{
+		{"every reading known",
+			discovery.GPU{Index: 3, UUID: "GPU-3", Name: "NVIDIA H100 80GB HBM3", Class: "h100-80g", MemoryMiB: 81559,
+				UtilizationPct: f(97), TemperatureC: f(61), ECCErrors: u(0), MemoryUsedMiB: u(78802)},
+			&agentv1.GPU{Index: 3, Uuid: "GPU-3", Name: "NVIDIA H100 80GB HBM3", Class: "h100-80g", MemoryMib: 81559,
+				UtilizationPct: proto.Float64(97), TemperatureC: proto.Float64(61), EccErrors: proto.Uint64(0), MemoryUsedMib: proto.Uint64(78802)}},
+		{"idle card: zero is a reading",
+			discovery.GPU{Index: 0, UUID: "GPU-0", Name: "NVIDIA L40S", Class: "l40s-48g", MemoryMiB: 46068, MemoryUsedMiB: u(0)},
+			&agentv1.GPU{Index: 0, Uuid: "GPU-0", Name: "NVIDIA L40S", Class: "l40s-48g", MemoryMib: 46068, MemoryUsedMib: proto.Uint64(0)}},
+		{"nothing reported",
+			discovery.GPU{Index: 1, UUID: "GPU-1", Name: "Tesla T4", Class: "t4-16g", MemoryMiB: 15360},
+			&agentv1.GPU{Index: 1, Uuid: "GPU-1", Name: "Tesla T4", Class: "t4-16g", MemoryMib: 15360}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := InventoryToProto(discovery.Inventory{GPUs: []discovery.GPU{tt.gpu}}).GetGpus()
+			if len(got) != 1 || !proto.Equal(got[0], tt.want) {
+				t.Fatalf("GPUs = %v, want [%v]", got, tt.want)
+			}
+		})
+	}
+}
+
 // The agent checks every engine of the declaration in use (the sim engine
 // being this binary), keeps the results for the next hello and reports them
 // on the session; a new declaration with other engines asks for a new run.

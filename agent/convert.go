@@ -27,6 +27,7 @@ func InventoryToProto(inv discovery.Inventory) *agentv1.Inventory {
 		out.Gpus = append(out.Gpus, &agentv1.GPU{
 			Index: int32(g.Index), Uuid: g.UUID, Name: g.Name, Class: g.Class, MemoryMib: g.MemoryMiB,
 			UtilizationPct: g.UtilizationPct, TemperatureC: g.TemperatureC, EccErrors: g.ECCErrors,
+			MemoryUsedMib: g.MemoryUsedMiB,
 		})
 	}
 	for _, f := range inv.Fabrics {

@@ -17,13 +17,13 @@ import (
 
 // GPUQueryFields are the fields ProbeGPUs asks nvidia-smi for, in the order
 // ParseNvidiaSMI expects them.
-const GPUQueryFields = "index,uuid,name,memory.total,utilization.gpu,temperature.gpu,ecc.errors.uncorrected.volatile.total"
+const GPUQueryFields = "index,uuid,name,memory.total,utilization.gpu,temperature.gpu,ecc.errors.uncorrected.volatile.total,memory.used"
 
 // GPUQueryFormat is the --format ProbeGPUs passes to nvidia-smi.
 const GPUQueryFormat = "csv,noheader,nounits"
 
 // gpuFieldCount is the number of comma-separated fields in GPUQueryFields.
-const gpuFieldCount = 7
+const gpuFieldCount = 8
 
 // ErrNvidiaSMINotFound is wrapped by ProbeGPUs' error when the nvidia-smi
 // executable does not exist at the configured path (or on PATH). A node without
@@ -49,6 +49,9 @@ type GPU struct {
 	// ECCErrors is the volatile uncorrected ECC error count; nil on cards
 	// without ECC or with ECC off.
 	ECCErrors *uint64
+	// MemoryUsedMiB is the framebuffer memory in use (memory.used); nil when
+	// nvidia-smi does not report it.
+	MemoryUsedMiB *uint64
 }
 
 // ParseNvidiaSMI parses the output of
@@ -126,6 +129,13 @@ func parseGPURow(f []string) (GPU, error) {
 			return g, fmt.Errorf("ecc.errors.uncorrected.volatile.total of GPU %d: %q is not a count", idx, f[6])
 		}
 		g.ECCErrors = &n
+	}
+	if used := strings.TrimSuffix(f[7], " MiB"); !unknownValue(used) {
+		n, err := strconv.ParseUint(used, 10, 64)
+		if err != nil {
+			return g, fmt.Errorf("memory.used of GPU %d: %q is not a number of MiB", idx, f[7])
+		}
+		g.MemoryUsedMiB = &n
 	}
 	g.Class = GPUClass(g.Name, g.MemoryMiB)
 	return g, nil

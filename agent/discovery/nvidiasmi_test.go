@@ -21,31 +21,33 @@ func TestParseNvidiaSMI(t *testing.T) {
 	}{
 		{file: "h100x8.csv", count: 8, want: map[int]GPU{
 			0: {Index: 0, UUID: "GPU-4b7d7a5e-1f0c-6e3b-9a2d-3c5f8e1a7b90", Name: "NVIDIA H100 80GB HBM3", Class: "h100-80g", MemoryMiB: 81559,
-				UtilizationPct: fptr(0), TemperatureC: fptr(33), ECCErrors: uptr(0)},
+				UtilizationPct: fptr(0), TemperatureC: fptr(33), ECCErrors: uptr(0), MemoryUsedMiB: uptr(1)},
+			3: {Index: 3, UUID: "GPU-71a3e9c8-5b2d-4f6e-a0c7-d9e8f1b3a264", Name: "NVIDIA H100 80GB HBM3", Class: "h100-80g", MemoryMiB: 81559,
+				UtilizationPct: fptr(100), TemperatureC: fptr(58), ECCErrors: uptr(0), MemoryUsedMiB: uptr(78802)},
 			7: {Index: 7, UUID: "GPU-b8e2f6d4-0a7c-4d1e-a3b9-6c5f2e8d0a17", Name: "NVIDIA H100 80GB HBM3", Class: "h100-80g", MemoryMiB: 81559,
-				UtilizationPct: fptr(0), TemperatureC: fptr(34), ECCErrors: uptr(2)},
+				UtilizationPct: fptr(0), TemperatureC: fptr(34), ECCErrors: uptr(2), MemoryUsedMiB: uptr(1)},
 		}},
 		{file: "a100-sxm4-40gb.csv", count: 2, want: map[int]GPU{
 			1: {Index: 1, UUID: "GPU-6d2b9e4f-1a7c-5c3e-b8f0-9e4a2d7c1b63", Name: "NVIDIA A100-SXM4-40GB", Class: "a100-40g", MemoryMiB: 40960,
-				UtilizationPct: fptr(87), TemperatureC: fptr(61), ECCErrors: uptr(0)},
+				UtilizationPct: fptr(87), TemperatureC: fptr(61), ECCErrors: uptr(0), MemoryUsedMiB: uptr(38112)},
 		}},
 		{file: "l40s.csv", count: 1, want: map[int]GPU{
 			0: {Index: 0, UUID: "GPU-a47c1e9b-3f6d-2a8e-c5b0-7d1f4e9a2c38", Name: "NVIDIA L40S", Class: "l40s-48g", MemoryMiB: 46068,
-				UtilizationPct: fptr(3), TemperatureC: fptr(42), ECCErrors: uptr(0)},
+				UtilizationPct: fptr(3), TemperatureC: fptr(42), ECCErrors: uptr(0), MemoryUsedMiB: uptr(812)},
 		}},
 		{file: "rtx4090.csv", count: 1, want: map[int]GPU{
 			0: {Index: 0, UUID: "GPU-3e8b5d1a-9c4f-e2a7-6b0d-f8c1a5e9d742", Name: "NVIDIA GeForce RTX 4090", Class: "rtx4090-24g", MemoryMiB: 24564,
-				UtilizationPct: fptr(1), TemperatureC: fptr(45), ECCErrors: nil},
+				UtilizationPct: fptr(1), TemperatureC: fptr(45), ECCErrors: nil, MemoryUsedMiB: uptr(2210)},
 		}},
 		{file: "na.csv", count: 3, want: map[int]GPU{
 			0: {Index: 0, UUID: "GPU-1c7e4a9d-2b5f-8e3c-a6d0-4f9b1e7c2a58", Name: "NVIDIA A100-SXM4-80GB", Class: "a100-80g", MemoryMiB: 81920,
-				UtilizationPct: nil, TemperatureC: fptr(38), ECCErrors: uptr(0)},
+				UtilizationPct: nil, TemperatureC: fptr(38), ECCErrors: uptr(0), MemoryUsedMiB: uptr(512)},
 			1: {Index: 1, UUID: "GPU-8f2a6d3c-7e1b-4c9a-b5e0-2d8f6a1c9e47", Name: "Tesla T4", Class: "t4-16g", MemoryMiB: 15360},
 			2: {Index: 2, UUID: "GPU-d4b9e1f7-6a2c-3e8d-9f5b-0c7a4e2d8b16", Name: "NVIDIA A100 80GB PCIe", Class: "a100-80g", MemoryMiB: 81920},
 		}},
 		{file: "with-header-units.csv", count: 1, want: map[int]GPU{
 			0: {Index: 0, UUID: "GPU-4b7d7a5e-1f0c-6e3b-9a2d-3c5f8e1a7b90", Name: "NVIDIA H100 80GB HBM3", Class: "h100-80g", MemoryMiB: 81559,
-				UtilizationPct: fptr(7), TemperatureC: fptr(33), ECCErrors: uptr(0)},
+				UtilizationPct: fptr(7), TemperatureC: fptr(33), ECCErrors: uptr(0), MemoryUsedMiB: uptr(1024)},
 		}},
 	}
 	for _, tt := range tests {
@@ -86,25 +88,32 @@ func assertGPU(t *testing.T, got, want GPU) {
 	}
 	eqF("UtilizationPct", got.UtilizationPct, want.UtilizationPct)
 	eqF("TemperatureC", got.TemperatureC, want.TemperatureC)
-	switch {
-	case got.ECCErrors == nil && want.ECCErrors == nil:
-	case got.ECCErrors == nil || want.ECCErrors == nil:
-		t.Errorf("GPU %d ECCErrors = %v, want %v (nil means unknown)", got.Index, got.ECCErrors, want.ECCErrors)
-	case *got.ECCErrors != *want.ECCErrors:
-		t.Errorf("GPU %d ECCErrors = %d, want %d", got.Index, *got.ECCErrors, *want.ECCErrors)
+	eqU := func(field string, g, w *uint64) {
+		switch {
+		case g == nil && w == nil:
+		case g == nil || w == nil:
+			t.Errorf("GPU %d %s = %v, want %v (nil means unknown)", got.Index, field, g, w)
+		case *g != *w:
+			t.Errorf("GPU %d %s = %d, want %d", got.Index, field, *g, *w)
+		}
 	}
+	eqU("ECCErrors", got.ECCErrors, want.ECCErrors)
+	eqU("MemoryUsedMiB", got.MemoryUsedMiB, want.MemoryUsedMiB)
 }
 
 func TestParseNvidiaSMIErrors(t *testing.T) {
 	tests := []struct {
 		name, input, wantErr string
 	}{
-		{"too few fields", "0, GPU-1, NVIDIA L40S, 46068\n", "line 1: want 7 fields"},
-		{"bad index", "x, GPU-1, NVIDIA L40S, 46068, 0, 30, 0\n", `line 1: index "x"`},
-		{"bad memory", "0, GPU-1, NVIDIA L40S, lots, 0, 30, 0\n", `memory.total of GPU 0: "lots"`},
-		{"bad temperature on line 2", "0, GPU-1, NVIDIA L40S, 46068, 0, 30, 0\n1, GPU-2, NVIDIA L40S, 46068, 0, hot, 0\n", `line 2: temperature.gpu of GPU 1: "hot"`},
-		{"bad ecc", "0, GPU-1, NVIDIA L40S, 46068, 0, 30, -1\n", "ecc.errors.uncorrected.volatile.total of GPU 0"},
-		{"unknown uuid", "0, [N/A], NVIDIA L40S, 46068, 0, 30, 0\n", "uuid of GPU 0"},
+		{"too few fields", "0, GPU-1, NVIDIA L40S, 46068\n", "line 1: want 8 fields"},
+		{"output of an older query without memory.used", "0, GPU-1, NVIDIA L40S, 46068, 0, 30, 0\n", "line 1: want 8 fields"},
+		{"bad index", "x, GPU-1, NVIDIA L40S, 46068, 0, 30, 0, 812\n", `line 1: index "x"`},
+		{"bad memory", "0, GPU-1, NVIDIA L40S, lots, 0, 30, 0, 812\n", `memory.total of GPU 0: "lots"`},
+		{"bad temperature on line 2", "0, GPU-1, NVIDIA L40S, 46068, 0, 30, 0, 812\n1, GPU-2, NVIDIA L40S, 46068, 0, hot, 0, 812\n", `line 2: temperature.gpu of GPU 1: "hot"`},
+		{"bad ecc", "0, GPU-1, NVIDIA L40S, 46068, 0, 30, -1, 812\n", "ecc.errors.uncorrected.volatile.total of GPU 0"},
+		{"bad memory used", "0, GPU-1, NVIDIA L40S, 46068, 0, 30, 0, some\n", `line 1: memory.used of GPU 0: "some" is not a number of MiB`},
+		{"negative memory used", "0, GPU-1, NVIDIA L40S, 46068, 0, 30, 0, -5 MiB\n", `memory.used of GPU 0: "-5 MiB"`},
+		{"unknown uuid", "0, [N/A], NVIDIA L40S, 46068, 0, 30, 0, 812\n", "uuid of GPU 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,11 +126,12 @@ func TestParseNvidiaSMIErrors(t *testing.T) {
 }
 
 func TestParseNvidiaSMINameWithComma(t *testing.T) {
-	gpus, err := ParseNvidiaSMI(strings.NewReader("0, GPU-1, NVIDIA Odd, Name, 16384, 0, 30, 0\n"))
+	gpus, err := ParseNvidiaSMI(strings.NewReader("0, GPU-1, NVIDIA Odd, Name, 16384, 0, 30, 0, 2048\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(gpus) != 1 || gpus[0].Name != "NVIDIA Odd, Name" || gpus[0].MemoryMiB != 16384 {
+	if len(gpus) != 1 || gpus[0].Name != "NVIDIA Odd, Name" || gpus[0].MemoryMiB != 16384 ||
+		gpus[0].MemoryUsedMiB == nil || *gpus[0].MemoryUsedMiB != 2048 {
 		t.Fatalf("got %+v", gpus)
 	}
 }
@@ -149,7 +159,7 @@ func TestProbeGPUs(t *testing.T) {
 		wantNotFound bool
 	}{
 		{name: "prints the CSV", path: writeScript(t, `
-case "$1" in --query-gpu=index,uuid,name,memory.total,utilization.gpu,temperature.gpu,ecc.errors.uncorrected.volatile.total) ;; *) echo "bad args: $*" >&2; exit 2 ;; esac
+case "$1" in --query-gpu=index,uuid,name,memory.total,utilization.gpu,temperature.gpu,ecc.errors.uncorrected.volatile.total,memory.used) ;; *) echo "bad args: $*" >&2; exit 2 ;; esac
 case "$2" in --format=csv,noheader,nounits) ;; *) echo "bad format: $*" >&2; exit 2 ;; esac
 cat '`+h100+`'
 `), wantGPUs: 8},

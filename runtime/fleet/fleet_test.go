@@ -270,3 +270,38 @@ func TestRequestEngineChecks(t *testing.T) {
 		t.Errorf("RequestEngineChecks(gone) = %v, want ErrNotConnected", err)
 	}
 }
+
+// A heartbeat's GPU readings replace the node's, memory used among them: an
+// unknown reading becomes absent, and a heartbeat without readings keeps
+// the last ones.
+func TestHeartbeatGPUReadings(t *testing.T) {
+	gpu := func(used *uint64) []*agentv1.GPU {
+		return []*agentv1.GPU{{Index: 0, Uuid: "GPU-0", Class: "h100-80g", MemoryMib: 81559, MemoryUsedMib: used}}
+	}
+	f := New()
+	f.Connect(&agentv1.Hello{Inventory: &agentv1.Inventory{Gpus: gpu(proto.Uint64(1))}}, "n1", nil, false, nopConn{})
+	steps := []struct {
+		name string
+		hb   *agentv1.Heartbeat
+		want any
+	}{
+		{"an engine loaded", &agentv1.Heartbeat{Gpus: gpu(proto.Uint64(78802))}, uint64(78802)},
+		{"no readings this time", &agentv1.Heartbeat{}, uint64(78802)},
+		{"driver stopped reporting it", &agentv1.Heartbeat{Gpus: gpu(nil)}, "absent"},
+	}
+	for _, st := range steps {
+		f.Heartbeat("n1", st.hb)
+		n, _ := f.Node("n1")
+		gpus := n.Inventory.GetGpus()
+		if len(gpus) != 1 {
+			t.Fatalf("after %s: %d GPUs, want 1", st.name, len(gpus))
+		}
+		var got any = "absent"
+		if gpus[0].MemoryUsedMib != nil {
+			got = gpus[0].GetMemoryUsedMib()
+		}
+		if got != st.want {
+			t.Fatalf("after %s: memory used = %v, want %v", st.name, got, st.want)
+		}
+	}
+}

@@ -35,13 +35,13 @@ type FleetOptions struct {
 // FleetCollector exports the fleet as the control plane sees it, read at
 // scrape time: nodes, GPUs and replicas, one scrape target for the whole
 // fleet. A GPU reading the driver does not report (temperature,
-// utilization, ECC) is absent, never zero.
+// utilization, ECC, memory used) is absent, never zero.
 type FleetCollector struct {
 	opts FleetOptions
 
 	nodes, nodeState, nodeConnected, nodeDraining, nodeHeartbeatAge, nodeReplicas, nodeGPUs *prometheus.Desc
 
-	gpuInfo, gpuMem, gpuTemp, gpuUtil, gpuECC, gpuNVLink, gpuAllocated *prometheus.Desc
+	gpuInfo, gpuMem, gpuMemUsed, gpuTemp, gpuUtil, gpuECC, gpuNVLink, gpuAllocated *prometheus.Desc
 
 	replicas, modelReady, modelMin, replicaFailures *prometheus.Desc
 
@@ -77,6 +77,7 @@ func NewFleetCollector(opts FleetOptions) *FleetCollector {
 		nodeGPUs:         d("node_gpus", "GPUs the node's agent discovered; absent before its inventory arrives.", node),
 		gpuInfo:          d("gpu_info", "One per GPU, carrying its class and product name.", []string{"node", "gpu", "class", "name"}),
 		gpuMem:           d("gpu_memory_total_bytes", "GPU memory; absent when not reported.", gpu),
+		gpuMemUsed:       d("gpu_memory_used_bytes", "GPU memory in use; absent when the driver does not report it.", gpu),
 		gpuTemp:          d("gpu_temperature_celsius", "GPU temperature; absent when the driver does not report it.", gpu),
 		gpuUtil:          d("gpu_utilization_ratio", "GPU utilization, 0 to 1; absent when the driver does not report it.", gpu),
 		gpuECC:           d("gpu_ecc_uncorrected_errors", "Uncorrected ECC errors since the driver loaded (volatile); absent when not reported.", gpu),
@@ -95,7 +96,7 @@ func NewFleetCollector(opts FleetOptions) *FleetCollector {
 func (c *FleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.nodes, c.nodeState, c.nodeConnected, c.nodeDraining, c.nodeHeartbeatAge, c.nodeReplicas, c.nodeGPUs,
-		c.gpuInfo, c.gpuMem, c.gpuTemp, c.gpuUtil, c.gpuECC, c.gpuNVLink, c.gpuAllocated,
+		c.gpuInfo, c.gpuMem, c.gpuMemUsed, c.gpuTemp, c.gpuUtil, c.gpuECC, c.gpuNVLink, c.gpuAllocated,
 		c.replicas, c.modelReady, c.modelMin, c.replicaFailures,
 	} {
 		ch <- d
@@ -164,6 +165,9 @@ func (c *FleetCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- gauge(c.gpuInfo, 1, n.ID, idx, g.GetClass(), g.GetName())
 			if g.GetMemoryMib() > 0 {
 				ch <- gauge(c.gpuMem, float64(g.GetMemoryMib())*1024*1024, n.ID, idx)
+			}
+			if g.MemoryUsedMib != nil {
+				ch <- gauge(c.gpuMemUsed, float64(g.GetMemoryUsedMib())*1024*1024, n.ID, idx)
 			}
 			if g.TemperatureC != nil {
 				ch <- gauge(c.gpuTemp, g.GetTemperatureC(), n.ID, idx)

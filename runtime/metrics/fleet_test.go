@@ -23,7 +23,8 @@ func testFleet(t *testing.T) *fleet.Fleet {
 	f := fleet.New()
 	f.Connect(&agentv1.Hello{Inventory: &agentv1.Inventory{Gpus: []*agentv1.GPU{
 		{Index: 0, Class: "h100-80g", Name: "NVIDIA H100", MemoryMib: 81559,
-			UtilizationPct: proto.Float64(37), TemperatureC: proto.Float64(61), EccErrors: proto.Uint64(2), NvlinkPeers: []int32{1}},
+			UtilizationPct: proto.Float64(37), TemperatureC: proto.Float64(61), EccErrors: proto.Uint64(2), NvlinkPeers: []int32{1},
+			MemoryUsedMib: proto.Uint64(61440)},
 		{Index: 1, Class: "h100-80g", Name: "NVIDIA H100", MemoryMib: 81559},
 	}}}, "a", nil, true, nopConn{})
 	f.Connect(&agentv1.Hello{}, "b", nil, true, nopConn{})
@@ -59,6 +60,7 @@ func TestFleetCollector(t *testing.T) {
 		`llmgw_gpu_info{class="h100-80g",gpu="0",name="NVIDIA H100",node="a"} 1`,
 		`llmgw_gpu_memory_total_bytes{gpu="0",node="a"} 8.5520809984e+10`,
 		`llmgw_gpu_memory_total_bytes{gpu="1",node="a"} 8.5520809984e+10`,
+		`llmgw_gpu_memory_used_bytes{gpu="0",node="a"} 6.442450944e+10`,
 		`llmgw_gpu_temperature_celsius{gpu="0",node="a"} 61`,
 		`llmgw_gpu_utilization_ratio{gpu="0",node="a"} 0.37`,
 		`llmgw_gpu_ecc_uncorrected_errors{gpu="0",node="a"} 2`,
@@ -86,7 +88,7 @@ func TestFleetCollector(t *testing.T) {
 func TestFleetCollectorUnknownReadingsAreAbsent(t *testing.T) {
 	f := testFleet(t)
 	out := exposition(t, collectorRegistry(t, NewFleetCollector(FleetOptions{Fleet: f})))
-	for _, name := range []string{"llmgw_gpu_temperature_celsius", "llmgw_gpu_utilization_ratio", "llmgw_gpu_ecc_uncorrected_errors"} {
+	for _, name := range []string{"llmgw_gpu_temperature_celsius", "llmgw_gpu_utilization_ratio", "llmgw_gpu_ecc_uncorrected_errors", "llmgw_gpu_memory_used_bytes"} {
 		if !strings.Contains(out, name+`{gpu="0",node="a"}`) {
 			t.Errorf("%s of the GPU that reports it is missing", name)
 		}
@@ -101,8 +103,16 @@ func TestFleetCollectorUnknownReadingsAreAbsent(t *testing.T) {
 	// A heartbeat that reports the readings gone takes them away again.
 	f.Heartbeat("a", &agentv1.Heartbeat{Gpus: []*agentv1.GPU{{Index: 0, Class: "h100-80g", MemoryMib: 81559}}})
 	out = exposition(t, collectorRegistry(t, NewFleetCollector(FleetOptions{Fleet: f})))
-	if strings.Contains(out, "llmgw_gpu_temperature_celsius{") {
-		t.Errorf("temperature still exported after the driver stopped reporting it:\n%s", out)
+	for _, name := range []string{"llmgw_gpu_temperature_celsius", "llmgw_gpu_memory_used_bytes"} {
+		if strings.Contains(out, name+"{") {
+			t.Errorf("%s still exported after the driver stopped reporting it:\n%s", name, out)
+		}
+	}
+	// An idle card's zero is a reading, exported as such.
+	f.Heartbeat("a", &agentv1.Heartbeat{Gpus: []*agentv1.GPU{{Index: 0, Class: "h100-80g", MemoryMib: 81559, MemoryUsedMib: proto.Uint64(0)}}})
+	out = exposition(t, collectorRegistry(t, NewFleetCollector(FleetOptions{Fleet: f})))
+	if !strings.Contains(out, `llmgw_gpu_memory_used_bytes{gpu="0",node="a"} 0`+"\n") {
+		t.Errorf("memory used of an idle card is not exported as 0:\n%s", out)
 	}
 }
 

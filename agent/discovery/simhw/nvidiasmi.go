@@ -14,6 +14,12 @@ type SimGPU struct {
 	Name string
 	// MemoryMiB is memory.total, e.g. 81559 for an H100 80GB.
 	MemoryMiB uint64
+	// MemoryUsedMiB is memory.used, at most MemoryMiB; 0 is an idle card.
+	// memory.free is the difference.
+	MemoryUsedMiB uint64
+	// MemoryUsedUnknown makes memory.used and memory.free print "[N/A]", as
+	// a driver that does not report them does; MemoryUsedMiB is ignored.
+	MemoryUsedUnknown bool
 	// UUID, e.g. "GPU-4b7d7a5e-1f0c-6e3b-9a2d-3c5f8e1a7b90"; empty means one
 	// derived from the name and index.
 	UUID string
@@ -56,8 +62,9 @@ var queryFields = []string{
 // dir and returns its path. Like the real tool it answers
 // `--query-gpu=<fields> --format=csv[,noheader][,nounits]` with exactly the
 // fields asked for, in that order (utilization 0, temperature 30+index, no ECC
-// errors), and `-L` with the GPU list; an unknown field exits 2, and with no
-// GPUs it prints "No devices were found" and exits 6.
+// errors, memory used as each SimGPU says), and `-L` with the GPU list; an
+// unknown field exits 2, and with no GPUs it prints "No devices were found"
+// and exits 6.
 func WriteNvidiaSMI(dir string, gpus []SimGPU) (string, error) {
 	for i, g := range gpus {
 		if g.Name == "" || strings.ContainsAny(g.Name, ",\n\r\x00") {
@@ -65,6 +72,9 @@ func WriteNvidiaSMI(dir string, gpus []SimGPU) (string, error) {
 		}
 		if strings.ContainsAny(g.UUID, ",\n\r\x00 ") {
 			return "", fmt.Errorf("simulated GPU %d: uuid %q must not contain commas, spaces or newlines", i, g.UUID)
+		}
+		if !g.MemoryUsedUnknown && g.MemoryUsedMiB > g.MemoryMiB {
+			return "", fmt.Errorf("simulated GPU %d: memory used %d MiB exceeds its memory of %d MiB", i, g.MemoryUsedMiB, g.MemoryMiB)
 		}
 	}
 	var b strings.Builder
@@ -75,10 +85,11 @@ func WriteNvidiaSMI(dir string, gpus []SimGPU) (string, error) {
 #   -L | --list-gpus
 count=%d
 `, len(gpus), len(gpus))
+	// Each function sets v to its value for GPU $1 (no subshell per value).
 	caseFunc := func(fn string, value func(i int, g SimGPU) string) {
 		fmt.Fprintf(&b, "\n%s() {\n\tcase \"$1\" in\n", fn)
 		for i, g := range gpus {
-			fmt.Fprintf(&b, "\t%d) printf '%%s' %s ;;\n", i, shQuote(value(i, g)))
+			fmt.Fprintf(&b, "\t%d) v=%s ;;\n", i, shQuote(value(i, g)))
 		}
 		b.WriteString("\tesac\n}\n")
 	}
@@ -90,19 +101,34 @@ count=%d
 		return g.UUID
 	})
 	caseFunc("gpu_memory", func(_ int, g SimGPU) string { return strconv.FormatUint(g.MemoryMiB, 10) })
+	caseFunc("gpu_memory_used", func(_ int, g SimGPU) string {
+		if g.MemoryUsedUnknown {
+			return "[N/A]"
+		}
+		return strconv.FormatUint(g.MemoryUsedMiB, 10)
+	})
+	caseFunc("gpu_memory_free", func(_ int, g SimGPU) string {
+		if g.MemoryUsedUnknown {
+			return "[N/A]"
+		}
+		return strconv.FormatUint(g.MemoryMiB-g.MemoryUsedMiB, 10)
+	})
 	b.WriteString(`
+# value_of sets v to field $2 of GPU $1.
 value_of() {
 	case "$2" in
-	index) printf '%s' "$1" ;;
-	count) printf '%s' "$count" ;;
+	index) v=$1 ;;
+	count) v=$count ;;
 	uuid | gpu_uuid) gpu_uuid "$1" ;;
 	name | gpu_name) gpu_name "$1" ;;
-	memory.total | memory.free) gpu_memory "$1" ;;
-	memory.used | utilization.gpu | utilization.memory) printf '0' ;;
-	temperature.gpu) printf '%s' $((30 + $1)) ;;
-	ecc.errors.uncorrected.volatile.total | ecc.errors.corrected.volatile.total) printf '0' ;;
-	driver_version) printf '550.54.15' ;;
-	pci.bus_id) printf '00000000:%02X:00.0' $((24 + 16 * $1)) ;;
+	memory.total) gpu_memory "$1" ;;
+	memory.used) gpu_memory_used "$1" ;;
+	memory.free) gpu_memory_free "$1" ;;
+	utilization.gpu | utilization.memory) v=0 ;;
+	temperature.gpu) v=$((30 + $1)) ;;
+	ecc.errors.uncorrected.volatile.total | ecc.errors.corrected.volatile.total) v=0 ;;
+	driver_version) v=550.54.15 ;;
+	pci.bus_id) v=$(printf '00000000:%02X:00.0' $((24 + 16 * $1))) ;;
 	esac
 }
 
@@ -132,11 +158,10 @@ fi
 if [ "$list" -eq 1 ]; then
 	i=0
 	while [ "$i" -lt "$count" ]; do
-		printf 'GPU %s: ' "$i"
 		gpu_name "$i"
-		printf ' (UUID: '
+		printf 'GPU %s: %s' "$i" "$v"
 		gpu_uuid "$i"
-		printf ')\n'
+		printf ' (UUID: %s)\n' "$v"
 		i=$((i + 1))
 	done
 	exit 0
@@ -185,10 +210,14 @@ i=0
 while [ "$i" -lt "$count" ]; do
 	sep=
 	for field in $query; do
-		printf '%s' "$sep"
 		value_of "$i" "$field"
+		printf '%s%s' "$sep" "$v"
+		# Like the real tool: no unit after an unknown value ("[N/A]").
 		if [ "$units" -eq 1 ]; then
-			print_unit "$field" ' %s'
+			case "$v" in
+			\[*\]) ;;
+			*) print_unit "$field" ' %s' ;;
+			esac
 		fi
 		sep=', '
 	done

@@ -23,9 +23,9 @@ func TestNvidiaSMIReadBack(t *testing.T) {
 	}{
 		{name: "eight H100s", gpus: H100s(8, "node01"), classes: []string{"h100-80g", "h100-80g", "h100-80g", "h100-80g", "h100-80g", "h100-80g", "h100-80g", "h100-80g"}},
 		{name: "mixed cards, quotes in a name", gpus: []SimGPU{
-			{Name: "NVIDIA L40S", MemoryMiB: 46068, UUID: "GPU-a47c1e9b-3f6d-2a8e-c5b0-7d1f4e9a2c38"},
-			{Name: "NVIDIA GeForce RTX 4090", MemoryMiB: 24564},
-			{Name: "NVIDIA A100-SXM4-40GB", MemoryMiB: 40960},
+			{Name: "NVIDIA L40S", MemoryMiB: 46068, MemoryUsedMiB: 41022, UUID: "GPU-a47c1e9b-3f6d-2a8e-c5b0-7d1f4e9a2c38"},
+			{Name: "NVIDIA GeForce RTX 4090", MemoryMiB: 24564, MemoryUsedMiB: 24564},
+			{Name: "NVIDIA A100-SXM4-40GB", MemoryMiB: 40960, MemoryUsedUnknown: true},
 			{Name: "Tesla T4 'lab' $HOME", MemoryMiB: 15360},
 		}, classes: []string{"l40s-48g", "rtx4090-24g", "a100-40g", "t4labhome-16g"}},
 	}
@@ -55,6 +55,12 @@ func TestNvidiaSMIReadBack(t *testing.T) {
 					t.Errorf("GPU %d UUID %q is malformed or repeated", i, g.UUID)
 				}
 				uuids[g.UUID] = true
+				switch {
+				case want.MemoryUsedUnknown && g.MemoryUsedMiB != nil:
+					t.Errorf("GPU %d MemoryUsedMiB = %d, want unknown (nil)", i, *g.MemoryUsedMiB)
+				case !want.MemoryUsedUnknown && (g.MemoryUsedMiB == nil || *g.MemoryUsedMiB != want.MemoryUsedMiB):
+					t.Errorf("GPU %d MemoryUsedMiB = %v, want %d", i, g.MemoryUsedMiB, want.MemoryUsedMiB)
+				}
 				if g.UtilizationPct == nil || *g.UtilizationPct != 0 || g.TemperatureC == nil || *g.TemperatureC != float64(30+i) || g.ECCErrors == nil || *g.ECCErrors != 0 {
 					t.Errorf("GPU %d utilization/temperature/ecc = %v/%v/%v, want 0/%d/0", i, g.UtilizationPct, g.TemperatureC, g.ECCErrors, 30+i)
 				}
@@ -67,6 +73,8 @@ var uuidRE = regexp.MustCompile(`^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 
 func TestNvidiaSMIAnswersLikeTheRealOne(t *testing.T) {
 	gpus := H100s(2, "node07")
+	gpus[0].MemoryUsedMiB = 61440
+	gpus[1].MemoryUsedUnknown = true
 	path, err := WriteNvidiaSMI(t.TempDir(), gpus)
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +92,8 @@ func TestNvidiaSMIAnswersLikeTheRealOne(t *testing.T) {
 			stdout: "index, memory.total [MiB], utilization.gpu [%], temperature.gpu\n0, 81559 MiB, 0 %, 30\n1, 81559 MiB, 0 %, 31\n"},
 		{name: "header without units in values", args: []string{"--query-gpu=index,memory.total", "--format=csv,nounits"},
 			stdout: "index, memory.total [MiB]\n0, 81559\n1, 81559\n"},
+		{name: "memory used and free", args: []string{"--query-gpu=index,memory.used,memory.free", "--format=csv"},
+			stdout: "index, memory.used [MiB], memory.free [MiB]\n0, 61440 MiB, 20119 MiB\n1, [N/A], [N/A]\n"},
 		{name: "list", args: []string{"-L"},
 			stdout: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: " + gpus[0].UUID + ")\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: " + gpus[1].UUID + ")\n"},
 		{name: "unknown field", args: []string{"--query-gpu=index,fan.speedz", "--format=csv"},
@@ -170,6 +180,7 @@ func TestWriteNvidiaSMIRejects(t *testing.T) {
 		{"comma in name", []SimGPU{{Name: "NVIDIA H100, 80GB", MemoryMiB: 1}}, `simulated GPU 0: name "NVIDIA H100, 80GB"`},
 		{"empty name", []SimGPU{H100s(1, "x")[0], {MemoryMiB: 1}}, "simulated GPU 1: name"},
 		{"space in uuid", []SimGPU{{Name: "NVIDIA L4", UUID: "GPU-1 2"}}, `uuid "GPU-1 2"`},
+		{"more used than there is", []SimGPU{{Name: "NVIDIA L4", MemoryMiB: 23034, MemoryUsedMiB: 23035}}, "simulated GPU 0: memory used 23035 MiB exceeds its memory of 23034 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

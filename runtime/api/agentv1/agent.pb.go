@@ -912,8 +912,11 @@ type GPU struct {
 	TemperatureC   *float64               `protobuf:"fixed64,7,opt,name=temperature_c,json=temperatureC,proto3,oneof" json:"temperature_c,omitempty"`
 	EccErrors      *uint64                `protobuf:"varint,8,opt,name=ecc_errors,json=eccErrors,proto3,oneof" json:"ecc_errors,omitempty"`
 	NvlinkPeers    []int32                `protobuf:"varint,9,rep,packed,name=nvlink_peers,json=nvlinkPeers,proto3" json:"nvlink_peers,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Framebuffer memory in use (nvidia-smi memory.used); absent when the
+	// driver does not report it.
+	MemoryUsedMib *uint64 `protobuf:"varint,10,opt,name=memory_used_mib,json=memoryUsedMib,proto3,oneof" json:"memory_used_mib,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GPU) Reset() {
@@ -1007,6 +1010,13 @@ func (x *GPU) GetNvlinkPeers() []int32 {
 		return x.NvlinkPeers
 	}
 	return nil
+}
+
+func (x *GPU) GetMemoryUsedMib() uint64 {
+	if x != nil && x.MemoryUsedMib != nil {
+		return *x.MemoryUsedMib
+	}
+	return 0
 }
 
 type FabricVerdict struct {
@@ -1880,7 +1890,7 @@ const file_runtime_api_agentv1_agent_proto_rawDesc = "" +
 	"\aengines\x18\f \x03(\v2\x1c.llmgw.agent.v1.EngineStatusR\aengines\x12\x1b\n" +
 	"\tcpu_flags\x18\r \x03(\tR\bcpuFlags\x12\x1e\n" +
 	"\bhas_avx2\x18\x0e \x01(\bH\x00R\ahasAvx2\x88\x01\x01B\v\n" +
-	"\t_has_avx2\"\xcc\x02\n" +
+	"\t_has_avx2\"\x8d\x03\n" +
 	"\x03GPU\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x12\n" +
@@ -1892,10 +1902,13 @@ const file_runtime_api_agentv1_agent_proto_rawDesc = "" +
 	"\rtemperature_c\x18\a \x01(\x01H\x01R\ftemperatureC\x88\x01\x01\x12\"\n" +
 	"\n" +
 	"ecc_errors\x18\b \x01(\x04H\x02R\teccErrors\x88\x01\x01\x12!\n" +
-	"\fnvlink_peers\x18\t \x03(\x05R\vnvlinkPeersB\x12\n" +
+	"\fnvlink_peers\x18\t \x03(\x05R\vnvlinkPeers\x12+\n" +
+	"\x0fmemory_used_mib\x18\n" +
+	" \x01(\x04H\x03R\rmemoryUsedMib\x88\x01\x01B\x12\n" +
 	"\x10_utilization_pctB\x10\n" +
 	"\x0e_temperature_cB\r\n" +
-	"\v_ecc_errors\"\x97\x01\n" +
+	"\v_ecc_errorsB\x12\n" +
+	"\x10_memory_used_mib\"\x97\x01\n" +
 	"\rFabricVerdict\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\badapters\x18\x02 \x03(\tR\badapters\x12\x1d\n" +
