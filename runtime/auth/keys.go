@@ -22,6 +22,9 @@ const DefaultTTL = 5 * time.Second
 // touchEvery limits how often a key's last-used time is written.
 const touchEvery = time.Minute
 
+// maxCached bounds the cache against floods of made-up keys.
+const maxCached = 100_000
+
 // Keys implements gateway.Auth over the store.
 type Keys struct {
 	store store.APIKeyStore
@@ -73,8 +76,8 @@ func (k *Keys) Authenticate(ctx context.Context, bearer string) (gateway.Princip
 		}
 		c.expires = now.Add(k.ttl)
 		k.mu.Lock()
-		if len(k.cache) > 100_000 {
-			k.cache = map[string]cached{} // bound memory against key-guessing floods
+		if len(k.cache) >= maxCached {
+			k.evictLocked()
 		}
 		k.cache[hash] = c
 		k.mu.Unlock()
@@ -102,6 +105,20 @@ func (k *Keys) Authenticate(ctx context.Context, bearer string) (gateway.Princip
 }
 
 var _ gateway.Auth = (*Keys)(nil)
+
+// evictLocked makes room in a full cache: misses go first, so a flood of
+// made-up keys does not push out the real ones; only if real keys alone
+// fill it is everything dropped. k.mu must be held.
+func (k *Keys) evictLocked() {
+	for h, c := range k.cache {
+		if !c.found {
+			delete(k.cache, h)
+		}
+	}
+	if len(k.cache) >= maxCached {
+		k.cache = map[string]cached{}
+	}
+}
 
 // Anonymous admits every request as the default project, for installations
 // that turned auth.enabled off (a closed network, a benchmark). Any key sent

@@ -3,12 +3,14 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/keys"
+	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
 )
 
@@ -60,5 +62,49 @@ func TestAnonymous(t *testing.T) {
 	p, err := Anonymous{}.Authenticate(context.Background(), "")
 	if err != nil || p.Project != store.DefaultProject {
 		t.Fatalf("anonymous = %+v, %v", p, err)
+	}
+}
+
+// countingStore knows one key and counts lookups.
+type countingStore struct {
+	store.APIKeyStore
+	hash    string
+	lookups int
+}
+
+func (c *countingStore) LookupAPIKey(_ context.Context, hash string) (store.APIKey, error) {
+	c.lookups++
+	if hash == c.hash {
+		return store.APIKey{ID: "k", Project: store.DefaultProject}, nil
+	}
+	return store.APIKey{}, store.ErrNotFound
+}
+
+func (c *countingStore) TouchAPIKey(context.Context, string, time.Time) error { return nil }
+
+// TestFloodKeepsRealKeys: a flood of made-up keys fills the cache, but the
+// real key stays cached (no store lookup for it afterwards).
+func TestFloodKeepsRealKeys(t *testing.T) {
+	const real = "llmgw-real-key"
+	st := &countingStore{hash: secret.HashSecret(real)}
+	k := NewKeys(st, time.Hour, nil)
+	ctx := context.Background()
+	if _, err := k.Authenticate(ctx, real); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxCached + 10 {
+		if _, err := k.Authenticate(ctx, fmt.Sprintf("guess-%d", i)); !errors.Is(err, gateway.ErrUnauthenticated) {
+			t.Fatalf("guess %d: %v", i, err)
+		}
+	}
+	before := st.lookups
+	if _, err := k.Authenticate(ctx, real); err != nil {
+		t.Fatal(err)
+	}
+	if st.lookups != before {
+		t.Error("the real key was evicted by the flood")
+	}
+	if len(k.cache) > maxCached {
+		t.Errorf("cache holds %d entries", len(k.cache))
 	}
 }

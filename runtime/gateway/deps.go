@@ -60,6 +60,12 @@ type RequestInfo struct {
 	MaxTokens int
 	// N is the number of choices asked for; 0 when unset.
 	N int
+	// BestOf is the completions generated per prompt to pick the best
+	// from (/v1/completions); 0 when unset.
+	BestOf int
+	// Prompts is the number of prompts (/v1/completions takes a list);
+	// 0 or 1 means one.
+	Prompts int
 	// BodyBytes is the size of the request body.
 	BodyBytes int
 	// PromptEstimate is the gateway's estimate of the prompt's tokens made
@@ -70,9 +76,15 @@ type RequestInfo struct {
 // EstimatePromptTokens estimates the prompt tokens of a request body before
 // an engine has tokenized it: a quarter of its bytes, rounded up, the usual
 // rule of thumb for English text; the JSON around the messages makes it
-// err on the high side. Admission reserves on it and settles on the
-// engine's own count.
-func EstimatePromptTokens(bodyBytes int) int { return (bodyBytes + 3) / 4 }
+// err on the high side. A prompt given as token ids takes at least two
+// bytes a token ("7,"), so it is half the bytes. Admission reserves on it
+// and settles on the engine's own count.
+func EstimatePromptTokens(bodyBytes int, tokenIDs bool) int {
+	if tokenIDs {
+		return (bodyBytes + 1) / 2
+	}
+	return (bodyBytes + 3) / 4
+}
 
 // Usage is the token usage the engine reported for a request.
 type Usage struct {
@@ -87,6 +99,11 @@ type Usage struct {
 	// count is the number of content events relayed and the prompt count
 	// the gateway's estimate.
 	Estimated bool
+	// Abandoned is true when the client left after the request reached the
+	// engine and before anything could be counted (a non-streamed request,
+	// or a stream before its first event): the engine may have worked, so
+	// admission charges the request's whole reservation.
+	Abandoned bool
 }
 
 // Ticket is an admitted request's claim on limits and budgets.
@@ -97,8 +114,9 @@ type Ticket interface {
 	// SetHeaders adds the admission's response headers (x-ratelimit-*).
 	SetHeaders(h http.Header)
 	// Settle is called exactly once when the request has ended, with what
-	// it actually used.
-	Settle(usage Usage)
+	// it actually used, and returns what it was charged (the usage itself,
+	// or the reservation for an abandoned request).
+	Settle(usage Usage) Usage
 }
 
 // Admission decides whether a principal may run a request now: rate limits
@@ -153,7 +171,7 @@ func (t PlainTicket) Model() string { return string(t) }
 func (PlainTicket) SetHeaders(http.Header) {}
 
 // Settle implements Ticket.
-func (PlainTicket) Settle(Usage) {}
+func (PlainTicket) Settle(u Usage) Usage { return u }
 
 // Routes picks a replica endpoint for a canonical model; *router.Router
 // implements it.

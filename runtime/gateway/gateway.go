@@ -226,6 +226,8 @@ type exchange struct {
 	// charged when the engine never reports usage.
 	events         int
 	promptEstimate int
+	// sent is set once the request went to the engine.
+	sent bool
 }
 
 func (x *exchange) fail(w http.ResponseWriter, e *apiError) {
@@ -272,10 +274,11 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.rec.Model = model
-	x.promptEstimate = EstimatePromptTokens(len(body))
+	x.promptEstimate = EstimatePromptTokens(len(body), req.tokenIDs)
 
 	ticket, err := g.deps.Admission.Admit(r.Context(), p, model, RequestInfo{
-		Endpoint: r.URL.Path, Stream: x.rec.Stream, MaxTokens: req.maxTokens, N: req.n, BodyBytes: len(body),
+		Endpoint: r.URL.Path, Stream: x.rec.Stream, MaxTokens: req.maxTokens, N: req.n, BestOf: req.bestOf,
+		Prompts: req.prompts, BodyBytes: len(body),
 		PromptEstimate: x.promptEstimate,
 	})
 	if err != nil {
@@ -294,7 +297,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request could not be admitted; try again"))
 		return
 	}
-	defer func() { ticket.Settle(x.finalUsage()) }()
+	defer func() { x.usage = ticket.Settle(x.finalUsage()) }()
 	ticket.SetHeaders(w.Header())
 	if served := ticket.Model(); served != model {
 		x.rec.Requested, model = model, served
@@ -329,9 +332,13 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 // never sent its count but output was relayed (the client left mid-stream),
 // it charges what was relayed rather than nothing.
 func (x *exchange) finalUsage() Usage {
-	if !x.usage.Reported && !x.usage.Estimated && x.events > 0 {
+	switch {
+	case x.usage.Reported || x.usage.Estimated || x.usage.Abandoned:
+	case x.events > 0:
 		x.usage = Usage{PromptTokens: x.promptEstimate, CompletionTokens: x.events, Estimated: true}
 		x.usage.TotalTokens = x.usage.PromptTokens + x.usage.CompletionTokens
+	case x.sent && x.rec.Status == statusClientGone:
+		x.usage = Usage{PromptTokens: x.promptEstimate, Abandoned: true}
 	}
 	return x.usage
 }
@@ -343,7 +350,7 @@ func (g *Gateway) finish(x *exchange) {
 	x.rec.PromptTokens = x.usage.PromptTokens
 	x.rec.CompletionTokens = x.usage.CompletionTokens
 	x.rec.UsageReported = x.usage.Reported
-	x.rec.UsageEstimated = x.usage.Estimated
+	x.rec.UsageEstimated = x.usage.Estimated || x.usage.Abandoned
 	if g.log.Enabled(context.Background(), slog.LevelDebug) {
 		g.log.Debug("request", "request_id", x.rec.RequestID, "endpoint", x.rec.Endpoint,
 			"model", x.rec.Model, "replica", x.rec.ReplicaID, "status", x.rec.Status,

@@ -438,7 +438,7 @@ func (a *recordingAdmission) Admit(_ context.Context, _ Principal, model string,
 	return a, nil
 }
 
-func (a *recordingAdmission) Settle(u Usage) { a.usage <- u }
+func (a *recordingAdmission) Settle(u Usage) Usage { a.usage <- u; return u }
 
 func (a *recordingAdmission) Model() string {
 	a.mu.Lock()
@@ -568,7 +568,7 @@ func TestClientCancelPropagates(t *testing.T) {
 	// The engine never reported usage: the relayed event is charged, with
 	// the prompt estimate, so the reservation settles on something real.
 	u := adm.settled(t)
-	if u.Reported || !u.Estimated || u.CompletionTokens != 1 || u.PromptTokens != EstimatePromptTokens(len(`{"model":"coder","stream":true}`)) {
+	if u.Reported || !u.Estimated || u.CompletionTokens != 1 || u.PromptTokens != EstimatePromptTokens(len(`{"model":"coder","stream":true}`), false) {
 		t.Errorf("settled usage of an abandoned stream = %+v", u)
 	}
 	if !rec.UsageEstimated || rec.CompletionTokens != 1 || rec.Status != statusClientGone {

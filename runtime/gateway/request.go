@@ -20,6 +20,11 @@ type request struct {
 	includeUsage bool
 	maxTokens    int
 	n            int
+	bestOf       int
+	// prompts is how many prompts a /v1/completions request holds (each
+	// gets its own completions); tokenIDs is whether they are token ids.
+	prompts  int
+	tokenIDs bool
 
 	// objStart is the offset just past the body's opening brace.
 	objStart int
@@ -139,21 +144,61 @@ func (req *request) field(key string, raw json.RawMessage, sp span) *apiError {
 		}
 		req.includeUsage = o != nil && o.IncludeUsage != nil && *o.IncludeUsage
 		req.streamOptions, req.hasStreamOptions = sp, true
-	case "max_tokens", "max_completion_tokens", "n":
+	case "max_tokens", "max_completion_tokens", "n", "best_of":
 		var v *int
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return invalid("an integer")
 		}
+		if v == nil {
+			return nil
+		}
+		limit := MaxRequestTokens
+		if key == "n" || key == "best_of" {
+			limit = MaxChoices
+		}
+		if *v < 0 || *v > limit {
+			return newError(http.StatusBadRequest, typeInvalidRequest, "invalid_value",
+				fmt.Sprintf("%s must be between 0 and %d, got %d", key, limit, *v)).withParam(key)
+		}
 		switch {
-		case v == nil:
 		case key == "n":
 			req.n = *v
+		case key == "best_of":
+			req.bestOf = *v
 		case key == "max_completion_tokens" || req.maxTokens == 0:
 			// max_completion_tokens supersedes max_tokens whatever the order.
 			req.maxTokens = *v
 		}
+	case "prompt":
+		req.prompts, req.tokenIDs = countPrompts(raw)
 	}
 	return nil
+}
+
+// Bounds on what one request may ask for; beyond them it is refused
+// before anything is reserved.
+const (
+	MaxRequestTokens = 1 << 24
+	MaxChoices       = 128
+)
+
+// countPrompts tells how many prompts a completions "prompt" holds and
+// whether they are token ids: a string is one prompt, a list of strings or
+// of token-id lists is one per element, a list of numbers is one prompt of
+// token ids.
+func countPrompts(raw json.RawMessage) (n int, tokenIDs bool) {
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil || len(list) == 0 {
+		return 1, false
+	}
+	switch first := bytes.TrimSpace(list[0]); {
+	case len(first) > 0 && first[0] == '[':
+		return len(list), true
+	case len(first) > 0 && (first[0] == '-' || first[0] >= '0' && first[0] <= '9'):
+		return 1, true
+	default:
+		return len(list), false
+	}
 }
 
 func skipColon(b []byte, i int) int {

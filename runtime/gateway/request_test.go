@@ -16,6 +16,9 @@ func TestParseRequest(t *testing.T) {
 		includeUsage bool
 		maxTokens    int
 		n            int
+		bestOf       int
+		prompts      int
+		tokenIDs     bool
 	}{
 		{name: "minimal", body: `{"model":"m"}`, model: "m"},
 		{name: "all fields", body: `{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":7,"n":2}`,
@@ -38,6 +41,18 @@ func TestParseRequest(t *testing.T) {
 		{name: "model not a string", body: `{"model":3}`, wantStatus: 400, wantCode: "invalid_type"},
 		{name: "stream not a bool", body: `{"model":"m","stream":"yes"}`, wantStatus: 400, wantCode: "invalid_type"},
 		{name: "max_tokens not an int", body: `{"model":"m","max_tokens":1.5}`, wantStatus: 400, wantCode: "invalid_type"},
+		// Bounds: a huge or negative count must never reach the arithmetic
+		// of admission (an overflow would reserve a negative worst case).
+		{name: "max_tokens at int64 max", body: `{"model":"m","max_tokens":9223372036854775807}`, wantStatus: 400, wantCode: "invalid_value"},
+		{name: "max_tokens beyond int64", body: `{"model":"m","max_tokens":99999999999999999999}`, wantStatus: 400, wantCode: "invalid_type"},
+		{name: "max_tokens too large", body: `{"model":"m","max_tokens":16777217}`, wantStatus: 400, wantCode: "invalid_value"},
+		{name: "max_tokens negative", body: `{"model":"m","max_tokens":-5}`, wantStatus: 400, wantCode: "invalid_value"},
+		{name: "n too large", body: `{"model":"m","n":129}`, wantStatus: 400, wantCode: "invalid_value"},
+		{name: "best_of negative", body: `{"model":"m","best_of":-1}`, wantStatus: 400, wantCode: "invalid_value"},
+		{name: "prompt string", body: `{"model":"m","prompt":"hi","best_of":3}`, model: "m", prompts: 1, bestOf: 3},
+		{name: "prompt list", body: `{"model":"m","prompt":["a","b","c"]}`, model: "m", prompts: 3},
+		{name: "prompt token ids", body: `{"model":"m","prompt":[1,2,3]}`, model: "m", prompts: 1, tokenIDs: true},
+		{name: "prompt token id lists", body: `{"model":"m","prompt":[[1,2],[3]]}`, model: "m", prompts: 2, tokenIDs: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +70,8 @@ func TestParseRequest(t *testing.T) {
 				t.Fatalf("unexpected error: %s", aerr.Message)
 			}
 			if req.model != tt.model || req.stream != tt.stream || req.includeUsage != tt.includeUsage ||
-				req.maxTokens != tt.maxTokens || req.n != tt.n {
+				req.maxTokens != tt.maxTokens || req.n != tt.n || req.bestOf != tt.bestOf || req.tokenIDs != tt.tokenIDs ||
+				(tt.prompts != 0 && req.prompts != tt.prompts) {
 				t.Errorf("got model=%q stream=%v includeUsage=%v maxTokens=%d n=%d", req.model, req.stream,
 					req.includeUsage, req.maxTokens, req.n)
 			}

@@ -82,6 +82,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 	if a := r.Header.Get("Accept"); a != "" {
 		up.Header.Set("Accept", a)
 	}
+	x.sent = true
 	resp, err := g.transport.RoundTrip(up)
 	if err != nil {
 		g.upstreamFailed(w, r, x, ep, err)

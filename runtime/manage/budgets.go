@@ -167,6 +167,7 @@ func (s *Service) PutBudget(ctx context.Context, req *managev1.PutBudgetRequest)
 		return nil, err
 	}
 	s.log.Info("budget set", "project", b.Project, "period", b.Period, "amount", b.Amount, "on_exhausted", b.OnExhausted)
+	s.tenancyChanged(b.Project)
 	for _, w := range pb.Warnings {
 		s.log.Warn("budget warning", "project", b.Project, "period", b.Period, "warning", w)
 	}
@@ -193,6 +194,7 @@ func (s *Service) DeleteBudget(ctx context.Context, req *managev1.DeleteBudgetRe
 		return nil, tenancyError(op, err)
 	}
 	s.log.Info("budget deleted", "project", req.GetProject(), "period", req.GetPeriod())
+	s.tenancyChanged(req.GetProject())
 	return &managev1.DeleteBudgetResponse{}, nil
 }
 

@@ -58,7 +58,12 @@ func (s *Service) Login(ctx context.Context, req *managev1.LoginRequest) (*manag
 	if e, err := users.CheckEmail(email); err == nil && len(e) <= maxLoginEmail {
 		logEmail = e
 	}
+	// The limiter's key is the email itself only when it is short enough
+	// to be one: an attacker must not fill memory with megabyte "emails".
 	emailKey, addrKey := "email:"+email, "addr:"+remote
+	if len(email) > maxLoginEmail {
+		emailKey = "email#" + secret.HashSecret(email)
+	}
 	if wait := s.logins.admit(s.now(), loginKey{emailKey, loginFreePerEmail}, loginKey{addrKey, loginFreePerAddress}); wait > 0 {
 		s.log.Warn("login refused", "email", logEmail, "remote", remote, "reason", "too many failed attempts")
 		return nil, status.Errorf(codes.ResourceExhausted, "too many failed logins for this email or from this address: try again in %s",

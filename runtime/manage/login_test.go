@@ -470,3 +470,20 @@ func TestLoginLimiterBounded(t *testing.T) {
 		t.Errorf("limiter holds %d keys, want at most %d", n, l.maxKeys)
 	}
 }
+
+// TestLoginHugeEmailBoundedMemory: a megabyte "email" is refused like any
+// wrong login, and the limiter keeps a short key for it, not the megabyte.
+func TestLoginHugeEmailBoundedMemory(t *testing.T) {
+	f := newLoginService(t)
+	huge := strings.Repeat("a", 1<<20) + "@example.com"
+	if _, err := f.login("192.0.2.8", huge, adminPass); err == nil {
+		t.Fatal("a huge email logged in")
+	}
+	f.s.logins.mu.Lock()
+	defer f.s.logins.mu.Unlock()
+	for k := range f.s.logins.keys {
+		if len(k) > 200 {
+			t.Errorf("the limiter keeps a %d-byte key", len(k))
+		}
+	}
+}

@@ -40,6 +40,10 @@ type Options struct {
 	// DefaultPrice is auth.default_price: what models without pricing of
 	// their own cost; nil prices them at nothing.
 	DefaultPrice *catalog.Pricing
+	// TenancyChanged, when set, is told the project whose settings or
+	// budgets just changed, so admission applies them at once instead of
+	// after its cache expires.
+	TenancyChanged func(project string)
 	// Users checks the passwords of Login; nil turns Login off.
 	Users *users.Admin
 	// LoginTTL is how long an admin token from Login works
@@ -402,3 +406,10 @@ func (s *Service) PlanPlacement(_ context.Context, req *managev1.PlanPlacementRe
 }
 
 var _ managev1.ManageServiceServer = (*Service)(nil)
+
+// tenancyChanged tells admission a project's settings or budgets changed.
+func (s *Service) tenancyChanged(project string) {
+	if s.opts.TenancyChanged != nil {
+		s.opts.TenancyChanged(project)
+	}
+}

@@ -151,6 +151,7 @@ func (s *Service) CreateProject(ctx context.Context, req *managev1.CreateProject
 		return nil, tenancyError("creating project "+p.Name, err)
 	}
 	s.log.Info("project created", "project", p.Name, "rpm", p.RPM, "tpm", p.TPM)
+	s.tenancyChanged(p.Name)
 	return s.getProject(ctx, p.Name, "reading project "+p.Name)
 }
 
@@ -169,6 +170,7 @@ func (s *Service) UpdateProject(ctx context.Context, req *managev1.UpdateProject
 		return nil, tenancyError("updating project "+p.Name, err)
 	}
 	s.log.Info("project updated", "project", p.Name, "rpm", p.RPM, "tpm", p.TPM)
+	s.tenancyChanged(p.Name)
 	return s.getProject(ctx, p.Name, "reading project "+p.Name)
 }
 
@@ -178,6 +180,7 @@ func (s *Service) DeleteProject(ctx context.Context, req *managev1.DeleteProject
 		return nil, tenancyError("deleting project "+req.GetName(), err)
 	}
 	s.log.Info("project deleted", "project", req.GetName())
+	s.tenancyChanged(req.GetName())
 	return &managev1.DeleteProjectResponse{}, nil
 }
 

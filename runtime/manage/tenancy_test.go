@@ -3,6 +3,7 @@ package manage
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -448,5 +449,32 @@ func TestModelPricingKeepsGeneration(t *testing.T) {
 	back, err := s.GetModel(ctx, &managev1.GetModelRequest{Name: "m1"})
 	if err != nil || back.GetPricing().GetPromptPer_1K() != 0.2 {
 		t.Fatalf("get = %v, %v", back, err)
+	}
+}
+
+// TestTenancyChangesReachAdmission: every change to a project or its
+// budgets is announced, so admission does not wait for its cache.
+func TestTenancyChangesReachAdmission(t *testing.T) {
+	s, _ := newTenancyService(t, true, nil)
+	var changed []string
+	s.opts.TenancyChanged = func(project string) { changed = append(changed, project) }
+	ctx := t.Context()
+	if _, err := s.CreateProject(ctx, &managev1.CreateProjectRequest{Project: &managev1.Project{Name: "p"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateProject(ctx, &managev1.UpdateProjectRequest{Project: &managev1.Project{Name: "p", Rpm: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutBudget(ctx, &managev1.PutBudgetRequest{Budget: &managev1.Budget{Project: "p", Period: "day", Amount: 1, OnExhausted: "refuse"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteBudget(ctx, &managev1.DeleteBudgetRequest{Project: "p", Period: "day"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteProject(ctx, &managev1.DeleteProjectRequest{Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"p", "p", "p", "p", "p"}; !slices.Equal(changed, want) {
+		t.Errorf("announced %v, want %v", changed, want)
 	}
 }

@@ -297,19 +297,6 @@ func (s *Server) Run(ctx context.Context) error {
 		goServe(ListenAgents, func() error { return agentSrv.Serve(l) })
 	}
 
-	// Management API: TLS and a bearer admin token.
-	manageTLS, err := pki.ServerTLS(s.cfg.ManageTLS.Cert, s.cfg.ManageTLS.Key, "", false)
-	if err != nil {
-		return fmt.Errorf("manage_tls: %w", err)
-	}
-	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Store: s.Store, DefaultPrice: s.cfg.Auth.DefaultPrice,
-		Users: users.New(s.Store, 0), LoginTTL: s.cfg.Auth.LoginTTL, Logger: s.log})
-	manageSrv := grpc.NewServer(grpc.Creds(credentials.NewTLS(manageTLS)), grpc.UnaryInterceptor(msvc.AuthInterceptor()))
-	managev1.RegisterManageServiceServer(manageSrv, msvc)
-	if l := s.listeners[ListenManage]; l != nil {
-		goServe(ListenManage, func() error { return manageSrv.Serve(l) })
-	}
-
 	// Tenancy: limits and budgets at admission, a usage row per request.
 	var adm *tenancy.Admission
 	recorder := tenancy.NewRecorder(tenancy.RecorderOptions{
@@ -327,6 +314,19 @@ func (s *Server) Run(ctx context.Context) error {
 	s.warnUnpricedBudgets(ctx, adm)
 	if err := s.Metrics.Register(adm.Collector()); err != nil {
 		return fmt.Errorf("registering budget metrics: %w", err)
+	}
+
+	// Management API: TLS and a bearer admin token.
+	manageTLS, err := pki.ServerTLS(s.cfg.ManageTLS.Cert, s.cfg.ManageTLS.Key, "", false)
+	if err != nil {
+		return fmt.Errorf("manage_tls: %w", err)
+	}
+	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Store: s.Store, DefaultPrice: s.cfg.Auth.DefaultPrice, TenancyChanged: adm.Invalidate,
+		Users: users.New(s.Store, 0), LoginTTL: s.cfg.Auth.LoginTTL, Logger: s.log})
+	manageSrv := grpc.NewServer(grpc.Creds(credentials.NewTLS(manageTLS)), grpc.UnaryInterceptor(msvc.AuthInterceptor()))
+	managev1.RegisterManageServiceServer(manageSrv, msvc)
+	if l := s.listeners[ListenManage]; l != nil {
+		goServe(ListenManage, func() error { return manageSrv.Serve(l) })
 	}
 
 	// Client API.

@@ -203,21 +203,31 @@ func (a *Admission) Priced(models []string) bool {
 	return false
 }
 
-// completionCap is the most completion tokens the request may produce.
+// maxWorst bounds a worst case so the arithmetic never overflows; the
+// gateway already refuses absurd max_tokens, n and best_of.
+const maxWorst = int64(1) << 40
+
+// completionCap is the most completion tokens the request may produce:
+// max_tokens (else the model's max_output, else the default) for each
+// choice of each prompt.
 func (a *Admission) completionCap(model string, req gateway.RequestInfo) int64 {
 	if req.Endpoint == "/v1/embeddings" {
 		return 0
 	}
-	n := int64(max(req.N, 1))
-	if req.MaxTokens > 0 {
-		return int64(req.MaxTokens) * n
-	}
-	if a.opts.Models != nil {
-		if _, maxOut, ok := a.opts.Models.Terms(model); ok && maxOut > 0 {
-			return int64(maxOut) * n
+	perChoice := int64(req.MaxTokens)
+	if perChoice <= 0 {
+		perChoice = int64(a.opts.DefaultMaxTokens)
+		if a.opts.Models != nil {
+			if _, maxOut, ok := a.opts.Models.Terms(model); ok && maxOut > 0 {
+				perChoice = int64(maxOut)
+			}
 		}
 	}
-	return int64(a.opts.DefaultMaxTokens) * n
+	choices := int64(max(req.N, req.BestOf, 1)) * int64(max(req.Prompts, 1))
+	if perChoice > maxWorst/choices {
+		return maxWorst
+	}
+	return perChoice * choices
 }
 
 // limitOf returns own when set, else def.
@@ -261,7 +271,7 @@ func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string
 		return nil, err
 	}
 
-	prompt := int64(req.PromptEstimate)
+	prompt := min(max(int64(req.PromptEstimate), 0), maxWorst)
 	completion := a.completionCap(model, req)
 	worst := prompt + completion
 	sec := now.Unix()
@@ -319,10 +329,11 @@ func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string
 		if l.spent+l.reserved+cost <= b.Amount {
 			continue
 		}
-		if b.OnExhausted == store.OnExhaustedFallback && b.FallbackModel != "" {
+		if b.OnExhausted == store.OnExhaustedFallback && b.FallbackModel != "" && a.allowed(proj.project, b.FallbackModel) {
 			if served == model {
 				served = b.FallbackModel
-				cost = a.price(served).Cost(prompt, a.completionCap(served, req))
+				completion = a.completionCap(served, req)
+				cost = a.price(served).Cost(prompt, completion)
 			}
 			continue
 		}
@@ -338,15 +349,16 @@ func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string
 			c.w.charge(sec, 1)
 		}
 	}
-	t := &ticket{a: a, model: served, headers: rateHeaders(checks, sec), sec: sec, worst: worst, cost: cost, project: p.Project}
+	t := &ticket{a: a, model: served, headers: rateHeaders(checks, sec), sec: sec, worst: worst, cost: cost, project: p.Project,
+		prompt: prompt, completion: completion}
 	if km != nil {
 		t.windows = append(t.windows, &km.tokens)
 	}
 	t.windows = append(t.windows, &pm.tokens)
 	for _, l := range held {
 		l.reserved += cost
-		t.ledgers = append(t.ledgers, heldLedger{l, l.start})
 	}
+	t.ledgers = held
 	return t, nil
 }
 
@@ -407,13 +419,12 @@ type ticket struct {
 	worst   int64
 	cost    float64
 	windows []*window
-	ledgers []heldLedger
-	once    sync.Once
-}
-
-type heldLedger struct {
-	l     *ledger
-	start time.Time // the period the reservation was made in
+	// ledgers hold this request's reservation.
+	ledgers []*ledger
+	// prompt and completion are the worst case reserved.
+	prompt, completion int64
+	once               sync.Once
+	charged            gateway.Usage
 }
 
 func (t *ticket) Model() string { return t.model }
@@ -424,12 +435,20 @@ func (t *ticket) SetHeaders(h http.Header) {
 	}
 }
 
-// Settle replaces the reservation with what the request used.
-func (t *ticket) Settle(u gateway.Usage) {
+// Settle replaces the reservation with what the request used. A request
+// abandoned before anything could be counted is charged its reservation.
+// The spend goes to every budget the project has now, including one added
+// while the request ran.
+func (t *ticket) Settle(u gateway.Usage) gateway.Usage {
 	t.once.Do(func() {
 		var prompt, completion int64
-		if u.Reported || u.Estimated {
-			prompt, completion = int64(u.PromptTokens), int64(u.CompletionTokens)
+		switch {
+		case u.Abandoned:
+			prompt, completion = t.prompt, t.completion
+			u = gateway.Usage{PromptTokens: int(prompt), CompletionTokens: int(completion),
+				TotalTokens: int(prompt + completion), Estimated: true, Abandoned: true}
+		case u.Reported || u.Estimated:
+			prompt, completion = max(int64(u.PromptTokens), 0), max(int64(u.CompletionTokens), 0)
 		}
 		actual := t.a.price(t.model).Cost(prompt, completion)
 		now := t.a.now()
@@ -438,15 +457,20 @@ func (t *ticket) Settle(u gateway.Usage) {
 		for _, w := range t.windows {
 			w.add(t.sec, now.Unix(), prompt+completion-t.worst)
 		}
-		for _, h := range t.ledgers {
-			if h.l.start.Equal(h.start) {
-				h.l.reserved -= t.cost
-				if h.l.reserved < 1e-12 {
-					h.l.reserved = 0
-				}
+		for _, l := range t.ledgers {
+			// Costs are never negative (token counts and prices are
+			// bounded and checked), so only float rounding is cleared.
+			if l.reserved -= t.cost; l.reserved < 1e-9 {
+				l.reserved = 0
 			}
-			h.l.roll(now)
-			h.l.spent += actual
 		}
+		for _, period := range []string{store.PeriodDay, store.PeriodMonth, store.PeriodTotal} {
+			if l := t.a.ledgers[ledgerKey{t.project, period}]; l != nil {
+				l.roll(now)
+				l.spent += actual
+			}
+		}
+		t.charged = u
 	})
+	return t.charged
 }

@@ -402,3 +402,129 @@ func TestAllowedModelsByAlias(t *testing.T) {
 		t.Error("a project without allowed_models may not see a model")
 	}
 }
+
+// TestRolloverKeepsReservations: requests admitted before midnight settle
+// (and are recorded) after it, so their reservations count against the new
+// day until then; the new day cannot admit a whole budget on top of them.
+func TestRolloverKeepsReservations(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	clk := &clock{t: time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC)}
+	if err := st.PutBudget(ctx, store.Budget{Project: store.DefaultProject, Period: store.PeriodDay, Amount: 2, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}, Now: clk.now})
+	p := gateway.Principal{Project: store.DefaultProject}
+	var before []gateway.Ticket
+	for range 10 {
+		tk, err := a.Admit(ctx, p, "m", chat(200, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, tk)
+	}
+	clk.advance(2 * time.Second) // a new day
+	admitted := 0
+	for range 10 {
+		if _, err := a.Admit(ctx, p, "m", chat(200, 0)); err == nil {
+			admitted++
+		}
+	}
+	if admitted != 0 {
+		t.Errorf("the new day admitted %d requests while the old day's 10 (the whole budget) still run", admitted)
+	}
+	for _, tk := range before {
+		tk.Settle(gateway.Usage{CompletionTokens: 200, Reported: true})
+	}
+	states := a.Budgets()
+	if len(states) != 1 || states[0].Spent > 2+1e-9 || states[0].Reserved != 0 {
+		t.Errorf("after settling in the new day: %+v", states)
+	}
+}
+
+// TestAbandonedChargedTheReservation: a request the client left before
+// anything could be counted pays its worst case, so leaving early is never
+// a way to run for free.
+func TestAbandonedChargedTheReservation(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.CreateProject(ctx, store.Project{Name: "p", TPM: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {PromptPer1K: 1, CompletionPer1K: 1}}})
+	p := gateway.Principal{Project: "p"}
+	tk, err := a.Admit(ctx, p, "m", chat(400, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	charged := tk.Settle(gateway.Usage{PromptTokens: 100, Abandoned: true})
+	if charged.PromptTokens != 100 || charged.CompletionTokens != 400 || !charged.Abandoned {
+		t.Errorf("charged %+v, want the reservation (100 + 400)", charged)
+	}
+	// The window still holds all 500 tokens: 600 more do not fit.
+	if _, err := a.Admit(ctx, p, "m", chat(500, 100)); err == nil {
+		t.Error("the abandoned request's tokens were refunded")
+	}
+}
+
+// TestWorstCaseCountsEveryCompletion: n, best_of and a list of prompts each
+// multiply what a request may generate, and nothing overflows.
+func TestWorstCaseCountsEveryCompletion(t *testing.T) {
+	a := NewAdmission(Options{Store: openStore(t), DefaultMaxTokens: 100})
+	tests := []struct {
+		req  gateway.RequestInfo
+		want int64
+	}{
+		{gateway.RequestInfo{Endpoint: "/v1/chat/completions", MaxTokens: 10}, 10},
+		{gateway.RequestInfo{Endpoint: "/v1/chat/completions", MaxTokens: 10, N: 3}, 30},
+		{gateway.RequestInfo{Endpoint: "/v1/completions", MaxTokens: 10, N: 2, BestOf: 5, Prompts: 4}, 200},
+		{gateway.RequestInfo{Endpoint: "/v1/completions", Prompts: 3}, 300},
+		{gateway.RequestInfo{Endpoint: "/v1/embeddings", MaxTokens: 10}, 0},
+		{gateway.RequestInfo{Endpoint: "/v1/completions", MaxTokens: gateway.MaxRequestTokens, N: gateway.MaxChoices, Prompts: 1 << 30}, maxWorst},
+	}
+	for _, tt := range tests {
+		if got := a.completionCap("m", tt.req); got != tt.want {
+			t.Errorf("completionCap(%+v) = %d, want %d", tt.req, got, tt.want)
+		}
+	}
+}
+
+// TestBudgetAddedWhileRequestsRun: a request admitted before its project
+// had a budget is charged to the budget when it ends.
+func TestBudgetAddedWhileRequestsRun(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}})
+	p := gateway.Principal{Project: store.DefaultProject}
+	running, err := a.Admit(ctx, p, "m", chat(500, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBudget(ctx, store.Budget{Project: store.DefaultProject, Period: store.PeriodDay, Amount: 1, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+		t.Fatal(err)
+	}
+	a.Invalidate(store.DefaultProject)
+	if _, err := a.Admit(ctx, p, "m", chat(100, 0)); err != nil {
+		t.Fatal(err) // loads the new budget's ledger
+	}
+	running.Settle(gateway.Usage{CompletionTokens: 500, Reported: true})
+	if _, err := a.Admit(ctx, p, "m", chat(500, 0)); err == nil {
+		t.Error("0.5 admitted on top of 0.5 spent and 0.1 reserved of a budget of 1")
+	}
+}
+
+func TestFallbackMustBeAllowed(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.CreateProject(ctx, store.Project{Name: "p", AllowedModels: []string{"big"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBudget(ctx, store.Budget{Project: "p", Period: store.PeriodDay, Amount: 0, OnExhausted: store.OnExhaustedFallback, FallbackModel: "small"}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"big": {CompletionPer1K: 1}}})
+	_, err := a.Admit(ctx, gateway.Principal{Project: "p"}, "big", chat(10, 0))
+	if rej := rejection(t, err); rej.Status != http.StatusPaymentRequired {
+		t.Errorf("a fallback the project may not use was served: %+v", rej)
+	}
+}

@@ -49,11 +49,12 @@ func periodEnd(period string, start time.Time) (time.Time, bool) {
 	}
 }
 
-// roll starts a new period when now has left the ledger's: nothing spent,
-// and reservations of the old period no longer count against the new one.
+// roll starts a new period when now has left the ledger's: nothing spent.
+// Reservations of requests still running carry over: they settle, and are
+// recorded, in the new period.
 func (l *ledger) roll(now time.Time) {
 	if s := periodStart(l.period, now); !s.Equal(l.start) {
-		l.start, l.spent, l.reserved = s, 0, 0
+		l.start, l.spent = s, 0
 	}
 }
 

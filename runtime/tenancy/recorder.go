@@ -50,6 +50,9 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	pending []store.UsageRow
+	// writing is the batch being written now: out of pending, maybe not
+	// yet in the store.
+	writing []store.UsageRow
 	closed  bool
 
 	kick chan struct{}
@@ -142,14 +145,18 @@ func (r *Recorder) Observe(rec gateway.Record) {
 	}
 }
 
-// PendingCost implements Pending: the cost of rows not yet written.
+// PendingCost implements Pending: the cost of rows not yet written. A batch
+// being written counts too, so a reader of the store in the meantime may
+// count it twice, never miss it.
 func (r *Recorder) PendingCost(project string, since time.Time) float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var cost float64
-	for _, row := range r.pending {
-		if row.Project == project && !row.At.Before(since) {
-			cost += row.Cost
+	for _, rows := range [][]store.UsageRow{r.pending, r.writing} {
+		for _, row := range rows {
+			if row.Project == project && !row.At.Before(since) {
+				cost += row.Cost
+			}
 		}
 	}
 	return cost
@@ -175,21 +182,23 @@ func (r *Recorder) run() {
 func (r *Recorder) flush() bool {
 	r.mu.Lock()
 	rows := r.pending
-	r.pending = nil
+	r.pending, r.writing = nil, rows
 	r.mu.Unlock()
 	if len(rows) == 0 {
 		return true
 	}
-	if r.write(rows) {
+	ok := r.write(rows)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writing = nil
+	if ok {
 		return true
 	}
-	r.mu.Lock()
 	r.pending = append(rows, r.pending...)
 	if over := len(r.pending) - r.opts.MaxPending; over > 0 {
 		r.pending = r.pending[over:]
 		r.dropped.Add(float64(over))
 	}
-	r.mu.Unlock()
 	return false
 }
 
