@@ -21,6 +21,9 @@ type dialect struct {
 	// migrationsDir is the directory in migrationsFS holding this
 	// backend's migrations.
 	migrationsDir string
+	// lockName, when set, takes a transaction-scoped lock on a name
+	// (PostgreSQL's advisory locks). SQLite needs none: it has one writer.
+	lockName string
 	// readTx are the options of a transaction that reads a consistent
 	// snapshot (Copy's source); nil for the driver's default.
 	readTx *sql.TxOptions

@@ -40,6 +40,7 @@ var postgresDialect = dialect{
 	dollar:            true,
 	isUniqueViolation: isPostgresUniqueViolation,
 	migrationsDir:     "migrations/postgres",
+	lockName:          `SELECT pg_advisory_xact_lock(hashtext(?))`,
 	readTx:            &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 	tablesQuery: `SELECT table_name FROM information_schema.tables
 		WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`,

@@ -206,25 +206,32 @@ func (s *sqlStore) CreateAPIKey(ctx context.Context, k APIKey) error {
 	if k.CreatedAt.IsZero() {
 		k.CreatedAt = s.now()
 	}
-	// The project check and the insert are one statement, so a project
-	// deleted in between cannot leave an orphan key. The casts give
-	// PostgreSQL the parameter types a bare SELECT list lacks.
-	res, err := s.exec(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`)
+	// The project check and the insert are one statement, under the
+	// project's lock, so a project deleted at the same time cannot leave an
+	// orphan key. The casts give PostgreSQL the parameter types a bare
+	// SELECT list lacks.
+	err := s.inProjectTx(ctx, k.Project, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO api_keys (`+apiKeyColumns+`)
 		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT),
 			CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT)
-		WHERE EXISTS (SELECT 1 FROM projects WHERE name = ?)`,
-		k.ID, k.Name, k.Prefix, k.Hash, k.Project, toDB(k.CreatedAt), toDBPtr(k.ExpiresAt), toDBPtr(k.LastUsedAt), toDBPtr(k.RevokedAt),
-		k.RPM, k.TPM, k.Project)
-	if err != nil {
-		if s.d.isUniqueViolation(err) {
-			err = ErrAlreadyExists
+		WHERE EXISTS (SELECT 1 FROM projects WHERE name = ?)`),
+			k.ID, k.Name, k.Prefix, k.Hash, k.Project, toDB(k.CreatedAt), toDBPtr(k.ExpiresAt), toDBPtr(k.LastUsedAt), toDBPtr(k.RevokedAt),
+			k.RPM, k.TPM, k.Project)
+		if err != nil {
+			if s.d.isUniqueViolation(err) {
+				return ErrAlreadyExists
+			}
+			return err
 		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("project %q: %w", k.Project, ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("creating API key %q: %w", k.ID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("creating API key %q: %w", k.ID, err)
-	} else if n == 0 {
-		return fmt.Errorf("creating API key %q: project %q: %w", k.ID, k.Project, ErrNotFound)
 	}
 	return nil
 }

@@ -92,25 +92,56 @@ func (s *sqlStore) DeleteProject(ctx context.Context, name string) error {
 	if name == DefaultProject {
 		return fmt.Errorf("deleting project %q: %w: the default project always exists", name, ErrInUse)
 	}
-	res, err := s.exec(ctx, `DELETE FROM projects WHERE name = ?
-		AND NOT EXISTS (SELECT 1 FROM api_keys WHERE project = ? AND revoked_at IS NULL)`, name, name)
-	if err == nil {
-		var n int64
-		if n, err = res.RowsAffected(); err == nil && n == 0 {
-			if _, gerr := s.GetProject(ctx, name); gerr != nil {
-				err = ErrNotFound
-			} else {
-				err = fmt.Errorf("%w: it still has API keys; revoke them first", ErrInUse)
-			}
+	err := s.inProjectTx(ctx, name, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM projects WHERE name = ?
+			AND NOT EXISTS (SELECT 1 FROM api_keys WHERE project = ? AND revoked_at IS NULL)`), name, name)
+		if err != nil {
+			return err
 		}
-	}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			var one int
+			if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT 1 FROM projects WHERE name = ?`), name).Scan(&one); err != nil {
+				if errors.Is(err, sql.ErrNoRows) {
+					return ErrNotFound
+				}
+				return err
+			}
+			return fmt.Errorf("%w: it still has API keys; revoke them first", ErrInUse)
+		}
+		_, err = tx.ExecContext(ctx, s.d.rebind(`DELETE FROM budgets WHERE project = ?`), name)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("deleting project %q: %w", name, err)
 	}
-	if _, err := s.exec(ctx, `DELETE FROM budgets WHERE project = ?`, name); err != nil {
-		return fmt.Errorf("deleting budgets of project %q: %w", name, err)
-	}
 	return nil
+}
+
+// inProjectTx runs fn in a write transaction holding the project's lock
+// (on PostgreSQL; SQLite's single writer serialises anyway), so that
+// creating a key in a project and deleting that project cannot both
+// succeed.
+func (s *sqlStore) inProjectTx(ctx context.Context, project string, fn func(*sql.Tx) error) (err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if s.d.lockName != "" {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(s.d.lockName), "project:"+project); err != nil {
+			return fmt.Errorf("locking project %q: %w", project, err)
+		}
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 func scanProject(r scanner) (Project, error) {

@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Users", testUsers},
 		{"UsageInsertAndQuery", testUsageInsertAndQuery},
 		{"UsageLargeBatch", testUsageLargeBatch},
+		{"ProjectDeleteRacesKeyCreate", testProjectDeleteRacesKeyCreate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

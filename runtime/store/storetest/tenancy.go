@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,5 +300,39 @@ func testUsageLargeBatch(t *testing.T, s store.Store) {
 	last, err := s.ListUsage(ctx, store.UsageQuery{}, 0, 0)
 	if err != nil || len(last) != 1234 || last[1233].RequestID != "r1233" {
 		t.Errorf("ListUsage order broken: %d rows, %v", len(last), err)
+	}
+}
+
+// testProjectDeleteRacesKeyCreate: creating a key in a project while the
+// project is deleted never leaves a live key in a project that is gone.
+func testProjectDeleteRacesKeyCreate(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for round := range 20 {
+		name := fmt.Sprintf("race-%d", round)
+		if err := s.CreateProject(ctx, store.Project{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		_, prefix, hash := secret.NewAPIKey()
+		var wg sync.WaitGroup
+		var keyErr, delErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			keyErr = s.CreateAPIKey(ctx, store.APIKey{ID: "k-" + name, Prefix: prefix, Hash: hash, Project: name})
+		}()
+		go func() {
+			defer wg.Done()
+			delErr = s.DeleteProject(ctx, name)
+		}()
+		wg.Wait()
+		if keyErr == nil && delErr == nil {
+			t.Fatalf("round %d: both the key and the project's deletion succeeded: a live key in a deleted project", round)
+		}
+		if keyErr != nil && !errors.Is(keyErr, store.ErrNotFound) {
+			t.Fatalf("round %d: creating the key: %v", round, keyErr)
+		}
+		if delErr != nil && !errors.Is(delErr, store.ErrInUse) {
+			t.Fatalf("round %d: deleting the project: %v", round, delErr)
+		}
 	}
 }
