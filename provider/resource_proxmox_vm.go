@@ -26,6 +26,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	proxmox "github.com/luthermonson/go-proxmox"
+
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
 )
 
 // Defaults of llmgw_proxmox_vm.
@@ -499,6 +501,13 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 			return
 		}
 	}
+	var before int64
+	if plan.WaitForRegistration.ValueBool() {
+		if before, err = sessionBefore(ctx, r.client, name); err != nil {
+			resp.Diagnostics.Append(r.client.Diag("reading node "+name+" before starting VM "+strconv.Itoa(vmid), err))
+			return
+		}
+	}
 	task, err = vm.Start(ctx)
 	if err := pve.wait(ctx, fmt.Sprintf("starting VM %d", vmid), task, err); err != nil {
 		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("starting VM %d (%s)", vmid, name), err))
@@ -509,8 +518,28 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 	if resp.Diagnostics.HasError() || !plan.WaitForRegistration.ValueBool() {
 		return
 	}
-	resp.Diagnostics.Append(r.removeSeedAfterRegistration(ctx, pve, &plan)...)
+	n, timedOut, d := r.removeSeedAfterRegistration(ctx, pve, &plan, before)
+	resp.Diagnostics.Append(d...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	switch {
+	case timedOut:
+		// Not an error: that would taint the VM and the next apply would
+		// replace a machine that may only be slow to boot. The next plan
+		// removes the ISO instead (ModifyPlan), once the node registered.
+		then := "the next `terraform apply` removes it once the node has registered (the VM is kept), or destroy the VM."
+		if n.GetDraining() {
+			then += fmt.Sprintf(" Node %s is still draining (from the machine this VM replaces): once it serves again, `llmgw ctl drain %s --cancel`.", name, name)
+		}
+		resp.Diagnostics.AddWarning(registrationTimedOut(&plan, node, plan.registrationTimeout(), then))
+	case !resp.Diagnostics.HasError() && n.GetDraining():
+		// A replacement: the destroy of the machine before drained the
+		// node, and this VM's agent is the node now.
+		if _, err := r.client.CancelDrain(ctx, name); err != nil && !IsNotFound(err) {
+			resp.Diagnostics.AddWarning(fmt.Sprintf("Node %s is still draining", name),
+				fmt.Sprintf("VM %d registered as node %s, which was drained when the machine it replaces was destroyed, but cancelling the drain failed: %v. "+
+					"Run `llmgw ctl drain %s --cancel` so that it takes work again.", vmid, name, err, name))
+		}
+	}
 }
 
 // bootDisk is the VM's boot disk (the first disk of boot order, else the
@@ -678,43 +707,70 @@ func (r *proxmoxVMResource) refresh(ctx context.Context, pve *PVE, m *proxmoxVMM
 	return diags
 }
 
-// removeSeedAfterRegistration waits until the node named m.Name has
-// connected to the control plane, then detaches the cloud-init ISO and
-// deletes it, recording that in m.
-func (r *proxmoxVMResource) removeSeedAfterRegistration(ctx context.Context, pve *PVE, m *proxmoxVMModel) diag.Diagnostics {
-	var diags diag.Diagnostics
+// sessionAfter reports whether n's agent has a session now that started
+// after the session seen before the VM was started (after, Unix ms of the
+// control plane's clock; 0 when none was seen). An entry of the machine
+// the VM replaces, still ready or draining within its grace period, does
+// not count: its session is the old one, or none.
+func sessionAfter(n *managev1.Node, after int64) bool {
+	return n != nil && n.GetConnected() && n.GetConnectedSinceUnixMs() > after
+}
+
+// sessionBefore is the start of node name's latest session as the control
+// plane knows it now (0 when it knows none): read just before the VM
+// starts, it is what the VM's own agent's session must be newer than.
+func sessionBefore(ctx context.Context, c *Client, name string) (int64, error) {
+	n, err := c.GetNode(ctx, name)
+	if IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return n.GetConnectedSinceUnixMs(), nil
+}
+
+// registrationTimedOut is the message of a node that did not register
+// within timeout: what to look at, and what becomes of the ISO.
+func registrationTimedOut(m *proxmoxVMModel, node string, timeout time.Duration, then string) (summary, detail string) {
+	name, vmid := m.Name.ValueString(), m.VMID.ValueInt64()
+	return fmt.Sprintf("Node %s did not register", name),
+		fmt.Sprintf("VM %d (%s) is running, but no new agent session with the identity %s reached the control plane within %s. "+
+			"Look at the VM's console or `cloud-init status --long` and the agent's journal (`journalctl -u llmgw-agent`). "+
+			"The cloud-init ISO %s, which holds the node's private key, is still attached; %s "+
+			"Raise registration_timeout for slow first boots, or set wait_for_registration = false.",
+			vmid, node, name, timeout, m.CloudInitISO.ValueString(), then)
+}
+
+// removeSeedAfterRegistration waits until the node named m.Name has a
+// session newer than after (sessionAfter), then detaches the cloud-init ISO
+// and deletes it, recording that in m. It returns the node as last read;
+// timedOut (with no diagnostics) when registration_timeout passed first,
+// the ISO left attached.
+func (r *proxmoxVMResource) removeSeedAfterRegistration(ctx context.Context, pve *PVE, m *proxmoxVMModel, after int64) (n *managev1.Node, timedOut bool, diags diag.Diagnostics) {
 	name, vmid := m.Name.ValueString(), int(m.VMID.ValueInt64())
 	node, _, _ := strings.Cut(m.ID.ValueString(), "/")
 	volid := m.CloudInitISO.ValueString()
-	timeout, err := time.ParseDuration(m.RegistrationTimeout.ValueString())
-	if err != nil {
-		timeout, _ = time.ParseDuration(defaultRegistrationTimeout)
-	}
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(m.registrationTimeout())
 	tick := time.NewTicker(nodePollInterval)
 	defer tick.Stop()
 	for {
-		n, err := r.client.GetNode(ctx, name)
-		if err == nil && n.GetState() != "lost" {
+		var err error
+		n, err = r.client.GetNode(ctx, name)
+		if err == nil && sessionAfter(n, after) {
 			break
 		}
 		if err != nil && !IsNotFound(err) {
 			diags.Append(r.client.Diag("waiting for node "+name+" to register", err))
-			return diags
+			return n, false, diags
 		}
 		if time.Now().After(deadline) {
-			diags.AddError(fmt.Sprintf("Node %s did not register", name),
-				fmt.Sprintf("VM %d (%s) is running, but no agent with the identity %s reached the control plane within %s. "+
-					"Look at the VM's console or `cloud-init status --long` and the agent's journal (`journalctl -u llmgw-agent`). "+
-					"The cloud-init ISO %s, which holds the node's private key, is still attached; it is removed once the node registers "+
-					"(apply again), or destroy the VM. Raise registration_timeout for slow first boots, or set wait_for_registration = false.",
-					vmid, node, name, timeout, volid))
-			return diags
+			return n, true, diags
 		}
 		select {
 		case <-ctx.Done():
 			diags.AddError(fmt.Sprintf("Interrupted while waiting for node %s to register", name), ctx.Err().Error())
-			return diags
+			return n, false, diags
 		case <-tick.C:
 		}
 	}
@@ -722,15 +778,24 @@ func (r *proxmoxVMResource) removeSeedAfterRegistration(ctx context.Context, pve
 	task, err := vm.Config(ctx, proxmox.VirtualMachineOption{Name: pveISODevice, Value: "none,media=cdrom"})
 	if err := pve.wait(ctx, fmt.Sprintf("detaching %s from VM %d", volid, vmid), task, err); err != nil {
 		diags.Append(pve.pveDiag(fmt.Sprintf("removing the cloud-init ISO of VM %d (%s)", vmid, name), err))
-		return diags
+		return n, false, diags
 	}
 	if err := pve.deleteVolume(ctx, node, volid); err != nil {
 		diags.Append(pve.pveDiag(fmt.Sprintf("removing the cloud-init ISO of VM %d (%s)", vmid, name), err))
-		return diags
+		return n, false, diags
 	}
 	m.CloudInitISO = types.StringValue("")
 	m.CloudInitISORemoved = types.BoolValue(true)
-	return diags
+	return n, false, diags
+}
+
+// registrationTimeout is registration_timeout, or its default.
+func (m proxmoxVMModel) registrationTimeout() time.Duration {
+	timeout, err := time.ParseDuration(m.RegistrationTimeout.ValueString())
+	if err != nil {
+		timeout, _ = time.ParseDuration(defaultRegistrationTimeout)
+	}
+	return timeout
 }
 
 func (r *proxmoxVMResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -809,7 +874,15 @@ func (r *proxmoxVMResource) Update(ctx context.Context, req resource.UpdateReque
 	if resp.Diagnostics.HasError() || !plan.WaitForRegistration.ValueBool() || plan.CloudInitISORemoved.ValueBool() || plan.CloudInitISO.ValueString() == "" {
 		return
 	}
-	resp.Diagnostics.Append(r.removeSeedAfterRegistration(ctx, pve, &plan)...)
+	// The plan promised the ISO's removal: a node that still has not
+	// registered fails the apply, with the ISO kept in state. Any session
+	// counts here: the machine this VM replaced is long gone.
+	_, timedOut, d := r.removeSeedAfterRegistration(ctx, pve, &plan, 0)
+	resp.Diagnostics.Append(d...)
+	if timedOut {
+		resp.Diagnostics.AddError(registrationTimedOut(&plan, node, plan.registrationTimeout(),
+			"it is removed by the next apply once the node has registered, or destroy the VM."))
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,15 +284,43 @@ func TestAccProxmoxVMErrors(t *testing.T) {
 	})
 }
 
+// startAgentOnBoot starts, in the background, an agent standing in for VM
+// vmid once Proxmox has started it the boot-th time: an agent that was
+// running before the VM started cannot be the VM's, and create waits for a
+// newer session. It returns the agent's process once started.
+func startAgentOnBoot(t *testing.T, c accCluster, s *pvefake.Server, vmid, boot int, spec testcluster.NodeSpec) <-chan *testcluster.Proc {
+	started := make(chan *testcluster.Proc, 1)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	startPath := fmt.Sprintf(`^/nodes/%s/qemu/%d/status/start$`, pvefake.DefaultNode, vmid)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if vm, ok := s.VM(vmid); ok && vm.Status == "running" && len(s.CallsMatching(http.MethodPost, startPath)) >= boot {
+				started <- c.StartAgent(spec)
+				return
+			}
+		}
+	}()
+	return started
+}
+
 func setupIf(f func()) {
 	if f != nil {
 		f()
 	}
 }
 
-// TestAccProxmoxVMRegistration: with no agent, create fails after
-// registration_timeout and the seed ISO stays attached; once an agent with
-// the node's identity runs, apply replaces the tainted VM, sees the node
+// TestAccProxmoxVMRegistration: with no agent, create ends after
+// registration_timeout with a warning, the VM kept (not tainted) and the
+// seed ISO attached; once an agent with the node's identity runs, the next
+// apply updates the VM in place (no second clone): it sees the node
 // register, detaches the ISO and deletes it from the storage.
 func TestAccProxmoxVMRegistration(t *testing.T) {
 	c := newAccCluster(t, "")
@@ -300,18 +329,22 @@ func TestAccProxmoxVMRegistration(t *testing.T) {
 	cfg = strings.TrimSuffix(cfg, "}\n") + pveBlock(t, s) + "}\n" + vmHCL(`  registration_timeout = "3s"`)
 	addr := "llmgw_proxmox_vm.n"
 	iso := "local:iso/llmgw-cidata-142.iso"
+	clones := func() int { return len(s.CallsMatching(http.MethodPost, `^/nodes/pve1/qemu/9000/clone$`)) }
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		Steps: []resource.TestStep{
 			{
-				Config:      cfg,
-				ExpectError: regexp.MustCompile(`(?s)Node gpu-142 did not register.*` + regexp.QuoteMeta(iso) + `.*still\s+attached`),
+				Config: cfg,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso_removed"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso"), knownvalue.StringExact(iso)),
+				},
+				Check: func(*terraform.State) error { return checkVM(s, map[string]string{"ide2": iso + ",media=cdrom"}) },
+				// The next plan removes the ISO.
+				ExpectNonEmptyPlan: true,
 			},
 			{
 				PreConfig: func() {
-					if err := checkVM(s, map[string]string{"ide2": iso + ",media=cdrom"}); err != nil {
-						t.Fatalf("after the timed-out create: %v", err)
-					}
 					// The agent stands in for the booted VM: the identity it
 					// presents is the one the user-data carried.
 					ud, err := s.ISOFile(pvefake.DefaultNode, iso, "user-data")
@@ -321,11 +354,17 @@ func TestAccProxmoxVMRegistration(t *testing.T) {
 					c.StartAgent(testcluster.NodeSpec{ID: "gpu-142", GPUs: 1})
 				},
 				Config: cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+				},
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso_removed"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso"), knownvalue.StringExact("")),
 				},
 				Check: func(*terraform.State) error {
+					if n := clones(); n != 1 {
+						return fmt.Errorf("%d clones, want 1: the VM that registered late was replaced", n)
+					}
 					if err := checkVM(s, map[string]string{"ide2": "none,media=cdrom"}); err != nil {
 						return err
 					}
@@ -401,7 +440,7 @@ func TestAccProxmoxVMDestroyDrains(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				// The agent stands in for the booted VM.
-				PreConfig: func() { c.StartAgent(testcluster.NodeSpec{ID: "gpu-142", GPUs: 1}) },
+				PreConfig: func() { startAgentOnBoot(t, c, s, 142, 1, testcluster.NodeSpec{ID: "gpu-142", GPUs: 1}) },
 				Config:    withVM,
 				Check: func(*terraform.State) error {
 					testcluster.WaitFor(t, "sim-chat ready on gpu-142", 60*time.Second, func() (bool, string) {
@@ -454,6 +493,69 @@ func TestAccProxmoxVMLocked(t *testing.T) {
 				ExpectError: regexp.MustCompile(`(?s)VM 142 is locked \(backup\).*qm unlock`)},
 			{PreConfig: func() { s.SetLock(142, "") }, Config: more,
 				Check: func(*terraform.State) error { return checkVM(s, map[string]string{"cores": "8"}) }},
+		},
+	})
+}
+
+// TestAccProxmoxVMReplaceCancelsDrain: a change of user_data replaces the
+// VM; the destroy drains node gpu-142 before stopping the old VM, and once
+// the new VM's agent has registered the node takes work again instead of
+// staying drained forever. The old agent still running when the new VM
+// starts is not taken for the new one's registration.
+func TestAccProxmoxVMReplaceCancelsDrain(t *testing.T) {
+	c := newAccCluster(t, "")
+	s := newPVEFake(t)
+	base := strings.TrimSuffix(c.providerBlock(), "}\n") + pveBlock(t, s) + "}\n"
+	cfg := base + vmHCL(`  drain_timeout = "30s"`)
+	changed := strings.Replace(cfg, "PRIVATE-KEY-OF-gpu-142", "RENEWED-KEY-OF-gpu-142", 1)
+	ctx := context.Background()
+	var first <-chan *testcluster.Proc
+	node := func() (*managev1.Node, error) {
+		return c.ManageClient().GetNode(ctx, &managev1.GetNodeRequest{Id: "gpu-142"})
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				PreConfig: func() { first = startAgentOnBoot(t, c, s, 142, 1, testcluster.NodeSpec{ID: "gpu-142", GPUs: 1}) },
+				Config:    cfg,
+			},
+			{
+				PreConfig: func() {
+					old := <-first
+					// The old agent goes when its VM stops; the new VM's
+					// agent comes when the new VM starts.
+					stopPath := `^/nodes/pve1/qemu/142/status/stop$`
+					go func() {
+						for len(s.CallsMatching(http.MethodPost, stopPath)) == 0 {
+							select {
+							case <-old.Done:
+								return
+							case <-time.After(50 * time.Millisecond):
+							}
+						}
+						_ = old.Cmd.Process.Signal(syscall.SIGTERM)
+					}()
+					startAgentOnBoot(t, c, s, 142, 2, testcluster.NodeSpec{ID: "gpu-142", GPUs: 1})
+				},
+				Config: changed,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("llmgw_proxmox_vm.n", plancheck.ResourceActionDestroyBeforeCreate)},
+				},
+				Check: func(*terraform.State) error {
+					if n := len(s.CallsMatching(http.MethodPost, `^/nodes/pve1/qemu/9000/clone$`)); n != 2 {
+						return fmt.Errorf("%d clones, want 2 (a replacement)", n)
+					}
+					n, err := node()
+					if err != nil {
+						return err
+					}
+					if n.GetDraining() || n.GetState() == "draining" || !n.GetConnected() {
+						return fmt.Errorf("after the replacement node gpu-142 is %s (draining %v, connected %v), want it in service", n.GetState(), n.GetDraining(), n.GetConnected())
+					}
+					return nil
+				},
+			},
 		},
 	})
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	proxmox "github.com/luthermonson/go-proxmox"
+
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
 )
 
 func TestVMIDOf(t *testing.T) {
@@ -190,5 +192,31 @@ func TestCloudInitFiles(t *testing.T) {
 	}
 	if b, err := (cloudInit{Hostname: "h", Address: "10.0.0.1/24"}).iso(); err != nil || len(b) < 32*1024 {
 		t.Errorf("iso() = %d bytes, %v", len(b), err)
+	}
+}
+
+// Only a session newer than the one seen before the VM started is the VM's
+// agent: the old machine's entry, still ready or draining within its grace
+// period, is not.
+func TestSessionAfter(t *testing.T) {
+	tests := []struct {
+		name  string
+		node  *managev1.Node
+		after int64
+		want  bool
+	}{
+		{"unknown node", nil, 0, false},
+		{"old machine's entry, disconnected", &managev1.Node{State: "draining", ConnectedSinceUnixMs: 1000}, 1000, false},
+		{"old machine's agent still connected", &managev1.Node{State: "ready", Connected: true, ConnectedSinceUnixMs: 1000}, 1000, false},
+		{"stale entry, disconnected, newer", &managev1.Node{State: "ready", ConnectedSinceUnixMs: 2000}, 1000, false},
+		{"new session", &managev1.Node{State: "draining", Connected: true, ConnectedSinceUnixMs: 2000}, 1000, true},
+		{"first node of that name", &managev1.Node{State: "pending", Connected: true, ConnectedSinceUnixMs: 5}, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := sessionAfter(tt.node, tt.after); got != tt.want {
+				t.Errorf("sessionAfter(%v, %d) = %v, want %v", tt.node, tt.after, got, tt.want)
+			}
+		})
 	}
 }
