@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -77,6 +78,8 @@ type proxmoxVMModel struct {
 	Address             types.String `tfsdk:"address"`
 	Gateway             types.String `tfsdk:"gateway"`
 	SSHKeys             types.List   `tfsdk:"ssh_keys"`
+	Nameservers         types.List   `tfsdk:"nameservers"`
+	SearchDomains       types.List   `tfsdk:"search_domains"`
 	UserData            types.String `tfsdk:"user_data"`
 	WaitForRegistration types.Bool   `tfsdk:"wait_for_registration"`
 	RegistrationTimeout types.String `tfsdk:"registration_timeout"`
@@ -103,7 +106,7 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 	rebootNote := " Changing it on a running VM is held by Proxmox as a pending change until the VM restarts; the plan says so."
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A node's virtual machine on Proxmox VE, through the provider's `proxmox` block (API token; no SSH to the hypervisor). " +
-			"Create refuses a VMID that is taken (adopt an existing VM with `terraform import`), full-clones the template, sets `cpu`, `cores`, `memory`, `net0`, `ipconfig0` and `sshkeys`, grows the boot disk, " +
+			"Create refuses a VMID that is taken (adopt an existing VM with `terraform import`), full-clones the template, sets `cpu`, `cores`, `memory`, `net0`, `ipconfig0`, `sshkeys`, `nameserver` and `searchdomain`, grows the boot disk, " +
 			"uploads a cloud-init ISO (user-data, meta-data, network-config) through the API and attaches it, starts the VM, and waits for each Proxmox task, failing with the task's own exit status. " +
 			"Then, unless `wait_for_registration = false`, it waits until the node named `name` has connected to the control plane, detaches the ISO and deletes it from the storage, " +
 			"since the user-data carries the node's private key. " +
@@ -190,6 +193,18 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "SSH public keys for the image's default user (`sshkeys` and the ISO's meta-data). Changing them replaces the VM.",
 				PlanModifiers:       []planmodifier.List{listplanmodifier.RequiresReplaceIf(listUnlessImported, "Changing the keys replaces the VM.", "Changing the keys replaces the VM.")},
+			},
+			"nameservers": schema.ListAttribute{
+				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "DNS servers of the VM (`[\"10.0.0.1\"]`), written to the ISO's network-config and the VM's `nameserver` option. " +
+					"A static address brings no DNS with it: without nameservers the image resolves no name, and installing packages or the llmgw binary from a URL fails. Changing them replaces the VM.",
+				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplaceIf(listUnlessImported, "Changing the DNS servers replaces the VM.", "Changing the DNS servers replaces the VM.")},
+				Validators:    []validator.List{listvalidator.ValueStringsAre(ipValidator{})},
+			},
+			"search_domains": schema.ListAttribute{
+				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "DNS search domains of the VM (`[\"lab.example\"]`), written to the ISO's network-config and the VM's `searchdomain` option. Changing them replaces the VM.",
+				PlanModifiers:       []planmodifier.List{listplanmodifier.RequiresReplaceIf(listUnlessImported, "Changing the search domains replaces the VM.", "Changing the search domains replaces the VM.")},
 			},
 			"user_data": schema.StringAttribute{
 				Optional: true, Sensitive: true,
@@ -293,6 +308,23 @@ func (cidrValidator) ValidateString(_ context.Context, req validator.StringReque
 	}
 }
 
+// ipValidator checks an IP address (no prefix).
+type ipValidator struct{}
+
+func (ipValidator) Description(context.Context) string { return "an IP address, like 10.0.0.1" }
+
+func (v ipValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (ipValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if _, err := netip.ParseAddr(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid IP address",
+			fmt.Sprintf("%s: %q is not an IP address; write it like \"10.0.0.1\".", req.Path, req.ConfigValue.ValueString()))
+	}
+}
+
 // cpuTypeWarning is the plan's warning for a CPU model other than host, or
 // "" for host.
 func cpuTypeWarning(cpu string) string {
@@ -373,12 +405,17 @@ func (r *proxmoxVMResource) ImportState(ctx context.Context, req resource.Import
 
 // sshKeys is the plan's ssh_keys.
 func (m proxmoxVMModel) sshKeys(ctx context.Context) ([]string, diag.Diagnostics) {
-	var keys []string
-	if m.SSHKeys.IsNull() || m.SSHKeys.IsUnknown() {
+	return stringList(ctx, m.SSHKeys)
+}
+
+// stringList is a list attribute's strings; nil when null or unknown.
+func stringList(ctx context.Context, l types.List) ([]string, diag.Diagnostics) {
+	var out []string
+	if l.IsNull() || l.IsUnknown() {
 		return nil, nil
 	}
-	d := m.SSHKeys.ElementsAs(ctx, &keys, false)
-	return keys, d
+	d := l.ElementsAs(ctx, &out, false)
+	return out, d
 }
 
 // ipconfig0 is the VM's ipconfig0 value.
@@ -409,6 +446,10 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 	}
 	name, node, vmid := plan.Name.ValueString(), plan.TargetNode.ValueString(), int(plan.VMID.ValueInt64())
 	keys, d := plan.sshKeys(ctx)
+	resp.Diagnostics.Append(d...)
+	dns, d := stringList(ctx, plan.Nameservers)
+	resp.Diagnostics.Append(d...)
+	search, d := stringList(ctx, plan.SearchDomains)
 	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -458,7 +499,8 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 		return
 	}
 	disk, size := bootDisk(vm.VirtualMachineConfig)
-	seed := cloudInit{Hostname: name, VMID: vmid, UserData: plan.UserData.ValueString(), SSHKeys: keys, Address: plan.Address.ValueString(), Gateway: plan.Gateway.ValueString()}
+	seed := cloudInit{Hostname: name, VMID: vmid, UserData: plan.UserData.ValueString(), SSHKeys: keys, Address: plan.Address.ValueString(), Gateway: plan.Gateway.ValueString(),
+		Nameservers: dns, SearchDomains: search}
 	iso, err := seed.iso()
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot build the cloud-init ISO", err.Error())
@@ -488,6 +530,12 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 	}
 	if len(keys) > 0 {
 		set = append(set, proxmox.VirtualMachineOption{Name: "sshkeys", Value: proxmox.EncodeSSHKeys(keys...)})
+	}
+	if len(dns) > 0 {
+		set = append(set, proxmox.VirtualMachineOption{Name: "nameserver", Value: strings.Join(dns, " ")})
+	}
+	if len(search) > 0 {
+		set = append(set, proxmox.VirtualMachineOption{Name: "searchdomain", Value: strings.Join(search, " ")})
 	}
 	task, err = vm.Config(ctx, set...)
 	if err := pve.wait(ctx, fmt.Sprintf("configuring VM %d", vmid), task, err); err != nil {

@@ -99,7 +99,8 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 	s := newPVEFake(t)
 	addr := "llmgw_proxmox_vm.n"
 	cfg := func(extra string) string {
-		return pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n  disk_gb = 40\n"+extra)
+		return pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n  disk_gb = 40\n"+
+			"  nameservers = [\"10.0.0.1\", \"1.1.1.1\"]\n  search_domains = [\"lab.example\"]\n"+extra)
 	}
 	iso := "local:iso/llmgw-cidata-142.iso"
 	resource.Test(t, resource.TestCase{
@@ -129,7 +130,8 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 						"cpu": "host", "cores": "4", "memory": "8192", "name": "gpu-142",
 						"ipconfig0": "ip=10.0.0.142/24,gw=10.0.0.1", "ide2": iso + ",media=cdrom",
 						"scsi0": "local-lvm:vm-142-disk-0,size=40G", "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0",
-						"sshkeys": "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIOps%20operator%40laptop",
+						"sshkeys":    "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIOps%20operator%40laptop",
+						"nameserver": "10.0.0.1 1.1.1.1", "searchdomain": "lab.example",
 					}); err != nil {
 						return err
 					}
@@ -159,7 +161,8 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if !strings.Contains(nc, `"10.0.0.142/24"`) || !strings.Contains(nc, `via: "10.0.0.1"`) || !strings.Contains(meta, "local-hostname: gpu-142") {
+					dns := "    nameservers:\n      addresses: [\"10.0.0.1\", \"1.1.1.1\"]\n      search: [\"lab.example\"]\n"
+					if !strings.Contains(nc, `"10.0.0.142/24"`) || !strings.Contains(nc, `via: "10.0.0.1"`) || !strings.Contains(nc, dns) || !strings.Contains(meta, "local-hostname: gpu-142") {
 						return fmt.Errorf("ISO network-config %q / meta-data %q", nc, meta)
 					}
 					return nil
@@ -172,7 +175,7 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 				ImportStateId:     "pve1/142",
 				ImportStateVerify: true,
 				// Import cannot read what only the creating state knows.
-				ImportStateVerifyIgnore: []string{"clone_from", "storage", "user_data", "cloud_init_iso", "cloud_init_iso_removed", "wait_for_registration", "drain_timeout"},
+				ImportStateVerifyIgnore: []string{"clone_from", "storage", "user_data", "nameservers", "search_domains", "cloud_init_iso", "cloud_init_iso_removed", "wait_for_registration", "drain_timeout"},
 			},
 			{
 				PreConfig: func() { s.SetConfig(142, "cpu", "kvm64") },

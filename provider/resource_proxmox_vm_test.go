@@ -175,11 +175,13 @@ func TestExplainPVE(t *testing.T) {
 }
 
 func TestCloudInitFiles(t *testing.T) {
-	f := cloudInit{Hostname: "gpu-42", VMID: 1042, SSHKeys: []string{"ssh-ed25519 AAAA op@x"}, Address: "10.0.0.42/24", Gateway: "10.0.0.1"}.files()
+	f := cloudInit{Hostname: "gpu-42", VMID: 1042, SSHKeys: []string{"ssh-ed25519 AAAA op@x"}, Address: "10.0.0.42/24", Gateway: "10.0.0.1",
+		Nameservers: []string{"10.0.0.1", "2001:db8::53"}, SearchDomains: []string{"lab.example"}}.files()
 	for name, want := range map[string][]string{
-		"user-data":      {"#cloud-config", "hostname: gpu-42"},
-		"meta-data":      {"instance-id: llmgw-gpu-42-1042", "local-hostname: gpu-42", `- "ssh-ed25519 AAAA op@x"`},
-		"network-config": {"version: 2", `addresses: ["10.0.0.42/24"]`, `via: "10.0.0.1"`},
+		"user-data": {"#cloud-config", "hostname: gpu-42"},
+		"meta-data": {"instance-id: llmgw-gpu-42-1042", "local-hostname: gpu-42", `- "ssh-ed25519 AAAA op@x"`},
+		"network-config": {"version: 2", `addresses: ["10.0.0.42/24"]`, `via: "10.0.0.1"`,
+			"    nameservers:\n      addresses: [\"10.0.0.1\", \"2001:db8::53\"]\n      search: [\"lab.example\"]\n"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(f[name], w) {
