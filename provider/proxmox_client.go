@@ -243,7 +243,7 @@ func explainPVE(endpoint, op string, err error) (summary, detail string) {
 	switch {
 	case proxmox.IsNotAuthorized(err):
 		return "Proxmox VE refused the API token",
-			fmt.Sprintf("%s: %s.\n\nCheck proxmox.api_token_id and proxmox.api_token_secret (or %s=USER@REALM!TOKENID=SECRET): the token must exist (`pveum user token list USER`) and, with privilege separation, hold VM.Allocate, VM.Clone, VM.Config.*, VM.PowerMgmt, Datastore.AllocateSpace and Datastore.AllocateTemplate.", op, msg, EnvPVEToken)
+			fmt.Sprintf("%s: %s.\n\nCheck proxmox.api_token_id and proxmox.api_token_secret (or %s=USER@REALM!TOKENID=SECRET): the token must exist (`pveum user token list USER`) and, with privilege separation, hold VM.Allocate, VM.Clone, VM.Config.*, VM.PowerMgmt, Datastore.AllocateSpace, Datastore.AllocateTemplate and Datastore.Allocate (to delete the cloud-init ISO).", op, msg, EnvPVEToken)
 	case errors.As(err, &ue) || errors.As(err, &he) || strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
 		return "Cannot verify the Proxmox VE API's TLS certificate",
 			fmt.Sprintf("%s: %s.\n\nSet proxmox.ca_file to the CA that signed it (on a Proxmox node: /etc/pve/pve-root-ca.pem), or, in a lab, proxmox.insecure = true.", op, msg)

@@ -567,7 +567,10 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 		return
 	}
 	n, timedOut, d := r.removeSeedAfterRegistration(ctx, pve, &plan, before)
-	resp.Diagnostics.Append(d...)
+	// The VM is made and running: a failure to remove its ISO (a token
+	// without Datastore.Allocate, say) must not taint it. The state keeps
+	// the ISO and the next plan removes it again.
+	resp.Diagnostics.Append(asWarnings(d)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 	switch {
 	case timedOut:
@@ -989,9 +992,32 @@ func (r *proxmoxVMResource) Delete(ctx context.Context, req resource.DeleteReque
 			node = where.Node
 		}
 		if err := pve.deleteVolume(ctx, node, volid); err != nil {
-			resp.Diagnostics.Append(pve.pveDiag(op+": deleting its cloud-init ISO", err))
+			// The VM is gone: an error would keep it in state for good.
+			resp.Diagnostics.Append(isoLeftWarning(pve, node, volid, fmt.Sprintf("deleting the cloud-init ISO of destroyed VM %d (%s)", vmid, name), err))
 		}
 	}
+}
+
+// asWarnings is diags with every error made a warning.
+func asWarnings(diags diag.Diagnostics) diag.Diagnostics {
+	out := make(diag.Diagnostics, 0, len(diags))
+	for _, d := range diags {
+		if d.Severity() == diag.SeverityError {
+			d = diag.NewWarningDiagnostic(d.Summary(), d.Detail()+"\n\nThe VM is kept; the next apply removes its cloud-init ISO again.")
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// isoLeftWarning is the warning for a cloud-init ISO that could not be
+// deleted: Proxmox's reason, and how to delete it by hand, since it holds
+// the node's private key.
+func isoLeftWarning(pve *PVE, node, volid, op string, err error) diag.Diagnostic {
+	summary, detail := explainPVE(pve.endpoint, op, err)
+	return diag.NewWarningDiagnostic("The cloud-init ISO "+volid+" is still on the hypervisor",
+		fmt.Sprintf("%s: %s\n\n%s\n\nIt holds the node's private key: delete it by hand on %s with `pvesm free %s` "+
+			"(the API token needs Datastore.Allocate on the storage to delete volumes).", summary, detail, node, node, volid))
 }
 
 // drainBeforeStop drains node name, which VM vmid runs, and waits until it

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -558,6 +559,36 @@ func TestAccProxmoxVMReplaceCancelsDrain(t *testing.T) {
 					}
 					return nil
 				},
+			},
+		},
+	})
+}
+
+// TestAccProxmoxVMDestroyISOLeft: when the cloud-init ISO cannot be deleted
+// on destroy (a token without Datastore.Allocate), destroy still succeeds —
+// the VM is gone, so an error would keep it in state for good — and the
+// volume stays for the operator to delete by hand.
+func TestAccProxmoxVMDestroyISOLeft(t *testing.T) {
+	s := newPVEFake(t)
+	cfg := pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n")
+	iso := "local:iso/llmgw-cidata-142.iso"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy: func(*terraform.State) error {
+			if _, ok := s.VM(142); ok {
+				return fmt.Errorf("VM 142 still exists after destroy")
+			}
+			if vols := s.Volumes(pvefake.DefaultNode); !slices.Contains(vols, iso) {
+				return fmt.Errorf("volumes on pve1 after destroy: %v, want %s left (its delete failed)", vols, iso)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{Config: cfg},
+			{
+				PreConfig: func() { s.FailNextTask("imgdel", "Permission check failed (/storage/local, Datastore.Allocate)") },
+				Config:    cfg,
+				Destroy:   true,
 			},
 		},
 	})

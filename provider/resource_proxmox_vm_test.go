@@ -153,7 +153,7 @@ func TestExplainPVE(t *testing.T) {
 		wantSummary string
 		wantDetail  []string
 	}{
-		{"token", fmt.Errorf("listing: %w", proxmox.ErrNotAuthorized), "refused the API token", []string{"api_token_secret", EnvPVEToken}},
+		{"token", fmt.Errorf("listing: %w", proxmox.ErrNotAuthorized), "refused the API token", []string{"api_token_secret", EnvPVEToken, "Datastore.Allocate "}},
 		{"tls", errors.New(`Get "https://pve1:8006/api2/json/cluster/resources": tls: failed to verify certificate: x509: certificate signed by unknown authority`), "TLS certificate", []string{"ca_file", "pve-root-ca.pem", "insecure"}},
 		{"task", &pveTaskError{what: "starting VM 142", upid: "UPID:pve1:1:2:3:qmstart:142:root@pam:", exit: "start failed: QEMU exited with code 1"}, "task failed", []string{"starting VM 142", "start failed: QEMU exited with code 1"}},
 		{"locked", errors.New("500 VM 142 is locked (backup)"), "locked", []string{"VM 142 is locked (backup)", "qm unlock"}},
