@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -184,7 +186,13 @@ func (p *PVE) wait(ctx context.Context, what string, task *proxmox.Task, err err
 			return fmt.Errorf("%s: polling task %s: %w", what, task.UPID, err)
 		}
 		if task.Status == "stopped" {
-			if task.ExitStatus != "OK" {
+			switch {
+			case task.ExitStatus == "OK":
+			case strings.HasPrefix(task.ExitStatus, "WARNINGS:"):
+				// Done, with warnings in its log (a storage
+				// that is nearly full, say): success.
+				noteTaskWarning(ctx, what, string(task.UPID), task.ExitStatus)
+			default:
 				return &pveTaskError{what: what, upid: string(task.UPID), exit: task.ExitStatus}
 			}
 			return nil
@@ -195,6 +203,44 @@ func (p *PVE) wait(ctx context.Context, what string, task *proxmox.Task, err err
 		case <-tick.C:
 		}
 	}
+}
+
+// taskWarningsKey keys the taskWarnings of a context.
+type taskWarningsKey struct{}
+
+// taskWarnings collects the Proxmox tasks of one Terraform operation that
+// ended with "WARNINGS: n": they succeeded, and the operator sees them as
+// Terraform warnings.
+type taskWarnings struct {
+	mu    sync.Mutex
+	diags diag.Diagnostics
+}
+
+// withTaskWarnings returns a context whose awaited tasks' warnings are
+// collected in the returned taskWarnings.
+func withTaskWarnings(ctx context.Context) (context.Context, *taskWarnings) {
+	w := &taskWarnings{}
+	return context.WithValue(ctx, taskWarningsKey{}, w), w
+}
+
+// noteTaskWarning records a task that ended with warnings in ctx's
+// taskWarnings, when it has one.
+func noteTaskWarning(ctx context.Context, what, upid, exit string) {
+	w, _ := ctx.Value(taskWarningsKey{}).(*taskWarnings)
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.diags.AddWarning("A Proxmox VE task ended with warnings",
+		fmt.Sprintf("%s: Proxmox task %s succeeded with %s. The warnings are in the task's log, under the node's Tasks in the web UI (or `pvenode task log %s`).", what, upid, exit, upid))
+}
+
+// Diagnostics are the warnings collected so far.
+func (w *taskWarnings) Diagnostics() diag.Diagnostics {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.diags)
 }
 
 // pveTaskError is a Proxmox task that ended with an exit status other than

@@ -435,6 +435,8 @@ func isoName(vmid int) string { return fmt.Sprintf("llmgw-cidata-%d.iso", vmid) 
 // is written after every step, so a failure leaves the VM tracked
 // (tainted) rather than orphaned on the hypervisor.
 func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	ctx, warns := withTaskWarnings(ctx)
+	defer func() { resp.Diagnostics.Append(warns.Diagnostics()...) }()
 	var plan proxmoxVMModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -850,6 +852,8 @@ func (m proxmoxVMModel) registrationTimeout() time.Duration {
 }
 
 func (r *proxmoxVMResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	ctx, warns := withTaskWarnings(ctx)
+	defer func() { resp.Diagnostics.Append(warns.Diagnostics()...) }()
 	var state proxmoxVMModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -874,6 +878,8 @@ func (r *proxmoxVMResource) Read(ctx context.Context, req resource.ReadRequest, 
 // memory (pending until a restart on a running VM), the bridge, a larger
 // disk, and the removal of a cloud-init ISO left behind.
 func (r *proxmoxVMResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	ctx, warns := withTaskWarnings(ctx)
+	defer func() { resp.Diagnostics.Append(warns.Diagnostics()...) }()
 	var plan, state proxmoxVMModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -941,6 +947,8 @@ func (r *proxmoxVMResource) Update(ctx context.Context, req resource.UpdateReque
 // stops the VM, destroys it with its disks, and deletes a cloud-init ISO
 // still on the storage.
 func (r *proxmoxVMResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	ctx, warns := withTaskWarnings(ctx)
+	defer func() { resp.Diagnostics.Append(warns.Diagnostics()...) }()
 	var state proxmoxVMModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

@@ -593,3 +593,33 @@ func TestAccProxmoxVMDestroyISOLeft(t *testing.T) {
 		},
 	})
 }
+
+// TestAccProxmoxVMTaskWarnings: a Proxmox task that ends with "WARNINGS: n"
+// did its work: apply succeeds, and the real terraform prints a warning
+// naming the task.
+func TestAccProxmoxVMTaskWarnings(t *testing.T) {
+	c := newAccCluster(t, "")
+	s := newPVEFake(t)
+	tf := testcluster.NewTerraform(t, c.Cluster)
+	main := `terraform {
+  required_providers {
+    llmgw = { source = "llmgw/llmgw" }
+  }
+}
+` + "provider \"llmgw\" {\n" + pveBlock(t, s) + "}\n" + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n")
+	if err := os.WriteFile(filepath.Join(tf.Dir, "main.tf"), []byte(main), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf.Run(0, "init", "-no-color")
+	s.FailNextTask("qmstart", "WARNINGS: 1")
+	out, _ := tf.Run(0, "apply", "-no-color", "-auto-approve")
+	for _, want := range []string{"Warning: A Proxmox VE task ended with warnings", "starting VM 142", "WARNINGS: 1", "qmstart"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, out)
+		}
+	}
+	if vm, ok := s.VM(142); !ok || vm.Status != "running" {
+		t.Errorf("VM 142 exists %v, status %q; want it running", ok, vm.Status)
+	}
+	tf.Run(0, "destroy", "-no-color", "-auto-approve")
+}
