@@ -481,12 +481,14 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 		opts.Target = node
 	}
 	_, task, err := pve.vm(tmpl.Node, tmpl.VMID).Clone(ctx, opts)
-	if err := pve.wait(ctx, fmt.Sprintf("cloning template %d to VM %d", tmpl.VMID, vmid), task, err); err != nil {
-		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("creating VM %d (%s)", vmid, name), err))
+	if err != nil {
+		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("creating VM %d (%s)", vmid, name), fmt.Errorf("cloning template %d to VM %d: %w", tmpl.VMID, vmid, err)))
 		return
 	}
-	// The VM exists from here: state it now, so a later failure leaves it
-	// in state (tainted) rather than orphaned on the hypervisor.
+	// The VM exists from here, even when waiting for the clone fails: state
+	// it now, so a later failure leaves it in state (tainted) rather than
+	// orphaned on the hypervisor. A clone that failed and took its VM with
+	// it is dropped from state by the next refresh.
 	plan.ID = types.StringValue(fmt.Sprintf("%s/%d", node, vmid))
 	plan.CloudInitISO = types.StringValue("")
 	plan.CloudInitISORemoved = types.BoolValue(true)
@@ -494,6 +496,10 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 		plan.DiskGB = types.Int64Null()
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	if err := pve.wait(ctx, fmt.Sprintf("cloning template %d to VM %d", tmpl.VMID, vmid), task, nil); err != nil {
+		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("creating VM %d (%s)", vmid, name), err))
+		return
+	}
 
 	vm, err := pve.readVM(ctx, node, vmid)
 	if err != nil {
@@ -641,6 +647,20 @@ func diskSizeGiB(v string) int {
 	return int(f)
 }
 
+// seedISOOf is the volume of an llmgw cloud-init ISO (llmgw-cidata-*.iso)
+// attached to the VM, or "".
+func seedISOOf(cfg *proxmox.VirtualMachineConfig) string {
+	for _, m := range []map[string]string{cfg.IDEs, cfg.SATAs, cfg.SCSIs} {
+		for _, v := range m {
+			vol, _, _ := strings.Cut(v, ",")
+			if _, file, ok := strings.Cut(vol, ":iso/"); ok && strings.HasPrefix(file, "llmgw-cidata-") && strings.HasSuffix(file, ".iso") {
+				return vol
+			}
+		}
+	}
+	return ""
+}
+
 // withBridge is a net0 value with its bridge replaced (model and MAC kept).
 func withBridge(net0, bridge string) string {
 	parts := strings.Split(net0, ",")
@@ -742,8 +762,14 @@ func (r *proxmoxVMResource) refresh(ctx context.Context, pve *PVE, m *proxmoxVMM
 		}
 	}
 	if m.CloudInitISO.IsNull() {
+		// Imported: a seed ISO of ours still attached (a VM whose node
+		// never registered) is recorded, and removed once it does.
 		m.CloudInitISO = types.StringValue("")
 		m.CloudInitISORemoved = types.BoolValue(true)
+		if v := seedISOOf(cfg); v != "" {
+			m.CloudInitISO = types.StringValue(v)
+			m.CloudInitISORemoved = types.BoolValue(false)
+		}
 	}
 	if m.WaitForRegistration.IsNull() {
 		m.WaitForRegistration = types.BoolValue(true)

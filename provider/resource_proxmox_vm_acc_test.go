@@ -175,8 +175,9 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 				ImportState:       true,
 				ImportStateId:     "pve1/142",
 				ImportStateVerify: true,
-				// Import cannot read what only the creating state knows.
-				ImportStateVerifyIgnore: []string{"clone_from", "storage", "user_data", "nameservers", "search_domains", "cloud_init_iso", "cloud_init_iso_removed", "wait_for_registration", "drain_timeout"},
+				// Import cannot read what only the creating state knows; it
+				// sees the seed ISO still attached (cloud_init_iso).
+				ImportStateVerifyIgnore: []string{"clone_from", "storage", "user_data", "nameservers", "search_domains", "wait_for_registration", "drain_timeout"},
 			},
 			{
 				PreConfig: func() { s.SetConfig(142, "cpu", "kvm64") },

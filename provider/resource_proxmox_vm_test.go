@@ -222,3 +222,23 @@ func TestSessionAfter(t *testing.T) {
 		})
 	}
 }
+
+func TestSeedISOOf(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  proxmox.VirtualMachineConfig
+		want string
+	}{
+		{"ours on ide2", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local:iso/llmgw-cidata-142.iso,media=cdrom"}}, "local:iso/llmgw-cidata-142.iso"},
+		{"detached", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "none,media=cdrom"}}, ""},
+		{"another ISO", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local:iso/ubuntu-24.04.iso,media=cdrom"}}, ""},
+		{"Proxmox's own cloud-init drive", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local-lvm:vm-142-cloudinit,media=cdrom"}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := seedISOOf(&tt.cfg); got != tt.want {
+				t.Errorf("seedISOOf = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
