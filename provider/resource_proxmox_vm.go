@@ -328,7 +328,7 @@ func (ipValidator) ValidateString(_ context.Context, req validator.StringRequest
 // cpuTypeWarning is the plan's warning for a CPU model other than host, or
 // "" for host.
 func cpuTypeWarning(cpu string) string {
-	if cpu == "" || cpu == defaultPVECPUType {
+	if model, _, _ := strings.Cut(cpu, ","); model == "" || model == defaultPVECPUType {
 		return ""
 	}
 	return fmt.Sprintf("cpu_type = %q hides host CPU features from the guest: with kvm64, qemu64 or the x86-64-v2 models AVX2 is not visible, "+
@@ -475,6 +475,19 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("clone_from"), "Template not found", err.Error())
 		return
+	}
+	if want := plan.DiskGB; !want.IsNull() && !want.IsUnknown() {
+		t, err := pve.readVM(ctx, tmpl.Node, tmpl.VMID)
+		if err != nil {
+			resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("reading template %d (clone_from)", tmpl.VMID), err))
+			return
+		}
+		if disk, size := bootDisk(t.VirtualMachineConfig); disk != "" && want.ValueInt64() < int64(size) {
+			resp.Diagnostics.AddAttributeError(path.Root("disk_gb"), "disk_gb is smaller than the template's disk",
+				fmt.Sprintf("disk_gb = %d, but the boot disk %s of template %d (%s) is %d GiB, and Proxmox cannot shrink a disk. Set disk_gb to %d or more, or leave it unset to keep the template's size.",
+					want.ValueInt64(), disk, tmpl.VMID, tmpl.Name, size, size))
+			return
+		}
 	}
 	opts := &proxmox.VirtualMachineCloneOptions{NewID: vmid, Name: name, Full: true, Storage: plan.Storage.ValueString()}
 	if tmpl.Node != node {
@@ -710,7 +723,7 @@ func (r *proxmoxVMResource) refresh(ctx context.Context, pve *PVE, m *proxmoxVMM
 	}
 	cfg := vm.VirtualMachineConfig
 	m.ID = types.StringValue(fmt.Sprintf("%s/%d", where.Node, vmid))
-	cpu, _, _ := strings.Cut(cfg.CPU, ",") // "host,flags=+aes" → host
+	cpu := cfg.CPU // the whole value: "host,flags=+aes" is what was set
 	if cpu == "" {
 		cpu = pveCPUDefaultWhenUnset
 	}

@@ -204,6 +204,20 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 	})
 }
 
+// TestAccProxmoxVMCPUTypeWithOptions: a cpu_type with options is kept
+// whole (not read back as its model alone), and the plan stays empty.
+func TestAccProxmoxVMCPUTypeWithOptions(t *testing.T) {
+	s := newPVEFake(t)
+	cfg := pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n  cpu_type = \"host,flags=+aes\"\n")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: cfg, Check: func(*terraform.State) error { return checkVM(s, map[string]string{"cpu": "host,flags=+aes"}) }},
+			{Config: cfg, PlanOnly: true, ExpectNonEmptyPlan: false},
+		},
+	})
+}
+
 // TestAccProxmoxVMCPUDriftPlan: a CPU type changed by hand makes the plan
 // non-empty.
 func TestAccProxmoxVMCPUDriftPlan(t *testing.T) {
@@ -254,6 +268,11 @@ func TestAccProxmoxVMErrors(t *testing.T) {
 			setup: func() { s.FailNextTask("qmstart", "start failed: QEMU exited with code 1") },
 			hcl:   pveOnlyProvider(pveBlock(t, s)) + vmHCL(noWait+"  vmid = 144\n"),
 			want:  `(?s)A Proxmox VE task failed.*starting VM 144: Proxmox\s+task\s+UPID:pve1:[0-9A-F:]+:qmstart:144:.*failed:\s+start\s+failed:\s+QEMU\s+exited\s+with\s+code\s+1`,
+		},
+		{
+			name: "disk smaller than the template's",
+			hcl:  pveOnlyProvider(pveBlock(t, s)) + vmHCL(noWait+"  vmid = 147\n  disk_gb = 2\n"),
+			want: `(?s)disk_gb is smaller than the template's disk.*disk_gb = 2.*template 9000 \(ubuntu-2404\) is 4 GiB.*cannot\s+shrink`,
 		},
 		{
 			name: "no proxmox block",

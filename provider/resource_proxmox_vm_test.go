@@ -41,8 +41,10 @@ func TestVMIDOf(t *testing.T) {
 }
 
 func TestCPUTypeWarning(t *testing.T) {
-	if w := cpuTypeWarning("host"); w != "" {
-		t.Errorf("host warns: %q", w)
+	for _, cpu := range []string{"host", "host,flags=+aes"} {
+		if w := cpuTypeWarning(cpu); w != "" {
+			t.Errorf("%s warns: %q", cpu, w)
+		}
 	}
 	for _, cpu := range []string{"kvm64", "x86-64-v2-AES"} {
 		w := cpuTypeWarning(cpu)
