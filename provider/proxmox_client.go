@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -184,7 +186,13 @@ func (p *PVE) wait(ctx context.Context, what string, task *proxmox.Task, err err
 			return fmt.Errorf("%s: polling task %s: %w", what, task.UPID, err)
 		}
 		if task.Status == "stopped" {
-			if task.ExitStatus != "OK" {
+			switch {
+			case task.ExitStatus == "OK":
+			case strings.HasPrefix(task.ExitStatus, "WARNINGS:"):
+				// Done, with warnings in its log (a storage
+				// that is nearly full, say): success.
+				noteTaskWarning(ctx, what, string(task.UPID), task.ExitStatus)
+			default:
 				return &pveTaskError{what: what, upid: string(task.UPID), exit: task.ExitStatus}
 			}
 			return nil
@@ -195,6 +203,44 @@ func (p *PVE) wait(ctx context.Context, what string, task *proxmox.Task, err err
 		case <-tick.C:
 		}
 	}
+}
+
+// taskWarningsKey keys the taskWarnings of a context.
+type taskWarningsKey struct{}
+
+// taskWarnings collects the Proxmox tasks of one Terraform operation that
+// ended with "WARNINGS: n": they succeeded, and the operator sees them as
+// Terraform warnings.
+type taskWarnings struct {
+	mu    sync.Mutex
+	diags diag.Diagnostics
+}
+
+// withTaskWarnings returns a context whose awaited tasks' warnings are
+// collected in the returned taskWarnings.
+func withTaskWarnings(ctx context.Context) (context.Context, *taskWarnings) {
+	w := &taskWarnings{}
+	return context.WithValue(ctx, taskWarningsKey{}, w), w
+}
+
+// noteTaskWarning records a task that ended with warnings in ctx's
+// taskWarnings, when it has one.
+func noteTaskWarning(ctx context.Context, what, upid, exit string) {
+	w, _ := ctx.Value(taskWarningsKey{}).(*taskWarnings)
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.diags.AddWarning("A Proxmox VE task ended with warnings",
+		fmt.Sprintf("%s: Proxmox task %s succeeded with %s. The warnings are in the task's log, under the node's Tasks in the web UI (or `pvenode task log %s`).", what, upid, exit, upid))
+}
+
+// Diagnostics are the warnings collected so far.
+func (w *taskWarnings) Diagnostics() diag.Diagnostics {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.diags)
 }
 
 // pveTaskError is a Proxmox task that ended with an exit status other than
@@ -243,7 +289,7 @@ func explainPVE(endpoint, op string, err error) (summary, detail string) {
 	switch {
 	case proxmox.IsNotAuthorized(err):
 		return "Proxmox VE refused the API token",
-			fmt.Sprintf("%s: %s.\n\nCheck proxmox.api_token_id and proxmox.api_token_secret (or %s=USER@REALM!TOKENID=SECRET): the token must exist (`pveum user token list USER`) and, with privilege separation, hold VM.Allocate, VM.Clone, VM.Config.*, VM.PowerMgmt, Datastore.AllocateSpace and Datastore.AllocateTemplate.", op, msg, EnvPVEToken)
+			fmt.Sprintf("%s: %s.\n\nCheck proxmox.api_token_id and proxmox.api_token_secret (or %s=USER@REALM!TOKENID=SECRET): the token must exist (`pveum user token list USER`) and, with privilege separation, hold VM.Allocate, VM.Clone, VM.Config.*, VM.PowerMgmt, Datastore.AllocateSpace, Datastore.AllocateTemplate and Datastore.Allocate (to delete the cloud-init ISO).", op, msg, EnvPVEToken)
 	case errors.As(err, &ue) || errors.As(err, &he) || strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
 		return "Cannot verify the Proxmox VE API's TLS certificate",
 			fmt.Sprintf("%s: %s.\n\nSet proxmox.ca_file to the CA that signed it (on a Proxmox node: /etc/pve/pve-root-ca.pem), or, in a lab, proxmox.insecure = true.", op, msg)

@@ -18,12 +18,16 @@ type cloudInit struct {
 	SSHKeys  []string
 	Address  string // CIDR
 	Gateway  string
+	// Nameservers and SearchDomains are the resolver's settings; without
+	// them the image resolves nothing (a static address brings no DNS).
+	Nameservers   []string
+	SearchDomains []string
 }
 
 // files are the seed's files: user-data as given (a minimal one setting the
 // hostname when empty), meta-data with the instance id, hostname and SSH
 // keys, and a network-config that gives the first Ethernet interface the
-// static address.
+// static address, the default route and the DNS servers and search domains.
 func (c cloudInit) files() map[string]string {
 	userData := c.UserData
 	if strings.TrimSpace(userData) == "" {
@@ -42,7 +46,25 @@ func (c cloudInit) files() map[string]string {
 	if c.Gateway != "" {
 		fmt.Fprintf(&netcfg, "    routes:\n      - to: default\n        via: %q\n", c.Gateway)
 	}
+	if len(c.Nameservers) > 0 || len(c.SearchDomains) > 0 {
+		netcfg.WriteString("    nameservers:\n")
+		if len(c.Nameservers) > 0 {
+			fmt.Fprintf(&netcfg, "      addresses: [%s]\n", quotedList(c.Nameservers))
+		}
+		if len(c.SearchDomains) > 0 {
+			fmt.Fprintf(&netcfg, "      search: [%s]\n", quotedList(c.SearchDomains))
+		}
+	}
 	return map[string]string{"user-data": userData, "meta-data": meta.String(), "network-config": netcfg.String()}
+}
+
+// quotedList is a YAML flow list's items, each double-quoted.
+func quotedList(items []string) string {
+	q := make([]string, len(items))
+	for i, v := range items {
+		q[i] = fmt.Sprintf("%q", strings.TrimSpace(v))
+	}
+	return strings.Join(q, ", ")
 }
 
 // iso builds the seed as an ISO 9660 image labelled cidata (the NoCloud

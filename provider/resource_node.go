@@ -504,9 +504,12 @@ func (r *nodeResource) declare(ctx context.Context, get func(context.Context, an
 // nodeReadiness says whether n serves the declaration decl: done when it is
 // ready with the declared fabric in service and its declared engines
 // checked; failed (with why) when the node's verdict on the declared fabric
-// or one of the declared engines says it cannot be.
+// or one of the declared engines says it cannot be. Only a connected
+// session's verdicts count: a disconnected entry (the machine a new VM
+// replaces, within its grace period) keeps the state and checks its agent
+// last reported, which say nothing of the machine that is coming.
 func nodeReadiness(n *managev1.Node, decl *agentv1.Declaration) (done bool, failed string) {
-	if n == nil {
+	if n == nil || !n.GetConnected() {
 		return false, ""
 	}
 	checked, failed := engineCheckVerdict(n, decl)

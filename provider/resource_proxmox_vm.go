@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -26,6 +27,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	proxmox "github.com/luthermonson/go-proxmox"
+
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
 )
 
 // Defaults of llmgw_proxmox_vm.
@@ -75,6 +78,8 @@ type proxmoxVMModel struct {
 	Address             types.String `tfsdk:"address"`
 	Gateway             types.String `tfsdk:"gateway"`
 	SSHKeys             types.List   `tfsdk:"ssh_keys"`
+	Nameservers         types.List   `tfsdk:"nameservers"`
+	SearchDomains       types.List   `tfsdk:"search_domains"`
 	UserData            types.String `tfsdk:"user_data"`
 	WaitForRegistration types.Bool   `tfsdk:"wait_for_registration"`
 	RegistrationTimeout types.String `tfsdk:"registration_timeout"`
@@ -101,7 +106,7 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 	rebootNote := " Changing it on a running VM is held by Proxmox as a pending change until the VM restarts; the plan says so."
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A node's virtual machine on Proxmox VE, through the provider's `proxmox` block (API token; no SSH to the hypervisor). " +
-			"Create refuses a VMID that is taken (adopt an existing VM with `terraform import`), full-clones the template, sets `cpu`, `cores`, `memory`, `net0`, `ipconfig0` and `sshkeys`, grows the boot disk, " +
+			"Create refuses a VMID that is taken (adopt an existing VM with `terraform import`), full-clones the template, sets `cpu`, `cores`, `memory`, `net0`, `ipconfig0`, `sshkeys`, `nameserver` and `searchdomain`, grows the boot disk, " +
 			"uploads a cloud-init ISO (user-data, meta-data, network-config) through the API and attaches it, starts the VM, and waits for each Proxmox task, failing with the task's own exit status. " +
 			"Then, unless `wait_for_registration = false`, it waits until the node named `name` has connected to the control plane, detaches the ISO and deletes it from the storage, " +
 			"since the user-data carries the node's private key. " +
@@ -188,6 +193,18 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "SSH public keys for the image's default user (`sshkeys` and the ISO's meta-data). Changing them replaces the VM.",
 				PlanModifiers:       []planmodifier.List{listplanmodifier.RequiresReplaceIf(listUnlessImported, "Changing the keys replaces the VM.", "Changing the keys replaces the VM.")},
+			},
+			"nameservers": schema.ListAttribute{
+				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "DNS servers of the VM (`[\"10.0.0.1\"]`), written to the ISO's network-config and the VM's `nameserver` option. " +
+					"A static address brings no DNS with it: without nameservers the image resolves no name, and installing packages or the llmgw binary from a URL fails. Changing them replaces the VM.",
+				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplaceIf(listUnlessImported, "Changing the DNS servers replaces the VM.", "Changing the DNS servers replaces the VM.")},
+				Validators:    []validator.List{listvalidator.ValueStringsAre(ipValidator{})},
+			},
+			"search_domains": schema.ListAttribute{
+				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "DNS search domains of the VM (`[\"lab.example\"]`), written to the ISO's network-config and the VM's `searchdomain` option. Changing them replaces the VM.",
+				PlanModifiers:       []planmodifier.List{listplanmodifier.RequiresReplaceIf(listUnlessImported, "Changing the search domains replaces the VM.", "Changing the search domains replaces the VM.")},
 			},
 			"user_data": schema.StringAttribute{
 				Optional: true, Sensitive: true,
@@ -291,10 +308,27 @@ func (cidrValidator) ValidateString(_ context.Context, req validator.StringReque
 	}
 }
 
+// ipValidator checks an IP address (no prefix).
+type ipValidator struct{}
+
+func (ipValidator) Description(context.Context) string { return "an IP address, like 10.0.0.1" }
+
+func (v ipValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (ipValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if _, err := netip.ParseAddr(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid IP address",
+			fmt.Sprintf("%s: %q is not an IP address; write it like \"10.0.0.1\".", req.Path, req.ConfigValue.ValueString()))
+	}
+}
+
 // cpuTypeWarning is the plan's warning for a CPU model other than host, or
 // "" for host.
 func cpuTypeWarning(cpu string) string {
-	if cpu == "" || cpu == defaultPVECPUType {
+	if model, _, _ := strings.Cut(cpu, ","); model == "" || model == defaultPVECPUType {
 		return ""
 	}
 	return fmt.Sprintf("cpu_type = %q hides host CPU features from the guest: with kvm64, qemu64 or the x86-64-v2 models AVX2 is not visible, "+
@@ -371,12 +405,17 @@ func (r *proxmoxVMResource) ImportState(ctx context.Context, req resource.Import
 
 // sshKeys is the plan's ssh_keys.
 func (m proxmoxVMModel) sshKeys(ctx context.Context) ([]string, diag.Diagnostics) {
-	var keys []string
-	if m.SSHKeys.IsNull() || m.SSHKeys.IsUnknown() {
+	return stringList(ctx, m.SSHKeys)
+}
+
+// stringList is a list attribute's strings; nil when null or unknown.
+func stringList(ctx context.Context, l types.List) ([]string, diag.Diagnostics) {
+	var out []string
+	if l.IsNull() || l.IsUnknown() {
 		return nil, nil
 	}
-	d := m.SSHKeys.ElementsAs(ctx, &keys, false)
-	return keys, d
+	d := l.ElementsAs(ctx, &out, false)
+	return out, d
 }
 
 // ipconfig0 is the VM's ipconfig0 value.
@@ -396,6 +435,8 @@ func isoName(vmid int) string { return fmt.Sprintf("llmgw-cidata-%d.iso", vmid) 
 // is written after every step, so a failure leaves the VM tracked
 // (tainted) rather than orphaned on the hypervisor.
 func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	ctx, warns := withTaskWarnings(ctx)
+	defer func() { resp.Diagnostics.Append(warns.Diagnostics()...) }()
 	var plan proxmoxVMModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -407,6 +448,10 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 	}
 	name, node, vmid := plan.Name.ValueString(), plan.TargetNode.ValueString(), int(plan.VMID.ValueInt64())
 	keys, d := plan.sshKeys(ctx)
+	resp.Diagnostics.Append(d...)
+	dns, d := stringList(ctx, plan.Nameservers)
+	resp.Diagnostics.Append(d...)
+	search, d := stringList(ctx, plan.SearchDomains)
 	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -431,17 +476,32 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 		resp.Diagnostics.AddAttributeError(path.Root("clone_from"), "Template not found", err.Error())
 		return
 	}
+	if want := plan.DiskGB; !want.IsNull() && !want.IsUnknown() {
+		t, err := pve.readVM(ctx, tmpl.Node, tmpl.VMID)
+		if err != nil {
+			resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("reading template %d (clone_from)", tmpl.VMID), err))
+			return
+		}
+		if disk, size := bootDisk(t.VirtualMachineConfig); disk != "" && want.ValueInt64() < int64(size) {
+			resp.Diagnostics.AddAttributeError(path.Root("disk_gb"), "disk_gb is smaller than the template's disk",
+				fmt.Sprintf("disk_gb = %d, but the boot disk %s of template %d (%s) is %d GiB, and Proxmox cannot shrink a disk. Set disk_gb to %d or more, or leave it unset to keep the template's size.",
+					want.ValueInt64(), disk, tmpl.VMID, tmpl.Name, size, size))
+			return
+		}
+	}
 	opts := &proxmox.VirtualMachineCloneOptions{NewID: vmid, Name: name, Full: true, Storage: plan.Storage.ValueString()}
 	if tmpl.Node != node {
 		opts.Target = node
 	}
 	_, task, err := pve.vm(tmpl.Node, tmpl.VMID).Clone(ctx, opts)
-	if err := pve.wait(ctx, fmt.Sprintf("cloning template %d to VM %d", tmpl.VMID, vmid), task, err); err != nil {
-		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("creating VM %d (%s)", vmid, name), err))
+	if err != nil {
+		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("creating VM %d (%s)", vmid, name), fmt.Errorf("cloning template %d to VM %d: %w", tmpl.VMID, vmid, err)))
 		return
 	}
-	// The VM exists from here: state it now, so a later failure leaves it
-	// in state (tainted) rather than orphaned on the hypervisor.
+	// The VM exists from here, even when waiting for the clone fails: state
+	// it now, so a later failure leaves it in state (tainted) rather than
+	// orphaned on the hypervisor. A clone that failed and took its VM with
+	// it is dropped from state by the next refresh.
 	plan.ID = types.StringValue(fmt.Sprintf("%s/%d", node, vmid))
 	plan.CloudInitISO = types.StringValue("")
 	plan.CloudInitISORemoved = types.BoolValue(true)
@@ -449,6 +509,10 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 		plan.DiskGB = types.Int64Null()
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	if err := pve.wait(ctx, fmt.Sprintf("cloning template %d to VM %d", tmpl.VMID, vmid), task, nil); err != nil {
+		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("creating VM %d (%s)", vmid, name), err))
+		return
+	}
 
 	vm, err := pve.readVM(ctx, node, vmid)
 	if err != nil {
@@ -456,7 +520,8 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 		return
 	}
 	disk, size := bootDisk(vm.VirtualMachineConfig)
-	seed := cloudInit{Hostname: name, VMID: vmid, UserData: plan.UserData.ValueString(), SSHKeys: keys, Address: plan.Address.ValueString(), Gateway: plan.Gateway.ValueString()}
+	seed := cloudInit{Hostname: name, VMID: vmid, UserData: plan.UserData.ValueString(), SSHKeys: keys, Address: plan.Address.ValueString(), Gateway: plan.Gateway.ValueString(),
+		Nameservers: dns, SearchDomains: search}
 	iso, err := seed.iso()
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot build the cloud-init ISO", err.Error())
@@ -487,6 +552,12 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 	if len(keys) > 0 {
 		set = append(set, proxmox.VirtualMachineOption{Name: "sshkeys", Value: proxmox.EncodeSSHKeys(keys...)})
 	}
+	if len(dns) > 0 {
+		set = append(set, proxmox.VirtualMachineOption{Name: "nameserver", Value: strings.Join(dns, " ")})
+	}
+	if len(search) > 0 {
+		set = append(set, proxmox.VirtualMachineOption{Name: "searchdomain", Value: strings.Join(search, " ")})
+	}
 	task, err = vm.Config(ctx, set...)
 	if err := pve.wait(ctx, fmt.Sprintf("configuring VM %d", vmid), task, err); err != nil {
 		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("configuring VM %d (%s)", vmid, name), err))
@@ -496,6 +567,13 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 		task, err := vm.ResizeDisk(ctx, disk, fmt.Sprintf("%dG", want))
 		if err := pve.wait(ctx, fmt.Sprintf("growing %s of VM %d to %d GiB", disk, vmid, want), task, err); err != nil {
 			resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("resizing the disk of VM %d (%s)", vmid, name), err))
+			return
+		}
+	}
+	var before int64
+	if plan.WaitForRegistration.ValueBool() {
+		if before, err = sessionBefore(ctx, r.client, name); err != nil {
+			resp.Diagnostics.Append(r.client.Diag("reading node "+name+" before starting VM "+strconv.Itoa(vmid), err))
 			return
 		}
 	}
@@ -509,8 +587,31 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 	if resp.Diagnostics.HasError() || !plan.WaitForRegistration.ValueBool() {
 		return
 	}
-	resp.Diagnostics.Append(r.removeSeedAfterRegistration(ctx, pve, &plan)...)
+	n, timedOut, d := r.removeSeedAfterRegistration(ctx, pve, &plan, before)
+	// The VM is made and running: a failure to remove its ISO (a token
+	// without Datastore.Allocate, say) must not taint it. The state keeps
+	// the ISO and the next plan removes it again.
+	resp.Diagnostics.Append(asWarnings(d)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	switch {
+	case timedOut:
+		// Not an error: that would taint the VM and the next apply would
+		// replace a machine that may only be slow to boot. The next plan
+		// removes the ISO instead (ModifyPlan), once the node registered.
+		then := "the next `terraform apply` removes it once the node has registered (the VM is kept), or destroy the VM."
+		if n.GetDraining() {
+			then += fmt.Sprintf(" Node %s is still draining (from the machine this VM replaces): once it serves again, `llmgw ctl drain %s --cancel`.", name, name)
+		}
+		resp.Diagnostics.AddWarning(registrationTimedOut(&plan, node, plan.registrationTimeout(), then))
+	case !resp.Diagnostics.HasError() && n.GetDraining():
+		// A replacement: the destroy of the machine before drained the
+		// node, and this VM's agent is the node now.
+		if _, err := r.client.CancelDrain(ctx, name); err != nil && !IsNotFound(err) {
+			resp.Diagnostics.AddWarning(fmt.Sprintf("Node %s is still draining", name),
+				fmt.Sprintf("VM %d registered as node %s, which was drained when the machine it replaces was destroyed, but cancelling the drain failed: %v. "+
+					"Run `llmgw ctl drain %s --cancel` so that it takes work again.", vmid, name, err, name))
+		}
+	}
 }
 
 // bootDisk is the VM's boot disk (the first disk of boot order, else the
@@ -557,6 +658,20 @@ func diskSizeGiB(v string) int {
 		f /= 1024 * 1024 * 1024
 	}
 	return int(f)
+}
+
+// seedISOOf is the volume of an llmgw cloud-init ISO (llmgw-cidata-*.iso)
+// attached to the VM, or "".
+func seedISOOf(cfg *proxmox.VirtualMachineConfig) string {
+	for _, m := range []map[string]string{cfg.IDEs, cfg.SATAs, cfg.SCSIs} {
+		for _, v := range m {
+			vol, _, _ := strings.Cut(v, ",")
+			if _, file, ok := strings.Cut(vol, ":iso/"); ok && strings.HasPrefix(file, "llmgw-cidata-") && strings.HasSuffix(file, ".iso") {
+				return vol
+			}
+		}
+	}
+	return ""
 }
 
 // withBridge is a net0 value with its bridge replaced (model and MAC kept).
@@ -608,7 +723,7 @@ func (r *proxmoxVMResource) refresh(ctx context.Context, pve *PVE, m *proxmoxVMM
 	}
 	cfg := vm.VirtualMachineConfig
 	m.ID = types.StringValue(fmt.Sprintf("%s/%d", where.Node, vmid))
-	cpu, _, _ := strings.Cut(cfg.CPU, ",") // "host,flags=+aes" → host
+	cpu := cfg.CPU // the whole value: "host,flags=+aes" is what was set
 	if cpu == "" {
 		cpu = pveCPUDefaultWhenUnset
 	}
@@ -660,8 +775,14 @@ func (r *proxmoxVMResource) refresh(ctx context.Context, pve *PVE, m *proxmoxVMM
 		}
 	}
 	if m.CloudInitISO.IsNull() {
+		// Imported: a seed ISO of ours still attached (a VM whose node
+		// never registered) is recorded, and removed once it does.
 		m.CloudInitISO = types.StringValue("")
 		m.CloudInitISORemoved = types.BoolValue(true)
+		if v := seedISOOf(cfg); v != "" {
+			m.CloudInitISO = types.StringValue(v)
+			m.CloudInitISORemoved = types.BoolValue(false)
+		}
 	}
 	if m.WaitForRegistration.IsNull() {
 		m.WaitForRegistration = types.BoolValue(true)
@@ -678,43 +799,70 @@ func (r *proxmoxVMResource) refresh(ctx context.Context, pve *PVE, m *proxmoxVMM
 	return diags
 }
 
-// removeSeedAfterRegistration waits until the node named m.Name has
-// connected to the control plane, then detaches the cloud-init ISO and
-// deletes it, recording that in m.
-func (r *proxmoxVMResource) removeSeedAfterRegistration(ctx context.Context, pve *PVE, m *proxmoxVMModel) diag.Diagnostics {
-	var diags diag.Diagnostics
+// sessionAfter reports whether n's agent has a session now that started
+// after the session seen before the VM was started (after, Unix ms of the
+// control plane's clock; 0 when none was seen). An entry of the machine
+// the VM replaces, still ready or draining within its grace period, does
+// not count: its session is the old one, or none.
+func sessionAfter(n *managev1.Node, after int64) bool {
+	return n != nil && n.GetConnected() && n.GetConnectedSinceUnixMs() > after
+}
+
+// sessionBefore is the start of node name's latest session as the control
+// plane knows it now (0 when it knows none): read just before the VM
+// starts, it is what the VM's own agent's session must be newer than.
+func sessionBefore(ctx context.Context, c *Client, name string) (int64, error) {
+	n, err := c.GetNode(ctx, name)
+	if IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return n.GetConnectedSinceUnixMs(), nil
+}
+
+// registrationTimedOut is the message of a node that did not register
+// within timeout: what to look at, and what becomes of the ISO.
+func registrationTimedOut(m *proxmoxVMModel, node string, timeout time.Duration, then string) (summary, detail string) {
+	name, vmid := m.Name.ValueString(), m.VMID.ValueInt64()
+	return fmt.Sprintf("Node %s did not register", name),
+		fmt.Sprintf("VM %d (%s) is running, but no new agent session with the identity %s reached the control plane within %s. "+
+			"Look at the VM's console or `cloud-init status --long` and the agent's journal (`journalctl -u llmgw-agent`). "+
+			"The cloud-init ISO %s, which holds the node's private key, is still attached; %s "+
+			"Raise registration_timeout for slow first boots, or set wait_for_registration = false.",
+			vmid, node, name, timeout, m.CloudInitISO.ValueString(), then)
+}
+
+// removeSeedAfterRegistration waits until the node named m.Name has a
+// session newer than after (sessionAfter), then detaches the cloud-init ISO
+// and deletes it, recording that in m. It returns the node as last read;
+// timedOut (with no diagnostics) when registration_timeout passed first,
+// the ISO left attached.
+func (r *proxmoxVMResource) removeSeedAfterRegistration(ctx context.Context, pve *PVE, m *proxmoxVMModel, after int64) (n *managev1.Node, timedOut bool, diags diag.Diagnostics) {
 	name, vmid := m.Name.ValueString(), int(m.VMID.ValueInt64())
 	node, _, _ := strings.Cut(m.ID.ValueString(), "/")
 	volid := m.CloudInitISO.ValueString()
-	timeout, err := time.ParseDuration(m.RegistrationTimeout.ValueString())
-	if err != nil {
-		timeout, _ = time.ParseDuration(defaultRegistrationTimeout)
-	}
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(m.registrationTimeout())
 	tick := time.NewTicker(nodePollInterval)
 	defer tick.Stop()
 	for {
-		n, err := r.client.GetNode(ctx, name)
-		if err == nil && n.GetState() != "lost" {
+		var err error
+		n, err = r.client.GetNode(ctx, name)
+		if err == nil && sessionAfter(n, after) {
 			break
 		}
 		if err != nil && !IsNotFound(err) {
 			diags.Append(r.client.Diag("waiting for node "+name+" to register", err))
-			return diags
+			return n, false, diags
 		}
 		if time.Now().After(deadline) {
-			diags.AddError(fmt.Sprintf("Node %s did not register", name),
-				fmt.Sprintf("VM %d (%s) is running, but no agent with the identity %s reached the control plane within %s. "+
-					"Look at the VM's console or `cloud-init status --long` and the agent's journal (`journalctl -u llmgw-agent`). "+
-					"The cloud-init ISO %s, which holds the node's private key, is still attached; it is removed once the node registers "+
-					"(apply again), or destroy the VM. Raise registration_timeout for slow first boots, or set wait_for_registration = false.",
-					vmid, node, name, timeout, volid))
-			return diags
+			return n, true, diags
 		}
 		select {
 		case <-ctx.Done():
 			diags.AddError(fmt.Sprintf("Interrupted while waiting for node %s to register", name), ctx.Err().Error())
-			return diags
+			return n, false, diags
 		case <-tick.C:
 		}
 	}
@@ -722,18 +870,29 @@ func (r *proxmoxVMResource) removeSeedAfterRegistration(ctx context.Context, pve
 	task, err := vm.Config(ctx, proxmox.VirtualMachineOption{Name: pveISODevice, Value: "none,media=cdrom"})
 	if err := pve.wait(ctx, fmt.Sprintf("detaching %s from VM %d", volid, vmid), task, err); err != nil {
 		diags.Append(pve.pveDiag(fmt.Sprintf("removing the cloud-init ISO of VM %d (%s)", vmid, name), err))
-		return diags
+		return n, false, diags
 	}
 	if err := pve.deleteVolume(ctx, node, volid); err != nil {
 		diags.Append(pve.pveDiag(fmt.Sprintf("removing the cloud-init ISO of VM %d (%s)", vmid, name), err))
-		return diags
+		return n, false, diags
 	}
 	m.CloudInitISO = types.StringValue("")
 	m.CloudInitISORemoved = types.BoolValue(true)
-	return diags
+	return n, false, diags
+}
+
+// registrationTimeout is registration_timeout, or its default.
+func (m proxmoxVMModel) registrationTimeout() time.Duration {
+	timeout, err := time.ParseDuration(m.RegistrationTimeout.ValueString())
+	if err != nil {
+		timeout, _ = time.ParseDuration(defaultRegistrationTimeout)
+	}
+	return timeout
 }
 
 func (r *proxmoxVMResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	ctx, warns := withTaskWarnings(ctx)
+	defer func() { resp.Diagnostics.Append(warns.Diagnostics()...) }()
 	var state proxmoxVMModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -758,6 +917,8 @@ func (r *proxmoxVMResource) Read(ctx context.Context, req resource.ReadRequest, 
 // memory (pending until a restart on a running VM), the bridge, a larger
 // disk, and the removal of a cloud-init ISO left behind.
 func (r *proxmoxVMResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	ctx, warns := withTaskWarnings(ctx)
+	defer func() { resp.Diagnostics.Append(warns.Diagnostics()...) }()
 	var plan, state proxmoxVMModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -809,7 +970,15 @@ func (r *proxmoxVMResource) Update(ctx context.Context, req resource.UpdateReque
 	if resp.Diagnostics.HasError() || !plan.WaitForRegistration.ValueBool() || plan.CloudInitISORemoved.ValueBool() || plan.CloudInitISO.ValueString() == "" {
 		return
 	}
-	resp.Diagnostics.Append(r.removeSeedAfterRegistration(ctx, pve, &plan)...)
+	// The plan promised the ISO's removal: a node that still has not
+	// registered fails the apply, with the ISO kept in state. Any session
+	// counts here: the machine this VM replaced is long gone.
+	_, timedOut, d := r.removeSeedAfterRegistration(ctx, pve, &plan, 0)
+	resp.Diagnostics.Append(d...)
+	if timedOut {
+		resp.Diagnostics.AddError(registrationTimedOut(&plan, node, plan.registrationTimeout(),
+			"it is removed by the next apply once the node has registered, or destroy the VM."))
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 }
 
@@ -817,6 +986,8 @@ func (r *proxmoxVMResource) Update(ctx context.Context, req resource.UpdateReque
 // stops the VM, destroys it with its disks, and deletes a cloud-init ISO
 // still on the storage.
 func (r *proxmoxVMResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	ctx, warns := withTaskWarnings(ctx)
+	defer func() { resp.Diagnostics.Append(warns.Diagnostics()...) }()
 	var state proxmoxVMModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -868,9 +1039,32 @@ func (r *proxmoxVMResource) Delete(ctx context.Context, req resource.DeleteReque
 			node = where.Node
 		}
 		if err := pve.deleteVolume(ctx, node, volid); err != nil {
-			resp.Diagnostics.Append(pve.pveDiag(op+": deleting its cloud-init ISO", err))
+			// The VM is gone: an error would keep it in state for good.
+			resp.Diagnostics.Append(isoLeftWarning(pve, node, volid, fmt.Sprintf("deleting the cloud-init ISO of destroyed VM %d (%s)", vmid, name), err))
 		}
 	}
+}
+
+// asWarnings is diags with every error made a warning.
+func asWarnings(diags diag.Diagnostics) diag.Diagnostics {
+	out := make(diag.Diagnostics, 0, len(diags))
+	for _, d := range diags {
+		if d.Severity() == diag.SeverityError {
+			d = diag.NewWarningDiagnostic(d.Summary(), d.Detail()+"\n\nThe VM is kept; the next apply removes its cloud-init ISO again.")
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// isoLeftWarning is the warning for a cloud-init ISO that could not be
+// deleted: Proxmox's reason, and how to delete it by hand, since it holds
+// the node's private key.
+func isoLeftWarning(pve *PVE, node, volid, op string, err error) diag.Diagnostic {
+	summary, detail := explainPVE(pve.endpoint, op, err)
+	return diag.NewWarningDiagnostic("The cloud-init ISO "+volid+" is still on the hypervisor",
+		fmt.Sprintf("%s: %s\n\n%s\n\nIt holds the node's private key: delete it by hand on %s with `pvesm free %s` "+
+			"(the API token needs Datastore.Allocate on the storage to delete volumes).", summary, detail, node, node, volid))
 }
 
 // drainBeforeStop drains node name, which VM vmid runs, and waits until it

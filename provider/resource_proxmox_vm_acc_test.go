@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,7 +100,8 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 	s := newPVEFake(t)
 	addr := "llmgw_proxmox_vm.n"
 	cfg := func(extra string) string {
-		return pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n  disk_gb = 40\n"+extra)
+		return pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n  disk_gb = 40\n"+
+			"  nameservers = [\"10.0.0.1\", \"1.1.1.1\"]\n  search_domains = [\"lab.example\"]\n"+extra)
 	}
 	iso := "local:iso/llmgw-cidata-142.iso"
 	resource.Test(t, resource.TestCase{
@@ -128,7 +131,8 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 						"cpu": "host", "cores": "4", "memory": "8192", "name": "gpu-142",
 						"ipconfig0": "ip=10.0.0.142/24,gw=10.0.0.1", "ide2": iso + ",media=cdrom",
 						"scsi0": "local-lvm:vm-142-disk-0,size=40G", "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0",
-						"sshkeys": "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIOps%20operator%40laptop",
+						"sshkeys":    "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIOps%20operator%40laptop",
+						"nameserver": "10.0.0.1 1.1.1.1", "searchdomain": "lab.example",
 					}); err != nil {
 						return err
 					}
@@ -158,7 +162,8 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if !strings.Contains(nc, `"10.0.0.142/24"`) || !strings.Contains(nc, `via: "10.0.0.1"`) || !strings.Contains(meta, "local-hostname: gpu-142") {
+					dns := "    nameservers:\n      addresses: [\"10.0.0.1\", \"1.1.1.1\"]\n      search: [\"lab.example\"]\n"
+					if !strings.Contains(nc, `"10.0.0.142/24"`) || !strings.Contains(nc, `via: "10.0.0.1"`) || !strings.Contains(nc, dns) || !strings.Contains(meta, "local-hostname: gpu-142") {
 						return fmt.Errorf("ISO network-config %q / meta-data %q", nc, meta)
 					}
 					return nil
@@ -170,8 +175,9 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 				ImportState:       true,
 				ImportStateId:     "pve1/142",
 				ImportStateVerify: true,
-				// Import cannot read what only the creating state knows.
-				ImportStateVerifyIgnore: []string{"clone_from", "storage", "user_data", "cloud_init_iso", "cloud_init_iso_removed", "wait_for_registration", "drain_timeout"},
+				// Import cannot read what only the creating state knows; it
+				// sees the seed ISO still attached (cloud_init_iso).
+				ImportStateVerifyIgnore: []string{"clone_from", "storage", "user_data", "nameservers", "search_domains", "wait_for_registration", "drain_timeout"},
 			},
 			{
 				PreConfig: func() { s.SetConfig(142, "cpu", "kvm64") },
@@ -194,6 +200,20 @@ func TestAccProxmoxVMLifecycle(t *testing.T) {
 				PlanOnly:           true,
 				ExpectNonEmptyPlan: false,
 			},
+		},
+	})
+}
+
+// TestAccProxmoxVMCPUTypeWithOptions: a cpu_type with options is kept
+// whole (not read back as its model alone), and the plan stays empty.
+func TestAccProxmoxVMCPUTypeWithOptions(t *testing.T) {
+	s := newPVEFake(t)
+	cfg := pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n  cpu_type = \"host,flags=+aes\"\n")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: cfg, Check: func(*terraform.State) error { return checkVM(s, map[string]string{"cpu": "host,flags=+aes"}) }},
+			{Config: cfg, PlanOnly: true, ExpectNonEmptyPlan: false},
 		},
 	})
 }
@@ -250,6 +270,11 @@ func TestAccProxmoxVMErrors(t *testing.T) {
 			want:  `(?s)A Proxmox VE task failed.*starting VM 144: Proxmox\s+task\s+UPID:pve1:[0-9A-F:]+:qmstart:144:.*failed:\s+start\s+failed:\s+QEMU\s+exited\s+with\s+code\s+1`,
 		},
 		{
+			name: "disk smaller than the template's",
+			hcl:  pveOnlyProvider(pveBlock(t, s)) + vmHCL(noWait+"  vmid = 147\n  disk_gb = 2\n"),
+			want: `(?s)disk_gb is smaller than the template's disk.*disk_gb = 2.*template 9000 \(ubuntu-2404\) is 4 GiB.*cannot\s+shrink`,
+		},
+		{
 			name: "no proxmox block",
 			hcl:  pveOnlyProvider("") + vmHCL(noWait+"  vmid = 145\n"),
 			want: `(?s)proxmox block is not configured.*PROXMOX_VE_ENDPOINT.*PROXMOX_VE_API_TOKEN`,
@@ -283,15 +308,43 @@ func TestAccProxmoxVMErrors(t *testing.T) {
 	})
 }
 
+// startAgentOnBoot starts, in the background, an agent standing in for VM
+// vmid once Proxmox has started it the boot-th time: an agent that was
+// running before the VM started cannot be the VM's, and create waits for a
+// newer session. It returns the agent's process once started.
+func startAgentOnBoot(t *testing.T, c accCluster, s *pvefake.Server, vmid, boot int, spec testcluster.NodeSpec) <-chan *testcluster.Proc {
+	started := make(chan *testcluster.Proc, 1)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	startPath := fmt.Sprintf(`^/nodes/%s/qemu/%d/status/start$`, pvefake.DefaultNode, vmid)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if vm, ok := s.VM(vmid); ok && vm.Status == "running" && len(s.CallsMatching(http.MethodPost, startPath)) >= boot {
+				started <- c.StartAgent(spec)
+				return
+			}
+		}
+	}()
+	return started
+}
+
 func setupIf(f func()) {
 	if f != nil {
 		f()
 	}
 }
 
-// TestAccProxmoxVMRegistration: with no agent, create fails after
-// registration_timeout and the seed ISO stays attached; once an agent with
-// the node's identity runs, apply replaces the tainted VM, sees the node
+// TestAccProxmoxVMRegistration: with no agent, create ends after
+// registration_timeout with a warning, the VM kept (not tainted) and the
+// seed ISO attached; once an agent with the node's identity runs, the next
+// apply updates the VM in place (no second clone): it sees the node
 // register, detaches the ISO and deletes it from the storage.
 func TestAccProxmoxVMRegistration(t *testing.T) {
 	c := newAccCluster(t, "")
@@ -300,18 +353,22 @@ func TestAccProxmoxVMRegistration(t *testing.T) {
 	cfg = strings.TrimSuffix(cfg, "}\n") + pveBlock(t, s) + "}\n" + vmHCL(`  registration_timeout = "3s"`)
 	addr := "llmgw_proxmox_vm.n"
 	iso := "local:iso/llmgw-cidata-142.iso"
+	clones := func() int { return len(s.CallsMatching(http.MethodPost, `^/nodes/pve1/qemu/9000/clone$`)) }
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		Steps: []resource.TestStep{
 			{
-				Config:      cfg,
-				ExpectError: regexp.MustCompile(`(?s)Node gpu-142 did not register.*` + regexp.QuoteMeta(iso) + `.*still\s+attached`),
+				Config: cfg,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso_removed"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso"), knownvalue.StringExact(iso)),
+				},
+				Check: func(*terraform.State) error { return checkVM(s, map[string]string{"ide2": iso + ",media=cdrom"}) },
+				// The next plan removes the ISO.
+				ExpectNonEmptyPlan: true,
 			},
 			{
 				PreConfig: func() {
-					if err := checkVM(s, map[string]string{"ide2": iso + ",media=cdrom"}); err != nil {
-						t.Fatalf("after the timed-out create: %v", err)
-					}
 					// The agent stands in for the booted VM: the identity it
 					// presents is the one the user-data carried.
 					ud, err := s.ISOFile(pvefake.DefaultNode, iso, "user-data")
@@ -321,11 +378,17 @@ func TestAccProxmoxVMRegistration(t *testing.T) {
 					c.StartAgent(testcluster.NodeSpec{ID: "gpu-142", GPUs: 1})
 				},
 				Config: cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+				},
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso_removed"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cloud_init_iso"), knownvalue.StringExact("")),
 				},
 				Check: func(*terraform.State) error {
+					if n := clones(); n != 1 {
+						return fmt.Errorf("%d clones, want 1: the VM that registered late was replaced", n)
+					}
 					if err := checkVM(s, map[string]string{"ide2": "none,media=cdrom"}); err != nil {
 						return err
 					}
@@ -401,7 +464,7 @@ func TestAccProxmoxVMDestroyDrains(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				// The agent stands in for the booted VM.
-				PreConfig: func() { c.StartAgent(testcluster.NodeSpec{ID: "gpu-142", GPUs: 1}) },
+				PreConfig: func() { startAgentOnBoot(t, c, s, 142, 1, testcluster.NodeSpec{ID: "gpu-142", GPUs: 1}) },
 				Config:    withVM,
 				Check: func(*terraform.State) error {
 					testcluster.WaitFor(t, "sim-chat ready on gpu-142", 60*time.Second, func() (bool, string) {
@@ -456,4 +519,127 @@ func TestAccProxmoxVMLocked(t *testing.T) {
 				Check: func(*terraform.State) error { return checkVM(s, map[string]string{"cores": "8"}) }},
 		},
 	})
+}
+
+// TestAccProxmoxVMReplaceCancelsDrain: a change of user_data replaces the
+// VM; the destroy drains node gpu-142 before stopping the old VM, and once
+// the new VM's agent has registered the node takes work again instead of
+// staying drained forever. The old agent still running when the new VM
+// starts is not taken for the new one's registration.
+func TestAccProxmoxVMReplaceCancelsDrain(t *testing.T) {
+	c := newAccCluster(t, "")
+	s := newPVEFake(t)
+	base := strings.TrimSuffix(c.providerBlock(), "}\n") + pveBlock(t, s) + "}\n"
+	cfg := base + vmHCL(`  drain_timeout = "30s"`)
+	changed := strings.Replace(cfg, "PRIVATE-KEY-OF-gpu-142", "RENEWED-KEY-OF-gpu-142", 1)
+	ctx := context.Background()
+	var first <-chan *testcluster.Proc
+	node := func() (*managev1.Node, error) {
+		return c.ManageClient().GetNode(ctx, &managev1.GetNodeRequest{Id: "gpu-142"})
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				PreConfig: func() { first = startAgentOnBoot(t, c, s, 142, 1, testcluster.NodeSpec{ID: "gpu-142", GPUs: 1}) },
+				Config:    cfg,
+			},
+			{
+				PreConfig: func() {
+					old := <-first
+					// The old agent goes when its VM stops; the new VM's
+					// agent comes when the new VM starts.
+					stopPath := `^/nodes/pve1/qemu/142/status/stop$`
+					go func() {
+						for len(s.CallsMatching(http.MethodPost, stopPath)) == 0 {
+							select {
+							case <-old.Done:
+								return
+							case <-time.After(50 * time.Millisecond):
+							}
+						}
+						_ = old.Cmd.Process.Signal(syscall.SIGTERM)
+					}()
+					startAgentOnBoot(t, c, s, 142, 2, testcluster.NodeSpec{ID: "gpu-142", GPUs: 1})
+				},
+				Config: changed,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("llmgw_proxmox_vm.n", plancheck.ResourceActionDestroyBeforeCreate)},
+				},
+				Check: func(*terraform.State) error {
+					if n := len(s.CallsMatching(http.MethodPost, `^/nodes/pve1/qemu/9000/clone$`)); n != 2 {
+						return fmt.Errorf("%d clones, want 2 (a replacement)", n)
+					}
+					n, err := node()
+					if err != nil {
+						return err
+					}
+					if n.GetDraining() || n.GetState() == "draining" || !n.GetConnected() {
+						return fmt.Errorf("after the replacement node gpu-142 is %s (draining %v, connected %v), want it in service", n.GetState(), n.GetDraining(), n.GetConnected())
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
+// TestAccProxmoxVMDestroyISOLeft: when the cloud-init ISO cannot be deleted
+// on destroy (a token without Datastore.Allocate), destroy still succeeds —
+// the VM is gone, so an error would keep it in state for good — and the
+// volume stays for the operator to delete by hand.
+func TestAccProxmoxVMDestroyISOLeft(t *testing.T) {
+	s := newPVEFake(t)
+	cfg := pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n")
+	iso := "local:iso/llmgw-cidata-142.iso"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy: func(*terraform.State) error {
+			if _, ok := s.VM(142); ok {
+				return fmt.Errorf("VM 142 still exists after destroy")
+			}
+			if vols := s.Volumes(pvefake.DefaultNode); !slices.Contains(vols, iso) {
+				return fmt.Errorf("volumes on pve1 after destroy: %v, want %s left (its delete failed)", vols, iso)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{Config: cfg},
+			{
+				PreConfig: func() { s.FailNextTask("imgdel", "Permission check failed (/storage/local, Datastore.Allocate)") },
+				Config:    cfg,
+				Destroy:   true,
+			},
+		},
+	})
+}
+
+// TestAccProxmoxVMTaskWarnings: a Proxmox task that ends with "WARNINGS: n"
+// did its work: apply succeeds, and the real terraform prints a warning
+// naming the task.
+func TestAccProxmoxVMTaskWarnings(t *testing.T) {
+	c := newAccCluster(t, "")
+	s := newPVEFake(t)
+	tf := testcluster.NewTerraform(t, c.Cluster)
+	main := `terraform {
+  required_providers {
+    llmgw = { source = "llmgw/llmgw" }
+  }
+}
+` + "provider \"llmgw\" {\n" + pveBlock(t, s) + "}\n" + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n")
+	if err := os.WriteFile(filepath.Join(tf.Dir, "main.tf"), []byte(main), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf.Run(0, "init", "-no-color")
+	s.FailNextTask("qmstart", "WARNINGS: 1")
+	out, _ := tf.Run(0, "apply", "-no-color", "-auto-approve")
+	for _, want := range []string{"Warning: A Proxmox VE task ended with warnings", "starting VM 142", "WARNINGS: 1", "qmstart"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, out)
+		}
+	}
+	if vm, ok := s.VM(142); !ok || vm.Status != "running" {
+		t.Errorf("VM 142 exists %v, status %q; want it running", ok, vm.Status)
+	}
+	tf.Run(0, "destroy", "-no-color", "-auto-approve")
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	proxmox "github.com/luthermonson/go-proxmox"
+
+	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
 )
 
 func TestVMIDOf(t *testing.T) {
@@ -39,8 +41,10 @@ func TestVMIDOf(t *testing.T) {
 }
 
 func TestCPUTypeWarning(t *testing.T) {
-	if w := cpuTypeWarning("host"); w != "" {
-		t.Errorf("host warns: %q", w)
+	for _, cpu := range []string{"host", "host,flags=+aes"} {
+		if w := cpuTypeWarning(cpu); w != "" {
+			t.Errorf("%s warns: %q", cpu, w)
+		}
 	}
 	for _, cpu := range []string{"kvm64", "x86-64-v2-AES"} {
 		w := cpuTypeWarning(cpu)
@@ -151,7 +155,7 @@ func TestExplainPVE(t *testing.T) {
 		wantSummary string
 		wantDetail  []string
 	}{
-		{"token", fmt.Errorf("listing: %w", proxmox.ErrNotAuthorized), "refused the API token", []string{"api_token_secret", EnvPVEToken}},
+		{"token", fmt.Errorf("listing: %w", proxmox.ErrNotAuthorized), "refused the API token", []string{"api_token_secret", EnvPVEToken, "Datastore.Allocate "}},
 		{"tls", errors.New(`Get "https://pve1:8006/api2/json/cluster/resources": tls: failed to verify certificate: x509: certificate signed by unknown authority`), "TLS certificate", []string{"ca_file", "pve-root-ca.pem", "insecure"}},
 		{"task", &pveTaskError{what: "starting VM 142", upid: "UPID:pve1:1:2:3:qmstart:142:root@pam:", exit: "start failed: QEMU exited with code 1"}, "task failed", []string{"starting VM 142", "start failed: QEMU exited with code 1"}},
 		{"locked", errors.New("500 VM 142 is locked (backup)"), "locked", []string{"VM 142 is locked (backup)", "qm unlock"}},
@@ -173,11 +177,13 @@ func TestExplainPVE(t *testing.T) {
 }
 
 func TestCloudInitFiles(t *testing.T) {
-	f := cloudInit{Hostname: "gpu-42", VMID: 1042, SSHKeys: []string{"ssh-ed25519 AAAA op@x"}, Address: "10.0.0.42/24", Gateway: "10.0.0.1"}.files()
+	f := cloudInit{Hostname: "gpu-42", VMID: 1042, SSHKeys: []string{"ssh-ed25519 AAAA op@x"}, Address: "10.0.0.42/24", Gateway: "10.0.0.1",
+		Nameservers: []string{"10.0.0.1", "2001:db8::53"}, SearchDomains: []string{"lab.example"}}.files()
 	for name, want := range map[string][]string{
-		"user-data":      {"#cloud-config", "hostname: gpu-42"},
-		"meta-data":      {"instance-id: llmgw-gpu-42-1042", "local-hostname: gpu-42", `- "ssh-ed25519 AAAA op@x"`},
-		"network-config": {"version: 2", `addresses: ["10.0.0.42/24"]`, `via: "10.0.0.1"`},
+		"user-data": {"#cloud-config", "hostname: gpu-42"},
+		"meta-data": {"instance-id: llmgw-gpu-42-1042", "local-hostname: gpu-42", `- "ssh-ed25519 AAAA op@x"`},
+		"network-config": {"version: 2", `addresses: ["10.0.0.42/24"]`, `via: "10.0.0.1"`,
+			"    nameservers:\n      addresses: [\"10.0.0.1\", \"2001:db8::53\"]\n      search: [\"lab.example\"]\n"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(f[name], w) {
@@ -190,5 +196,51 @@ func TestCloudInitFiles(t *testing.T) {
 	}
 	if b, err := (cloudInit{Hostname: "h", Address: "10.0.0.1/24"}).iso(); err != nil || len(b) < 32*1024 {
 		t.Errorf("iso() = %d bytes, %v", len(b), err)
+	}
+}
+
+// Only a session newer than the one seen before the VM started is the VM's
+// agent: the old machine's entry, still ready or draining within its grace
+// period, is not.
+func TestSessionAfter(t *testing.T) {
+	tests := []struct {
+		name  string
+		node  *managev1.Node
+		after int64
+		want  bool
+	}{
+		{"unknown node", nil, 0, false},
+		{"old machine's entry, disconnected", &managev1.Node{State: "draining", ConnectedSinceUnixMs: 1000}, 1000, false},
+		{"old machine's agent still connected", &managev1.Node{State: "ready", Connected: true, ConnectedSinceUnixMs: 1000}, 1000, false},
+		{"stale entry, disconnected, newer", &managev1.Node{State: "ready", ConnectedSinceUnixMs: 2000}, 1000, false},
+		{"new session", &managev1.Node{State: "draining", Connected: true, ConnectedSinceUnixMs: 2000}, 1000, true},
+		{"first node of that name", &managev1.Node{State: "pending", Connected: true, ConnectedSinceUnixMs: 5}, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := sessionAfter(tt.node, tt.after); got != tt.want {
+				t.Errorf("sessionAfter(%v, %d) = %v, want %v", tt.node, tt.after, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSeedISOOf(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  proxmox.VirtualMachineConfig
+		want string
+	}{
+		{"ours on ide2", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local:iso/llmgw-cidata-142.iso,media=cdrom"}}, "local:iso/llmgw-cidata-142.iso"},
+		{"detached", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "none,media=cdrom"}}, ""},
+		{"another ISO", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local:iso/ubuntu-24.04.iso,media=cdrom"}}, ""},
+		{"Proxmox's own cloud-init drive", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local-lvm:vm-142-cloudinit,media=cdrom"}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := seedISOOf(&tt.cfg); got != tt.want {
+				t.Errorf("seedISOOf = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@ module "node" {
   clone_from  = var.clone_from
   address     = each.value.address
   gateway     = "10.0.0.1"
+  nameservers = ["10.0.0.1"]
   storage     = "local-lvm"
   ssh_keys    = var.ssh_keys
   cores       = 32

@@ -4,7 +4,7 @@
 // /api2/json paths with form-encoded (or JSON) parameters, answers are
 // {"data": …} envelopes, long operations return a UPID whose status is
 // polled at /nodes/{node}/tasks/{upid}/status (running, then stopped with
-// exitstatus "OK" or an error), authentication is an API token
+// exitstatus "OK", "WARNINGS: n" or an error), authentication is an API token
 // (Authorization: PVEAPIToken=USER@REALM!ID=SECRET), and errors are an HTTP
 // status whose reason phrase carries Proxmox's message (400 also carries
 // {"errors": {param: message}}).
@@ -191,7 +191,8 @@ func (s *Server) SetLock(vmid int, lock string) {
 
 // FailNextTask makes the next task of type typ (qmclone, qmconfig, qmresize,
 // qmstart, qmstop, qmdestroy, imgcopy, imgdel) end with exitstatus instead
-// of "OK", without its effect.
+// of "OK", without its effect — unless exitstatus is "WARNINGS: n", which
+// Proxmox reports for a task that succeeded with warnings in its log.
 func (s *Server) FailNextTask(typ, exitstatus string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -673,10 +674,8 @@ func (s *Server) upload(node, storage string, form url.Values, up *upload) (any,
 	if form.Get("content") != "iso" {
 		return nil, &apiError{status: http.StatusBadRequest, msg: "Parameter verification failed.", params: map[string]string{"content": "value '" + form.Get("content") + "' does not have a value in the enumeration 'iso, vztmpl, import'"}}
 	}
+	// Proxmox's upload replaces a file of the same name.
 	volid := storage + ":iso/" + name
-	if _, exists := s.volumes[node+"/"+volid]; exists {
-		return nil, errorf(http.StatusInternalServerError, "refusing to override existing file '%s'", name)
-	}
 	return s.newTask(node, "imgcopy", 0, func() { s.volumes[node+"/"+volid] = data }), nil
 }
 
@@ -718,7 +717,11 @@ func (s *Server) newTaskOr(node, typ string, id int, done, undo func()) string {
 	if exit, ok := s.failNext[typ]; ok {
 		delete(s.failNext, typ)
 		t.exit = exit
-		t.done = undo
+		// "WARNINGS: n" is how Proxmox ends a task that did its work
+		// and logged warnings: the effect happens.
+		if !strings.HasPrefix(exit, "WARNINGS:") {
+			t.done = undo
+		}
 	}
 	s.tasks[upid] = t
 	return upid

@@ -167,6 +167,30 @@ func TestCloneConfigUploadDestroy(t *testing.T) {
 		t.Fatalf("uploaded volume = %q, %v", b, ok)
 	}
 
+	// An upload of the same name replaces the file, as Proxmox's does.
+	if err := c.UploadReader("/nodes/pve1/storage/local/upload", map[string]string{"content": "iso"}, "seed.iso", strings.NewReader("new bytes"), 9, &upid); err != nil {
+		t.Fatalf("uploading over an existing file: %v", err)
+	}
+	if got := waitTask(t, proxmox.NewTask(upid, c)); got != "OK" {
+		t.Fatalf("upload over an existing file: exit status %q", got)
+	}
+	if b, _ := s.Volume(DefaultNode, "local:iso/seed.iso"); string(b) != "new bytes" {
+		t.Fatalf("volume after the second upload = %q, want the new bytes", b)
+	}
+
+	// A task that did its work and logged warnings.
+	s.FailNextTask("qmconfig", "WARNINGS: 2")
+	task, err = vm.Config(ctx, proxmox.VirtualMachineOption{Name: "cores", Value: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := waitTask(t, task); got != "WARNINGS: 2" {
+		t.Errorf("config with warnings: exit status %q", got)
+	}
+	if v, _ := s.VM(142); v.Config["cores"] != "6" {
+		t.Errorf("after a config that ended with warnings cores = %q, want 6 (the change happened)", v.Config["cores"])
+	}
+
 	s.FailNextTask("qmstart", "start failed: QEMU exited with code 1")
 	task, err = vm.Start(ctx)
 	if err != nil {

@@ -79,7 +79,10 @@ resource "llmgw_proxmox_vm" "this" {
   address     = var.address
   gateway     = var.gateway
   ssh_keys    = length(var.ssh_keys) > 0 ? var.ssh_keys : null
-  user_data   = local.user_data
+
+  nameservers    = length(var.nameservers) > 0 ? var.nameservers : null
+  search_domains = length(var.search_domains) > 0 ? var.search_domains : null
+  user_data      = local.user_data
 
   wait_for_registration = true
   registration_timeout  = var.registration_timeout

@@ -83,6 +83,20 @@ variable "gateway" {
   }
 }
 
+variable "nameservers" {
+  type        = list(string)
+  default     = []
+  nullable    = false
+  description = "DNS servers of the VM, like `[\"10.0.0.1\"]`. A static address brings no DNS: without them the VM resolves no name, and the install from `llmgw_binary_url` and `packages` fail."
+}
+
+variable "search_domains" {
+  type        = list(string)
+  default     = []
+  nullable    = false
+  description = "DNS search domains of the VM, like `[\"lab.example\"]`."
+}
+
 variable "vmid" {
   type        = number
   default     = null

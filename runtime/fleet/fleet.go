@@ -66,6 +66,9 @@ type Node struct {
 	Warnings  []string
 	LastSeen  time.Time
 	Connected bool
+	// ConnectedSince is when the latest session started (kept after it
+	// ends); zero before the first.
+	ConnectedSince time.Time
 	// Draining nodes take no new work; their replicas are moved elsewhere.
 	Draining bool
 
@@ -184,6 +187,7 @@ func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Decla
 	n.Declaration = decl
 	n.Declared = declared
 	n.LastSeen = f.now()
+	n.ConnectedSince = n.LastSeen
 	n.Connected = true
 	n.conn = conn
 	n.connID = f.nextConn

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -302,6 +303,33 @@ func TestHeartbeatGPUReadings(t *testing.T) {
 		}
 		if got != st.want {
 			t.Fatalf("after %s: memory used = %v, want %v", st.name, got, st.want)
+		}
+	}
+}
+
+// ConnectedSince is the start of the latest session: a heartbeat does not
+// move it, a disconnect keeps it, a new session replaces it.
+func TestConnectedSince(t *testing.T) {
+	f := New()
+	clock := time.UnixMilli(1_000_000)
+	f.now = func() time.Time { return clock }
+	hello := &agentv1.Hello{Inventory: &agentv1.Inventory{}}
+	id := f.Connect(hello, "n1", nil, false, &recConn{})
+	steps := []struct {
+		name string
+		do   func()
+		want time.Time
+	}{
+		{"first session", func() {}, time.UnixMilli(1_000_000)},
+		{"heartbeat", func() { clock = clock.Add(time.Second); f.Heartbeat("n1", &agentv1.Heartbeat{}) }, time.UnixMilli(1_000_000)},
+		{"disconnect", func() { clock = clock.Add(time.Second); f.Disconnect("n1", id) }, time.UnixMilli(1_000_000)},
+		{"new session", func() { clock = clock.Add(time.Second); f.Connect(hello, "n1", nil, false, &recConn{}) }, time.UnixMilli(1_003_000)},
+	}
+	for _, s := range steps {
+		s.do()
+		n, _ := f.Node("n1")
+		if !n.ConnectedSince.Equal(s.want) {
+			t.Errorf("%s: ConnectedSince = %v, want %v", s.name, n.ConnectedSince, s.want)
 		}
 	}
 }

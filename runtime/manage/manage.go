@@ -220,6 +220,9 @@ func nodeToProto(n fleet.Node, used map[int]string, replicas int) *managev1.Node
 	pn.EngineChecks = n.EngineChecks
 	pn.Warnings = n.Warnings
 	pn.Connected = n.Connected
+	if !n.ConnectedSince.IsZero() {
+		pn.ConnectedSinceUnixMs = n.ConnectedSince.UnixMilli()
+	}
 	if n.Declaration != nil {
 		pn.Labels = n.Declaration.GetLabels()
 	}

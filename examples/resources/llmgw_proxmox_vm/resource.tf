@@ -12,10 +12,13 @@ resource "llmgw_proxmox_vm" "gpu142" {
   disk_gb   = 200
   storage   = "local-lvm"
 
-  address  = "10.0.0.142/24"
-  gateway  = "10.0.0.1"
-  bridge   = "vmbr0"
-  ssh_keys = [file("~/.ssh/id_ed25519.pub")]
+  address = "10.0.0.142/24"
+  gateway = "10.0.0.1"
+  bridge  = "vmbr0"
+  # A static address brings no DNS: without it apt and downloads fail.
+  nameservers    = ["10.0.0.1"]
+  search_domains = ["lab.example"]
+  ssh_keys       = [file("~/.ssh/id_ed25519.pub")]
 
   # A template of your own that installs the agent with its certificate and
   # key; modules/proxmox-node renders a complete one (docs/proxmox.md).

@@ -330,9 +330,13 @@ type Node struct {
 	// are part of reason too.
 	Warnings []string `protobuf:"bytes,23,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	// Whether the node's agent has a session now.
-	Connected     bool `protobuf:"varint,24,opt,name=connected,proto3" json:"connected,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Connected bool `protobuf:"varint,24,opt,name=connected,proto3" json:"connected,omitempty"`
+	// When the node's latest agent session started (Unix ms, the control
+	// plane's clock); 0 when no agent ever connected. A session newer than
+	// one seen before tells a rebuilt machine's agent from the old one's.
+	ConnectedSinceUnixMs int64 `protobuf:"varint,25,opt,name=connected_since_unix_ms,json=connectedSinceUnixMs,proto3" json:"connected_since_unix_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -531,6 +535,13 @@ func (x *Node) GetConnected() bool {
 		return x.Connected
 	}
 	return false
+}
+
+func (x *Node) GetConnectedSinceUnixMs() int64 {
+	if x != nil {
+		return x.ConnectedSinceUnixMs
+	}
+	return 0
 }
 
 type Scaling struct {
@@ -4979,7 +4990,7 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.llmgw.manage.v1.NodeR\x05nodes\" \n" +
 	"\x0eGetNodeRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xd4\a\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x8b\b\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
@@ -5005,7 +5016,8 @@ const file_runtime_api_managev1_manage_proto_rawDesc = "" +
 	"\bhas_avx2\x18\x15 \x01(\bH\x00R\ahasAvx2\x88\x01\x01\x12@\n" +
 	"\rengine_checks\x18\x16 \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\fengineChecks\x12\x1a\n" +
 	"\bwarnings\x18\x17 \x03(\tR\bwarnings\x12\x1c\n" +
-	"\tconnected\x18\x18 \x01(\bR\tconnected\x1a9\n" +
+	"\tconnected\x18\x18 \x01(\bR\tconnected\x125\n" +
+	"\x17connected_since_unix_ms\x18\x19 \x01(\x03R\x14connectedSinceUnixMs\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
