@@ -92,16 +92,20 @@ func (r *proxmoxVMResource) Metadata(_ context.Context, req resource.MetadataReq
 	resp.TypeName = req.ProviderTypeName + "_proxmox_vm"
 }
 
-// unlessImported is a replace condition that holds only when the prior
-// state has a value: an imported VM's first apply records what import
-// could not read (the template, the user-data) without rebuilding it.
-func unlessImported(_ context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
-	resp.RequiresReplace = !req.StateValue.IsNull()
+// configSetAndDiffers is the replace condition of first-boot inputs: the
+// configuration sets a value (not null, not empty) and the prior state has
+// another. An imported VM's first apply thus records what import could not
+// read (the template, the user-data) without rebuilding it, and a value
+// import did read (the gateway) that the configuration leaves unset is
+// dropped from state, not a reason to rebuild the VM.
+func configSetAndDiffers(_ context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
+	set := req.ConfigValue.IsUnknown() || (!req.ConfigValue.IsNull() && req.ConfigValue.ValueString() != "")
+	resp.RequiresReplace = set && !req.StateValue.IsNull()
 }
 
 func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	replaceString := func(desc string) []planmodifier.String {
-		return []planmodifier.String{stringplanmodifier.RequiresReplaceIf(unlessImported, desc, desc)}
+		return []planmodifier.String{stringplanmodifier.RequiresReplaceIf(configSetAndDiffers, desc, desc)}
 	}
 	rebootNote := " Changing it on a running VM is held by Proxmox as a pending change until the VM restarts; the plan says so."
 	resp.Schema = schema.Schema{
@@ -112,6 +116,8 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"since the user-data carries the node's private key. " +
 			"Destroy first drains the node named `name` when the control plane knows it (each replica's replacement is ready elsewhere before the original stops) and waits until it holds no replica (`drain_timeout`), then stops and destroys the VM: " +
 			"an `llmgw_node` destroyed in the same apply may still be moving the node's replicas when the VM's destroy starts.\n\n" +
+			"The first-boot inputs (`clone_from`, `storage`, `address`, `gateway`, `ssh_keys`, `nameservers`, `search_domains`, `user_data`) replace the VM when the configuration sets a value other than the state's; " +
+			"one the configuration leaves unset or empty replaces nothing, so a VM imported into a configuration without them is kept.\n\n" +
 			"`cpu_type` defaults to `host`: Proxmox's own default model (kvm64) hides AVX2 and inference on the CPU becomes several times slower while everything looks healthy.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
@@ -134,7 +140,8 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"vmid": schema.Int64Attribute{
 				Optional: true, Computed: true,
 				MarkdownDescription: "The VM's id. Defaults to the last octet of `address` (10.0.0.142/24 → 142), so `qm list` and `llmgw ctl nodes` sort alike; " +
-					"Proxmox ids start at 100, so set it when the octet is lower. A VMID that is taken fails create (import the VM instead). Changing it replaces the VM.",
+					"Proxmox ids start at 100, so set it when the octet is lower. A VMID that is taken fails create (import the VM instead). Changing it replaces the VM; " +
+					"left unset, a VM that exists (an imported one whose id is not the octet) keeps its id as long as `address` stays.",
 				PlanModifiers: []planmodifier.Int64{vmidFromAddress{}, int64planmodifier.RequiresReplace()},
 				Validators:    []validator.Int64{int64validator.AtLeast(pveMinVMID)},
 			},
@@ -192,19 +199,19 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"ssh_keys": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "SSH public keys for the image's default user (`sshkeys` and the ISO's meta-data). Changing them replaces the VM.",
-				PlanModifiers:       []planmodifier.List{listplanmodifier.RequiresReplaceIf(listUnlessImported, "Changing the keys replaces the VM.", "Changing the keys replaces the VM.")},
+				PlanModifiers:       []planmodifier.List{listplanmodifier.RequiresReplaceIf(listConfigSetAndDiffers, "Changing the keys replaces the VM.", "Changing the keys replaces the VM.")},
 			},
 			"nameservers": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "DNS servers of the VM (`[\"10.0.0.1\"]`), written to the ISO's network-config and the VM's `nameserver` option. " +
 					"A static address brings no DNS with it: without nameservers the image resolves no name, and installing packages or the llmgw binary from a URL fails. Changing them replaces the VM.",
-				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplaceIf(listUnlessImported, "Changing the DNS servers replaces the VM.", "Changing the DNS servers replaces the VM.")},
+				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplaceIf(listConfigSetAndDiffers, "Changing the DNS servers replaces the VM.", "Changing the DNS servers replaces the VM.")},
 				Validators:    []validator.List{listvalidator.ValueStringsAre(ipValidator{})},
 			},
 			"search_domains": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "DNS search domains of the VM (`[\"lab.example\"]`), written to the ISO's network-config and the VM's `searchdomain` option. Changing them replaces the VM.",
-				PlanModifiers:       []planmodifier.List{listplanmodifier.RequiresReplaceIf(listUnlessImported, "Changing the search domains replaces the VM.", "Changing the search domains replaces the VM.")},
+				PlanModifiers:       []planmodifier.List{listplanmodifier.RequiresReplaceIf(listConfigSetAndDiffers, "Changing the search domains replaces the VM.", "Changing the search domains replaces the VM.")},
 			},
 			"user_data": schema.StringAttribute{
 				Optional: true, Sensitive: true,
@@ -242,8 +249,11 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 	}
 }
 
-func listUnlessImported(_ context.Context, req planmodifier.ListRequest, resp *listplanmodifier.RequiresReplaceIfFuncResponse) {
-	resp.RequiresReplace = !req.StateValue.IsNull()
+// listConfigSetAndDiffers is configSetAndDiffers for lists: an empty or
+// unset list in the configuration replaces nothing.
+func listConfigSetAndDiffers(_ context.Context, req planmodifier.ListRequest, resp *listplanmodifier.RequiresReplaceIfFuncResponse) {
+	set := req.ConfigValue.IsUnknown() || (!req.ConfigValue.IsNull() && len(req.ConfigValue.Elements()) > 0)
+	resp.RequiresReplace = set && !req.StateValue.IsNull()
 }
 
 func (r *proxmoxVMResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -251,11 +261,13 @@ func (r *proxmoxVMResource) Configure(_ context.Context, req resource.ConfigureR
 }
 
 // vmidFromAddress plans vmid as the last octet of address when it is not
-// configured.
+// configured. An existing VM keeps its VMID while its address stays: an
+// imported VM whose id is not the octet (made by hand, or with vmid set
+// before) is not replaced for it.
 type vmidFromAddress struct{}
 
 func (vmidFromAddress) Description(context.Context) string {
-	return "defaults to the last octet of address"
+	return "defaults to the last octet of address; an existing VM keeps its own while the address stays"
 }
 
 func (m vmidFromAddress) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
@@ -267,6 +279,15 @@ func (vmidFromAddress) PlanModifyInt64(ctx context.Context, req planmodifier.Int
 	var addr types.String
 	if d := req.Plan.GetAttribute(ctx, path.Root("address"), &addr); d.HasError() || addr.IsUnknown() || addr.IsNull() {
 		return
+	}
+	if !req.StateValue.IsNull() && !req.StateValue.IsUnknown() {
+		var was types.String
+		if d := req.State.GetAttribute(ctx, path.Root("address"), &was); !d.HasError() && (was.IsNull() || was.Equal(addr)) {
+			// The address does not replace the VM (an import that read
+			// none replaces nothing for it either): keep the VM's id.
+			resp.PlanValue = req.StateValue
+			return
+		}
 	}
 	id, err := vmidOf(addr.ValueString())
 	if err != nil {

@@ -643,3 +643,63 @@ func TestAccProxmoxVMTaskWarnings(t *testing.T) {
 	}
 	tf.Run(0, "destroy", "-no-color", "-auto-approve")
 }
+
+// TestAccProxmoxVMImportKeepsVM: a VM made by hand (VMID 150, not the
+// address's last octet, with a gateway and SSH keys in its cloud-init
+// settings) imported into a configuration that, like modules/proxmox-node
+// by default, leaves vmid, gateway and ssh_keys unset plans an in-place
+// update, never its replacement; after that apply the plan is empty.
+func TestAccProxmoxVMImportKeepsVM(t *testing.T) {
+	s := newPVEFake(t)
+	s.AddVM(pvefake.DefaultNode, 150, false, map[string]string{
+		"name": "gpu-142", "cpu": "host", "cores": "4", "memory": "8192", "scsihw": "virtio-scsi-single",
+		"scsi0": "local-lvm:vm-150-disk-0,size=40G", "boot": "order=scsi0", "net0": "virtio=BC:24:11:00:01:50,bridge=vmbr0",
+		"ipconfig0": "ip=10.0.0.142/24,gw=10.0.0.1", "sshkeys": "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIOps%20operator%40laptop",
+	})
+	addr := "llmgw_proxmox_vm.n"
+	cfg := pveOnlyProvider(pveBlock(t, s)) + fmt.Sprintf(`resource "llmgw_proxmox_vm" "n" {
+  name                  = "gpu-142"
+  target_node           = %q
+  clone_from            = "ubuntu-2404"
+  address               = "10.0.0.142/24"
+  user_data             = "#cloud-config\n"
+  wait_for_registration = false
+  drain_timeout         = "0s"
+}
+`, pvefake.DefaultNode)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				Config: cfg, ResourceName: addr, ImportState: true, ImportStateId: "pve1/150", ImportStatePersist: true,
+				ImportStateCheck: func(is []*terraform.InstanceState) error {
+					if len(is) != 1 || is[0].Attributes["vmid"] != "150" || is[0].Attributes["gateway"] != "10.0.0.1" || is[0].Attributes["ssh_keys.#"] != "1" {
+						return fmt.Errorf("imported state %+v", is)
+					}
+					return nil
+				},
+			},
+			{
+				Config: cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(addr, tfjsonpath.New("vmid"), knownvalue.Int64Exact(150)),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("vmid"), knownvalue.Int64Exact(150)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("id"), knownvalue.StringExact("pve1/150")),
+				},
+				Check: func(*terraform.State) error {
+					if _, ok := s.VM(150); !ok {
+						return fmt.Errorf("VM 150 is gone after the apply that follows its import")
+					}
+					if clones := s.CallsMatching(http.MethodPost, `/clone$`); len(clones) > 0 {
+						return fmt.Errorf("the apply after the import cloned a new VM: %+v", clones)
+					}
+					return nil
+				},
+			},
+			{Config: cfg, PlanOnly: true, ExpectNonEmptyPlan: false},
+		},
+	})
+}

@@ -1,11 +1,16 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	proxmox "github.com/luthermonson/go-proxmox"
 
@@ -35,6 +40,52 @@ func TestVMIDOf(t *testing.T) {
 			}
 			if err != nil || got != tt.want {
 				t.Fatalf("vmidOf(%q) = %d, %v; want %d", tt.cidr, got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestConfigSetAndDiffers: a first-boot input replaces the VM only when the
+// configuration sets a value and the state has one; an unset or empty value
+// (a VM imported into a configuration without it) replaces nothing.
+func TestConfigSetAndDiffers(t *testing.T) {
+	str := func(v *string) types.String {
+		if v == nil {
+			return types.StringNull()
+		}
+		return types.StringValue(*v)
+	}
+	gw, other, empty := "10.0.0.1", "10.0.0.254", ""
+	tests := []struct {
+		name          string
+		config, state *string
+		want          bool
+	}{
+		{name: "changed", config: &other, state: &gw, want: true},
+		{name: "unset after import", config: nil, state: &gw, want: false},
+		{name: "empty after import", config: &empty, state: &gw, want: false},
+		{name: "not read by import", config: &gw, state: nil, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var resp stringplanmodifier.RequiresReplaceIfFuncResponse
+			configSetAndDiffers(context.Background(), planmodifier.StringRequest{ConfigValue: str(tt.config), PlanValue: str(tt.config), StateValue: str(tt.state)}, &resp)
+			if resp.RequiresReplace != tt.want {
+				t.Fatalf("string: RequiresReplace = %v, want %v", resp.RequiresReplace, tt.want)
+			}
+			list := func(v *string) types.List {
+				if v == nil {
+					return types.ListNull(types.StringType)
+				}
+				if *v == "" {
+					return types.ListValueMust(types.StringType, nil)
+				}
+				return types.ListValueMust(types.StringType, []attr.Value{types.StringValue(*v)})
+			}
+			var lresp listplanmodifier.RequiresReplaceIfFuncResponse
+			listConfigSetAndDiffers(context.Background(), planmodifier.ListRequest{ConfigValue: list(tt.config), PlanValue: list(tt.config), StateValue: list(tt.state)}, &lresp)
+			if lresp.RequiresReplace != tt.want {
+				t.Fatalf("list: RequiresReplace = %v, want %v", lresp.RequiresReplace, tt.want)
 			}
 		})
 	}
