@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -579,6 +580,11 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 	if len(search) > 0 {
 		set = append(set, proxmox.VirtualMachineOption{Name: "searchdomain", Value: strings.Join(search, " ")})
 	}
+	if drives := cloudInitDrives(vm.VirtualMachineConfig); len(drives) > 0 {
+		// The template's own cloud-init drive would be a second cidata
+		// volume, which NoCloud may read instead of the seed.
+		set = append(set, proxmox.VirtualMachineOption{Name: "delete", Value: strings.Join(drives, ",")})
+	}
 	task, err = vm.Config(ctx, set...)
 	if err := pve.wait(ctx, fmt.Sprintf("configuring VM %d", vmid), task, err); err != nil {
 		resp.Diagnostics.Append(pve.pveDiag(fmt.Sprintf("configuring VM %d (%s)", vmid, name), err))
@@ -679,6 +685,20 @@ func diskSizeGiB(v string) int {
 		f /= 1024 * 1024 * 1024
 	}
 	return int(f)
+}
+
+// cloudInitDrives are the VM's Proxmox cloud-init drives (a value naming a
+// …-cloudinit volume) other than on ide2, where the seed replaces one,
+// sorted.
+func cloudInitDrives(cfg *proxmox.VirtualMachineConfig) []string {
+	var out []string
+	for k, v := range cfg.MergeDisks() {
+		if k != pveISODevice && strings.Contains(v, "cloudinit") {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // seedISOOf is the volume of an llmgw cloud-init ISO (llmgw-cidata-*.iso)

@@ -703,3 +703,42 @@ func TestAccProxmoxVMImportKeepsVM(t *testing.T) {
 		},
 	})
 }
+
+// TestAccProxmoxVMTemplateCloudInitDrive: a template whose own Proxmox
+// cloud-init drive is not on ide2 (where the seed goes) leaves no second
+// cidata volume on the clone, which NoCloud could read instead of ours:
+// create deletes that drive in its config call, and ide2 holds our ISO.
+func TestAccProxmoxVMTemplateCloudInitDrive(t *testing.T) {
+	for _, drive := range []string{"scsi1", "ide0", "sata1"} {
+		t.Run(drive, func(t *testing.T) {
+			s := newPVEFake(t)
+			s.SetConfig(pveTemplateID, drive, fmt.Sprintf("%s:vm-%d-cloudinit,media=cdrom", pvefake.DiskStorage, pveTemplateID))
+			cfg := pveOnlyProvider(pveBlock(t, s)) + vmHCL("  wait_for_registration = false\n  drain_timeout = \"0s\"\n")
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: factories,
+				Steps: []resource.TestStep{
+					{
+						Config: cfg,
+						Check: func(*terraform.State) error {
+							if err := checkVM(s, map[string]string{drive: "", "ide2": "local:iso/llmgw-cidata-142.iso,media=cdrom"}); err != nil {
+								return err
+							}
+							vm, _ := s.VM(142)
+							for k, v := range vm.Config {
+								if strings.Contains(v, "cloudinit") {
+									return fmt.Errorf("VM 142 still has a Proxmox cloud-init drive: %s = %q", k, v)
+								}
+							}
+							conf := s.CallsMatching(http.MethodPost, `^/nodes/pve1/qemu/142/config$`)
+							if len(conf) == 0 || conf[0].Form.Get("delete") != drive {
+								return fmt.Errorf("the config call does not delete %s: %+v", drive, conf)
+							}
+							return nil
+						},
+					},
+					{Config: cfg, PlanOnly: true, ExpectNonEmptyPlan: false},
+				},
+			})
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,6 +125,28 @@ func TestBootDisk(t *testing.T) {
 			d, s := bootDisk(&tt.cfg)
 			if d != tt.wantDisk || s != tt.wantSize {
 				t.Fatalf("bootDisk = %s, %d; want %s, %d", d, s, tt.wantDisk, tt.wantSize)
+			}
+		})
+	}
+}
+
+func TestCloudInitDrives(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  proxmox.VirtualMachineConfig
+		want []string
+	}{
+		{"on ide2, replaced by the seed", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local-lvm:vm-142-cloudinit,media=cdrom"}}, nil},
+		{"on scsi1 and ide0", proxmox.VirtualMachineConfig{
+			IDEs:  map[string]string{"ide0": "local-lvm:vm-142-cloudinit,media=cdrom", "ide2": "local:iso/llmgw-cidata-142.iso,media=cdrom"},
+			SCSIs: map[string]string{"scsi0": "local-lvm:vm-142-disk-0,size=4G", "scsi1": "local-lvm:vm-142-cloudinit,media=cdrom"},
+		}, []string{"ide0", "scsi1"}},
+		{"none", proxmox.VirtualMachineConfig{SCSIs: map[string]string{"scsi0": "local-lvm:vm-142-disk-0,size=4G"}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := cloudInitDrives(&tt.cfg); !slices.Equal(got, tt.want) {
+				t.Fatalf("cloudInitDrives = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -559,7 +559,7 @@ func (s *Server) clone(src *VM, form url.Values) (any, *apiError) {
 	}
 	storage := form.Get("storage")
 	for k, v := range cfg {
-		if !isDisk(k) || strings.Contains(v, "media=cdrom") {
+		if !isDisk(k) {
 			continue
 		}
 		vol, rest, _ := strings.Cut(v, ",")
@@ -567,7 +567,14 @@ func (s *Server) clone(src *VM, form url.Values) (any, *apiError) {
 		if storage != "" {
 			st = storage
 		}
-		cfg[k] = fmt.Sprintf("%s:vm-%d-disk-%s,%s", st, newid, strings.TrimLeft(k, "abcdefghijklmnopqrstuvwxyz"), rest)
+		switch {
+		case strings.HasSuffix(vol, "-cloudinit"):
+			// A cloud-init drive is made anew for the clone, as Proxmox does.
+			cfg[k] = fmt.Sprintf("%s:vm-%d-cloudinit,%s", st, newid, rest)
+		case strings.Contains(v, "media=cdrom"):
+		default:
+			cfg[k] = fmt.Sprintf("%s:vm-%d-disk-%s,%s", st, newid, strings.TrimLeft(k, "abcdefghijklmnopqrstuvwxyz"), rest)
+		}
 	}
 	vm := &VM{VMID: newid, Node: target, Status: "stopped", Lock: "clone", Config: cfg}
 	s.vms[newid] = vm

@@ -102,6 +102,7 @@ func (e errString) Error() string { return string(e) }
 func TestCloneConfigUploadDestroy(t *testing.T) {
 	s := New(t)
 	s.AddTemplate(DefaultNode, 9000, "ubuntu-2404")
+	s.SetConfig(9000, "scsi1", "local-lvm:vm-9000-cloudinit,media=cdrom")
 	c := client(s, DefaultSecret)
 	ctx := context.Background()
 	tmpl := &proxmox.VirtualMachine{}
@@ -132,6 +133,9 @@ func TestCloneConfigUploadDestroy(t *testing.T) {
 	}
 	if d := vm.VirtualMachineConfig.SCSIs["scsi0"]; !strings.HasPrefix(d, "local-lvm:vm-142-disk-0,") {
 		t.Errorf("clone's scsi0 = %q, want its own disk", d)
+	}
+	if d := vm.VirtualMachineConfig.SCSIs["scsi1"]; d != "local-lvm:vm-142-cloudinit,media=cdrom" {
+		t.Errorf("clone's scsi1 = %q, want its own cloud-init drive", d)
 	}
 	calls := s.CallsMatching(http.MethodPost, `^/nodes/pve1/qemu/142/config$`)
 	if len(calls) != 1 || calls[0].Form.Get("cores") != "8" || calls[0].Form.Get("cpu") != "host" {
