@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -13,23 +12,8 @@ import (
 	"github.com/llmgw/llmgw/runtime/catalog"
 	"github.com/llmgw/llmgw/runtime/modelpb"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/runtime/tenancy"
 )
-
-// periodBounds returns when the period holding now began and when it ends:
-// UTC calendar days and months; a total budget began at the zero time and
-// never resets (zero end).
-func periodBounds(period string, now time.Time) (start, end time.Time) {
-	now = now.UTC()
-	switch period {
-	case store.PeriodDay:
-		start = time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
-		return start, start.AddDate(0, 0, 1)
-	case store.PeriodMonth:
-		start = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-		return start, start.AddDate(0, 1, 0)
-	}
-	return time.Time{}, time.Time{}
-}
 
 func validPeriod(field, period string) error {
 	switch period {
@@ -135,7 +119,8 @@ func (s *Service) budgetProto(ctx context.Context, b store.Budget) (*managev1.Bu
 		CreatedUnixMs: unixMs(b.CreatedAt), UpdatedUnixMs: unixMs(b.UpdatedAt),
 		Warnings: s.budgetWarnings(ctx, b),
 	}
-	start, end := periodBounds(b.Period, s.now())
+	start := tenancy.PeriodStart(b.Period, s.now())
+	end, _ := tenancy.PeriodEnd(b.Period, start)
 	spent, err := s.opts.Store.ProjectSpend(ctx, b.Project, start)
 	if err != nil {
 		return nil, tenancyError(fmt.Sprintf("reading the spend of project %s", b.Project), err)

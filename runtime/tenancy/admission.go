@@ -364,7 +364,7 @@ func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string
 
 func budgetMessage(project string, b store.Budget, l *ledger) string {
 	reset := "it does not reset; raise the budget to continue"
-	if next, ok := periodEnd(b.Period, l.start); ok {
+	if next, ok := PeriodEnd(b.Period, l.start); ok {
 		reset = "it resets at " + next.Format(time.RFC3339)
 	}
 	return fmt.Sprintf("the %s budget of project %q (%s) is spent: %s spent, %s reserved by requests in flight; %s",

@@ -313,8 +313,8 @@ func TestPeriods(t *testing.T) {
 		{store.PeriodTotal, time.Unix(0, 0).UTC(), time.Time{}, false},
 	}
 	for _, tt := range tests {
-		start := periodStart(tt.period, at)
-		end, resets := periodEnd(tt.period, start)
+		start := PeriodStart(tt.period, at)
+		end, resets := PeriodEnd(tt.period, start)
 		if !start.Equal(tt.start) || !end.Equal(tt.end) || resets != tt.resets {
 			t.Errorf("%s: start %v end %v resets %v", tt.period, start, end, resets)
 		}

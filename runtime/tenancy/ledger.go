@@ -22,9 +22,9 @@ type ledger struct {
 	reserved float64
 }
 
-// periodStart returns the start of the period that holds t: UTC midnight,
+// PeriodStart returns the start of the period that holds t: UTC midnight,
 // the first of the UTC month, or the zero time for a total budget.
-func periodStart(period string, t time.Time) time.Time {
+func PeriodStart(period string, t time.Time) time.Time {
 	t = t.UTC()
 	switch period {
 	case store.PeriodDay:
@@ -36,9 +36,9 @@ func periodStart(period string, t time.Time) time.Time {
 	}
 }
 
-// periodEnd returns when the period starting at start ends; false for a
+// PeriodEnd returns when the period starting at start ends; false for a
 // total budget, which never resets.
-func periodEnd(period string, start time.Time) (time.Time, bool) {
+func PeriodEnd(period string, start time.Time) (time.Time, bool) {
 	switch period {
 	case store.PeriodDay:
 		return start.AddDate(0, 0, 1), true
@@ -53,7 +53,7 @@ func periodEnd(period string, start time.Time) (time.Time, bool) {
 // Reservations of requests still running carry over: they settle, and are
 // recorded, in the new period.
 func (l *ledger) roll(now time.Time) {
-	if s := periodStart(l.period, now); !s.Equal(l.start) {
+	if s := PeriodStart(l.period, now); !s.Equal(l.start) {
 		l.start, l.spent = s, 0
 	}
 }
@@ -70,7 +70,7 @@ func (a *Admission) loadLedgers(ctx context.Context, project string, budgets []s
 		if ok {
 			continue
 		}
-		start := periodStart(b.Period, now)
+		start := PeriodStart(b.Period, now)
 		spent, err := a.opts.Store.ProjectSpend(ctx, project, start)
 		if err != nil {
 			return fmt.Errorf("reading the spend of project %q: %w", project, err)
