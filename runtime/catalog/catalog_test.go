@@ -196,6 +196,8 @@ func TestValidate(t *testing.T) {
 		{name: "negative min", modify: func(m *Model) { m.Scaling.Min = -1 }, want: "scaling.min: must not be negative"},
 		{name: "negative idle timeout", modify: func(m *Model) { m.Scaling.IdleTimeout = -1 }, want: "scaling.idle_timeout: must not be negative"},
 		{name: "max output above context", modify: func(m *Model) { m.ContextLength, m.MaxOutput = 10, 20 }, want: "max_output: 20 is more than context_length 10"},
+		{name: "negative prompt price", modify: func(m *Model) { m.Pricing = &Pricing{PromptPer1K: -1} }, want: "pricing.prompt_per_1k: must not be negative"},
+		{name: "negative completion price", modify: func(m *Model) { m.Pricing = &Pricing{CompletionPer1K: -0.5} }, want: "pricing.completion_per_1k: must not be negative"},
 		{name: "negative memory", modify: func(m *Model) { m.Profiles[0].MinMemoryGB = -8 }, want: "profiles[0].min_memory_gb: must not be negative"},
 		{name: "zero startup timeout", modify: func(m *Model) { m.Profiles[1].StartupTimeout = 0 }, want: "profiles[1].startup_timeout: must be positive"},
 		{name: "vllm on ray", modify: func(m *Model) { m.Profiles[1].Engine, m.Profiles[1].LaunchMode = "vllm", "ray" }},
@@ -385,5 +387,22 @@ func TestProblemsWithin(t *testing.T) {
 	}
 	if Problems(nil).Prefixed("f") != nil {
 		t.Fatal("Prefixed of no problems is not nil")
+	}
+}
+
+func TestPricing(t *testing.T) {
+	p := Pricing{PromptPer1K: 0.5, CompletionPer1K: 2}
+	if got := p.Cost(1000, 500); got != 1.5 {
+		t.Errorf("Cost(1000, 500) = %v, want 1.5", got)
+	}
+	if p.Free() || !(Pricing{}).Free() {
+		t.Error("Free is wrong")
+	}
+	// Pricing is part of a model's definition but a copy never shares it.
+	m := Model{Name: "m", Pricing: &p}
+	c := m.Clone()
+	c.Pricing.PromptPer1K = 9
+	if m.Pricing.PromptPer1K != 0.5 || m.Equal(c) {
+		t.Error("Clone shares the pricing, or Equal ignores it")
 	}
 }
