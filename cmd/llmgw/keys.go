@@ -43,13 +43,9 @@ func runKeys(ctx context.Context, args []string) int {
 	if err != nil {
 		return fail("keys", err)
 	}
-	dsn, err := cfg.Auth.StoreDSN()
+	admin, err := keys.Open(ctx, cfg.Auth.Store)
 	if err != nil {
-		return fail("keys", err)
-	}
-	admin, err := keys.Open(ctx, dsn)
-	if err != nil {
-		return fail("keys", err)
+		return fail("keys", fmt.Errorf("auth.store: %w", err))
 	}
 	defer admin.Close()
 	switch sub {

@@ -51,10 +51,7 @@ func runUsers(ctx context.Context, args []string) int {
 	if err != nil {
 		return fail("users", err)
 	}
-	dsn, err := cfg.Auth.StoreDSN()
-	if err != nil {
-		return fail("users", err)
-	}
+	dsn := cfg.Auth.Store
 	var pw string
 	if sub == "create" {
 		// Read the password before opening the store, so a bad flag fails fast.

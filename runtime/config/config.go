@@ -10,9 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/llmgw/llmgw/internal/konfig"
@@ -73,7 +71,7 @@ type Auth struct {
 	Enabled bool `koanf:"enabled" yaml:"enabled" json:"enabled"`
 	// Store is a SQLite file path, a postgres:// URL, or "@" followed by
 	// the path of a file holding either (to keep a password out of this
-	// file). Use StoreDSN to resolve it.
+	// file); store.Open resolves all three.
 	Store string `koanf:"store" yaml:"store" json:"store"`
 	// DefaultRPM and DefaultTPM limit, per minute, the requests and tokens
 	// of every key and project nobody gave a limit; 0 means no limit.
@@ -326,22 +324,4 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// StoreDSN returns the store address: Store itself, or, when Store is
-// "@path", the trimmed contents of that file.
-func (a Auth) StoreDSN() (string, error) {
-	path, ok := strings.CutPrefix(a.Store, "@")
-	if !ok {
-		return a.Store, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading auth.store address file: %w", err)
-	}
-	dsn := strings.TrimSpace(string(b))
-	if dsn == "" {
-		return "", fmt.Errorf("auth.store address file %s is empty", path)
-	}
-	return dsn, nil
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -212,44 +211,5 @@ func TestLoadEnvOnly(t *testing.T) {
 	_, err := Load("")
 	if err == nil || !strings.Contains(err.Error(), "configuration: pprof_listen:") {
 		t.Fatalf("Load(\"\") = %v, want the pprof error", err)
-	}
-}
-
-func TestStoreDSN(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "dsn")
-	if err := os.WriteFile(good, []byte("postgres://u:p@db/llmgw\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	empty := filepath.Join(dir, "empty")
-	if err := os.WriteFile(empty, []byte(" \n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		store   string
-		want    string
-		wantErr string
-	}{
-		{store: "/var/lib/llmgw/llmgw.db", want: "/var/lib/llmgw/llmgw.db"},
-		{store: "postgres://db/llmgw", want: "postgres://db/llmgw"},
-		{store: "@" + good, want: "postgres://u:p@db/llmgw"},
-		{store: "@" + empty, wantErr: "is empty"},
-		{store: "@" + filepath.Join(dir, "missing"), wantErr: "reading auth.store address file"},
-	}
-	for _, tt := range tests {
-		got, err := Auth{Store: tt.store}.StoreDSN()
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("StoreDSN(%q) = %q, %v; want error %q", tt.store, got, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("StoreDSN(%q) = %q, %v; want %q", tt.store, got, err, tt.want)
-		}
-	}
-	_, err := Auth{Store: "@" + filepath.Join(dir, "missing")}.StoreDSN()
-	if !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("missing file error %v does not wrap os.ErrNotExist", err)
 	}
 }

@@ -79,13 +79,9 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 		logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, version: version, log: logger, listeners: map[string]net.Listener{}, addrs: map[string]string{}, metaKick: make(chan struct{}, 1)}
-	dsn, err := cfg.Auth.StoreDSN()
+	st, err := store.Open(ctx, cfg.Auth.Store, store.WithLogger(logger.With("component", "store")))
 	if err != nil {
-		return nil, err
-	}
-	st, err := store.Open(ctx, dsn, store.WithLogger(logger.With("component", "store")))
-	if err != nil {
-		return nil, fmt.Errorf("opening store: %w", err)
+		return nil, fmt.Errorf("auth.store: %w", err)
 	}
 	s.Store = st
 	s.Catalog, err = models.New(cfg.Models, st, logger)

@@ -5,9 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/runtime/store"
 )
 
@@ -45,5 +47,17 @@ func TestLiveReplicasHintRoundTrip(t *testing.T) {
 	}
 	if ids, err := s.liveReplicasHint(ctx); err != nil || ids != nil {
 		t.Fatalf("unreadable hint = %v, %v; want it ignored", ids, err)
+	}
+}
+
+// TestBadStoreNamesTheKey: a store that cannot be opened stops the server
+// with an error naming auth.store and the file at fault.
+func TestBadStoreNamesTheKey(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-file")
+	cfg := config.Default()
+	cfg.Auth.Store = "@" + missing
+	_, err := New(context.Background(), cfg, "test", slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "auth.store") || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("New with a missing store address file = %v; want an error naming auth.store and %s", err, missing)
 	}
 }
