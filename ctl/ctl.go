@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/llmgw/llmgw/internal/cliflags"
 )
 
 // Environment variables the connection flags default to.
@@ -195,29 +197,8 @@ func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 	return fs
 }
 
-// parseArgs parses flags and positional arguments given in any order
-// (`explain-placement MODEL --json` and `explain-placement --json MODEL`
-// alike) and returns the positionals. Everything after "--" is positional.
-// It returns flag.ErrHelp for -h; other errors were already printed with the
-// usage by the flag set.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		consumed := len(args) - len(rest)
-		if consumed > 0 && args[consumed-1] == "--" {
-			return append(positional, rest...), nil
-		}
-		if len(rest) == 0 {
-			return positional, nil
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
-	}
-}
+// parseArgs parses flags and positionals in any order; see cliflags.Parse.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) { return cliflags.Parse(fs, args) }
 
 // parse runs parseArgs and turns its outcome into an exit code when the
 // command should stop: 0 after -h, 2 after bad flags or the wrong number of

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/llmgw/llmgw/hostadmin"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -34,9 +36,9 @@ func run(args []string) int {
 	case "ctl":
 		return runCtl(ctx, args[1:])
 	case "keys":
-		return runKeys(ctx, args[1:])
+		return hostadmin.Keys(ctx, args[1:], hostadmin.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	case "users":
-		return runUsers(ctx, args[1:])
+		return hostadmin.Users(ctx, args[1:], hostadmin.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	case "dev":
 		return runDev(ctx, args[1:])
 	}

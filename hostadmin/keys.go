@@ -1,24 +1,24 @@
-package main
+package hostadmin
 
 import (
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"text/tabwriter"
 	"time"
 
+	"github.com/llmgw/llmgw/internal/cliflags"
 	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/runtime/keys"
 	"github.com/llmgw/llmgw/runtime/store"
 )
 
-// runKeys administers API keys and admin tokens directly in the store: a
-// shell on the control-plane host is what makes someone an administrator.
-func runKeys(ctx context.Context, args []string) int {
+// Keys runs `llmgw keys`: API keys and admin tokens, made directly in the
+// store, and moving a whole store. It returns the exit code.
+func Keys(ctx context.Context, args []string, io IO) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, `usage: llmgw keys <create|list|revoke|admin-token> [-c server.yaml] ...
+		fmt.Fprintln(io.Err, `usage: llmgw keys <create|list|revoke|admin-token> [-c server.yaml] ...
   keys create --name N [--expires 720h]   create an API key; it is printed once
   keys list [--json]                     list keys (never the secrets)
   keys revoke ID                         revoke a key
@@ -28,30 +28,31 @@ func runKeys(ctx context.Context, args []string) int {
 	}
 	sub := args[0]
 	if sub == "move-store" {
-		return runMoveStore(ctx, args[1:])
+		return moveStore(ctx, args[1:], io)
 	}
 	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Err)
 	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
 	name := fs.String("name", "", "a name to recognise the key by")
 	expires := fs.Duration("expires", 0, "lifetime of the key (e.g. 720h); 0 never expires")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseInterleaved(fs, args[1:])
+	pos, err := cliflags.Parse(fs, args[1:])
 	if err != nil {
 		return 2
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
-		return fail("keys", err)
+		return io.fail("keys", err)
 	}
 	admin, err := keys.Open(ctx, cfg.Auth.Store)
 	if err != nil {
-		return fail("keys", fmt.Errorf("auth.store: %w", err))
+		return io.fail("keys", fmt.Errorf("auth.store: %w", err))
 	}
 	defer admin.Close()
 	switch sub {
 	case "create":
 		if *name == "" {
-			return fail("keys create", fmt.Errorf("--name is required"))
+			return io.fail("keys create", fmt.Errorf("--name is required"))
 		}
 		var exp *time.Time
 		if *expires > 0 {
@@ -60,30 +61,30 @@ func runKeys(ctx context.Context, args []string) int {
 		}
 		k, err := admin.CreateAPIKey(ctx, *name, exp)
 		if err != nil {
-			return fail("keys create", err)
+			return io.fail("keys create", err)
 		}
-		fmt.Printf("created API key %s (%s). This is the only time it is shown:\n\n  %s\n\n", k.ID, k.Name, k.Secret)
+		fmt.Fprintf(io.Out, "created API key %s (%s). This is the only time it is shown:\n\n  %s\n\n", k.ID, k.Name, k.Secret)
 	case "admin-token":
 		if *name == "" {
-			return fail("keys admin-token", fmt.Errorf("--name is required"))
+			return io.fail("keys admin-token", fmt.Errorf("--name is required"))
 		}
 		t, err := admin.CreateAdminToken(ctx, *name)
 		if err != nil {
-			return fail("keys admin-token", err)
+			return io.fail("keys admin-token", err)
 		}
-		fmt.Printf("created admin token %s (%s). This is the only time it is shown:\n\n  %s\n\n", t.ID, t.Name, t.Secret)
+		fmt.Fprintf(io.Out, "created admin token %s (%s). This is the only time it is shown:\n\n  %s\n\n", t.ID, t.Name, t.Secret)
 	case "list":
 		list, err := admin.ListAPIKeys(ctx)
 		if err != nil {
-			return fail("keys list", err)
+			return io.fail("keys list", err)
 		}
 		if *asJSON {
-			enc := json.NewEncoder(os.Stdout)
+			enc := json.NewEncoder(io.Out)
 			enc.SetIndent("", "  ")
 			_ = enc.Encode(list)
 			return 0
 		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(io.Out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tPROJECT\tCREATED\tEXPIRES\tLAST USED\tREVOKED")
 		for _, k := range list {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.Project, k.CreatedAt.Format(time.RFC3339), fmtTime(k.ExpiresAt), fmtTime(k.LastUsedAt), fmtTime(k.RevokedAt))
@@ -91,43 +92,44 @@ func runKeys(ctx context.Context, args []string) int {
 		_ = tw.Flush()
 	case "revoke":
 		if len(pos) != 1 {
-			return fail("keys revoke", fmt.Errorf("give exactly one key id"))
+			return io.fail("keys revoke", fmt.Errorf("give exactly one key id"))
 		}
 		if err := admin.RevokeAPIKey(ctx, pos[0]); err != nil {
-			return fail("keys revoke", err)
+			return io.fail("keys revoke", err)
 		}
-		fmt.Printf("revoked %s; it stops working within seconds\n", pos[0])
+		fmt.Fprintf(io.Out, "revoked %s; it stops working within seconds\n", pos[0])
 	default:
-		return fail("keys", fmt.Errorf("unknown subcommand %q", sub))
+		return io.fail("keys", fmt.Errorf("unknown subcommand %q", sub))
 	}
 	return 0
 }
 
-// runMoveStore copies a whole installation (keys, tokens, models, nodes,
+// moveStore copies a whole installation (keys, tokens, models, nodes,
 // projects, usage) from one store into a new one, such as SQLite into
 // PostgreSQL. It needs no server.yaml: both stores are named on the command
 // line, "@file" forms included.
-func runMoveStore(ctx context.Context, args []string) int {
+func moveStore(ctx context.Context, args []string, io IO) int {
 	fs := flag.NewFlagSet("keys move-store", flag.ContinueOnError)
+	fs.SetOutput(io.Err)
 	from := fs.String("from", "", "the store to copy: a SQLite path, a postgres:// URL or @file; left untouched")
 	to := fs.String("to", "", "the new, empty store to copy into (same forms)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *from == "" || *to == "" || fs.NArg() != 0 {
-		return fail("keys move-store", fmt.Errorf("give --from and --to, and nothing else (stop the control plane first)"))
+		return io.fail("keys move-store", fmt.Errorf("give --from and --to, and nothing else (stop the control plane first)"))
 	}
 	counts, err := store.Move(ctx, *from, *to)
 	if err != nil {
-		return fail("keys move-store", err)
+		return io.fail("keys move-store", err)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(io.Out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tROWS")
 	for _, c := range counts {
 		fmt.Fprintf(tw, "%s\t%d\n", c.Table, c.Rows)
 	}
 	_ = tw.Flush()
-	fmt.Println("copied; point auth.store at the new store and start the control plane")
+	fmt.Fprintln(io.Out, "copied; point auth.store at the new store and start the control plane")
 	return 0
 }
 
@@ -136,21 +138,4 @@ func fmtTime(t *time.Time) string {
 		return "-"
 	}
 	return t.Format(time.RFC3339)
-}
-
-// parseInterleaved parses flags that may come before or after positional
-// arguments.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }

@@ -1,7 +1,9 @@
-package main
+package hostadmin
 
 import (
+	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/llmgw/llmgw/runtime/store"
@@ -35,7 +37,7 @@ func TestKeysMoveStore(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := runKeys(t.Context(), tt.args); got != tt.want {
+			if got := Keys(t.Context(), tt.args, IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}); got != tt.want {
 				t.Fatalf("llmgw keys %v = %d, want %d", tt.args, got, tt.want)
 			}
 		})

@@ -1,14 +1,14 @@
-package main
+package hostadmin
 
 import (
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"text/tabwriter"
 	"time"
 
+	"github.com/llmgw/llmgw/internal/cliflags"
 	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/users"
@@ -21,21 +21,22 @@ const usersUsage = `usage: llmgw users <create|list|promote|demote> [-c server.y
   users promote ID|EMAIL                           make a user an administrator
   users demote ID|EMAIL                            take administration away and revoke the user's login tokens`
 
-// runUsers administers users directly in the store: a shell on the
-// control-plane host is what makes someone an administrator.
-func runUsers(ctx context.Context, args []string) int {
+// Users runs `llmgw users`: administrators, made directly in the store. It
+// returns the exit code.
+func Users(ctx context.Context, args []string, io IO) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(os.Stderr, usersUsage)
+		fmt.Fprintln(io.Err, usersUsage)
 		return 2
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("users "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Err)
 	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
 	password := fs.String("password", "", `the password; "-" reads it from stdin (prefer --password-file or "-": a value shows in the process list)`)
 	passwordFile := fs.String("password-file", "", "read the password from the first line of this file")
 	admin := fs.Bool("admin", false, "create the user as an administrator")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseInterleaved(fs, args[1:])
+	pos, err := cliflags.Parse(fs, args[1:])
 	if err != nil {
 		return 2
 	}
@@ -44,37 +45,37 @@ func runUsers(ctx context.Context, args []string) int {
 		wantArgs = 0
 	}
 	if len(pos) != wantArgs {
-		fmt.Fprintln(os.Stderr, usersUsage)
+		fmt.Fprintln(io.Err, usersUsage)
 		return 2
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
-		return fail("users", err)
+		return io.fail("users", err)
 	}
 	dsn := cfg.Auth.Store
 	var pw string
 	if sub == "create" {
 		// Read the password before opening the store, so a bad flag fails fast.
-		if pw, err = users.ReadPassword(*password, *passwordFile, os.Stdin); err != nil {
-			return fail("users create", err)
+		if pw, err = users.ReadPassword(*password, *passwordFile, io.In); err != nil {
+			return io.fail("users create", err)
 		}
 	}
 	a, err := users.Open(ctx, dsn)
 	if err != nil {
-		return fail("users", err)
+		return io.fail("users", err)
 	}
 	defer a.Close()
 	switch sub {
 	case "create":
 		u, err := a.Create(ctx, pos[0], pw, *admin)
 		if err != nil {
-			return fail("users create", err)
+			return io.fail("users create", err)
 		}
-		fmt.Printf("created user %s (%s)%s\n", u.ID, u.Email, adminNote(u))
+		fmt.Fprintf(io.Out, "created user %s (%s)%s\n", u.ID, u.Email, adminNote(u))
 	case "list":
 		list, err := a.List(ctx)
 		if err != nil {
-			return fail("users list", err)
+			return io.fail("users list", err)
 		}
 		if *asJSON {
 			type userJSON struct {
@@ -87,12 +88,12 @@ func runUsers(ctx context.Context, args []string) int {
 			for _, u := range list {
 				out = append(out, userJSON{u.ID, u.Email, u.Admin, u.CreatedAt})
 			}
-			enc := json.NewEncoder(os.Stdout)
+			enc := json.NewEncoder(io.Out)
 			enc.SetIndent("", "  ")
 			_ = enc.Encode(out)
 			return 0
 		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(io.Out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tEMAIL\tADMIN\tCREATED")
 		for _, u := range list {
 			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\n", u.ID, u.Email, u.Admin, u.CreatedAt.Format(time.RFC3339))
@@ -101,15 +102,15 @@ func runUsers(ctx context.Context, args []string) int {
 	case "promote", "demote":
 		u, err := a.SetAdmin(ctx, pos[0], sub == "promote")
 		if err != nil {
-			return fail("users "+sub, err)
+			return io.fail("users "+sub, err)
 		}
 		note := ""
 		if sub == "demote" {
 			note = "; its login tokens are revoked"
 		}
-		fmt.Printf("%s (%s)%s%s\n", u.ID, u.Email, adminNote(u), note)
+		fmt.Fprintf(io.Out, "%s (%s)%s%s\n", u.ID, u.Email, adminNote(u), note)
 	default:
-		return fail("users", fmt.Errorf("unknown subcommand %q", sub))
+		return io.fail("users", fmt.Errorf("unknown subcommand %q", sub))
 	}
 	return 0
 }
