@@ -24,12 +24,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	agentconfig "github.com/llmgw/llmgw/agent/config"
-	"github.com/llmgw/llmgw/agent/declaration"
 	"github.com/llmgw/llmgw/agent/discovery"
 	"github.com/llmgw/llmgw/agent/enginecheck"
 	"github.com/llmgw/llmgw/agent/supervisor"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/api/specpb"
 	"github.com/llmgw/llmgw/pki"
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Options configure an Agent.
@@ -54,7 +55,7 @@ type Agent struct {
 	sup  *supervisor.Supervisor
 
 	mu     sync.Mutex
-	decl   declaration.Declaration
+	decl   spec.Declaration
 	send   func(*agentv1.AgentMessage) error
 	shards map[string]*shardState
 	// checks are the engine checks last run, for the engines in checkedFor
@@ -178,7 +179,7 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 		Version:      a.opts.Version,
 		Address:      a.cfg.Address,
 		Inventory:    inv,
-		Declaration:  declaration.ToProto(decl),
+		Declaration:  specpb.DeclarationToProto(decl),
 		Shards:       a.shardStatusesLocked(),
 		EngineChecks: a.checks,
 	}
@@ -238,7 +239,7 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 // redeclare adopts a declaration the control plane sent, runs discovery
 // again under it, and reports the new inventory.
 func (a *Agent) redeclare(ctx context.Context, pd *agentv1.Declaration, send func(*agentv1.AgentMessage) error) error {
-	d := declaration.FromProto(pd)
+	d := specpb.DeclarationFromProto(pd)
 	if err := d.Validate(); err != nil {
 		a.log.Error("control plane's declaration refused, keeping the one in use", "err", err)
 		return nil
@@ -341,7 +342,7 @@ func (a *Agent) gpuReadings(ctx context.Context, timeout time.Duration) []*agent
 }
 
 // discover runs every probe and converts the result for the protocol.
-func (a *Agent) discover(ctx context.Context, decl declaration.Declaration) *agentv1.Inventory {
+func (a *Agent) discover(ctx context.Context, decl spec.Declaration) *agentv1.Inventory {
 	opts := a.opts.Discovery
 	opts.Logger = a.log
 	if opts.DiskPath == "" {
@@ -358,7 +359,7 @@ func (a *Agent) discover(ctx context.Context, decl declaration.Declaration) *age
 
 // engineStatuses says, for each engine, whether its executable exists. The
 // sim engine is this binary and is always available.
-func (a *Agent) engineStatuses(decl declaration.Declaration) []*agentv1.EngineStatus {
+func (a *Agent) engineStatuses(decl spec.Declaration) []*agentv1.EngineStatus {
 	out := []*agentv1.EngineStatus{{Engine: "sim", Path: a.opts.SelfBinary, Available: true}}
 	names := make([]string, 0, len(decl.Engines))
 	for e := range decl.Engines {
@@ -396,7 +397,7 @@ func (a *Agent) report(st *agentv1.ShardStatus) {
 
 // checkTargets returns the engines decl makes this node run, name to
 // executable: the declared ones, and the sim engine, which is this binary.
-func (a *Agent) checkTargets(decl declaration.Declaration) map[string]string {
+func (a *Agent) checkTargets(decl spec.Declaration) map[string]string {
 	out := map[string]string{"sim": a.opts.SelfBinary}
 	for e, path := range decl.Engines {
 		if e != "sim" {

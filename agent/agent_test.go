@@ -15,9 +15,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentconfig "github.com/llmgw/llmgw/agent/config"
-	"github.com/llmgw/llmgw/agent/declaration"
 	"github.com/llmgw/llmgw/agent/discovery"
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestBackoffGrowsWithJitterAndIsCapped(t *testing.T) {
@@ -34,7 +35,7 @@ func TestBackoffGrowsWithJitterAndIsCapped(t *testing.T) {
 
 func TestEngineStatuses(t *testing.T) {
 	a := &Agent{opts: Options{SelfBinary: "/usr/local/bin/llmgw"}}
-	got := a.engineStatuses(declaration.Declaration{Engines: map[string]string{
+	got := a.engineStatuses(spec.Declaration{Engines: map[string]string{
 		"llamacpp": "/nonexistent/llama-server",
 		"vllm":     "/bin/sh", // exists and is executable
 	}})
@@ -148,7 +149,7 @@ func TestEngineChecks(t *testing.T) {
 	a := &Agent{
 		opts:    Options{SelfBinary: self},
 		log:     slog.New(slog.DiscardHandler),
-		decl:    declaration.Declaration{Engines: map[string]string{"llamacpp": llama}},
+		decl:    spec.Declaration{Engines: map[string]string{"llamacpp": llama}},
 		recheck: make(chan struct{}, 1),
 	}
 	var sent []*agentv1.AgentMessage
@@ -171,14 +172,14 @@ func TestEngineChecks(t *testing.T) {
 	}
 
 	noop := func(*agentv1.AgentMessage) error { return nil }
-	same := declaration.ToProto(declaration.Declaration{Engines: map[string]string{"llamacpp": llama}, Labels: map[string]string{"zone": "eu"}})
+	same := specpb.DeclarationToProto(spec.Declaration{Engines: map[string]string{"llamacpp": llama}, Labels: map[string]string{"zone": "eu"}})
 	if err := a.redeclare(context.Background(), same, noop); err != nil {
 		t.Fatal(err)
 	}
 	if len(a.recheck) != 0 {
 		t.Error("a declaration with the same engines asked for a new check")
 	}
-	other := declaration.ToProto(declaration.Declaration{Engines: map[string]string{"llamacpp": "/opt/llama.cpp/llama-server"}})
+	other := specpb.DeclarationToProto(spec.Declaration{Engines: map[string]string{"llamacpp": "/opt/llama.cpp/llama-server"}})
 	if err := a.redeclare(context.Background(), other, noop); err != nil {
 		t.Fatal(err)
 	}

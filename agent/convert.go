@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/llmgw/llmgw/agent/discovery"
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 )
 
 // InventoryToProto converts what discovery found for the protocol.

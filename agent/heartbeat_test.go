@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/agent/declaration"
-	"github.com/llmgw/llmgw/agent/discovery/simhw"
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/sim/simhw"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // simGPUAgent returns an agent whose declaration points at a simulated
@@ -22,7 +22,7 @@ func simGPUAgent(t *testing.T, gpus, discovered []simhw.SimGPU) *Agent {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.decl = declaration.Declaration{Discovery: declaration.Discovery{NvidiaSMI: path}}
+		a.decl = spec.Declaration{Discovery: spec.Discovery{NvidiaSMI: path}}
 		a.gpus = a.discover(context.Background(), a.decl).GetGpus()
 		if len(a.gpus) != len(discovered) {
 			t.Fatalf("discovery listed %d GPUs, want %d", len(a.gpus), len(discovered))
@@ -33,7 +33,7 @@ func simGPUAgent(t *testing.T, gpus, discovered []simhw.SimGPU) *Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.decl = declaration.Declaration{Discovery: declaration.Discovery{NvidiaSMI: path}}
+	a.decl = spec.Declaration{Discovery: spec.Discovery{NvidiaSMI: path}}
 	return a
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/llmgw/llmgw/agent/driver"
 	"github.com/llmgw/llmgw/agent/supervisor"
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 )
 
 // shardState is what the agent knows about one shard it was asked to run.

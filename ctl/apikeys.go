@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 const keysUsage = `usage: llmgw ctl keys [list|create|update|revoke] ...

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 const budgetsUsage = `usage: llmgw ctl budgets [list|set|delete] ...

@@ -5,8 +5,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 func TestCheckEngines(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/pki"
-	"github.com/llmgw/llmgw/runtime/api/managev1"
 )
 
 // connFlags are the flags every management API command takes.

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/catalog"
-	"github.com/llmgw/llmgw/runtime/modelpb"
+	"github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestTables(t *testing.T) {
@@ -435,13 +435,13 @@ func TestModelGetRoundTripsThroughAdd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	def, err := catalog.ParseModelYAML([]byte(out), "get-output.yaml")
+	def, err := spec.ParseModelYAML([]byte(out), "get-output.yaml")
 	if err != nil {
 		t.Fatalf("model get output does not parse as a definition: %v", err)
 	}
 	want := proto.Clone(f.models[0]).(*managev1.Model)
 	want.Origin, want.Generation, want.Status = "", "", nil
-	if got := modelpb.ToProto(def); !proto.Equal(got, want) {
+	if got := specpb.ModelToProto(def); !proto.Equal(got, want) {
 		t.Errorf("round trip:\n%v\nwant:\n%v", got, want)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 // cmdDrain starts draining a node (its replicas move elsewhere, each

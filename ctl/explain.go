@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 func (a *app) cmdExplain(ctx context.Context, args []string) int {

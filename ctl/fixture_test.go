@@ -1,8 +1,8 @@
 package ctl
 
 import (
-	"github.com/llmgw/llmgw/runtime/api/agentv1"
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 const gib = 1 << 30

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 // maxPasswordRead bounds what is read as a password.

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/keys"
 	"github.com/llmgw/llmgw/runtime/manage"

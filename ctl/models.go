@@ -10,9 +10,9 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc/codes"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/catalog"
-	"github.com/llmgw/llmgw/runtime/modelpb"
+	"github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func (a *app) cmdModels(ctx context.Context, args []string) int {
@@ -103,11 +103,11 @@ func (a *app) cmdModelAdd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.errorf("reading model definition: %v", err)
 	}
-	def, err := catalog.ParseModelYAML(data, file)
+	def, err := spec.ParseModelYAML(data, file)
 	if err != nil {
 		return a.errorf("reading model definition: %v", err)
 	}
-	model := modelpb.ToProto(def)
+	model := specpb.ModelToProto(def)
 	return a.withClient(ctx, conn, func(ctx context.Context, c *client) int {
 		verb := "updated"
 		var got *managev1.Model
@@ -152,7 +152,7 @@ func (a *app) cmdModelGet(ctx context.Context, args []string) int {
 // writeModelDefinition prints a model as the YAML `model add -f` reads, with
 // its origin, revision and status as comments above it.
 func writeModelDefinition(w io.Writer, m *managev1.Model) error {
-	def, err := modelpb.FromProto(m)
+	def, err := specpb.ModelFromProto(m)
 	if err != nil {
 		return fmt.Errorf("reading the control plane's answer: %w", err)
 	}

@@ -3,7 +3,7 @@ package ctl
 import (
 	"testing"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 // The STATE column marks a node the control plane holds no declaration for

@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 // listOrGroup runs list when args name no subcommand (none, or flags

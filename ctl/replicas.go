@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 func (a *app) cmdReplicas(ctx context.Context, args []string) int {

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/pki"
-	"github.com/llmgw/llmgw/runtime/api/managev1"
 )
 
 const testToken = "s3cret-admin-token"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 func (a *app) cmdStatus(ctx context.Context, args []string) int {

@@ -12,14 +12,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/keys"
 	"github.com/llmgw/llmgw/runtime/manage"
 	"github.com/llmgw/llmgw/runtime/models"
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // startManage serves the real management service over TLS with its own
@@ -34,11 +33,11 @@ func startManage(t *testing.T) (map[string]string, store.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	big := catalog.Model{Name: "big", Source: "sim://b", Scaling: catalog.Scaling{Max: 1}, Pricing: &catalog.Pricing{PromptPer1K: 1, CompletionPer1K: 2},
-		Profiles: []catalog.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+	big := spec.Model{Name: "big", Source: "sim://b", Scaling: spec.Scaling{Max: 1}, Pricing: &spec.Pricing{PromptPer1K: 1, CompletionPer1K: 2},
+		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
 	small := big
 	small.Name, small.Source, small.Pricing = "small", "sim://s", nil
-	reg, err := models.New([]catalog.Model{big, small}, st, nil)
+	reg, err := models.New([]spec.Model{big, small}, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +46,7 @@ func startManage(t *testing.T) (map[string]string, store.Store) {
 		t.Fatal(err)
 	}
 	svc := manage.New(manage.Options{Version: "test", Fleet: fleet.New(), Catalog: reg, Tokens: st, Store: st,
-		DefaultPrice: &catalog.Pricing{PromptPer1K: 0.1, CompletionPer1K: 0.2}, Now: func() time.Time { return testNow }})
+		DefaultPrice: &spec.Pricing{PromptPer1K: 0.1, CompletionPer1K: 0.2}, Now: func() time.Time { return testNow }})
 	p := newTestPKI(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -121,7 +120,7 @@ func TestKeysCommands(t *testing.T) {
 		t.Fatalf("create said %q", out)
 	}
 	plain := strings.TrimSpace(lines[2])
-	k, err := st.LookupAPIKey(context.Background(), secret.HashSecret(plain))
+	k, err := st.LookupAPIKey(context.Background(), spec.HashSecret(plain))
 	if err != nil {
 		t.Fatalf("the printed secret %q is not a stored key: %v", plain, err)
 	}

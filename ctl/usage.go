@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/api/managev1"
 )
 
 // parseSpan reads a length of time: a Go duration ("36h", "90m") or whole

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // credentials are the dev cluster's admin token and API key. They are kept
@@ -30,19 +30,19 @@ func ensureCredentials(ctx context.Context, dir string, st store.Store) (credent
 		if err := json.Unmarshal(b, &c); err != nil {
 			return c, fmt.Errorf("reading %s: %w (delete it to create new credentials)", path, err)
 		}
-		if _, err := st.LookupAdminToken(ctx, secret.HashSecret(c.AdminToken)); err == nil {
-			if _, err := st.LookupAPIKey(ctx, secret.HashSecret(c.APIKey)); err == nil {
+		if _, err := st.LookupAdminToken(ctx, spec.HashSecret(c.AdminToken)); err == nil {
+			if _, err := st.LookupAPIKey(ctx, spec.HashSecret(c.APIKey)); err == nil {
 				return c, nil
 			}
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return c, fmt.Errorf("reading %s: %w", path, err)
 	}
-	tok, tokHash := secret.NewAdminToken()
+	tok, tokHash := spec.NewAdminToken()
 	if err := st.CreateAdminToken(ctx, store.AdminToken{ID: "adm-dev-" + suffix(tokHash), Name: "llmgw dev", Hash: tokHash}); err != nil {
 		return c, fmt.Errorf("creating the dev admin token: %w", err)
 	}
-	key, prefix, keyHash := secret.NewAPIKey()
+	key, prefix, keyHash := spec.NewAPIKey()
 	if err := st.CreateAPIKey(ctx, store.APIKey{ID: "key-dev-" + suffix(keyHash), Name: "llmgw dev", Prefix: prefix, Hash: keyHash, Project: store.DefaultProject}); err != nil {
 		return c, fmt.Errorf("creating the dev API key: %w", err)
 	}

@@ -21,11 +21,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/llmgw/llmgw/agent/discovery/simhw"
 	"github.com/llmgw/llmgw/agent/supervisor"
 	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/runtime/server"
+	"github.com/llmgw/llmgw/sim/simhw"
 )
 
 // Options configure a dev cluster.

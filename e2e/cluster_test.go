@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/llmgw/llmgw/internal/testcluster"
 	"net/http"
 	"strings"
 	"syscall"
@@ -14,8 +13,9 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/llmgw/llmgw/agent/discovery/simhw"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/sim/simhw"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 const testModels = `  - name: sim-chat

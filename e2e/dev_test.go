@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"github.com/llmgw/llmgw/internal/testcluster"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // processesMentioning lists the pids whose command line contains s.

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/agent/discovery/simhw"
-	"github.com/llmgw/llmgw/internal/testcluster"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/sim/simhw"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // libgompMessage is what a node says when its llama-server cannot load

@@ -9,8 +9,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/llmgw/llmgw/internal/pgtest"
-	"github.com/llmgw/llmgw/internal/testcluster"
+	"github.com/llmgw/llmgw/testkit/pgtest"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 var binary string

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/internal/testcluster"
-	"github.com/llmgw/llmgw/runtime/secret"
+	"github.com/llmgw/llmgw/spec"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // llmgwCmd runs the llmgw binary with stdin and the environment the
@@ -87,7 +87,7 @@ func TestLoginEndToEnd(t *testing.T) {
 			token = v
 		}
 	}
-	if !secret.IsAdminToken(token) || !strings.Contains(out, "# logged in as "+email) || !strings.Contains(out, "(in 1h0m0s)") {
+	if !spec.IsAdminToken(token) || !strings.Contains(out, "# logged in as "+email) || !strings.Contains(out, "(in 1h0m0s)") {
 		t.Fatalf("login said:\n%s", out)
 	}
 	c.AddSecret(token)

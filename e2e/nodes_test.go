@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/agent/discovery/simhw"
-	"github.com/llmgw/llmgw/internal/testcluster"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/pki"
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	"github.com/llmgw/llmgw/sim/simhw"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // TestDeclareDrainRevoke drives a node's life through the management API as

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/internal/pgtest"
-	"github.com/llmgw/llmgw/internal/testcluster"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/testkit/pgtest"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // TestControlPlaneOnPostgres runs the control plane on a real PostgreSQL:

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/internal/testcluster"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/gateway"
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // pricedModel costs 1 per 1,000 tokens either way, so a request's cost is
@@ -85,7 +85,7 @@ func (tc *tenancyCluster) newKey(st store.Store, project string, p store.Project
 			t.Fatal(err)
 		}
 	}
-	key, prefix, hash := secret.NewAPIKey()
+	key, prefix, hash := spec.NewAPIKey()
 	k.ID, k.Prefix, k.Hash, k.Project, k.Name = "key-"+project, prefix, hash, project, project
 	if err := st.CreateAPIKey(t.Context(), k); err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestTenancyLimitsAndBudgets(t *testing.T) {
 	})
 
 	t.Run("an unknown key is not echoed", func(t *testing.T) {
-		bogus, _, _ := secret.NewAPIKey()
+		bogus, _, _ := spec.NewAPIKey()
 		tc.AddSecret(bogus)
 		r := tc.post(context.Background(), bogus, "bogus-1", body)
 		if r.status != http.StatusUnauthorized || strings.Contains(r.body, bogus) || strings.Contains(r.body, bogus[len(bogus)-8:]) {

@@ -17,8 +17,8 @@ import (
 
 	agentconfig "github.com/llmgw/llmgw/agent/config"
 	"github.com/llmgw/llmgw/agent/driver"
-	"github.com/llmgw/llmgw/runtime/catalog"
 	"github.com/llmgw/llmgw/runtime/config"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // clearEnv unsets every LLMGW_ variable for the test (restored afterwards),
@@ -116,9 +116,9 @@ func TestQuickstartAgent(t *testing.T) {
 	}
 }
 
-func parseModel(t *testing.T, name string) catalog.Model {
+func parseModel(t *testing.T, name string) spec.Model {
 	t.Helper()
-	m, err := catalog.ParseModelFile(filepath.Join("models", name))
+	m, err := spec.ParseModelFile(filepath.Join("models", name))
 	if err != nil {
 		t.Fatalf("models/%s: %v", name, err)
 	}
@@ -127,7 +127,7 @@ func parseModel(t *testing.T, name string) catalog.Model {
 
 // commands builds the engine command lines of one shard of m's first profile
 // as an agent would, with the agent example's engine paths.
-func commands(t *testing.T, m catalog.Model, rank int) []driver.Command {
+func commands(t *testing.T, m spec.Model, rank int) []driver.Command {
 	t.Helper()
 	a := loadAgent(t)
 	p := m.Profiles[0]
@@ -306,7 +306,7 @@ func TestDocBlocks(t *testing.T) {
 			case "agent.yaml":
 				_, err = agentconfig.Load(path)
 			case "model":
-				_, err = catalog.ParseModelFile(path)
+				_, err = spec.ParseModelFile(path)
 			}
 			if err != nil {
 				t.Errorf("%s block at %s:%d does not load:\n%v", b.kind, b.file, b.line, err)

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgw/llmgw/internal/pvefake"
-	"github.com/llmgw/llmgw/internal/testcluster"
 	"github.com/llmgw/llmgw/pki"
+	"github.com/llmgw/llmgw/testkit/pvefake"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // TestProxmoxClusterPlan plans examples/proxmox-cluster with the real

@@ -14,7 +14,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/llmgw/llmgw/internal/testcluster"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // TestQuickstartTerraform runs examples/quickstart as its README says:

@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
-	"github.com/llmgw/llmgw/internal/testcluster"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // binary is the llmgw binary the acceptance tests start clusters with; built

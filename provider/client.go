@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/pki"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
 )
 
 // callTimeout bounds one management call, so that an endpoint that accepts

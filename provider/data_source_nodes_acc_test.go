@@ -8,8 +8,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/llmgw/llmgw/agent/discovery/simhw"
-	"github.com/llmgw/llmgw/internal/testcluster"
+	"github.com/llmgw/llmgw/sim/simhw"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // TestAccNodesDataSource lists two agents: one with a fabric in service, one

@@ -3,8 +3,8 @@ package provider
 import (
 	"testing"
 
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 )
 
 func TestNodesFromAPI(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/ephemeral/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmgw/llmgw/runtime/secret"
+	"github.com/llmgw/llmgw/spec"
 )
 
 var _ ephemeral.EphemeralResource = (*apiKeySecretEphemeral)(nil)
@@ -51,6 +51,6 @@ func (e *apiKeySecretEphemeral) Schema(_ context.Context, _ ephemeral.SchemaRequ
 
 // Open generates the secret.
 func (e *apiKeySecretEphemeral) Open(ctx context.Context, _ ephemeral.OpenRequest, resp *ephemeral.OpenResponse) {
-	plain, prefix, _ := secret.NewAPIKey()
+	plain, prefix, _ := spec.NewAPIKey()
 	resp.Diagnostics.Append(resp.Result.Set(ctx, apiKeySecretModel{Secret: types.StringValue(plain), Prefix: types.StringValue(prefix)})...)
 }

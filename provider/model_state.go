@@ -12,8 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/catalog"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // reader reads Terraform values into Go values, noting whether every value
@@ -33,9 +33,9 @@ func (r *reader) num(v types.Int64) int {
 	return int(v.ValueInt64())
 }
 
-func (r *reader) dur(v types.String) catalog.Duration {
+func (r *reader) dur(v types.String) spec.Duration {
 	d, _ := time.ParseDuration(r.str(v)) // the schema's validator has checked it
-	return catalog.Duration(d)
+	return spec.Duration(d)
 }
 
 func (r *reader) list(v types.List) []string {
@@ -84,9 +84,9 @@ func (r *reader) object(v types.Object, target any) bool {
 
 // toCatalog is the planned or stored definition as the catalog's Model; the
 // second result is false when some attribute is not known yet.
-func (m modelResourceModel) toCatalog(ctx context.Context) (catalog.Model, bool) {
+func (m modelResourceModel) toCatalog(ctx context.Context) (spec.Model, bool) {
 	r := &reader{ctx: ctx}
-	out := catalog.Model{
+	out := spec.Model{
 		Name:           r.str(m.Name),
 		Aliases:        r.list(m.Aliases),
 		Source:         r.str(m.Source),
@@ -99,11 +99,11 @@ func (m modelResourceModel) toCatalog(ctx context.Context) (catalog.Model, bool)
 	} else if attrs := objectAttrs(m.Pricing); attrs != nil {
 		prompt, completion := attrFloat64(attrs, "prompt_per_1k"), attrFloat64(attrs, "completion_per_1k")
 		r.unknown = r.unknown || prompt.IsUnknown() || completion.IsUnknown()
-		out.Pricing = &catalog.Pricing{PromptPer1K: prompt.ValueFloat64(), CompletionPer1K: completion.ValueFloat64()}
+		out.Pricing = &spec.Pricing{PromptPer1K: prompt.ValueFloat64(), CompletionPer1K: completion.ValueFloat64()}
 	}
 	var s scalingModel
 	if r.object(m.Scaling, &s) {
-		out.Scaling = catalog.Scaling{Min: r.num(s.Min), Max: r.num(s.Max), IdleTimeout: r.dur(s.IdleTimeout)}
+		out.Scaling = spec.Scaling{Min: r.num(s.Min), Max: r.num(s.Max), IdleTimeout: r.dur(s.IdleTimeout)}
 	}
 	if m.Profiles.IsUnknown() {
 		return out, false
@@ -115,7 +115,7 @@ func (m modelResourceModel) toCatalog(ctx context.Context) (catalog.Model, bool)
 			r.unknown = r.unknown || o.IsUnknown()
 			continue
 		}
-		out.Profiles = append(out.Profiles, catalog.Profile{
+		out.Profiles = append(out.Profiles, spec.Profile{
 			Name: r.str(p.Name), Engine: r.str(p.Engine), GPUClass: r.str(p.GPUClass),
 			TP: r.num(p.TP), Nodes: r.num(p.Nodes), Weight: r.num(p.Weight), Priority: r.num(p.Priority),
 			StartupTimeout: r.dur(p.StartupTimeout), MinMemoryGB: r.num(p.MinMemoryGB), MinDiskGB: r.num(p.MinDiskGB),

@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/llmgw/llmgw/internal/testcluster"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // TestAccProviderErrors: a wrong token and an unreachable endpoint end in a

@@ -18,8 +18,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/secret"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
 )
 
 var (
@@ -71,7 +71,7 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Optional: true, Computed: true, Default: stringdefault.StaticString("default"),
 				MarkdownDescription: "The project the key belongs to (default `default`). Changing it replaces the key.",
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:          []validator.String{stringvalidator.RegexMatches(projectNameRE, "must be a project name")},
+				Validators:          []validator.String{stringvalidator.RegexMatches(spec.ProjectNameRE, "must be a project name")},
 			},
 			"name": schema.StringAttribute{
 				Required:            true,
@@ -280,7 +280,7 @@ func (apiKeySecretValidator) ValidateString(_ context.Context, req validator.Str
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	if _, _, err := secret.ParseAPIKey(req.ConfigValue.ValueString()); err != nil {
+	if _, _, err := spec.ParseAPIKey(req.ConfigValue.ValueString()); err != nil {
 		resp.Diagnostics.AddAttributeError(req.Path, "Not an llmgw API key",
 			fmt.Sprintf("%v. Generate the secret with the ephemeral resource llmgw_api_key_secret.", err))
 	}

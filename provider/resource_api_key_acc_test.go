@@ -18,9 +18,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/llmgw/llmgw/internal/testcluster"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/secret"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // clientStatus is the HTTP status the client API answers GET /v1/models
@@ -216,7 +216,7 @@ resource "llmgw_api_key" "generated" {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(raw), plain) || strings.Contains(string(raw), secret.HashSecret(plain)) {
+		if strings.Contains(string(raw), plain) || strings.Contains(string(raw), spec.HashSecret(plain)) {
 			t.Fatal("the state file holds the write-only secret or its hash")
 		}
 		if m := regexp.MustCompile(`llmgw-[a-z2-7]{52}`).Find(raw); m != nil {
@@ -227,7 +227,7 @@ resource "llmgw_api_key" "generated" {
 		}
 	}
 
-	plain, prefix, _ := secret.NewAPIKey()
+	plain, prefix, _ := spec.NewAPIKey()
 	apply(plain, 1)
 	checkState(plain)
 	if code := clientStatus(t, c, plain); code != http.StatusOK {
@@ -252,7 +252,7 @@ resource "llmgw_api_key" "generated" {
 	}
 
 	// Rotation: a new secret with a new version replaces the key.
-	rotated, _, _ := secret.NewAPIKey()
+	rotated, _, _ := spec.NewAPIKey()
 	apply(rotated, 2)
 	checkState(rotated)
 	if code := clientStatus(t, c, rotated); code != http.StatusOK {

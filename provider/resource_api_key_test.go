@@ -14,8 +14,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/secret"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestAPIKeyFromAPI(t *testing.T) {
@@ -46,7 +46,7 @@ func TestAPIKeyFromAPI(t *testing.T) {
 }
 
 func TestAPIKeyValidators(t *testing.T) {
-	good, _, _ := secret.NewAPIKey()
+	good, _, _ := spec.NewAPIKey()
 	tests := []struct {
 		name string
 		v    validator.String
@@ -110,7 +110,7 @@ func TestAPIKeySecretEphemeral(t *testing.T) {
 		if d := resp.Result.Get(ctx, &got); d.HasError() {
 			t.Fatal(d)
 		}
-		prefix, _, err := secret.ParseAPIKey(got.Secret.ValueString())
+		prefix, _, err := spec.ParseAPIKey(got.Secret.ValueString())
 		if err != nil || prefix != got.Prefix.ValueString() {
 			t.Fatalf("generated secret is not well formed (%v) or its prefix %q is wrong", err, got.Prefix.ValueString())
 		}

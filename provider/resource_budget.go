@@ -16,7 +16,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
 )
 
 var (
@@ -64,7 +65,7 @@ func (r *budgetResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Required:            true,
 				MarkdownDescription: "The project (`llmgw_project.<name>.name`, or `default`). Changing it replaces the budget.",
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:          []validator.String{stringvalidator.RegexMatches(projectNameRE, "must be a project name")},
+				Validators:          []validator.String{stringvalidator.RegexMatches(spec.ProjectNameRE, "must be a project name")},
 			},
 			"period": schema.StringAttribute{
 				Required: true,

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -14,11 +13,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
 )
-
-// fabricNameRE is the control plane's rule for fabric names.
-var fabricNameRE = regexp.MustCompile(`^[^\s/]+$`)
 
 var (
 	_ resource.ResourceWithConfigure   = (*fabricResource)(nil)
@@ -56,7 +53,7 @@ func (r *fabricResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				Validators: []validator.String{
 					stringvalidator.LengthAtLeast(1),
-					stringvalidator.RegexMatches(fabricNameRE, "must not contain spaces or slashes"),
+					stringvalidator.RegexMatches(spec.FabricNameRE, "must not contain spaces or slashes"),
 				},
 			},
 			"description": schema.StringAttribute{

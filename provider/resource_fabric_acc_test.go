@@ -12,8 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 )
 
 func fabricHCL(name, description string) string {

@@ -6,7 +6,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestFabricFromAPI(t *testing.T) {
@@ -52,8 +53,8 @@ func TestFabricNameRule(t *testing.T) {
 		{"ib-a", true}, {"ib_hdr.1", true}, {"ib a", false}, {"ib/a", false}, {"", false},
 	}
 	for _, tt := range tests {
-		if got := fabricNameRE.MatchString(tt.name); got != tt.ok {
-			t.Errorf("fabricNameRE(%q) = %v, want %v", tt.name, got, tt.ok)
+		if got := spec.FabricNameRE.MatchString(tt.name); got != tt.ok {
+			t.Errorf("spec.FabricNameRE(%q) = %v, want %v", tt.name, got, tt.ok)
 		}
 	}
 	var s resource.SchemaResponse

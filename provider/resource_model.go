@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -26,10 +25,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmgw/llmgw/agent/declaration"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/catalog"
-	"github.com/llmgw/llmgw/runtime/modelpb"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Defaults of the resource's own settings (not part of the model).
@@ -111,11 +109,6 @@ var (
 	}
 )
 
-// nameRE is the catalog's rule for model and profile names.
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
-
-const nameRule = "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit"
-
 func (r *modelResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_model"
 }
@@ -129,15 +122,15 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 		Attributes: map[string]schema.Attribute{
 			"name": schema.StringAttribute{
 				Required:            true,
-				MarkdownDescription: "The model's name, what clients ask for: " + nameRule + ". Changing it replaces the model.",
+				MarkdownDescription: "The model's name, what clients ask for: " + spec.NameRule + ". Changing it replaces the model.",
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:          []validator.String{stringvalidator.LengthBetween(1, 128), stringvalidator.RegexMatches(nameRE, "must contain only "+nameRule)},
+				Validators:          []validator.String{stringvalidator.LengthBetween(1, spec.MaxNameLen), stringvalidator.RegexMatches(spec.NameRE, "must contain only "+spec.NameRule)},
 			},
 			"aliases": schema.ListAttribute{
 				Optional:            true,
 				ElementType:         types.StringType,
 				MarkdownDescription: "Other names clients may use for the model. Changing them does not restart replicas.",
-				Validators:          []validator.List{listvalidator.UniqueValues(), listvalidator.ValueStringsAre(stringvalidator.RegexMatches(nameRE, "must contain only "+nameRule))},
+				Validators:          []validator.List{listvalidator.UniqueValues(), listvalidator.ValueStringsAre(stringvalidator.RegexMatches(spec.NameRE, "must contain only "+spec.NameRule))},
 			},
 			"source": schema.StringAttribute{
 				Optional:            true,
@@ -146,8 +139,8 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"routing_profile": schema.StringAttribute{
 				Optional:            true,
 				Computed:            true,
-				Default:             stringdefault.StaticString(catalog.DefaultRoutingProfile),
-				MarkdownDescription: "How requests are spread over the replicas. Defaults to `" + catalog.DefaultRoutingProfile + "`.",
+				Default:             stringdefault.StaticString(spec.DefaultRoutingProfile),
+				MarkdownDescription: "How requests are spread over the replicas. Defaults to `" + spec.DefaultRoutingProfile + "`.",
 			},
 			"context_length": schema.Int64Attribute{
 				Optional:            true,
@@ -265,13 +258,13 @@ func profileSchema() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"name": schema.StringAttribute{
 			Required:            true,
-			MarkdownDescription: "The profile's name, unique within the model: " + nameRule + ".",
-			Validators:          []validator.String{stringvalidator.RegexMatches(nameRE, "must contain only "+nameRule)},
+			MarkdownDescription: "The profile's name, unique within the model: " + spec.NameRule + ".",
+			Validators:          []validator.String{stringvalidator.RegexMatches(spec.NameRE, "must contain only "+spec.NameRule)},
 		},
 		"engine": schema.StringAttribute{
 			Required:            true,
-			MarkdownDescription: "The inference engine: one of `" + strings.Join(declaration.KnownEngines, "`, `") + "`.",
-			Validators:          []validator.String{stringvalidator.OneOf(declaration.KnownEngines...)},
+			MarkdownDescription: "The inference engine: one of `" + strings.Join(spec.KnownEngines, "`, `") + "`.",
+			Validators:          []validator.String{stringvalidator.OneOf(spec.KnownEngines...)},
 		},
 		"gpu_class": schema.StringAttribute{
 			Optional:            true,
@@ -283,12 +276,12 @@ func profileSchema() map[string]schema.Attribute {
 			Validators:          []validator.Int64{int64validator.AtLeast(0)},
 		},
 		"nodes": schema.Int64Attribute{
-			Optional: true, Computed: true, Default: int64default.StaticInt64(catalog.DefaultNodes),
+			Optional: true, Computed: true, Default: int64default.StaticInt64(spec.DefaultNodes),
 			MarkdownDescription: "How many nodes one replica spans (one shard per node); default 1. Above 1 only for `vllm`, `sglang` and `sim`.",
 			Validators:          []validator.Int64{int64validator.AtLeast(1)},
 		},
 		"weight": schema.Int64Attribute{
-			Optional: true, Computed: true, Default: int64default.StaticInt64(catalog.DefaultWeight),
+			Optional: true, Computed: true, Default: int64default.StaticInt64(spec.DefaultWeight),
 			MarkdownDescription: "The profile's share of traffic among ready replicas; default 1.",
 			Validators:          []validator.Int64{int64validator.AtLeast(0)},
 		},
@@ -297,8 +290,8 @@ func profileSchema() map[string]schema.Attribute {
 			MarkdownDescription: "Placement order among profiles: higher is tried first.",
 		},
 		"startup_timeout": schema.StringAttribute{
-			Optional: true, Computed: true, Default: stringdefault.StaticString(catalog.DefaultStartupTimeout.String()),
-			MarkdownDescription: "How long a shard may take to become ready, like `90s` or `10m` (default `" + catalog.DefaultStartupTimeout.String() + "`).",
+			Optional: true, Computed: true, Default: stringdefault.StaticString(spec.DefaultStartupTimeout.String()),
+			MarkdownDescription: "How long a shard may take to become ready, like `90s` or `10m` (default `" + spec.DefaultStartupTimeout.String() + "`).",
 			Validators:          []validator.String{durationValidator{}},
 		},
 		"min_memory_gb": schema.Int64Attribute{
@@ -367,7 +360,7 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 	old, priorKnown := prior.toCatalog(ctx)
 	priorKnown = priorKnown && !req.State.Raw.IsNull()
-	if known && priorKnown && sameReplicas(old, m) {
+	if known && priorKnown && spec.SameReplicas(old, m) {
 		// What replicas are built from is unchanged: no roll, same generation.
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("generation"), prior.Generation)...)
 	}
@@ -378,10 +371,10 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if plan.PlacementCheck.IsUnknown() || check == "off" {
 		return
 	}
-	if priorKnown && slices.EqualFunc(old.Profiles, m.Profiles, catalog.Profile.Equal) {
+	if priorKnown && slices.EqualFunc(old.Profiles, m.Profiles, spec.Profile.Equal) {
 		return
 	}
-	ex, err := r.client.PlanPlacement(ctx, modelpb.ToProto(m))
+	ex, err := r.client.PlanPlacement(ctx, specpb.ModelToProto(m))
 	if err != nil {
 		resp.Diagnostics.Append(r.client.Diag("planning placement of model "+m.Name, err))
 		return
@@ -411,7 +404,7 @@ func (r *modelResource) Create(ctx context.Context, req resource.CreateRequest, 
 		resp.Diagnostics.AddError("Model definition not known at apply", "Some attribute of llmgw_model "+plan.Name.ValueString()+" is still unknown at apply. This is a bug in the llmgw provider; please report it.")
 		return
 	}
-	pm, err := r.client.CreateModel(ctx, modelpb.ToProto(m))
+	pm, err := r.client.CreateModel(ctx, specpb.ModelToProto(m))
 	if err != nil {
 		resp.Diagnostics.Append(r.client.Diag("creating model "+m.Name, err))
 		return
@@ -437,7 +430,7 @@ func (r *modelResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		// Only the resource's own settings changed.
 		pm, err = r.client.GetModel(ctx, m.Name)
 	} else {
-		pm, err = r.client.UpdateModel(ctx, modelpb.ToProto(m))
+		pm, err = r.client.UpdateModel(ctx, specpb.ModelToProto(m))
 	}
 	if err != nil {
 		resp.Diagnostics.Append(r.client.Diag("updating model "+m.Name, err))
@@ -455,7 +448,7 @@ type stateSetter interface {
 // wait_for_rollout is set, waits for the rollout and records the status
 // again. The state is saved before waiting, so a failed rollout leaves the
 // model in state (tainted on create).
-func (r *modelResource) settle(ctx context.Context, pm *managev1.Model, plan modelResourceModel, m catalog.Model, st stateSetter, diags *diag.Diagnostics) {
+func (r *modelResource) settle(ctx context.Context, pm *managev1.Model, plan modelResourceModel, m spec.Model, st stateSetter, diags *diag.Diagnostics) {
 	state, d := fromAPI(ctx, pm, plan)
 	diags.Append(d...)
 	diags.Append(st.Set(ctx, state)...)
@@ -567,14 +560,6 @@ func waitRollout(ctx context.Context, c *Client, name, generation string, want i
 		case <-tick.C:
 		}
 	}
-}
-
-// sameReplicas reports whether replicas of a and b are built alike: the
-// control plane's generation hashes name, source, context_length and
-// profiles.
-func sameReplicas(a, b catalog.Model) bool {
-	return a.Name == b.Name && a.Source == b.Source && a.ContextLength == b.ContextLength &&
-		slices.EqualFunc(a.Profiles, b.Profiles, catalog.Profile.Equal)
 }
 
 // rolloutProgress counts the ready replicas of generation and returns the

@@ -15,8 +15,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/llmgw/llmgw/internal/testcluster"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // declaredModel is in the acceptance clusters' server.yaml.

@@ -8,9 +8,9 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/catalog"
-	"github.com/llmgw/llmgw/runtime/modelpb"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestDurationValidator(t *testing.T) {
@@ -67,13 +67,13 @@ func TestFromValuesKeepPriorSpelling(t *testing.T) {
 // same definition, as Normalize leaves it.
 func TestModelRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	tests := []catalog.Model{
-		{Name: "minimal", Profiles: []catalog.Profile{{Name: "cpu", Engine: "sim"}}},
+	tests := []spec.Model{
+		{Name: "minimal", Profiles: []spec.Profile{{Name: "cpu", Engine: "sim"}}},
 		{
 			Name: "full", Aliases: []string{"a", "b"}, Source: "hf:org/model", ContextLength: 8192, MaxOutput: 1024,
-			Scaling: catalog.Scaling{Min: 1, Max: 3, IdleTimeout: catalog.Duration(5 * time.Minute)},
-			Profiles: []catalog.Profile{
-				{Name: "tp2", Engine: "vllm", GPUClass: "h100-80g", TP: 2, Nodes: 2, Weight: 3, Priority: 10, StartupTimeout: catalog.Duration(90 * time.Second),
+			Scaling: spec.Scaling{Min: 1, Max: 3, IdleTimeout: spec.Duration(5 * time.Minute)},
+			Profiles: []spec.Profile{
+				{Name: "tp2", Engine: "vllm", GPUClass: "h100-80g", TP: 2, Nodes: 2, Weight: 3, Priority: 10, StartupTimeout: spec.Duration(90 * time.Second),
 					MinMemoryGB: 64, MinDiskGB: 100, Labels: map[string]string{"zone": "a"}, Args: []string{"--x", "1"}, Env: map[string]string{"K": "v"}, LaunchMode: "ray"},
 				{Name: "cpu", Engine: "llamacpp"},
 			},
@@ -82,7 +82,7 @@ func TestModelRoundTrip(t *testing.T) {
 	for _, want := range tests {
 		t.Run(want.Name, func(t *testing.T) {
 			want.Normalize()
-			pm := modelpb.ToProto(want)
+			pm := specpb.ModelToProto(want)
 			pm.Generation, pm.Origin = "abc", "api"
 			pm.Status = &managev1.ModelStatus{State: "serving", ReplicasReady: 1}
 			st, diags := fromAPI(ctx, pm, modelResourceModel{})
@@ -105,7 +105,7 @@ func TestModelRoundTrip(t *testing.T) {
 
 func TestToCatalogUnknown(t *testing.T) {
 	ctx := context.Background()
-	pm := modelpb.ToProto(catalog.Model{Name: "m", Profiles: []catalog.Profile{{Name: "p", Engine: "sim"}}})
+	pm := specpb.ModelToProto(spec.Model{Name: "m", Profiles: []spec.Profile{{Name: "p", Engine: "sim"}}})
 	st, _ := fromAPI(ctx, pm, modelResourceModel{})
 	st.Source = types.StringUnknown()
 	if _, known := st.toCatalog(ctx); known {

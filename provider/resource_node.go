@@ -25,9 +25,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/llmgw/llmgw/agent/declaration"
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Defaults of llmgw_node's own settings.
@@ -124,7 +125,7 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			},
 			"engines": schema.MapAttribute{
 				Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "The path of each engine's executable on the node, by engine (`" + strings.Join(declaration.KnownEngines, "`, `") + "`); `sim` needs none.",
+				MarkdownDescription: "The path of each engine's executable on the node, by engine (`" + strings.Join(spec.KnownEngines, "`, `") + "`); `sim` needs none.",
 			},
 			"labels": schema.MapAttribute{
 				Optional: true, ElementType: types.StringType,
@@ -138,9 +139,9 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Optional:            true,
 				MarkdownDescription: "Where the node's hardware probes look; the defaults suit a normal machine.",
 				Attributes: map[string]schema.Attribute{
-					"nvidia_smi": schema.StringAttribute{Optional: true, MarkdownDescription: "Path of `nvidia-smi` (default `" + declaration.DefaultNvidiaSMI + "`)."},
-					"ib_root":    schema.StringAttribute{Optional: true, MarkdownDescription: "InfiniBand sysfs root (default `" + declaration.DefaultIBRoot + "`)."},
-					"cpuinfo":    schema.StringAttribute{Optional: true, MarkdownDescription: "A `/proc/cpuinfo`-shaped file the CPU probe reads, AVX2 included (default `" + declaration.DefaultCPUInfo + "`)."},
+					"nvidia_smi": schema.StringAttribute{Optional: true, MarkdownDescription: "Path of `nvidia-smi` (default `" + spec.DefaultNvidiaSMI + "`)."},
+					"ib_root":    schema.StringAttribute{Optional: true, MarkdownDescription: "InfiniBand sysfs root (default `" + spec.DefaultIBRoot + "`)."},
+					"cpuinfo":    schema.StringAttribute{Optional: true, MarkdownDescription: "A `/proc/cpuinfo`-shaped file the CPU probe reads, AVX2 included (default `" + spec.DefaultCPUInfo + "`)."},
 				},
 			},
 			"wait_for_ready": schema.BoolAttribute{
@@ -298,7 +299,7 @@ func nodeWarnings(n *managev1.Node) []nodeWarning {
 // toDeclaration is the declaration the plan describes.
 func (m nodeResourceModel) toDeclaration(ctx context.Context) (*managev1.NodeDeclaration, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	d := declaration.Declaration{}
+	d := spec.Declaration{}
 	diags.Append(m.Engines.ElementsAs(ctx, &d.Engines, false)...)
 	diags.Append(m.Labels.ElementsAs(ctx, &d.Labels, false)...)
 	diags.Append(m.ModelDirs.ElementsAs(ctx, &d.ModelDirs, false)...)
@@ -308,7 +309,7 @@ func (m nodeResourceModel) toDeclaration(ctx context.Context) (*managev1.NodeDec
 			Adapters []string     `tfsdk:"adapters"`
 		}
 		diags.Append(m.Fabric.As(ctx, &f, basetypes.ObjectAsOptions{})...)
-		d.Fabrics = []declaration.Fabric{{Name: f.Name.ValueString(), Adapters: f.Adapters}}
+		d.Fabrics = []spec.Fabric{{Name: f.Name.ValueString(), Adapters: f.Adapters}}
 	}
 	if !m.Discovery.IsNull() && !m.Discovery.IsUnknown() {
 		var ds struct {
@@ -317,9 +318,9 @@ func (m nodeResourceModel) toDeclaration(ctx context.Context) (*managev1.NodeDec
 			CPUInfo   types.String `tfsdk:"cpuinfo"`
 		}
 		diags.Append(m.Discovery.As(ctx, &ds, basetypes.ObjectAsOptions{})...)
-		d.Discovery = declaration.Discovery{NvidiaSMI: ds.NvidiaSMI.ValueString(), IBRoot: ds.IBRoot.ValueString(), CPUInfo: ds.CPUInfo.ValueString()}
+		d.Discovery = spec.Discovery{NvidiaSMI: ds.NvidiaSMI.ValueString(), IBRoot: ds.IBRoot.ValueString(), CPUInfo: ds.CPUInfo.ValueString()}
 	}
-	return &managev1.NodeDeclaration{Name: m.Name.ValueString(), Address: m.Address.ValueString(), Declaration: declaration.ToProto(d)}, diags
+	return &managev1.NodeDeclaration{Name: m.Name.ValueString(), Address: m.Address.ValueString(), Declaration: specpb.DeclarationToProto(d)}, diags
 }
 
 // setDeclaration records a declaration read from the control plane or the

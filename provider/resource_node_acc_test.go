@@ -17,9 +17,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/llmgw/llmgw/agent/discovery/simhw"
-	"github.com/llmgw/llmgw/internal/testcluster"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/sim/simhw"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 func activeAdapter(name string) simhw.SimAdapter {

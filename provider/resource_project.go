@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sort"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -21,11 +20,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
 )
-
-// projectNameRE is the control plane's rule for project names.
-var projectNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 var (
 	_ resource.ResourceWithConfigure   = (*projectResource)(nil)
@@ -64,7 +61,7 @@ func (r *projectResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 					"Changing it replaces the project.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				Validators: []validator.String{
-					stringvalidator.RegexMatches(projectNameRE, "must be letters, digits, '.', '_' and '-', at most 63, starting with a letter or digit"),
+					stringvalidator.RegexMatches(spec.ProjectNameRE, "must be "+spec.ProjectNameRule),
 					stringvalidator.NoneOf("default"),
 				},
 			},

@@ -6,7 +6,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestProjectFromAPI(t *testing.T) {
@@ -40,8 +41,8 @@ func TestProjectNameRule(t *testing.T) {
 		{"team-a", true}, {"Team_A.1", true}, {"-a", false}, {"a/b", false}, {"a b", false}, {"", false}, {strings.Repeat("a", 64), false},
 	}
 	for _, tt := range tests {
-		if got := projectNameRE.MatchString(tt.name); got != tt.ok {
-			t.Errorf("projectNameRE(%q) = %v, want %v", tt.name, got, tt.ok)
+		if got := spec.ProjectNameRE.MatchString(tt.name); got != tt.ok {
+			t.Errorf("spec.ProjectNameRE(%q) = %v, want %v", tt.name, got, tt.ok)
 		}
 	}
 }

@@ -29,7 +29,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	proxmox "github.com/luthermonson/go-proxmox"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 )
 
 // Defaults of llmgw_proxmox_vm.

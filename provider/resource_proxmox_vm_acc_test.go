@@ -20,9 +20,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/llmgw/llmgw/internal/pvefake"
-	"github.com/llmgw/llmgw/internal/testcluster"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/testkit/pvefake"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 const pveTemplateID = 9000

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmgw/llmgw/agent/declaration"
 	"github.com/llmgw/llmgw/internal/konfig"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // EnvPrefix starts every environment variable that overrides agent.yaml.
@@ -49,7 +49,7 @@ type Agent struct {
 	// Declaration is what the operator says the node is: fabrics, engines,
 	// labels, model_dirs and discovery are top-level keys of agent.yaml.
 	// The control plane's copy, when it has one, replaces it.
-	declaration.Declaration `koanf:",squash" yaml:",inline" json:",inline"`
+	spec.Declaration `koanf:",squash" yaml:",inline" json:",inline"`
 }
 
 // TLS names PEM files: the CA bundle and a certificate with its key.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/agent/declaration"
+	"github.com/llmgw/llmgw/spec"
 )
 
 const baseYAML = "server: cp:7443\ntls: {ca: ca.pem, cert: n.pem, key: n-key.pem}\n"
@@ -35,12 +35,12 @@ func TestLoadExample(t *testing.T) {
 		StateDir:          "/var/lib/llmgw-agent",
 		EnginePorts:       PortRange{From: 21000, To: 21099},
 		HeartbeatInterval: 5 * time.Second,
-		Declaration: declaration.Declaration{
-			Fabrics:   []declaration.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
+		Declaration: spec.Declaration{
+			Fabrics:   []spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
 			Engines:   map[string]string{"vllm": "/opt/venvs/vllm/bin/vllm", "sim": ""},
 			Labels:    map[string]string{"rack": "r3"},
 			ModelDirs: []string{"/var/lib/llmgw-models"},
-			Discovery: declaration.Discovery{NvidiaSMI: "/usr/bin/nvidia-smi"},
+			Discovery: spec.Discovery{NvidiaSMI: "/usr/bin/nvidia-smi"},
 		},
 	}
 	if !reflect.DeepEqual(a, want) {

@@ -8,11 +8,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/llmgw/llmgw/agent/declaration"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // DefaultCPUInfoPath is where ProbeCPU reads by default.
-const DefaultCPUInfoPath = declaration.DefaultCPUInfo
+const DefaultCPUInfoPath = spec.DefaultCPUInfo
 
 // CPU describes the node's processors as /proc/cpuinfo lists them.
 type CPU struct {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/llmgw/llmgw/agent/declaration"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // FabricVerdict compares one declared fabric with what discovery found on
@@ -57,7 +57,7 @@ func (v FabricVerdict) Reason() string {
 // order, from the adapters found under root (root only appears in messages).
 // A missing adapter, or one without an ACTIVE port, takes its fabric out of
 // service on this node.
-func EvaluateFabrics(decl []declaration.Fabric, found []Adapter, root string) []FabricVerdict {
+func EvaluateFabrics(decl []spec.Fabric, found []Adapter, root string) []FabricVerdict {
 	if len(decl) == 0 {
 		return nil
 	}

@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgw/llmgw/agent/declaration"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestEvaluateFabrics(t *testing.T) {
 	tests := []struct {
 		name       string
 		sysfs      map[string]map[string]sysPort
-		decl       []declaration.Fabric
+		decl       []spec.Fabric
 		inService  []bool
 		rates      []float64
 		problems   [][]string // substrings, per fabric, in order
@@ -21,7 +21,7 @@ func TestEvaluateFabrics(t *testing.T) {
 		{
 			name:       "all active at HDR",
 			sysfs:      map[string]map[string]sysPort{"mlx5_0": {"1": activeHDR}, "mlx5_1": {"1": activeHDR}},
-			decl:       []declaration.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
+			decl:       []spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
 			inService:  []bool{true},
 			rates:      []float64{200},
 			problems:   [][]string{nil},
@@ -30,7 +30,7 @@ func TestEvaluateFabrics(t *testing.T) {
 		{
 			name:       "mixed rates: the slowest wins",
 			sysfs:      map[string]map[string]sysPort{"mlx5_0": {"1": activeHDR}, "mlx5_1": {"1": activeEDR}},
-			decl:       []declaration.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
+			decl:       []spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
 			inService:  []bool{true},
 			rates:      []float64{100},
 			problems:   [][]string{nil},
@@ -41,7 +41,7 @@ func TestEvaluateFabrics(t *testing.T) {
 			sysfs: map[string]map[string]sysPort{
 				"mlx5_0": {"1": downPort, "2": activeHDR},
 			},
-			decl:       []declaration.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0"}}},
+			decl:       []spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0"}}},
 			inService:  []bool{true},
 			rates:      []float64{200},
 			problems:   [][]string{nil},
@@ -50,7 +50,7 @@ func TestEvaluateFabrics(t *testing.T) {
 		{
 			name:      "INIT port: no subnet manager",
 			sysfs:     map[string]map[string]sysPort{"mlx5_0": {"1": initNoSM}, "mlx5_1": {"1": activeHDR}},
-			decl:      []declaration.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
+			decl:      []spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
 			inService: []bool{false},
 			rates:     []float64{0},
 			problems: [][]string{{
@@ -61,7 +61,7 @@ func TestEvaluateFabrics(t *testing.T) {
 		{
 			name:       "missing adapter",
 			sysfs:      map[string]map[string]sysPort{"mlx5_0": {"1": activeHDR}},
-			decl:       []declaration.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
+			decl:       []spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
 			inService:  []bool{false},
 			rates:      []float64{0},
 			problems:   [][]string{{"adapter mlx5_1 not found under ROOT"}},
@@ -73,7 +73,7 @@ func TestEvaluateFabrics(t *testing.T) {
 				"mlx5_0": {"1": activeHDR}, "mlx5_1": {"1": activeEDR},
 				"mlx5_2": {"1": downPort, "2": disabled},
 			},
-			decl: []declaration.Fabric{
+			decl: []spec.Fabric{
 				{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}},
 				{Name: "ib-b", Adapters: []string{"mlx5_2", "mlx5_3"}},
 			},
@@ -87,7 +87,7 @@ func TestEvaluateFabrics(t *testing.T) {
 		},
 		{
 			name:       "no sysfs at all",
-			decl:       []declaration.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0"}}},
+			decl:       []spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0"}}},
 			inService:  []bool{false},
 			rates:      []float64{0},
 			problems:   [][]string{{"adapter mlx5_0 not found under ROOT"}},
@@ -96,7 +96,7 @@ func TestEvaluateFabrics(t *testing.T) {
 		{
 			name:       "adapter without ports",
 			sysfs:      map[string]map[string]sysPort{"mlx5_0": {}},
-			decl:       []declaration.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0"}}},
+			decl:       []spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0"}}},
 			inService:  []bool{false},
 			rates:      []float64{0},
 			problems:   [][]string{{"adapter mlx5_0 has no ACTIVE port (no ports under ROOT/mlx5_0/ports)"}},
@@ -157,7 +157,7 @@ func TestAdapterCheckFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := EvaluateFabrics([]declaration.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_9"}}}, found, root)[0]
+	v := EvaluateFabrics([]spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_9"}}}, found, root)[0]
 	want := []AdapterCheck{
 		{Adapter: "mlx5_0", Present: true, Active: false, Found: "port 1: INIT, phys LinkUp, 200 Gb/s, InfiniBand"},
 		{Adapter: "mlx5_9", Present: false, Active: false, Found: "no such adapter under " + root},

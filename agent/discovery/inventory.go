@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmgw/llmgw/agent/declaration"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // DefaultGPUTimeout bounds one nvidia-smi run. A wedged driver can make it
@@ -63,7 +63,7 @@ type Inventory struct {
 // problem is logged once. A fabric taken out of service is logged at warn
 // with the fabric, the adapter and what was found, since that line is often
 // the operator's only clue.
-func Discover(ctx context.Context, decl declaration.Declaration, opts Options) Inventory {
+func Discover(ctx context.Context, decl spec.Declaration, opts Options) Inventory {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -121,7 +121,7 @@ func Discover(ctx context.Context, decl declaration.Declaration, opts Options) I
 	return inv
 }
 
-func discoverGPUs(ctx context.Context, inv *Inventory, d declaration.Discovery, opts Options, log *slog.Logger) {
+func discoverGPUs(ctx context.Context, inv *Inventory, d spec.Discovery, opts Options, log *slog.Logger) {
 	timeout := opts.GPUTimeout
 	if timeout <= 0 {
 		timeout = DefaultGPUTimeout
@@ -147,7 +147,7 @@ func discoverGPUs(ctx context.Context, inv *Inventory, d declaration.Discovery, 
 	log.Warn("gpu discovery failed", "nvidia_smi", path, "error", err)
 }
 
-func discoverFabrics(inv *Inventory, decl declaration.Declaration, log *slog.Logger) {
+func discoverFabrics(inv *Inventory, decl spec.Declaration, log *slog.Logger) {
 	root := decl.Discovery.IBRootPath()
 	adapters, err := ProbeInfiniBand(root)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgw/llmgw/agent/declaration"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestDiscover(t *testing.T) {
@@ -32,14 +32,14 @@ func TestDiscover(t *testing.T) {
 	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fabrics := []declaration.Fabric{
+	fabrics := []spec.Fabric{
 		{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}},
 		{Name: "ib-b", Adapters: []string{"mlx5_2", "mlx5_3"}},
 	}
 
 	tests := []struct {
 		name      string
-		decl      declaration.Declaration
+		decl      spec.Declaration
 		opts      Options
 		path      string // PATH for the test, "" leaves it alone
 		check     func(t *testing.T, inv Inventory)
@@ -48,10 +48,10 @@ func TestDiscover(t *testing.T) {
 	}{
 		{
 			name: "GPU node with two fabrics, one out of service",
-			decl: declaration.Declaration{
+			decl: spec.Declaration{
 				Fabrics:   fabrics,
 				ModelDirs: []string{models, filepath.Join(models, "gone")},
-				Discovery: declaration.Discovery{NvidiaSMI: gpuScript, IBRoot: ibRoot},
+				Discovery: spec.Discovery{NvidiaSMI: gpuScript, IBRoot: ibRoot},
 			},
 			opts: Options{MeminfoPath: "testdata/proc/meminfo", CPUInfoPath: "testdata/proc/cpuinfo-xeon"},
 			check: func(t *testing.T, inv Inventory) {
@@ -84,7 +84,7 @@ func TestDiscover(t *testing.T) {
 		},
 		{
 			name: "CPU node: no nvidia-smi anywhere, no IB, no model dirs",
-			decl: declaration.Declaration{Discovery: declaration.Discovery{IBRoot: filepath.Join(ibRoot, "absent")}},
+			decl: spec.Declaration{Discovery: spec.Discovery{IBRoot: filepath.Join(ibRoot, "absent")}},
 			opts: Options{MeminfoPath: "testdata/proc/meminfo-old", CPUInfoPath: "testdata/proc/cpuinfo-neoverse"},
 			path: t.TempDir(),
 			check: func(t *testing.T, inv Inventory) {
@@ -108,7 +108,7 @@ func TestDiscover(t *testing.T) {
 			// The declaration's cpuinfo path is read (a Proxmox guest on the
 			// default kvm64 CPU type lists x86 flags without avx2).
 			name: "declared cpuinfo without avx2 warns",
-			decl: declaration.Declaration{Discovery: declaration.Discovery{IBRoot: filepath.Join(ibRoot, "absent"), CPUInfo: "testdata/proc/cpuinfo-opteron"}},
+			decl: spec.Declaration{Discovery: spec.Discovery{IBRoot: filepath.Join(ibRoot, "absent"), CPUInfo: "testdata/proc/cpuinfo-opteron"}},
 			opts: Options{MeminfoPath: "testdata/proc/meminfo"},
 			path: t.TempDir(),
 			check: func(t *testing.T, inv Inventory) {
@@ -120,7 +120,7 @@ func TestDiscover(t *testing.T) {
 		},
 		{
 			name: "configured nvidia-smi missing is loud",
-			decl: declaration.Declaration{Discovery: declaration.Discovery{NvidiaSMI: filepath.Join(ibRoot, "nvidia-smi"), IBRoot: ibRoot}},
+			decl: spec.Declaration{Discovery: spec.Discovery{NvidiaSMI: filepath.Join(ibRoot, "nvidia-smi"), IBRoot: ibRoot}},
 			opts: Options{MeminfoPath: "testdata/proc/meminfo", CPUInfoPath: "testdata/proc/cpuinfo-xeon"},
 			check: func(t *testing.T, inv Inventory) {
 				if !inv.NvidiaSMIMissing || inv.GPUs != nil {
@@ -131,9 +131,9 @@ func TestDiscover(t *testing.T) {
 		},
 		{
 			name: "broken driver, unreadable IB root, missing /proc files",
-			decl: declaration.Declaration{
+			decl: spec.Declaration{
 				Fabrics:   fabrics,
-				Discovery: declaration.Discovery{NvidiaSMI: brokenScript, IBRoot: notADir},
+				Discovery: spec.Discovery{NvidiaSMI: brokenScript, IBRoot: notADir},
 			},
 			opts: Options{MeminfoPath: filepath.Join(ibRoot, "meminfo"), CPUInfoPath: filepath.Join(ibRoot, "cpuinfo"), DiskPath: filepath.Join(ibRoot, "nope")},
 			check: func(t *testing.T, inv Inventory) {
@@ -198,8 +198,8 @@ func firstClass(gpus []GPU) string {
 }
 
 func TestDiscoverNilLogger(t *testing.T) {
-	inv := Discover(context.Background(), declaration.Declaration{
-		Discovery: declaration.Discovery{NvidiaSMI: filepath.Join(t.TempDir(), "none"), IBRoot: t.TempDir()},
+	inv := Discover(context.Background(), spec.Declaration{
+		Discovery: spec.Discovery{NvidiaSMI: filepath.Join(t.TempDir(), "none"), IBRoot: t.TempDir()},
 	}, Options{MeminfoPath: "testdata/proc/meminfo", CPUInfoPath: "testdata/proc/cpuinfo-xeon"})
 	if !inv.NvidiaSMIMissing || inv.CPU.Cores != 4 {
 		t.Fatalf("Discover without a logger: %+v", inv)

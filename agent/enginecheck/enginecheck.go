@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/agent/driver"
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 )
 
 // DefaultTimeout bounds one check. `vllm --version` imports torch, which

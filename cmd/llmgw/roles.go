@@ -14,7 +14,7 @@ import (
 	"github.com/llmgw/llmgw/devcluster"
 	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/runtime/server"
-	"github.com/llmgw/llmgw/simengine"
+	"github.com/llmgw/llmgw/sim/simengine"
 )
 
 func newLogger(level string) (*slog.Logger, error) {

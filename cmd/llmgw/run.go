@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/llmgw/llmgw/hostadmin"
+	"github.com/llmgw/llmgw/runtime/hostadmin"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

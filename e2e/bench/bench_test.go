@@ -28,14 +28,14 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/auth"
-	catalogpkg "github.com/llmgw/llmgw/runtime/catalog"
 	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/keys"
 	"github.com/llmgw/llmgw/runtime/metrics"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/tenancy"
-	"github.com/llmgw/llmgw/simengine"
+	"github.com/llmgw/llmgw/sim/simengine"
+	"github.com/llmgw/llmgw/spec"
 )
 
 const model = "sim-bench"
@@ -93,7 +93,7 @@ func setup(b *testing.B) (direct, gw, bare, key string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	price := &catalogpkg.Pricing{PromptPer1K: 0.001, CompletionPer1K: 0.002}
+	price := &spec.Pricing{PromptPer1K: 0.001, CompletionPer1K: 0.002}
 	adm := tenancy.NewAdmission(tenancy.Options{Store: st, DefaultPrice: price})
 	rec := tenancy.NewRecorder(tenancy.RecorderOptions{Store: st, Price: adm.Cost, Registerer: reg.Registerer()})
 	b.Cleanup(func() { _ = rec.Close(context.Background()) })

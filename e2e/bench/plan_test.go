@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/internal/testcluster"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 const (

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestSampleCatalog(t *testing.T) {
@@ -25,10 +25,10 @@ func TestSampleCatalog(t *testing.T) {
 	if len(files) != len(tests) {
 		t.Fatalf("catalog/models holds %v; the table lists %d files", files, len(tests))
 	}
-	var models []catalog.Model
+	var models []spec.Model
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := catalog.ParseModelFile(tt.file)
+			m, err := spec.ParseModelFile(tt.file)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,7 +38,7 @@ func TestSampleCatalog(t *testing.T) {
 			models = append(models, m)
 		})
 	}
-	if err := catalog.ValidateSet(models); err != nil {
+	if err := spec.ValidateSet(models); err != nil {
 		t.Error(err)
 	}
 }

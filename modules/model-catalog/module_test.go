@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/llmgw/llmgw/internal/testcluster"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // modelYAML is a model file as `llmgw ctl model add -f` reads it: a CPU sim

@@ -31,11 +31,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	agentconfig "github.com/llmgw/llmgw/agent/config"
-	"github.com/llmgw/llmgw/agent/declaration"
-	"github.com/llmgw/llmgw/agent/discovery/simhw"
-	"github.com/llmgw/llmgw/internal/pvefake"
-	"github.com/llmgw/llmgw/internal/testcluster"
 	"github.com/llmgw/llmgw/pki"
+	"github.com/llmgw/llmgw/sim/simhw"
+	"github.com/llmgw/llmgw/spec"
+	"github.com/llmgw/llmgw/testkit/pvefake"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 // The user-data's paths on the VM, which the test maps under a directory of
@@ -572,11 +572,11 @@ func (n *node) checkAgentConfig(t *testing.T, data []byte) {
 		a.TLS != (agentconfig.TLS{CA: vmCA, Cert: cert, Key: key}) {
 		t.Errorf("agent.yaml: node_id %q server %q address %q tls %+v", a.NodeID, a.Server, a.Address, a.TLS)
 	}
-	want := declaration.Declaration{
-		Fabrics:   []declaration.Fabric{{Name: "ib-" + n.name, Adapters: []string{"mlx5_0"}}},
+	want := spec.Declaration{
+		Fabrics:   []spec.Fabric{{Name: "ib-" + n.name, Adapters: []string{"mlx5_0"}}},
 		Engines:   map[string]string{"llamacpp": n.llama},
 		Labels:    map[string]string{"rack": "r1"},
-		Discovery: declaration.Discovery{NvidiaSMI: n.smi, IBRoot: n.ibRoot, CPUInfo: n.cpuinfo},
+		Discovery: spec.Discovery{NvidiaSMI: n.smi, IBRoot: n.ibRoot, CPUInfo: n.cpuinfo},
 	}
 	got, _ := json.Marshal(a.Declaration)
 	wantJSON, _ := json.Marshal(want)

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 )
 

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/pki"
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 )
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/gateway"
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // DefaultTTL is how long a lookup (hit or miss) is trusted.
@@ -59,7 +59,7 @@ func (k *Keys) Authenticate(ctx context.Context, bearer string) (gateway.Princip
 	if bearer == "" {
 		return gateway.Principal{}, fmt.Errorf("%w: no API key", gateway.ErrUnauthenticated)
 	}
-	hash := secret.HashSecret(bearer)
+	hash := spec.HashSecret(bearer)
 	now := k.now()
 	k.mu.Lock()
 	c, ok := k.cache[hash]

@@ -10,8 +10,8 @@ import (
 
 	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/keys"
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestKeys(t *testing.T) {
@@ -86,7 +86,7 @@ func (c *countingStore) TouchAPIKey(context.Context, string, time.Time) error { 
 // real key stays cached (no store lookup for it afterwards).
 func TestFloodKeepsRealKeys(t *testing.T) {
 	const real = "llmgw-real-key"
-	st := &countingStore{hash: secret.HashSecret(real)}
+	st := &countingStore{hash: spec.HashSecret(real)}
 	k := NewKeys(st, time.Hour, nil)
 	ctx := context.Background()
 	if _, err := k.Authenticate(ctx, real); err != nil {

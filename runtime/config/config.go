@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/internal/konfig"
-	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // EnvPrefix starts every environment variable that overrides server.yaml.
@@ -49,7 +49,7 @@ type Server struct {
 	Timeouts Timeouts `koanf:"timeouts" yaml:"timeouts" json:"timeouts"`
 	// Models are declared in this file: restored on every start and not
 	// editable through the management API.
-	Models []catalog.Model `koanf:"models" yaml:"models,omitempty" json:"models,omitempty"`
+	Models []spec.Model `koanf:"models" yaml:"models,omitempty" json:"models,omitempty"`
 }
 
 // TLS names a CA bundle and a certificate with its key, as PEM files.
@@ -82,7 +82,7 @@ type Auth struct {
 	DefaultMaxTokens int `koanf:"default_max_tokens" yaml:"default_max_tokens" json:"default_max_tokens"`
 	// DefaultPrice prices models that have no pricing of their own; nil
 	// prices them at nothing.
-	DefaultPrice *catalog.Pricing `koanf:"default_price" yaml:"default_price,omitempty" json:"default_price,omitempty"`
+	DefaultPrice *spec.Pricing `koanf:"default_price" yaml:"default_price,omitempty" json:"default_price,omitempty"`
 	// KeyCacheTTL is how long a key lookup is trusted: a revoked key stops
 	// working within it.
 	KeyCacheTTL time.Duration `koanf:"key_cache_ttl" yaml:"key_cache_ttl" json:"key_cache_ttl"`
@@ -157,7 +157,7 @@ func Load(path string) (Server, error) {
 		if source == "" {
 			source = "configuration"
 		}
-		var ps catalog.Problems
+		var ps spec.Problems
 		if errors.As(err, &ps) {
 			return Server{}, ps.Prefixed(source)
 		}
@@ -178,12 +178,12 @@ func (s *Server) Normalize() {
 }
 
 // Validate checks a normalized configuration and returns every problem as
-// catalog.Problems (keys like agents.grace or models[2].profiles[0].engine),
+// spec.Problems (keys like agents.grace or models[2].profiles[0].engine),
 // or nil.
 func (s Server) Validate() error {
-	var ps catalog.Problems
+	var ps spec.Problems
 	add := func(key, format string, args ...any) {
-		ps = append(ps, catalog.Problem{Key: key, Msg: fmt.Sprintf(format, args...)})
+		ps = append(ps, spec.Problem{Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
 	listeners := []struct{ key, addr string }{
 		{"listen", s.Listen},
@@ -278,7 +278,7 @@ func (s Server) Validate() error {
 	for i, m := range s.Models {
 		if err := m.Validate(); err != nil {
 			prefix := fmt.Sprintf("models[%d]", i)
-			var mps catalog.Problems
+			var mps spec.Problems
 			if !errors.As(err, &mps) {
 				add(prefix, "%v", err)
 				continue
@@ -291,8 +291,8 @@ func (s Server) Validate() error {
 			}
 		}
 	}
-	if err := catalog.ValidateSet(s.Models); err != nil {
-		var sps catalog.Problems
+	if err := spec.ValidateSet(s.Models); err != nil {
+		var sps spec.Problems
 		if errors.As(err, &sps) {
 			ps = append(ps, sps...)
 		} else {

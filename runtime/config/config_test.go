@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/catalog"
+	"github.com/llmgw/llmgw/spec"
 )
 
 const tlsYAML = "agent_tls: {ca: ca.pem, cert: s.pem, key: s-key.pem}\n"
@@ -32,7 +32,7 @@ func TestLoadExample(t *testing.T) {
 		t.Errorf("values not read: %+v", s)
 	}
 	if s.Auth.DefaultRPM != 600 || s.Auth.DefaultTPM != 200000 || s.Auth.DefaultPrice == nil ||
-		*s.Auth.DefaultPrice != (catalog.Pricing{PromptPer1K: 0.01, CompletionPer1K: 0.03}) || s.Auth.LoginTTL != 8*time.Hour {
+		*s.Auth.DefaultPrice != (spec.Pricing{PromptPer1K: 0.01, CompletionPer1K: 0.03}) || s.Auth.LoginTTL != 8*time.Hour {
 		t.Errorf("auth limits and price not read: %+v", s.Auth)
 	}
 	if s.ManageTLS != (CertKey{Cert: "/etc/llmgw/server.pem", Key: "/etc/llmgw/server-key.pem"}) {
@@ -43,7 +43,7 @@ func TestLoadExample(t *testing.T) {
 	}
 	m := s.Models[0]
 	if m.Name != "qwen2.5-coder-3b-instruct" || m.RoutingProfile != "chat" || m.Profiles[0].Nodes != 1 ||
-		m.Profiles[0].StartupTimeout != catalog.Duration(5*time.Minute) {
+		m.Profiles[0].StartupTimeout != spec.Duration(5*time.Minute) {
 		t.Errorf("model not read or not normalized: %+v", m)
 	}
 }

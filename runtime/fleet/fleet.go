@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 )
 
 // NodeState is a node's life-cycle state as the control plane sees it.

@@ -10,8 +10,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Admin administers keys in one store.
@@ -55,7 +55,7 @@ func newID(prefix string) string {
 
 // CreateAPIKey creates a client API key in the default project.
 func (a *Admin) CreateAPIKey(ctx context.Context, name string, expires *time.Time) (Created, error) {
-	plain, prefix, hash := secret.NewAPIKey()
+	plain, prefix, hash := spec.NewAPIKey()
 	k := store.APIKey{ID: newID("key-"), Name: name, Prefix: prefix, Hash: hash, Project: store.DefaultProject, ExpiresAt: expires}
 	if err := a.st.CreateAPIKey(ctx, k); err != nil {
 		return Created{}, fmt.Errorf("storing API key %q: %w", name, err)
@@ -65,7 +65,7 @@ func (a *Admin) CreateAPIKey(ctx context.Context, name string, expires *time.Tim
 
 // CreateAdminToken creates a management API token.
 func (a *Admin) CreateAdminToken(ctx context.Context, name string) (Created, error) {
-	plain, hash := secret.NewAdminToken()
+	plain, hash := spec.NewAdminToken()
 	t := store.AdminToken{ID: newID("adm-"), Name: name, Hash: hash}
 	if err := a.st.CreateAdminToken(ctx, t); err != nil {
 		return Created{}, fmt.Errorf("storing admin token %q: %w", name, err)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgw/llmgw/runtime/secret"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestCreateLookupRevoke(t *testing.T) {
@@ -20,10 +20,10 @@ func TestCreateLookupRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(k.Secret, secret.APIKeyPrefix) {
+	if !strings.HasPrefix(k.Secret, spec.APIKeyPrefix) {
 		t.Fatalf("secret %q lacks the recognisable prefix", k.Secret)
 	}
-	got, err := a.st.LookupAPIKey(ctx, secret.HashSecret(k.Secret))
+	got, err := a.st.LookupAPIKey(ctx, spec.HashSecret(k.Secret))
 	if err != nil || got.ID != k.ID {
 		t.Fatalf("lookup by hash = %+v, %v", got, err)
 	}
@@ -34,14 +34,14 @@ func TestCreateLookupRevoke(t *testing.T) {
 	if err := a.RevokeAPIKey(ctx, k.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.st.LookupAPIKey(ctx, secret.HashSecret(k.Secret)); err == nil {
+	if _, err := a.st.LookupAPIKey(ctx, spec.HashSecret(k.Secret)); err == nil {
 		t.Fatal("revoked key still found")
 	}
 	tok, err := a.CreateAdminToken(ctx, "ops")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.st.LookupAdminToken(ctx, secret.HashSecret(tok.Secret)); err != nil {
+	if _, err := a.st.LookupAdminToken(ctx, spec.HashSecret(tok.Secret)); err != nil {
 		t.Fatalf("admin token not found by hash: %v", err)
 	}
 }

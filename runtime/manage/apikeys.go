@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/secret"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // maxKeyName bounds a key's name: it is shown in listings, not a document.
@@ -65,11 +65,11 @@ func (s *Service) CreateApiKey(ctx context.Context, req *managev1.CreateApiKeyRe
 	var plain, prefix, hash string
 	if sup := req.GetSecret(); sup != "" {
 		var err error
-		if prefix, hash, err = secret.ParseAPIKey(sup); err != nil {
+		if prefix, hash, err = spec.ParseAPIKey(sup); err != nil {
 			return nil, invalid("key "+name+" secret", "%v", err)
 		}
 	} else {
-		plain, prefix, hash = secret.NewAPIKey()
+		plain, prefix, hash = spec.NewAPIKey()
 	}
 	sk := store.APIKey{ID: newKeyID(), Name: name, Prefix: prefix, Hash: hash, Project: project, RPM: k.GetRpm(), TPM: k.GetTpm(), ExpiresAt: expires}
 	if err := s.opts.Store.CreateAPIKey(ctx, sk); err != nil {

@@ -8,11 +8,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/catalog"
-	"github.com/llmgw/llmgw/runtime/modelpb"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/tenancy"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func validPeriod(field, period string) error {
@@ -66,14 +66,14 @@ func (s *Service) budgetFromProto(b *managev1.Budget) (store.Budget, error) {
 
 // effectivePrice is what a request to the model costs: its own price, else
 // auth.default_price, else nothing; and where that came from.
-func (s *Service) effectivePrice(m catalog.Model) (catalog.Pricing, string) {
+func (s *Service) effectivePrice(m spec.Model) (spec.Pricing, string) {
 	if m.Pricing != nil {
 		return *m.Pricing, "model"
 	}
 	if s.opts.DefaultPrice != nil {
 		return *s.opts.DefaultPrice, "default"
 	}
-	return catalog.Pricing{}, "none"
+	return spec.Pricing{}, "none"
 }
 
 // budgetWarnings says why a budget may not do what it says.
@@ -202,10 +202,10 @@ func (s *Service) ListBudgets(ctx context.Context, req *managev1.ListBudgetsRequ
 
 // ListPrices lists every catalog model's effective price.
 func (s *Service) ListPrices(context.Context, *managev1.ListPricesRequest) (*managev1.ListPricesResponse, error) {
-	out := &managev1.ListPricesResponse{DefaultPrice: modelpb.PricingToProto(s.opts.DefaultPrice)}
+	out := &managev1.ListPricesResponse{DefaultPrice: specpb.PricingToProto(s.opts.DefaultPrice)}
 	for _, e := range s.opts.Catalog.List() {
 		p, src := s.effectivePrice(e.Model)
-		out.Models = append(out.Models, &managev1.ModelPrice{Model: e.Model.Name, Pricing: modelpb.PricingToProto(&p), Source: src})
+		out.Models = append(out.Models, &managev1.ModelPrice{Model: e.Model.Name, Pricing: specpb.PricingToProto(&p), Source: src})
 	}
 	return out, nil
 }

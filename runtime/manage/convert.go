@@ -1,7 +1,7 @@
 package manage
 
 import (
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/scheduler"
 )
 

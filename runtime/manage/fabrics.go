@@ -9,8 +9,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func storeError(op string, err error) error {
@@ -47,11 +48,8 @@ func (s *Service) fabricProto(ctx context.Context, f store.StoredFabric) (*manag
 }
 
 func validFabricName(name string) error {
-	if name == "" {
-		return status.Error(codes.InvalidArgument, "fabric name: is required")
-	}
-	if strings.ContainsAny(name, " \t\n/") {
-		return status.Errorf(codes.InvalidArgument, "fabric name %q: no spaces or slashes", name)
+	if err := spec.CheckFabricName(name); err != nil {
+		return status.Errorf(codes.InvalidArgument, "fabric name: %v", err)
 	}
 	return nil
 }

@@ -13,10 +13,10 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/secret"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/users"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // DefaultLoginTTL is how long a login's admin token works when
@@ -62,7 +62,7 @@ func (s *Service) Login(ctx context.Context, req *managev1.LoginRequest) (*manag
 	// to be one: an attacker must not fill memory with megabyte "emails".
 	emailKey, addrKey := "email:"+email, "addr:"+remote
 	if len(email) > maxLoginEmail {
-		emailKey = "email#" + secret.HashSecret(email)
+		emailKey = "email#" + spec.HashSecret(email)
 	}
 	if wait := s.logins.admit(s.now(), loginKey{emailKey, loginFreePerEmail}, loginKey{addrKey, loginFreePerAddress}); wait > 0 {
 		s.log.Warn("login refused", "email", logEmail, "remote", remote, "reason", "too many failed attempts")
@@ -92,7 +92,7 @@ func (s *Service) Login(ctx context.Context, req *managev1.LoginRequest) (*manag
 
 	now := s.now()
 	expires := now.Add(s.opts.LoginTTL)
-	plain, hash := secret.NewAdminToken()
+	plain, hash := spec.NewAdminToken()
 	tok := store.AdminToken{ID: newTokenID(), Name: "login " + u.Email, Hash: hash, UserID: u.ID, CreatedAt: now, ExpiresAt: &expires}
 	if err := s.opts.Tokens.CreateAdminToken(ctx, tok); err != nil {
 		return nil, status.Errorf(codes.Internal, "issuing an admin token to %s: %v", u.Email, err)

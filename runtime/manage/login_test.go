@@ -17,13 +17,13 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/keys"
 	"github.com/llmgw/llmgw/runtime/models"
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/users"
+	"github.com/llmgw/llmgw/spec"
 )
 
 const (
@@ -164,7 +164,7 @@ func TestLogin(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Login: %v", err)
 			}
-			if !secret.IsAdminToken(resp.GetToken()) || resp.GetUserId() != f.admin.ID || resp.GetEmail() != adminEmail {
+			if !spec.IsAdminToken(resp.GetToken()) || resp.GetUserId() != f.admin.ID || resp.GetEmail() != adminEmail {
 				t.Fatalf("Login = %v", resp)
 			}
 			if want := f.clock.Now().Add(loginTTL).UnixMilli(); resp.GetExpiresUnixMs() != want {
@@ -173,7 +173,7 @@ func TestLogin(t *testing.T) {
 			if err := f.works(resp.GetToken()); err != nil {
 				t.Fatalf("a management call with the login's token: %v", err)
 			}
-			stored, err := f.st.LookupAdminToken(context.Background(), secret.HashSecret(resp.GetToken()))
+			stored, err := f.st.LookupAdminToken(context.Background(), spec.HashSecret(resp.GetToken()))
 			if err != nil || stored.ID != resp.GetTokenId() || stored.UserID != f.admin.ID || stored.ExpiresAt == nil {
 				t.Fatalf("stored token = %+v, %v", stored, err)
 			}

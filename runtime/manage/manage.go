@@ -15,16 +15,15 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/catalog"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
 	"github.com/llmgw/llmgw/runtime/fleet"
-	"github.com/llmgw/llmgw/runtime/modelpb"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/reconcile"
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/users"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Options wire the service to the control plane.
@@ -39,7 +38,7 @@ type Options struct {
 	Store store.Store
 	// DefaultPrice is auth.default_price: what models without pricing of
 	// their own cost; nil prices them at nothing.
-	DefaultPrice *catalog.Pricing
+	DefaultPrice *spec.Pricing
 	// TenancyChanged, when set, is told the project whose settings or
 	// budgets just changed, so admission applies them at once instead of
 	// after its cache expires.
@@ -107,7 +106,7 @@ func (s *Service) authenticate(ctx context.Context) (store.AdminToken, error) {
 	if !ok || tok == "" {
 		return store.AdminToken{}, errors.New("authorization metadata is not a bearer token")
 	}
-	t, err := s.opts.Tokens.LookupAdminToken(ctx, secret.HashSecret(tok))
+	t, err := s.opts.Tokens.LookupAdminToken(ctx, spec.HashSecret(tok))
 	if errors.Is(err, store.ErrNotFound) || (err == nil && t.Expired(s.now())) {
 		return store.AdminToken{}, errors.New("admin token not recognised (expired, revoked, or never issued): log in again with llmgw ctl login")
 	}
@@ -234,7 +233,7 @@ func nodeToProto(n fleet.Node, used map[int]string, replicas int) *managev1.Node
 }
 
 func (s *Service) modelProto(e models.Entry) *managev1.Model {
-	pm := modelpb.ToProto(e.Model)
+	pm := specpb.ModelToProto(e.Model)
 	pm.Origin = e.Origin
 	pm.Generation = e.Generation
 	st := &managev1.ModelStatus{ReplicasDesired: int32(e.Model.Scaling.Min)}
@@ -291,7 +290,7 @@ func catalogError(op string, err error) error {
 
 // CreateModel adds a model to the catalog.
 func (s *Service) CreateModel(ctx context.Context, req *managev1.CreateModelRequest) (*managev1.Model, error) {
-	m, err := modelpb.FromProto(req.GetModel())
+	m, err := specpb.ModelFromProto(req.GetModel())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "creating model: %v", err)
 	}
@@ -314,7 +313,7 @@ func (s *Service) GetModel(_ context.Context, req *managev1.GetModelRequest) (*m
 
 // UpdateModel replaces a model added through this API.
 func (s *Service) UpdateModel(ctx context.Context, req *managev1.UpdateModelRequest) (*managev1.Model, error) {
-	m, err := modelpb.FromProto(req.GetModel())
+	m, err := specpb.ModelFromProto(req.GetModel())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "updating model: %v", err)
 	}
@@ -396,7 +395,7 @@ func (s *Service) ExplainPlacement(_ context.Context, req *managev1.ExplainPlace
 // PlanPlacement dry-runs placement of a definition that need not be in the
 // catalog.
 func (s *Service) PlanPlacement(_ context.Context, req *managev1.PlanPlacementRequest) (*managev1.Explanation, error) {
-	m, err := modelpb.FromProto(req.GetModel())
+	m, err := specpb.ModelFromProto(req.GetModel())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "planning placement: %v", err)
 	}

@@ -11,14 +11,14 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/catalog"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/keys"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 type nopConn struct{}
@@ -32,9 +32,9 @@ func newService(t *testing.T) (*Service, store.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	declared := catalog.Model{Name: "from-yaml", Source: "sim://y", Scaling: catalog.Scaling{Min: 0, Max: 1},
-		Profiles: []catalog.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
-	reg, err := models.New([]catalog.Model{declared}, st, nil)
+	declared := spec.Model{Name: "from-yaml", Source: "sim://y", Scaling: spec.Scaling{Min: 0, Max: 1},
+		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+	reg, err := models.New([]spec.Model{declared}, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,18 +10,19 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/llmgw/llmgw/agent/declaration"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
 	"github.com/llmgw/llmgw/pki"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // nodeRecord is how a node declaration is stored: the declaration's own
 // fields plus the address.
 type nodeRecord struct {
 	Address string `json:"address,omitempty"`
-	declaration.Declaration
+	spec.Declaration
 }
 
 func decodeNode(sn store.StoredNode) (*managev1.NodeDeclaration, error) {
@@ -29,7 +30,7 @@ func decodeNode(sn store.StoredNode) (*managev1.NodeDeclaration, error) {
 	if err := json.Unmarshal(sn.Declaration, &rec); err != nil {
 		return nil, fmt.Errorf("decoding the declaration of %s: %w", sn.Name, err)
 	}
-	return &managev1.NodeDeclaration{Name: sn.Name, Address: rec.Address, Declaration: declaration.ToProto(rec.Declaration), Revision: sn.Revision}, nil
+	return &managev1.NodeDeclaration{Name: sn.Name, Address: rec.Address, Declaration: specpb.DeclarationToProto(rec.Declaration), Revision: sn.Revision}, nil
 }
 
 func (s *Service) declarations(ctx context.Context) ([]*managev1.NodeDeclaration, error) {
@@ -55,7 +56,7 @@ func (s *Service) DeclareNode(ctx context.Context, req *managev1.DeclareNodeRequ
 	if err := pki.ValidNodeName(nd.GetName()); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "name: %v", err)
 	}
-	decl := declaration.FromProto(nd.GetDeclaration())
+	decl := specpb.DeclarationFromProto(nd.GetDeclaration())
 	if err := decl.Validate(); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "node %s: %v", nd.GetName(), err)
 	}
@@ -74,11 +75,11 @@ func (s *Service) DeclareNode(ctx context.Context, req *managev1.DeclareNodeRequ
 	if err != nil {
 		return nil, storeError("storing the declaration of "+nd.GetName(), err)
 	}
-	if err := s.opts.Fleet.Declare(nd.GetName(), declaration.ToProto(decl)); err != nil {
+	if err := s.opts.Fleet.Declare(nd.GetName(), specpb.DeclarationToProto(decl)); err != nil {
 		s.log.Warn("declaration not delivered; the agent gets it when it reconnects", "node", nd.GetName(), "err", err)
 	}
 	s.log.Info("node declared", "node", nd.GetName(), "revision", rev)
-	return &managev1.NodeDeclaration{Name: nd.GetName(), Address: nd.GetAddress(), Declaration: declaration.ToProto(decl), Revision: rev}, nil
+	return &managev1.NodeDeclaration{Name: nd.GetName(), Address: nd.GetAddress(), Declaration: specpb.DeclarationToProto(decl), Revision: rev}, nil
 }
 
 // GetNodeDeclaration returns the control plane's copy of a declaration.

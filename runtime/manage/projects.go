@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -12,8 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // tenancyError turns a store error into a status whose message names the
@@ -36,16 +36,9 @@ func invalid(field, format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
 }
 
-// projectName is what a project may be called: it appears in budget import
-// ids (PROJECT/PERIOD), metric labels and URLs.
-var projectName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-
 func validProjectName(name string) error {
-	if name == "" {
-		return invalid("project name", "is required")
-	}
-	if !projectName.MatchString(name) {
-		return invalid("project name", "%q: use letters, digits, '.', '_' and '-' (at most 63, starting with a letter or digit)", name)
+	if err := spec.CheckProjectName(name); err != nil {
+		return invalid("project name", "%v", err)
 	}
 	return nil
 }

@@ -11,33 +11,32 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
-	"github.com/llmgw/llmgw/runtime/catalog"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/models"
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 var tenancyNow = time.Date(2026, 3, 15, 10, 30, 0, 0, time.UTC)
 
 // newTenancyService is a service over a fresh SQLite store with two models
 // (one of them priced when priced is true) and the given default price.
-func newTenancyService(t *testing.T, priced bool, def *catalog.Pricing) (*Service, store.Store) {
+func newTenancyService(t *testing.T, priced bool, def *spec.Pricing) (*Service, store.Store) {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "llmgw.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	big := catalog.Model{Name: "big", Aliases: []string{"large"}, Source: "sim://b", Scaling: catalog.Scaling{Max: 1},
-		Profiles: []catalog.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+	big := spec.Model{Name: "big", Aliases: []string{"large"}, Source: "sim://b", Scaling: spec.Scaling{Max: 1},
+		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
 	small := big
 	small.Name, small.Aliases, small.Source = "small", nil, "sim://s"
 	if priced {
-		big.Pricing = &catalog.Pricing{PromptPer1K: 1, CompletionPer1K: 2}
+		big.Pricing = &spec.Pricing{PromptPer1K: 1, CompletionPer1K: 2}
 	}
-	reg, err := models.New([]catalog.Model{big, small}, st, nil)
+	reg, err := models.New([]spec.Model{big, small}, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,19 +143,19 @@ func TestAPIKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := created.GetKey()
-	if _, _, err := secret.ParseAPIKey(created.GetSecret()); err != nil || !strings.HasPrefix(created.GetSecret(), k.GetPrefix()) {
+	if _, _, err := spec.ParseAPIKey(created.GetSecret()); err != nil || !strings.HasPrefix(created.GetSecret(), k.GetPrefix()) {
 		t.Fatalf("secret %q is not a well-formed key with prefix %q: %v", created.GetSecret(), k.GetPrefix(), err)
 	}
 	if k.GetProject() != "p1" || k.GetRpm() != 10 || k.GetTpm() != 100 || k.GetExpiresUnixMs() != exp.UnixMilli() {
 		t.Fatalf("key = %v", k)
 	}
-	stored, err := st.LookupAPIKey(ctx, secret.HashSecret(created.GetSecret()))
+	stored, err := st.LookupAPIKey(ctx, spec.HashSecret(created.GetSecret()))
 	if err != nil || stored.ID != k.GetId() {
 		t.Fatalf("the store does not find the key by the secret's hash: %v, %v", stored, err)
 	}
 
 	// A client-supplied secret: accepted, stored hashed, never sent back.
-	plain, _, _ := secret.NewAPIKey()
+	plain, _, _ := spec.NewAPIKey()
 	sup, err := s.CreateApiKey(ctx, &managev1.CreateApiKeyRequest{Key: &managev1.ApiKey{Name: "tf"}, Secret: plain})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +163,7 @@ func TestAPIKeys(t *testing.T) {
 	if sup.GetSecret() != "" || sup.GetKey().GetProject() != store.DefaultProject || !strings.HasPrefix(plain, sup.GetKey().GetPrefix()) {
 		t.Fatalf("supplied-secret key = %v (secret must not be echoed; default project)", sup)
 	}
-	if got, err := st.LookupAPIKey(ctx, secret.HashSecret(plain)); err != nil || got.ID != sup.GetKey().GetId() {
+	if got, err := st.LookupAPIKey(ctx, spec.HashSecret(plain)); err != nil || got.ID != sup.GetKey().GetId() {
 		t.Fatalf("supplied secret does not authenticate: %v", err)
 	}
 	_, err = s.CreateApiKey(ctx, &managev1.CreateApiKeyRequest{Key: &managev1.ApiKey{Name: "again"}, Secret: plain})
@@ -198,7 +197,7 @@ func TestAPIKeys(t *testing.T) {
 
 func TestAPIKeyInvalid(t *testing.T) {
 	s, _ := newTenancyService(t, true, nil)
-	good, _, _ := secret.NewAPIKey()
+	good, _, _ := spec.NewAPIKey()
 	tests := []struct {
 		name string
 		req  *managev1.CreateApiKeyRequest
@@ -316,16 +315,16 @@ func TestBudgetWarnings(t *testing.T) {
 	tests := []struct {
 		name    string
 		priced  bool
-		def     *catalog.Pricing
+		def     *spec.Pricing
 		allowed []string
 		budget  *managev1.Budget
 		want    []string
 	}{
 		{name: "a model is priced", priced: true, budget: &managev1.Budget{Period: "day", Amount: 1}},
-		{name: "only the default price", def: &catalog.Pricing{PromptPer1K: 0.1}, budget: &managev1.Budget{Period: "day", Amount: 1}},
+		{name: "only the default price", def: &spec.Pricing{PromptPer1K: 0.1}, budget: &managev1.Budget{Period: "day", Amount: 1}},
 		{name: "no price anywhere", budget: &managev1.Budget{Period: "day", Amount: 1},
 			want: []string{"no model the project may use has a price and auth.default_price is unset: this budget never binds"}},
-		{name: "a zero default price", def: &catalog.Pricing{}, budget: &managev1.Budget{Period: "day", Amount: 1},
+		{name: "a zero default price", def: &spec.Pricing{}, budget: &managev1.Budget{Period: "day", Amount: 1},
 			want: []string{"auth.default_price is zero: this budget never binds"}},
 		{name: "the priced model is not allowed", priced: true, allowed: []string{"small"}, budget: &managev1.Budget{Period: "day", Amount: 1},
 			want: []string{"never binds"}},
@@ -358,7 +357,7 @@ func TestBudgetWarnings(t *testing.T) {
 }
 
 func TestListPrices(t *testing.T) {
-	s, _ := newTenancyService(t, true, &catalog.Pricing{PromptPer1K: 0.1, CompletionPer1K: 0.2})
+	s, _ := newTenancyService(t, true, &spec.Pricing{PromptPer1K: 0.1, CompletionPer1K: 0.2})
 	got, err := s.ListPrices(context.Background(), &managev1.ListPricesRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/store"
 )
 

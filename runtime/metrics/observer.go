@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmgw/llmgw/runtime/gateway"
-	"github.com/llmgw/llmgw/runtime/secret"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // LatencyBuckets are the request latency and time-to-first-token histogram
@@ -214,7 +214,7 @@ func labelValue(v string) string {
 // looksSecret reports whether v has the shape of a generated API key or
 // admin token: its prefix followed by a long random tail.
 func looksSecret(v string) bool {
-	for _, p := range []string{secret.AdminTokenPrefix, secret.APIKeyPrefix} {
+	for _, p := range []string{spec.AdminTokenPrefix, spec.APIKeyPrefix} {
 		if tail, ok := strings.CutPrefix(v, p); ok && len(tail) >= 40 {
 			return true
 		}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/gateway"
-	"github.com/llmgw/llmgw/runtime/secret"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func newObserver(t testing.TB) (*Registry, *Observer) {
@@ -215,8 +215,8 @@ func TestObserverKnownReasonsStartAtZero(t *testing.T) {
 // client sent: feed records whose every field looks like a secret and scan
 // the exposition.
 func TestObserverNeverLabelsSecrets(t *testing.T) {
-	apiKey, _, _ := secret.NewAPIKey()
-	adminToken, _ := secret.NewAdminToken()
+	apiKey, _, _ := spec.NewAPIKey()
+	adminToken, _ := spec.NewAdminToken()
 	secrets := []string{apiKey, adminToken, "Bearer " + apiKey, "sk-proj-abcdef0123456789"}
 	ids := []string{"key-7f3a9c", "req-5b1e"}
 	r, o := newObserver(t)
@@ -234,7 +234,7 @@ func TestObserverNeverLabelsSecrets(t *testing.T) {
 		o.Observe(gateway.Record{Principal: gateway.Principal{KeyID: s, Project: s}, Model: s, Status: 401})
 	}
 	out := exposition(t, r.Gatherer())
-	for _, s := range append(append(ids, secrets...), apiKey[:len(secret.APIKeyPrefix)+8]) {
+	for _, s := range append(append(ids, secrets...), apiKey[:len(spec.APIKeyPrefix)+8]) {
 		if strings.Contains(out, s) {
 			t.Errorf("exposition contains %q", s)
 		}
@@ -245,8 +245,8 @@ func TestObserverNeverLabelsSecrets(t *testing.T) {
 }
 
 func TestLabelValue(t *testing.T) {
-	apiKey, _, _ := secret.NewAPIKey()
-	adminToken, _ := secret.NewAdminToken()
+	apiKey, _, _ := spec.NewAPIKey()
+	adminToken, _ := spec.NewAdminToken()
 	cases := map[string]string{
 		"qwen-coder-3b":          "qwen-coder-3b",
 		"llmgw-demo":             "llmgw-demo", // a model may start like a key

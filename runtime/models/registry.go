@@ -5,8 +5,6 @@ package models
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +12,8 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/llmgw/llmgw/runtime/catalog"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Origins of a catalog entry.
@@ -34,7 +32,7 @@ var (
 
 // Entry is one catalog model with where it came from.
 type Entry struct {
-	Model  catalog.Model
+	Model  spec.Model
 	Origin string
 	// Generation is a hash of what a replica is built from (source, context
 	// length, profiles); replicas of another generation are rolled.
@@ -54,7 +52,7 @@ type Registry struct {
 
 // New returns a registry holding the declarative models. Call Load to add
 // the stored ones.
-func New(declared []catalog.Model, st store.ModelStore, logger *slog.Logger) (*Registry, error) {
+func New(declared []spec.Model, st store.ModelStore, logger *slog.Logger) (*Registry, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -65,7 +63,7 @@ func New(declared []catalog.Model, st store.ModelStore, logger *slog.Logger) (*R
 		if err := m.Validate(); err != nil {
 			return nil, fmt.Errorf("model %q in server.yaml: %w", m.Name, err)
 		}
-		r.entries[m.Name] = Entry{Model: m, Origin: OriginConfig, Generation: Generation(m), Revision: 1}
+		r.entries[m.Name] = Entry{Model: m, Origin: OriginConfig, Generation: spec.Generation(m), Revision: 1}
 	}
 	r.rebuildAliases()
 	return r, nil
@@ -84,7 +82,7 @@ func (r *Registry) Load(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, sm := range stored {
-		var m catalog.Model
+		var m spec.Model
 		if err := json.Unmarshal(sm.Spec, &m); err != nil {
 			r.log.Error("stored model unreadable, skipped", "model", sm.Name, "err", err)
 			continue
@@ -94,23 +92,11 @@ func (r *Registry) Load(ctx context.Context) error {
 			r.log.Warn("stored model shadowed by server.yaml", "model", m.Name)
 			continue
 		}
-		r.entries[m.Name] = Entry{Model: m, Origin: OriginAPI, Generation: Generation(m), Revision: sm.Revision}
+		r.entries[m.Name] = Entry{Model: m, Origin: OriginAPI, Generation: spec.Generation(m), Revision: sm.Revision}
 	}
 	r.rebuildAliasesLocked()
 	r.notify()
 	return nil
-}
-
-// Generation hashes the parts of a model that its replicas are built from.
-func Generation(m catalog.Model) string {
-	b, _ := json.Marshal(struct {
-		Name          string
-		Source        string
-		ContextLength int
-		Profiles      []catalog.Profile
-	}{m.Name, m.Source, m.ContextLength, m.Profiles})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:6])
 }
 
 // Changed is signalled (coalesced) when the catalog changes.
@@ -172,7 +158,7 @@ func (r *Registry) Get(name string) (Entry, bool) {
 
 // Terms returns what admission needs of a model, without copying the rest:
 // its own price (nil when it has none) and its max_output (0: unstated).
-func (r *Registry) Terms(name string) (price *catalog.Pricing, maxOutput int, ok bool) {
+func (r *Registry) Terms(name string) (price *spec.Pricing, maxOutput int, ok bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	e, ok := r.entries[name]
@@ -195,16 +181,16 @@ func (r *Registry) Resolve(name string) (string, bool) {
 }
 
 // Create adds a model through the API and stores it.
-func (r *Registry) Create(ctx context.Context, m catalog.Model) (Entry, error) {
+func (r *Registry) Create(ctx context.Context, m spec.Model) (Entry, error) {
 	return r.put(ctx, m, false)
 }
 
 // Update replaces a model added through the API.
-func (r *Registry) Update(ctx context.Context, m catalog.Model) (Entry, error) {
+func (r *Registry) Update(ctx context.Context, m spec.Model) (Entry, error) {
 	return r.put(ctx, m, true)
 }
 
-func (r *Registry) put(ctx context.Context, m catalog.Model, update bool) (Entry, error) {
+func (r *Registry) put(ctx context.Context, m spec.Model, update bool) (Entry, error) {
 	m = m.Clone()
 	m.Normalize()
 	if err := m.Validate(); err != nil {
@@ -221,26 +207,26 @@ func (r *Registry) put(ctx context.Context, m catalog.Model, update bool) (Entry
 	case !exists && update:
 		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, m.Name)
 	}
-	others := make([]catalog.Model, 0, len(r.entries))
+	others := make([]spec.Model, 0, len(r.entries))
 	for name, e := range r.entries {
 		if name != m.Name {
 			others = append(others, e.Model)
 		}
 	}
-	if err := catalog.ValidateSet(append(others, m)); err != nil {
+	if err := spec.ValidateSet(append(others, m)); err != nil {
 		return Entry{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	spec, err := json.Marshal(m)
+	data, err := json.Marshal(m)
 	if err != nil {
 		return Entry{}, fmt.Errorf("encoding model %q: %w", m.Name, err)
 	}
 	rev := cur.Revision + 1
 	if r.store != nil {
-		if rev, err = r.store.PutModel(ctx, m.Name, spec); err != nil {
+		if rev, err = r.store.PutModel(ctx, m.Name, data); err != nil {
 			return Entry{}, fmt.Errorf("storing model %q: %w", m.Name, err)
 		}
 	}
-	e := Entry{Model: m, Origin: OriginAPI, Generation: Generation(m), Revision: rev}
+	e := Entry{Model: m, Origin: OriginAPI, Generation: spec.Generation(m), Revision: rev}
 	r.entries[m.Name] = e
 	r.rebuildAliasesLocked()
 	r.notify()

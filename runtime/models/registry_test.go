@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/llmgw/llmgw/runtime/catalog"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
-func model(name string, aliases ...string) catalog.Model {
-	return catalog.Model{Name: name, Aliases: aliases, Source: "sim://" + name, Scaling: catalog.Scaling{Min: 1, Max: 1},
-		Profiles: []catalog.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+func model(name string, aliases ...string) spec.Model {
+	return spec.Model{Name: name, Aliases: aliases, Source: "sim://" + name, Scaling: spec.Scaling{Min: 1, Max: 1},
+		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
 }
 
 func openStore(t *testing.T, path string) store.Store {
@@ -30,7 +30,7 @@ func TestStoredModelsSurviveRestart(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "llmgw.db")
 	st := openStore(t, path)
-	r, err := New([]catalog.Model{model("declared", "d")}, st, nil)
+	r, err := New([]spec.Model{model("declared", "d")}, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestStoredModelsSurviveRestart(t *testing.T) {
 
 	st = openStore(t, path)
 	defer st.Close()
-	r, err = New([]catalog.Model{model("declared", "d")}, st, nil)
+	r, err = New([]spec.Model{model("declared", "d")}, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,22 +62,6 @@ func TestStoredModelsSurviveRestart(t *testing.T) {
 	}
 	if d, _ := r.Get("declared"); d.Origin != OriginConfig {
 		t.Fatalf("declared origin = %q", d.Origin)
-	}
-}
-
-func TestGenerationChangesOnlyWithWhatReplicasAreBuiltFrom(t *testing.T) {
-	base := model("m")
-	g := Generation(base)
-	same := base.Clone()
-	same.Aliases = []string{"x"}
-	same.Scaling.Min = 3
-	if Generation(same) != g {
-		t.Fatal("aliases or scaling changed the generation: replicas would roll for nothing")
-	}
-	other := base.Clone()
-	other.Profiles[0].Args = []string{"--decode-tps", "50"}
-	if Generation(other) == g {
-		t.Fatal("changed engine args kept the generation: replicas would not roll")
 	}
 }
 

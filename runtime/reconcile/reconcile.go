@@ -18,12 +18,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
-	"github.com/llmgw/llmgw/runtime/catalog"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/scheduler"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Endpoints receives the serving replicas of each model.
@@ -452,7 +452,7 @@ func startMsg(s *agentv1.StartShard) *agentv1.ControlMessage {
 }
 
 // Explain evaluates placing one more replica of m on the fleet as it is.
-func (r *Reconciler) Explain(m catalog.Model) scheduler.Explanation {
+func (r *Reconciler) Explain(m spec.Model) scheduler.Explanation {
 	var out scheduler.Explanation
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
 		out = scheduler.Explain(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()), demand(m))
@@ -461,7 +461,7 @@ func (r *Reconciler) Explain(m catalog.Model) scheduler.Explanation {
 }
 
 // PlanOne evaluates placing one replica of m and returns the whole plan.
-func (r *Reconciler) PlanOne(m catalog.Model) scheduler.Plan {
+func (r *Reconciler) PlanOne(m spec.Model) scheduler.Plan {
 	var out scheduler.Plan
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
 		out = scheduler.Place(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()), demand(m))

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
-	"github.com/llmgw/llmgw/runtime/catalog"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // recordingConn stands in for an agent session.
@@ -82,7 +82,7 @@ type harness struct {
 	now   time.Time
 }
 
-func newHarness(t *testing.T, ms ...catalog.Model) *harness {
+func newHarness(t *testing.T, ms ...spec.Model) *harness {
 	t.Helper()
 	reg, err := models.New(ms, nil, nil)
 	if err != nil {
@@ -118,15 +118,15 @@ func (h *harness) startsFor(model string) map[string][]*agentv1.StartShard {
 	return out
 }
 
-func chatModel() catalog.Model {
-	m := catalog.Model{Name: "sim-chat", Aliases: []string{"chat"}, Source: "sim://chat", Scaling: catalog.Scaling{Min: 1, Max: 2},
-		Profiles: []catalog.Profile{{Name: "h100", Engine: "sim", GPUClass: "h100-80g", TP: 1, Env: map[string]string{"SIM_X": "1"}}}}
+func chatModel() spec.Model {
+	m := spec.Model{Name: "sim-chat", Aliases: []string{"chat"}, Source: "sim://chat", Scaling: spec.Scaling{Min: 1, Max: 2},
+		Profiles: []spec.Profile{{Name: "h100", Engine: "sim", GPUClass: "h100-80g", TP: 1, Env: map[string]string{"SIM_X": "1"}}}}
 	return m
 }
 
-func twoNodeModel() catalog.Model {
-	return catalog.Model{Name: "sim-2node", Source: "sim://2node", Scaling: catalog.Scaling{Min: 1, Max: 1},
-		Profiles: []catalog.Profile{{Name: "x2", Engine: "sim", GPUClass: "h100-80g", TP: 4, Nodes: 2}}}
+func twoNodeModel() spec.Model {
+	return spec.Model{Name: "sim-2node", Source: "sim://2node", Scaling: spec.Scaling{Min: 1, Max: 1},
+		Profiles: []spec.Profile{{Name: "x2", Engine: "sim", GPUClass: "h100-80g", TP: 4, Nodes: 2}}}
 }
 
 func TestSingleNodeReplicaLifecycle(t *testing.T) {
@@ -313,7 +313,7 @@ func TestRemovedModelStopsItsReplicas(t *testing.T) {
 func TestAdoptedReplicaShortOfShardsFailsAfterGrace(t *testing.T) {
 	h := newHarness(t, twoNodeModel())
 	h.rec.opts.Grace = 10 * time.Second
-	gen := models.Generation(func() catalog.Model { m := twoNodeModel(); m.Normalize(); return m }())
+	gen := spec.Generation(func() spec.Model { m := twoNodeModel(); m.Normalize(); return m }())
 	// After a control-plane restart only rank 0's agent comes back.
 	h.fleet.Connect(&agentv1.Hello{NodeId: "node01", Address: "127.0.0.1", Inventory: inventory("ib-a"), Shards: []*agentv1.ShardStatus{{
 		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-2node", Rank: 0, WorldSize: 2, Profile: "x2",
@@ -376,7 +376,7 @@ func TestPlacementHoldEndsWhenExpectedReplicasAreBack(t *testing.T) {
 	chat.Normalize()
 	h.fleet.Connect(&agentv1.Hello{NodeId: "node03", Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
 		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", WorldSize: 1, Profile: "h100",
-		ModelGeneration: models.Generation(chat), State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
+		ModelGeneration: spec.Generation(chat), State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
 	}}}, "node03", nil, false, h.conns["node03"])
 	h.rec.Pass()
 	if n := len(h.startsFor("sim-chat")); n != 0 {

@@ -1,9 +1,9 @@
 package reconcile
 
 import (
-	"github.com/llmgw/llmgw/runtime/catalog"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/scheduler"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // snapshot converts the fleet into the scheduler's view. Only connected,
@@ -81,7 +81,7 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 }
 
 // demand converts a catalog model into a request for one replica.
-func demand(m catalog.Model) scheduler.Demand {
+func demand(m spec.Model) scheduler.Demand {
 	d := scheduler.Demand{Model: m.Name, Source: m.Source}
 	for _, p := range m.Profiles {
 		d.Profiles = append(d.Profiles, scheduler.Profile{
@@ -100,11 +100,11 @@ func demand(m catalog.Model) scheduler.Demand {
 	return d
 }
 
-func profileByName(m catalog.Model, name string) (catalog.Profile, bool) {
+func profileByName(m spec.Model, name string) (spec.Profile, bool) {
 	for _, p := range m.Profiles {
 		if p.Name == name {
 			return p, true
 		}
 	}
-	return catalog.Profile{}, false
+	return spec.Profile{}, false
 }

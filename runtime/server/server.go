@@ -19,11 +19,11 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/llmgw/llmgw/agent/declaration"
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
 	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/runtime/agentsvc"
-	agentv1 "github.com/llmgw/llmgw/runtime/api/agentv1"
-	managev1 "github.com/llmgw/llmgw/runtime/api/managev1"
 	"github.com/llmgw/llmgw/runtime/auth"
 	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/runtime/fleet"
@@ -36,6 +36,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/tenancy"
 	"github.com/llmgw/llmgw/runtime/users"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Server is a running control plane.
@@ -206,11 +207,11 @@ func (d storeDeclarations) Declaration(ctx context.Context, node string) (*agent
 	if err != nil {
 		return nil, false, fmt.Errorf("reading declaration of %s: %w", node, err)
 	}
-	var decl declaration.Declaration
+	var decl spec.Declaration
 	if err := json.Unmarshal(sn.Declaration, &decl); err != nil {
 		return nil, false, fmt.Errorf("decoding declaration of %s: %w", node, err)
 	}
-	return declaration.ToProto(decl), true, nil
+	return specpb.DeclarationToProto(decl), true, nil
 }
 
 func (d storeDeclarations) RevokedAt(ctx context.Context, node string) (time.Time, bool, error) {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/internal/pgtest"
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
+	"github.com/llmgw/llmgw/testkit/pgtest"
 )
 
 // usageRows is more than one INSERT batch of Copy.
@@ -64,19 +64,19 @@ func fill(t *testing.T, s store.Store) (apiKey, adminToken string) {
 	must("PutBudget", s.PutBudget(ctx, store.Budget{Project: "research", Period: store.PeriodMonth, Amount: 12.5, OnExhausted: store.OnExhaustedFallback, FallbackModel: "llama"}))
 	must("PutBudget", s.PutBudget(ctx, store.Budget{Project: store.DefaultProject, Period: store.PeriodDay, Amount: 1, OnExhausted: store.OnExhaustedRefuse}))
 
-	apiKey, prefix, hash := secret.NewAPIKey()
+	apiKey, prefix, hash := spec.NewAPIKey()
 	must("CreateAPIKey", s.CreateAPIKey(ctx, store.APIKey{ID: "key-live", Name: "live", Prefix: prefix, Hash: hash, Project: "research", RPM: 7, TPM: 70, CreatedAt: at, ExpiresAt: &later}))
 	must("TouchAPIKey", s.TouchAPIKey(ctx, "key-live", at.Add(time.Hour)))
-	_, prefix2, hash2 := secret.NewAPIKey()
+	_, prefix2, hash2 := spec.NewAPIKey()
 	must("CreateAPIKey", s.CreateAPIKey(ctx, store.APIKey{ID: "key-revoked", Name: "old", Prefix: prefix2, Hash: hash2, CreatedAt: at.Add(time.Minute)}))
 	must("RevokeAPIKey", s.RevokeAPIKey(ctx, "key-revoked"))
 
-	adminToken, _, adminHash := secret.NewAPIKey()
+	adminToken, _, adminHash := spec.NewAPIKey()
 	must("CreateAdminToken", s.CreateAdminToken(ctx, store.AdminToken{ID: "adm-1", Name: "terraform", Hash: adminHash, CreatedAt: at}))
-	_, _, adminHash2 := secret.NewAPIKey()
+	_, _, adminHash2 := spec.NewAPIKey()
 	must("CreateAdminToken", s.CreateAdminToken(ctx, store.AdminToken{ID: "adm-2", Name: "old", Hash: adminHash2}))
 	must("RevokeAdminToken", s.RevokeAdminToken(ctx, "adm-2"))
-	_, _, loginHash := secret.NewAPIKey()
+	_, _, loginHash := spec.NewAPIKey()
 	must("CreateAdminToken", s.CreateAdminToken(ctx, store.AdminToken{ID: "adm-login", Name: "login", Hash: loginHash, UserID: "u-1", CreatedAt: at, ExpiresAt: &later}))
 
 	for _, name := range nodeNames[:2] {
@@ -222,11 +222,11 @@ func TestCopyRoundTripThroughPostgres(t *testing.T) {
 	compare(t, "source after copying", snapshot(t, src), want)
 
 	for name, s := range map[string]store.Store{"PostgreSQL": pg, "SQLite": back} {
-		k, err := s.LookupAPIKey(t.Context(), secret.HashSecret(apiKey))
+		k, err := s.LookupAPIKey(t.Context(), spec.HashSecret(apiKey))
 		if err != nil || k.ID != "key-live" {
 			t.Errorf("%s: LookupAPIKey of the source's key = %+v, %v; want key-live", name, k, err)
 		}
-		if _, err := s.LookupAdminToken(t.Context(), secret.HashSecret(adminToken)); err != nil {
+		if _, err := s.LookupAdminToken(t.Context(), spec.HashSecret(adminToken)); err != nil {
 			t.Errorf("%s: LookupAdminToken of the source's token: %v", name, err)
 		}
 		// New usage rows get ids after the copied ones.
@@ -336,7 +336,7 @@ func TestMove(t *testing.T) {
 	}
 	dst := openSQLite(t, filepath.Join(dir, "dst.db"))
 	compare(t, "moved store", snapshot(t, dst), want)
-	if _, err := dst.LookupAPIKey(t.Context(), secret.HashSecret(apiKey)); err != nil {
+	if _, err := dst.LookupAPIKey(t.Context(), spec.HashSecret(apiKey)); err != nil {
 		t.Errorf("LookupAPIKey in the moved store: %v", err)
 	}
 	// Moving again finds the destination full.

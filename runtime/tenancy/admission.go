@@ -25,9 +25,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/catalog"
 	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Store is what admission reads: projects, budgets and past spend.
@@ -40,7 +40,7 @@ type Store interface {
 // Models gives a model's own price (nil: none) and max_output.
 // *models.Registry implements it.
 type Models interface {
-	Terms(name string) (price *catalog.Pricing, maxOutput int, ok bool)
+	Terms(name string) (price *spec.Pricing, maxOutput int, ok bool)
 }
 
 // Pending reports the cost of usage recorded but not yet written to the
@@ -63,7 +63,7 @@ type Options struct {
 	// when it sets no max_tokens and its model states no max_output.
 	DefaultMaxTokens int
 	// DefaultPrice prices models without a price of their own; nil is free.
-	DefaultPrice *catalog.Pricing
+	DefaultPrice *spec.Pricing
 	// CacheTTL is how long a project's settings and budgets are trusted
 	// before they are read again (in the background).
 	CacheTTL time.Duration
@@ -146,7 +146,7 @@ func (a *Admission) sweep(now int64) {
 }
 
 // price returns a model's price: its own, else the default, else free.
-func (a *Admission) price(model string) catalog.Pricing {
+func (a *Admission) price(model string) spec.Pricing {
 	if a.opts.Models != nil {
 		if p, _, ok := a.opts.Models.Terms(model); ok && p != nil {
 			return *p
@@ -155,7 +155,7 @@ func (a *Admission) price(model string) catalog.Pricing {
 	if a.opts.DefaultPrice != nil {
 		return *a.opts.DefaultPrice
 	}
-	return catalog.Pricing{}
+	return spec.Pricing{}
 }
 
 // Allows implements gateway.ModelFilter: whether the principal's project

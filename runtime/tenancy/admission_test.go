@@ -13,15 +13,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/llmgw/llmgw/runtime/catalog"
 	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // fakeModels prices models from a map.
-type fakeModels map[string]catalog.Pricing
+type fakeModels map[string]spec.Pricing
 
-func (m fakeModels) Terms(name string) (*catalog.Pricing, int, bool) {
+func (m fakeModels) Terms(name string) (*spec.Pricing, int, bool) {
 	p, ok := m[name]
 	if !ok {
 		return nil, 0, true
@@ -359,7 +359,7 @@ func BenchmarkAdmitSettle(b *testing.B) {
 	if err := st.PutBudget(b.Context(), store.Budget{Project: store.DefaultProject, Period: store.PeriodMonth, Amount: 1e15, OnExhausted: store.OnExhaustedRefuse}); err != nil {
 		b.Fatal(err)
 	}
-	a := NewAdmission(Options{Store: st, DefaultPrice: &catalog.Pricing{PromptPer1K: 1, CompletionPer1K: 1}})
+	a := NewAdmission(Options{Store: st, DefaultPrice: &spec.Pricing{PromptPer1K: 1, CompletionPer1K: 1}})
 	p := gateway.Principal{KeyID: "key-1", Project: store.DefaultProject, RPM: 1 << 40, TPM: 1 << 50}
 	h := http.Header{}
 	b.ReportAllocs()

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 const goodPassword = "correct horse battery"
@@ -158,8 +158,8 @@ func TestDemoteRevokesLoginTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := time.Now().Add(time.Hour)
-	_, loginHash := secret.NewAdminToken()
-	_, hostHash := secret.NewAdminToken()
+	_, loginHash := spec.NewAdminToken()
+	_, hostHash := spec.NewAdminToken()
 	for _, tok := range []store.AdminToken{
 		{ID: "adm-login", Hash: loginHash, UserID: u.ID, ExpiresAt: &later},
 		{ID: "adm-host", Name: "terraform", Hash: hostHash},

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // createAdmin stores an administrator with this id.
@@ -20,7 +20,7 @@ func createAdmin(t *testing.T, s store.Store, id string) {
 // createToken stores a token and returns its hash.
 func createToken(t *testing.T, s store.Store, tok store.AdminToken) string {
 	t.Helper()
-	_, tok.Hash = secret.NewAdminToken()
+	_, tok.Hash = spec.NewAdminToken()
 	if err := s.CreateAdminToken(t.Context(), tok); err != nil {
 		t.Fatalf("CreateAdminToken %s: %v", tok.ID, err)
 	}

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Run runs the backend-independent suite. open must return a new, empty
@@ -89,7 +89,7 @@ func RunReopen(t *testing.T, newDSN func(t *testing.T) string) {
 		if _, err := s.PutModel(ctx, "m", []byte(`{"v":1}`)); err != nil {
 			t.Fatalf("PutModel: %v", err)
 		}
-		_, _, hash := secret.NewAPIKey()
+		_, _, hash := spec.NewAPIKey()
 		if err := s.CreateAPIKey(ctx, store.APIKey{ID: "k1", Name: "ci", Prefix: "llmgw-abc", Hash: hash}); err != nil {
 			t.Fatalf("CreateAPIKey: %v", err)
 		}
@@ -278,8 +278,8 @@ func testModelRejectsBadInput(t *testing.T, s store.Store) {
 
 func testAPIKeyLifecycle(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	_, prefix1, hash1 := secret.NewAPIKey()
-	_, prefix2, hash2 := secret.NewAPIKey()
+	_, prefix1, hash1 := spec.NewAPIKey()
+	_, prefix2, hash2 := spec.NewAPIKey()
 	expires := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Microsecond)
 	if err := s.CreateProject(ctx, store.Project{Name: "research"}); err != nil {
 		t.Fatalf("CreateProject: %v", err)
@@ -350,8 +350,8 @@ func testAPIKeyLifecycle(t *testing.T, s store.Store) {
 
 func testAPIKeyDuplicate(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	_, _, hash := secret.NewAPIKey()
-	_, _, other := secret.NewAPIKey()
+	_, _, hash := spec.NewAPIKey()
+	_, _, other := spec.NewAPIKey()
 	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "a", Hash: hash}); err != nil {
 		t.Fatalf("CreateAPIKey: %v", err)
 	}
@@ -379,7 +379,7 @@ func testAPIKeyDuplicate(t *testing.T, s store.Store) {
 
 func testAPIKeyTouch(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	_, _, hash := secret.NewAPIKey()
+	_, _, hash := spec.NewAPIKey()
 	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "k", Hash: hash}); err != nil {
 		t.Fatalf("CreateAPIKey: %v", err)
 	}
@@ -410,7 +410,7 @@ func testAPIKeyTouch(t *testing.T, s store.Store) {
 
 func testAPIKeyNotFound(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	if _, err := s.LookupAPIKey(ctx, secret.HashSecret("nope")); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.LookupAPIKey(ctx, spec.HashSecret("nope")); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("LookupAPIKey: err = %v, want ErrNotFound", err)
 	}
 	if err := s.RevokeAPIKey(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
@@ -423,8 +423,8 @@ func testAPIKeyNotFound(t *testing.T, s store.Store) {
 
 func testAdminTokenLifecycle(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	_, hash1 := secret.NewAdminToken()
-	_, hash2 := secret.NewAdminToken()
+	_, hash1 := spec.NewAdminToken()
+	_, hash2 := spec.NewAdminToken()
 	before := time.Now()
 	for _, tok := range []store.AdminToken{{ID: "adm-1", Name: "terraform", Hash: hash1}, {ID: "adm-2", Name: "ci", Hash: hash2}} {
 		if err := s.CreateAdminToken(ctx, tok); err != nil {
@@ -571,7 +571,7 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 					errs <- fmt.Errorf("worker %d: PutModel own: %w", w, err)
 				}
 				id := fmt.Sprintf("key-%d-%d", w, r)
-				if err := s.CreateAPIKey(ctx, store.APIKey{ID: id, Hash: secret.HashSecret(id)}); err != nil {
+				if err := s.CreateAPIKey(ctx, store.APIKey{ID: id, Hash: spec.HashSecret(id)}); err != nil {
 					errs <- fmt.Errorf("worker %d: CreateAPIKey: %w", w, err)
 				}
 				if err := s.TouchAPIKey(ctx, id, time.Now()); err != nil {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/secret"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 func testProjectCRUD(t *testing.T, s store.Store) {
@@ -63,7 +63,7 @@ func testProjectCRUD(t *testing.T, s store.Store) {
 
 	// A project with a live key cannot go; once the key is revoked it can,
 	// and its budgets go with it.
-	_, prefix, hash := secret.NewAPIKey()
+	_, prefix, hash := spec.NewAPIKey()
 	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "k", Prefix: prefix, Hash: hash, Project: "research"}); err != nil {
 		t.Fatalf("CreateAPIKey: %v", err)
 	}
@@ -91,7 +91,7 @@ func testProjectCRUD(t *testing.T, s store.Store) {
 }
 
 func testAPIKeyNeedsProject(t *testing.T, s store.Store) {
-	_, prefix, hash := secret.NewAPIKey()
+	_, prefix, hash := spec.NewAPIKey()
 	err := s.CreateAPIKey(t.Context(), store.APIKey{ID: "k", Prefix: prefix, Hash: hash, Project: "ghost"})
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("CreateAPIKey in a missing project = %v, want ErrNotFound", err)
@@ -103,7 +103,7 @@ func testAPIKeyNeedsProject(t *testing.T, s store.Store) {
 
 func testAPIKeyLimits(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	_, prefix, hash := secret.NewAPIKey()
+	_, prefix, hash := spec.NewAPIKey()
 	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "k", Prefix: prefix, Hash: hash, RPM: 5, TPM: 600}); err != nil {
 		t.Fatalf("CreateAPIKey: %v", err)
 	}
@@ -312,7 +312,7 @@ func testProjectDeleteRacesKeyCreate(t *testing.T, s store.Store) {
 		if err := s.CreateProject(ctx, store.Project{Name: name}); err != nil {
 			t.Fatal(err)
 		}
-		_, prefix, hash := secret.NewAPIKey()
+		_, prefix, hash := spec.NewAPIKey()
 		var wg sync.WaitGroup
 		var keyErr, delErr error
 		wg.Add(2)

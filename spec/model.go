@@ -1,0 +1,317 @@
+// A model definition says what a model is: its name and aliases, where its
+// weights come from, how it scales, and the profiles it can be placed with.
+// The same definition is read from server.yaml (declarative), from a file
+// given to `llmgw ctl model add`, and from the management API.
+//
+// A definition's life is: parse (strict: an unknown key is an error) →
+// Normalize (fill defaults) → Validate (report every problem with its key).
+package spec
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Defaults Normalize fills in.
+const (
+	DefaultRoutingProfile = "chat"
+	DefaultNodes          = 1
+	DefaultWeight         = 1
+	DefaultStartupTimeout = Duration(10 * time.Minute)
+)
+
+// Model is one model in the catalog.
+type Model struct {
+	// Name is what clients ask for; lowercase letters, digits, '.', '_', '-'.
+	Name string `koanf:"name" yaml:"name" json:"name"`
+	// Aliases are other names clients may use for the model.
+	Aliases []string `koanf:"aliases" yaml:"aliases,omitempty" json:"aliases,omitempty"`
+	// Source says where the weights are: a local path (checked, never
+	// copied), an http(s) or hf: URL (fetched once per node), or a
+	// repository id the engine downloads itself.
+	Source string `koanf:"source" yaml:"source,omitempty" json:"source,omitempty"`
+	// RoutingProfile selects how requests are spread over replicas.
+	RoutingProfile string `koanf:"routing_profile" yaml:"routing_profile,omitempty" json:"routing_profile,omitempty"`
+	// ContextLength is the most tokens a client may use in one request
+	// (prompt plus output); 0 means unstated.
+	ContextLength int `koanf:"context_length" yaml:"context_length,omitempty" json:"context_length,omitempty"`
+	// MaxOutput is the most tokens one response may have; 0 means unstated.
+	MaxOutput int `koanf:"max_output" yaml:"max_output,omitempty" json:"max_output,omitempty"`
+	// Pricing is what a request to this model costs; nil means the
+	// installation's auth.default_price applies. Changing it never restarts
+	// a replica.
+	Pricing *Pricing `koanf:"pricing" yaml:"pricing,omitempty" json:"pricing,omitempty"`
+	// Scaling bounds the number of replicas. No stanza means min 0, max 0:
+	// configured and deliberately not running.
+	Scaling Scaling `koanf:"scaling" yaml:"scaling" json:"scaling"`
+	// Profiles are the ways the model can be placed, tried by priority.
+	Profiles []Profile `koanf:"profiles" yaml:"profiles" json:"profiles"`
+}
+
+// Pricing is a price per 1,000 tokens, in a unit the operator chooses
+// (the same unit budgets are in).
+type Pricing struct {
+	PromptPer1K     float64 `koanf:"prompt_per_1k" yaml:"prompt_per_1k" json:"prompt_per_1k"`
+	CompletionPer1K float64 `koanf:"completion_per_1k" yaml:"completion_per_1k" json:"completion_per_1k"`
+}
+
+// Cost is what the given token counts cost at this price.
+func (p Pricing) Cost(promptTokens, completionTokens int64) float64 {
+	return (float64(promptTokens)*p.PromptPer1K + float64(completionTokens)*p.CompletionPer1K) / 1000
+}
+
+// Free reports whether nothing is charged at this price.
+func (p Pricing) Free() bool { return p.PromptPer1K == 0 && p.CompletionPer1K == 0 }
+
+// Scaling bounds a model's replica count. Min 0 with Max above it means load
+// on demand; replicas idle for IdleTimeout are stopped.
+type Scaling struct {
+	Min         int      `koanf:"min" yaml:"min" json:"min"`
+	Max         int      `koanf:"max" yaml:"max" json:"max"`
+	IdleTimeout Duration `koanf:"idle_timeout" yaml:"idle_timeout,omitempty" json:"idle_timeout,omitempty"`
+}
+
+// Profile is one way to run a model: an engine, the hardware it needs, and
+// how many nodes one replica spans.
+type Profile struct {
+	Name   string `koanf:"name" yaml:"name" json:"name"`
+	Engine string `koanf:"engine" yaml:"engine" json:"engine"`
+	// GPUClass is the GPU class as nodes report it (e.g. h100-80g); empty
+	// means the profile runs on CPU.
+	GPUClass string `koanf:"gpu_class" yaml:"gpu_class,omitempty" json:"gpu_class,omitempty"`
+	// TP is the tensor-parallel width: GPUs per node for one replica.
+	TP int `koanf:"tp" yaml:"tp,omitempty" json:"tp,omitempty"`
+	// Nodes is how many nodes one replica spans (one shard per node).
+	Nodes int `koanf:"nodes" yaml:"nodes,omitempty" json:"nodes,omitempty"`
+	// Weight is the profile's share of traffic among ready replicas.
+	Weight int `koanf:"weight" yaml:"weight,omitempty" json:"weight,omitempty"`
+	// Priority orders profiles for placement: higher is tried first.
+	Priority int `koanf:"priority" yaml:"priority,omitempty" json:"priority,omitempty"`
+	// StartupTimeout is how long a shard may take to become ready.
+	StartupTimeout Duration          `koanf:"startup_timeout" yaml:"startup_timeout,omitempty" json:"startup_timeout,omitempty"`
+	MinMemoryGB    int               `koanf:"min_memory_gb" yaml:"min_memory_gb,omitempty" json:"min_memory_gb,omitempty"`
+	MinDiskGB      int               `koanf:"min_disk_gb" yaml:"min_disk_gb,omitempty" json:"min_disk_gb,omitempty"`
+	Labels         map[string]string `koanf:"labels" yaml:"labels,omitempty" json:"labels,omitempty"`
+	// Args are passed to the engine after the arguments llmgw sets.
+	Args []string `koanf:"args" yaml:"args,omitempty" json:"args,omitempty"`
+	// Env is added to the engine's environment last, so it can override
+	// what llmgw sets (e.g. NCCL_SOCKET_IFNAME).
+	Env map[string]string `koanf:"env" yaml:"env,omitempty" json:"env,omitempty"`
+	// LaunchMode is how vLLM runs across GPUs and nodes: "mp" (its own
+	// processes, the default) or "ray". Other engines take none.
+	LaunchMode string `koanf:"launch_mode" yaml:"launch_mode,omitempty" json:"launch_mode,omitempty"`
+}
+
+// Shards returns how many shards one replica of the profile has.
+func (p Profile) Shards() int { return max(p.Nodes, 1) }
+
+// EngineSupportsMultiNode reports whether engine can run one replica across
+// several nodes.
+func EngineSupportsMultiNode(engine string) bool {
+	switch engine {
+	case "vllm", "sglang", "sim":
+		return true
+	}
+	return false
+}
+
+// Normalize fills the defaults: routing_profile chat, nodes 1, weight 1,
+// startup_timeout 10m, and scaling.max raised to scaling.min.
+func (m *Model) Normalize() {
+	if m.RoutingProfile == "" {
+		m.RoutingProfile = DefaultRoutingProfile
+	}
+	m.Scaling.Max = max(m.Scaling.Min, m.Scaling.Max)
+	for i := range m.Profiles {
+		p := &m.Profiles[i]
+		if p.Nodes == 0 {
+			p.Nodes = DefaultNodes
+		}
+		if p.Weight == 0 {
+			p.Weight = DefaultWeight
+		}
+		if p.StartupTimeout == 0 {
+			p.StartupTimeout = DefaultStartupTimeout
+		}
+	}
+}
+
+func checkName(ps *Problems, key, kind, name string) bool {
+	switch {
+	case name == "":
+		ps.add(key, "is required")
+	case len(name) > MaxNameLen:
+		ps.add(key, fmt.Sprintf("%s is longer than %d characters", kind, MaxNameLen))
+	case !NameRE.MatchString(name):
+		ps.add(key, fmt.Sprintf("%s %q may contain only %s", kind, name, NameRule))
+	default:
+		return true
+	}
+	return false
+}
+
+// Validate checks a normalized definition and returns every problem found as
+// Problems, or nil.
+func (m Model) Validate() error {
+	var ps Problems
+	checkName(&ps, "name", "name", m.Name)
+	seen := map[string]int{}
+	for i, a := range m.Aliases {
+		key := fmt.Sprintf("aliases[%d]", i)
+		if !checkName(&ps, key, "alias", a) {
+			continue
+		}
+		if a == m.Name {
+			ps.add(key, fmt.Sprintf("alias %q is the model's own name", a))
+		} else if j, dup := seen[a]; dup {
+			ps.add(key, fmt.Sprintf("alias %q is already listed at aliases[%d]", a, j))
+		} else {
+			seen[a] = i
+		}
+	}
+	if m.RoutingProfile == "" {
+		ps.add("routing_profile", "is required")
+	}
+	if m.ContextLength < 0 {
+		ps.add("context_length", "must not be negative")
+	}
+	if m.MaxOutput < 0 {
+		ps.add("max_output", "must not be negative")
+	}
+	if m.ContextLength > 0 && m.MaxOutput > m.ContextLength {
+		ps.add("max_output", fmt.Sprintf("%d is more than context_length %d", m.MaxOutput, m.ContextLength))
+	}
+	if m.Pricing != nil {
+		if m.Pricing.PromptPer1K < 0 {
+			ps.add("pricing.prompt_per_1k", "must not be negative")
+		}
+		if m.Pricing.CompletionPer1K < 0 {
+			ps.add("pricing.completion_per_1k", "must not be negative")
+		}
+	}
+	if m.Scaling.Min < 0 {
+		ps.add("scaling.min", "must not be negative")
+	}
+	if m.Scaling.Max < m.Scaling.Min {
+		ps.add("scaling.max", fmt.Sprintf("%d is less than scaling.min %d", m.Scaling.Max, m.Scaling.Min))
+	}
+	if m.Scaling.IdleTimeout < 0 {
+		ps.add("scaling.idle_timeout", "must not be negative")
+	}
+	if len(m.Profiles) == 0 {
+		ps.add("profiles", "a model needs at least one profile")
+	}
+	profileNames := map[string]int{}
+	for i, p := range m.Profiles {
+		key := fmt.Sprintf("profiles[%d]", i)
+		if checkName(&ps, key+".name", "profile name", p.Name) {
+			if j, dup := profileNames[p.Name]; dup {
+				ps.add(key+".name", fmt.Sprintf("profile %q is already defined at profiles[%d]", p.Name, j))
+			} else {
+				profileNames[p.Name] = i
+			}
+		}
+		p.validate(&ps, key)
+	}
+	return ps.orNil()
+}
+
+func (p Profile) validate(ps *Problems, key string) {
+	switch {
+	case p.Engine == "":
+		ps.add(key+".engine", "is required (one of "+strings.Join(KnownEngines, ", ")+")")
+	case !IsKnownEngine(p.Engine):
+		ps.add(key+".engine", fmt.Sprintf("unknown engine %q (known: %s)", p.Engine, strings.Join(KnownEngines, ", ")))
+	}
+	if p.TP < 0 {
+		ps.add(key+".tp", "must not be negative")
+	} else if p.GPUClass != "" && p.TP < 1 {
+		ps.add(key+".tp", fmt.Sprintf("must be at least 1 when gpu_class is set (gpu_class %q)", p.GPUClass))
+	}
+	if p.Nodes < 1 {
+		ps.add(key+".nodes", "must be at least 1")
+	} else if p.Nodes > 1 && p.Engine != "" && !EngineSupportsMultiNode(p.Engine) {
+		ps.add(key+".nodes", fmt.Sprintf("engine %s cannot span nodes; nodes must be 1, got %d", p.Engine, p.Nodes))
+	}
+	if p.Weight < 0 {
+		ps.add(key+".weight", "must not be negative")
+	}
+	if p.StartupTimeout <= 0 {
+		ps.add(key+".startup_timeout", "must be positive")
+	}
+	if p.MinMemoryGB < 0 {
+		ps.add(key+".min_memory_gb", "must not be negative")
+	}
+	if p.MinDiskGB < 0 {
+		ps.add(key+".min_disk_gb", "must not be negative")
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
+		if strings.TrimSpace(k) == "" {
+			ps.add(key+".labels", "empty label name")
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+		if k == "" || strings.ContainsAny(k, "= \t\n") {
+			ps.add(key+".env", fmt.Sprintf("%q is not a valid environment variable name", k))
+		}
+	}
+	switch {
+	case p.LaunchMode == "":
+	case p.Engine != "vllm":
+		ps.add(key+".launch_mode", fmt.Sprintf("only vllm takes a launch mode; engine %s does not", p.Engine))
+	case p.LaunchMode != "mp" && p.LaunchMode != "ray":
+		ps.add(key+".launch_mode", fmt.Sprintf("unknown launch mode %q (mp or ray)", p.LaunchMode))
+	}
+}
+
+// Clone returns a deep copy of m: no slice or map is shared.
+func (m Model) Clone() Model {
+	c := m
+	c.Aliases = slices.Clone(m.Aliases)
+	if m.Pricing != nil {
+		p := *m.Pricing
+		c.Pricing = &p
+	}
+	if m.Profiles != nil {
+		c.Profiles = make([]Profile, len(m.Profiles))
+		for i, p := range m.Profiles {
+			p.Labels = maps.Clone(p.Labels)
+			p.Args = slices.Clone(p.Args)
+			p.Env = maps.Clone(p.Env)
+			c.Profiles[i] = p
+		}
+	}
+	return c
+}
+
+// Equal reports whether m and o define the same model, field by field; an
+// empty list or map equals a missing one. A rollout uses it to decide
+// whether a definition changed (the replicas themselves restart only when
+// Generation changes, which pricing does not touch).
+func (m Model) Equal(o Model) bool {
+	if m.Name != o.Name || m.Source != o.Source || m.RoutingProfile != o.RoutingProfile ||
+		m.ContextLength != o.ContextLength || m.MaxOutput != o.MaxOutput || m.Scaling != o.Scaling ||
+		!slices.Equal(m.Aliases, o.Aliases) || !equalPricing(m.Pricing, o.Pricing) {
+		return false
+	}
+	return slices.EqualFunc(m.Profiles, o.Profiles, Profile.Equal)
+}
+
+func equalPricing(a, b *Pricing) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// Equal reports whether p and o are the same profile.
+func (p Profile) Equal(o Profile) bool {
+	return p.Name == o.Name && p.Engine == o.Engine && p.GPUClass == o.GPUClass &&
+		p.TP == o.TP && p.Nodes == o.Nodes && p.Weight == o.Weight && p.Priority == o.Priority &&
+		p.StartupTimeout == o.StartupTimeout && p.MinMemoryGB == o.MinMemoryGB && p.MinDiskGB == o.MinDiskGB &&
+		maps.Equal(p.Labels, o.Labels) && slices.Equal(p.Args, o.Args) &&
+		maps.Equal(p.Env, o.Env) && p.LaunchMode == o.LaunchMode
+}
