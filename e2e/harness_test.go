@@ -1,6 +1,6 @@
 // Package e2e starts llmgw as separate processes — control plane, agents,
 // sim engines — over real mutual TLS, and checks the whole path with the
-// official OpenAI Go client. The process harness is internal/testcluster.
+// official OpenAI Go client. The process harness is testkit/testcluster.
 package e2e
 
 import (

@@ -1,6 +1,6 @@
 // Package modelcatalog_test runs the model-catalog module with the real
 // terraform CLI and the provider binary built from this repository against a
-// real control plane and agent (internal/testcluster). It runs under TF_ACC,
+// real control plane and agent (testkit/testcluster). It runs under TF_ACC,
 // like the provider's acceptance tests.
 package modelcatalog_test
 

@@ -1,7 +1,7 @@
 // Package proxmoxnode_test runs the proxmox-node module with the real
 // terraform CLI and the provider built from this repository, against the
-// Proxmox VE fake (internal/pvefake) and a real control plane
-// (internal/testcluster). The booted VM is played by an agent started on
+// Proxmox VE fake (testkit/pvefake) and a real control plane
+// (testkit/testcluster). The booted VM is played by an agent started on
 // this machine from what the VM would have run: the user-data the fake
 // received on the cloud-init ISO. Those tests run under TF_ACC, like the
 // provider's acceptance tests; the install script's own test does not.

@@ -79,7 +79,7 @@ func WriteNvidiaSMI(dir string, gpus []SimGPU) (string, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `#!/bin/sh
-# Simulated nvidia-smi written by llmgw (agent/discovery/simhw) for tests and
+# Simulated nvidia-smi written by llmgw (sim/simhw) for tests and
 # "llmgw dev". It knows %d GPU(s) and answers
 #   --query-gpu=<fields> --format=csv[,noheader][,nounits]
 #   -L | --list-gpus
@@ -240,7 +240,7 @@ func WriteBrokenNvidiaSMI(dir, message string, exitCode int) (string, error) {
 	if exitCode == 0 {
 		return "", fmt.Errorf("simulated broken nvidia-smi: exit code must not be 0")
 	}
-	script := fmt.Sprintf("#!/bin/sh\n# Simulated failing nvidia-smi written by llmgw (agent/discovery/simhw).\nprintf '%%s\\n\\n' %s\nexit %d\n", shQuote(message), exitCode)
+	script := fmt.Sprintf("#!/bin/sh\n# Simulated failing nvidia-smi written by llmgw (sim/simhw).\nprintf '%%s\\n\\n' %s\nexit %d\n", shQuote(message), exitCode)
 	path := filepath.Join(dir, "nvidia-smi")
 	if err := writeFileAtomic(path, []byte(script), 0o755); err != nil {
 		return "", fmt.Errorf("writing simulated nvidia-smi: %w", err)
