@@ -16,9 +16,9 @@ import (
 // every unknown key and every value that would not decode.
 //
 // It is not yaml.v3's KnownFields nor mapstructure's ErrorUnused (kept only
-// as a backstop in load): those read yaml tags or stop at the first "has
-// invalid keys", and neither checks LLMGW_ variables, gives the dotted key
-// with its file:line, suggests a near key, or reports every problem at once.
+// as a backstop in load): the first reads yaml tags, not koanf ones, and
+// names Go types; the second says `'' has invalid keys: x` with no line; and
+// neither checks LLMGW_ variables against the schema or suggests a near key.
 type checker struct {
 	source   string
 	lines    map[string]int
