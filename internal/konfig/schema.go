@@ -17,7 +17,7 @@ import (
 //
 // It is not yaml.v3's KnownFields nor mapstructure's ErrorUnused (kept only
 // as a backstop in load): the first reads yaml tags, not koanf ones, and
-// names Go types; the second says `'' has invalid keys: x` with no line; and
+// names Go types; the second says "has invalid keys: x" with no line; and
 // neither checks LLMGW_ variables against the schema or suggests a near key.
 type checker struct {
 	source   string
