@@ -3,6 +3,7 @@ module github.com/llmgw/llmgw
 go 1.26.0
 
 require (
+	github.com/agext/levenshtein v1.2.3
 	github.com/diskfs/go-diskfs v1.9.3
 	github.com/go-viper/mapstructure/v2 v2.4.0
 	github.com/hashicorp/terraform-plugin-framework v1.19.0
@@ -30,7 +31,6 @@ require (
 
 require (
 	github.com/ProtonMail/go-crypto v1.4.1 // indirect
-	github.com/agext/levenshtein v1.2.3 // indirect
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/buger/goterm v1.0.4 // indirect

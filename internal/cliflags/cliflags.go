@@ -1,5 +1,10 @@
 // Package cliflags parses the command lines of llmgw's subcommands, where
 // flags and positional arguments may come in any order.
+//
+// It is not github.com/spf13/pflag, whose interspersed parsing would do the
+// same: pflag reads -json as the shorthands -j -s -o -n, so the single-dash
+// flags that package flag accepts and that every usage text prints (-json,
+// -c FILE, -help) would stop working.
 package cliflags
 
 import "flag"

@@ -8,10 +8,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agext/levenshtein"
 )
 
 // checker walks a raw configuration map beside the target type and records
 // every unknown key and every value that would not decode.
+//
+// It is not yaml.v3's KnownFields nor mapstructure's ErrorUnused (kept only
+// as a backstop in load): the first reads yaml tags, not koanf ones, and
+// names Go types; the second says "has invalid keys: x" with no line; and
+// neither checks LLMGW_ variables against the schema or suggests a near key.
 type checker struct {
 	source   string
 	lines    map[string]int
@@ -338,7 +345,7 @@ func (c *checker) unknown(t reflect.Type, path, k string, v any) {
 func suggest(key string, known []string) string {
 	best, bestDist := "", math.MaxInt
 	for _, k := range known {
-		d := levenshtein(key, k)
+		d := levenshtein.Distance(key, k, nil)
 		if d < bestDist || d == bestDist && k < best {
 			best, bestDist = k, d
 		}
@@ -357,26 +364,6 @@ func suggest(key string, known []string) string {
 		return match[0]
 	}
 	return ""
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // describe renders a raw value for an error message.

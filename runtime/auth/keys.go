@@ -26,6 +26,11 @@ const touchEvery = time.Minute
 const maxCached = 100_000
 
 // Keys implements gateway.Auth over the store.
+//
+// Its cache is hand-written rather than golang-lru/v2/expirable, which is one
+// LRU on the wall clock: a flood of made-up keys would evict the real ones,
+// the TTL cannot follow an injected clock, and each cache starts a purge
+// goroutine that never stops.
 type Keys struct {
 	store store.APIKeyStore
 	ttl   time.Duration

@@ -228,6 +228,10 @@ type edit struct {
 // rewrite returns body with every top-level "model" set to canonical and, when
 // injectUsage, stream_options.include_usage set to true. It returns body
 // itself when nothing changes.
+//
+// It splices at the spans parseRequest recorded rather than calling
+// tidwall/sjson: sjson.Set rewrites only the first of duplicate "model" keys,
+// while the engines read the last, so an alias could reach the engine.
 func (req *request) rewrite(body []byte, canonical string, injectUsage bool) ([]byte, error) {
 	var edits []edit
 	if req.model != canonical {

@@ -90,6 +90,12 @@ type migrationDB interface {
 	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 }
 
+// migrate is hand-written rather than pressly/goose or golang-migrate: those
+// keep their own version tables (goose_db_version with a version-0 row;
+// schema_migrations(version, dirty)), so every database this runner migrated
+// would need an adapter, released files would need goose annotations, and
+// neither refuses a database newer than the binary (ErrSchemaTooNew).
+//
 // migrate brings db up to the last of ms, each migration in its own
 // transaction together with its schema_migrations row. It refuses a database
 // whose version is newer than the last migration it knows. where names the
