@@ -392,7 +392,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		r.log.Debug("model not placed", "model", e.Model.Name, "why", plan.Explanation.String())
 		return nil, false
 	}
-	p, _ := profileByName(e.Model, plan.Profile)
+	p := plan.Profile
 	rep := &fleet.Replica{
 		ID:             newID("r"),
 		Model:          e.Model.Name,
