@@ -85,7 +85,7 @@ func (a *Agent) adopt() {
 		sctx, cancel := context.WithCancel(context.Background())
 		st := statusFor(m)
 		st.Pid = int32(sh.PID())
-		if spec.Rank == 0 && spec.WorldSize > 1 {
+		if spec.Rank == 0 && spec.Shards() > 1 {
 			st.RendezvousAddr = spec.DistInitAddr
 		}
 		// A healthy engine is reported ready in the first hello, so the
@@ -125,7 +125,7 @@ func (a *Agent) pruneCommands() {
 func statusFor(m *agentv1.StartShard) *agentv1.ShardStatus {
 	return &agentv1.ShardStatus{
 		ShardId: m.GetShardId(), ReplicaId: m.GetReplicaId(), Model: m.GetModel(), Rank: m.GetRank(),
-		State: agentv1.ShardState_SHARD_STATE_STARTING, WorldSize: m.GetWorldSize(), Profile: m.GetProfile(),
+		State: agentv1.ShardState_SHARD_STATE_STARTING, Profile: m.GetProfile(),
 		ModelGeneration: m.GetModelGeneration(), GpuIndices: m.GetGpuIndices(), Fabric: m.GetFabric(),
 	}
 }

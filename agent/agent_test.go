@@ -18,6 +18,7 @@ import (
 	"github.com/llmgw/llmgw/agent/discovery"
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/api/specv1"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -55,7 +56,7 @@ func TestEngineStatuses(t *testing.T) {
 
 func TestCommandRecords(t *testing.T) {
 	a := &Agent{cfg: agentconfig.Agent{StateDir: t.TempDir()}, shards: map[string]*shardState{}, log: slog.New(slog.DiscardHandler)}
-	m := &agentv1.StartShard{ShardId: "r-1-0", ReplicaId: "r-1", Model: "m", Profile: "p", ModelGeneration: "g1", WorldSize: 2, Fabric: "ib-a"}
+	m := &agentv1.StartShard{ShardId: "r-1-0", ReplicaId: "r-1", Model: "m", ModelGeneration: "g1", Fabric: "ib-a", Profile: &specv1.Profile{Name: "p", Nodes: 2}}
 	if err := a.saveCommand(m); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestCommandRecords(t *testing.T) {
 		t.Fatalf("loaded %v, %v; want %v", got, err, m)
 	}
 	st := statusFor(got)
-	if st.GetProfile() != "p" || st.GetModelGeneration() != "g1" || st.GetWorldSize() != 2 || st.GetFabric() != "ib-a" {
+	if st.GetProfile().GetName() != "p" || st.GetModelGeneration() != "g1" || st.GetProfile().GetNodes() != 2 || st.GetFabric() != "ib-a" {
 		t.Fatalf("status from the record lacks what the control plane needs to rebuild the replica: %v", st)
 	}
 	// A record with no running shard is pruned.

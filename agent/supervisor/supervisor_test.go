@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/agent/driver"
+	"github.com/llmgw/llmgw/spec"
 )
 
 const helperEnv = "LLMGW_SUPERVISOR_TEST_HELPER"
@@ -119,8 +120,8 @@ func newSupervisor(t *testing.T, dir string) *Supervisor {
 
 func testSpec(t *testing.T, port int, timeout time.Duration) driver.ShardSpec {
 	t.Helper()
-	return driver.ShardSpec{ShardID: "s1", ReplicaID: "r1", Model: "m", Source: "/m", Engine: "test",
-		Host: "127.0.0.1", Port: port, StartupTimeout: timeout}
+	return driver.ShardSpec{ShardID: "s1", ReplicaID: "r1", Model: "m", Source: "/m",
+		Host: "127.0.0.1", Port: port, Profile: spec.Profile{Engine: "test", StartupTimeout: spec.Duration(timeout)}}
 }
 
 func freePort(t *testing.T) int {

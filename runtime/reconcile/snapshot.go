@@ -85,12 +85,3 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 func demand(m spec.Model) scheduler.Demand {
 	return scheduler.Demand{Model: m.Name, Source: m.Source, Profiles: m.Profiles}
 }
-
-func profileByName(m spec.Model, name string) (spec.Profile, bool) {
-	for _, p := range m.Profiles {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return spec.Profile{}, false
-}
