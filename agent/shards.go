@@ -14,7 +14,6 @@ import (
 	"github.com/llmgw/llmgw/agent/supervisor"
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/specpb"
-	"github.com/llmgw/llmgw/spec"
 )
 
 // shardState is what the agent knows about one shard it was asked to run.
@@ -68,50 +67,50 @@ func (a *Agent) fail(id string, err error, lastOutput []string) {
 }
 
 // startShard launches a shard in the background and reports its progress.
+// The ShardSpec built here is the shard's one record on this node: the
+// supervisor keeps it in the shard's state file.
 func (a *Agent) startShard(m *agentv1.StartShard) {
 	id := m.GetShardId()
+	profile, perr := specpb.ProfileFromProto(m.GetProfile())
+	ss := driver.ShardSpec{
+		Profile: profile,
+		ShardID: id, ReplicaID: m.GetReplicaId(), Model: m.GetModel(), ModelGeneration: m.GetModelGeneration(),
+		Source: m.GetSource(), Host: a.cfg.Address, Rank: int(m.GetRank()),
+		Fabric: m.GetFabric(), ContextLength: int(m.GetContextLength()),
+	}
+	for _, g := range m.GetGpuIndices() {
+		ss.GPUIndices = append(ss.GPUIndices, int(g))
+	}
 	a.mu.Lock()
 	if _, exists := a.shards[id]; exists {
 		a.mu.Unlock()
 		return // a repeated command: already running or done
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a.shards[id] = &shardState{cancel: cancel, status: statusFor(m)}
+	a.shards[id] = &shardState{cancel: cancel, status: statusFor(ss)}
 	decl := a.decl
 	a.mu.Unlock()
 
-	profile, err := specpb.ProfileFromProto(m.GetProfile())
-	a.log.Info("starting shard", "shard", id, "model", m.GetModel(), "engine", profile.Engine, "rank", m.GetRank(), "nodes", profile.Shards())
-	if err != nil {
-		a.fail(id, fmt.Errorf("profile %s: %w", profile.Name, err), nil)
+	a.log.Info("starting shard", "shard", id, "model", ss.Model, "engine", ss.Engine, "rank", ss.Rank, "nodes", ss.Shards())
+	if perr != nil {
+		a.fail(id, fmt.Errorf("profile %s: %w", profile.Name, perr), nil)
 		return
 	}
-	drv, err := driver.ForEngine(profile.Engine)
+	drv, err := driver.ForEngine(ss.Engine)
 	if err != nil {
 		a.fail(id, err, nil)
 		return
 	}
-	binary := decl.Engines[profile.Engine]
-	if profile.Engine == driver.EngineSim {
+	binary := decl.Engines[ss.Engine]
+	if ss.Engine == driver.EngineSim {
 		binary = a.opts.SelfBinary
 	}
 	if binary == "" {
-		a.fail(id, fmt.Errorf("engine %s has no path in this node's declaration (engines.%s)", profile.Engine, profile.Engine), nil)
+		a.fail(id, fmt.Errorf("engine %s has no path in this node's declaration (engines.%s)", ss.Engine, ss.Engine), nil)
 		return
 	}
-	host := a.cfg.Address
-	ss := driver.ShardSpec{
-		Profile: profile,
-		ShardID: id, ReplicaID: m.GetReplicaId(), Model: m.GetModel(), ModelGeneration: m.GetModelGeneration(),
-		Source: m.GetSource(), Binary: binary, Host: host, Rank: int(m.GetRank()),
-		Fabric: m.GetFabric(), ContextLength: int(m.GetContextLength()),
-	}
-	if ss.StartupTimeout <= 0 {
-		ss.StartupTimeout = spec.DefaultStartupTimeout
-	}
-	for _, g := range m.GetGpuIndices() {
-		ss.GPUIndices = append(ss.GPUIndices, int(g))
-	}
+	ss.Binary = binary
+	host := ss.Host
 	for _, f := range decl.Fabrics {
 		if f.Name == m.GetFabric() {
 			ss.FabricAdapters = slices.Clone(f.Adapters)
@@ -137,14 +136,9 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 			ss.DistInitAddr = m.GetRendezvousAddr()
 		}
 	}
-	if err := a.saveCommand(m); err != nil {
-		a.fail(id, err, nil)
-		return
-	}
 	sh, err := a.sup.Start(ctx, ss, drv)
 	if err != nil {
-		a.forgetCommand(id)
-		a.fail(id, fmt.Errorf("launching %s: %w", profile.Engine, err), nil)
+		a.fail(id, fmt.Errorf("launching %s: %w", ss.Engine, err), nil)
 		return
 	}
 	a.mu.Lock()
@@ -160,7 +154,6 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 		if err := sh.Stop(10 * time.Second); err != nil {
 			a.log.Warn("stopping shard", "shard", id, "err", err)
 		}
-		a.forgetCommand(id)
 		return
 	}
 	a.setStatus(id, func(st *agentv1.ShardStatus) {
@@ -179,8 +172,7 @@ func (a *Agent) watch(ctx context.Context, id string, sh *supervisor.Shard, ss d
 			return
 		}
 		a.fail(id, err, sh.LastOutput())
-		_ = sh.Stop(10 * time.Second)
-		a.forgetCommand(id)
+		_ = sh.Stop(10 * time.Second) // removes the shard's record
 		return
 	}
 	a.log.Info("shard ready", "shard", id, "pid", sh.PID())
@@ -199,8 +191,7 @@ func (a *Agent) watch(ctx context.Context, id string, sh *supervisor.Shard, ss d
 		err = fmt.Errorf("engine exited")
 	}
 	a.fail(id, fmt.Errorf("shard %s (%s) exited: %w", id, ss.Engine, err), sh.LastOutput())
-	_ = sh.Stop(10 * time.Second) // removes the supervisor's state
-	a.forgetCommand(id)
+	_ = sh.Stop(10 * time.Second) // removes the shard's record
 }
 
 func (a *Agent) isStopped(id string) bool {
@@ -234,11 +225,9 @@ func (a *Agent) stopShard(id, reason string) {
 			if err := s.shard.Stop(10 * time.Second); err != nil {
 				a.log.Warn("stopping shard", "shard", id, "err", err)
 			}
-			a.forgetCommand(id)
 			a.report(stopped)
 		}()
 	} else {
-		a.forgetCommand(id)
 		a.report(stopped)
 	}
 }
@@ -256,7 +245,6 @@ func (a *Agent) StopAll(timeout time.Duration) {
 	if err := a.sup.StopAll(timeout); err != nil {
 		a.log.Warn("stopping engines", "err", err)
 	}
-	a.pruneCommands()
 }
 
 // enginePort picks a free port on host for shard id (in engine_ports when
