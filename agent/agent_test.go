@@ -16,6 +16,7 @@ import (
 
 	agentconfig "github.com/llmgw/llmgw/agent/config"
 	"github.com/llmgw/llmgw/agent/discovery"
+	"github.com/llmgw/llmgw/agent/driver"
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/specpb"
 	"github.com/llmgw/llmgw/spec"
@@ -53,24 +54,18 @@ func TestEngineStatuses(t *testing.T) {
 	}
 }
 
-func TestCommandRecords(t *testing.T) {
-	a := &Agent{cfg: agentconfig.Agent{StateDir: t.TempDir()}, shards: map[string]*shardState{}, log: slog.New(slog.DiscardHandler)}
-	m := &agentv1.StartShard{ShardId: "r-1-0", ReplicaId: "r-1", Model: "m", Profile: "p", ModelGeneration: "g1", WorldSize: 2, Fabric: "ib-a"}
-	if err := a.saveCommand(m); err != nil {
-		t.Fatal(err)
-	}
-	got, err := a.loadCommand("r-1-0")
-	if err != nil || !proto.Equal(got, m) {
-		t.Fatalf("loaded %v, %v; want %v", got, err, m)
-	}
-	st := statusFor(got)
-	if st.GetProfile() != "p" || st.GetModelGeneration() != "g1" || st.GetWorldSize() != 2 || st.GetFabric() != "ib-a" {
-		t.Fatalf("status from the record lacks what the control plane needs to rebuild the replica: %v", st)
-	}
-	// A record with no running shard is pruned.
-	a.pruneCommands()
-	if _, err := a.loadCommand("r-1-0"); err == nil {
-		t.Fatal("the record of a shard that is not running survived pruning")
+// A shard's status is built from its one record, the ShardSpec the
+// supervisor keeps: it carries what a restarted control plane needs to
+// rebuild the replica, the profile itself included.
+func TestStatusFromRecord(t *testing.T) {
+	p := spec.Profile{Name: "p", Engine: "sim", Nodes: 2, Weight: 3, StartupTimeout: spec.Duration(time.Minute), Env: map[string]string{"A": "1"}}
+	ss := driver.ShardSpec{Profile: p, ShardID: "r-1-1", ReplicaID: "r-1", Model: "m", ModelGeneration: "g1", Rank: 1,
+		Fabric: "ib-a", GPUIndices: []int{2, 3}, Port: 9000}
+	st := statusFor(ss)
+	want := &agentv1.ShardStatus{ShardId: "r-1-1", ReplicaId: "r-1", Model: "m", Rank: 1, State: agentv1.ShardState_SHARD_STATE_STARTING,
+		ModelGeneration: "g1", Fabric: "ib-a", GpuIndices: []int32{2, 3}, Profile: specpb.ProfileToProto(p)}
+	if !proto.Equal(st, want) {
+		t.Fatalf("status from the record = %v\nwant %v", st, want)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/llmgw/llmgw/agent/driver"
 	"github.com/llmgw/llmgw/agent/supervisor"
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/api/specpb"
 )
 
 // shardState is what the agent knows about one shard it was asked to run.
@@ -66,82 +67,82 @@ func (a *Agent) fail(id string, err error, lastOutput []string) {
 }
 
 // startShard launches a shard in the background and reports its progress.
+// The ShardSpec built here is the shard's one record on this node: the
+// supervisor keeps it in the shard's state file.
 func (a *Agent) startShard(m *agentv1.StartShard) {
+	id := m.GetShardId()
+	profile, perr := specpb.ProfileFromProto(m.GetProfile())
+	ss := driver.ShardSpec{
+		Profile: profile,
+		ShardID: id, ReplicaID: m.GetReplicaId(), Model: m.GetModel(), ModelGeneration: m.GetModelGeneration(),
+		Source: m.GetSource(), Host: a.cfg.Address, Rank: int(m.GetRank()),
+		Fabric: m.GetFabric(), ContextLength: int(m.GetContextLength()),
+	}
+	for _, g := range m.GetGpuIndices() {
+		ss.GPUIndices = append(ss.GPUIndices, int(g))
+	}
 	a.mu.Lock()
-	if _, exists := a.shards[m.GetShardId()]; exists {
+	if _, exists := a.shards[id]; exists {
 		a.mu.Unlock()
 		return // a repeated command: already running or done
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a.shards[m.GetShardId()] = &shardState{cancel: cancel, status: statusFor(m)}
+	a.shards[id] = &shardState{cancel: cancel, status: statusFor(ss)}
 	decl := a.decl
 	a.mu.Unlock()
-	a.log.Info("starting shard", "shard", m.GetShardId(), "model", m.GetModel(), "engine", m.GetEngine(), "rank", m.GetRank(), "world", m.GetWorldSize())
 
-	drv, err := driver.ForEngine(m.GetEngine())
-	if err != nil {
-		a.fail(m.GetShardId(), err, nil)
+	a.log.Info("starting shard", "shard", id, "model", ss.Model, "engine", ss.Engine, "rank", ss.Rank, "nodes", ss.Shards())
+	if perr != nil {
+		a.fail(id, fmt.Errorf("profile %s: %w", profile.Name, perr), nil)
 		return
 	}
-	binary := decl.Engines[m.GetEngine()]
-	if m.GetEngine() == driver.EngineSim {
+	drv, err := driver.ForEngine(ss.Engine)
+	if err != nil {
+		a.fail(id, err, nil)
+		return
+	}
+	binary := decl.Engines[ss.Engine]
+	if ss.Engine == driver.EngineSim {
 		binary = a.opts.SelfBinary
 	}
 	if binary == "" {
-		a.fail(m.GetShardId(), fmt.Errorf("engine %s has no path in this node's declaration (engines.%s)", m.GetEngine(), m.GetEngine()), nil)
+		a.fail(id, fmt.Errorf("engine %s has no path in this node's declaration (engines.%s)", ss.Engine, ss.Engine), nil)
 		return
 	}
-	host := a.cfg.Address
-	spec := driver.ShardSpec{
-		ShardID: m.GetShardId(), ReplicaID: m.GetReplicaId(), Model: m.GetModel(), Source: m.GetSource(),
-		Engine: m.GetEngine(), Binary: binary, Host: host, Rank: int(m.GetRank()), WorldSize: int(m.GetWorldSize()),
-		TP: int(m.GetTp()), Nodes: int(m.GetWorldSize()), ContextLength: int(m.GetContextLength()),
-		Args: m.GetArgs(), Env: m.GetEnv(), LaunchMode: m.GetLaunchMode(),
-		StartupTimeout: time.Duration(m.GetStartupTimeoutMs()) * time.Millisecond,
-	}
-	if spec.StartupTimeout <= 0 {
-		spec.StartupTimeout = 10 * time.Minute
-	}
-	for _, g := range m.GetGpuIndices() {
-		spec.GPUIndices = append(spec.GPUIndices, int(g))
-	}
+	ss.Binary = binary
+	host := ss.Host
 	for _, f := range decl.Fabrics {
 		if f.Name == m.GetFabric() {
-			spec.FabricAdapters = slices.Clone(f.Adapters)
+			ss.FabricAdapters = slices.Clone(f.Adapters)
 		}
 	}
-	if drv.ServesHTTP(spec.Rank) {
-		port, err := a.enginePort(m.GetShardId(), host)
+	if drv.ServesHTTP(ss.Rank) {
+		port, err := a.enginePort(id, host)
 		if err != nil {
-			a.fail(m.GetShardId(), err, nil)
+			a.fail(id, err, nil)
 			return
 		}
-		spec.Port = port
+		ss.Port = port
 	}
-	if spec.WorldSize > 1 {
-		if spec.Rank == 0 {
-			port, err := a.enginePort(m.GetShardId(), host)
+	if ss.Shards() > 1 {
+		if ss.Rank == 0 {
+			port, err := a.enginePort(id, host)
 			if err != nil {
-				a.fail(m.GetShardId(), err, nil)
+				a.fail(id, err, nil)
 				return
 			}
-			spec.DistInitAddr = net.JoinHostPort(host, strconv.Itoa(port))
+			ss.DistInitAddr = net.JoinHostPort(host, strconv.Itoa(port))
 		} else {
-			spec.DistInitAddr = m.GetRendezvousAddr()
+			ss.DistInitAddr = m.GetRendezvousAddr()
 		}
 	}
-	if err := a.saveCommand(m); err != nil {
-		a.fail(m.GetShardId(), err, nil)
-		return
-	}
-	sh, err := a.sup.Start(ctx, spec, drv)
+	sh, err := a.sup.Start(ctx, ss, drv)
 	if err != nil {
-		a.forgetCommand(m.GetShardId())
-		a.fail(m.GetShardId(), fmt.Errorf("launching %s: %w", m.GetEngine(), err), nil)
+		a.fail(id, fmt.Errorf("launching %s: %w", ss.Engine, err), nil)
 		return
 	}
 	a.mu.Lock()
-	st, ok := a.shards[m.GetShardId()]
+	st, ok := a.shards[id]
 	if ok {
 		st.shard = sh
 	}
@@ -149,38 +150,36 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 	if !ok {
 		// Stopped (StopShard or StopAll) while it was launching: it must
 		// not outlive the command.
-		a.log.Info("shard stopped while starting", "shard", m.GetShardId())
+		a.log.Info("shard stopped while starting", "shard", id)
 		if err := sh.Stop(10 * time.Second); err != nil {
-			a.log.Warn("stopping shard", "shard", m.GetShardId(), "err", err)
+			a.log.Warn("stopping shard", "shard", id, "err", err)
 		}
-		a.forgetCommand(m.GetShardId())
 		return
 	}
-	a.setStatus(m.GetShardId(), func(st *agentv1.ShardStatus) {
+	a.setStatus(id, func(st *agentv1.ShardStatus) {
 		st.Pid = int32(sh.PID())
-		if spec.Rank == 0 && spec.WorldSize > 1 {
-			st.RendezvousAddr = spec.DistInitAddr
+		if ss.Rank == 0 && ss.Shards() > 1 {
+			st.RendezvousAddr = ss.DistInitAddr
 		}
 	})
-	go a.watch(ctx, m.GetShardId(), sh, spec, drv)
+	go a.watch(ctx, id, sh, ss, drv)
 }
 
 // watch waits for a shard to become ready, then for it to exit.
-func (a *Agent) watch(ctx context.Context, id string, sh *supervisor.Shard, spec driver.ShardSpec, drv driver.Driver) {
+func (a *Agent) watch(ctx context.Context, id string, sh *supervisor.Shard, ss driver.ShardSpec, drv driver.Driver) {
 	if err := sh.WaitReady(ctx); err != nil {
 		if a.isStopped(id) {
 			return
 		}
 		a.fail(id, err, sh.LastOutput())
-		_ = sh.Stop(10 * time.Second)
-		a.forgetCommand(id)
+		_ = sh.Stop(10 * time.Second) // removes the shard's record
 		return
 	}
 	a.log.Info("shard ready", "shard", id, "pid", sh.PID())
 	a.setStatus(id, func(st *agentv1.ShardStatus) {
 		st.State = agentv1.ShardState_SHARD_STATE_READY
-		if drv.ServesHTTP(spec.Rank) {
-			st.Endpoint = net.JoinHostPort(spec.Host, strconv.Itoa(spec.Port))
+		if drv.ServesHTTP(ss.Rank) {
+			st.Endpoint = net.JoinHostPort(ss.Host, strconv.Itoa(ss.Port))
 		}
 	})
 	<-sh.Done()
@@ -191,9 +190,8 @@ func (a *Agent) watch(ctx context.Context, id string, sh *supervisor.Shard, spec
 	if err == nil {
 		err = fmt.Errorf("engine exited")
 	}
-	a.fail(id, fmt.Errorf("shard %s (%s) exited: %w", id, spec.Engine, err), sh.LastOutput())
-	_ = sh.Stop(10 * time.Second) // removes the supervisor's state
-	a.forgetCommand(id)
+	a.fail(id, fmt.Errorf("shard %s (%s) exited: %w", id, ss.Engine, err), sh.LastOutput())
+	_ = sh.Stop(10 * time.Second) // removes the shard's record
 }
 
 func (a *Agent) isStopped(id string) bool {
@@ -227,11 +225,9 @@ func (a *Agent) stopShard(id, reason string) {
 			if err := s.shard.Stop(10 * time.Second); err != nil {
 				a.log.Warn("stopping shard", "shard", id, "err", err)
 			}
-			a.forgetCommand(id)
 			a.report(stopped)
 		}()
 	} else {
-		a.forgetCommand(id)
 		a.report(stopped)
 	}
 }
@@ -249,7 +245,6 @@ func (a *Agent) StopAll(timeout time.Duration) {
 	if err := a.sup.StopAll(timeout); err != nil {
 		a.log.Warn("stopping engines", "err", err)
 	}
-	a.pruneCommands()
 }
 
 // enginePort picks a free port on host for shard id (in engine_ports when

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/api/specv1"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -347,7 +348,7 @@ func wantCoder() *managev1.Model {
 		Source:         "/var/lib/llmgw-models/qwen2.5-coder-3b-instruct-q4_k_m.gguf",
 		RoutingProfile: "chat", ContextLength: 32768, MaxOutput: 4096,
 		Scaling: &managev1.Scaling{Min: 1, Max: 2, IdleTimeout: "30m"},
-		Profiles: []*managev1.Profile{
+		Profiles: []*specv1.Profile{
 			{Name: "cpu", Engine: "llamacpp", Nodes: 1, Weight: 1, Priority: 100, StartupTimeout: "5m", MinMemoryGb: 8, Args: []string{"--ctx-size", "65536"}},
 			// nodes, weight and startup_timeout are the catalog's defaults.
 			{Name: "tp2", Engine: "vllm", GpuClass: "h100-80g", Tp: 2, Nodes: 1, Weight: 1, Priority: 50, StartupTimeout: "10m", MinDiskGb: 20, Labels: map[string]string{"zone": "a"}},

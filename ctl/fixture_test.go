@@ -3,6 +3,7 @@ package ctl
 import (
 	"github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specv1"
 )
 
 const gib = 1 << 30
@@ -56,7 +57,7 @@ func cannedManage() *fakeManage {
 				Name: "qwen2.5-coder-3b-instruct", Aliases: []string{"coder"}, Origin: "api", Generation: "5f2c",
 				Source: "/var/lib/llmgw-models/qwen2.5-coder-3b-instruct-q4_k_m.gguf", RoutingProfile: "chat",
 				ContextLength: 32768, MaxOutput: 4096, Scaling: &managev1.Scaling{Min: 1, Max: 1},
-				Profiles: []*managev1.Profile{{Name: "cpu", Engine: "llamacpp", Nodes: 1, Weight: 1, Priority: 100, StartupTimeout: "5m", MinMemoryGb: 8, Args: []string{"--ctx-size", "65536"}}},
+				Profiles: []*specv1.Profile{{Name: "cpu", Engine: "llamacpp", Nodes: 1, Weight: 1, Priority: 100, StartupTimeout: "5m", MinMemoryGb: 8, Args: []string{"--ctx-size", "65536"}}},
 				Status:   &managev1.ModelStatus{ReplicasDesired: 1, ReplicasReady: 1, ReplicasTotal: 1, State: "serving"},
 			},
 			{

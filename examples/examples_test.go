@@ -132,10 +132,9 @@ func commands(t *testing.T, m spec.Model, rank int) []driver.Command {
 	a := loadAgent(t)
 	p := m.Profiles[0]
 	spec := driver.ShardSpec{
-		ShardID: "r-1-" + strconv.Itoa(rank), ReplicaID: "r-1", Model: m.Name, Source: m.Source,
-		Engine: p.Engine, Binary: a.Engines[p.Engine], Host: a.Address, Port: a.EnginePorts.From,
-		Rank: rank, WorldSize: p.Shards(), Nodes: p.Shards(), TP: p.TP, ContextLength: m.ContextLength,
-		Args: p.Args, StartupTimeout: p.StartupTimeout.Std(),
+		Profile: p, ShardID: "r-1-" + strconv.Itoa(rank), ReplicaID: "r-1", Model: m.Name, Source: m.Source,
+		Binary: a.Engines[p.Engine], Host: a.Address, Port: a.EnginePorts.From,
+		Rank: rank, ContextLength: m.ContextLength,
 	}
 	if p.Engine == driver.EngineSim {
 		spec.Binary = "/usr/local/bin/llmgw"

@@ -18,6 +18,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/metrics"
+	"github.com/llmgw/llmgw/spec"
 )
 
 const monitoringDir = "deploy/monitoring/"
@@ -45,7 +46,7 @@ func exportedNames(t *testing.T) map[string]bool {
 		Index: 0, Class: "h100-80g", MemoryMib: 81559, UtilizationPct: proto.Float64(1),
 		TemperatureC: proto.Float64(40), EccErrors: proto.Uint64(0), NvlinkPeers: []int32{1}, MemoryUsedMib: proto.Uint64(1),
 	}}}}, "a", nil, true, nopConn{})
-	f.AddReplica(&fleet.Replica{ID: "r1", Model: "qwen", ShardsExpected: 1, Shards: []*fleet.Shard{{ID: "r1-0", Node: "a", Sent: true}}})
+	f.AddReplica(&fleet.Replica{ID: "r1", Model: "qwen", Profile: spec.Profile{Nodes: 1}, Shards: []*fleet.Shard{{ID: "r1-0", Node: "a", Sent: true}}})
 	f.ApplyShardStatus("a", &agentv1.ShardStatus{ShardId: "r1-0", ReplicaId: "r1", State: agentv1.ShardState_SHARD_STATE_FAILED})
 	if err := reg.Register(metrics.NewFleetCollector(metrics.FleetOptions{
 		Fleet: f, Models: func() []metrics.CatalogModel { return []metrics.CatalogModel{{Name: "qwen", MinReplicas: 1}} },

@@ -79,12 +79,14 @@ type Scaling struct {
 type Profile struct {
 	Name   string `koanf:"name" yaml:"name" json:"name"`
 	Engine string `koanf:"engine" yaml:"engine" json:"engine"`
-	// GPUClass is the GPU class as nodes report it (e.g. h100-80g); empty
-	// means the profile runs on CPU.
+	// GPUClass is the GPU class as nodes report it (e.g. h100-80g). Empty
+	// with TP 0 means the profile runs on CPU; empty with TP above 0 takes
+	// GPUs of any one class on each node.
 	GPUClass string `koanf:"gpu_class" yaml:"gpu_class,omitempty" json:"gpu_class,omitempty"`
 	// TP is the tensor-parallel width: GPUs per node for one replica.
 	TP int `koanf:"tp" yaml:"tp,omitempty" json:"tp,omitempty"`
-	// Nodes is how many nodes one replica spans (one shard per node).
+	// Nodes is how many nodes one replica spans (one shard per node): the
+	// replica's shard count, its world size. 0 is read as 1 (Shards).
 	Nodes int `koanf:"nodes" yaml:"nodes,omitempty" json:"nodes,omitempty"`
 	// Weight is the profile's share of traffic among ready replicas.
 	Weight int `koanf:"weight" yaml:"weight,omitempty" json:"weight,omitempty"`

@@ -20,7 +20,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Engine names.
@@ -43,17 +44,31 @@ const (
 )
 
 // ShardSpec is everything a driver needs to launch one shard (one process
-// tree on one node) of a replica.
+// tree on one node) of a replica. It is also the node's one record of the
+// shard: the supervisor keeps it in the shard's state file, and an agent
+// restarted while the engine runs reports the shard from it.
 type ShardSpec struct {
+	// Profile is the catalog profile the replica was placed with, as the
+	// control plane sent it. A driver reads its fields as the spec's own:
+	// Engine (one of sim, llamacpp, vllm, sglang), TP (GPUs per shard),
+	// Nodes (the replica's shard count, one shard per node, its world size;
+	// 0 is read as 1, see Shards), Args (appended last so they win where the
+	// engine takes the last occurrence of a flag), Env (applied after the
+	// driver's own so it can override any of it), LaunchMode (vLLM's "mp",
+	// the default, or "ray") and StartupTimeout. A field added to
+	// spec.Profile reaches every driver this way, with no copy.
+	spec.Profile `json:"profile"`
+
 	ShardID   string `json:"shard_id"`
 	ReplicaID string `json:"replica_id"`
 	// Model is the served model name clients ask for.
 	Model string `json:"model"`
+	// ModelGeneration is the hash of the model definition the replica was
+	// placed for. Drivers ignore it; the agent reports it back.
+	ModelGeneration string `json:"model_generation,omitempty"`
 	// Source is the weights path on the node or a repository id the engine
 	// downloads itself.
 	Source string `json:"source"`
-	// Engine is one of sim, llamacpp, vllm, sglang.
-	Engine string `json:"engine"`
 	// Binary is the engine executable from the node declaration; for sim it
 	// is the llmgw binary itself.
 	Binary string `json:"binary"`
@@ -61,36 +76,22 @@ type ShardSpec struct {
 	Host string `json:"host"`
 	// Port is the HTTP port of rank 0; ranks that serve nothing need none.
 	Port int `json:"port"`
-	// Rank of this shard within the replica, 0..WorldSize-1; 0 is the leader.
+	// Rank of this shard within the replica, 0..Shards()-1; 0 is the leader.
 	Rank int `json:"rank"`
-	// WorldSize is the number of shards in the replica; 0 means 1.
-	WorldSize int `json:"world_size"`
 	// DistInitAddr is host:port of rank 0's rendezvous: rank 0 binds it,
-	// the others dial it. Required when WorldSize > 1 and for vLLM on Ray.
+	// the others dial it. Required when the replica spans nodes and for
+	// vLLM on Ray.
 	DistInitAddr string `json:"dist_init_addr,omitempty"`
 	// GPUIndices are the node-local GPU indices given to this shard.
 	GPUIndices []int `json:"gpu_indices,omitempty"`
-	// TP is the number of GPUs per shard (tensor-parallel width on a node).
-	TP int `json:"tp"`
-	// Nodes is the number of nodes the replica spans; 0 means WorldSize.
-	// One shard runs per node, so it must equal WorldSize.
-	Nodes int `json:"nodes"`
-	// FabricAdapters are the declared adapters (e.g. mlx5_0) of the fabric
-	// the replica runs in.
+	// Fabric is the fabric the replica runs in ("" for a single-node
+	// replica), and FabricAdapters its declared adapters (e.g. mlx5_0) on
+	// this node.
+	Fabric         string   `json:"fabric,omitempty"`
 	FabricAdapters []string `json:"fabric_adapters,omitempty"`
 	// ContextLength is the longest request a client may send, in tokens;
 	// 0 leaves the engine's default.
 	ContextLength int `json:"context_length,omitempty"`
-	// Args are the profile's extra arguments, appended last so they win
-	// where the engine takes the last occurrence of a flag.
-	Args []string `json:"args,omitempty"`
-	// Env is the operator's environment, applied after the driver's own so
-	// it can override any of it.
-	Env map[string]string `json:"env,omitempty"`
-	// LaunchMode is vLLM's: "mp" (default) or "ray".
-	LaunchMode string `json:"launch_mode,omitempty"`
-	// StartupTimeout bounds how long the shard may take to become ready.
-	StartupTimeout time.Duration `json:"startup_timeout,omitempty"`
 	// WorkDir is the engine's working directory; empty means the agent's.
 	WorkDir string `json:"work_dir,omitempty"`
 }
@@ -183,22 +184,6 @@ func (c *specCheck) err() error {
 	return fmt.Errorf("invalid %s shard spec %q: %s", c.engine, c.spec.ShardID, strings.Join(c.problems, "; "))
 }
 
-// worldSize is the spec's world size with 0 read as 1.
-func worldSize(s ShardSpec) int {
-	if s.WorldSize == 0 {
-		return 1
-	}
-	return s.WorldSize
-}
-
-// nodes is the spec's node count with 0 read as the world size.
-func nodes(s ShardSpec) int {
-	if s.Nodes == 0 {
-		return worldSize(s)
-	}
-	return s.Nodes
-}
-
 // checkCommon validates what every engine needs. serves says whether this
 // rank binds an HTTP port.
 func checkCommon(engine string, s ShardSpec, serves, needBinary bool) *specCheck {
@@ -218,17 +203,12 @@ func checkCommon(engine string, s ShardSpec, serves, needBinary bool) *specCheck
 	if needBinary && strings.TrimSpace(s.Binary) == "" {
 		c.addf("binary", "no %s executable declared for this node", engine)
 	}
-	ws := worldSize(s)
+	n := s.Shards()
 	switch {
-	case s.WorldSize < 0:
-		c.addf("world_size", "must be at least 1, got %d", s.WorldSize)
-	case s.Rank < 0 || s.Rank >= ws:
-		c.addf("rank", "must be in 0..%d for world_size %d, got %d", ws-1, ws, s.Rank)
-	}
-	if s.Nodes < 0 {
+	case s.Nodes < 0:
 		c.addf("nodes", "must be at least 1, got %d", s.Nodes)
-	} else if s.WorldSize >= 0 && nodes(s) != ws {
-		c.addf("nodes", "is %d but world_size is %d; one shard runs per node", nodes(s), ws)
+	case s.Rank < 0 || s.Rank >= n:
+		c.addf("rank", "must be in 0..%d for a replica of %d %s, got %d", n-1, n, plural(n, "node", "nodes"), s.Rank)
 	}
 	if serves {
 		if strings.TrimSpace(s.Host) == "" {
@@ -240,7 +220,7 @@ func checkCommon(engine string, s ShardSpec, serves, needBinary bool) *specCheck
 	} else if s.Port < 0 || s.Port > 65535 {
 		c.addf("port", "must be in 0..65535, got %d", s.Port)
 	}
-	if ws > 1 {
+	if n > 1 {
 		checkAddr(c, "dist_init_addr", s.DistInitAddr)
 	}
 	if s.TP < 0 {
@@ -309,20 +289,27 @@ func checkGPUs(c *specCheck, s ShardSpec) {
 // carries bootstrap traffic is the operator's to say through Env.
 func gpuEnv(s ShardSpec, extra ...string) []string {
 	env := []string{"CUDA_VISIBLE_DEVICES=" + joinInts(s.GPUIndices)}
-	if nodes(s) > 1 && len(s.FabricAdapters) > 0 {
+	if s.Shards() > 1 && len(s.FabricAdapters) > 0 {
 		env = append(env, "NCCL_IB_HCA="+strings.Join(s.FabricAdapters, ","))
 	}
 	env = append(env, extra...)
 	return append(env, operatorEnv(s)...)
 }
 
-// operatorEnv returns spec.Env as KEY=VALUE pairs sorted by key.
+// operatorEnv returns the profile's Env as KEY=VALUE pairs sorted by key.
 func operatorEnv(s ShardSpec) []string {
 	out := make([]string, 0, len(s.Env))
 	for _, k := range sortedKeys(s.Env) {
 		out = append(out, k+"="+s.Env[k])
 	}
 	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -5,27 +5,28 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmgw/llmgw/spec"
 )
 
 func baseSpec(engine string) ShardSpec {
 	return ShardSpec{
-		ShardID:        "s1",
-		ReplicaID:      "r1",
-		Model:          "qwen",
-		Source:         "/models/qwen",
-		Engine:         engine,
-		Binary:         "/opt/venv/bin/" + engine,
-		Host:           "10.0.0.1",
-		Port:           8000,
-		StartupTimeout: time.Minute,
+		ShardID:   "s1",
+		ReplicaID: "r1",
+		Model:     "qwen",
+		Source:    "/models/qwen",
+		Binary:    "/opt/venv/bin/" + engine,
+		Host:      "10.0.0.1",
+		Port:      8000,
+		Profile:   spec.Profile{Engine: engine, StartupTimeout: spec.Duration(time.Minute)},
 	}
 }
 
 // multiNode returns spec as rank of a two-node replica on a fabric.
 func multiNode(s ShardSpec, rank int) ShardSpec {
 	s.Rank = rank
-	s.WorldSize = 2
 	s.Nodes = 2
+	s.Fabric = "ib-a"
 	s.DistInitAddr = "10.0.0.1:29500"
 	s.FabricAdapters = []string{"mlx5_0", "mlx5_1"}
 	if rank != 0 {
@@ -202,9 +203,9 @@ func TestCommandsValidation(t *testing.T) {
 		{name: "rank 0 without host", spec: with(baseSpec("sim"), func(s *ShardSpec) { s.Host = "" }),
 			wantErr: []string{"host: is required for rank 0"}},
 		{name: "rank out of range", spec: with(multiNode(baseSpec("sim"), 0), func(s *ShardSpec) { s.Rank = 2 }),
-			wantErr: []string{"rank: must be in 0..1 for world_size 2, got 2"}},
-		{name: "nodes differ from world size", spec: with(multiNode(baseSpec("sim"), 0), func(s *ShardSpec) { s.Nodes = 3 }),
-			wantErr: []string{"nodes: is 3 but world_size is 2"}},
+			wantErr: []string{"rank: must be in 0..1 for a replica of 2 nodes, got 2"}},
+		{name: "negative nodes", spec: with(baseSpec("sim"), func(s *ShardSpec) { s.Nodes = -1 }),
+			wantErr: []string{"nodes: must be at least 1, got -1"}},
 		{name: "multi-node without rendezvous", spec: with(multiNode(baseSpec("sim"), 1), func(s *ShardSpec) { s.DistInitAddr = "" }),
 			wantErr: []string{"dist_init_addr: is required"}},
 		{name: "bad rendezvous", spec: with(multiNode(baseSpec("sim"), 1), func(s *ShardSpec) { s.DistInitAddr = "10.0.0.1" }),
@@ -218,7 +219,7 @@ func TestCommandsValidation(t *testing.T) {
 		{name: "duplicate gpu", spec: with(baseSpec("vllm"), func(s *ShardSpec) { s.TP = 2; s.GPUIndices = []int{1, 1} }),
 			wantErr: []string{"gpu_indices[1]: GPU 1 is listed twice"}},
 		{name: "llamacpp multi-node", spec: multiNode(baseSpec("llamacpp"), 0),
-			wantErr: []string{"world_size: llamacpp runs on one node only"}},
+			wantErr: []string{"nodes: llamacpp runs on one node only, got 2"}},
 		{name: "llamacpp bad parallel", spec: with(baseSpec("llamacpp"), func(s *ShardSpec) { s.Args = []string{"-np", "x"} }),
 			wantErr: []string{`args: --parallel "x" is not a positive number`}},
 		{name: "vllm without tp", spec: baseSpec("vllm"),

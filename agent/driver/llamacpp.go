@@ -45,8 +45,8 @@ func (LlamaCpp) CheckCommand(binary string) (Command, error) {
 // slot count used in that product.
 func (d LlamaCpp) Commands(s ShardSpec) ([]Command, error) {
 	c := checkCommon(EngineLlamaCpp, s, d.ServesHTTP(s.Rank), true)
-	if worldSize(s) > 1 || nodes(s) > 1 {
-		c.addf("world_size", "llamacpp runs on one node only, got world_size %d across %d nodes", worldSize(s), nodes(s))
+	if s.Shards() > 1 {
+		c.addf("nodes", "llamacpp runs on one node only, got %d", s.Shards())
 	}
 	if s.TP > 0 && len(s.GPUIndices) != s.TP {
 		c.addf("gpu_indices", "tp=%d but %d GPUs given (%v)", s.TP, len(s.GPUIndices), s.GPUIndices)

@@ -59,7 +59,7 @@ func (d SGLang) Commands(s ShardSpec) ([]Command, error) {
 	if strings.HasPrefix(filepath.Base(path), "python") {
 		args = []string{"-m", "sglang.launch_server"}
 	}
-	n := nodes(s)
+	n := s.Shards()
 	args = append(args, "--model-path", s.Source)
 	if d.ServesHTTP(s.Rank) {
 		args = append(args, "--host", s.Host, "--port", strconv.Itoa(s.Port))

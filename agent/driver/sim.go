@@ -46,7 +46,7 @@ func (d Sim) Commands(s ShardSpec) ([]Command, error) {
 		"--served-model-name", s.Model,
 		"--model", s.Source,
 		"--rank", strconv.Itoa(s.Rank),
-		"--world-size", strconv.Itoa(worldSize(s)),
+		"--world-size", strconv.Itoa(s.Shards()),
 	)
 	if s.DistInitAddr != "" {
 		args = append(args, "--dist-init-addr", s.DistInitAddr)

@@ -61,7 +61,7 @@ func (d VLLM) Commands(s ShardSpec) ([]Command, error) {
 	switch mode {
 	case LaunchModeMP:
 	case LaunchModeRay:
-		if worldSize(s) == 1 {
+		if s.Shards() == 1 {
 			// The head's port still comes from the rendezvous address.
 			checkAddr(c, "dist_init_addr", s.DistInitAddr)
 		}
@@ -71,7 +71,7 @@ func (d VLLM) Commands(s ShardSpec) ([]Command, error) {
 	if err := c.err(); err != nil {
 		return nil, err
 	}
-	n := nodes(s)
+	n := s.Shards()
 	env := gpuEnv(s, "PYTHONUNBUFFERED=1")
 	serve := func(headless bool) []string {
 		args := []string{"serve", s.Source}

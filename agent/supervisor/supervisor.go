@@ -440,7 +440,7 @@ func (sh *Shard) withOutput(err error) error {
 
 func (sh *Shard) startupTimeout() time.Duration {
 	if sh.spec.StartupTimeout > 0 {
-		return sh.spec.StartupTimeout
+		return sh.spec.StartupTimeout.Std()
 	}
 	return DefaultStartupTimeout
 }

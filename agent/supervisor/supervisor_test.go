@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/agent/driver"
+	"github.com/llmgw/llmgw/spec"
 )
 
 const helperEnv = "LLMGW_SUPERVISOR_TEST_HELPER"
@@ -119,8 +121,8 @@ func newSupervisor(t *testing.T, dir string) *Supervisor {
 
 func testSpec(t *testing.T, port int, timeout time.Duration) driver.ShardSpec {
 	t.Helper()
-	return driver.ShardSpec{ShardID: "s1", ReplicaID: "r1", Model: "m", Source: "/m", Engine: "test",
-		Host: "127.0.0.1", Port: port, StartupTimeout: timeout}
+	return driver.ShardSpec{ShardID: "s1", ReplicaID: "r1", Model: "m", Source: "/m",
+		Host: "127.0.0.1", Port: port, Profile: spec.Profile{Engine: "test", StartupTimeout: spec.Duration(timeout)}}
 }
 
 func freePort(t *testing.T) int {
@@ -425,7 +427,12 @@ func TestSidecar(t *testing.T) {
 func TestRecover(t *testing.T) {
 	dir := t.TempDir()
 	first := newSupervisor(t, dir)
-	started, err := first.Start(context.Background(), testSpec(t, 0, time.Minute), testDriver{cmds: []driver.Command{helper("idle")}})
+	// The state file is the node's one record of the shard: all of it comes
+	// back, profile included.
+	ss := testSpec(t, 0, time.Minute)
+	ss.Name, ss.Nodes, ss.Weight, ss.Args, ss.Env = "p", 1, 3, []string{"--x"}, map[string]string{"A": "1"}
+	ss.ModelGeneration, ss.Fabric, ss.GPUIndices = "g1", "ib-a", []int{2}
+	started, err := first.Start(context.Background(), ss, testDriver{cmds: []driver.Command{helper("idle")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,6 +462,9 @@ func TestRecover(t *testing.T) {
 	sh := shards[0]
 	if sh.PID() != started.PID() || !sh.Adopted() || sh.Spec().ShardID != "s1" {
 		t.Errorf("adopted pid %d (adopted=%v, shard %q), want pid %d shard s1", sh.PID(), sh.Adopted(), sh.Spec().ShardID, started.PID())
+	}
+	if !reflect.DeepEqual(sh.Spec(), ss) {
+		t.Errorf("adopted spec =\n%+v\nwant the one started\n%+v", sh.Spec(), ss)
 	}
 	if !outputHas(sh, "idle") {
 		t.Errorf("adopted LastOutput() = %q, want the engine's line", sh.LastOutput())

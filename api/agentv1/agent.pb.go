@@ -14,12 +14,12 @@
 package agentv1
 
 import (
+	specv1 "github.com/llmgw/llmgw/api/specv1"
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
-
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -1434,12 +1434,12 @@ type ShardStatus struct {
 	// host:port rank 0 binds for the workers' rendezvous.
 	RendezvousAddr string `protobuf:"bytes,10,opt,name=rendezvous_addr,json=rendezvousAddr,proto3" json:"rendezvous_addr,omitempty"`
 	// Echoed from StartShard so that a restarted control plane can rebuild
-	// the replica from what agents report.
-	WorldSize       int32   `protobuf:"varint,11,opt,name=world_size,json=worldSize,proto3" json:"world_size,omitempty"`
-	Profile         string  `protobuf:"bytes,12,opt,name=profile,proto3" json:"profile,omitempty"`
-	ModelGeneration string  `protobuf:"bytes,13,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
-	GpuIndices      []int32 `protobuf:"varint,14,rep,packed,name=gpu_indices,json=gpuIndices,proto3" json:"gpu_indices,omitempty"`
-	Fabric          string  `protobuf:"bytes,15,opt,name=fabric,proto3" json:"fabric,omitempty"`
+	// the replica from what agents report: the profile (whose nodes is the
+	// replica's shard count), the generation, the GPUs and the fabric.
+	ModelGeneration string          `protobuf:"bytes,13,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
+	GpuIndices      []int32         `protobuf:"varint,14,rep,packed,name=gpu_indices,json=gpuIndices,proto3" json:"gpu_indices,omitempty"`
+	Fabric          string          `protobuf:"bytes,15,opt,name=fabric,proto3" json:"fabric,omitempty"`
+	Profile         *specv1.Profile `protobuf:"bytes,16,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1544,20 +1544,6 @@ func (x *ShardStatus) GetRendezvousAddr() string {
 	return ""
 }
 
-func (x *ShardStatus) GetWorldSize() int32 {
-	if x != nil {
-		return x.WorldSize
-	}
-	return 0
-}
-
-func (x *ShardStatus) GetProfile() string {
-	if x != nil {
-		return x.Profile
-	}
-	return ""
-}
-
 func (x *ShardStatus) GetModelGeneration() string {
 	if x != nil {
 		return x.ModelGeneration
@@ -1579,34 +1565,41 @@ func (x *ShardStatus) GetFabric() string {
 	return ""
 }
 
+func (x *ShardStatus) GetProfile() *specv1.Profile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
+}
+
+// StartShard starts one shard of a replica: the profile the replica was
+// placed with, as the catalog defines it, and beside it what is this
+// shard's own.
 type StartShard struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ShardId   string                 `protobuf:"bytes,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
 	ReplicaId string                 `protobuf:"bytes,2,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
 	// The served model name.
-	Model      string  `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
-	Engine     string  `protobuf:"bytes,4,opt,name=engine,proto3" json:"engine,omitempty"`
-	Source     string  `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	Model  string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// The shard's rank, 0..profile.nodes-1; rank 0 serves.
 	Rank       int32   `protobuf:"varint,6,opt,name=rank,proto3" json:"rank,omitempty"`
-	WorldSize  int32   `protobuf:"varint,7,opt,name=world_size,json=worldSize,proto3" json:"world_size,omitempty"`
 	GpuIndices []int32 `protobuf:"varint,8,rep,packed,name=gpu_indices,json=gpuIndices,proto3" json:"gpu_indices,omitempty"`
-	Tp         int32   `protobuf:"varint,9,opt,name=tp,proto3" json:"tp,omitempty"`
 	// For ranks > 0: rank 0's rendezvous address.
 	RendezvousAddr string `protobuf:"bytes,10,opt,name=rendezvous_addr,json=rendezvousAddr,proto3" json:"rendezvous_addr,omitempty"`
 	// The fabric the replica runs in ("" for single-node replicas).
-	Fabric           string            `protobuf:"bytes,11,opt,name=fabric,proto3" json:"fabric,omitempty"`
-	Args             []string          `protobuf:"bytes,12,rep,name=args,proto3" json:"args,omitempty"`
-	Env              map[string]string `protobuf:"bytes,13,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	StartupTimeoutMs int64             `protobuf:"varint,14,opt,name=startup_timeout_ms,json=startupTimeoutMs,proto3" json:"startup_timeout_ms,omitempty"`
-	ContextLength    int32             `protobuf:"varint,15,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
-	LaunchMode       string            `protobuf:"bytes,16,opt,name=launch_mode,json=launchMode,proto3" json:"launch_mode,omitempty"`
-	// The catalog profile the replica was placed with.
-	Profile string `protobuf:"bytes,17,opt,name=profile,proto3" json:"profile,omitempty"`
+	Fabric string `protobuf:"bytes,11,opt,name=fabric,proto3" json:"fabric,omitempty"`
+	// The model's context_length (0: unstated).
+	ContextLength int32 `protobuf:"varint,15,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
 	// A hash of the model definition the replica was placed for; a changed
 	// definition rolls the replicas.
 	ModelGeneration string `protobuf:"bytes,18,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The catalog profile the replica was placed with. Its nodes is the
+	// replica's shard count (world size); engine, tp, args, env,
+	// startup_timeout and launch_mode are the engine's.
+	Profile       *specv1.Profile `protobuf:"bytes,19,opt,name=profile,proto3" json:"profile,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartShard) Reset() {
@@ -1660,13 +1653,6 @@ func (x *StartShard) GetModel() string {
 	return ""
 }
 
-func (x *StartShard) GetEngine() string {
-	if x != nil {
-		return x.Engine
-	}
-	return ""
-}
-
 func (x *StartShard) GetSource() string {
 	if x != nil {
 		return x.Source
@@ -1681,25 +1667,11 @@ func (x *StartShard) GetRank() int32 {
 	return 0
 }
 
-func (x *StartShard) GetWorldSize() int32 {
-	if x != nil {
-		return x.WorldSize
-	}
-	return 0
-}
-
 func (x *StartShard) GetGpuIndices() []int32 {
 	if x != nil {
 		return x.GpuIndices
 	}
 	return nil
-}
-
-func (x *StartShard) GetTp() int32 {
-	if x != nil {
-		return x.Tp
-	}
-	return 0
 }
 
 func (x *StartShard) GetRendezvousAddr() string {
@@ -1716,27 +1688,6 @@ func (x *StartShard) GetFabric() string {
 	return ""
 }
 
-func (x *StartShard) GetArgs() []string {
-	if x != nil {
-		return x.Args
-	}
-	return nil
-}
-
-func (x *StartShard) GetEnv() map[string]string {
-	if x != nil {
-		return x.Env
-	}
-	return nil
-}
-
-func (x *StartShard) GetStartupTimeoutMs() int64 {
-	if x != nil {
-		return x.StartupTimeoutMs
-	}
-	return 0
-}
-
 func (x *StartShard) GetContextLength() int32 {
 	if x != nil {
 		return x.ContextLength
@@ -1744,25 +1695,18 @@ func (x *StartShard) GetContextLength() int32 {
 	return 0
 }
 
-func (x *StartShard) GetLaunchMode() string {
-	if x != nil {
-		return x.LaunchMode
-	}
-	return ""
-}
-
-func (x *StartShard) GetProfile() string {
-	if x != nil {
-		return x.Profile
-	}
-	return ""
-}
-
 func (x *StartShard) GetModelGeneration() string {
 	if x != nil {
 		return x.ModelGeneration
 	}
 	return ""
+}
+
+func (x *StartShard) GetProfile() *specv1.Profile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
 }
 
 type StopShard struct {
@@ -1821,7 +1765,7 @@ var File_api_agentv1_agent_proto protoreflect.FileDescriptor
 
 const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x17api/agentv1/agent.proto\x12\x0ellmgw.agent.v1\"\x86\x02\n" +
+	"\x17api/agentv1/agent.proto\x12\x0ellmgw.agent.v1\x1a\x15api/specv1/spec.proto\"\x86\x02\n" +
 	"\fAgentMessage\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.llmgw.agent.v1.HelloH\x00R\x05hello\x129\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x19.llmgw.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
@@ -1940,7 +1884,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"durationMs\"C\n" +
 	"\fEngineChecks\x123\n" +
 	"\x06checks\x18\x01 \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\x06checks\"\x0e\n" +
-	"\fCheckEngines\"\xce\x03\n" +
+	"\fCheckEngines\"\xdf\x03\n" +
 	"\vShardStatus\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
 	"\n" +
@@ -1954,42 +1898,31 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\x03pid\x18\b \x01(\x05R\x03pid\x12\x1a\n" +
 	"\bendpoint\x18\t \x01(\tR\bendpoint\x12'\n" +
 	"\x0frendezvous_addr\x18\n" +
-	" \x01(\tR\x0erendezvousAddr\x12\x1d\n" +
-	"\n" +
-	"world_size\x18\v \x01(\x05R\tworldSize\x12\x18\n" +
-	"\aprofile\x18\f \x01(\tR\aprofile\x12)\n" +
+	" \x01(\tR\x0erendezvousAddr\x12)\n" +
 	"\x10model_generation\x18\r \x01(\tR\x0fmodelGeneration\x12\x1f\n" +
 	"\vgpu_indices\x18\x0e \x03(\x05R\n" +
 	"gpuIndices\x12\x16\n" +
-	"\x06fabric\x18\x0f \x01(\tR\x06fabric\"\xef\x04\n" +
+	"\x06fabric\x18\x0f \x01(\tR\x06fabric\x120\n" +
+	"\aprofile\x18\x10 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofileJ\x04\b\v\x10\fJ\x04\b\f\x10\rR\n" +
+	"world_size\"\xe2\x03\n" +
 	"\n" +
 	"StartShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x02 \x01(\tR\treplicaId\x12\x14\n" +
 	"\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n" +
-	"\x06engine\x18\x04 \x01(\tR\x06engine\x12\x16\n" +
 	"\x06source\x18\x05 \x01(\tR\x06source\x12\x12\n" +
-	"\x04rank\x18\x06 \x01(\x05R\x04rank\x12\x1d\n" +
-	"\n" +
-	"world_size\x18\a \x01(\x05R\tworldSize\x12\x1f\n" +
+	"\x04rank\x18\x06 \x01(\x05R\x04rank\x12\x1f\n" +
 	"\vgpu_indices\x18\b \x03(\x05R\n" +
-	"gpuIndices\x12\x0e\n" +
-	"\x02tp\x18\t \x01(\x05R\x02tp\x12'\n" +
+	"gpuIndices\x12'\n" +
 	"\x0frendezvous_addr\x18\n" +
 	" \x01(\tR\x0erendezvousAddr\x12\x16\n" +
-	"\x06fabric\x18\v \x01(\tR\x06fabric\x12\x12\n" +
-	"\x04args\x18\f \x03(\tR\x04args\x125\n" +
-	"\x03env\x18\r \x03(\v2#.llmgw.agent.v1.StartShard.EnvEntryR\x03env\x12,\n" +
-	"\x12startup_timeout_ms\x18\x0e \x01(\x03R\x10startupTimeoutMs\x12%\n" +
-	"\x0econtext_length\x18\x0f \x01(\x05R\rcontextLength\x12\x1f\n" +
-	"\vlaunch_mode\x18\x10 \x01(\tR\n" +
-	"launchMode\x12\x18\n" +
-	"\aprofile\x18\x11 \x01(\tR\aprofile\x12)\n" +
-	"\x10model_generation\x18\x12 \x01(\tR\x0fmodelGeneration\x1a6\n" +
-	"\bEnvEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\">\n" +
+	"\x06fabric\x18\v \x01(\tR\x06fabric\x12%\n" +
+	"\x0econtext_length\x18\x0f \x01(\x05R\rcontextLength\x12)\n" +
+	"\x10model_generation\x18\x12 \x01(\tR\x0fmodelGeneration\x120\n" +
+	"\aprofile\x18\x13 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofileJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\t\x10\n" +
+	"J\x04\b\f\x10\rJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x10\x10\x11J\x04\b\x11\x10\x12R\x06engineR\n" +
+	"world_sizeR\x02tpR\x04argsR\x03envR\x12startup_timeout_msR\vlaunch_mode\">\n" +
 	"\tStopShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason*\x8b\x01\n" +
@@ -2016,7 +1949,7 @@ func file_api_agentv1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_api_agentv1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_api_agentv1_agent_proto_goTypes = []any{
 	(ShardState)(0),        // 0: llmgw.agent.v1.ShardState
 	(*AgentMessage)(nil),   // 1: llmgw.agent.v1.AgentMessage
@@ -2040,7 +1973,7 @@ var file_api_agentv1_agent_proto_goTypes = []any{
 	(*StopShard)(nil),      // 19: llmgw.agent.v1.StopShard
 	nil,                    // 20: llmgw.agent.v1.Declaration.EnginesEntry
 	nil,                    // 21: llmgw.agent.v1.Declaration.LabelsEntry
-	nil,                    // 22: llmgw.agent.v1.StartShard.EnvEntry
+	(*specv1.Profile)(nil), // 22: llmgw.spec.v1.Profile
 }
 var file_api_agentv1_agent_proto_depIdxs = []int32{
 	3,  // 0: llmgw.agent.v1.AgentMessage.hello:type_name -> llmgw.agent.v1.Hello
@@ -2069,14 +2002,15 @@ var file_api_agentv1_agent_proto_depIdxs = []int32{
 	13, // 23: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
 	14, // 24: llmgw.agent.v1.EngineChecks.checks:type_name -> llmgw.agent.v1.EngineCheck
 	0,  // 25: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
-	22, // 26: llmgw.agent.v1.StartShard.env:type_name -> llmgw.agent.v1.StartShard.EnvEntry
-	1,  // 27: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
-	2,  // 28: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
-	28, // [28:29] is the sub-list for method output_type
-	27, // [27:28] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	22, // 26: llmgw.agent.v1.ShardStatus.profile:type_name -> llmgw.spec.v1.Profile
+	22, // 27: llmgw.agent.v1.StartShard.profile:type_name -> llmgw.spec.v1.Profile
+	1,  // 28: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
+	2,  // 29: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
+	29, // [29:30] is the sub-list for method output_type
+	28, // [28:29] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_api_agentv1_agent_proto_init() }
@@ -2105,7 +2039,7 @@ func file_api_agentv1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_agentv1_agent_proto_rawDesc), len(file_api_agentv1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

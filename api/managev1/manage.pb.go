@@ -11,14 +11,13 @@
 package managev1
 
 import (
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	specv1 "github.com/llmgw/llmgw/api/specv1"
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
-
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-
-	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 )
 
 const (
@@ -606,155 +605,6 @@ func (x *Scaling) GetIdleTimeout() string {
 	return ""
 }
 
-type Profile struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Engine         string                 `protobuf:"bytes,2,opt,name=engine,proto3" json:"engine,omitempty"`
-	GpuClass       string                 `protobuf:"bytes,3,opt,name=gpu_class,json=gpuClass,proto3" json:"gpu_class,omitempty"`
-	Tp             int32                  `protobuf:"varint,4,opt,name=tp,proto3" json:"tp,omitempty"`
-	Nodes          int32                  `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`
-	Weight         int32                  `protobuf:"varint,6,opt,name=weight,proto3" json:"weight,omitempty"`
-	Priority       int32                  `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
-	StartupTimeout string                 `protobuf:"bytes,8,opt,name=startup_timeout,json=startupTimeout,proto3" json:"startup_timeout,omitempty"`
-	MinMemoryGb    int32                  `protobuf:"varint,9,opt,name=min_memory_gb,json=minMemoryGb,proto3" json:"min_memory_gb,omitempty"`
-	MinDiskGb      int32                  `protobuf:"varint,10,opt,name=min_disk_gb,json=minDiskGb,proto3" json:"min_disk_gb,omitempty"`
-	Labels         map[string]string      `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Args           []string               `protobuf:"bytes,12,rep,name=args,proto3" json:"args,omitempty"`
-	Env            map[string]string      `protobuf:"bytes,13,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// vllm only: "mp" (default) or "ray".
-	LaunchMode    string `protobuf:"bytes,14,opt,name=launch_mode,json=launchMode,proto3" json:"launch_mode,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Profile) Reset() {
-	*x = Profile{}
-	mi := &file_api_managev1_manage_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Profile) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Profile) ProtoMessage() {}
-
-func (x *Profile) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[7]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Profile.ProtoReflect.Descriptor instead.
-func (*Profile) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{7}
-}
-
-func (x *Profile) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *Profile) GetEngine() string {
-	if x != nil {
-		return x.Engine
-	}
-	return ""
-}
-
-func (x *Profile) GetGpuClass() string {
-	if x != nil {
-		return x.GpuClass
-	}
-	return ""
-}
-
-func (x *Profile) GetTp() int32 {
-	if x != nil {
-		return x.Tp
-	}
-	return 0
-}
-
-func (x *Profile) GetNodes() int32 {
-	if x != nil {
-		return x.Nodes
-	}
-	return 0
-}
-
-func (x *Profile) GetWeight() int32 {
-	if x != nil {
-		return x.Weight
-	}
-	return 0
-}
-
-func (x *Profile) GetPriority() int32 {
-	if x != nil {
-		return x.Priority
-	}
-	return 0
-}
-
-func (x *Profile) GetStartupTimeout() string {
-	if x != nil {
-		return x.StartupTimeout
-	}
-	return ""
-}
-
-func (x *Profile) GetMinMemoryGb() int32 {
-	if x != nil {
-		return x.MinMemoryGb
-	}
-	return 0
-}
-
-func (x *Profile) GetMinDiskGb() int32 {
-	if x != nil {
-		return x.MinDiskGb
-	}
-	return 0
-}
-
-func (x *Profile) GetLabels() map[string]string {
-	if x != nil {
-		return x.Labels
-	}
-	return nil
-}
-
-func (x *Profile) GetArgs() []string {
-	if x != nil {
-		return x.Args
-	}
-	return nil
-}
-
-func (x *Profile) GetEnv() map[string]string {
-	if x != nil {
-		return x.Env
-	}
-	return nil
-}
-
-func (x *Profile) GetLaunchMode() string {
-	if x != nil {
-		return x.LaunchMode
-	}
-	return ""
-}
-
 type Model struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -764,7 +614,7 @@ type Model struct {
 	ContextLength  int32                  `protobuf:"varint,5,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
 	MaxOutput      int32                  `protobuf:"varint,6,opt,name=max_output,json=maxOutput,proto3" json:"max_output,omitempty"`
 	Scaling        *Scaling               `protobuf:"bytes,7,opt,name=scaling,proto3" json:"scaling,omitempty"`
-	Profiles       []*Profile             `protobuf:"bytes,8,rep,name=profiles,proto3" json:"profiles,omitempty"`
+	Profiles       []*specv1.Profile      `protobuf:"bytes,8,rep,name=profiles,proto3" json:"profiles,omitempty"`
 	// Output only: "config" for models declared in server.yaml (not editable
 	// through this API), "api" for models stored by this API.
 	Origin string `protobuf:"bytes,9,opt,name=origin,proto3" json:"origin,omitempty"`
@@ -782,7 +632,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_api_managev1_manage_proto_msgTypes[8]
+	mi := &file_api_managev1_manage_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +644,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[8]
+	mi := &file_api_managev1_manage_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +657,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{8}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Model) GetName() string {
@@ -859,7 +709,7 @@ func (x *Model) GetScaling() *Scaling {
 	return nil
 }
 
-func (x *Model) GetProfiles() []*Profile {
+func (x *Model) GetProfiles() []*specv1.Profile {
 	if x != nil {
 		return x.Profiles
 	}
@@ -906,7 +756,7 @@ type Pricing struct {
 
 func (x *Pricing) Reset() {
 	*x = Pricing{}
-	mi := &file_api_managev1_manage_proto_msgTypes[9]
+	mi := &file_api_managev1_manage_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +768,7 @@ func (x *Pricing) String() string {
 func (*Pricing) ProtoMessage() {}
 
 func (x *Pricing) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[9]
+	mi := &file_api_managev1_manage_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +781,7 @@ func (x *Pricing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pricing.ProtoReflect.Descriptor instead.
 func (*Pricing) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{9}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Pricing) GetPromptPer_1K() float64 {
@@ -962,7 +812,7 @@ type ModelStatus struct {
 
 func (x *ModelStatus) Reset() {
 	*x = ModelStatus{}
-	mi := &file_api_managev1_manage_proto_msgTypes[10]
+	mi := &file_api_managev1_manage_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +824,7 @@ func (x *ModelStatus) String() string {
 func (*ModelStatus) ProtoMessage() {}
 
 func (x *ModelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[10]
+	mi := &file_api_managev1_manage_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +837,7 @@ func (x *ModelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelStatus.ProtoReflect.Descriptor instead.
 func (*ModelStatus) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{10}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ModelStatus) GetReplicasDesired() int32 {
@@ -1034,7 +884,7 @@ type CreateModelRequest struct {
 
 func (x *CreateModelRequest) Reset() {
 	*x = CreateModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[11]
+	mi := &file_api_managev1_manage_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +896,7 @@ func (x *CreateModelRequest) String() string {
 func (*CreateModelRequest) ProtoMessage() {}
 
 func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[11]
+	mi := &file_api_managev1_manage_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +909,7 @@ func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelRequest.ProtoReflect.Descriptor instead.
 func (*CreateModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{11}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateModelRequest) GetModel() *Model {
@@ -1078,7 +928,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[12]
+	mi := &file_api_managev1_manage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +940,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[12]
+	mi := &file_api_managev1_manage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +953,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{12}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetModelRequest) GetName() string {
@@ -1122,7 +972,7 @@ type UpdateModelRequest struct {
 
 func (x *UpdateModelRequest) Reset() {
 	*x = UpdateModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[13]
+	mi := &file_api_managev1_manage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +984,7 @@ func (x *UpdateModelRequest) String() string {
 func (*UpdateModelRequest) ProtoMessage() {}
 
 func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[13]
+	mi := &file_api_managev1_manage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +997,7 @@ func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelRequest.ProtoReflect.Descriptor instead.
 func (*UpdateModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{13}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateModelRequest) GetModel() *Model {
@@ -1166,7 +1016,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[14]
+	mi := &file_api_managev1_manage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1028,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[14]
+	mi := &file_api_managev1_manage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1041,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{14}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteModelRequest) GetName() string {
@@ -1209,7 +1059,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[15]
+	mi := &file_api_managev1_manage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1071,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[15]
+	mi := &file_api_managev1_manage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1084,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{15}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{14}
 }
 
 type ListModelsRequest struct {
@@ -1245,7 +1095,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[16]
+	mi := &file_api_managev1_manage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1107,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[16]
+	mi := &file_api_managev1_manage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1120,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{16}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{15}
 }
 
 type ListModelsResponse struct {
@@ -1282,7 +1132,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[17]
+	mi := &file_api_managev1_manage_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1144,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[17]
+	mi := &file_api_managev1_manage_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1157,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{17}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -1327,7 +1177,7 @@ type ListReplicasRequest struct {
 
 func (x *ListReplicasRequest) Reset() {
 	*x = ListReplicasRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[18]
+	mi := &file_api_managev1_manage_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1189,7 @@ func (x *ListReplicasRequest) String() string {
 func (*ListReplicasRequest) ProtoMessage() {}
 
 func (x *ListReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[18]
+	mi := &file_api_managev1_manage_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1202,7 @@ func (x *ListReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ListReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{18}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListReplicasRequest) GetModel() string {
@@ -1371,7 +1221,7 @@ type ListReplicasResponse struct {
 
 func (x *ListReplicasResponse) Reset() {
 	*x = ListReplicasResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[19]
+	mi := &file_api_managev1_manage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1233,7 @@ func (x *ListReplicasResponse) String() string {
 func (*ListReplicasResponse) ProtoMessage() {}
 
 func (x *ListReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[19]
+	mi := &file_api_managev1_manage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1246,7 @@ func (x *ListReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ListReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{19}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListReplicasResponse) GetReplicas() []*Replica {
@@ -1425,7 +1275,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_api_managev1_manage_proto_msgTypes[20]
+	mi := &file_api_managev1_manage_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1287,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[20]
+	mi := &file_api_managev1_manage_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1300,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{20}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Replica) GetId() string {
@@ -1540,7 +1390,7 @@ type Shard struct {
 
 func (x *Shard) Reset() {
 	*x = Shard{}
-	mi := &file_api_managev1_manage_proto_msgTypes[21]
+	mi := &file_api_managev1_manage_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1402,7 @@ func (x *Shard) String() string {
 func (*Shard) ProtoMessage() {}
 
 func (x *Shard) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[21]
+	mi := &file_api_managev1_manage_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1415,7 @@ func (x *Shard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shard.ProtoReflect.Descriptor instead.
 func (*Shard) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{21}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Shard) GetId() string {
@@ -1633,7 +1483,7 @@ type ExplainPlacementRequest struct {
 
 func (x *ExplainPlacementRequest) Reset() {
 	*x = ExplainPlacementRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[22]
+	mi := &file_api_managev1_manage_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1495,7 @@ func (x *ExplainPlacementRequest) String() string {
 func (*ExplainPlacementRequest) ProtoMessage() {}
 
 func (x *ExplainPlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[22]
+	mi := &file_api_managev1_manage_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1508,7 @@ func (x *ExplainPlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainPlacementRequest.ProtoReflect.Descriptor instead.
 func (*ExplainPlacementRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{22}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExplainPlacementRequest) GetModel() string {
@@ -1677,7 +1527,7 @@ type PlanPlacementRequest struct {
 
 func (x *PlanPlacementRequest) Reset() {
 	*x = PlanPlacementRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[23]
+	mi := &file_api_managev1_manage_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1539,7 @@ func (x *PlanPlacementRequest) String() string {
 func (*PlanPlacementRequest) ProtoMessage() {}
 
 func (x *PlanPlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[23]
+	mi := &file_api_managev1_manage_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1552,7 @@ func (x *PlanPlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPlacementRequest.ProtoReflect.Descriptor instead.
 func (*PlanPlacementRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{23}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PlanPlacementRequest) GetModel() *Model {
@@ -1726,7 +1576,7 @@ type Explanation struct {
 
 func (x *Explanation) Reset() {
 	*x = Explanation{}
-	mi := &file_api_managev1_manage_proto_msgTypes[24]
+	mi := &file_api_managev1_manage_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1588,7 @@ func (x *Explanation) String() string {
 func (*Explanation) ProtoMessage() {}
 
 func (x *Explanation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[24]
+	mi := &file_api_managev1_manage_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1601,7 @@ func (x *Explanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Explanation.ProtoReflect.Descriptor instead.
 func (*Explanation) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{24}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Explanation) GetModel() string {
@@ -1801,7 +1651,7 @@ type ProfileExplanation struct {
 
 func (x *ProfileExplanation) Reset() {
 	*x = ProfileExplanation{}
-	mi := &file_api_managev1_manage_proto_msgTypes[25]
+	mi := &file_api_managev1_manage_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +1663,7 @@ func (x *ProfileExplanation) String() string {
 func (*ProfileExplanation) ProtoMessage() {}
 
 func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[25]
+	mi := &file_api_managev1_manage_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +1676,7 @@ func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileExplanation.ProtoReflect.Descriptor instead.
 func (*ProfileExplanation) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{25}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ProfileExplanation) GetProfile() string {
@@ -1869,7 +1719,7 @@ type NodeVerdict struct {
 
 func (x *NodeVerdict) Reset() {
 	*x = NodeVerdict{}
-	mi := &file_api_managev1_manage_proto_msgTypes[26]
+	mi := &file_api_managev1_manage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1881,7 +1731,7 @@ func (x *NodeVerdict) String() string {
 func (*NodeVerdict) ProtoMessage() {}
 
 func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[26]
+	mi := &file_api_managev1_manage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1894,7 +1744,7 @@ func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeVerdict.ProtoReflect.Descriptor instead.
 func (*NodeVerdict) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{26}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NodeVerdict) GetNode() string {
@@ -1937,7 +1787,7 @@ type Fabric struct {
 
 func (x *Fabric) Reset() {
 	*x = Fabric{}
-	mi := &file_api_managev1_manage_proto_msgTypes[27]
+	mi := &file_api_managev1_manage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +1799,7 @@ func (x *Fabric) String() string {
 func (*Fabric) ProtoMessage() {}
 
 func (x *Fabric) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[27]
+	mi := &file_api_managev1_manage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +1812,7 @@ func (x *Fabric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fabric.ProtoReflect.Descriptor instead.
 func (*Fabric) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{27}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Fabric) GetName() string {
@@ -1995,7 +1845,7 @@ type CreateFabricRequest struct {
 
 func (x *CreateFabricRequest) Reset() {
 	*x = CreateFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[28]
+	mi := &file_api_managev1_manage_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +1857,7 @@ func (x *CreateFabricRequest) String() string {
 func (*CreateFabricRequest) ProtoMessage() {}
 
 func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[28]
+	mi := &file_api_managev1_manage_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +1870,7 @@ func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateFabricRequest.ProtoReflect.Descriptor instead.
 func (*CreateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{28}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateFabricRequest) GetFabric() *Fabric {
@@ -2039,7 +1889,7 @@ type GetFabricRequest struct {
 
 func (x *GetFabricRequest) Reset() {
 	*x = GetFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_api_managev1_manage_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +1901,7 @@ func (x *GetFabricRequest) String() string {
 func (*GetFabricRequest) ProtoMessage() {}
 
 func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_api_managev1_manage_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +1914,7 @@ func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFabricRequest.ProtoReflect.Descriptor instead.
 func (*GetFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{29}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetFabricRequest) GetName() string {
@@ -2083,7 +1933,7 @@ type UpdateFabricRequest struct {
 
 func (x *UpdateFabricRequest) Reset() {
 	*x = UpdateFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_api_managev1_manage_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +1945,7 @@ func (x *UpdateFabricRequest) String() string {
 func (*UpdateFabricRequest) ProtoMessage() {}
 
 func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_api_managev1_manage_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +1958,7 @@ func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFabricRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{30}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpdateFabricRequest) GetFabric() *Fabric {
@@ -2127,7 +1977,7 @@ type DeleteFabricRequest struct {
 
 func (x *DeleteFabricRequest) Reset() {
 	*x = DeleteFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_api_managev1_manage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +1989,7 @@ func (x *DeleteFabricRequest) String() string {
 func (*DeleteFabricRequest) ProtoMessage() {}
 
 func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_api_managev1_manage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2002,7 @@ func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricRequest.ProtoReflect.Descriptor instead.
 func (*DeleteFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{31}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteFabricRequest) GetName() string {
@@ -2170,7 +2020,7 @@ type DeleteFabricResponse struct {
 
 func (x *DeleteFabricResponse) Reset() {
 	*x = DeleteFabricResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_api_managev1_manage_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2032,7 @@ func (x *DeleteFabricResponse) String() string {
 func (*DeleteFabricResponse) ProtoMessage() {}
 
 func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_api_managev1_manage_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2045,7 @@ func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricResponse.ProtoReflect.Descriptor instead.
 func (*DeleteFabricResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{32}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{31}
 }
 
 type ListFabricsRequest struct {
@@ -2206,7 +2056,7 @@ type ListFabricsRequest struct {
 
 func (x *ListFabricsRequest) Reset() {
 	*x = ListFabricsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_api_managev1_manage_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2068,7 @@ func (x *ListFabricsRequest) String() string {
 func (*ListFabricsRequest) ProtoMessage() {}
 
 func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_api_managev1_manage_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2081,7 @@ func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsRequest.ProtoReflect.Descriptor instead.
 func (*ListFabricsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{33}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{32}
 }
 
 type ListFabricsResponse struct {
@@ -2243,7 +2093,7 @@ type ListFabricsResponse struct {
 
 func (x *ListFabricsResponse) Reset() {
 	*x = ListFabricsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_api_managev1_manage_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2105,7 @@ func (x *ListFabricsResponse) String() string {
 func (*ListFabricsResponse) ProtoMessage() {}
 
 func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_api_managev1_manage_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2118,7 @@ func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsResponse.ProtoReflect.Descriptor instead.
 func (*ListFabricsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{34}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListFabricsResponse) GetFabrics() []*Fabric {
@@ -2293,7 +2143,7 @@ type NodeDeclaration struct {
 
 func (x *NodeDeclaration) Reset() {
 	*x = NodeDeclaration{}
-	mi := &file_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_api_managev1_manage_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2155,7 @@ func (x *NodeDeclaration) String() string {
 func (*NodeDeclaration) ProtoMessage() {}
 
 func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_api_managev1_manage_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2168,7 @@ func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDeclaration.ProtoReflect.Descriptor instead.
 func (*NodeDeclaration) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{35}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeDeclaration) GetName() string {
@@ -2358,7 +2208,7 @@ type DeclareNodeRequest struct {
 
 func (x *DeclareNodeRequest) Reset() {
 	*x = DeclareNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_api_managev1_manage_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2220,7 @@ func (x *DeclareNodeRequest) String() string {
 func (*DeclareNodeRequest) ProtoMessage() {}
 
 func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_api_managev1_manage_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2233,7 @@ func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeclareNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{36}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeclareNodeRequest) GetNode() *NodeDeclaration {
@@ -2402,7 +2252,7 @@ type GetNodeDeclarationRequest struct {
 
 func (x *GetNodeDeclarationRequest) Reset() {
 	*x = GetNodeDeclarationRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_api_managev1_manage_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2264,7 @@ func (x *GetNodeDeclarationRequest) String() string {
 func (*GetNodeDeclarationRequest) ProtoMessage() {}
 
 func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_api_managev1_manage_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2277,7 @@ func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeDeclarationRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeDeclarationRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{37}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetNodeDeclarationRequest) GetName() string {
@@ -2445,7 +2295,7 @@ type ListNodeDeclarationsRequest struct {
 
 func (x *ListNodeDeclarationsRequest) Reset() {
 	*x = ListNodeDeclarationsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_api_managev1_manage_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2307,7 @@ func (x *ListNodeDeclarationsRequest) String() string {
 func (*ListNodeDeclarationsRequest) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_api_managev1_manage_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2320,7 @@ func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{38}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{37}
 }
 
 type ListNodeDeclarationsResponse struct {
@@ -2482,7 +2332,7 @@ type ListNodeDeclarationsResponse struct {
 
 func (x *ListNodeDeclarationsResponse) Reset() {
 	*x = ListNodeDeclarationsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_api_managev1_manage_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2344,7 @@ func (x *ListNodeDeclarationsResponse) String() string {
 func (*ListNodeDeclarationsResponse) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_api_managev1_manage_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2357,7 @@ func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{39}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListNodeDeclarationsResponse) GetNodes() []*NodeDeclaration {
@@ -2528,7 +2378,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_api_managev1_manage_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2540,7 +2390,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_api_managev1_manage_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2553,7 +2403,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{40}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DrainNodeRequest) GetName() string {
@@ -2580,7 +2430,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_api_managev1_manage_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2442,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_api_managev1_manage_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2455,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{41}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DrainNodeResponse) GetReplicas() int32 {
@@ -2626,7 +2476,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_api_managev1_manage_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +2488,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_api_managev1_manage_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +2501,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{42}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RemoveNodeRequest) GetName() string {
@@ -2676,7 +2526,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[43]
+	mi := &file_api_managev1_manage_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2538,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[43]
+	mi := &file_api_managev1_manage_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2551,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{43}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{42}
 }
 
 type CheckNodeEnginesRequest struct {
@@ -2715,7 +2565,7 @@ type CheckNodeEnginesRequest struct {
 
 func (x *CheckNodeEnginesRequest) Reset() {
 	*x = CheckNodeEnginesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[44]
+	mi := &file_api_managev1_manage_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +2577,7 @@ func (x *CheckNodeEnginesRequest) String() string {
 func (*CheckNodeEnginesRequest) ProtoMessage() {}
 
 func (x *CheckNodeEnginesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[44]
+	mi := &file_api_managev1_manage_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +2590,7 @@ func (x *CheckNodeEnginesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNodeEnginesRequest.ProtoReflect.Descriptor instead.
 func (*CheckNodeEnginesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{44}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CheckNodeEnginesRequest) GetName() string {
@@ -2767,7 +2617,7 @@ type CheckNodeEnginesResponse struct {
 
 func (x *CheckNodeEnginesResponse) Reset() {
 	*x = CheckNodeEnginesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +2629,7 @@ func (x *CheckNodeEnginesResponse) String() string {
 func (*CheckNodeEnginesResponse) ProtoMessage() {}
 
 func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +2642,7 @@ func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNodeEnginesResponse.ProtoReflect.Descriptor instead.
 func (*CheckNodeEnginesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CheckNodeEnginesResponse) GetNode() *Node {
@@ -2826,7 +2676,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +2688,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +2701,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Project) GetName() string {
@@ -2919,7 +2769,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +2781,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +2794,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateProjectRequest) GetProject() *Project {
@@ -2963,7 +2813,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +2825,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +2838,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetProjectRequest) GetName() string {
@@ -3007,7 +2857,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +2869,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +2882,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateProjectRequest) GetProject() *Project {
@@ -3051,7 +2901,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3063,7 +2913,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3076,7 +2926,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeleteProjectRequest) GetName() string {
@@ -3094,7 +2944,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3106,7 +2956,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +2969,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
 }
 
 type ListProjectsRequest struct {
@@ -3130,7 +2980,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3142,7 +2992,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3155,7 +3005,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
 }
 
 type ListProjectsResponse struct {
@@ -3167,7 +3017,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3179,7 +3029,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3192,7 +3042,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -3228,7 +3078,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +3090,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +3103,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ApiKey) GetId() string {
@@ -3341,7 +3191,7 @@ type CreateApiKeyRequest struct {
 
 func (x *CreateApiKeyRequest) Reset() {
 	*x = CreateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3203,7 @@ func (x *CreateApiKeyRequest) String() string {
 func (*CreateApiKeyRequest) ProtoMessage() {}
 
 func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3216,7 @@ func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CreateApiKeyRequest) GetKey() *ApiKey {
@@ -3394,7 +3244,7 @@ type CreateApiKeyResponse struct {
 
 func (x *CreateApiKeyResponse) Reset() {
 	*x = CreateApiKeyResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3406,7 +3256,7 @@ func (x *CreateApiKeyResponse) String() string {
 func (*CreateApiKeyResponse) ProtoMessage() {}
 
 func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3419,7 +3269,7 @@ func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CreateApiKeyResponse) GetKey() *ApiKey {
@@ -3445,7 +3295,7 @@ type GetApiKeyRequest struct {
 
 func (x *GetApiKeyRequest) Reset() {
 	*x = GetApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3457,7 +3307,7 @@ func (x *GetApiKeyRequest) String() string {
 func (*GetApiKeyRequest) ProtoMessage() {}
 
 func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3470,7 +3320,7 @@ func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetApiKeyRequest) GetId() string {
@@ -3491,7 +3341,7 @@ type UpdateApiKeyRequest struct {
 
 func (x *UpdateApiKeyRequest) Reset() {
 	*x = UpdateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3353,7 @@ func (x *UpdateApiKeyRequest) String() string {
 func (*UpdateApiKeyRequest) ProtoMessage() {}
 
 func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3366,7 @@ func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *UpdateApiKeyRequest) GetId() string {
@@ -3549,7 +3399,7 @@ type RevokeApiKeyRequest struct {
 
 func (x *RevokeApiKeyRequest) Reset() {
 	*x = RevokeApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3561,7 +3411,7 @@ func (x *RevokeApiKeyRequest) String() string {
 func (*RevokeApiKeyRequest) ProtoMessage() {}
 
 func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3574,7 +3424,7 @@ func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RevokeApiKeyRequest) GetId() string {
@@ -3596,7 +3446,7 @@ type ListApiKeysRequest struct {
 
 func (x *ListApiKeysRequest) Reset() {
 	*x = ListApiKeysRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3608,7 +3458,7 @@ func (x *ListApiKeysRequest) String() string {
 func (*ListApiKeysRequest) ProtoMessage() {}
 
 func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +3471,7 @@ func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListApiKeysRequest) GetProject() string {
@@ -3647,7 +3497,7 @@ type ListApiKeysResponse struct {
 
 func (x *ListApiKeysResponse) Reset() {
 	*x = ListApiKeysResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3659,7 +3509,7 @@ func (x *ListApiKeysResponse) String() string {
 func (*ListApiKeysResponse) ProtoMessage() {}
 
 func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3672,7 +3522,7 @@ func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListApiKeysResponse) GetKeys() []*ApiKey {
@@ -3711,7 +3561,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3723,7 +3573,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3736,7 +3586,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Budget) GetProject() string {
@@ -3818,7 +3668,7 @@ type PutBudgetRequest struct {
 
 func (x *PutBudgetRequest) Reset() {
 	*x = PutBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3830,7 +3680,7 @@ func (x *PutBudgetRequest) String() string {
 func (*PutBudgetRequest) ProtoMessage() {}
 
 func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3843,7 +3693,7 @@ func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutBudgetRequest.ProtoReflect.Descriptor instead.
 func (*PutBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PutBudgetRequest) GetBudget() *Budget {
@@ -3863,7 +3713,7 @@ type GetBudgetRequest struct {
 
 func (x *GetBudgetRequest) Reset() {
 	*x = GetBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3875,7 +3725,7 @@ func (x *GetBudgetRequest) String() string {
 func (*GetBudgetRequest) ProtoMessage() {}
 
 func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3888,7 +3738,7 @@ func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBudgetRequest.ProtoReflect.Descriptor instead.
 func (*GetBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetBudgetRequest) GetProject() string {
@@ -3915,7 +3765,7 @@ type DeleteBudgetRequest struct {
 
 func (x *DeleteBudgetRequest) Reset() {
 	*x = DeleteBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3927,7 +3777,7 @@ func (x *DeleteBudgetRequest) String() string {
 func (*DeleteBudgetRequest) ProtoMessage() {}
 
 func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3940,7 +3790,7 @@ func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeleteBudgetRequest) GetProject() string {
@@ -3965,7 +3815,7 @@ type DeleteBudgetResponse struct {
 
 func (x *DeleteBudgetResponse) Reset() {
 	*x = DeleteBudgetResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3977,7 +3827,7 @@ func (x *DeleteBudgetResponse) String() string {
 func (*DeleteBudgetResponse) ProtoMessage() {}
 
 func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3990,7 +3840,7 @@ func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
 }
 
 type ListBudgetsRequest struct {
@@ -4003,7 +3853,7 @@ type ListBudgetsRequest struct {
 
 func (x *ListBudgetsRequest) Reset() {
 	*x = ListBudgetsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4015,7 +3865,7 @@ func (x *ListBudgetsRequest) String() string {
 func (*ListBudgetsRequest) ProtoMessage() {}
 
 func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4028,7 +3878,7 @@ func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsRequest.ProtoReflect.Descriptor instead.
 func (*ListBudgetsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListBudgetsRequest) GetProject() string {
@@ -4047,7 +3897,7 @@ type ListBudgetsResponse struct {
 
 func (x *ListBudgetsResponse) Reset() {
 	*x = ListBudgetsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4059,7 +3909,7 @@ func (x *ListBudgetsResponse) String() string {
 func (*ListBudgetsResponse) ProtoMessage() {}
 
 func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4072,7 +3922,7 @@ func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsResponse.ProtoReflect.Descriptor instead.
 func (*ListBudgetsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListBudgetsResponse) GetBudgets() []*Budget {
@@ -4090,7 +3940,7 @@ type ListPricesRequest struct {
 
 func (x *ListPricesRequest) Reset() {
 	*x = ListPricesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4102,7 +3952,7 @@ func (x *ListPricesRequest) String() string {
 func (*ListPricesRequest) ProtoMessage() {}
 
 func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4115,7 +3965,7 @@ func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesRequest.ProtoReflect.Descriptor instead.
 func (*ListPricesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
 }
 
 type ModelPrice struct {
@@ -4130,7 +3980,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4142,7 +3992,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4155,7 +4005,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ModelPrice) GetModel() string {
@@ -4190,7 +4040,7 @@ type ListPricesResponse struct {
 
 func (x *ListPricesResponse) Reset() {
 	*x = ListPricesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4202,7 +4052,7 @@ func (x *ListPricesResponse) String() string {
 func (*ListPricesResponse) ProtoMessage() {}
 
 func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4215,7 +4065,7 @@ func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesResponse.ProtoReflect.Descriptor instead.
 func (*ListPricesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListPricesResponse) GetDefaultPrice() *Pricing {
@@ -4247,7 +4097,7 @@ type UsageFilter struct {
 
 func (x *UsageFilter) Reset() {
 	*x = UsageFilter{}
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4259,7 +4109,7 @@ func (x *UsageFilter) String() string {
 func (*UsageFilter) ProtoMessage() {}
 
 func (x *UsageFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4272,7 +4122,7 @@ func (x *UsageFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageFilter.ProtoReflect.Descriptor instead.
 func (*UsageFilter) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UsageFilter) GetProject() string {
@@ -4314,7 +4164,7 @@ type SummarizeUsageRequest struct {
 
 func (x *SummarizeUsageRequest) Reset() {
 	*x = SummarizeUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4326,7 +4176,7 @@ func (x *SummarizeUsageRequest) String() string {
 func (*SummarizeUsageRequest) ProtoMessage() {}
 
 func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4339,7 +4189,7 @@ func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SummarizeUsageRequest) GetFilter() *UsageFilter {
@@ -4372,7 +4222,7 @@ type UsageTotal struct {
 
 func (x *UsageTotal) Reset() {
 	*x = UsageTotal{}
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4384,7 +4234,7 @@ func (x *UsageTotal) String() string {
 func (*UsageTotal) ProtoMessage() {}
 
 func (x *UsageTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4397,7 +4247,7 @@ func (x *UsageTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageTotal.ProtoReflect.Descriptor instead.
 func (*UsageTotal) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *UsageTotal) GetProject() string {
@@ -4458,7 +4308,7 @@ type SummarizeUsageResponse struct {
 
 func (x *SummarizeUsageResponse) Reset() {
 	*x = SummarizeUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4470,7 +4320,7 @@ func (x *SummarizeUsageResponse) String() string {
 func (*SummarizeUsageResponse) ProtoMessage() {}
 
 func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4483,7 +4333,7 @@ func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SummarizeUsageResponse) GetTotals() []*UsageTotal {
@@ -4506,7 +4356,7 @@ type ListUsageRequest struct {
 
 func (x *ListUsageRequest) Reset() {
 	*x = ListUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4518,7 +4368,7 @@ func (x *ListUsageRequest) String() string {
 func (*ListUsageRequest) ProtoMessage() {}
 
 func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4531,7 +4381,7 @@ func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRequest.ProtoReflect.Descriptor instead.
 func (*ListUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListUsageRequest) GetFilter() *UsageFilter {
@@ -4578,7 +4428,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4590,7 +4440,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4603,7 +4453,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *UsageRow) GetId() int64 {
@@ -4715,7 +4565,7 @@ type ListUsageResponse struct {
 
 func (x *ListUsageResponse) Reset() {
 	*x = ListUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4727,7 +4577,7 @@ func (x *ListUsageResponse) String() string {
 func (*ListUsageResponse) ProtoMessage() {}
 
 func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4740,7 +4590,7 @@ func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageResponse.ProtoReflect.Descriptor instead.
 func (*ListUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListUsageResponse) GetRows() []*UsageRow {
@@ -4767,7 +4617,7 @@ type LoginRequest struct {
 
 func (x *LoginRequest) Reset() {
 	*x = LoginRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4779,7 +4629,7 @@ func (x *LoginRequest) String() string {
 func (*LoginRequest) ProtoMessage() {}
 
 func (x *LoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4792,7 +4642,7 @@ func (x *LoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
 func (*LoginRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *LoginRequest) GetEmail() string {
@@ -4824,7 +4674,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4836,7 +4686,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4849,7 +4699,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *LoginResponse) GetToken() string {
@@ -4895,7 +4745,7 @@ type LogoutRequest struct {
 
 func (x *LogoutRequest) Reset() {
 	*x = LogoutRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4907,7 +4757,7 @@ func (x *LogoutRequest) String() string {
 func (*LogoutRequest) ProtoMessage() {}
 
 func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4920,7 +4770,7 @@ func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
 func (*LogoutRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
 }
 
 type LogoutResponse struct {
@@ -4933,7 +4783,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4945,7 +4795,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4958,7 +4808,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{82}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *LogoutResponse) GetTokenId() string {
@@ -4972,7 +4822,7 @@ var File_api_managev1_manage_proto protoreflect.FileDescriptor
 
 const file_api_managev1_manage_proto_rawDesc = "" +
 	"\n" +
-	"\x19api/managev1/manage.proto\x12\x0fllmgw.manage.v1\x1a\x17api/agentv1/agent.proto\"\x12\n" +
+	"\x19api/managev1/manage.proto\x12\x0fllmgw.manage.v1\x1a\x17api/agentv1/agent.proto\x1a\x15api/specv1/spec.proto\"\x12\n" +
 	"\x10GetStatusRequest\"\xa5\x02\n" +
 	"\x06Status\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
@@ -5027,30 +4877,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\aScaling\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x05R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x05R\x03max\x12!\n" +
-	"\fidle_timeout\x18\x03 \x01(\tR\vidleTimeout\"\xb4\x04\n" +
-	"\aProfile\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06engine\x18\x02 \x01(\tR\x06engine\x12\x1b\n" +
-	"\tgpu_class\x18\x03 \x01(\tR\bgpuClass\x12\x0e\n" +
-	"\x02tp\x18\x04 \x01(\x05R\x02tp\x12\x14\n" +
-	"\x05nodes\x18\x05 \x01(\x05R\x05nodes\x12\x16\n" +
-	"\x06weight\x18\x06 \x01(\x05R\x06weight\x12\x1a\n" +
-	"\bpriority\x18\a \x01(\x05R\bpriority\x12'\n" +
-	"\x0fstartup_timeout\x18\b \x01(\tR\x0estartupTimeout\x12\"\n" +
-	"\rmin_memory_gb\x18\t \x01(\x05R\vminMemoryGb\x12\x1e\n" +
-	"\vmin_disk_gb\x18\n" +
-	" \x01(\x05R\tminDiskGb\x12<\n" +
-	"\x06labels\x18\v \x03(\v2$.llmgw.manage.v1.Profile.LabelsEntryR\x06labels\x12\x12\n" +
-	"\x04args\x18\f \x03(\tR\x04args\x123\n" +
-	"\x03env\x18\r \x03(\v2!.llmgw.manage.v1.Profile.EnvEntryR\x03env\x12\x1f\n" +
-	"\vlaunch_mode\x18\x0e \x01(\tR\n" +
-	"launchMode\x1a9\n" +
-	"\vLabelsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
-	"\bEnvEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x03\n" +
+	"\fidle_timeout\x18\x03 \x01(\tR\vidleTimeout\"\xc6\x03\n" +
 	"\x05Model\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaliases\x18\x02 \x03(\tR\aaliases\x12\x16\n" +
@@ -5059,8 +4886,8 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x0econtext_length\x18\x05 \x01(\x05R\rcontextLength\x12\x1d\n" +
 	"\n" +
 	"max_output\x18\x06 \x01(\x05R\tmaxOutput\x122\n" +
-	"\ascaling\x18\a \x01(\v2\x18.llmgw.manage.v1.ScalingR\ascaling\x124\n" +
-	"\bprofiles\x18\b \x03(\v2\x18.llmgw.manage.v1.ProfileR\bprofiles\x12\x16\n" +
+	"\ascaling\x18\a \x01(\v2\x18.llmgw.manage.v1.ScalingR\ascaling\x122\n" +
+	"\bprofiles\x18\b \x03(\v2\x16.llmgw.spec.v1.ProfileR\bprofiles\x12\x16\n" +
 	"\x06origin\x18\t \x01(\tR\x06origin\x12\x1e\n" +
 	"\n" +
 	"generation\x18\n" +
@@ -5381,7 +5208,7 @@ func file_api_managev1_manage_proto_rawDescGZIP() []byte {
 	return file_api_managev1_manage_proto_rawDescData
 }
 
-var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_api_managev1_manage_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),             // 0: llmgw.manage.v1.GetStatusRequest
 	(*Status)(nil),                       // 1: llmgw.manage.v1.Status
@@ -5390,222 +5217,218 @@ var file_api_managev1_manage_proto_goTypes = []any{
 	(*GetNodeRequest)(nil),               // 4: llmgw.manage.v1.GetNodeRequest
 	(*Node)(nil),                         // 5: llmgw.manage.v1.Node
 	(*Scaling)(nil),                      // 6: llmgw.manage.v1.Scaling
-	(*Profile)(nil),                      // 7: llmgw.manage.v1.Profile
-	(*Model)(nil),                        // 8: llmgw.manage.v1.Model
-	(*Pricing)(nil),                      // 9: llmgw.manage.v1.Pricing
-	(*ModelStatus)(nil),                  // 10: llmgw.manage.v1.ModelStatus
-	(*CreateModelRequest)(nil),           // 11: llmgw.manage.v1.CreateModelRequest
-	(*GetModelRequest)(nil),              // 12: llmgw.manage.v1.GetModelRequest
-	(*UpdateModelRequest)(nil),           // 13: llmgw.manage.v1.UpdateModelRequest
-	(*DeleteModelRequest)(nil),           // 14: llmgw.manage.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),          // 15: llmgw.manage.v1.DeleteModelResponse
-	(*ListModelsRequest)(nil),            // 16: llmgw.manage.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),           // 17: llmgw.manage.v1.ListModelsResponse
-	(*ListReplicasRequest)(nil),          // 18: llmgw.manage.v1.ListReplicasRequest
-	(*ListReplicasResponse)(nil),         // 19: llmgw.manage.v1.ListReplicasResponse
-	(*Replica)(nil),                      // 20: llmgw.manage.v1.Replica
-	(*Shard)(nil),                        // 21: llmgw.manage.v1.Shard
-	(*ExplainPlacementRequest)(nil),      // 22: llmgw.manage.v1.ExplainPlacementRequest
-	(*PlanPlacementRequest)(nil),         // 23: llmgw.manage.v1.PlanPlacementRequest
-	(*Explanation)(nil),                  // 24: llmgw.manage.v1.Explanation
-	(*ProfileExplanation)(nil),           // 25: llmgw.manage.v1.ProfileExplanation
-	(*NodeVerdict)(nil),                  // 26: llmgw.manage.v1.NodeVerdict
-	(*Fabric)(nil),                       // 27: llmgw.manage.v1.Fabric
-	(*CreateFabricRequest)(nil),          // 28: llmgw.manage.v1.CreateFabricRequest
-	(*GetFabricRequest)(nil),             // 29: llmgw.manage.v1.GetFabricRequest
-	(*UpdateFabricRequest)(nil),          // 30: llmgw.manage.v1.UpdateFabricRequest
-	(*DeleteFabricRequest)(nil),          // 31: llmgw.manage.v1.DeleteFabricRequest
-	(*DeleteFabricResponse)(nil),         // 32: llmgw.manage.v1.DeleteFabricResponse
-	(*ListFabricsRequest)(nil),           // 33: llmgw.manage.v1.ListFabricsRequest
-	(*ListFabricsResponse)(nil),          // 34: llmgw.manage.v1.ListFabricsResponse
-	(*NodeDeclaration)(nil),              // 35: llmgw.manage.v1.NodeDeclaration
-	(*DeclareNodeRequest)(nil),           // 36: llmgw.manage.v1.DeclareNodeRequest
-	(*GetNodeDeclarationRequest)(nil),    // 37: llmgw.manage.v1.GetNodeDeclarationRequest
-	(*ListNodeDeclarationsRequest)(nil),  // 38: llmgw.manage.v1.ListNodeDeclarationsRequest
-	(*ListNodeDeclarationsResponse)(nil), // 39: llmgw.manage.v1.ListNodeDeclarationsResponse
-	(*DrainNodeRequest)(nil),             // 40: llmgw.manage.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),            // 41: llmgw.manage.v1.DrainNodeResponse
-	(*RemoveNodeRequest)(nil),            // 42: llmgw.manage.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),           // 43: llmgw.manage.v1.RemoveNodeResponse
-	(*CheckNodeEnginesRequest)(nil),      // 44: llmgw.manage.v1.CheckNodeEnginesRequest
-	(*CheckNodeEnginesResponse)(nil),     // 45: llmgw.manage.v1.CheckNodeEnginesResponse
-	(*Project)(nil),                      // 46: llmgw.manage.v1.Project
-	(*CreateProjectRequest)(nil),         // 47: llmgw.manage.v1.CreateProjectRequest
-	(*GetProjectRequest)(nil),            // 48: llmgw.manage.v1.GetProjectRequest
-	(*UpdateProjectRequest)(nil),         // 49: llmgw.manage.v1.UpdateProjectRequest
-	(*DeleteProjectRequest)(nil),         // 50: llmgw.manage.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),        // 51: llmgw.manage.v1.DeleteProjectResponse
-	(*ListProjectsRequest)(nil),          // 52: llmgw.manage.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),         // 53: llmgw.manage.v1.ListProjectsResponse
-	(*ApiKey)(nil),                       // 54: llmgw.manage.v1.ApiKey
-	(*CreateApiKeyRequest)(nil),          // 55: llmgw.manage.v1.CreateApiKeyRequest
-	(*CreateApiKeyResponse)(nil),         // 56: llmgw.manage.v1.CreateApiKeyResponse
-	(*GetApiKeyRequest)(nil),             // 57: llmgw.manage.v1.GetApiKeyRequest
-	(*UpdateApiKeyRequest)(nil),          // 58: llmgw.manage.v1.UpdateApiKeyRequest
-	(*RevokeApiKeyRequest)(nil),          // 59: llmgw.manage.v1.RevokeApiKeyRequest
-	(*ListApiKeysRequest)(nil),           // 60: llmgw.manage.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),          // 61: llmgw.manage.v1.ListApiKeysResponse
-	(*Budget)(nil),                       // 62: llmgw.manage.v1.Budget
-	(*PutBudgetRequest)(nil),             // 63: llmgw.manage.v1.PutBudgetRequest
-	(*GetBudgetRequest)(nil),             // 64: llmgw.manage.v1.GetBudgetRequest
-	(*DeleteBudgetRequest)(nil),          // 65: llmgw.manage.v1.DeleteBudgetRequest
-	(*DeleteBudgetResponse)(nil),         // 66: llmgw.manage.v1.DeleteBudgetResponse
-	(*ListBudgetsRequest)(nil),           // 67: llmgw.manage.v1.ListBudgetsRequest
-	(*ListBudgetsResponse)(nil),          // 68: llmgw.manage.v1.ListBudgetsResponse
-	(*ListPricesRequest)(nil),            // 69: llmgw.manage.v1.ListPricesRequest
-	(*ModelPrice)(nil),                   // 70: llmgw.manage.v1.ModelPrice
-	(*ListPricesResponse)(nil),           // 71: llmgw.manage.v1.ListPricesResponse
-	(*UsageFilter)(nil),                  // 72: llmgw.manage.v1.UsageFilter
-	(*SummarizeUsageRequest)(nil),        // 73: llmgw.manage.v1.SummarizeUsageRequest
-	(*UsageTotal)(nil),                   // 74: llmgw.manage.v1.UsageTotal
-	(*SummarizeUsageResponse)(nil),       // 75: llmgw.manage.v1.SummarizeUsageResponse
-	(*ListUsageRequest)(nil),             // 76: llmgw.manage.v1.ListUsageRequest
-	(*UsageRow)(nil),                     // 77: llmgw.manage.v1.UsageRow
-	(*ListUsageResponse)(nil),            // 78: llmgw.manage.v1.ListUsageResponse
-	(*LoginRequest)(nil),                 // 79: llmgw.manage.v1.LoginRequest
-	(*LoginResponse)(nil),                // 80: llmgw.manage.v1.LoginResponse
-	(*LogoutRequest)(nil),                // 81: llmgw.manage.v1.LogoutRequest
-	(*LogoutResponse)(nil),               // 82: llmgw.manage.v1.LogoutResponse
-	nil,                                  // 83: llmgw.manage.v1.Node.LabelsEntry
-	nil,                                  // 84: llmgw.manage.v1.Profile.LabelsEntry
-	nil,                                  // 85: llmgw.manage.v1.Profile.EnvEntry
-	(*agentv1.GPU)(nil),                  // 86: llmgw.agent.v1.GPU
-	(*agentv1.FabricVerdict)(nil),        // 87: llmgw.agent.v1.FabricVerdict
-	(*agentv1.EngineStatus)(nil),         // 88: llmgw.agent.v1.EngineStatus
-	(*agentv1.Declaration)(nil),          // 89: llmgw.agent.v1.Declaration
-	(*agentv1.EngineCheck)(nil),          // 90: llmgw.agent.v1.EngineCheck
+	(*Model)(nil),                        // 7: llmgw.manage.v1.Model
+	(*Pricing)(nil),                      // 8: llmgw.manage.v1.Pricing
+	(*ModelStatus)(nil),                  // 9: llmgw.manage.v1.ModelStatus
+	(*CreateModelRequest)(nil),           // 10: llmgw.manage.v1.CreateModelRequest
+	(*GetModelRequest)(nil),              // 11: llmgw.manage.v1.GetModelRequest
+	(*UpdateModelRequest)(nil),           // 12: llmgw.manage.v1.UpdateModelRequest
+	(*DeleteModelRequest)(nil),           // 13: llmgw.manage.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),          // 14: llmgw.manage.v1.DeleteModelResponse
+	(*ListModelsRequest)(nil),            // 15: llmgw.manage.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),           // 16: llmgw.manage.v1.ListModelsResponse
+	(*ListReplicasRequest)(nil),          // 17: llmgw.manage.v1.ListReplicasRequest
+	(*ListReplicasResponse)(nil),         // 18: llmgw.manage.v1.ListReplicasResponse
+	(*Replica)(nil),                      // 19: llmgw.manage.v1.Replica
+	(*Shard)(nil),                        // 20: llmgw.manage.v1.Shard
+	(*ExplainPlacementRequest)(nil),      // 21: llmgw.manage.v1.ExplainPlacementRequest
+	(*PlanPlacementRequest)(nil),         // 22: llmgw.manage.v1.PlanPlacementRequest
+	(*Explanation)(nil),                  // 23: llmgw.manage.v1.Explanation
+	(*ProfileExplanation)(nil),           // 24: llmgw.manage.v1.ProfileExplanation
+	(*NodeVerdict)(nil),                  // 25: llmgw.manage.v1.NodeVerdict
+	(*Fabric)(nil),                       // 26: llmgw.manage.v1.Fabric
+	(*CreateFabricRequest)(nil),          // 27: llmgw.manage.v1.CreateFabricRequest
+	(*GetFabricRequest)(nil),             // 28: llmgw.manage.v1.GetFabricRequest
+	(*UpdateFabricRequest)(nil),          // 29: llmgw.manage.v1.UpdateFabricRequest
+	(*DeleteFabricRequest)(nil),          // 30: llmgw.manage.v1.DeleteFabricRequest
+	(*DeleteFabricResponse)(nil),         // 31: llmgw.manage.v1.DeleteFabricResponse
+	(*ListFabricsRequest)(nil),           // 32: llmgw.manage.v1.ListFabricsRequest
+	(*ListFabricsResponse)(nil),          // 33: llmgw.manage.v1.ListFabricsResponse
+	(*NodeDeclaration)(nil),              // 34: llmgw.manage.v1.NodeDeclaration
+	(*DeclareNodeRequest)(nil),           // 35: llmgw.manage.v1.DeclareNodeRequest
+	(*GetNodeDeclarationRequest)(nil),    // 36: llmgw.manage.v1.GetNodeDeclarationRequest
+	(*ListNodeDeclarationsRequest)(nil),  // 37: llmgw.manage.v1.ListNodeDeclarationsRequest
+	(*ListNodeDeclarationsResponse)(nil), // 38: llmgw.manage.v1.ListNodeDeclarationsResponse
+	(*DrainNodeRequest)(nil),             // 39: llmgw.manage.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),            // 40: llmgw.manage.v1.DrainNodeResponse
+	(*RemoveNodeRequest)(nil),            // 41: llmgw.manage.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),           // 42: llmgw.manage.v1.RemoveNodeResponse
+	(*CheckNodeEnginesRequest)(nil),      // 43: llmgw.manage.v1.CheckNodeEnginesRequest
+	(*CheckNodeEnginesResponse)(nil),     // 44: llmgw.manage.v1.CheckNodeEnginesResponse
+	(*Project)(nil),                      // 45: llmgw.manage.v1.Project
+	(*CreateProjectRequest)(nil),         // 46: llmgw.manage.v1.CreateProjectRequest
+	(*GetProjectRequest)(nil),            // 47: llmgw.manage.v1.GetProjectRequest
+	(*UpdateProjectRequest)(nil),         // 48: llmgw.manage.v1.UpdateProjectRequest
+	(*DeleteProjectRequest)(nil),         // 49: llmgw.manage.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),        // 50: llmgw.manage.v1.DeleteProjectResponse
+	(*ListProjectsRequest)(nil),          // 51: llmgw.manage.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),         // 52: llmgw.manage.v1.ListProjectsResponse
+	(*ApiKey)(nil),                       // 53: llmgw.manage.v1.ApiKey
+	(*CreateApiKeyRequest)(nil),          // 54: llmgw.manage.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),         // 55: llmgw.manage.v1.CreateApiKeyResponse
+	(*GetApiKeyRequest)(nil),             // 56: llmgw.manage.v1.GetApiKeyRequest
+	(*UpdateApiKeyRequest)(nil),          // 57: llmgw.manage.v1.UpdateApiKeyRequest
+	(*RevokeApiKeyRequest)(nil),          // 58: llmgw.manage.v1.RevokeApiKeyRequest
+	(*ListApiKeysRequest)(nil),           // 59: llmgw.manage.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),          // 60: llmgw.manage.v1.ListApiKeysResponse
+	(*Budget)(nil),                       // 61: llmgw.manage.v1.Budget
+	(*PutBudgetRequest)(nil),             // 62: llmgw.manage.v1.PutBudgetRequest
+	(*GetBudgetRequest)(nil),             // 63: llmgw.manage.v1.GetBudgetRequest
+	(*DeleteBudgetRequest)(nil),          // 64: llmgw.manage.v1.DeleteBudgetRequest
+	(*DeleteBudgetResponse)(nil),         // 65: llmgw.manage.v1.DeleteBudgetResponse
+	(*ListBudgetsRequest)(nil),           // 66: llmgw.manage.v1.ListBudgetsRequest
+	(*ListBudgetsResponse)(nil),          // 67: llmgw.manage.v1.ListBudgetsResponse
+	(*ListPricesRequest)(nil),            // 68: llmgw.manage.v1.ListPricesRequest
+	(*ModelPrice)(nil),                   // 69: llmgw.manage.v1.ModelPrice
+	(*ListPricesResponse)(nil),           // 70: llmgw.manage.v1.ListPricesResponse
+	(*UsageFilter)(nil),                  // 71: llmgw.manage.v1.UsageFilter
+	(*SummarizeUsageRequest)(nil),        // 72: llmgw.manage.v1.SummarizeUsageRequest
+	(*UsageTotal)(nil),                   // 73: llmgw.manage.v1.UsageTotal
+	(*SummarizeUsageResponse)(nil),       // 74: llmgw.manage.v1.SummarizeUsageResponse
+	(*ListUsageRequest)(nil),             // 75: llmgw.manage.v1.ListUsageRequest
+	(*UsageRow)(nil),                     // 76: llmgw.manage.v1.UsageRow
+	(*ListUsageResponse)(nil),            // 77: llmgw.manage.v1.ListUsageResponse
+	(*LoginRequest)(nil),                 // 78: llmgw.manage.v1.LoginRequest
+	(*LoginResponse)(nil),                // 79: llmgw.manage.v1.LoginResponse
+	(*LogoutRequest)(nil),                // 80: llmgw.manage.v1.LogoutRequest
+	(*LogoutResponse)(nil),               // 81: llmgw.manage.v1.LogoutResponse
+	nil,                                  // 82: llmgw.manage.v1.Node.LabelsEntry
+	(*agentv1.GPU)(nil),                  // 83: llmgw.agent.v1.GPU
+	(*agentv1.FabricVerdict)(nil),        // 84: llmgw.agent.v1.FabricVerdict
+	(*agentv1.EngineStatus)(nil),         // 85: llmgw.agent.v1.EngineStatus
+	(*agentv1.Declaration)(nil),          // 86: llmgw.agent.v1.Declaration
+	(*agentv1.EngineCheck)(nil),          // 87: llmgw.agent.v1.EngineCheck
+	(*specv1.Profile)(nil),               // 88: llmgw.spec.v1.Profile
 }
 var file_api_managev1_manage_proto_depIdxs = []int32{
 	5,  // 0: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
-	86, // 1: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
-	87, // 2: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	88, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
-	83, // 4: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
-	89, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
-	90, // 6: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
-	84, // 7: llmgw.manage.v1.Profile.labels:type_name -> llmgw.manage.v1.Profile.LabelsEntry
-	85, // 8: llmgw.manage.v1.Profile.env:type_name -> llmgw.manage.v1.Profile.EnvEntry
-	6,  // 9: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
-	7,  // 10: llmgw.manage.v1.Model.profiles:type_name -> llmgw.manage.v1.Profile
-	10, // 11: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
-	9,  // 12: llmgw.manage.v1.Model.pricing:type_name -> llmgw.manage.v1.Pricing
-	8,  // 13: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	8,  // 14: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	8,  // 15: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
-	20, // 16: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
-	21, // 17: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
-	8,  // 18: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
-	25, // 19: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
-	26, // 20: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
-	27, // 21: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	27, // 22: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	27, // 23: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
-	89, // 24: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
-	35, // 25: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
-	35, // 26: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
-	5,  // 27: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
-	46, // 28: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	46, // 29: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	46, // 30: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
-	54, // 31: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
-	54, // 32: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
-	54, // 33: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
-	62, // 34: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
-	62, // 35: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
-	9,  // 36: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
-	9,  // 37: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
-	70, // 38: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
-	72, // 39: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	74, // 40: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
-	72, // 41: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	77, // 42: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
-	0,  // 43: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
-	2,  // 44: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
-	4,  // 45: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
-	11, // 46: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
-	12, // 47: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
-	13, // 48: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
-	14, // 49: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
-	16, // 50: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
-	18, // 51: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
-	22, // 52: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
-	23, // 53: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
-	28, // 54: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
-	29, // 55: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
-	30, // 56: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
-	31, // 57: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
-	33, // 58: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
-	36, // 59: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
-	37, // 60: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
-	38, // 61: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
-	40, // 62: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
-	42, // 63: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
-	44, // 64: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
-	47, // 65: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
-	48, // 66: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
-	49, // 67: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
-	50, // 68: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
-	52, // 69: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
-	55, // 70: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
-	57, // 71: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
-	58, // 72: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
-	59, // 73: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
-	60, // 74: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
-	63, // 75: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
-	64, // 76: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
-	65, // 77: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
-	67, // 78: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
-	69, // 79: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
-	73, // 80: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
-	76, // 81: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
-	79, // 82: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
-	81, // 83: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
-	1,  // 84: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
-	3,  // 85: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
-	5,  // 86: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
-	8,  // 87: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
-	8,  // 88: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
-	8,  // 89: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
-	15, // 90: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
-	17, // 91: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
-	19, // 92: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
-	24, // 93: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
-	24, // 94: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
-	27, // 95: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
-	27, // 96: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
-	27, // 97: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
-	32, // 98: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
-	34, // 99: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
-	35, // 100: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
-	35, // 101: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
-	39, // 102: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
-	41, // 103: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
-	43, // 104: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
-	45, // 105: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
-	46, // 106: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
-	46, // 107: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
-	46, // 108: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
-	51, // 109: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
-	53, // 110: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
-	56, // 111: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
-	54, // 112: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
-	54, // 113: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
-	54, // 114: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
-	61, // 115: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
-	62, // 116: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
-	62, // 117: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
-	66, // 118: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
-	68, // 119: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
-	71, // 120: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
-	75, // 121: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
-	78, // 122: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
-	80, // 123: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
-	82, // 124: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
-	84, // [84:125] is the sub-list for method output_type
-	43, // [43:84] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	83, // 1: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
+	84, // 2: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	85, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
+	82, // 4: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
+	86, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
+	87, // 6: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	6,  // 7: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
+	88, // 8: llmgw.manage.v1.Model.profiles:type_name -> llmgw.spec.v1.Profile
+	9,  // 9: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
+	8,  // 10: llmgw.manage.v1.Model.pricing:type_name -> llmgw.manage.v1.Pricing
+	7,  // 11: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	7,  // 12: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	7,  // 13: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
+	19, // 14: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
+	20, // 15: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
+	7,  // 16: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
+	24, // 17: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
+	25, // 18: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
+	26, // 19: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	26, // 20: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	26, // 21: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
+	86, // 22: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
+	34, // 23: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
+	34, // 24: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
+	5,  // 25: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
+	45, // 26: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	45, // 27: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	45, // 28: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
+	53, // 29: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
+	53, // 30: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
+	53, // 31: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
+	61, // 32: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
+	61, // 33: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
+	8,  // 34: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
+	8,  // 35: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
+	69, // 36: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
+	71, // 37: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	73, // 38: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
+	71, // 39: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	76, // 40: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
+	0,  // 41: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
+	2,  // 42: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
+	4,  // 43: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
+	10, // 44: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
+	11, // 45: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
+	12, // 46: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
+	13, // 47: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
+	15, // 48: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
+	17, // 49: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
+	21, // 50: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
+	22, // 51: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
+	27, // 52: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
+	28, // 53: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
+	29, // 54: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
+	30, // 55: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
+	32, // 56: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
+	35, // 57: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
+	36, // 58: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
+	37, // 59: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
+	39, // 60: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
+	41, // 61: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
+	43, // 62: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
+	46, // 63: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
+	47, // 64: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
+	48, // 65: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
+	49, // 66: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
+	51, // 67: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
+	54, // 68: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
+	56, // 69: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
+	57, // 70: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
+	58, // 71: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
+	59, // 72: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
+	62, // 73: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
+	63, // 74: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
+	64, // 75: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
+	66, // 76: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
+	68, // 77: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
+	72, // 78: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
+	75, // 79: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
+	78, // 80: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
+	80, // 81: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
+	1,  // 82: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
+	3,  // 83: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
+	5,  // 84: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
+	7,  // 85: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
+	7,  // 86: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
+	7,  // 87: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
+	14, // 88: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
+	16, // 89: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
+	18, // 90: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
+	23, // 91: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
+	23, // 92: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
+	26, // 93: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
+	26, // 94: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
+	26, // 95: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
+	31, // 96: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
+	33, // 97: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
+	34, // 98: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
+	34, // 99: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
+	38, // 100: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
+	40, // 101: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
+	42, // 102: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
+	44, // 103: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
+	45, // 104: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
+	45, // 105: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
+	45, // 106: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
+	50, // 107: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
+	52, // 108: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
+	55, // 109: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
+	53, // 110: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
+	53, // 111: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
+	53, // 112: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
+	60, // 113: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
+	61, // 114: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
+	61, // 115: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
+	65, // 116: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
+	67, // 117: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
+	70, // 118: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
+	74, // 119: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
+	77, // 120: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
+	79, // 121: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
+	81, // 122: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
+	82, // [82:123] is the sub-list for method output_type
+	41, // [41:82] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_api_managev1_manage_proto_init() }
@@ -5620,7 +5443,7 @@ func file_api_managev1_manage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_managev1_manage_proto_rawDesc), len(file_api_managev1_manage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   86,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

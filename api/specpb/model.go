@@ -5,7 +5,6 @@ package specpb
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -32,22 +31,7 @@ func ModelToProto(m spec.Model) *managev1.Model {
 		Pricing: PricingToProto(m.Pricing),
 	}
 	for _, p := range m.Profiles {
-		out.Profiles = append(out.Profiles, &managev1.Profile{
-			Name:           p.Name,
-			Engine:         p.Engine,
-			GpuClass:       p.GPUClass,
-			Tp:             int32(p.TP),
-			Nodes:          int32(p.Nodes),
-			Weight:         int32(p.Weight),
-			Priority:       int32(p.Priority),
-			StartupTimeout: durationText(p.StartupTimeout),
-			MinMemoryGb:    int32(p.MinMemoryGB),
-			MinDiskGb:      int32(p.MinDiskGB),
-			Labels:         maps.Clone(p.Labels),
-			Args:           slices.Clone(p.Args),
-			Env:            maps.Clone(p.Env),
-			LaunchMode:     p.LaunchMode,
-		})
+		out.Profiles = append(out.Profiles, ProfileToProto(p))
 	}
 	return out
 }
@@ -76,26 +60,11 @@ func ModelFromProto(m *managev1.Model) (spec.Model, error) {
 		out.Scaling = spec.Scaling{Min: int(s.GetMin()), Max: int(s.GetMax()), IdleTimeout: idle}
 	}
 	for i, p := range m.GetProfiles() {
-		startup, err := parseDuration(fmt.Sprintf("profiles[%d].startup_timeout", i), p.GetStartupTimeout())
+		sp, err := ProfileFromProto(p)
 		if err != nil {
-			return spec.Model{}, err
+			return spec.Model{}, fmt.Errorf("profiles[%d].%w", i, err)
 		}
-		out.Profiles = append(out.Profiles, spec.Profile{
-			Name:           p.GetName(),
-			Engine:         p.GetEngine(),
-			GPUClass:       p.GetGpuClass(),
-			TP:             int(p.GetTp()),
-			Nodes:          int(p.GetNodes()),
-			Weight:         int(p.GetWeight()),
-			Priority:       int(p.GetPriority()),
-			StartupTimeout: startup,
-			MinMemoryGB:    int(p.GetMinMemoryGb()),
-			MinDiskGB:      int(p.GetMinDiskGb()),
-			Labels:         maps.Clone(p.GetLabels()),
-			Args:           slices.Clone(p.GetArgs()),
-			Env:            maps.Clone(p.GetEnv()),
-			LaunchMode:     p.GetLaunchMode(),
-		})
+		out.Profiles = append(out.Profiles, sp)
 	}
 	return out, nil
 }

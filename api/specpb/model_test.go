@@ -6,6 +6,7 @@ import (
 	"time"
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
+	specv1 "github.com/llmgw/llmgw/api/specv1"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -37,7 +38,7 @@ func TestFromProtoErrors(t *testing.T) {
 		want string
 	}{
 		{"nil", nil, "model: is required"},
-		{"bad startup timeout", &managev1.Model{Name: "m", Profiles: []*managev1.Profile{{Name: "p", StartupTimeout: "soon"}}}, `profiles[0].startup_timeout: cannot parse "soon"`},
+		{"bad startup timeout", &managev1.Model{Name: "m", Profiles: []*specv1.Profile{{Name: "p", StartupTimeout: "soon"}}}, `profiles[0].startup_timeout: cannot parse "soon"`},
 		{"bad idle timeout", &managev1.Model{Name: "m", Scaling: &managev1.Scaling{IdleTimeout: "5 minutes"}}, "scaling.idle_timeout"},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // NodeState is a node's life-cycle state as the control plane sees it.
@@ -100,17 +102,18 @@ type Shard struct {
 // Replica is one serving copy of a model: ShardsExpected shards, one per
 // node, all inside one fabric when there is more than one.
 type Replica struct {
-	ID             string
-	Model          string
-	Profile        string
-	Generation     string
-	Fabric         string
-	Weight         int
-	ShardsExpected int
-	Shards         []*Shard
-	State          ReplicaState
-	Error          string
-	Created        time.Time
+	ID    string
+	Model string
+	// Profile is the catalog profile the replica was placed with (for an
+	// adopted replica, as its agents echoed it): its Nodes is the shard
+	// count, its Weight the routing weight.
+	Profile    spec.Profile
+	Generation string
+	Fabric     string
+	Shards     []*Shard
+	State      ReplicaState
+	Error      string
+	Created    time.Time
 	// Adopted is true for replicas rebuilt from agent reports.
 	Adopted bool
 	// StopRequested is when the control plane asked its shards to stop; the
@@ -120,6 +123,10 @@ type Replica struct {
 	// Failed records that it failed before being stopped.
 	Failed bool
 }
+
+// ShardsExpected is the number of shards the replica has when whole: one
+// per node of its profile.
+func (r *Replica) ShardsExpected() int { return r.Profile.Shards() }
 
 // Live reports whether the replica counts towards its model: neither failed
 // nor being stopped.
@@ -414,17 +421,18 @@ func (f *Fleet) applyShardStatusLocked(nodeID string, st *agentv1.ShardStatus, a
 		if st.GetState() == agentv1.ShardState_SHARD_STATE_FAILED || st.GetState() == agentv1.ShardState_SHARD_STATE_STOPPED {
 			return
 		}
+		// A startup_timeout that does not parse is left zero: an adopted
+		// replica's start is not timed.
+		p, _ := specpb.ProfileFromProto(st.GetProfile())
 		r = &Replica{
-			ID:             st.GetReplicaId(),
-			Model:          st.GetModel(),
-			Profile:        st.GetProfile(),
-			Generation:     st.GetModelGeneration(),
-			Fabric:         st.GetFabric(),
-			Weight:         1,
-			ShardsExpected: max(int(st.GetWorldSize()), 1),
-			State:          ReplicaStarting,
-			Created:        f.now(),
-			Adopted:        true,
+			ID:         st.GetReplicaId(),
+			Model:      st.GetModel(),
+			Profile:    p,
+			Generation: st.GetModelGeneration(),
+			Fabric:     st.GetFabric(),
+			State:      ReplicaStarting,
+			Created:    f.now(),
+			Adopted:    true,
 		}
 		f.replicas[r.ID] = r
 	}
@@ -471,7 +479,7 @@ func (f *Fleet) assessReplicaLocked(r *Replica) {
 	if r.State == ReplicaFailed || r.State == ReplicaStopping {
 		return
 	}
-	ready := len(r.Shards) == r.ShardsExpected
+	ready := len(r.Shards) == r.ShardsExpected()
 	for _, s := range r.Shards {
 		switch s.State {
 		case agentv1.ShardState_SHARD_STATE_FAILED, agentv1.ShardState_SHARD_STATE_STOPPED:
@@ -489,7 +497,7 @@ func (f *Fleet) assessReplicaLocked(r *Replica) {
 	if ready {
 		r.State = ReplicaReady
 	} else if r.State == ReplicaReady {
-		if len(r.Shards) < r.ShardsExpected {
+		if len(r.Shards) < r.ShardsExpected() {
 			f.failReplicaLocked(r, "replica short of shards")
 			return
 		}

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/api/specv1"
+	"github.com/llmgw/llmgw/spec"
 )
 
 type nopConn struct{}
@@ -17,14 +19,14 @@ type nopConn struct{}
 func (nopConn) Send(*agentv1.ControlMessage) error { return nil }
 
 func twoShardReplica() *Replica {
-	return &Replica{ID: "r1", Model: "m", ShardsExpected: 2, Shards: []*Shard{
+	return &Replica{ID: "r1", Model: "m", Profile: spec.Profile{Nodes: 2}, Shards: []*Shard{
 		{ID: "r1-0", Rank: 0, Node: "n1", Sent: true},
 		{ID: "r1-1", Rank: 1, Node: "n2", Sent: true},
 	}}
 }
 
 func status(shard string, rank int32, st agentv1.ShardState) *agentv1.ShardStatus {
-	return &agentv1.ShardStatus{ShardId: shard, ReplicaId: "r1", Model: "m", Rank: rank, State: st, WorldSize: 2}
+	return &agentv1.ShardStatus{ShardId: shard, ReplicaId: "r1", Model: "m", Rank: rank, State: st, Profile: &specv1.Profile{Name: "x2", Nodes: 2, Weight: 3}}
 }
 
 func replica(t *testing.T, f *Fleet, id string) Replica {
@@ -65,8 +67,11 @@ func TestAdoptedReplicaShortOfShardsIsNotReady(t *testing.T) {
 	// After a control-plane restart only one of two agents has reported.
 	f.Connect(&agentv1.Hello{Shards: []*agentv1.ShardStatus{status("r1-0", 0, agentv1.ShardState_SHARD_STATE_READY)}}, "n1", nil, false, nopConn{})
 	r := replica(t, f, "r1")
-	if r.State == ReplicaReady || r.ShardsExpected != 2 || !r.Adopted {
+	if r.State == ReplicaReady || r.ShardsExpected() != 2 || !r.Adopted {
 		t.Fatalf("adopted replica = %+v; want 2 expected shards and not ready", r)
+	}
+	if r.Profile.Name != "x2" || r.Profile.Weight != 3 {
+		t.Fatalf("adopted replica's profile = %+v; want the one its agents echoed (x2, weight 3)", r.Profile)
 	}
 	f.Connect(&agentv1.Hello{Shards: []*agentv1.ShardStatus{status("r1-1", 1, agentv1.ShardState_SHARD_STATE_READY)}}, "n2", nil, false, nopConn{})
 	if got := replica(t, f, "r1").State; got != ReplicaReady {
@@ -79,7 +84,7 @@ func TestAdoptedReplicaShortOfShardsIsNotReady(t *testing.T) {
 func TestReconnectWithoutShardFailsReplica(t *testing.T) {
 	f := New()
 	f.Connect(&agentv1.Hello{}, "n1", nil, false, nopConn{})
-	f.AddReplica(&Replica{ID: "r1", Model: "m", ShardsExpected: 1, Shards: []*Shard{{ID: "r1-0", Node: "n1", Sent: true}}})
+	f.AddReplica(&Replica{ID: "r1", Model: "m", Profile: spec.Profile{Nodes: 1}, Shards: []*Shard{{ID: "r1-0", Node: "n1", Sent: true}}})
 	f.ApplyShardStatus("n1", &agentv1.ShardStatus{ShardId: "r1-0", ReplicaId: "r1", State: agentv1.ShardState_SHARD_STATE_READY})
 	if got := replica(t, f, "r1").State; got != ReplicaReady {
 		t.Fatalf("state = %s", got)
@@ -93,8 +98,8 @@ func TestReconnectWithoutShardFailsReplica(t *testing.T) {
 func TestReconnectWithShardKeepsReplica(t *testing.T) {
 	f := New()
 	f.Connect(&agentv1.Hello{}, "n1", nil, false, nopConn{})
-	f.AddReplica(&Replica{ID: "r1", Model: "m", ShardsExpected: 1, Shards: []*Shard{{ID: "r1-0", Node: "n1", Sent: true}}})
-	ready := &agentv1.ShardStatus{ShardId: "r1-0", ReplicaId: "r1", State: agentv1.ShardState_SHARD_STATE_READY, WorldSize: 1}
+	f.AddReplica(&Replica{ID: "r1", Model: "m", Profile: spec.Profile{Nodes: 1}, Shards: []*Shard{{ID: "r1-0", Node: "n1", Sent: true}}})
+	ready := &agentv1.ShardStatus{ShardId: "r1-0", ReplicaId: "r1", State: agentv1.ShardState_SHARD_STATE_READY, Profile: &specv1.Profile{Name: "p", Nodes: 1}}
 	f.ApplyShardStatus("n1", ready)
 	f.Connect(&agentv1.Hello{Shards: []*agentv1.ShardStatus{ready}}, "n1", nil, false, nopConn{})
 	if got := replica(t, f, "r1").State; got != ReplicaReady {

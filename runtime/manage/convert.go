@@ -21,7 +21,7 @@ func ExplanationToProto(e scheduler.Explanation, plan *scheduler.Plan) *managev1
 	}
 	if plan != nil && plan.Placed {
 		out.Placed = true
-		out.Profile = plan.Profile
+		out.Profile = plan.Profile.Name
 	}
 	return out
 }

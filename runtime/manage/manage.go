@@ -351,8 +351,8 @@ func (s *Service) ListReplicas(_ context.Context, req *managev1.ListReplicasRequ
 			continue
 		}
 		pr := &managev1.Replica{
-			Id: r.ID, Model: r.Model, Profile: r.Profile, State: string(r.State), Error: r.Error,
-			Fabric: r.Fabric, ShardsExpected: int32(r.ShardsExpected), CreatedUnixMs: r.Created.UnixMilli(),
+			Id: r.ID, Model: r.Model, Profile: r.Profile.Name, State: string(r.State), Error: r.Error,
+			Fabric: r.Fabric, ShardsExpected: int32(r.ShardsExpected()), CreatedUnixMs: r.Created.UnixMilli(),
 			ModelGeneration: r.Generation,
 		}
 		for _, sh := range r.Shards {

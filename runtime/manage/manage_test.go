@@ -13,6 +13,7 @@ import (
 
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/keys"
 	"github.com/llmgw/llmgw/runtime/models"
@@ -48,7 +49,7 @@ func newService(t *testing.T) (*Service, store.Store) {
 
 func apiModel(name string) *managev1.Model {
 	return &managev1.Model{Name: name, Source: "sim://x", Scaling: &managev1.Scaling{Min: 1, Max: 1},
-		Profiles: []*managev1.Profile{{Name: "h100", Engine: "sim", GpuClass: "h100-80g", Tp: 1, StartupTimeout: "2m"}}}
+		Profiles: []*specv1.Profile{{Name: "h100", Engine: "sim", GpuClass: "h100-80g", Tp: 1, StartupTimeout: "2m"}}}
 }
 
 func code(err error) codes.Code { return status.Code(err) }

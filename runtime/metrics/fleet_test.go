@@ -9,6 +9,7 @@ import (
 
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/spec"
 )
 
 type nopConn struct{}
@@ -28,7 +29,7 @@ func testFleet(t *testing.T) *fleet.Fleet {
 		{Index: 1, Class: "h100-80g", Name: "NVIDIA H100", MemoryMib: 81559},
 	}}}, "a", nil, true, nopConn{})
 	f.Connect(&agentv1.Hello{}, "b", nil, true, nopConn{})
-	f.AddReplica(&fleet.Replica{ID: "r1", Model: "qwen", ShardsExpected: 1, Shards: []*fleet.Shard{{ID: "r1-0", Node: "a", GPUs: []int{0}, Sent: true}}})
+	f.AddReplica(&fleet.Replica{ID: "r1", Model: "qwen", Profile: spec.Profile{Nodes: 1}, Shards: []*fleet.Shard{{ID: "r1-0", Node: "a", GPUs: []int{0}, Sent: true}}})
 	f.ApplyShardStatus("a", &agentv1.ShardStatus{ShardId: "r1-0", ReplicaId: "r1", Model: "qwen", State: agentv1.ShardState_SHARD_STATE_READY, GpuIndices: []int32{0}})
 	return f
 }
@@ -157,7 +158,7 @@ func TestFleetCollectorCountsEachFailureOnce(t *testing.T) {
 			})
 		}, 1},
 		{"a second replica fails", func() {
-			f.AddReplica(&fleet.Replica{ID: "r2", Model: "qwen", ShardsExpected: 1, Shards: []*fleet.Shard{{ID: "r2-0", Node: "a", Sent: true}}})
+			f.AddReplica(&fleet.Replica{ID: "r2", Model: "qwen", Profile: spec.Profile{Nodes: 1}, Shards: []*fleet.Shard{{ID: "r2-0", Node: "a", Sent: true}}})
 			f.ApplyShardStatus("a", &agentv1.ShardStatus{ShardId: "r2-0", ReplicaId: "r2", Model: "qwen", State: agentv1.ShardState_SHARD_STATE_FAILED})
 		}, 2},
 	}

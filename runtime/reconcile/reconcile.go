@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/api/specpb"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/router"
@@ -155,7 +155,7 @@ func (r *Reconciler) Pass() {
 				continue
 			}
 			endpoints[rep.Model] = append(endpoints[rep.Model], router.Endpoint{
-				ReplicaID: rep.ID, Model: rep.Model, URL: "http://" + rep.Shards[0].Endpoint, Weight: max(rep.Weight, 1),
+				ReplicaID: rep.ID, Model: rep.Model, URL: "http://" + rep.Shards[0].Endpoint, Weight: max(rep.Profile.Weight, 1),
 			})
 		}
 	})
@@ -185,7 +185,7 @@ func (r *Reconciler) Pass() {
 // replicas once rank 0 has its rendezvous address.
 func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now time.Time) {
 	for _, rep := range tx.Replicas() {
-		e, known := byName[rep.Model]
+		_, known := byName[rep.Model]
 		switch {
 		case rep.State == fleet.ReplicaStopping:
 			if rep.Stopped() || now.Sub(rep.StopRequested) > stopGrace {
@@ -211,8 +211,8 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			continue
 		}
 		if rep.State == fleet.ReplicaStarting {
-			if p, ok := profileByName(e.Model, rep.Profile); ok && !rep.Adopted {
-				limit := p.StartupTimeout.Std() + 30*time.Second
+			if !rep.Adopted {
+				limit := rep.Profile.StartupTimeout.Std() + 30*time.Second
 				if now.Sub(rep.Created) > limit {
 					tx.Fail(rep, "not ready within "+limit.String())
 					continue
@@ -221,8 +221,8 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			// A replica rebuilt from agent reports waits for the agents of
 			// its other shards for one grace period, then is failed: a
 			// replica short of shards never serves.
-			if rep.Adopted && len(rep.Shards) < rep.ShardsExpected && now.Sub(rep.Created) > r.opts.Grace {
-				tx.Fail(rep, fmt.Sprintf("only %d of %d shards reported after a control-plane restart", len(rep.Shards), rep.ShardsExpected))
+			if rep.Adopted && len(rep.Shards) < rep.ShardsExpected() && now.Sub(rep.Created) > r.opts.Grace {
+				tx.Fail(rep, fmt.Sprintf("only %d of %d shards reported after a control-plane restart", len(rep.Shards), rep.ShardsExpected()))
 				continue
 			}
 			r.startWorkers(tx, rep)
@@ -392,40 +392,32 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		r.log.Debug("model not placed", "model", e.Model.Name, "why", plan.Explanation.String())
 		return nil, false
 	}
-	p, _ := profileByName(e.Model, plan.Profile)
 	rep := &fleet.Replica{
-		ID:             newID("r"),
-		Model:          e.Model.Name,
-		Profile:        p.Name,
-		Generation:     e.Generation,
-		Fabric:         plan.Fabric,
-		Weight:         p.Weight,
-		ShardsExpected: len(plan.Shards),
-		Created:        now,
+		ID:         newID("r"),
+		Model:      e.Model.Name,
+		Profile:    plan.Profile,
+		Generation: e.Generation,
+		Fabric:     plan.Fabric,
+		Created:    now,
 	}
+	// Every shard carries the profile itself; its nodes is the world size.
+	profile := specpb.ProfileToProto(plan.Profile)
 	for _, sp := range plan.Shards {
 		gpus := make([]int32, len(sp.GPUIndices))
 		for i, g := range sp.GPUIndices {
 			gpus[i] = int32(g)
 		}
 		start := &agentv1.StartShard{
-			ShardId:          rep.ID + "-" + strconv.Itoa(sp.Rank),
-			ReplicaId:        rep.ID,
-			Model:            e.Model.Name,
-			Engine:           p.Engine,
-			Source:           e.Model.Source,
-			Rank:             int32(sp.Rank),
-			WorldSize:        int32(len(plan.Shards)),
-			GpuIndices:       gpus,
-			Tp:               int32(p.TP),
-			Fabric:           plan.Fabric,
-			Args:             append([]string(nil), p.Args...),
-			StartupTimeoutMs: p.StartupTimeout.Std().Milliseconds(),
-			ContextLength:    int32(e.Model.ContextLength),
-			Profile:          p.Name,
-			ModelGeneration:  e.Generation,
-			Env:              maps.Clone(p.Env),
-			LaunchMode:       p.LaunchMode,
+			ShardId:         rep.ID + "-" + strconv.Itoa(sp.Rank),
+			ReplicaId:       rep.ID,
+			Model:           e.Model.Name,
+			Source:          e.Model.Source,
+			Rank:            int32(sp.Rank),
+			GpuIndices:      gpus,
+			Fabric:          plan.Fabric,
+			ContextLength:   int32(e.Model.ContextLength),
+			ModelGeneration: e.Generation,
+			Profile:         profile,
 		}
 		rep.Shards = append(rep.Shards, &fleet.Shard{
 			ID: start.ShardId, Rank: sp.Rank, Node: sp.NodeID, GPUs: append([]int(nil), sp.GPUIndices...),
@@ -443,7 +435,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 	for i, s := range rep.Shards {
 		nodes[i] = s.Node
 	}
-	r.log.Info("replica placed", "model", rep.Model, "replica", rep.ID, "profile", rep.Profile, "nodes", nodes, "fabric", rep.Fabric)
+	r.log.Info("replica placed", "model", rep.Model, "replica", rep.ID, "profile", rep.Profile.Name, "nodes", nodes, "fabric", rep.Fabric)
 	return rep, true
 }
 

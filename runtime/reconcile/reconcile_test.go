@@ -8,6 +8,7 @@ import (
 	"time"
 
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/api/specv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/router"
@@ -141,7 +142,7 @@ func TestSingleNodeReplicaLifecycle(t *testing.T) {
 	for n, ss := range starts {
 		node, s = n, ss[0]
 	}
-	if s.GetWorldSize() != 1 || len(s.GetGpuIndices()) != 1 || s.GetModelGeneration() == "" || s.GetEnv()["SIM_X"] != "1" {
+	if s.GetProfile().GetNodes() != 1 || len(s.GetGpuIndices()) != 1 || s.GetModelGeneration() == "" || s.GetProfile().GetEnv()["SIM_X"] != "1" {
 		t.Fatalf("bad StartShard: %v", s)
 	}
 	// A second pass while it starts places nothing more.
@@ -201,7 +202,7 @@ func TestMultiNodeReplicaStaysInOneFabricAndStartsWorkersAfterRendezvous(t *test
 	for n, ss := range starts {
 		r0node, r0 = n, ss[0]
 	}
-	if r0.GetRank() != 0 || r0.GetWorldSize() != 2 || r0.GetFabric() != "ib-a" {
+	if r0.GetRank() != 0 || r0.GetProfile().GetNodes() != 2 || r0.GetFabric() != "ib-a" {
 		t.Fatalf("rank 0 start = %v", r0)
 	}
 	if r0node == "node03" {
@@ -316,7 +317,7 @@ func TestAdoptedReplicaShortOfShardsFailsAfterGrace(t *testing.T) {
 	gen := spec.Generation(func() spec.Model { m := twoNodeModel(); m.Normalize(); return m }())
 	// After a control-plane restart only rank 0's agent comes back.
 	h.fleet.Connect(&agentv1.Hello{NodeId: "node01", Address: "127.0.0.1", Inventory: inventory("ib-a"), Shards: []*agentv1.ShardStatus{{
-		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-2node", Rank: 0, WorldSize: 2, Profile: "x2",
+		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-2node", Rank: 0, Profile: &specv1.Profile{Name: "x2", Nodes: 2},
 		ModelGeneration: gen, State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9100",
 	}}}, "node01", nil, false, h.conns["node01"])
 	h.rec.Pass()
@@ -375,7 +376,7 @@ func TestPlacementHoldEndsWhenExpectedReplicasAreBack(t *testing.T) {
 	chat := chatModel()
 	chat.Normalize()
 	h.fleet.Connect(&agentv1.Hello{NodeId: "node03", Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
-		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", WorldSize: 1, Profile: "h100",
+		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", Profile: &specv1.Profile{Name: "h100", Nodes: 1},
 		ModelGeneration: spec.Generation(chat), State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
 	}}}, "node03", nil, false, h.conns["node03"])
 	h.rec.Pass()

@@ -80,31 +80,8 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 	return snap
 }
 
-// demand converts a catalog model into a request for one replica.
+// demand asks for one replica of a catalog model, with the model's own
+// profiles: the plan hands back the one that placed.
 func demand(m spec.Model) scheduler.Demand {
-	d := scheduler.Demand{Model: m.Name, Source: m.Source}
-	for _, p := range m.Profiles {
-		d.Profiles = append(d.Profiles, scheduler.Profile{
-			Name:        p.Name,
-			Engine:      p.Engine,
-			GPUClass:    p.GPUClass,
-			TP:          p.TP,
-			Nodes:       p.Nodes,
-			Weight:      p.Weight,
-			Priority:    p.Priority,
-			MinMemoryGB: p.MinMemoryGB,
-			MinDiskGB:   p.MinDiskGB,
-			Labels:      p.Labels,
-		})
-	}
-	return d
-}
-
-func profileByName(m spec.Model, name string) (spec.Profile, bool) {
-	for _, p := range m.Profiles {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return spec.Profile{}, false
+	return scheduler.Demand{Model: m.Name, Source: m.Source, Profiles: m.Profiles}
 }

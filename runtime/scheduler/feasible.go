@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Checker decides whether one node can hold one shard of a profile, for one
@@ -16,7 +18,7 @@ type Checker interface {
 	// Name names the concern, e.g. "gpu-class".
 	Name() string
 	// Check reports whether n passes for p, and if not, why.
-	Check(n *Node, p Profile) (ok bool, reason string)
+	Check(n *Node, p spec.Profile) (ok bool, reason string)
 }
 
 // DefaultCheckers returns the feasibility chain Place uses, cheapest and
@@ -42,7 +44,7 @@ type ReadyChecker struct{}
 func (ReadyChecker) Name() string { return "ready" }
 
 // Check implements Checker.
-func (ReadyChecker) Check(n *Node, _ Profile) (bool, string) {
+func (ReadyChecker) Check(n *Node, _ spec.Profile) (bool, string) {
 	if n.Ready {
 		return true, ""
 	}
@@ -59,7 +61,7 @@ type EngineChecker struct{}
 func (EngineChecker) Name() string { return "engine" }
 
 // Check implements Checker.
-func (EngineChecker) Check(n *Node, p Profile) (bool, string) {
+func (EngineChecker) Check(n *Node, p spec.Profile) (bool, string) {
 	if n.Engines[p.Engine] {
 		return true, ""
 	}
@@ -85,7 +87,7 @@ type EngineCheckChecker struct{}
 func (EngineCheckChecker) Name() string { return "engine-check" }
 
 // Check implements Checker.
-func (EngineCheckChecker) Check(n *Node, p Profile) (bool, string) {
+func (EngineCheckChecker) Check(n *Node, p spec.Profile) (bool, string) {
 	why, failed := n.EngineFailures[p.Engine]
 	if !failed {
 		return true, ""
@@ -104,7 +106,7 @@ type GPUClassChecker struct{}
 func (GPUClassChecker) Name() string { return "gpu-class" }
 
 // Check implements Checker.
-func (GPUClassChecker) Check(n *Node, p Profile) (bool, string) {
+func (GPUClassChecker) Check(n *Node, p spec.Profile) (bool, string) {
 	if p.TP <= 0 {
 		return true, ""
 	}
@@ -129,7 +131,7 @@ type FreeGPUsChecker struct{}
 func (FreeGPUsChecker) Name() string { return "free-gpus" }
 
 // Check implements Checker.
-func (FreeGPUsChecker) Check(n *Node, p Profile) (bool, string) {
+func (FreeGPUsChecker) Check(n *Node, p spec.Profile) (bool, string) {
 	if p.TP <= 0 {
 		return true, ""
 	}
@@ -162,7 +164,7 @@ type MemoryChecker struct{}
 func (MemoryChecker) Name() string { return "memory" }
 
 // Check implements Checker.
-func (MemoryChecker) Check(n *Node, p Profile) (bool, string) {
+func (MemoryChecker) Check(n *Node, p spec.Profile) (bool, string) {
 	need := gb(p.MinMemoryGB)
 	if n.FreeMemoryBytes >= need {
 		return true, ""
@@ -177,7 +179,7 @@ type DiskChecker struct{}
 func (DiskChecker) Name() string { return "disk" }
 
 // Check implements Checker.
-func (DiskChecker) Check(n *Node, p Profile) (bool, string) {
+func (DiskChecker) Check(n *Node, p spec.Profile) (bool, string) {
 	need := gb(p.MinDiskGB)
 	if n.DiskFreeBytes >= need {
 		return true, ""
@@ -193,7 +195,7 @@ type LabelsChecker struct{}
 func (LabelsChecker) Name() string { return "labels" }
 
 // Check implements Checker.
-func (LabelsChecker) Check(n *Node, p Profile) (bool, string) {
+func (LabelsChecker) Check(n *Node, p spec.Profile) (bool, string) {
 	var wrong []string
 	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
 		want := p.Labels[k]
@@ -220,8 +222,8 @@ type FabricChecker struct{}
 func (FabricChecker) Name() string { return "fabric" }
 
 // Check implements Checker.
-func (FabricChecker) Check(n *Node, p Profile) (bool, string) {
-	if p.shards() <= 1 || n.Fabric != "" {
+func (FabricChecker) Check(n *Node, p spec.Profile) (bool, string) {
+	if p.Shards() <= 1 || n.Fabric != "" {
 		return true, ""
 	}
 	return false, "no fabric in service: multi-node profiles need one"
@@ -282,7 +284,7 @@ func gpuCount(n *Node) int {
 // of the requested class. With no class requested, the shard still takes one
 // class only: the class whose lowest free index is lowest among those with
 // enough free GPUs. CPU profiles take none.
-func pickGPUs(n *Node, p Profile) ([]int, bool) {
+func pickGPUs(n *Node, p spec.Profile) ([]int, bool) {
 	if p.TP <= 0 {
 		return nil, true
 	}

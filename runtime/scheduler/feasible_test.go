@@ -1,6 +1,10 @@
 package scheduler
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/llmgw/llmgw/spec"
+)
 
 func TestCheckers(t *testing.T) {
 	a100 := gpuProfile("tp2", "a100-80g", 2)
@@ -10,7 +14,7 @@ func TestCheckers(t *testing.T) {
 		name    string
 		checker Checker
 		node    Node
-		profile Profile
+		profile spec.Profile
 		ok      bool
 		reason  string
 	}{
@@ -50,13 +54,13 @@ func TestCheckers(t *testing.T) {
 		{"memory exact", MemoryChecker{}, with(node("n", "", 0), func(n *Node) { n.FreeMemoryBytes = 8 << 30 }), cpuProfile("cpu"), true, ""},
 		{"memory none", MemoryChecker{}, with(node("n", "", 0), func(n *Node) { n.FreeMemoryBytes = 0 }), cpuProfile("cpu"), false, "0 GB free memory, needs 8 GB"},
 
-		{"disk enough", DiskChecker{}, node("n", "", 0), with2(cpuProfile("cpu"), func(p *Profile) { p.MinDiskGB = 40 }), true, ""},
-		{"disk short", DiskChecker{}, with(node("n", "", 0), func(n *Node) { n.DiskFreeBytes = 12 << 30 }), with2(cpuProfile("cpu"), func(p *Profile) { p.MinDiskGB = 40 }), false, "12 GB free disk, needs 40 GB"},
+		{"disk enough", DiskChecker{}, node("n", "", 0), with2(cpuProfile("cpu"), func(p *spec.Profile) { p.MinDiskGB = 40 }), true, ""},
+		{"disk short", DiskChecker{}, with(node("n", "", 0), func(n *Node) { n.DiskFreeBytes = 12 << 30 }), with2(cpuProfile("cpu"), func(p *spec.Profile) { p.MinDiskGB = 40 }), false, "12 GB free disk, needs 40 GB"},
 		{"disk unset", DiskChecker{}, with(node("n", "", 0), func(n *Node) { n.DiskFreeBytes = 0 }), cpuProfile("cpu"), true, ""},
 
-		{"labels match", LabelsChecker{}, with(node("n", "", 0), func(n *Node) { n.Labels = map[string]string{"zone": "eu", "tier": "gold"} }), with2(cpuProfile("cpu"), func(p *Profile) { p.Labels = map[string]string{"zone": "eu"} }), true, ""},
-		{"label missing", LabelsChecker{}, node("n", "", 0), with2(cpuProfile("cpu"), func(p *Profile) { p.Labels = map[string]string{"zone": "eu"} }), false, "missing label zone=eu"},
-		{"labels wrong and missing", LabelsChecker{}, with(node("n", "", 0), func(n *Node) { n.Labels = map[string]string{"zone": "us"} }), with2(cpuProfile("cpu"), func(p *Profile) { p.Labels = map[string]string{"zone": "eu", "tier": "gold"} }), false, "missing label tier=gold; label zone=us, needs zone=eu"},
+		{"labels match", LabelsChecker{}, with(node("n", "", 0), func(n *Node) { n.Labels = map[string]string{"zone": "eu", "tier": "gold"} }), with2(cpuProfile("cpu"), func(p *spec.Profile) { p.Labels = map[string]string{"zone": "eu"} }), true, ""},
+		{"label missing", LabelsChecker{}, node("n", "", 0), with2(cpuProfile("cpu"), func(p *spec.Profile) { p.Labels = map[string]string{"zone": "eu"} }), false, "missing label zone=eu"},
+		{"labels wrong and missing", LabelsChecker{}, with(node("n", "", 0), func(n *Node) { n.Labels = map[string]string{"zone": "us"} }), with2(cpuProfile("cpu"), func(p *spec.Profile) { p.Labels = map[string]string{"zone": "eu", "tier": "gold"} }), false, "missing label tier=gold; label zone=us, needs zone=eu"},
 
 		{"fabric for multi-node", FabricChecker{}, inFabric(node("n", "h100-80g", 8), "ib-a"), multi, true, ""},
 		{"no fabric for multi-node", FabricChecker{}, node("n", "h100-80g", 8), multi, false, "no fabric in service: multi-node profiles need one"},
@@ -72,7 +76,7 @@ func TestCheckers(t *testing.T) {
 	}
 }
 
-func with2(p Profile, change func(*Profile)) Profile {
+func with2(p spec.Profile, change func(*spec.Profile)) spec.Profile {
 	change(&p)
 	return p
 }
@@ -83,7 +87,7 @@ func TestPickGPUs(t *testing.T) {
 	tests := []struct {
 		name    string
 		node    Node
-		profile Profile
+		profile spec.Profile
 		want    []int
 		ok      bool
 	}{
@@ -123,7 +127,7 @@ func TestRankers(t *testing.T) {
 		name    string
 		ranker  Ranker
 		node    Node
-		profile Profile
+		profile spec.Profile
 		gpus    []int
 		want    float64
 	}{

@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/llmgw/llmgw/spec"
+
 // node builds a ready node with count GPUs of class, the given indices in
 // use, 256 GB of memory (128 free), 1000 GB of free disk, and vllm and
 // llamacpp available.
@@ -35,10 +37,10 @@ func inFabric(n Node, f string) Node {
 	return n
 }
 
-func gpuProfile(name, class string, tp int) Profile {
-	return Profile{Name: name, Engine: "vllm", GPUClass: class, TP: tp, Priority: 100}
+func gpuProfile(name, class string, tp int) spec.Profile {
+	return spec.Profile{Name: name, Engine: "vllm", GPUClass: class, TP: tp, Priority: 100}
 }
 
-func cpuProfile(name string) Profile {
-	return Profile{Name: name, Engine: "llamacpp", Priority: 100, MinMemoryGB: 8}
+func cpuProfile(name string) spec.Profile {
+	return spec.Profile{Name: name, Engine: "llamacpp", Priority: 100, MinMemoryGB: 8}
 }

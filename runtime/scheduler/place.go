@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Scheduler is a feasibility chain and a set of rankers. The zero value has
@@ -55,7 +57,7 @@ func (sc Scheduler) Place(s Snapshot, d Demand) Plan {
 		plan.Explanation.Profiles = append(plan.Explanation.Profiles, pe)
 		if placed != nil {
 			plan.Placed = true
-			plan.Profile = p.Name
+			plan.Profile = p
 			plan.Shards = placed.shards
 			plan.Fabric = placed.fabric
 			break
@@ -66,9 +68,9 @@ func (sc Scheduler) Place(s Snapshot, d Demand) Plan {
 
 // orderProfiles returns the profiles by priority, highest first, keeping
 // declaration order among equals.
-func orderProfiles(ps []Profile) []Profile {
+func orderProfiles(ps []spec.Profile) []spec.Profile {
 	out := slices.Clone(ps)
-	slices.SortStableFunc(out, func(a, b Profile) int { return cmp.Compare(b.Priority, a.Priority) })
+	slices.SortStableFunc(out, func(a, b spec.Profile) int { return cmp.Compare(b.Priority, a.Priority) })
 	return out
 }
 
@@ -87,7 +89,7 @@ type placement struct {
 
 // evaluate runs one profile through feasibility, ranking and selection.
 // placement is nil when the profile does not place.
-func (sc Scheduler) evaluate(nodes []*Node, d Demand, p Profile) (ProfileExplanation, *placement) {
+func (sc Scheduler) evaluate(nodes []*Node, d Demand, p spec.Profile) (ProfileExplanation, *placement) {
 	pe := ProfileExplanation{Profile: p.Name, Nodes: make([]NodeVerdict, len(nodes))}
 	if problem := validateProfile(p); problem != "" {
 		for i, n := range nodes {
@@ -118,12 +120,12 @@ func (sc Scheduler) evaluate(nodes []*Node, d Demand, p Profile) (ProfileExplana
 	})
 
 	var chosen []candidate
-	if p.shards() == 1 {
+	if p.Shards() == 1 {
 		if len(feasible) > 0 {
 			chosen = feasible[:1]
 		}
 	} else {
-		chosen = chooseFabric(feasible, p.shards())
+		chosen = chooseFabric(feasible, p.Shards())
 	}
 	if chosen == nil {
 		pe.Summary = notPlacedSummary(nodes, pe.Nodes, p)
@@ -138,14 +140,14 @@ func (sc Scheduler) evaluate(nodes []*Node, d Demand, p Profile) (ProfileExplana
 	}
 	pe.Placed = true
 	pe.Summary = "placed on " + strings.Join(parts, ", ")
-	if p.shards() > 1 {
+	if p.Shards() > 1 {
 		pe.Summary += " in fabric " + pl.fabric
 	}
 	return pe, pl
 }
 
 // refusal returns why n cannot hold a shard of p, or "" when it can.
-func (sc Scheduler) refusal(n *Node, p Profile) string {
+func (sc Scheduler) refusal(n *Node, p spec.Profile) string {
 	for _, c := range sc.Checkers {
 		if ok, reason := c.Check(n, p); !ok {
 			if reason == "" {
@@ -167,7 +169,7 @@ func (sc Scheduler) refusal(n *Node, p Profile) string {
 }
 
 // score is the mean of the rankers' scores, 0 with no rankers.
-func (sc Scheduler) score(n *Node, p Profile, d Demand, gpus []int) float64 {
+func (sc Scheduler) score(n *Node, p spec.Profile, d Demand, gpus []int) float64 {
 	if len(sc.Rankers) == 0 {
 		return 0
 	}
@@ -220,7 +222,7 @@ func chooseFabric(feasible []candidate, want int) []candidate {
 }
 
 // validateProfile returns what is wrong with p, or "" when nothing is.
-func validateProfile(p Profile) string {
+func validateProfile(p spec.Profile) string {
 	switch {
 	case p.Engine == "":
 		return "no engine"
@@ -242,12 +244,12 @@ func validateProfile(p Profile) string {
 const maxListed = 5
 
 // notPlacedSummary says why p did not place.
-func notPlacedSummary(nodes []*Node, verdicts []NodeVerdict, p Profile) string {
+func notPlacedSummary(nodes []*Node, verdicts []NodeVerdict, p spec.Profile) string {
 	if len(nodes) == 0 {
 		return fmt.Sprintf("no node can hold profile %s: the fleet has no nodes", p.Name)
 	}
 	rejected := groupReasons(verdicts)
-	if p.shards() == 1 {
+	if p.Shards() == 1 {
 		return fmt.Sprintf("no node can hold profile %s: %s", p.Name, rejected)
 	}
 
@@ -271,7 +273,7 @@ func notPlacedSummary(nodes []*Node, verdicts []NodeVerdict, p Profile) string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "needs %d nodes in one fabric; ", p.shards())
+	fmt.Fprintf(&b, "needs %d nodes in one fabric; ", p.Shards())
 	if len(counts) == 0 {
 		b.WriteString("no node has a fabric in service")
 	} else {

@@ -3,8 +3,11 @@ package scheduler
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmgw/llmgw/spec"
 )
 
 func TestPlace(t *testing.T) {
@@ -12,15 +15,15 @@ func TestPlace(t *testing.T) {
 	tp2 := gpuProfile("tp2", "a100-80g", 2)
 	multi := gpuProfile("2x8", "h100-80g", 8)
 	multi.Nodes = 2
-	withLabels := with2(tp2, func(p *Profile) { p.Labels = map[string]string{"zone": "eu"} })
-	lowCPU := with2(cpuProfile("cpu"), func(p *Profile) { p.Priority = 10 })
+	withLabels := with2(tp2, func(p *spec.Profile) { p.Labels = map[string]string{"zone": "eu"} })
+	lowCPU := with2(cpuProfile("cpu"), func(p *spec.Profile) { p.Priority = 10 })
 	sameFirst := gpuProfile("first", "a100-80g", 1)
 	sameSecond := gpuProfile("second", "a100-80g", 1)
 
 	tests := []struct {
 		name     string
 		nodes    []Node
-		profiles []Profile
+		profiles []spec.Profile
 		source   string
 		// want: placed profile ("" when not placed), fabric, shards as
 		// node:gpus, and the last profile's summary.
@@ -34,7 +37,7 @@ func TestPlace(t *testing.T) {
 		{
 			name:     "single GPU goes to the fuller node",
 			nodes:    []Node{node("node02", "a100-80g", 4), node("node01", "a100-80g", 2, 0)},
-			profiles: []Profile{tp1},
+			profiles: []spec.Profile{tp1},
 			profile:  "tp1",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01", GPUIndices: []int{1}}},
 			summary:  "placed on node01 (gpu 1)",
@@ -42,7 +45,7 @@ func TestPlace(t *testing.T) {
 		{
 			name:     "tp2 takes the lowest free GPUs of a fragmented node",
 			nodes:    []Node{node("node01", "a100-80g", 4, 0, 2), node("node02", "a100-80g", 8)},
-			profiles: []Profile{tp2},
+			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01", GPUIndices: []int{1, 3}}},
 			summary:  "placed on node01 (gpus 1,3)",
@@ -56,7 +59,7 @@ func TestPlace(t *testing.T) {
 				}),
 				node("cpu02", "", 0),
 			},
-			profiles: []Profile{cpuProfile("cpu")},
+			profiles: []spec.Profile{cpuProfile("cpu")},
 			profile:  "cpu",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "cpu02"}},
 			summary:  "placed on cpu02 (cpu only)",
@@ -65,7 +68,7 @@ func TestPlace(t *testing.T) {
 		{
 			name:     "wrong class and too few free GPUs",
 			nodes:    []Node{node("node01", "h100-80g", 8), node("node02", "a100-80g", 2, 1)},
-			profiles: []Profile{tp2},
+			profiles: []spec.Profile{tp2},
 			summary:  "no node can hold profile tp2: node01: wrong GPU class: has h100-80g, needs a100-80g; node02: 1 free GPU, needs 2",
 			reasons: map[string]string{
 				"node01": "wrong GPU class: has h100-80g, needs a100-80g",
@@ -79,7 +82,7 @@ func TestPlace(t *testing.T) {
 				with(node("node02", "", 0), func(n *Node) { n.FreeMemoryBytes = 4 << 30 }),
 				node("node03", "", 0),
 			},
-			profiles: []Profile{cpuProfile("cpu")},
+			profiles: []spec.Profile{cpuProfile("cpu")},
 			profile:  "cpu",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node03"}},
 			summary:  "placed on node03 (cpu only)",
@@ -96,7 +99,7 @@ func TestPlace(t *testing.T) {
 				with(node("node02", "a100-80g", 8), func(n *Node) { n.Labels = map[string]string{"zone": "eu"} }),
 				with(node("node03", "a100-80g", 8), func(n *Node) { n.Labels = map[string]string{"zone": "us"} }),
 			},
-			profiles: []Profile{withLabels},
+			profiles: []spec.Profile{withLabels},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
 			summary:  "placed on node02 (gpus 0,1)",
@@ -108,7 +111,7 @@ func TestPlace(t *testing.T) {
 		{
 			name:     "priority order falls back to the second profile",
 			nodes:    []Node{node("node01", "h100-80g", 8)},
-			profiles: []Profile{lowCPU, tp2},
+			profiles: []spec.Profile{lowCPU, tp2},
 			profile:  "cpu",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01"}},
 			summary:  "placed on node01 (cpu only)",
@@ -116,7 +119,7 @@ func TestPlace(t *testing.T) {
 		{
 			name:     "equal priorities keep declaration order",
 			nodes:    []Node{node("node01", "a100-80g", 8)},
-			profiles: []Profile{sameFirst, sameSecond},
+			profiles: []spec.Profile{sameFirst, sameSecond},
 			profile:  "first",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01", GPUIndices: []int{0}}},
 			summary:  "placed on node01 (gpu 0)",
@@ -129,7 +132,7 @@ func TestPlace(t *testing.T) {
 				inFabric(node("node03", "h100-80g", 8), "ib-b"),
 				node("node04", "h100-80g", 8),
 			},
-			profiles: []Profile{multi},
+			profiles: []spec.Profile{multi},
 			profile:  "2x8",
 			fabric:   "ib-a",
 			shards: []ShardPlacement{
@@ -147,7 +150,7 @@ func TestPlace(t *testing.T) {
 				with(inFabric(node("node03", "h100-80g", 8), "ib-b"), func(n *Node) { n.FabricRateGbps = 400 }),
 				with(inFabric(node("node04", "h100-80g", 8), "ib-b"), func(n *Node) { n.FabricRateGbps = 400 }),
 			},
-			profiles: []Profile{multi},
+			profiles: []spec.Profile{multi},
 			profile:  "2x8",
 			fabric:   "ib-b",
 			shards: []ShardPlacement{
@@ -164,19 +167,19 @@ func TestPlace(t *testing.T) {
 				inFabric(node("node03", "h100-80g", 8, 0, 1, 2, 3), "ib-a"),
 				node("node04", "h100-80g", 8),
 			},
-			profiles: []Profile{multi},
+			profiles: []spec.Profile{multi},
 			summary:  "needs 2 nodes in one fabric; fabric ib-a has 1 feasible node of 2 (node01), fabric ib-b has 1 feasible node of 1 (node02); rejected node03: 4 free GPUs, needs 8; node04: no fabric in service: multi-node profiles need one",
 		},
 		{
 			name:     "multi-node refused for nodes with no fabric",
 			nodes:    []Node{node("node01", "h100-80g", 8), node("node02", "h100-80g", 8)},
-			profiles: []Profile{multi},
+			profiles: []spec.Profile{multi},
 			summary:  "needs 2 nodes in one fabric; no node has a fabric in service; rejected node01, node02: no fabric in service: multi-node profiles need one",
 		},
 		{
 			name:     "bin-packing prefers the partly used node",
 			nodes:    []Node{node("node01", "a100-80g", 8), node("node02", "a100-80g", 8, 0, 1, 2, 3)},
-			profiles: []Profile{tp2},
+			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{4, 5}}},
 			summary:  "placed on node02 (gpus 4,5)",
@@ -187,7 +190,7 @@ func TestPlace(t *testing.T) {
 				node("node01", "a100-80g", 8),
 				with(node("node02", "a100-80g", 8), func(n *Node) { n.ModelsPresent = []string{"other", "hf://org/m"} }),
 			},
-			profiles: []Profile{tp2},
+			profiles: []spec.Profile{tp2},
 			source:   "hf://org/m",
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
@@ -199,7 +202,7 @@ func TestPlace(t *testing.T) {
 				with(node("node01", "a100-80g", 8), func(n *Node) { n.Replicas = map[string]int{"m": 1} }),
 				node("node02", "a100-80g", 8),
 			},
-			profiles: []Profile{tp2},
+			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
 			summary:  "placed on node02 (gpus 0,1)",
@@ -209,7 +212,7 @@ func TestPlace(t *testing.T) {
 			nodes: []Node{
 				with(node("node01", "a100-80g", 8), func(n *Node) { n.Replicas = map[string]int{"m": 1} }),
 			},
-			profiles: []Profile{tp2},
+			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01", GPUIndices: []int{0, 1}}},
 			summary:  "placed on node01 (gpus 0,1)",
@@ -217,7 +220,7 @@ func TestPlace(t *testing.T) {
 		{
 			name:     "ties go to the lower node id",
 			nodes:    []Node{node("node02", "a100-80g", 8), node("node01", "a100-80g", 8)},
-			profiles: []Profile{tp2},
+			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01", GPUIndices: []int{0, 1}}},
 			summary:  "placed on node01 (gpus 0,1)",
@@ -229,18 +232,18 @@ func TestPlace(t *testing.T) {
 				with(node("node02", "a100-80g", 8), func(n *Node) { n.Ready = false; n.NotReadyReason = "heartbeat lost" }),
 				with(node("node03", "a100-80g", 8), func(n *Node) { n.Ready = false }),
 			},
-			profiles: []Profile{tp2},
+			profiles: []spec.Profile{tp2},
 			summary:  "no node can hold profile tp2: node01, node02: not ready: heartbeat lost; node03: not ready",
 		},
 		{
 			name:     "empty fleet",
-			profiles: []Profile{tp2},
+			profiles: []spec.Profile{tp2},
 			summary:  "no node can hold profile tp2: the fleet has no nodes",
 		},
 		{
 			name:     "invalid profile",
 			nodes:    []Node{node("node01", "a100-80g", 8)},
-			profiles: []Profile{{Name: "bad", Engine: "vllm", GPUClass: "a100-80g"}},
+			profiles: []spec.Profile{{Name: "bad", Engine: "vllm", GPUClass: "a100-80g"}},
 			summary:  "profile bad is invalid: gpu_class a100-80g needs tp of 1 or more",
 			reasons:  map[string]string{"node01": "not evaluated: profile is invalid"},
 		},
@@ -249,8 +252,11 @@ func TestPlace(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := Demand{Model: "m", Source: tt.source, Profiles: tt.profiles}
 			plan := Place(Snapshot{Nodes: tt.nodes}, d)
-			if plan.Placed != (tt.profile != "") || plan.Profile != tt.profile || plan.Fabric != tt.fabric {
-				t.Errorf("Place = placed %v, profile %q, fabric %q; want profile %q, fabric %q", plan.Placed, plan.Profile, plan.Fabric, tt.profile, tt.fabric)
+			if plan.Placed != (tt.profile != "") || plan.Profile.Name != tt.profile || plan.Fabric != tt.fabric {
+				t.Errorf("Place = placed %v, profile %q, fabric %q; want profile %q, fabric %q", plan.Placed, plan.Profile.Name, plan.Fabric, tt.profile, tt.fabric)
+			}
+			if i := slices.IndexFunc(tt.profiles, func(p spec.Profile) bool { return p.Name == tt.profile }); i >= 0 && !reflect.DeepEqual(plan.Profile, tt.profiles[i]) {
+				t.Errorf("Place handed back profile %+v, want the demand's %+v", plan.Profile, tt.profiles[i])
 			}
 			if !reflect.DeepEqual(plan.Shards, tt.shards) {
 				t.Errorf("shards = %+v, want %+v", plan.Shards, tt.shards)
@@ -293,10 +299,10 @@ func TestPlace(t *testing.T) {
 }
 
 func TestPlaceFallbackExplainsEveryProfileTried(t *testing.T) {
-	d := Demand{Model: "m", Profiles: []Profile{
-		with2(cpuProfile("cpu"), func(p *Profile) { p.Priority = 10 }),
+	d := Demand{Model: "m", Profiles: []spec.Profile{
+		with2(cpuProfile("cpu"), func(p *spec.Profile) { p.Priority = 10 }),
 		gpuProfile("tp2", "a100-80g", 2),
-		with2(cpuProfile("never"), func(p *Profile) { p.Priority = 1 }),
+		with2(cpuProfile("never"), func(p *spec.Profile) { p.Priority = 1 }),
 	}}
 	plan := Place(Snapshot{Nodes: []Node{node("node01", "h100-80g", 8)}}, d)
 	var got []string
@@ -314,14 +320,14 @@ func TestPlaceFallbackExplainsEveryProfileTried(t *testing.T) {
 func TestPlaceDoesNotModifySnapshot(t *testing.T) {
 	nodes := []Node{node("node02", "a100-80g", 8, 3), node("node01", "a100-80g", 8)}
 	before := []Node{node("node02", "a100-80g", 8, 3), node("node01", "a100-80g", 8)}
-	Place(Snapshot{Nodes: nodes}, Demand{Model: "m", Profiles: []Profile{gpuProfile("tp2", "a100-80g", 2)}})
+	Place(Snapshot{Nodes: nodes}, Demand{Model: "m", Profiles: []spec.Profile{gpuProfile("tp2", "a100-80g", 2)}})
 	if !reflect.DeepEqual(nodes, before) {
 		t.Errorf("Place modified the snapshot")
 	}
 }
 
 func TestExplanationString(t *testing.T) {
-	d := Demand{Model: "m", Profiles: []Profile{gpuProfile("tp2", "a100-80g", 2)}}
+	d := Demand{Model: "m", Profiles: []spec.Profile{gpuProfile("tp2", "a100-80g", 2)}}
 	s := Snapshot{Nodes: []Node{node("node01", "a100-80g", 2, 0), node("node02", "a100-80g", 4, 0, 1)}}
 	got := Explain(s, d).String()
 	want := `model m: placed with profile tp2
@@ -346,7 +352,7 @@ profile tp2: placed on node02 (gpus 2,3)
 }
 
 func TestVerify(t *testing.T) {
-	d := Demand{Model: "m", Profiles: []Profile{gpuProfile("tp2", "a100-80g", 2)}}
+	d := Demand{Model: "m", Profiles: []spec.Profile{gpuProfile("tp2", "a100-80g", 2)}}
 	fleet := func(used ...int) Snapshot {
 		return Snapshot{Nodes: []Node{node("node01", "a100-80g", 4, used...)}}
 	}
@@ -361,7 +367,8 @@ func TestVerify(t *testing.T) {
 		{"gpu taken since", fleet(1), plan, "verifying plan for model m: shard 0 on node node01: gpu 1 is held by shard other-shard"},
 		{"node gone", Snapshot{}, plan, "verifying plan for model m: shard 0 on node node01: node is not in the fleet"},
 		{"node not ready", Snapshot{Nodes: []Node{with(node("node01", "a100-80g", 4), func(n *Node) { n.Ready = false })}}, plan, "verifying plan for model m: shard 0 on node node01: not ready"},
-		{"unknown profile", fleet(), Plan{Placed: true, Profile: "tp8"}, `verifying plan for model m: model has no profile "tp8"`},
+		{"unknown profile", fleet(), Plan{Placed: true, Profile: gpuProfile("tp8", "a100-80g", 8)}, `verifying plan for model m: model has no profile "tp8"`},
+		{"profile changed since", fleet(), with3(plan, func(p *Plan) { p.Profile.TP = 1 }), "verifying plan for model m: profile tp2 is not the model's profile of that name"},
 		{"not placed", fleet(), Plan{}, "verifying plan for model m: nothing was placed"},
 	}
 	for _, tt := range tests {
@@ -379,7 +386,7 @@ func TestVerify(t *testing.T) {
 }
 
 func TestAssumePlacesReplicasUntilFull(t *testing.T) {
-	d := Demand{Model: "m", Profiles: []Profile{gpuProfile("tp2", "a100-80g", 2)}}
+	d := Demand{Model: "m", Profiles: []spec.Profile{gpuProfile("tp2", "a100-80g", 2)}}
 	s := Snapshot{Nodes: []Node{node("node01", "a100-80g", 4, 0), node("node02", "a100-80g", 2)}}
 	orig := s
 	var got []string
@@ -407,7 +414,7 @@ func TestAssumePlacesReplicasUntilFull(t *testing.T) {
 }
 
 func ExampleExplanation_String() {
-	d := Demand{Model: "llama-70b", Profiles: []Profile{
+	d := Demand{Model: "llama-70b", Profiles: []spec.Profile{
 		{Name: "2x8", Engine: "vllm", GPUClass: "h100-80g", TP: 8, Nodes: 2, Priority: 100},
 		{Name: "tp4", Engine: "vllm", GPUClass: "a100-80g", TP: 4, Priority: 50},
 	}}
@@ -434,4 +441,10 @@ func ExampleExplanation_String() {
 	//   node02  no        -      wrong GPU class: has h100-80g, needs a100-80g
 	//   node03  no        -      3 free GPUs, needs 4
 	//   node04  no        -      engine vllm not available (node has llamacpp)
+}
+
+// with3 applies change to a copy of p.
+func with3(p Plan, change func(*Plan)) Plan {
+	change(&p)
+	return p
 }

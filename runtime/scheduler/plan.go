@@ -4,28 +4,33 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Verify re-checks a plan against a newer snapshot, as Nomad's plan applier
-// does before committing: the profile exists in d, there is one shard per
-// node of the profile on distinct nodes, every node still passes the
-// default checkers, every shard holds TP distinct free GPUs of the class,
+// does before committing: the plan's profile is d's profile of that name,
+// there is one shard per node of the profile on distinct nodes, every node
+// still passes the default checkers, every shard holds TP distinct free GPUs of the class,
 // and a multi-node replica stays inside the plan's one fabric. The error
 // names the first shard, node or GPU that no longer fits.
 func Verify(s Snapshot, d Demand, plan Plan) error {
 	if !plan.Placed {
 		return fmt.Errorf("verifying plan for model %s: nothing was placed", d.Model)
 	}
-	i := slices.IndexFunc(d.Profiles, func(p Profile) bool { return p.Name == plan.Profile })
+	p := plan.Profile
+	i := slices.IndexFunc(d.Profiles, func(q spec.Profile) bool { return q.Name == p.Name })
 	if i < 0 {
-		return fmt.Errorf("verifying plan for model %s: model has no profile %q", d.Model, plan.Profile)
+		return fmt.Errorf("verifying plan for model %s: model has no profile %q", d.Model, p.Name)
 	}
-	p := d.Profiles[i]
+	if !d.Profiles[i].Equal(p) {
+		return fmt.Errorf("verifying plan for model %s: profile %s is not the model's profile of that name", d.Model, p.Name)
+	}
 	if problem := validateProfile(p); problem != "" {
 		return fmt.Errorf("verifying plan for model %s: profile %s is invalid: %s", d.Model, p.Name, problem)
 	}
-	if len(plan.Shards) != p.shards() {
-		return fmt.Errorf("verifying plan for model %s: %d shards, profile %s needs %d", d.Model, len(plan.Shards), p.Name, p.shards())
+	if len(plan.Shards) != p.Shards() {
+		return fmt.Errorf("verifying plan for model %s: %d shards, profile %s needs %d", d.Model, len(plan.Shards), p.Name, p.Shards())
 	}
 	byID := make(map[string]*Node, len(s.Nodes))
 	for i := range s.Nodes {
@@ -46,7 +51,7 @@ func Verify(s Snapshot, d Demand, plan Plan) error {
 		if n == nil {
 			return fmt.Errorf("%s: node is not in the fleet", where)
 		}
-		if p.shards() > 1 && n.Fabric != plan.Fabric {
+		if p.Shards() > 1 && n.Fabric != plan.Fabric {
 			return fmt.Errorf("%s: node is in fabric %q, the replica in %q", where, n.Fabric, plan.Fabric)
 		}
 		for _, c := range checkers {
@@ -109,10 +114,7 @@ func Assume(s Snapshot, d Demand, plan Plan) Snapshot {
 	if !plan.Placed {
 		return out
 	}
-	var p Profile
-	if i := slices.IndexFunc(d.Profiles, func(p Profile) bool { return p.Name == plan.Profile }); i >= 0 {
-		p = d.Profiles[i]
-	}
+	p := plan.Profile
 	for _, sh := range plan.Shards {
 		i := slices.IndexFunc(out.Nodes, func(n Node) bool { return n.ID == sh.NodeID })
 		if i < 0 {
@@ -124,7 +126,7 @@ func Assume(s Snapshot, d Demand, plan Plan) Snapshot {
 			n.UsedGPUs = make(map[int]string, len(sh.GPUIndices))
 		}
 		for _, g := range sh.GPUIndices {
-			n.UsedGPUs[g] = fmt.Sprintf("%s/%s/%d", d.Model, plan.Profile, sh.Rank)
+			n.UsedGPUs[g] = fmt.Sprintf("%s/%s/%d", d.Model, p.Name, sh.Rank)
 		}
 		need := gb(p.MinMemoryGB)
 		if n.FreeMemoryBytes > need {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/llmgw/llmgw/spec"
 	"pgregory.net/rapid"
 )
 
@@ -61,8 +62,8 @@ func genNode(t *rapid.T, id string) Node {
 	return n
 }
 
-func genProfile(t *rapid.T, name string) Profile {
-	p := Profile{
+func genProfile(t *rapid.T, name string) spec.Profile {
+	p := spec.Profile{
 		Name:        name,
 		Engine:      rapid.SampledFrom(genEngines).Draw(t, name+".engine"),
 		TP:          rapid.IntRange(0, 4).Draw(t, name+".tp"),
@@ -107,7 +108,7 @@ func oracleFree(n Node) map[string][]int {
 }
 
 // oracleFeasible decides by brute force whether n can hold a shard of p.
-func oracleFeasible(n Node, p Profile) bool {
+func oracleFeasible(n Node, p spec.Profile) bool {
 	if !n.Ready || !n.Engines[p.Engine] {
 		return false
 	}
@@ -135,7 +136,7 @@ func oracleFeasible(n Node, p Profile) bool {
 
 // oracleCanPlace decides by brute force whether p can place on s: one
 // feasible node, or for multi-node profiles a fabric with enough of them.
-func oracleCanPlace(s Snapshot, p Profile) bool {
+func oracleCanPlace(s Snapshot, p spec.Profile) bool {
 	want := max(p.Nodes, 1)
 	perFabric := map[string]int{}
 	for _, n := range s.Nodes {
@@ -159,16 +160,20 @@ func TestPlaceProperties(t *testing.T) {
 		plan := Place(s, d)
 
 		ordered := slices.Clone(d.Profiles)
-		slices.SortStableFunc(ordered, func(a, b Profile) int { return cmp.Compare(b.Priority, a.Priority) })
-		wantProfile := ""
+		slices.SortStableFunc(ordered, func(a, b spec.Profile) int { return cmp.Compare(b.Priority, a.Priority) })
+		var wantProfile spec.Profile
 		for _, p := range ordered {
 			if oracleCanPlace(s, p) {
-				wantProfile = p.Name
+				wantProfile = p
 				break
 			}
 		}
-		if plan.Profile != wantProfile || plan.Placed != (wantProfile != "") {
-			t.Fatalf("placed %v with %q; brute force says %q\n%s", plan.Placed, plan.Profile, wantProfile, plan.Explanation)
+		if plan.Profile.Name != wantProfile.Name || plan.Placed != (wantProfile.Name != "") {
+			t.Fatalf("placed %v with %q; brute force says %q\n%s", plan.Placed, plan.Profile.Name, wantProfile.Name, plan.Explanation)
+		}
+		// The plan hands back the profile itself, not a copy of some fields.
+		if plan.Placed && !reflect.DeepEqual(plan.Profile, wantProfile) {
+			t.Fatalf("plan's profile %+v, the demand's %+v", plan.Profile, wantProfile)
 		}
 
 		// Every verdict agrees with the oracle, for every profile tried.
@@ -200,7 +205,7 @@ func TestPlaceProperties(t *testing.T) {
 			return
 		}
 
-		p := d.Profiles[slices.IndexFunc(d.Profiles, func(p Profile) bool { return p.Name == plan.Profile })]
+		p := plan.Profile
 		want := max(p.Nodes, 1)
 		if len(plan.Shards) != want {
 			t.Fatalf("%d shards, profile %s needs %d", len(plan.Shards), p.Name, want)

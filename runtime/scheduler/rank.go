@@ -1,6 +1,10 @@
 package scheduler
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/llmgw/llmgw/spec"
+)
 
 // Ranker scores a feasible node for one signal. Scores are in [0, 1], higher
 // is better; a node's score is the mean over all rankers, so no signal can
@@ -10,7 +14,7 @@ type Ranker interface {
 	Name() string
 	// Score scores n for a shard of p taking gpus (empty for CPU
 	// profiles) on behalf of d.
-	Score(n *Node, p Profile, d Demand, gpus []int) float64
+	Score(n *Node, p spec.Profile, d Demand, gpus []int) float64
 }
 
 // DefaultRankers returns the rankers Place uses.
@@ -29,7 +33,7 @@ type BinPackRanker struct{}
 func (BinPackRanker) Name() string { return "bin-pack" }
 
 // Score implements Ranker.
-func (BinPackRanker) Score(n *Node, p Profile, _ Demand, gpus []int) float64 {
+func (BinPackRanker) Score(n *Node, p spec.Profile, _ Demand, gpus []int) float64 {
 	if p.TP > 0 {
 		total := gpuCount(n)
 		if total == 0 {
@@ -58,7 +62,7 @@ type WeightsPresentRanker struct{}
 func (WeightsPresentRanker) Name() string { return "weights-present" }
 
 // Score implements Ranker.
-func (WeightsPresentRanker) Score(n *Node, _ Profile, d Demand, _ []int) float64 {
+func (WeightsPresentRanker) Score(n *Node, _ spec.Profile, d Demand, _ []int) float64 {
 	if d.Source != "" && slices.Contains(n.ModelsPresent, d.Source) {
 		return 1
 	}
@@ -74,7 +78,7 @@ type SpreadRanker struct{}
 func (SpreadRanker) Name() string { return "spread" }
 
 // Score implements Ranker.
-func (SpreadRanker) Score(n *Node, _ Profile, d Demand, _ []int) float64 {
+func (SpreadRanker) Score(n *Node, _ spec.Profile, d Demand, _ []int) float64 {
 	r := max(n.Replicas[d.Model], 0)
 	return 1 / float64(1+r)
 }

@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/llmgw/llmgw/spec"
+
 // GPU is one accelerator on a node.
 type GPU struct {
 	// Index is the device index the engine is launched with.
@@ -48,43 +50,6 @@ type Node struct {
 	Replicas map[string]int
 }
 
-// Profile is one way of running a model.
-type Profile struct {
-	// Name names the profile within its model, e.g. "tp2".
-	Name string
-	// Engine is the engine that runs it, e.g. "vllm".
-	Engine string
-	// GPUClass is the class of GPU every shard needs; "" with TP 0 for a
-	// CPU profile, "" with TP > 0 for any class (one class per shard).
-	GPUClass string
-	// TP is the number of GPUs per shard; 0 for a CPU profile.
-	TP int
-	// Nodes is the number of shards, one per node; 0 means 1.
-	Nodes int
-	// Weight is the routing weight of replicas of this profile; the
-	// scheduler carries it but does not use it.
-	Weight int
-	// Priority orders profiles: higher is tried first, ties in
-	// declaration order.
-	Priority int
-	// MinMemoryGB is the free memory each node must have, in GB of 2^30
-	// bytes.
-	MinMemoryGB int
-	// MinDiskGB is the free disk each node must have, in GB of 2^30
-	// bytes.
-	MinDiskGB int
-	// Labels must all be present on a node with equal values.
-	Labels map[string]string
-}
-
-// shards is the number of nodes the profile needs, with the default applied.
-func (p Profile) shards() int {
-	if p.Nodes <= 0 {
-		return 1
-	}
-	return p.Nodes
-}
-
 // Demand asks for one replica of a model.
 type Demand struct {
 	// Model is the model's name, used for spreading.
@@ -92,8 +57,12 @@ type Demand struct {
 	// Source is where the weights come from, matched against
 	// Node.ModelsPresent.
 	Source string
-	// Profiles are the ways the model may run, in declaration order.
-	Profiles []Profile
+	// Profiles are the ways the model may run, in declaration order: the
+	// catalog's own profiles. GPUClass "" with TP 0 is a CPU profile, "" with
+	// TP above 0 takes GPUs of any one class; Nodes 0 means 1; Weight is
+	// carried, not used; Priority orders them, higher first, ties in
+	// declaration order.
+	Profiles []spec.Profile
 }
 
 // Snapshot is the fleet as the scheduler sees it at one moment.
@@ -116,8 +85,9 @@ type ShardPlacement struct {
 type Plan struct {
 	// Placed reports whether a profile placed.
 	Placed bool
-	// Profile names the profile that placed.
-	Profile string
+	// Profile is the profile that placed, as the Demand gave it; the zero
+	// Profile when nothing placed.
+	Profile spec.Profile
 	// Shards lists the placements, rank 0 first.
 	Shards []ShardPlacement
 	// Fabric is the fabric every shard is in; "" for a single-node
