@@ -58,6 +58,11 @@ func (r *reader) num(key string, v types.Int64) int {
 	return int(v.ValueInt64())
 }
 
+func (r *reader) boolean(key string, v types.Bool) bool {
+	r.note(key, v)
+	return v.ValueBool()
+}
+
 func (r *reader) float(key string, v types.Float64) float64 {
 	r.note(key, v)
 	return v.ValueFloat64()
@@ -141,6 +146,8 @@ func (r *reader) readStruct(key string, attrs map[string]attr.Value, dst reflect
 			fv.SetString(r.str(k, attrString(attrs, f.attr)))
 		case reflect.Int:
 			fv.SetInt(int64(r.num(k, attrInt64(attrs, f.attr))))
+		case reflect.Bool:
+			fv.SetBool(r.boolean(k, attrBool(attrs, f.attr)))
 		case reflect.Float64:
 			fv.SetFloat(r.float(k, attrFloat64(attrs, f.attr)))
 		case reflect.Slice:
@@ -158,7 +165,9 @@ func (r *reader) readStruct(key string, attrs map[string]attr.Value, dst reflect
 }
 
 // writeStruct is the flat struct src as an object's attributes; prior
-// (possibly nil) supplies the spelling of values the API normalizes.
+// (possibly nil) supplies the spelling of values the API normalizes. An
+// empty string, list or map stays null when prior is; a number or a bool
+// is always written, so its attribute is Computed with a Default.
 func writeStruct(src reflect.Value, fields []field, prior map[string]attr.Value) map[string]attr.Value {
 	out := make(map[string]attr.Value, len(fields))
 	for _, f := range fields {
@@ -172,6 +181,8 @@ func writeStruct(src reflect.Value, fields []field, prior map[string]attr.Value)
 			out[f.attr] = fromString(v.String(), attrString(prior, f.attr))
 		case reflect.Int:
 			out[f.attr] = types.Int64Value(v.Int())
+		case reflect.Bool:
+			out[f.attr] = types.BoolValue(v.Bool())
 		case reflect.Float64:
 			out[f.attr] = types.Float64Value(v.Float())
 		case reflect.Slice:
@@ -300,7 +311,7 @@ func objectAttrs(o types.Object) map[string]attr.Value {
 	return o.Attributes()
 }
 
-// attrString, attrInt64, attrFloat64, attrList and attrMap are attribute k
+// attrString, attrInt64, attrBool, attrFloat64, attrList and attrMap are attribute k
 // of attrs; null when it is missing (attrs nil included) or of another type.
 func attrString(attrs map[string]attr.Value, k string) types.String {
 	if v, ok := attrs[k].(types.String); ok {
@@ -314,6 +325,13 @@ func attrInt64(attrs map[string]attr.Value, k string) types.Int64 {
 		return v
 	}
 	return types.Int64Null()
+}
+
+func attrBool(attrs map[string]attr.Value, k string) types.Bool {
+	if v, ok := attrs[k].(types.Bool); ok {
+		return v
+	}
+	return types.BoolNull()
 }
 
 func attrFloat64(attrs map[string]attr.Value, k string) types.Float64 {

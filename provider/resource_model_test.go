@@ -174,6 +174,8 @@ func TestNestedSchemasFollowSpec(t *testing.T) {
 			return types.StringType
 		case t.Kind() == reflect.Int:
 			return types.Int64Type
+		case t.Kind() == reflect.Bool:
+			return types.BoolType
 		case t.Kind() == reflect.Float64:
 			return types.Float64Type
 		case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
