@@ -15,6 +15,7 @@ import (
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/pki"
+	"github.com/llmgw/llmgw/provider/proxmox"
 )
 
 // callTimeout bounds one management call, so that an endpoint that accepts
@@ -35,7 +36,7 @@ type Client struct {
 	pkiKey  string
 	// pve is the Proxmox VE client of the provider's proxmox attribute, nil
 	// when it is not configured; pveMissing then says what to set.
-	pve        *PVE
+	pve        *proxmox.Client
 	pveMissing string
 }
 

@@ -1,128 +1,258 @@
 package provider
 
+// llmgw_model's Terraform values and spec.Model: the provider's one
+// conversion each way. read/toSpec take a plan, state or configuration to
+// spec; fromSpec writes spec to state. What the control plane answers
+// reaches state through specpb.ModelFromProto and then fromSpec, so spec ↔
+// protobuf stays in api/specpb.
+//
+// The flat structs of spec (Profile, Scaling, Pricing) cross field by
+// field, each field as the attribute named by its json tag: a new field of
+// spec.Profile needs only its attribute in profileSchema here
+// (TestNestedSchemasFollowSpec holds the two together).
+
 import (
-	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
 	"github.com/llmgw/llmgw/spec"
 )
 
-// reader reads Terraform values into Go values, noting whether every value
-// was known.
+// reader reads Terraform values into Go values. It notes, by spec key
+// (profiles[1].tp), every value not known yet and every value that is set
+// (known and not null).
 type reader struct {
-	ctx     context.Context
-	unknown bool
+	unknown []string
+	set     map[string]bool
 }
 
-func (r *reader) str(v types.String) string {
-	r.unknown = r.unknown || v.IsUnknown()
+func newReader() *reader { return &reader{set: map[string]bool{}} }
+
+// note records v under key.
+func (r *reader) note(key string, v attr.Value) {
+	switch {
+	case v.IsUnknown():
+		r.unknown = append(r.unknown, key)
+	case !v.IsNull():
+		r.set[key] = true
+	}
+}
+
+func (r *reader) str(key string, v types.String) string {
+	r.note(key, v)
 	return v.ValueString()
 }
 
-func (r *reader) num(v types.Int64) int {
-	r.unknown = r.unknown || v.IsUnknown()
+func (r *reader) num(key string, v types.Int64) int {
+	r.note(key, v)
 	return int(v.ValueInt64())
 }
 
-func (r *reader) dur(v types.String) spec.Duration {
-	d, _ := time.ParseDuration(r.str(v)) // the schema's validator has checked it
+func (r *reader) boolean(key string, v types.Bool) bool {
+	r.note(key, v)
+	return v.ValueBool()
+}
+
+func (r *reader) float(key string, v types.Float64) float64 {
+	r.note(key, v)
+	return v.ValueFloat64()
+}
+
+func (r *reader) dur(key string, v types.String) spec.Duration {
+	d, _ := time.ParseDuration(r.str(key, v)) // the schema's validator has checked it
 	return spec.Duration(d)
 }
 
-func (r *reader) list(v types.List) []string {
-	if v.IsUnknown() {
-		r.unknown = true
+func (r *reader) list(key string, v types.List) []string {
+	r.note(key, v)
+	if v.IsNull() || v.IsUnknown() {
 		return nil
 	}
 	var out []string
-	for _, e := range v.Elements() {
+	for i, e := range v.Elements() {
 		s, ok := e.(types.String)
 		if !ok {
 			continue
 		}
-		out = append(out, r.str(s))
+		out = append(out, r.str(fmt.Sprintf("%s[%d]", key, i), s))
 	}
 	return out
 }
 
-func (r *reader) dict(v types.Map) map[string]string {
-	if v.IsUnknown() {
-		r.unknown = true
-		return nil
-	}
-	if v.IsNull() {
+func (r *reader) dict(key string, v types.Map) map[string]string {
+	r.note(key, v)
+	if v.IsNull() || v.IsUnknown() {
 		return nil
 	}
 	out := map[string]string{}
 	for k, e := range v.Elements() {
 		if s, ok := e.(types.String); ok {
-			out[k] = r.str(s)
+			if s.IsUnknown() {
+				r.unknown = append(r.unknown, key)
+			}
+			out[k] = s.ValueString()
 		}
 	}
 	return out
 }
 
-func (r *reader) object(v types.Object, target any) bool {
-	if v.IsUnknown() {
-		r.unknown = true
-		return false
-	}
-	if v.IsNull() {
-		return false
-	}
-	return !v.As(r.ctx, target, basetypes.ObjectAsOptions{}).HasError()
+// field is one field of a flat spec struct and the attribute it crosses
+// as: the field's json tag.
+type field struct {
+	attr  string
+	index int
 }
 
-// toCatalog is the planned or stored definition as the catalog's Model; the
-// second result is false when some attribute is not known yet.
-func (m modelResourceModel) toCatalog(ctx context.Context) (spec.Model, bool) {
-	r := &reader{ctx: ctx}
-	out := spec.Model{
-		Name:           r.str(m.Name),
-		Aliases:        r.list(m.Aliases),
-		Source:         r.str(m.Source),
-		RoutingProfile: r.str(m.RoutingProfile),
-		ContextLength:  r.num(m.ContextLength),
-		MaxOutput:      r.num(m.MaxOutput),
+var durationType = reflect.TypeFor[spec.Duration]()
+
+// fieldsOf lists the fields of the flat struct type T.
+func fieldsOf[T any]() []field {
+	t := reflect.TypeFor[T]()
+	out := make([]field, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out = append(out, field{attr: name, index: i})
 	}
-	if m.Pricing.IsUnknown() {
-		r.unknown = true
-	} else if attrs := objectAttrs(m.Pricing); attrs != nil {
-		prompt, completion := attrFloat64(attrs, "prompt_per_1k"), attrFloat64(attrs, "completion_per_1k")
-		r.unknown = r.unknown || prompt.IsUnknown() || completion.IsUnknown()
-		out.Pricing = &spec.Pricing{PromptPer1K: prompt.ValueFloat64(), CompletionPer1K: completion.ValueFloat64()}
-	}
-	var s scalingModel
-	if r.object(m.Scaling, &s) {
-		out.Scaling = spec.Scaling{Min: r.num(s.Min), Max: r.num(s.Max), IdleTimeout: r.dur(s.IdleTimeout)}
-	}
-	if m.Profiles.IsUnknown() {
-		return out, false
-	}
-	for _, e := range m.Profiles.Elements() {
-		o, ok := e.(types.Object)
-		var p profileModel
-		if !ok || !r.object(o, &p) {
-			r.unknown = r.unknown || o.IsUnknown()
+	return out
+}
+
+var (
+	profileFields = fieldsOf[spec.Profile]()
+	scalingFields = fieldsOf[spec.Scaling]()
+	pricingFields = fieldsOf[spec.Pricing]()
+)
+
+// readStruct reads an object's attributes (of the spec key key) into the
+// flat struct dst points to.
+func (r *reader) readStruct(key string, attrs map[string]attr.Value, dst reflect.Value, fields []field) {
+	for _, f := range fields {
+		k, fv := key+"."+f.attr, dst.Field(f.index)
+		if fv.Type() == durationType {
+			fv.SetInt(int64(r.dur(k, attrString(attrs, f.attr))))
 			continue
 		}
-		out.Profiles = append(out.Profiles, spec.Profile{
-			Name: r.str(p.Name), Engine: r.str(p.Engine), GPUClass: r.str(p.GPUClass),
-			TP: r.num(p.TP), Nodes: r.num(p.Nodes), Weight: r.num(p.Weight), Priority: r.num(p.Priority),
-			StartupTimeout: r.dur(p.StartupTimeout), MinMemoryGB: r.num(p.MinMemoryGB), MinDiskGB: r.num(p.MinDiskGB),
-			Labels: r.dict(p.Labels), Args: r.list(p.Args), Env: r.dict(p.Env), LaunchMode: r.str(p.LaunchMode),
-		})
+		switch fv.Kind() {
+		case reflect.String:
+			fv.SetString(r.str(k, attrString(attrs, f.attr)))
+		case reflect.Int:
+			fv.SetInt(int64(r.num(k, attrInt64(attrs, f.attr))))
+		case reflect.Bool:
+			fv.SetBool(r.boolean(k, attrBool(attrs, f.attr)))
+		case reflect.Float64:
+			fv.SetFloat(r.float(k, attrFloat64(attrs, f.attr)))
+		case reflect.Slice:
+			if l := r.list(k, attrList(attrs, f.attr)); l != nil {
+				fv.Set(reflect.ValueOf(l))
+			}
+		case reflect.Map:
+			if m := r.dict(k, attrMap(attrs, f.attr)); m != nil {
+				fv.Set(reflect.ValueOf(m))
+			}
+		default:
+			panic(fmt.Sprintf("llmgw provider: spec field %s of kind %s has no Terraform form", k, fv.Kind()))
+		}
 	}
-	return out, !r.unknown
+}
+
+// writeStruct is the flat struct src as an object's attributes; prior
+// (possibly nil) supplies the spelling of values the API normalizes. An
+// empty string, list or map stays null when prior is; a number or a bool
+// is always written, so its attribute is Computed with a Default.
+func writeStruct(src reflect.Value, fields []field, prior map[string]attr.Value) map[string]attr.Value {
+	out := make(map[string]attr.Value, len(fields))
+	for _, f := range fields {
+		v := src.Field(f.index)
+		if v.Type() == durationType {
+			out[f.attr] = fromDuration(durationText(spec.Duration(v.Int())), attrString(prior, f.attr))
+			continue
+		}
+		switch v.Kind() {
+		case reflect.String:
+			out[f.attr] = fromString(v.String(), attrString(prior, f.attr))
+		case reflect.Int:
+			out[f.attr] = types.Int64Value(v.Int())
+		case reflect.Bool:
+			out[f.attr] = types.BoolValue(v.Bool())
+		case reflect.Float64:
+			out[f.attr] = types.Float64Value(v.Float())
+		case reflect.Slice:
+			out[f.attr] = fromList(v.Interface().([]string), attrList(prior, f.attr))
+		case reflect.Map:
+			out[f.attr] = fromMap(v.Interface().(map[string]string), attrMap(prior, f.attr))
+		default:
+			panic(fmt.Sprintf("llmgw provider: spec field %s of kind %s has no Terraform form", f.attr, v.Kind()))
+		}
+	}
+	return out
+}
+
+// durationText is a duration as the API and the catalog spell it; "" for
+// zero.
+func durationText(d spec.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+// read is the planned, stored or configured definition as spec's Model,
+// with the reader that noted which values are unknown and which are set.
+func (m modelResourceModel) read() (spec.Model, *reader) {
+	r := newReader()
+	out := spec.Model{
+		Name:           r.str("name", m.Name),
+		Aliases:        r.list("aliases", m.Aliases),
+		Source:         r.str("source", m.Source),
+		RoutingProfile: r.str("routing_profile", m.RoutingProfile),
+		ContextLength:  r.num("context_length", m.ContextLength),
+		MaxOutput:      r.num("max_output", m.MaxOutput),
+	}
+	r.note("pricing", m.Pricing)
+	if attrs := objectAttrs(m.Pricing); attrs != nil {
+		out.Pricing = &spec.Pricing{}
+		r.readStruct("pricing", attrs, reflect.ValueOf(out.Pricing).Elem(), pricingFields)
+	}
+	r.note("scaling", m.Scaling)
+	if attrs := objectAttrs(m.Scaling); attrs != nil {
+		r.readStruct("scaling", attrs, reflect.ValueOf(&out.Scaling).Elem(), scalingFields)
+	}
+	r.note("profiles", m.Profiles)
+	if m.Profiles.IsNull() || m.Profiles.IsUnknown() {
+		return out, r
+	}
+	for i, e := range m.Profiles.Elements() {
+		key := fmt.Sprintf("profiles[%d]", i)
+		o, ok := e.(types.Object)
+		if !ok || o.IsNull() || o.IsUnknown() {
+			if ok && o.IsUnknown() {
+				r.unknown = append(r.unknown, key)
+			}
+			continue
+		}
+		// Read from the attribute map, not with As: the reflection of As
+		// costs more than the rest of a plan, which reads every model.
+		var p spec.Profile
+		r.readStruct(key, o.Attributes(), reflect.ValueOf(&p).Elem(), profileFields)
+		out.Profiles = append(out.Profiles, p)
+	}
+	return out, r
+}
+
+// toSpec is the planned or stored definition as spec's Model; the second
+// result is false when some attribute is not known yet.
+func (m modelResourceModel) toSpec() (spec.Model, bool) {
+	out, r := m.read()
+	return out, len(r.unknown) == 0
 }
 
 // The from* helpers build state values from what the API returned. Where
@@ -181,8 +311,8 @@ func objectAttrs(o types.Object) map[string]attr.Value {
 	return o.Attributes()
 }
 
-// attrString, attrInt64, attrList and attrMap are attribute k of attrs; null when it is
-// missing (attrs nil included) or of another type.
+// attrString, attrInt64, attrBool, attrFloat64, attrList and attrMap are attribute k
+// of attrs; null when it is missing (attrs nil included) or of another type.
 func attrString(attrs map[string]attr.Value, k string) types.String {
 	if v, ok := attrs[k].(types.String); ok {
 		return v
@@ -195,6 +325,13 @@ func attrInt64(attrs map[string]attr.Value, k string) types.Int64 {
 		return v
 	}
 	return types.Int64Null()
+}
+
+func attrBool(attrs map[string]attr.Value, k string) types.Bool {
+	if v, ok := attrs[k].(types.Bool); ok {
+		return v
+	}
+	return types.BoolNull()
 }
 
 func attrFloat64(attrs map[string]attr.Value, k string) types.Float64 {
@@ -218,69 +355,57 @@ func attrMap(attrs map[string]attr.Value, k string) types.Map {
 	return types.MapNull(types.StringType)
 }
 
-// fromAPI is the state for the model the control plane returned; prior
-// supplies the resource's own settings and the spelling of values the API
-// normalizes.
-func fromAPI(_ context.Context, pm *managev1.Model, prior modelResourceModel) (modelResourceModel, diag.Diagnostics) {
-	var diags diag.Diagnostics
+// fromSpec is prior with the definition m written over it: the resource's
+// own settings and the spelling of values the API normalizes come from
+// prior.
+func fromSpec(m spec.Model, prior modelResourceModel) modelResourceModel {
 	out := prior
-	out.Name = types.StringValue(pm.GetName())
-	out.Aliases = fromList(pm.GetAliases(), prior.Aliases)
-	out.Source = fromString(pm.GetSource(), prior.Source)
-	out.RoutingProfile = types.StringValue(pm.GetRoutingProfile())
-	out.ContextLength = types.Int64Value(int64(pm.GetContextLength()))
-	out.MaxOutput = types.Int64Value(int64(pm.GetMaxOutput()))
+	out.Name = types.StringValue(m.Name)
+	out.Aliases = fromList(m.Aliases, prior.Aliases)
+	out.Source = fromString(m.Source, prior.Source)
+	out.RoutingProfile = types.StringValue(m.RoutingProfile)
+	out.ContextLength = types.Int64Value(int64(m.ContextLength))
+	out.MaxOutput = types.Int64Value(int64(m.MaxOutput))
 
 	// The prior's nested values are read from their attribute maps, not
 	// with As/ElementsAs: the reflection costs more than the rest of a
 	// refresh, and a plan refreshes every model of the catalog.
-	sc := pm.GetScaling()
-	out.Scaling = types.ObjectValueMust(scalingTypes, map[string]attr.Value{
-		"min":          types.Int64Value(int64(sc.GetMin())),
-		"max":          types.Int64Value(int64(sc.GetMax())),
-		"idle_timeout": fromDuration(sc.GetIdleTimeout(), attrString(objectAttrs(prior.Scaling), "idle_timeout")),
-	})
-
+	out.Scaling = types.ObjectValueMust(scalingTypes, writeStruct(reflect.ValueOf(m.Scaling), scalingFields, objectAttrs(prior.Scaling)))
 	out.Pricing = types.ObjectNull(pricingTypes)
-	if p := pm.GetPricing(); p != nil {
-		out.Pricing = types.ObjectValueMust(pricingTypes, map[string]attr.Value{
-			"prompt_per_1k":     types.Float64Value(p.GetPromptPer_1K()),
-			"completion_per_1k": types.Float64Value(p.GetCompletionPer_1K()),
-		})
+	if m.Pricing != nil {
+		out.Pricing = types.ObjectValueMust(pricingTypes, writeStruct(reflect.ValueOf(*m.Pricing), pricingFields, nil))
 	}
 
 	var priorProfiles []attr.Value
 	if !prior.Profiles.IsNull() && !prior.Profiles.IsUnknown() {
 		priorProfiles = prior.Profiles.Elements()
 	}
-	profileType := types.ObjectType{AttrTypes: profileTypes}
-	var profiles []attr.Value
-	for i, p := range pm.GetProfiles() {
+	profiles := make([]attr.Value, 0, len(m.Profiles))
+	for i, p := range m.Profiles {
 		var pp map[string]attr.Value // nil: no prior profile, every lookup is null
 		if i < len(priorProfiles) {
-			if o, ok := priorProfiles[i].(types.Object); ok && attrString(objectAttrs(o), "name").ValueString() == p.GetName() {
+			if o, ok := priorProfiles[i].(types.Object); ok && attrString(objectAttrs(o), "name").ValueString() == p.Name {
 				pp = objectAttrs(o)
 			}
 		}
-		profiles = append(profiles, types.ObjectValueMust(profileTypes, map[string]attr.Value{
-			"name":            types.StringValue(p.GetName()),
-			"engine":          types.StringValue(p.GetEngine()),
-			"gpu_class":       fromString(p.GetGpuClass(), attrString(pp, "gpu_class")),
-			"tp":              types.Int64Value(int64(p.GetTp())),
-			"nodes":           types.Int64Value(int64(p.GetNodes())),
-			"weight":          types.Int64Value(int64(p.GetWeight())),
-			"priority":        types.Int64Value(int64(p.GetPriority())),
-			"startup_timeout": fromDuration(p.GetStartupTimeout(), attrString(pp, "startup_timeout")),
-			"min_memory_gb":   types.Int64Value(int64(p.GetMinMemoryGb())),
-			"min_disk_gb":     types.Int64Value(int64(p.GetMinDiskGb())),
-			"labels":          fromMap(p.GetLabels(), attrMap(pp, "labels")),
-			"args":            fromList(p.GetArgs(), attrList(pp, "args")),
-			"env":             fromMap(p.GetEnv(), attrMap(pp, "env")),
-			"launch_mode":     fromString(p.GetLaunchMode(), attrString(pp, "launch_mode")),
-		}))
+		profiles = append(profiles, types.ObjectValueMust(profileTypes, writeStruct(reflect.ValueOf(p), profileFields, pp)))
 	}
-	out.Profiles = types.ListValueMust(profileType, profiles)
+	out.Profiles = types.ListValueMust(types.ObjectType{AttrTypes: profileTypes}, profiles)
+	return out
+}
 
+// fromAPI is the state for the model the control plane returned; prior
+// supplies the resource's own settings and the spelling of values the API
+// normalizes.
+func fromAPI(pm *managev1.Model, prior modelResourceModel) (modelResourceModel, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	m, err := specpb.ModelFromProto(pm)
+	if err != nil {
+		diags.AddError("Unreadable answer from the llmgw control plane",
+			fmt.Sprintf("The control plane returned model %s with %v. This is a bug; please report it.", prior.Name.ValueString(), err))
+		return prior, diags
+	}
+	out := fromSpec(m, prior)
 	out.Generation = types.StringValue(pm.GetGeneration())
 	out.Origin = types.StringValue(pm.GetOrigin())
 	st := pm.GetStatus()

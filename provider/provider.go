@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/llmgw/llmgw/provider/proxmox"
 )
 
 // Address is the provider's registry address.
@@ -155,7 +157,7 @@ type settings struct {
 	CACertFile string
 	PKICert    string
 	PKIKey     string
-	PVE        pveSettings
+	PVE        proxmox.Settings
 }
 
 // resolve applies the environment (read through getenv) to the configured
@@ -185,7 +187,7 @@ func (m providerModel) resolve(getenv func(string) string) settings {
 
 // resolve applies the environment to the proxmox attribute (which may be
 // absent).
-func (m *pveModel) resolve(getenv func(string) string) pveSettings {
+func (m *pveModel) resolve(getenv func(string) string) proxmox.Settings {
 	if m == nil {
 		m = &pveModel{}
 	}
@@ -196,7 +198,7 @@ func (m *pveModel) resolve(getenv func(string) string) pveSettings {
 		}
 		return env
 	}
-	s := pveSettings{
+	s := proxmox.Settings{
 		Endpoint: pick(m.Endpoint, getenv(EnvPVEEndpoint)),
 		TokenID:  pick(m.APITokenID, envID),
 		Secret:   pick(m.APITokenSecret, envSecret),

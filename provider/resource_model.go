@@ -7,9 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -38,10 +35,10 @@ const (
 )
 
 var (
-	_ resource.ResourceWithConfigure        = (*modelResource)(nil)
-	_ resource.ResourceWithImportState      = (*modelResource)(nil)
-	_ resource.ResourceWithModifyPlan       = (*modelResource)(nil)
-	_ resource.ResourceWithConfigValidators = (*modelResource)(nil)
+	_ resource.ResourceWithConfigure      = (*modelResource)(nil)
+	_ resource.ResourceWithImportState    = (*modelResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*modelResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*modelResource)(nil)
 )
 
 // modelResource is llmgw_model: one model of the catalog.
@@ -70,44 +67,22 @@ type modelResourceModel struct {
 	Status         types.Object `tfsdk:"status"`
 }
 
-type scalingModel struct {
-	Min         types.Int64  `tfsdk:"min"`
-	Max         types.Int64  `tfsdk:"max"`
-	IdleTimeout types.String `tfsdk:"idle_timeout"`
-}
-
-type profileModel struct {
-	Name           types.String `tfsdk:"name"`
-	Engine         types.String `tfsdk:"engine"`
-	GPUClass       types.String `tfsdk:"gpu_class"`
-	TP             types.Int64  `tfsdk:"tp"`
-	Nodes          types.Int64  `tfsdk:"nodes"`
-	Weight         types.Int64  `tfsdk:"weight"`
-	Priority       types.Int64  `tfsdk:"priority"`
-	StartupTimeout types.String `tfsdk:"startup_timeout"`
-	MinMemoryGB    types.Int64  `tfsdk:"min_memory_gb"`
-	MinDiskGB      types.Int64  `tfsdk:"min_disk_gb"`
-	Labels         types.Map    `tfsdk:"labels"`
-	Args           types.List   `tfsdk:"args"`
-	Env            types.Map    `tfsdk:"env"`
-	LaunchMode     types.String `tfsdk:"launch_mode"`
-}
-
+// The attribute types of the nested objects, from their schemas.
 var (
-	scalingTypes = map[string]attr.Type{"min": types.Int64Type, "max": types.Int64Type, "idle_timeout": types.StringType}
-	pricingTypes = map[string]attr.Type{"prompt_per_1k": types.Float64Type, "completion_per_1k": types.Float64Type}
-	profileTypes = map[string]attr.Type{
-		"name": types.StringType, "engine": types.StringType, "gpu_class": types.StringType,
-		"tp": types.Int64Type, "nodes": types.Int64Type, "weight": types.Int64Type, "priority": types.Int64Type,
-		"startup_timeout": types.StringType, "min_memory_gb": types.Int64Type, "min_disk_gb": types.Int64Type,
-		"labels": types.MapType{ElemType: types.StringType}, "args": types.ListType{ElemType: types.StringType},
-		"env": types.MapType{ElemType: types.StringType}, "launch_mode": types.StringType,
-	}
-	statusTypes = map[string]attr.Type{
-		"state": types.StringType, "message": types.StringType,
-		"replicas_ready": types.Int64Type, "replicas_desired": types.Int64Type, "replicas_total": types.Int64Type,
-	}
+	scalingTypes = attrTypes(scalingSchema())
+	pricingTypes = attrTypes(pricingSchema())
+	profileTypes = attrTypes(profileSchema())
+	statusTypes  = attrTypes(statusSchema())
 )
+
+// attrTypes is the object type of nested attributes.
+func attrTypes(attrs map[string]schema.Attribute) map[string]attr.Type {
+	out := make(map[string]attr.Type, len(attrs))
+	for name, a := range attrs {
+		out[name] = a.GetType()
+	}
+	return out
+}
 
 func (r *modelResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_model"
@@ -124,13 +99,11 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				Required:            true,
 				MarkdownDescription: "The model's name, what clients ask for: " + spec.NameRule + ". Changing it replaces the model.",
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:          []validator.String{stringvalidator.LengthBetween(1, spec.MaxNameLen), stringvalidator.RegexMatches(spec.NameRE, "must contain only "+spec.NameRule)},
 			},
 			"aliases": schema.ListAttribute{
 				Optional:            true,
 				ElementType:         types.StringType,
 				MarkdownDescription: "Other names clients may use for the model. Changing them does not restart replicas.",
-				Validators:          []validator.List{listvalidator.UniqueValues(), listvalidator.ValueStringsAre(stringvalidator.RegexMatches(spec.NameRE, "must contain only "+spec.NameRule))},
 			},
 			"source": schema.StringAttribute{
 				Optional:            true,
@@ -147,14 +120,12 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				Computed:            true,
 				Default:             int64default.StaticInt64(0),
 				MarkdownDescription: "The most tokens a client may use in one request (prompt and output); 0 means unstated.",
-				Validators:          []validator.Int64{int64validator.AtLeast(0)},
 			},
 			"max_output": schema.Int64Attribute{
 				Optional:            true,
 				Computed:            true,
 				Default:             int64default.StaticInt64(0),
 				MarkdownDescription: "The most tokens one response may have; 0 means unstated. At most `context_length` when that is set.",
-				Validators:          []validator.Int64{int64validator.AtLeast(0)},
 			},
 			"scaling": schema.SingleNestedAttribute{
 				Optional: true,
@@ -163,49 +134,17 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 					"min": types.Int64Value(0), "max": types.Int64Value(0), "idle_timeout": types.StringNull(),
 				})),
 				MarkdownDescription: "Bounds of the replica count. Without it the model is configured but runs no replica (min 0, max 0); min 0 with a higher max loads the model on demand.",
-				Attributes: map[string]schema.Attribute{
-					"min": schema.Int64Attribute{
-						Optional:            true,
-						Computed:            true,
-						Default:             int64default.StaticInt64(0),
-						MarkdownDescription: "Replicas kept running at all times. Apply waits for this many ready replicas of the new definition.",
-						Validators:          []validator.Int64{int64validator.AtLeast(0)},
-					},
-					"max": schema.Int64Attribute{
-						Optional:            true,
-						Computed:            true,
-						MarkdownDescription: "Most replicas; at least `min`, and `min` when left out.",
-						Validators:          []validator.Int64{int64validator.AtLeast(0)},
-						PlanModifiers:       []planmodifier.Int64{maxDefaultsToMin{}},
-					},
-					"idle_timeout": schema.StringAttribute{
-						Optional:            true,
-						MarkdownDescription: "Replicas above `min` idle this long are stopped, written like `30s`, `5m` or `1h30m`.",
-						Validators:          []validator.String{durationValidator{allowZero: true}},
-					},
-				},
+				Attributes:          scalingSchema(),
 			},
 			"pricing": schema.SingleNestedAttribute{
 				Optional: true,
 				MarkdownDescription: "What a request to the model costs, per 1,000 tokens, in the unit budgets (`llmgw_budget`) are in. " +
 					"Without it the control plane's `auth.default_price` applies. Changing it updates the model in place: no replica restarts.",
-				Attributes: map[string]schema.Attribute{
-					"prompt_per_1k": schema.Float64Attribute{
-						Required:            true,
-						MarkdownDescription: "Price of 1,000 prompt (input) tokens.",
-						Validators:          []validator.Float64{float64validator.AtLeast(0)},
-					},
-					"completion_per_1k": schema.Float64Attribute{
-						Required:            true,
-						MarkdownDescription: "Price of 1,000 completion (output) tokens.",
-						Validators:          []validator.Float64{float64validator.AtLeast(0)},
-					},
-				},
+				Attributes: pricingSchema(),
 			},
 			"profiles": schema.ListNestedAttribute{
 				Required:            true,
 				MarkdownDescription: "The ways the model can be placed, tried by `priority` (higher first). Changing a profile rolls the replicas: the new replica is ready before the old one stops.",
-				Validators:          []validator.List{listvalidator.SizeAtLeast(1)},
 				NestedObject: schema.NestedAttributeObject{
 					Attributes: profileSchema(),
 				},
@@ -242,29 +181,72 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"status": schema.SingleNestedAttribute{
 				Computed:            true,
 				MarkdownDescription: "The model's status when last read.",
-				Attributes: map[string]schema.Attribute{
-					"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "`serving`, `starting`, `unplaced`, `idle` or `failed`."},
-					"message":          schema.StringAttribute{Computed: true, MarkdownDescription: "Why the model is not serving: the last failure, or why no node can hold it."},
-					"replicas_ready":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Ready replicas."},
-					"replicas_desired": schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas wanted (`scaling.min`)."},
-					"replicas_total":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas starting or ready."},
-				},
+				Attributes:          statusSchema(),
 			},
 		},
 	}
 }
 
+// scalingSchema is the attributes of scaling, spec.Scaling's fields.
+func scalingSchema() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"min": schema.Int64Attribute{
+			Optional:            true,
+			Computed:            true,
+			Default:             int64default.StaticInt64(0),
+			MarkdownDescription: "Replicas kept running at all times. Apply waits for this many ready replicas of the new definition.",
+		},
+		"max": schema.Int64Attribute{
+			Optional:            true,
+			Computed:            true,
+			MarkdownDescription: "Most replicas; at least `min`, and `min` when left out.",
+			PlanModifiers:       []planmodifier.Int64{maxDefaultsToMin{}},
+		},
+		"idle_timeout": schema.StringAttribute{
+			Optional:            true,
+			MarkdownDescription: "Replicas above `min` idle this long are stopped, written like `30s`, `5m` or `1h30m`.",
+			Validators:          []validator.String{durationSyntax{}},
+		},
+	}
+}
+
+// pricingSchema is the attributes of pricing, spec.Pricing's fields.
+func pricingSchema() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"prompt_per_1k": schema.Float64Attribute{
+			Required:            true,
+			MarkdownDescription: "Price of 1,000 prompt (input) tokens.",
+		},
+		"completion_per_1k": schema.Float64Attribute{
+			Required:            true,
+			MarkdownDescription: "Price of 1,000 completion (output) tokens.",
+		},
+	}
+}
+
+// statusSchema is the attributes of status.
+func statusSchema() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "`serving`, `starting`, `unplaced`, `idle` or `failed`."},
+		"message":          schema.StringAttribute{Computed: true, MarkdownDescription: "Why the model is not serving: the last failure, or why no node can hold it."},
+		"replicas_ready":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Ready replicas."},
+		"replicas_desired": schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas wanted (`scaling.min`)."},
+		"replicas_total":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas starting or ready."},
+	}
+}
+
+// profileSchema is the attributes of a profile, spec.Profile's fields. The
+// rules between values are spec's (ValidateConfig); a validator here only
+// checks what spec cannot see, like a duration's spelling.
 func profileSchema() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"name": schema.StringAttribute{
 			Required:            true,
 			MarkdownDescription: "The profile's name, unique within the model: " + spec.NameRule + ".",
-			Validators:          []validator.String{stringvalidator.RegexMatches(spec.NameRE, "must contain only "+spec.NameRule)},
 		},
 		"engine": schema.StringAttribute{
 			Required:            true,
 			MarkdownDescription: "The inference engine: one of `" + strings.Join(spec.KnownEngines, "`, `") + "`.",
-			Validators:          []validator.String{stringvalidator.OneOf(spec.KnownEngines...)},
 		},
 		"gpu_class": schema.StringAttribute{
 			Optional:            true,
@@ -273,17 +255,14 @@ func profileSchema() map[string]schema.Attribute {
 		"tp": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
 			MarkdownDescription: "Tensor-parallel width: GPUs per node for one replica. At least 1 when `gpu_class` is set.",
-			Validators:          []validator.Int64{int64validator.AtLeast(0)},
 		},
 		"nodes": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(spec.DefaultNodes),
 			MarkdownDescription: "How many nodes one replica spans (one shard per node); default 1. Above 1 only for `vllm`, `sglang` and `sim`.",
-			Validators:          []validator.Int64{int64validator.AtLeast(1)},
 		},
 		"weight": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(spec.DefaultWeight),
 			MarkdownDescription: "The profile's share of traffic among ready replicas; default 1.",
-			Validators:          []validator.Int64{int64validator.AtLeast(0)},
 		},
 		"priority": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
@@ -292,17 +271,15 @@ func profileSchema() map[string]schema.Attribute {
 		"startup_timeout": schema.StringAttribute{
 			Optional: true, Computed: true, Default: stringdefault.StaticString(spec.DefaultStartupTimeout.String()),
 			MarkdownDescription: "How long a shard may take to become ready, like `90s` or `10m` (default `" + spec.DefaultStartupTimeout.String() + "`).",
-			Validators:          []validator.String{durationValidator{}},
+			Validators:          []validator.String{durationSyntax{}},
 		},
 		"min_memory_gb": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
 			MarkdownDescription: "Host memory a node needs free, in GB.",
-			Validators:          []validator.Int64{int64validator.AtLeast(0)},
 		},
 		"min_disk_gb": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
 			MarkdownDescription: "Disk a node needs free for the weights, in GB.",
-			Validators:          []validator.Int64{int64validator.AtLeast(0)},
 		},
 		"labels": schema.MapAttribute{
 			Optional: true, ElementType: types.StringType,
@@ -319,13 +296,19 @@ func profileSchema() map[string]schema.Attribute {
 		"launch_mode": schema.StringAttribute{
 			Optional:            true,
 			MarkdownDescription: "How vLLM runs across GPUs and nodes: `mp` (its own processes, the default) or `ray`. Only for `vllm`.",
-			Validators:          []validator.String{stringvalidator.OneOf("mp", "ray")},
 		},
 	}
 }
 
-func (r *modelResource) ConfigValidators(context.Context) []resource.ConfigValidator {
-	return []resource.ConfigValidator{scalingBoundsValidator{}, profileRulesValidator{}}
+// ValidateConfig checks the definition with spec's own rules, those the
+// control plane applies to a request (see modelProblems).
+func (r *modelResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m modelResourceModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(modelProblems(m)...)
 }
 
 func (r *modelResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -353,12 +336,12 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	m, known := plan.toCatalog(ctx)
+	m, known := plan.toSpec()
 	var prior modelResourceModel
 	if !req.State.Raw.IsNull() {
 		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
 	}
-	old, priorKnown := prior.toCatalog(ctx)
+	old, priorKnown := prior.toSpec()
 	priorKnown = priorKnown && !req.State.Raw.IsNull()
 	if known && priorKnown && spec.SameReplicas(old, m) {
 		// What replicas are built from is unchanged: no roll, same generation.
@@ -399,7 +382,7 @@ func (r *modelResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	m, known := plan.toCatalog(ctx)
+	m, known := plan.toSpec()
 	if !known {
 		resp.Diagnostics.AddError("Model definition not known at apply", "Some attribute of llmgw_model "+plan.Name.ValueString()+" is still unknown at apply. This is a bug in the llmgw provider; please report it.")
 		return
@@ -419,14 +402,14 @@ func (r *modelResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	m, known := plan.toCatalog(ctx)
+	m, known := plan.toSpec()
 	if !known {
 		resp.Diagnostics.AddError("Model definition not known at apply", "Some attribute of llmgw_model "+plan.Name.ValueString()+" is still unknown at apply. This is a bug in the llmgw provider; please report it.")
 		return
 	}
 	var pm *managev1.Model
 	var err error
-	if old, ok := prior.toCatalog(ctx); ok && old.Equal(m) {
+	if old, ok := prior.toSpec(); ok && old.Equal(m) {
 		// Only the resource's own settings changed.
 		pm, err = r.client.GetModel(ctx, m.Name)
 	} else {
@@ -449,7 +432,7 @@ type stateSetter interface {
 // again. The state is saved before waiting, so a failed rollout leaves the
 // model in state (tainted on create).
 func (r *modelResource) settle(ctx context.Context, pm *managev1.Model, plan modelResourceModel, m spec.Model, st stateSetter, diags *diag.Diagnostics) {
-	state, d := fromAPI(ctx, pm, plan)
+	state, d := fromAPI(pm, plan)
 	diags.Append(d...)
 	diags.Append(st.Set(ctx, state)...)
 	if diags.HasError() || !plan.WaitForRollout.ValueBool() {
@@ -462,7 +445,7 @@ func (r *modelResource) settle(ctx context.Context, pm *managev1.Model, plan mod
 	final, wd := waitRollout(ctx, r.client, m.Name, pm.GetGeneration(), m.Scaling.Min, timeout)
 	diags.Append(wd...)
 	if final != nil {
-		state, d = fromAPI(ctx, final, plan)
+		state, d = fromAPI(final, plan)
 		diags.Append(d...)
 		diags.Append(st.Set(ctx, state)...)
 	}
@@ -483,7 +466,7 @@ func (r *modelResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		resp.Diagnostics.Append(r.client.Diag("reading model "+prior.Name.ValueString(), err))
 		return
 	}
-	state, d := fromAPI(ctx, pm, prior)
+	state, d := fromAPI(pm, prior)
 	resp.Diagnostics.Append(d...)
 	if state.PlacementCheck.IsNull() {
 		state.PlacementCheck = types.StringValue(defaultPlacementCheck)

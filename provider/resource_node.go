@@ -2,13 +2,13 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -21,7 +21,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -38,9 +37,10 @@ const (
 )
 
 var (
-	_ resource.ResourceWithConfigure   = (*nodeResource)(nil)
-	_ resource.ResourceWithImportState = (*nodeResource)(nil)
-	_ resource.ResourceWithModifyPlan  = (*nodeResource)(nil)
+	_ resource.ResourceWithConfigure      = (*nodeResource)(nil)
+	_ resource.ResourceWithImportState    = (*nodeResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*nodeResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*nodeResource)(nil)
 )
 
 // nodeResource is llmgw_node: the control plane's copy of a machine's
@@ -119,7 +119,6 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 					"adapters": schema.ListAttribute{
 						Required: true, ElementType: types.StringType,
 						MarkdownDescription: "The adapters (e.g. `mlx5_0`) through which the node reaches the fabric.",
-						Validators:          []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues()},
 					},
 				},
 			},
@@ -296,31 +295,81 @@ func nodeWarnings(n *managev1.Node) []nodeWarning {
 	return out
 }
 
-// toDeclaration is the declaration the plan describes.
-func (m nodeResourceModel) toDeclaration(ctx context.Context) (*managev1.NodeDeclaration, diag.Diagnostics) {
+// specDeclaration is the declaration the plan or configuration describes,
+// with the reader that noted, by spec key (fabrics[0].adapters), which
+// values are unknown and which are set. The one fabric is spec's
+// fabrics[0].
+func (m nodeResourceModel) specDeclaration() (spec.Declaration, *reader) {
+	r := newReader()
+	d := spec.Declaration{
+		Engines:   r.dict("engines", m.Engines),
+		Labels:    r.dict("labels", m.Labels),
+		ModelDirs: r.list("model_dirs", m.ModelDirs),
+	}
+	r.note("fabrics[0]", m.Fabric)
+	if attrs := objectAttrs(m.Fabric); attrs != nil {
+		d.Fabrics = []spec.Fabric{{
+			Name:     r.str("fabrics[0].name", attrString(attrs, "name")),
+			Adapters: r.list("fabrics[0].adapters", attrList(attrs, "adapters")),
+		}}
+	}
+	r.note("discovery", m.Discovery)
+	if attrs := objectAttrs(m.Discovery); attrs != nil {
+		d.Discovery = spec.Discovery{
+			NvidiaSMI: r.str("discovery.nvidia_smi", attrString(attrs, "nvidia_smi")),
+			IBRoot:    r.str("discovery.ib_root", attrString(attrs, "ib_root")),
+			CPUInfo:   r.str("discovery.cpuinfo", attrString(attrs, "cpuinfo")),
+		}
+	}
+	return d, r
+}
+
+// toDeclaration is the declaration the plan describes, as DeclareNode
+// takes it.
+func (m nodeResourceModel) toDeclaration(_ context.Context) (*managev1.NodeDeclaration, diag.Diagnostics) {
+	d, _ := m.specDeclaration()
+	return &managev1.NodeDeclaration{Name: m.Name.ValueString(), Address: m.Address.ValueString(), Declaration: specpb.DeclarationToProto(d)}, nil
+}
+
+// ValidateConfig checks the declaration with spec.Declaration.Validate, as
+// the control plane and the agent check one. A problem that may come from
+// a value not known yet waits for apply.
+func (r *nodeResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m nodeResourceModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(declarationProblems(m)...)
+}
+
+// declarationProblems is ValidateConfig's check.
+func declarationProblems(m nodeResourceModel) diag.Diagnostics {
+	d, rd := m.specDeclaration()
+	var problems spec.Problems
+	errors.As(d.Validate(), &problems)
 	var diags diag.Diagnostics
-	d := spec.Declaration{}
-	diags.Append(m.Engines.ElementsAs(ctx, &d.Engines, false)...)
-	diags.Append(m.Labels.ElementsAs(ctx, &d.Labels, false)...)
-	diags.Append(m.ModelDirs.ElementsAs(ctx, &d.ModelDirs, false)...)
-	if !m.Fabric.IsNull() && !m.Fabric.IsUnknown() {
-		var f struct {
-			Name     types.String `tfsdk:"name"`
-			Adapters []string     `tfsdk:"adapters"`
+	for _, p := range problems {
+		if dependsOnUnknown(p.Key, rd.unknown) {
+			continue
 		}
-		diags.Append(m.Fabric.As(ctx, &f, basetypes.ObjectAsOptions{})...)
-		d.Fabrics = []spec.Fabric{{Name: f.Name.ValueString(), Adapters: f.Adapters}}
+		attr := declarationAttribute(p.Key)
+		diags.AddAttributeError(attr, "Invalid node declaration: "+attr.String(),
+			fmt.Sprintf("%s: %s.\n\nThe control plane and the agent refuse a declaration that breaks this rule: change %s in the configuration.", attr, p.Msg, attr))
 	}
-	if !m.Discovery.IsNull() && !m.Discovery.IsUnknown() {
-		var ds struct {
-			NvidiaSMI types.String `tfsdk:"nvidia_smi"`
-			IBRoot    types.String `tfsdk:"ib_root"`
-			CPUInfo   types.String `tfsdk:"cpuinfo"`
-		}
-		diags.Append(m.Discovery.As(ctx, &ds, basetypes.ObjectAsOptions{})...)
-		d.Discovery = spec.Discovery{NvidiaSMI: ds.NvidiaSMI.ValueString(), IBRoot: ds.IBRoot.ValueString(), CPUInfo: ds.CPUInfo.ValueString()}
+	return diags
+}
+
+// declarationAttribute is the attribute path of a declaration's spec key:
+// fabrics[0] is the one fabric, engines.NAME the map's key NAME.
+func declarationAttribute(key string) path.Path {
+	if rest, ok := strings.CutPrefix(key, "fabrics[0]"); ok {
+		key = "fabric" + rest
 	}
-	return &managev1.NodeDeclaration{Name: m.Name.ValueString(), Address: m.Address.ValueString(), Declaration: specpb.DeclarationToProto(d)}, diags
+	if name, ok := strings.CutPrefix(key, "engines."); ok {
+		return path.Root("engines").AtMapKey(name)
+	}
+	return problemPath(key)
 }
 
 // setDeclaration records a declaration read from the control plane or the

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"google.golang.org/protobuf/proto"
 
@@ -130,6 +133,62 @@ func TestNodeWarnings(t *testing.T) {
 				if w.summary != tt.summary[i] || !strings.Contains(w.detail, tt.detail) {
 					t.Errorf("warning %d = %+v, want summary %q and detail containing %q", i, w, tt.summary[i], tt.detail)
 				}
+			}
+		})
+	}
+}
+
+// TestDeclarationProblems: llmgw_node's declaration is checked with
+// spec.Declaration.Validate, each problem at its attribute.
+func TestDeclarationProblems(t *testing.T) {
+	fabric := func(name string, adapters ...attr.Value) types.Object {
+		return types.ObjectValueMust(nodeFabricTypes, map[string]attr.Value{
+			"name": types.StringValue(name), "adapters": types.ListValueMust(types.StringType, adapters)})
+	}
+	base := func() nodeResourceModel {
+		return nodeResourceModel{Name: types.StringValue("gpu-01"), Fabric: types.ObjectNull(nodeFabricTypes),
+			Engines: types.MapNull(types.StringType), Labels: types.MapNull(types.StringType), ModelDirs: types.ListNull(types.StringType),
+			Discovery: types.ObjectNull(nodeDiscoveryTypes)}
+	}
+	tests := []struct {
+		name     string
+		edit     func(m *nodeResourceModel)
+		wantPath path.Path
+		want     string
+	}{
+		{"valid", func(m *nodeResourceModel) { m.Fabric = fabric("ib-a", types.StringValue("mlx5_0")) }, path.Empty(), ""},
+		{"adapter twice", func(m *nodeResourceModel) {
+			m.Fabric = fabric("ib-a", types.StringValue("mlx5_0"), types.StringValue("mlx5_0"))
+		}, path.Root("fabric").AtName("adapters"), "mlx5_0 is listed twice"},
+		{"no adapter", func(m *nodeResourceModel) { m.Fabric = fabric("ib-a") }, path.Root("fabric").AtName("adapters"), "at least one adapter"},
+		{"unknown engine", func(m *nodeResourceModel) {
+			m.Engines = types.MapValueMust(types.StringType, map[string]attr.Value{"tgi": types.StringValue("/opt/tgi")})
+		}, path.Root("engines").AtMapKey("tgi"), "unknown engine"},
+		{"empty model dir", func(m *nodeResourceModel) {
+			m.ModelDirs = types.ListValueMust(types.StringType, []attr.Value{types.StringValue("/models"), types.StringValue(" ")})
+		}, path.Root("model_dirs").AtListIndex(1), "empty path"},
+		{"unknown adapters wait", func(m *nodeResourceModel) {
+			m.Fabric = types.ObjectValueMust(nodeFabricTypes, map[string]attr.Value{
+				"name": types.StringValue("ib-a"), "adapters": types.ListUnknown(types.StringType)})
+		}, path.Empty(), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := base()
+			tt.edit(&m)
+			diags := declarationProblems(m)
+			if tt.want == "" {
+				if diags.HasError() {
+					t.Fatalf("declarationProblems = %v, want none", diags)
+				}
+				return
+			}
+			if len(diags) != 1 {
+				t.Fatalf("declarationProblems = %v, want one at %s", diags, tt.wantPath)
+			}
+			wp, ok := diags[0].(diag.DiagnosticWithPath)
+			if !ok || !wp.Path().Equal(tt.wantPath) || !strings.Contains(diags[0].Detail(), tt.want) {
+				t.Fatalf("diagnostic = %v at %v, want %q at %s", diags[0], wp, tt.want, tt.wantPath)
 			}
 		})
 	}

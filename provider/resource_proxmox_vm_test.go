@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
@@ -13,9 +12,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	proxmox "github.com/luthermonson/go-proxmox"
+	pveapi "github.com/luthermonson/go-proxmox"
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/provider/proxmox"
 )
 
 func TestVMIDOf(t *testing.T) {
@@ -108,85 +108,26 @@ func TestCPUTypeWarning(t *testing.T) {
 	}
 }
 
-func TestBootDisk(t *testing.T) {
-	tests := []struct {
-		name     string
-		cfg      proxmox.VirtualMachineConfig
-		wantDisk string
-		wantSize int
-	}{
-		{"scsi0 in GiB", proxmox.VirtualMachineConfig{SCSIs: map[string]string{"scsi0": "local-lvm:vm-1-disk-0,size=32G"}}, "scsi0", 32},
-		{"boot order wins", proxmox.VirtualMachineConfig{Boot: "order=virtio1;net0", VirtIOs: map[string]string{"virtio0": "a:x,size=8G", "virtio1": "a:y,size=2T"}}, "virtio1", 2048},
-		{"cdrom and cloudinit drives skipped", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local:iso/x.iso,media=cdrom", "ide0": "local-lvm:vm-1-cloudinit,media=cdrom"}, SATAs: map[string]string{"sata0": "a:z,size=4096M"}}, "sata0", 4},
-		{"no disk", proxmox.VirtualMachineConfig{}, "", 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d, s := bootDisk(&tt.cfg)
-			if d != tt.wantDisk || s != tt.wantSize {
-				t.Fatalf("bootDisk = %s, %d; want %s, %d", d, s, tt.wantDisk, tt.wantSize)
-			}
-		})
-	}
-}
-
-func TestCloudInitDrives(t *testing.T) {
-	tests := []struct {
-		name string
-		cfg  proxmox.VirtualMachineConfig
-		want []string
-	}{
-		{"on ide2, replaced by the seed", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local-lvm:vm-142-cloudinit,media=cdrom"}}, nil},
-		{"on scsi1 and ide0", proxmox.VirtualMachineConfig{
-			IDEs:  map[string]string{"ide0": "local-lvm:vm-142-cloudinit,media=cdrom", "ide2": "local:iso/llmgw-cidata-142.iso,media=cdrom"},
-			SCSIs: map[string]string{"scsi0": "local-lvm:vm-142-disk-0,size=4G", "scsi1": "local-lvm:vm-142-cloudinit,media=cdrom"},
-		}, []string{"ide0", "scsi1"}},
-		{"none", proxmox.VirtualMachineConfig{SCSIs: map[string]string{"scsi0": "local-lvm:vm-142-disk-0,size=4G"}}, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := cloudInitDrives(&tt.cfg); !slices.Equal(got, tt.want) {
-				t.Fatalf("cloudInitDrives = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestWithBridge(t *testing.T) {
-	tests := []struct{ net0, bridge, want string }{
-		{"virtio=BC:24:11:00:00:01,bridge=vmbr0,firewall=1", "vmbr1", "virtio=BC:24:11:00:00:01,bridge=vmbr1,firewall=1"},
-		{"virtio=BC:24:11:00:00:01", "vmbr2", "virtio=BC:24:11:00:00:01,bridge=vmbr2"},
-	}
-	for _, tt := range tests {
-		if got := withBridge(tt.net0, tt.bridge); got != tt.want {
-			t.Errorf("withBridge(%q, %q) = %q, want %q", tt.net0, tt.bridge, got, tt.want)
-		}
-		if got := bridgeOf(withBridge(tt.net0, tt.bridge)); got != tt.bridge {
-			t.Errorf("bridgeOf = %q, want %q", got, tt.bridge)
-		}
-	}
-}
-
 func TestResolvePVE(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  *pveModel
 		env  map[string]string
-		want pveSettings
+		want proxmox.Settings
 	}{
 		{
 			name: "environment as bpg reads it",
 			env:  map[string]string{EnvPVEEndpoint: "https://pve1:8006/", EnvPVEToken: "terraform@pve!llmgw=uuid-secret", EnvPVEInsecure: "true"},
-			want: pveSettings{Endpoint: "https://pve1:8006/api2/json", TokenID: "terraform@pve!llmgw", Secret: "uuid-secret", Insecure: true},
+			want: proxmox.Settings{Endpoint: "https://pve1:8006/api2/json", TokenID: "terraform@pve!llmgw", Secret: "uuid-secret", Insecure: true},
 		},
 		{
 			name: "block wins",
 			cfg: &pveModel{Endpoint: types.StringValue("https://pve2:8006/api2/json"), APITokenID: types.StringValue("a@pam!t"), APITokenSecret: types.StringValue("s"),
 				Insecure: types.BoolValue(false), CAFile: types.StringValue("/ca.pem")},
 			env:  map[string]string{EnvPVEEndpoint: "https://pve1:8006", EnvPVEToken: "x@pve!y=z", EnvPVEInsecure: "true"},
-			want: pveSettings{Endpoint: "https://pve2:8006/api2/json", TokenID: "a@pam!t", Secret: "s", CAFile: "/ca.pem"},
+			want: proxmox.Settings{Endpoint: "https://pve2:8006/api2/json", TokenID: "a@pam!t", Secret: "s", CAFile: "/ca.pem"},
 		},
-		{name: "nothing set", want: pveSettings{}},
+		{name: "nothing set", want: proxmox.Settings{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,12 +141,12 @@ func TestResolvePVE(t *testing.T) {
 func TestNewPVEMissing(t *testing.T) {
 	tests := []struct {
 		name string
-		s    pveSettings
+		s    proxmox.Settings
 		want []string
 	}{
-		{"nothing", pveSettings{}, []string{"proxmox.endpoint (or PROXMOX_VE_ENDPOINT)", "PROXMOX_VE_API_TOKEN=USER@REALM!TOKENID=SECRET"}},
-		{"no secret", pveSettings{Endpoint: "https://pve1:8006/api2/json", TokenID: "a@pve!t"}, []string{"proxmox.api_token_secret"}},
-		{"unreadable ca_file", pveSettings{Endpoint: "https://pve1:8006/api2/json", TokenID: "a@pve!t", Secret: "s", CAFile: "/nonexistent/ca.pem"}, []string{"proxmox.ca_file", "/nonexistent/ca.pem"}},
+		{"nothing", proxmox.Settings{}, []string{"proxmox.endpoint (or PROXMOX_VE_ENDPOINT)", "PROXMOX_VE_API_TOKEN=USER@REALM!TOKENID=SECRET"}},
+		{"no secret", proxmox.Settings{Endpoint: "https://pve1:8006/api2/json", TokenID: "a@pve!t"}, []string{"proxmox.api_token_secret"}},
+		{"unreadable ca_file", proxmox.Settings{Endpoint: "https://pve1:8006/api2/json", TokenID: "a@pve!t", Secret: "s", CAFile: "/nonexistent/ca.pem"}, []string{"proxmox.ca_file", "/nonexistent/ca.pem"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,9 +170,9 @@ func TestExplainPVE(t *testing.T) {
 		wantSummary string
 		wantDetail  []string
 	}{
-		{"token", fmt.Errorf("listing: %w", proxmox.ErrNotAuthorized), "refused the API token", []string{"api_token_secret", EnvPVEToken, "Datastore.Allocate "}},
+		{"token", fmt.Errorf("listing: %w", pveapi.ErrNotAuthorized), "refused the API token", []string{"api_token_secret", EnvPVEToken, "Datastore.Allocate "}},
 		{"tls", errors.New(`Get "https://pve1:8006/api2/json/cluster/resources": tls: failed to verify certificate: x509: certificate signed by unknown authority`), "TLS certificate", []string{"ca_file", "pve-root-ca.pem", "insecure"}},
-		{"task", &pveTaskError{what: "starting VM 142", upid: "UPID:pve1:1:2:3:qmstart:142:root@pam:", exit: "start failed: QEMU exited with code 1"}, "task failed", []string{"starting VM 142", "start failed: QEMU exited with code 1"}},
+		{"task", &proxmox.TaskError{What: "starting VM 142", UPID: "UPID:pve1:1:2:3:qmstart:142:root@pam:", Exit: "start failed: QEMU exited with code 1"}, "task failed", []string{"starting VM 142", "start failed: QEMU exited with code 1"}},
 		{"locked", errors.New("500 VM 142 is locked (backup)"), "locked", []string{"VM 142 is locked (backup)", "qm unlock"}},
 		{"unreachable", errors.New("dial tcp 10.0.0.2:8006: connect: connection refused"), "Cannot reach", []string{"https://pve1:8006/api2/json", EnvPVEEndpoint}},
 	}
@@ -247,29 +188,6 @@ func TestExplainPVE(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestCloudInitFiles(t *testing.T) {
-	f := cloudInit{Hostname: "gpu-42", VMID: 1042, SSHKeys: []string{"ssh-ed25519 AAAA op@x"}, Address: "10.0.0.42/24", Gateway: "10.0.0.1",
-		Nameservers: []string{"10.0.0.1", "2001:db8::53"}, SearchDomains: []string{"lab.example"}}.files()
-	for name, want := range map[string][]string{
-		"user-data": {"#cloud-config", "hostname: gpu-42"},
-		"meta-data": {"instance-id: llmgw-gpu-42-1042", "local-hostname: gpu-42", `- "ssh-ed25519 AAAA op@x"`},
-		"network-config": {"version: 2", `addresses: ["10.0.0.42/24"]`, `via: "10.0.0.1"`,
-			"    nameservers:\n      addresses: [\"10.0.0.1\", \"2001:db8::53\"]\n      search: [\"lab.example\"]\n"},
-	} {
-		for _, w := range want {
-			if !strings.Contains(f[name], w) {
-				t.Errorf("%s = %q lacks %q", name, f[name], w)
-			}
-		}
-	}
-	if ud := (cloudInit{Hostname: "h", UserData: "#cloud-config\nruncmd: [x]\n"}).files()["user-data"]; ud != "#cloud-config\nruncmd: [x]\n" {
-		t.Errorf("given user-data changed: %q", ud)
-	}
-	if b, err := (cloudInit{Hostname: "h", Address: "10.0.0.1/24"}).iso(); err != nil || len(b) < 32*1024 {
-		t.Errorf("iso() = %d bytes, %v", len(b), err)
 	}
 }
 
@@ -294,26 +212,6 @@ func TestSessionAfter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := sessionAfter(tt.node, tt.after); got != tt.want {
 				t.Errorf("sessionAfter(%v, %d) = %v, want %v", tt.node, tt.after, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestSeedISOOf(t *testing.T) {
-	tests := []struct {
-		name string
-		cfg  proxmox.VirtualMachineConfig
-		want string
-	}{
-		{"ours on ide2", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local:iso/llmgw-cidata-142.iso,media=cdrom"}}, "local:iso/llmgw-cidata-142.iso"},
-		{"detached", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "none,media=cdrom"}}, ""},
-		{"another ISO", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local:iso/ubuntu-24.04.iso,media=cdrom"}}, ""},
-		{"Proxmox's own cloud-init drive", proxmox.VirtualMachineConfig{IDEs: map[string]string{"ide2": "local-lvm:vm-142-cloudinit,media=cdrom"}}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := seedISOOf(&tt.cfg); got != tt.want {
-				t.Errorf("seedISOOf = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -2,14 +2,18 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
-	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // durationValidator checks that a string parses as a Go duration ("90s",
@@ -71,80 +75,108 @@ func (maxDefaultsToMin) PlanModifyInt64(ctx context.Context, req planmodifier.In
 	resp.PlanValue = lowest
 }
 
-// scalingBoundsValidator checks scaling.min ≤ scaling.max when both are set.
-type scalingBoundsValidator struct{}
+// durationSyntax checks only that a string parses as a Go duration; its
+// range is spec's to check (modelProblems).
+type durationSyntax struct{}
 
-func (scalingBoundsValidator) Description(context.Context) string {
-	return "scaling.max must not be less than scaling.min"
+func (durationSyntax) Description(context.Context) string {
+	return "a duration such as 30s, 5m or 1h30m"
 }
 
-func (v scalingBoundsValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
+func (v durationSyntax) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
 
-func (scalingBoundsValidator) ValidateResource(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	var scaling types.Object
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("scaling"), &scaling)...)
-	attrs := objectAttrs(scaling)
-	lo, hi := attrInt64(attrs, "min"), attrInt64(attrs, "max")
-	if lo.IsNull() || lo.IsUnknown() || hi.IsNull() || hi.IsUnknown() {
+func (durationSyntax) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	if hi.ValueInt64() < lo.ValueInt64() {
-		resp.Diagnostics.AddAttributeError(path.Root("scaling").AtName("max"), "scaling.max is less than scaling.min",
-			fmt.Sprintf("scaling.max %d is less than scaling.min %d: raise max, or lower min.", hi.ValueInt64(), lo.ValueInt64()))
+	if _, err := time.ParseDuration(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid duration",
+			fmt.Sprintf("%s: cannot parse %q as a duration; write it like \"30s\", \"5m\" or \"1h30m\".", req.Path, req.ConfigValue.ValueString()))
 	}
 }
 
-// profileRulesValidator checks the rules between a profile's attributes:
-// tp ≥ 1 when gpu_class is set, launch_mode only for vllm, and names unique
-// within the model.
-type profileRulesValidator struct{}
-
-func (profileRulesValidator) Description(context.Context) string {
-	return "profiles: tp at least 1 with a gpu_class, launch_mode only for vllm, unique names"
-}
-
-func (v profileRulesValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-
-func (profileRulesValidator) ValidateResource(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	var profiles types.List
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("profiles"), &profiles)...)
-	if profiles.IsNull() || profiles.IsUnknown() {
-		return
+// modelProblems checks a configured llmgw_model with spec's rules, as the
+// control plane checks a request: the definition is normalized (the
+// defaults the schema plans for unset attributes) and validated. A value
+// the configuration sets explicitly is also checked as written, since
+// Normalize would otherwise hide it (nodes = 0, startup_timeout = "0s",
+// scaling.max below scaling.min) and the control plane would store another
+// value than the plan. A problem is left out while a value it depends on is
+// unknown (the key itself, a list or object holding it, or a sibling in
+// the same object); the control plane checks it at apply.
+func modelProblems(cfg modelResourceModel) diag.Diagnostics {
+	raw, r := cfg.read()
+	normal := raw.Clone()
+	normal.Normalize()
+	var problems, asWritten spec.Problems
+	errors.As(normal.Validate(), &problems)
+	errors.As(raw.Validate(), &asWritten)
+	seen := map[spec.Problem]bool{}
+	for _, p := range problems {
+		seen[p] = true
 	}
-	seen := map[string]int{}
-	for i, e := range profiles.Elements() {
-		o, ok := e.(types.Object)
-		if !ok || o.IsNull() || o.IsUnknown() {
+	for _, p := range asWritten {
+		if !seen[p] && r.set[p.Key] {
+			problems = append(problems, p)
+			seen[p] = true
+		}
+	}
+	var diags diag.Diagnostics
+	for _, p := range problems {
+		if dependsOnUnknown(p.Key, r.unknown) {
 			continue
 		}
-		// Read from the attribute map: As's reflection is the dearest part
-		// of validating a model, and a plan validates every model.
-		attrs := o.Attributes()
-		p := profileModel{
-			Name: attrString(attrs, "name"), Engine: attrString(attrs, "engine"), GPUClass: attrString(attrs, "gpu_class"),
-			TP: attrInt64(attrs, "tp"), LaunchMode: attrString(attrs, "launch_mode"),
+		diags.AddAttributeError(problemPath(p.Key), "Invalid model definition: "+p.Key,
+			fmt.Sprintf("%s: %s.\n\nThe control plane refuses a model that breaks this rule: change %s in the configuration.", p.Key, p.Msg, p.Key))
+	}
+	return diags
+}
+
+// dependsOnUnknown reports whether a problem at key may come from a value
+// not known yet: key itself, a list or object that holds it, a value it
+// holds, or, inside an object, a sibling (rules like tp with gpu_class
+// relate the attributes of one object).
+func dependsOnUnknown(key string, unknown []string) bool {
+	parent := func(k string) string {
+		if i := strings.LastIndex(k, "."); i >= 0 {
+			return k[:i]
 		}
-		at := path.Root("profiles").AtListIndex(i)
-		if !p.GPUClass.IsNull() && !p.GPUClass.IsUnknown() && p.GPUClass.ValueString() != "" && !p.TP.IsNull() && !p.TP.IsUnknown() && p.TP.ValueInt64() < 1 {
-			resp.Diagnostics.AddAttributeError(at.AtName("tp"), "tp must be at least 1 with a gpu_class",
-				fmt.Sprintf("profiles[%d] runs on GPU class %q with tp %d: set tp to the GPUs per node one replica uses.", i, p.GPUClass.ValueString(), p.TP.ValueInt64()))
+		return ""
+	}
+	within := func(k, outer string) bool {
+		return k == outer || strings.HasPrefix(k, outer+".") || strings.HasPrefix(k, outer+"[")
+	}
+	for _, u := range unknown {
+		if within(key, u) || within(u, key) {
+			return true
 		}
-		if !p.LaunchMode.IsNull() && !p.LaunchMode.IsUnknown() && !p.Engine.IsUnknown() && p.Engine.ValueString() != "vllm" {
-			resp.Diagnostics.AddAttributeError(at.AtName("launch_mode"), "launch_mode is only for vllm",
-				fmt.Sprintf("profiles[%d] uses engine %s, which takes no launch_mode: remove it.", i, p.Engine.ValueString()))
+		if p := parent(key); p != "" && !strings.HasSuffix(key, "]") && parent(u) == p {
+			return true
 		}
-		if p.Name.IsUnknown() || p.Name.IsNull() {
-			continue
-		}
-		if j, dup := seen[p.Name.ValueString()]; dup {
-			resp.Diagnostics.AddAttributeError(at.AtName("name"), "Duplicate profile name",
-				fmt.Sprintf("profiles[%d] is named %q like profiles[%d]: profile names are unique within a model.", i, p.Name.ValueString(), j))
+	}
+	return false
+}
+
+// problemPath is the attribute path of a spec key: profiles[1].tp is
+// profiles, element 1, attribute tp.
+func problemPath(key string) path.Path {
+	var p path.Path
+	for i, seg := range strings.Split(key, ".") {
+		name, rest, _ := strings.Cut(seg, "[")
+		if i == 0 {
+			p = path.Root(name)
 		} else {
-			seen[p.Name.ValueString()] = i
+			p = p.AtName(name)
+		}
+		for rest != "" {
+			idx, after, _ := strings.Cut(rest, "]")
+			n, err := strconv.Atoi(idx)
+			if err != nil {
+				break
+			}
+			p = p.AtListIndex(n)
+			rest = strings.TrimPrefix(after, "[")
 		}
 	}
+	return p
 }

@@ -80,33 +80,33 @@ func (d Discovery) CPUInfoPath() string {
 
 // Validate checks the declaration on its own, without discovery. Errors name
 // the offending key (e.g. "fabrics[1].adapters: mlx5_0 is already under
-// fabric ib-a").
+// fabric ib-a"); errors.As gives the Problems, one per key.
 func (d Declaration) Validate() error {
-	var problems []string
+	var ps Problems
 	fabricNames := map[string]int{}
 	adapterOwner := map[string]string{}
 	for i, f := range d.Fabrics {
 		key := fmt.Sprintf("fabrics[%d]", i)
 		if strings.TrimSpace(f.Name) == "" {
-			problems = append(problems, key+".name: is required")
+			ps.add(key+".name", "is required")
 		} else if j, dup := fabricNames[f.Name]; dup {
-			problems = append(problems, fmt.Sprintf("%s.name: fabric %q is already declared at fabrics[%d]", key, f.Name, j))
+			ps.add(key+".name", fmt.Sprintf("fabric %q is already declared at fabrics[%d]", f.Name, j))
 		} else {
 			fabricNames[f.Name] = i
 		}
 		if len(f.Adapters) == 0 {
-			problems = append(problems, key+".adapters: a fabric needs at least one adapter")
+			ps.add(key+".adapters", "a fabric needs at least one adapter")
 		}
 		for _, a := range f.Adapters {
 			if strings.TrimSpace(a) == "" {
-				problems = append(problems, key+".adapters: empty adapter name")
+				ps.add(key+".adapters", "empty adapter name")
 				continue
 			}
 			if owner, dup := adapterOwner[a]; dup {
 				if owner == f.Name {
-					problems = append(problems, fmt.Sprintf("%s.adapters: %s is listed twice", key, a))
+					ps.add(key+".adapters", fmt.Sprintf("%s is listed twice", a))
 				} else {
-					problems = append(problems, fmt.Sprintf("%s.adapters: %s is already under fabric %q; an adapter belongs to one fabric", key, a, owner))
+					ps.add(key+".adapters", fmt.Sprintf("%s is already under fabric %q; an adapter belongs to one fabric", a, owner))
 				}
 				continue
 			}
@@ -120,22 +120,32 @@ func (d Declaration) Validate() error {
 	sort.Strings(engines)
 	for _, e := range engines {
 		if !IsKnownEngine(e) {
-			problems = append(problems, fmt.Sprintf("engines.%s: unknown engine (known: %s)", e, strings.Join(KnownEngines, ", ")))
+			ps.add("engines."+e, fmt.Sprintf("unknown engine (known: %s)", strings.Join(KnownEngines, ", ")))
 		}
 		if e != "sim" && strings.TrimSpace(d.Engines[e]) == "" {
-			problems = append(problems, fmt.Sprintf("engines.%s: path is empty", e))
+			ps.add("engines."+e, "path is empty")
 		}
 	}
 	for i, dir := range d.ModelDirs {
 		if strings.TrimSpace(dir) == "" {
-			problems = append(problems, fmt.Sprintf("model_dirs[%d]: empty path", i))
+			ps.add(fmt.Sprintf("model_dirs[%d]", i), "empty path")
 		}
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("invalid node declaration: %s", strings.Join(problems, "; "))
+	if len(ps) > 0 {
+		return declarationError{ps}
 	}
 	return nil
 }
+
+// declarationError is the error of Validate: its problems on one line.
+type declarationError struct{ problems Problems }
+
+func (e declarationError) Error() string {
+	return "invalid node declaration: " + strings.ReplaceAll(e.problems.Error(), "\n", "; ")
+}
+
+// Unwrap gives errors.As access to the Problems.
+func (e declarationError) Unwrap() error { return e.problems }
 
 // IsKnownEngine reports whether name is an engine llmgw can launch.
 func IsKnownEngine(name string) bool {

@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -45,5 +47,22 @@ func TestDeclarationFabricOf(t *testing.T) {
 	}
 	if got := d.FabricOf("mlx5_9"); got != "" {
 		t.Fatalf("FabricOf(mlx5_9) = %q, want empty", got)
+	}
+}
+
+// TestDeclarationProblems: Validate's error gives its problems by key, for
+// a caller (the Terraform provider) that maps keys to its own attributes.
+func TestDeclarationProblems(t *testing.T) {
+	err := Declaration{Fabrics: []Fabric{{Name: "ib-a"}}, Engines: map[string]string{"vllm": ""}}.Validate()
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("Validate() = %v, not Problems", err)
+	}
+	want := Problems{{Key: "fabrics[0].adapters", Msg: "a fabric needs at least one adapter"}, {Key: "engines.vllm", Msg: "path is empty"}}
+	if !slices.Equal(ps, want) {
+		t.Fatalf("problems = %v, want %v", ps, want)
+	}
+	if got := err.Error(); got != "invalid node declaration: fabrics[0].adapters: a fabric needs at least one adapter; engines.vllm: path is empty" {
+		t.Fatalf("Error() = %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package provider
+package proxmox
 
 import (
 	"fmt"
@@ -10,8 +10,8 @@ import (
 	"github.com/diskfs/go-diskfs/filesystem/iso9660"
 )
 
-// cloudInit is what a VM's NoCloud seed carries.
-type cloudInit struct {
+// Seed is what a VM's NoCloud seed carries.
+type Seed struct {
 	Hostname string
 	VMID     int
 	UserData string
@@ -24,11 +24,11 @@ type cloudInit struct {
 	SearchDomains []string
 }
 
-// files are the seed's files: user-data as given (a minimal one setting the
+// Files are the seed's files: user-data as given (a minimal one setting the
 // hostname when empty), meta-data with the instance id, hostname and SSH
 // keys, and a network-config that gives the first Ethernet interface the
 // static address, the default route and the DNS servers and search domains.
-func (c cloudInit) files() map[string]string {
+func (c Seed) Files() map[string]string {
 	userData := c.UserData
 	if strings.TrimSpace(userData) == "" {
 		userData = fmt.Sprintf("#cloud-config\nhostname: %s\n", c.Hostname)
@@ -67,10 +67,10 @@ func quotedList(items []string) string {
 	return strings.Join(q, ", ")
 }
 
-// iso builds the seed as an ISO 9660 image labelled cidata (the NoCloud
+// ISO builds the seed as an ISO 9660 image labelled cidata (the NoCloud
 // datasource's volume). The files pass through a private temporary
 // directory, removed before returning, since user-data carries a key.
-func (c cloudInit) iso() ([]byte, error) {
+func (c Seed) ISO() ([]byte, error) {
 	dir, err := os.MkdirTemp("", "llmgw-cidata-")
 	if err != nil {
 		return nil, fmt.Errorf("making a work directory for the cloud-init ISO: %w", err)
@@ -93,7 +93,7 @@ func (c cloudInit) iso() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the cloud-init ISO: %w", err)
 	}
-	for name, content := range c.files() {
+	for name, content := range c.Files() {
 		f, err := fs.OpenFile("/"+name, os.O_CREATE|os.O_RDWR)
 		if err != nil {
 			return nil, fmt.Errorf("adding %s to the cloud-init ISO: %w", name, err)
