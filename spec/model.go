@@ -128,16 +128,21 @@ func (m *Model) Normalize() {
 	}
 	m.Scaling.Max = max(m.Scaling.Min, m.Scaling.Max)
 	for i := range m.Profiles {
-		p := &m.Profiles[i]
-		if p.Nodes == 0 {
-			p.Nodes = DefaultNodes
-		}
-		if p.Weight == 0 {
-			p.Weight = DefaultWeight
-		}
-		if p.StartupTimeout == 0 {
-			p.StartupTimeout = DefaultStartupTimeout
-		}
+		m.Profiles[i].Normalize()
+	}
+}
+
+// Normalize fills a profile's defaults: nodes 1, weight 1, startup_timeout
+// 10m.
+func (p *Profile) Normalize() {
+	if p.Nodes == 0 {
+		p.Nodes = DefaultNodes
+	}
+	if p.Weight == 0 {
+		p.Weight = DefaultWeight
+	}
+	if p.StartupTimeout == 0 {
+		p.StartupTimeout = DefaultStartupTimeout
 	}
 }
 
@@ -221,51 +226,67 @@ func (m Model) Validate() error {
 	return ps.orNil()
 }
 
+// Validate checks a normalized profile on its own — everything but its name,
+// which Model.Validate checks beside its siblings — and returns every
+// problem as Problems keyed within the profile (tp, launch_mode), or nil.
+// The scheduler and the engine drivers call it, so a profile that reaches
+// them broken is refused by the same rules the catalog applies.
+func (p Profile) Validate() error {
+	var ps Problems
+	p.validate(&ps, "")
+	return ps.orNil()
+}
+
+// validate adds p's problems to ps under key (profiles[i]); an empty key
+// puts them at the top level.
 func (p Profile) validate(ps *Problems, key string) {
+	if key != "" {
+		key += "."
+	}
 	switch {
 	case p.Engine == "":
-		ps.add(key+".engine", "is required (one of "+strings.Join(KnownEngines, ", ")+")")
+		ps.add(key+"engine", "is required (one of "+strings.Join(KnownEngines, ", ")+")")
 	case !IsKnownEngine(p.Engine):
-		ps.add(key+".engine", fmt.Sprintf("unknown engine %q (known: %s)", p.Engine, strings.Join(KnownEngines, ", ")))
+		ps.add(key+"engine", fmt.Sprintf("unknown engine %q (known: %s)", p.Engine, strings.Join(KnownEngines, ", ")))
 	}
 	if p.TP < 0 {
-		ps.add(key+".tp", "must not be negative")
+		ps.add(key+"tp", "must not be negative")
 	} else if p.GPUClass != "" && p.TP < 1 {
-		ps.add(key+".tp", fmt.Sprintf("must be at least 1 when gpu_class is set (gpu_class %q)", p.GPUClass))
+		ps.add(key+"tp", fmt.Sprintf("must be at least 1 when gpu_class is set (gpu_class %q)", p.GPUClass))
 	}
 	if p.Nodes < 1 {
-		ps.add(key+".nodes", "must be at least 1")
+		ps.add(key+"nodes", fmt.Sprintf("must be at least 1, got %d", p.Nodes))
 	} else if p.Nodes > 1 && p.Engine != "" && !EngineSupportsMultiNode(p.Engine) {
-		ps.add(key+".nodes", fmt.Sprintf("engine %s cannot span nodes; nodes must be 1, got %d", p.Engine, p.Nodes))
+		ps.add(key+"nodes", fmt.Sprintf("engine %s cannot span nodes; nodes must be 1, got %d", p.Engine, p.Nodes))
 	}
 	if p.Weight < 0 {
-		ps.add(key+".weight", "must not be negative")
+		ps.add(key+"weight", "must not be negative")
 	}
 	if p.StartupTimeout <= 0 {
-		ps.add(key+".startup_timeout", "must be positive")
+		ps.add(key+"startup_timeout", "must be positive")
 	}
 	if p.MinMemoryGB < 0 {
-		ps.add(key+".min_memory_gb", "must not be negative")
+		ps.add(key+"min_memory_gb", "must not be negative")
 	}
 	if p.MinDiskGB < 0 {
-		ps.add(key+".min_disk_gb", "must not be negative")
+		ps.add(key+"min_disk_gb", "must not be negative")
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
 		if strings.TrimSpace(k) == "" {
-			ps.add(key+".labels", "empty label name")
+			ps.add(key+"labels", "empty label name")
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
-		if k == "" || strings.ContainsAny(k, "= \t\n") {
-			ps.add(key+".env", fmt.Sprintf("%q is not a valid environment variable name", k))
+		if k == "" || strings.ContainsAny(k, "= \t\n\x00") {
+			ps.add(key+"env", fmt.Sprintf("%q is not a valid environment variable name", k))
 		}
 	}
 	switch {
 	case p.LaunchMode == "":
 	case p.Engine != "vllm":
-		ps.add(key+".launch_mode", fmt.Sprintf("only vllm takes a launch mode; engine %s does not", p.Engine))
+		ps.add(key+"launch_mode", fmt.Sprintf("only vllm takes a launch mode; engine %s does not", p.Engine))
 	case p.LaunchMode != "mp" && p.LaunchMode != "ray":
-		ps.add(key+".launch_mode", fmt.Sprintf("unknown launch mode %q (mp or ray)", p.LaunchMode))
+		ps.add(key+"launch_mode", fmt.Sprintf("unknown launch mode %q (mp or ray)", p.LaunchMode))
 	}
 }
 

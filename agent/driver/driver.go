@@ -13,6 +13,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -203,11 +204,8 @@ func checkCommon(engine string, s ShardSpec, serves, needBinary bool) *specCheck
 	if needBinary && strings.TrimSpace(s.Binary) == "" {
 		c.addf("binary", "no %s executable declared for this node", engine)
 	}
-	n := s.Shards()
-	switch {
-	case s.Nodes < 0:
-		c.addf("nodes", "must be at least 1, got %d", s.Nodes)
-	case s.Rank < 0 || s.Rank >= n:
+	checkProfile(c, s.Profile)
+	if n := s.Shards(); s.Nodes >= 0 && (s.Rank < 0 || s.Rank >= n) {
 		c.addf("rank", "must be in 0..%d for a replica of %d %s, got %d", n-1, n, plural(n, "node", "nodes"), s.Rank)
 	}
 	if serves {
@@ -220,11 +218,8 @@ func checkCommon(engine string, s ShardSpec, serves, needBinary bool) *specCheck
 	} else if s.Port < 0 || s.Port > 65535 {
 		c.addf("port", "must be in 0..65535, got %d", s.Port)
 	}
-	if n > 1 {
+	if s.Shards() > 1 {
 		checkAddr(c, "dist_init_addr", s.DistInitAddr)
-	}
-	if s.TP < 0 {
-		c.addf("tp", "must not be negative, got %d", s.TP)
 	}
 	seen := map[int]bool{}
 	for i, g := range s.GPUIndices {
@@ -238,18 +233,24 @@ func checkCommon(engine string, s ShardSpec, serves, needBinary bool) *specCheck
 	if s.ContextLength < 0 {
 		c.addf("context_length", "must not be negative, got %d", s.ContextLength)
 	}
-	if s.StartupTimeout < 0 {
-		c.addf("startup_timeout", "must not be negative, got %s", s.StartupTimeout)
+	return c
+}
+
+// checkProfile refuses a profile the catalog would refuse, by the catalog's
+// own rules (spec.Profile.Validate) with its defaults filled: the control
+// plane only sends valid ones, so this guards against a broken peer or a
+// hand-edited state file.
+func checkProfile(c *specCheck, p spec.Profile) {
+	if p.Engine == "" {
+		p.Engine = c.engine
 	}
-	for _, k := range sortedKeys(s.Env) {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			c.addf("env", "invalid variable name %q", k)
+	p.Normalize()
+	var ps spec.Problems
+	if errors.As(p.Validate(), &ps) {
+		for _, pr := range ps {
+			c.addf(pr.Key, "%s", pr.Msg)
 		}
 	}
-	if engine != EngineVLLM && s.LaunchMode != "" {
-		c.addf("launch_mode", "only vllm has launch modes, got %q for %s", s.LaunchMode, engine)
-	}
-	return c
 }
 
 // checkAddr requires addr to be host:port with a usable port.

@@ -221,23 +221,16 @@ func chooseFabric(feasible []candidate, want int) []candidate {
 	return best
 }
 
-// validateProfile returns what is wrong with p, or "" when nothing is.
+// validateProfile returns what is wrong with p, or "" when nothing is: the
+// catalog's own rules (spec.Profile.Validate) on p with its defaults filled,
+// so a profile that reaches the scheduler broken is refused, not placed.
 func validateProfile(p spec.Profile) string {
-	switch {
-	case p.Engine == "":
-		return "no engine"
-	case p.TP < 0:
-		return fmt.Sprintf("tp is %d, must be 0 or more", p.TP)
-	case p.Nodes < 0:
-		return fmt.Sprintf("nodes is %d, must be 1 or more", p.Nodes)
-	case p.TP == 0 && p.GPUClass != "":
-		return fmt.Sprintf("gpu_class %s needs tp of 1 or more", p.GPUClass)
-	case p.MinMemoryGB < 0:
-		return fmt.Sprintf("min_memory_gb is %d, must be 0 or more", p.MinMemoryGB)
-	case p.MinDiskGB < 0:
-		return fmt.Sprintf("min_disk_gb is %d, must be 0 or more", p.MinDiskGB)
+	p.Normalize()
+	err := p.Validate()
+	if err == nil {
+		return ""
 	}
-	return ""
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
 // maxListed is how many node IDs a summary names before "and N more".

@@ -244,7 +244,7 @@ func TestPlace(t *testing.T) {
 			name:     "invalid profile",
 			nodes:    []Node{node("node01", "a100-80g", 8)},
 			profiles: []spec.Profile{{Name: "bad", Engine: "vllm", GPUClass: "a100-80g"}},
-			summary:  "profile bad is invalid: gpu_class a100-80g needs tp of 1 or more",
+			summary:  `profile bad is invalid: tp: must be at least 1 when gpu_class is set (gpu_class "a100-80g")`,
 			reasons:  map[string]string{"node01": "not evaluated: profile is invalid"},
 		},
 	}

@@ -72,6 +72,11 @@ func genProfile(t *rapid.T, name string) spec.Profile {
 		MinMemoryGB: rapid.IntRange(0, 16).Draw(t, name+".mem"),
 		MinDiskGB:   rapid.IntRange(0, 50).Draw(t, name+".disk"),
 	}
+	if p.Nodes > 1 && !spec.EngineSupportsMultiNode(p.Engine) {
+		// The catalog hands the scheduler valid profiles only, and one
+		// replica of this engine cannot span nodes.
+		p.Engine = "vllm"
+	}
 	if p.TP > 0 {
 		p.GPUClass = rapid.SampledFrom(append([]string{""}, genClasses...)).Draw(t, name+".class")
 	}
