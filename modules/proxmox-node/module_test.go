@@ -32,6 +32,7 @@ import (
 
 	agentconfig "github.com/llmgw/llmgw/agent/config"
 	"github.com/llmgw/llmgw/pki"
+	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/sim/simhw"
 	"github.com/llmgw/llmgw/spec"
 	"github.com/llmgw/llmgw/testkit/pvefake"
@@ -187,9 +188,10 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The grace's line is followed by require_declared: the VM and the
-	// declaration are created side by side, and the node must still get in.
-	c := testcluster.New(t, llmgw, "10s\n  require_declared: true", "  []\n")
+	// require_declared: the VM and the declaration are created side by
+	// side, and the node must still get in.
+	c := testcluster.NewCluster(t, llmgw, testcluster.Options{Grace: "10s", Models: "  []\n",
+		Configure: func(s *config.Server) { s.Agents.RequireDeclared = true }})
 	s := pvefake.New(t)
 	s.AddTemplate(pvefake.DefaultNode, 9000, "ubuntu-2404")
 	bin, err := os.ReadFile(llmgw)
