@@ -2,6 +2,7 @@ package proxmoxnode_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -135,7 +136,8 @@ func renderTemplate(t *testing.T, cases []templateCase) map[string]string {
 		out, err := cmd.Output()
 		if err != nil {
 			var stderr []byte
-			if exit, ok := err.(*exec.ExitError); ok {
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
 				stderr = exit.Stderr
 			}
 			t.Fatalf("terraform %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
