@@ -10,8 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/llmgw/llmgw/runtime/store"
-	"github.com/llmgw/llmgw/spec"
+	"github.com/llmgw/llmgw/runtime/keys"
 )
 
 // credentials are the dev cluster's admin token and API key. They are kept
@@ -23,38 +22,42 @@ type credentials struct {
 	APIKey     string `json:"api_key"`
 }
 
-func ensureCredentials(ctx context.Context, dir string, st store.Store) (credentials, error) {
+func ensureCredentials(ctx context.Context, dir string, admin *keys.Admin) (credentials, error) {
 	path := filepath.Join(dir, "credentials.json")
 	var c credentials
 	if b, err := os.ReadFile(path); err == nil {
 		if err := json.Unmarshal(b, &c); err != nil {
 			return c, fmt.Errorf("reading %s: %w (delete it to create new credentials)", path, err)
 		}
-		if _, err := st.LookupAdminToken(ctx, spec.HashSecret(c.AdminToken)); err == nil {
-			if _, err := st.LookupAPIKey(ctx, spec.HashSecret(c.APIKey)); err == nil {
-				return c, nil
-			}
+		tokOK, err := admin.AdminTokenUsable(ctx, c.AdminToken)
+		if err != nil {
+			return c, fmt.Errorf("checking the dev admin token of %s: %w", path, err)
+		}
+		keyOK, err := admin.APIKeyUsable(ctx, c.APIKey)
+		if err != nil {
+			return c, fmt.Errorf("checking the dev API key of %s: %w", path, err)
+		}
+		if tokOK && keyOK {
+			return c, nil
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return c, fmt.Errorf("reading %s: %w", path, err)
 	}
-	tok, tokHash := spec.NewAdminToken()
-	if err := st.CreateAdminToken(ctx, store.AdminToken{ID: "adm-dev-" + suffix(tokHash), Name: "llmgw dev", Hash: tokHash}); err != nil {
+	tok, err := admin.CreateAdminToken(ctx, "llmgw dev")
+	if err != nil {
 		return c, fmt.Errorf("creating the dev admin token: %w", err)
 	}
-	key, prefix, keyHash := spec.NewAPIKey()
-	if err := st.CreateAPIKey(ctx, store.APIKey{ID: "key-dev-" + suffix(keyHash), Name: "llmgw dev", Prefix: prefix, Hash: keyHash, Project: store.DefaultProject}); err != nil {
+	key, err := admin.CreateAPIKey(ctx, "llmgw dev", nil)
+	if err != nil {
 		return c, fmt.Errorf("creating the dev API key: %w", err)
 	}
-	c = credentials{AdminToken: tok, APIKey: key}
+	c = credentials{AdminToken: tok.Secret, APIKey: key.Secret}
 	b, _ := json.MarshalIndent(c, "", "  ")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		return c, fmt.Errorf("writing %s: %w", path, err)
 	}
 	return c, nil
 }
-
-func suffix(hash string) string { return hash[:8] }
 
 func envLines(dir string, base int, c credentials) string {
 	pkiDir := filepath.Join(dir, "pki")

@@ -21,11 +21,14 @@ import (
 	"syscall"
 	"time"
 
+	agentconfig "github.com/llmgw/llmgw/agent/config"
 	"github.com/llmgw/llmgw/agent/supervisor"
 	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/runtime/config"
+	"github.com/llmgw/llmgw/runtime/keys"
 	"github.com/llmgw/llmgw/runtime/server"
 	"github.com/llmgw/llmgw/sim/simhw"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Options configure a dev cluster.
@@ -88,7 +91,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	serverYAML := filepath.Join(dir, "server.yaml")
-	if err := writeServerConfig(serverYAML, dir, o.PortBase); err != nil {
+	if err := serverConfig(dir, o.PortBase).WriteFile(serverYAML, writtenBy); err != nil {
 		return err
 	}
 	cfg, err := config.Load(serverYAML)
@@ -99,7 +102,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	creds, err := ensureCredentials(ctx, dir, srv.Store)
+	creds, err := ensureCredentials(ctx, dir, keys.New(srv.Store))
 	if err != nil {
 		return err
 	}
@@ -180,57 +183,65 @@ func ensurePKI(dir string) error {
 	return nil
 }
 
-func writeServerConfig(path, dir string, base int) error {
+// serverConfig is the dev control plane's configuration: the loader's
+// defaults, loopback listeners from the port base, the dev PKI and store,
+// short agent timings and the demo models.
+func serverConfig(dir string, base int) config.Server {
 	p := func(off int) string { return "127.0.0.1:" + strconv.Itoa(base+off) }
 	pkiDir := filepath.Join(dir, "pki")
-	y := fmt.Sprintf(`# Written by llmgw dev on every start.
-listen: %q
-manage_listen: %q
-agent_listen: %q
-metrics_listen: %q
-pprof_listen: %q
-agent_tls:
-  ca: %q
-  cert: %q
-  key: %q
-auth:
-  store: %q
-agents:
-  heartbeat_interval: 2s
-  grace: 15s
-  # llmgw dev stops every engine when it stops, so after a restart there is
-  # nothing running to wait for.
-  settle: 1s
-models:
-  - name: %s
-    aliases: [chat]
-    source: sim://chat
-    context_length: 8192
-    max_output: 1024
-    scaling: { min: 1, max: 2 }
-    profiles:
-      - name: h100
-        engine: sim
-        gpu_class: h100-80g
-        tp: 1
-        startup_timeout: 1m
-        args: ["--prefill-tps", "20000", "--decode-tps", "200"]
-  - name: %s
-    source: sim://2node
-    context_length: 8192
-    scaling: { min: 1, max: 1 }
-    profiles:
-      - name: h100x2
-        engine: sim
-        gpu_class: h100-80g
-        tp: 4
-        nodes: 2
-        startup_timeout: 1m
-        args: ["--prefill-tps", "20000", "--decode-tps", "100"]
-`, p(0), p(1), p(2), p(3), p(4), filepath.Join(pkiDir, "ca.pem"), filepath.Join(pkiDir, "server.pem"), filepath.Join(pkiDir, "server-key.pem"),
-		filepath.Join(dir, "llmgw.db"), ModelChat, Model2Node)
-	return os.WriteFile(path, []byte(y), 0o600)
+	s := config.Default()
+	s.Listen, s.ManageListen, s.AgentListen, s.MetricsListen, s.PprofListen = p(0), p(1), p(2), p(3), p(4)
+	s.AgentTLS = config.TLS{CA: filepath.Join(pkiDir, "ca.pem"), Cert: filepath.Join(pkiDir, "server.pem"), Key: filepath.Join(pkiDir, "server-key.pem")}
+	s.Auth.Store = filepath.Join(dir, "llmgw.db")
+	s.Agents.HeartbeatInterval = 2 * time.Second
+	s.Agents.Grace = 15 * time.Second
+	// llmgw dev stops every engine when it stops, so after a restart there
+	// is nothing running to wait for.
+	s.Agents.Settle = time.Second
+	s.Models = []spec.Model{
+		{
+			Name: ModelChat, Aliases: []string{"chat"}, Source: "sim://chat", ContextLength: 8192, MaxOutput: 1024,
+			Scaling: spec.Scaling{Min: 1, Max: 2},
+			Profiles: []spec.Profile{{
+				Name: "h100", Engine: "sim", GPUClass: "h100-80g", TP: 1, StartupTimeout: spec.Duration(time.Minute),
+				Args: []string{"--prefill-tps", "20000", "--decode-tps", "200"},
+			}},
+		},
+		{
+			Name: Model2Node, Source: "sim://2node", ContextLength: 8192,
+			Scaling: spec.Scaling{Min: 1, Max: 1},
+			Profiles: []spec.Profile{{
+				Name: "h100x2", Engine: "sim", GPUClass: "h100-80g", TP: 4, Nodes: 2, StartupTimeout: spec.Duration(time.Minute),
+				Args: []string{"--prefill-tps", "20000", "--decode-tps", "100"},
+			}},
+		},
+	}
+	return s
 }
+
+// agentConfig is the configuration of node n, the i-th: the dev PKI, a
+// hundred engine ports of its own, the simulated nvidia-smi and InfiniBand
+// tree at smi and ibRoot, and its fabric if it has one.
+func agentConfig(dir string, n node, base, i int, smi, ibRoot string) agentconfig.Agent {
+	pkiDir := filepath.Join(dir, "pki")
+	from := base + 100 + i*100
+	a := agentconfig.Default()
+	a.NodeID = n.id
+	a.Server = "127.0.0.1:" + strconv.Itoa(base+2)
+	a.TLS = agentconfig.TLS{CA: filepath.Join(pkiDir, "ca.pem"), Cert: filepath.Join(pkiDir, n.id+".pem"), Key: filepath.Join(pkiDir, n.id+"-key.pem")}
+	a.Address = "127.0.0.1"
+	a.StateDir = filepath.Join(dir, "nodes", n.id, "state")
+	a.EnginePorts = agentconfig.PortRange{From: from, To: from + 99}
+	a.Labels = map[string]string{"dev": "true"}
+	a.Discovery = spec.Discovery{NvidiaSMI: smi, IBRoot: ibRoot}
+	if n.fabric != "" {
+		a.Fabrics = []spec.Fabric{{Name: n.fabric, Adapters: []string{"mlx5_0"}}}
+	}
+	return a
+}
+
+// writtenBy heads the files llmgw dev writes.
+const writtenBy = "Written by llmgw dev on every start."
 
 // prepareNode writes a node's simulated hardware and agent configuration.
 func prepareNode(dir string, n node, base, i int) (string, error) {
@@ -246,33 +257,13 @@ func prepareNode(dir string, n node, base, i int) (string, error) {
 	if err := os.RemoveAll(ibRoot); err != nil {
 		return "", err
 	}
-	fabrics := ""
 	if n.fabric != "" {
 		if err := simhw.WriteInfiniBand(ibRoot, []simhw.SimAdapter{{Name: "mlx5_0", Ports: []simhw.SimPort{{State: "ACTIVE", RateGbps: 200}}}}); err != nil {
 			return "", fmt.Errorf("writing %s's InfiniBand tree: %w", n.id, err)
 		}
-		fabrics = fmt.Sprintf("fabrics:\n  - name: %s\n    adapters: [mlx5_0]\n", n.fabric)
 	}
-	pkiDir := filepath.Join(dir, "pki")
-	from := base + 100 + i*100
-	y := fmt.Sprintf(`# Written by llmgw dev on every start.
-node_id: %s
-server: "127.0.0.1:%d"
-tls:
-  ca: %q
-  cert: %q
-  key: %q
-address: 127.0.0.1
-state_dir: %q
-engine_ports: { from: %d, to: %d }
-labels: { dev: "true" }
-discovery:
-  nvidia_smi: %q
-  ib_root: %q
-%s`, n.id, base+2, filepath.Join(pkiDir, "ca.pem"), filepath.Join(pkiDir, n.id+".pem"), filepath.Join(pkiDir, n.id+"-key.pem"),
-		filepath.Join(nd, "state"), from, from+99, smi, ibRoot, fabrics)
 	path := filepath.Join(nd, "agent.yaml")
-	return path, os.WriteFile(path, []byte(y), 0o600)
+	return path, agentConfig(dir, n, base, i, smi, ibRoot).WriteFile(path, writtenBy)
 }
 
 // agentSet supervises the agent child processes.

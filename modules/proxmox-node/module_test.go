@@ -30,8 +30,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	agentconfig "github.com/llmgw/llmgw/agent/config"
 	"github.com/llmgw/llmgw/pki"
+	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/sim/simhw"
 	"github.com/llmgw/llmgw/spec"
 	"github.com/llmgw/llmgw/testkit/pvefake"
@@ -187,9 +187,10 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The grace's line is followed by require_declared: the VM and the
-	// declaration are created side by side, and the node must still get in.
-	c := testcluster.New(t, llmgw, "10s\n  require_declared: true", "  []\n")
+	// require_declared: the VM and the declaration are created side by
+	// side, and the node must still get in.
+	c := testcluster.NewCluster(t, llmgw, testcluster.Options{Grace: "10s", Models: "  []\n",
+		Configure: func(s *config.Server) { s.Agents.RequireDeclared = true }})
 	s := pvefake.New(t)
 	s.AddTemplate(pvefake.DefaultNode, 9000, "ubuntu-2404")
 	bin, err := os.ReadFile(llmgw)
@@ -549,40 +550,17 @@ func checkPair(t *testing.T, node string, certPEM, keyPEM, caPEM []byte) {
 	}
 }
 
-// checkAgentConfig loads the user-data's agent.yaml with the agent's own
-// loader and checks it says what the module was given.
+// checkAgentConfig checks the user-data's agent.yaml against the
+// configuration the module was given, marshalled by agentconfig: the same
+// keys and values, and the same configuration for the agent's own loader.
 func (n *node) checkAgentConfig(t *testing.T, data []byte) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "agent.yaml")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, agentconfig.EnvPrefix) {
-			t.Setenv(name, "")
-			os.Unsetenv(name)
-		}
-	}
-	a, err := agentconfig.Load(path)
-	if err != nil {
-		t.Fatalf("the user-data's agent.yaml does not load: %v\n%s", err, data)
-	}
-	cert, key := "/etc/llmgw/"+n.name+".pem", "/etc/llmgw/"+n.name+"-key.pem"
-	if a.NodeID != n.name || a.Server != n.h.cluster.AgentAddr || a.Address != fmt.Sprintf("10.0.0.%d", n.vmid) ||
-		a.TLS != (agentconfig.TLS{CA: vmCA, Cert: cert, Key: key}) {
-		t.Errorf("agent.yaml: node_id %q server %q address %q tls %+v", a.NodeID, a.Server, a.Address, a.TLS)
-	}
-	want := spec.Declaration{
+	sameAgentConfig(t, data, agentFor(n.name, n.h.cluster.AgentAddr, "", fmt.Sprintf("10.0.0.%d", n.vmid), spec.Declaration{
 		Fabrics:   []spec.Fabric{{Name: "ib-" + n.name, Adapters: []string{"mlx5_0"}}},
 		Engines:   map[string]string{"llamacpp": n.llama},
 		Labels:    map[string]string{"rack": "r1"},
 		Discovery: spec.Discovery{NvidiaSMI: n.smi, IBRoot: n.ibRoot, CPUInfo: n.cpuinfo},
-	}
-	got, _ := json.Marshal(a.Declaration)
-	wantJSON, _ := json.Marshal(want)
-	if !bytes.Equal(got, wantJSON) {
-		t.Errorf("agent.yaml declares %s, want %s", got, wantJSON)
-	}
+	}))
 }
 
 // checkInstallRefuses runs the user-data's install command with a wrong

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -71,6 +72,31 @@ func (a *Admin) CreateAdminToken(ctx context.Context, name string) (Created, err
 		return Created{}, fmt.Errorf("storing admin token %q: %w", name, err)
 	}
 	return Created{ID: t.ID, Name: name, Secret: plain}, nil
+}
+
+// APIKeyUsable reports whether secret is an API key the store still
+// accepts: known, neither revoked nor expired. An unknown secret is not an
+// error.
+func (a *Admin) APIKeyUsable(ctx context.Context, secret string) (bool, error) {
+	k, err := a.st.LookupAPIKey(ctx, spec.HashSecret(secret))
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !k.Expired(time.Now()), nil
+}
+
+// AdminTokenUsable reports whether secret is an admin token the store still
+// accepts: known, neither revoked nor expired, and not a demoted user's. An
+// unknown secret is not an error.
+func (a *Admin) AdminTokenUsable(ctx context.Context, secret string) (bool, error) {
+	_, err := a.st.LookupAdminToken(ctx, spec.HashSecret(secret))
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // ListAPIKeys lists keys without their secrets.

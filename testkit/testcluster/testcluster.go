@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -25,9 +26,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	agentconfig "github.com/llmgw/llmgw/agent/config"
 	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/internal/konfig"
 	"github.com/llmgw/llmgw/pki"
+	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/sim/simhw"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Build compiles the llmgw binary into dir and returns its path.
@@ -165,7 +170,7 @@ type Cluster struct {
 type NodeSpec struct {
 	ID       string
 	CertFor  string             // certificate CN; defaults to id
-	Fabrics  string             // YAML of the fabrics key
+	Fabrics  string             // top-level agent.yaml keys (fabrics, labels) as YAML
 	Adapters []simhw.SimAdapter // sysfs contents
 	GPUs     int
 	// KeepEngines starts the agent without --stop-engines-on-exit, as in
@@ -201,19 +206,23 @@ func NewWithAuth(t testing.TB, binary, grace, models, authYAML string) *Cluster 
 type Options struct {
 	// Grace is agents.grace.
 	Grace string
-	// Models are YAML list items, indented two spaces.
+	// Models are YAML list items, indented two spaces, read as the models
+	// key of server.yaml.
 	Models string
-	// AuthYAML are extra lines under auth:, indented two spaces.
+	// AuthYAML are extra lines under auth:, indented two spaces, read as
+	// keys of server.yaml's auth section.
 	AuthYAML string
 	// Store is auth.store; empty is a SQLite file in the cluster's
 	// directory.
 	Store string
+	// Configure, when set, changes the configuration last, before it is
+	// written.
+	Configure func(*config.Server)
 }
 
 // NewCluster starts a control plane as opts describe.
 func NewCluster(t testing.TB, binary string, opts Options) *Cluster {
 	t.Helper()
-	grace, models, authYAML := opts.Grace, opts.Models, opts.AuthYAML
 	dir := t.TempDir()
 	c := &Cluster{t: t, Binary: binary, Dir: dir, PKIDir: filepath.Join(dir, "pki"), Nodes: map[string]*Proc{}, NodeDirs: map[string]string{}, Ports: map[string][2]int{}}
 	if err := os.MkdirAll(c.PKIDir, 0o700); err != nil {
@@ -234,25 +243,12 @@ func NewCluster(t testing.TB, binary string, opts Options) *Cluster {
 	c.Client = "http://127.0.0.1:" + strconv.Itoa(p[0]) + "/v1"
 	c.Manage = "127.0.0.1:" + strconv.Itoa(p[1])
 	c.AgentAddr = "127.0.0.1:" + strconv.Itoa(p[2])
-	cfg := fmt.Sprintf(`listen: "127.0.0.1:%d"
-manage_listen: %q
-agent_listen: %q
-metrics_listen: "127.0.0.1:%d"
-pprof_listen: ""
-agent_tls:
-  ca: %q
-  cert: %q
-  key: %q
-auth:
-  store: %q
-%sagents:
-  heartbeat_interval: 1s
-  grace: %s
-models:
-%s`, p[0], c.Manage, c.AgentAddr, p[3], filepath.Join(c.PKIDir, "ca.pem"), filepath.Join(c.PKIDir, "server.pem"), filepath.Join(c.PKIDir, "server-key.pem"),
-		storeDSN, authYAML, grace, models)
+	cfg, err := serverConfig(c, p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfgPath := filepath.Join(dir, "server.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	if err := cfg.WriteFile(cfgPath, "Written by testcluster."); err != nil {
 		t.Fatal(err)
 	}
 	c.APIKey = secretFrom(t, binary, "keys", "create", "--name", "e2e", "-c", cfgPath)
@@ -268,6 +264,41 @@ models:
 	// Runs before the processes stop: the metrics are read live.
 	t.Cleanup(c.scrapeMetrics)
 	return c
+}
+
+// serverConfig is the control plane's configuration: loopback listeners
+// on ports p (client, management, agents, metrics), no pprof, the
+// cluster's PKI and store, one-second heartbeats, then what opts says. Its
+// YAML fragments are read into the value with the loader's strictness.
+func serverConfig(c *Cluster, p []int, opts Options) (config.Server, error) {
+	s := config.Default()
+	s.Listen = "127.0.0.1:" + strconv.Itoa(p[0])
+	s.ManageListen = c.Manage
+	s.AgentListen = c.AgentAddr
+	s.MetricsListen = "127.0.0.1:" + strconv.Itoa(p[3])
+	s.PprofListen = ""
+	s.AgentTLS = config.TLS{CA: filepath.Join(c.PKIDir, "ca.pem"), Cert: filepath.Join(c.PKIDir, "server.pem"), Key: filepath.Join(c.PKIDir, "server-key.pem")}
+	s.Auth.Store = c.StoreDSN
+	s.Agents.HeartbeatInterval = time.Second
+	grace, err := time.ParseDuration(opts.Grace)
+	if err != nil {
+		return s, fmt.Errorf("testcluster.Options.Grace: %w", err)
+	}
+	s.Agents.Grace = grace
+	var frag string
+	if opts.AuthYAML != "" {
+		frag += "auth:\n" + opts.AuthYAML
+	}
+	if opts.Models != "" {
+		frag += "models:\n" + opts.Models
+	}
+	if err := konfig.Parse([]byte(frag), "testcluster.Options", &s); err != nil {
+		return s, err
+	}
+	if opts.Configure != nil {
+		opts.Configure(&s)
+	}
+	return s, nil
 }
 
 // AddSecret names a secret that must never appear in any process's output
@@ -389,31 +420,23 @@ func (c *Cluster) StartAgent(n NodeSpec) *Proc {
 		from = 40000 + len(c.Ports)*100
 	}
 	c.Ports[n.ID] = [2]int{from, from + 49}
-	cfg := fmt.Sprintf(`node_id: %s
-server: %q
-tls:
-  ca: %q
-  cert: %q
-  key: %q
-address: 127.0.0.1
-state_dir: %q
-engine_ports: { from: %d, to: %d }
-heartbeat_interval: 1s
-discovery:
-  nvidia_smi: %q
-  ib_root: %q
-  cpuinfo: %q
-%s
-`, n.ID, c.AgentAddr, filepath.Join(c.PKIDir, "ca.pem"), filepath.Join(c.PKIDir, cn+".pem"), filepath.Join(c.PKIDir, cn+"-key.pem"),
-		filepath.Join(nd, "state"), from, from+49, smi, ib, n.CPUInfo, n.Fabrics)
+	a := agentconfig.Default()
+	a.NodeID = n.ID
+	a.Server = c.AgentAddr
+	a.TLS = agentconfig.TLS{CA: filepath.Join(c.PKIDir, "ca.pem"), Cert: filepath.Join(c.PKIDir, cn+".pem"), Key: filepath.Join(c.PKIDir, cn+"-key.pem")}
+	a.Address = "127.0.0.1"
+	a.StateDir = filepath.Join(nd, "state")
+	a.EnginePorts = agentconfig.PortRange{From: from, To: from + 49}
+	a.HeartbeatInterval = time.Second
+	a.Discovery = spec.Discovery{NvidiaSMI: smi, IBRoot: ib, CPUInfo: n.CPUInfo}
+	if err := konfig.Parse([]byte(n.Fabrics), "testcluster.NodeSpec.Fabrics", &a); err != nil {
+		t.Fatal(err)
+	}
 	if len(n.Engines) > 0 {
-		cfg += "engines:\n"
-		for name, path := range n.Engines {
-			cfg += fmt.Sprintf("  %s: %q\n", name, path)
-		}
+		a.Engines = maps.Clone(n.Engines)
 	}
 	cfgPath := filepath.Join(nd, "agent.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	if err := a.WriteFile(cfgPath, "Written by testcluster."); err != nil {
 		t.Fatal(err)
 	}
 	c.NodeDirs[n.ID] = nd
