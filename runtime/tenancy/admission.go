@@ -74,10 +74,11 @@ type Options struct {
 
 // Admission implements gateway.Admission.
 type Admission struct {
-	opts Options
-	log  *slog.Logger
-	now  func() time.Time
-	dir  *directory
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+	dir    *directory
+	prices Prices
 
 	mu      sync.Mutex
 	keys    map[string]*meter
@@ -107,6 +108,7 @@ func NewAdmission(opts Options) *Admission {
 		keys:    map[string]*meter{},
 		projs:   map[string]*meter{},
 		ledgers: map[ledgerKey]*ledger{},
+		prices:  Prices{Models: opts.Models, Default: opts.DefaultPrice},
 	}
 	a.dir = newDirectory(opts.Store, opts.CacheTTL, opts.Now, a.log)
 	return a
@@ -144,17 +146,7 @@ func (a *Admission) sweep(now int64) {
 }
 
 // price returns a model's price: its own, else the default, else free.
-func (a *Admission) price(model string) spec.Pricing {
-	if a.opts.Models != nil {
-		if p, _, ok := a.opts.Models.Terms(model); ok && p != nil {
-			return *p
-		}
-	}
-	if a.opts.DefaultPrice != nil {
-		return *a.opts.DefaultPrice
-	}
-	return spec.Pricing{}
-}
+func (a *Admission) price(model string) spec.Pricing { return a.prices.Of(model) }
 
 // Allows implements gateway.ModelFilter: whether the principal's project
 // may use the model. A project whose settings cannot be read is shown
@@ -184,22 +176,12 @@ func (a *Admission) allowed(p store.Project, model string) bool {
 
 // Cost is what the given usage of a model costs at its price.
 func (a *Admission) Cost(model string, promptTokens, completionTokens int64) float64 {
-	return a.price(model).Cost(promptTokens, completionTokens)
+	return a.prices.Cost(model, promptTokens, completionTokens)
 }
 
 // Priced reports whether any price exists that a budget could count:
 // the default price or one of the given models' own.
-func (a *Admission) Priced(models []string) bool {
-	if a.opts.DefaultPrice != nil && !a.opts.DefaultPrice.Free() {
-		return true
-	}
-	for _, m := range models {
-		if p, _, ok := a.opts.Models.Terms(m); ok && p != nil && !p.Free() {
-			return true
-		}
-	}
-	return false
-}
+func (a *Admission) Priced(models []string) bool { return a.prices.Priced(models) }
 
 // maxWorst bounds a worst case so the arithmetic never overflows; the
 // gateway already refuses absurd max_tokens, n and best_of.
