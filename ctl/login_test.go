@@ -3,25 +3,13 @@ package ctl
 import (
 	"bytes"
 	"context"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-
-	"github.com/llmgw/llmgw/api/managev1"
-	"github.com/llmgw/llmgw/runtime/fleet"
-	"github.com/llmgw/llmgw/runtime/keys"
-	"github.com/llmgw/llmgw/runtime/manage"
-	"github.com/llmgw/llmgw/runtime/models"
-	"github.com/llmgw/llmgw/runtime/store"
-	"github.com/llmgw/llmgw/runtime/users"
+	"github.com/llmgw/llmgw/testkit/manageapi"
 )
 
 const (
@@ -38,39 +26,11 @@ const (
 // environment without a token, and a host admin token.
 func startLoginManage(t *testing.T) (env map[string]string, hostToken string) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	reg, err := models.New(nil, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ua := users.New(st, bcrypt.MinCost)
-	if _, err := ua.Create(ctx, loginAdmin, loginAdminPW, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ua.Create(ctx, loginUser, loginUserPW, false); err != nil {
-		t.Fatal(err)
-	}
-	host, err := keys.New(st).CreateAdminToken(ctx, loginHostName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := manage.New(manage.Options{Version: "test", Fleet: fleet.New(), Catalog: reg, Tokens: st, Store: st, Users: ua, LoginTTL: loginTestTTL,
-		Logger: slog.New(slog.DiscardHandler)})
-	p := newTestPKI(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(p.server)), grpc.UnaryInterceptor(svc.AuthInterceptor()))
-	managev1.RegisterManageServiceServer(srv, svc)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return map[string]string{EnvEndpoint: lis.Addr().String(), EnvCACert: p.caFile}, host.Secret
+	api := manageapi.Start(t, manageapi.Options{LoginTTL: loginTestTTL, TokenName: loginHostName, Users: []manageapi.User{
+		{Email: loginAdmin, Password: loginAdminPW, Admin: true},
+		{Email: loginUser, Password: loginUserPW},
+	}})
+	return map[string]string{EnvEndpoint: api.Addr, EnvCACert: api.CAFile}, api.AdminToken
 }
 
 // runCtlStdin runs the CLI with stdin and the real clock (login tokens

@@ -1,62 +1,28 @@
 package ctl
 
 import (
-	"context"
 	"encoding/json"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-
-	"github.com/llmgw/llmgw/api/managev1"
-	"github.com/llmgw/llmgw/runtime/fleet"
-	"github.com/llmgw/llmgw/runtime/keys"
-	"github.com/llmgw/llmgw/runtime/manage"
-	"github.com/llmgw/llmgw/runtime/models"
-	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/spec"
+	"github.com/llmgw/llmgw/testkit/manageapi"
 )
 
 // startManage serves the real management service over TLS with its own
 // admin-token check, on a SQLite store with two models ("big" priced,
 // "small" at the default price), and returns the ctl environment and the
-// store.
-func startManage(t *testing.T) (map[string]string, store.Store) {
+// running API.
+func startManage(t *testing.T) (map[string]string, *manageapi.API) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	big := spec.Model{Name: "big", Source: "sim://b", Scaling: spec.Scaling{Max: 1}, Pricing: &spec.Pricing{PromptPer1K: 1, CompletionPer1K: 2},
 		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
 	small := big
 	small.Name, small.Source, small.Pricing = "small", "sim://s", nil
-	reg, err := models.New([]spec.Model{big, small}, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := keys.New(st).CreateAdminToken(ctx, "ctl-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := manage.New(manage.Options{Version: "test", Fleet: fleet.New(), Catalog: reg, Tokens: st, Store: st,
+	api := manageapi.Start(t, manageapi.Options{Models: []spec.Model{big, small}, TokenName: "ctl-test",
 		DefaultPrice: &spec.Pricing{PromptPer1K: 0.1, CompletionPer1K: 0.2}, Now: func() time.Time { return testNow }})
-	p := newTestPKI(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(p.server)), grpc.UnaryInterceptor(svc.AuthInterceptor()))
-	managev1.RegisterManageServiceServer(srv, svc)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return map[string]string{EnvEndpoint: lis.Addr().String(), EnvToken: tok.Secret, EnvCACert: p.caFile}, st
+	return map[string]string{EnvEndpoint: api.Addr, EnvToken: api.AdminToken, EnvCACert: api.CAFile}, api
 }
 
 // mustCtl runs ctl and fails unless it exits with want.
@@ -113,14 +79,14 @@ team-a: warning: allowed model "nope" is not in the catalog
 }
 
 func TestKeysCommands(t *testing.T) {
-	env, st := startManage(t)
+	env, api := startManage(t)
 	out, _ := mustCtl(t, env, exitOK, "keys", "create", "ci", "--expires", "30d", "--rpm", "10")
 	lines := strings.Split(out, "\n")
 	if len(lines) < 3 || !strings.Contains(lines[0], "in project default. This is the only time it is shown") {
 		t.Fatalf("create said %q", out)
 	}
 	plain := strings.TrimSpace(lines[2])
-	k, err := st.LookupAPIKey(context.Background(), spec.HashSecret(plain))
+	k, err := api.LookupKey(plain)
 	if err != nil {
 		t.Fatalf("the printed secret %q is not a stored key: %v", plain, err)
 	}
@@ -161,16 +127,12 @@ func TestKeysCommands(t *testing.T) {
 }
 
 func TestBudgetsPricesUsageCommands(t *testing.T) {
-	env, st := startManage(t)
-	ctx := context.Background()
-	rows := []store.UsageRow{
-		{At: testNow.Add(-26 * time.Hour), Project: "default", KeyID: "key-1", Model: "big", Status: 200, PromptTokens: 100, CompletionTokens: 50, Cost: 0.2, Latency: time.Second},
-		{At: testNow.Add(-time.Hour), Project: "default", KeyID: "key-1", Model: "big", Status: 200, PromptTokens: 1000, CompletionTokens: 500, Cost: 2},
-		{At: testNow.Add(-time.Hour), Project: "default", Model: "small", Status: 402},
-	}
-	if err := st.InsertUsage(ctx, rows); err != nil {
-		t.Fatal(err)
-	}
+	env, api := startManage(t)
+	api.AddUsage(t,
+		manageapi.Usage{At: testNow.Add(-26 * time.Hour), Project: "default", KeyID: "key-1", Model: "big", Status: 200, PromptTokens: 100, CompletionTokens: 50, Cost: 0.2, Latency: time.Second},
+		manageapi.Usage{At: testNow.Add(-time.Hour), Project: "default", KeyID: "key-1", Model: "big", Status: 200, PromptTokens: 1000, CompletionTokens: 500, Cost: 2},
+		manageapi.Usage{At: testNow.Add(-time.Hour), Project: "default", Model: "small", Status: 402},
+	)
 	out, _ := mustCtl(t, env, exitOK, "budgets", "set", "default", "--period", "day", "--amount", "5", "--fallback", "small")
 	if out != "budget default/day: amount 5, 2 spent this period; when spent: fallback to small\n" {
 		t.Fatalf("budgets set said %q", out)

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
-	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/spec"
 	"github.com/llmgw/llmgw/testkit/testcluster"
@@ -172,7 +172,7 @@ func TestTenancyLimitsAndBudgets(t *testing.T) {
 	tc := newTenancyCluster(t)
 	st := tc.store()
 	body := fmt.Sprintf(chatBody, 20)
-	worst := float64(gateway.EstimatePromptTokens(len(body), false)+20) / 1000
+	worst := float64(request.EstimatePromptTokens(len(body), false)+20) / 1000
 
 	t.Run("100 parallel requests against a budget that admits 10", func(t *testing.T) {
 		budget := 10.5 * worst
@@ -244,7 +244,7 @@ func TestTenancyLimitsAndBudgets(t *testing.T) {
 
 	t.Run("a client that leaves mid-stream", func(t *testing.T) {
 		long := `{"model":"sim-priced","max_tokens":2000,"stream":true,"messages":[{"role":"user","content":"tell a long story"}]}`
-		worstLong := float64(gateway.EstimatePromptTokens(len(long), false)+2000) / 1000
+		worstLong := float64(request.EstimatePromptTokens(len(long), false)+2000) / 1000
 		// The total budget holds one worst case: a second stream is
 		// admitted only if the first one's reservation was released.
 		key := tc.newKey(st, "stream", store.Project{}, store.APIKey{},

@@ -16,8 +16,8 @@ import (
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/runtime/fleet"
-	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/metrics"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -53,7 +53,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	obs.Observe(gateway.Record{Principal: gateway.Principal{Project: "p"}, Model: "qwen", ReplicaID: "r1", Status: 200,
+	obs.Observe(request.Record{Principal: request.Principal{Project: "p"}, Model: "qwen", ReplicaID: "r1", Status: 200,
 		PromptTokens: 1, CompletionTokens: 1, Latency: time.Second, TTFT: time.Millisecond, Stream: true})
 	mfs, err := reg.Gatherer().Gather()
 	if err != nil {

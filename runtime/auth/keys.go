@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -60,9 +60,9 @@ func NewKeys(st store.APIKeyStore, ttl time.Duration, logger *slog.Logger) *Keys
 }
 
 // Authenticate implements gateway.Auth.
-func (k *Keys) Authenticate(ctx context.Context, bearer string) (gateway.Principal, error) {
+func (k *Keys) Authenticate(ctx context.Context, bearer string) (request.Principal, error) {
 	if bearer == "" {
-		return gateway.Principal{}, fmt.Errorf("%w: no API key", gateway.ErrUnauthenticated)
+		return request.Principal{}, fmt.Errorf("%w: no API key", request.ErrUnauthenticated)
 	}
 	hash := spec.HashSecret(bearer)
 	now := k.now()
@@ -75,7 +75,7 @@ func (k *Keys) Authenticate(ctx context.Context, bearer string) (gateway.Princip
 		case errors.Is(err, store.ErrNotFound):
 			c = cached{found: false}
 		case err != nil:
-			return gateway.Principal{}, fmt.Errorf("looking up API key: %w", err)
+			return request.Principal{}, fmt.Errorf("looking up API key: %w", err)
 		default:
 			c = cached{key: key, found: true, lastTouch: c.lastTouch}
 		}
@@ -88,10 +88,10 @@ func (k *Keys) Authenticate(ctx context.Context, bearer string) (gateway.Princip
 		k.mu.Unlock()
 	}
 	if !c.found {
-		return gateway.Principal{}, fmt.Errorf("%w: invalid API key", gateway.ErrUnauthenticated)
+		return request.Principal{}, fmt.Errorf("%w: invalid API key", request.ErrUnauthenticated)
 	}
 	if c.key.Expired(now) {
-		return gateway.Principal{}, fmt.Errorf("%w: API key expired", gateway.ErrUnauthenticated)
+		return request.Principal{}, fmt.Errorf("%w: API key expired", request.ErrUnauthenticated)
 	}
 	if now.Sub(c.lastTouch) > touchEvery {
 		k.mu.Lock()
@@ -106,10 +106,8 @@ func (k *Keys) Authenticate(ctx context.Context, bearer string) (gateway.Princip
 			}
 		}(c.key.ID)
 	}
-	return gateway.Principal{KeyID: c.key.ID, Project: c.key.Project, RPM: c.key.RPM, TPM: c.key.TPM}, nil
+	return request.Principal{KeyID: c.key.ID, Project: c.key.Project, RPM: c.key.RPM, TPM: c.key.TPM}, nil
 }
-
-var _ gateway.Auth = (*Keys)(nil)
 
 // evictLocked makes room in a full cache: misses go first, so a flood of
 // made-up keys does not push out the real ones; only if real keys alone
@@ -131,6 +129,6 @@ func (k *Keys) evictLocked() {
 type Anonymous struct{}
 
 // Authenticate implements gateway.Auth.
-func (Anonymous) Authenticate(context.Context, string) (gateway.Principal, error) {
-	return gateway.Principal{Project: store.DefaultProject}, nil
+func (Anonymous) Authenticate(context.Context, string) (request.Principal, error) {
+	return request.Principal{Project: store.DefaultProject}, nil
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/keys"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -40,7 +40,7 @@ func TestKeys(t *testing.T) {
 		t.Fatalf("good key: %+v, %v", p, err)
 	}
 	for name, bearer := range map[string]string{"empty": "", "unknown": "llmgw-nope", "expired": expired.Secret} {
-		if _, err := k.Authenticate(ctx, bearer); !errors.Is(err, gateway.ErrUnauthenticated) {
+		if _, err := k.Authenticate(ctx, bearer); !errors.Is(err, request.ErrUnauthenticated) {
 			t.Errorf("%s key: err = %v, want ErrUnauthenticated", name, err)
 		}
 	}
@@ -53,7 +53,7 @@ func TestKeys(t *testing.T) {
 		t.Fatalf("within the TTL the cached key still works: %v", err)
 	}
 	now = now.Add(2 * time.Minute)
-	if _, err := k.Authenticate(ctx, good.Secret); !errors.Is(err, gateway.ErrUnauthenticated) {
+	if _, err := k.Authenticate(ctx, good.Secret); !errors.Is(err, request.ErrUnauthenticated) {
 		t.Fatalf("revoked key after the TTL: err = %v", err)
 	}
 }
@@ -93,7 +93,7 @@ func TestFloodKeepsRealKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range maxCached + 10 {
-		if _, err := k.Authenticate(ctx, fmt.Sprintf("guess-%d", i)); !errors.Is(err, gateway.ErrUnauthenticated) {
+		if _, err := k.Authenticate(ctx, fmt.Sprintf("guess-%d", i)); !errors.Is(err, request.ErrUnauthenticated) {
 			t.Fatalf("guess %d: %v", i, err)
 		}
 	}

@@ -1,11 +1,15 @@
 package gateway
 
+// What the gateway needs of the rest of the control plane, as interfaces
+// only the gateway uses. The types they speak (who made a request, what it
+// used, its ticket and record) are package request's, so that auth,
+// tenancy and metrics implement these without importing the gateway.
+
 import (
 	"context"
-	"errors"
 	"net/http"
-	"time"
 
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
 )
 
@@ -29,94 +33,12 @@ type Catalog interface {
 	List() []ModelInfo
 }
 
-// Principal is who a request is made by.
-type Principal struct {
-	// KeyID identifies the API key (never the key itself).
-	KeyID string
-	// Project is the project the key belongs to.
-	Project string
-	// RPM and TPM are the key's own limits; zero means "not set".
-	RPM, TPM int64
-}
-
-// ErrUnauthenticated is returned by Auth for a missing, unknown or revoked key.
-var ErrUnauthenticated = errors.New("unauthenticated")
-
 // Auth authenticates API keys.
 type Auth interface {
 	// Authenticate returns the principal of a bearer token. It returns an
-	// error wrapping ErrUnauthenticated when the token is not a valid key;
+	// error wrapping request.ErrUnauthenticated when the token is not a valid key;
 	// any other error is reported to the client as a server error.
-	Authenticate(ctx context.Context, bearer string) (Principal, error)
-}
-
-// RequestInfo is what admission may know about a request before it runs.
-type RequestInfo struct {
-	// Endpoint is the API path, e.g. "/v1/chat/completions".
-	Endpoint string
-	// Stream is whether the client asked for a streamed response.
-	Stream bool
-	// MaxTokens is max_completion_tokens, else max_tokens; 0 when unset.
-	MaxTokens int
-	// N is the number of choices asked for; 0 when unset.
-	N int
-	// BestOf is the completions generated per prompt to pick the best
-	// from (/v1/completions); 0 when unset.
-	BestOf int
-	// Prompts is the number of prompts (/v1/completions takes a list);
-	// 0 or 1 means one.
-	Prompts int
-	// BodyBytes is the size of the request body.
-	BodyBytes int
-	// PromptEstimate is the gateway's estimate of the prompt's tokens made
-	// before the engine has counted them (see EstimatePromptTokens).
-	PromptEstimate int
-}
-
-// EstimatePromptTokens estimates the prompt tokens of a request body before
-// an engine has tokenized it: a quarter of its bytes, rounded up, the usual
-// rule of thumb for English text; the JSON around the messages makes it
-// err on the high side. A prompt given as token ids takes at least two
-// bytes a token ("7,"), so it is half the bytes. Admission reserves on it
-// and settles on the engine's own count.
-func EstimatePromptTokens(bodyBytes int, tokenIDs bool) int {
-	if tokenIDs {
-		return (bodyBytes + 1) / 2
-	}
-	return (bodyBytes + 3) / 4
-}
-
-// Usage is the token usage the engine reported for a request.
-type Usage struct {
-	PromptTokens     int
-	CompletionTokens int
-	TotalTokens      int
-	// Reported is false when the engine reported no usage (for example the
-	// request failed or the client went away).
-	Reported bool
-	// Estimated is true when the engine reported nothing but the gateway
-	// relayed output anyway (a stream the client abandoned): the completion
-	// count is the number of content events relayed and the prompt count
-	// the gateway's estimate.
-	Estimated bool
-	// Abandoned is true when the client left after the request reached the
-	// engine and before anything could be counted (a non-streamed request,
-	// or a stream before its first event): the engine may have worked, so
-	// admission charges the request's whole reservation.
-	Abandoned bool
-}
-
-// Ticket is an admitted request's claim on limits and budgets.
-type Ticket interface {
-	// Model is the canonical model to serve: the one asked for, or the
-	// fallback a spent budget names.
-	Model() string
-	// SetHeaders adds the admission's response headers (x-ratelimit-*).
-	SetHeaders(h http.Header)
-	// Settle is called exactly once when the request has ended, with what
-	// it actually used, and returns what it was charged (the usage itself,
-	// or the reservation for an abandoned request).
-	Settle(usage Usage) Usage
+	Authenticate(ctx context.Context, bearer string) (request.Principal, error)
 }
 
 // Admission decides whether a principal may run a request now: rate limits
@@ -124,54 +46,37 @@ type Ticket interface {
 // replica is picked.
 type Admission interface {
 	// Admit returns a ticket to settle when the request ends, or an error.
-	// A *Rejection error is sent to the client as it says; any other error
+	// A *request.Rejection error is sent to the client as it says; any other error
 	// is a server error.
-	Admit(ctx context.Context, p Principal, model string, req RequestInfo) (Ticket, error)
+	Admit(ctx context.Context, p request.Principal, model string, req request.Info) (request.Ticket, error)
 }
 
 // ModelFilter is implemented by an Admission that limits which models a
 // principal may use; /v1/models then lists only those.
 type ModelFilter interface {
-	Allows(ctx context.Context, p Principal, model string) bool
+	Allows(ctx context.Context, p request.Principal, model string) bool
 }
-
-// Rejection is an admission refusal the client should see, e.g. 429 with a
-// Retry-After for a rate limit or 402 for a spent budget.
-type Rejection struct {
-	Status     int
-	Type       string
-	Code       string
-	Message    string
-	RetryAfter time.Duration
-	// Reason is the admission outcome metrics count it under ("limit",
-	// "budget", "model_not_allowed"); Code when empty.
-	Reason string
-	// Header holds extra response headers (x-ratelimit-*); may be nil.
-	Header http.Header
-}
-
-func (r *Rejection) Error() string { return r.Message }
 
 // AdmitAll is the Admission that admits everything and settles nothing.
 type AdmitAll struct{}
 
 // Admit implements Admission.
-func (AdmitAll) Admit(_ context.Context, _ Principal, model string, _ RequestInfo) (Ticket, error) {
+func (AdmitAll) Admit(_ context.Context, _ request.Principal, model string, _ request.Info) (request.Ticket, error) {
 	return PlainTicket(model), nil
 }
 
-// PlainTicket is a Ticket that serves the model asked for, adds no headers
+// PlainTicket is a request.Ticket that serves the model asked for, adds no headers
 // and settles nothing.
 type PlainTicket string
 
-// Model implements Ticket.
+// Model implements request.Ticket.
 func (t PlainTicket) Model() string { return string(t) }
 
-// SetHeaders implements Ticket.
+// SetHeaders implements request.Ticket.
 func (PlainTicket) SetHeaders(http.Header) {}
 
-// Settle implements Ticket.
-func (PlainTicket) Settle(u Usage) Usage { return u }
+// Settle implements request.Ticket.
+func (PlainTicket) Settle(u request.Usage) request.Usage { return u }
 
 // Routes picks a replica endpoint for a canonical model; *router.Router
 // implements it.
@@ -181,58 +86,25 @@ type Routes interface {
 
 var _ Routes = (*router.Router)(nil)
 
-// Record is what the gateway reports about one finished request.
-type Record struct {
-	Principal Principal
-	// Model is the canonical model name served (a budget's fallback when
-	// one applied); empty when it was not resolved.
-	Model string
-	// Requested is the canonical model asked for when a fallback replaced
-	// it; empty otherwise.
-	Requested string
-	// Admission is why admission refused the request ("limit", "budget",
-	// ...); empty when it was admitted or never reached admission.
-	Admission string
-	// Endpoint is the API path.
-	Endpoint  string
-	RequestID string
-	// ReplicaID is the replica that served it; empty when none was picked.
-	ReplicaID string
-	// Status is the HTTP status sent to the client (499 when the client
-	// went away before a response was sent).
-	Status           int
-	PromptTokens     int
-	CompletionTokens int
-	// UsageReported is false when the engine reported no usage.
-	UsageReported bool
-	// UsageEstimated is true when the token counts are the gateway's
-	// estimate of an abandoned stream (see Usage.Estimated).
-	UsageEstimated bool
-	Latency        time.Duration
-	// TTFT is the time to the first streamed event; zero when not streamed.
-	TTFT   time.Duration
-	Stream bool
-}
-
 // Observer receives a Record for every inference request, authenticated or
 // not, once it has ended. It is called on the request's goroutine and must
 // not block.
 type Observer interface {
-	Observe(Record)
+	Observe(request.Record)
 }
 
 // Observers sends each Record to every Observer in turn.
 type Observers []Observer
 
 // Observe implements Observer.
-func (os Observers) Observe(r Record) {
+func (os Observers) Observe(r request.Record) {
 	for _, o := range os {
 		o.Observe(r)
 	}
 }
 
 // ObserverFunc adapts a function to Observer.
-type ObserverFunc func(Record)
+type ObserverFunc func(request.Record)
 
 // Observe implements Observer.
-func (f ObserverFunc) Observe(r Record) { f(r) }
+func (f ObserverFunc) Observe(r request.Record) { f(r) }

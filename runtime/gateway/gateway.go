@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
 )
 
@@ -190,26 +191,26 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 }
 
 // authenticate checks the Authorization header.
-func (g *Gateway) authenticate(r *http.Request) (Principal, *apiError) {
+func (g *Gateway) authenticate(r *http.Request) (request.Principal, *apiError) {
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
 	token = strings.TrimSpace(token)
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return Principal{}, newError(http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
+		return request.Principal{}, newError(http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
 			"missing API key: send it as Authorization: Bearer <key>")
 	}
 	if g.deps.Auth == nil {
-		return Principal{}, newError(http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
+		return request.Principal{}, newError(http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
 			"no authenticator is configured on this gateway")
 	}
 	p, err := g.deps.Auth.Authenticate(r.Context(), token)
-	if errors.Is(err, ErrUnauthenticated) {
-		return Principal{}, newError(http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
+	if errors.Is(err, request.ErrUnauthenticated) {
+		return request.Principal{}, newError(http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
 			"invalid API key")
 	}
 	if err != nil {
 		g.log.Warn("authenticating request", "err", err)
-		return Principal{}, newError(http.StatusInternalServerError, typeServer, "",
+		return request.Principal{}, newError(http.StatusInternalServerError, typeServer, "",
 			"the API key could not be checked; try again")
 	}
 	return p, nil
@@ -217,9 +218,9 @@ func (g *Gateway) authenticate(r *http.Request) (Principal, *apiError) {
 
 // exchange is one inference request on its way through the gateway.
 type exchange struct {
-	rec      Record
+	rec      request.Record
 	start    time.Time
-	usage    Usage
+	usage    request.Usage
 	injected bool // the gateway asked the engine for a usage chunk
 	// events counts the content events relayed to the client, and
 	// promptEstimate is the prompt estimate: what an abandoned stream is
@@ -274,15 +275,15 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.rec.Model = model
-	x.promptEstimate = EstimatePromptTokens(len(body), req.tokenIDs)
+	x.promptEstimate = request.EstimatePromptTokens(len(body), req.tokenIDs)
 
-	ticket, err := g.deps.Admission.Admit(r.Context(), p, model, RequestInfo{
+	ticket, err := g.deps.Admission.Admit(r.Context(), p, model, request.Info{
 		Endpoint: r.URL.Path, Stream: x.rec.Stream, MaxTokens: req.maxTokens, N: req.n, BestOf: req.bestOf,
 		Prompts: req.prompts, BodyBytes: len(body),
 		PromptEstimate: x.promptEstimate,
 	})
 	if err != nil {
-		if rej, ok := errors.AsType[*Rejection](err); ok {
+		if rej, ok := errors.AsType[*request.Rejection](err); ok {
 			x.rec.Admission = rej.Reason
 			if x.rec.Admission == "" {
 				x.rec.Admission = rej.Code
@@ -331,14 +332,14 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 // finalUsage returns the request's usage once it has ended. When the engine
 // never sent its count but output was relayed (the client left mid-stream),
 // it charges what was relayed rather than nothing.
-func (x *exchange) finalUsage() Usage {
+func (x *exchange) finalUsage() request.Usage {
 	switch {
 	case x.usage.Reported || x.usage.Estimated || x.usage.Abandoned:
 	case x.events > 0:
-		x.usage = Usage{PromptTokens: x.promptEstimate, CompletionTokens: x.events, Estimated: true}
+		x.usage = request.Usage{PromptTokens: x.promptEstimate, CompletionTokens: x.events, Estimated: true}
 		x.usage.TotalTokens = x.usage.PromptTokens + x.usage.CompletionTokens
 	case x.sent && x.rec.Status == statusClientGone:
-		x.usage = Usage{PromptTokens: x.promptEstimate, Abandoned: true}
+		x.usage = request.Usage{PromptTokens: x.promptEstimate, Abandoned: true}
 	}
 	return x.usage
 }

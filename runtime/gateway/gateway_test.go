@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
 )
 
@@ -41,11 +42,11 @@ func (c testCatalog) List() []ModelInfo { return c }
 // testAuth accepts testKey only.
 type testAuth struct{}
 
-func (testAuth) Authenticate(_ context.Context, bearer string) (Principal, error) {
+func (testAuth) Authenticate(_ context.Context, bearer string) (request.Principal, error) {
 	if bearer == testKey {
-		return Principal{KeyID: "key-1", Project: "proj"}, nil
+		return request.Principal{KeyID: "key-1", Project: "proj"}, nil
 	}
-	return Principal{}, fmt.Errorf("looking up key: %w", ErrUnauthenticated)
+	return request.Principal{}, fmt.Errorf("looking up key: %w", request.ErrUnauthenticated)
 }
 
 // engine is a fake inference engine speaking OpenAI's shapes.
@@ -130,7 +131,7 @@ type harness struct {
 	srv     *httptest.Server
 	router  *router.Router
 	engines []*engine
-	records chan Record
+	records chan request.Record
 	ready   bool
 	readyMu sync.Mutex
 }
@@ -143,7 +144,7 @@ var testModels = testCatalog{
 
 func newHarness(t *testing.T, engines int, cfg Config, admission Admission) *harness {
 	t.Helper()
-	h := &harness{t: t, router: router.New(), records: make(chan Record, 256), ready: true}
+	h := &harness{t: t, router: router.New(), records: make(chan request.Record, 256), ready: true}
 	var eps []router.Endpoint
 	for i := 0; i < engines; i++ {
 		e := &engine{name: fmt.Sprintf("e%d", i)}
@@ -167,7 +168,7 @@ func newHarness(t *testing.T, engines int, cfg Config, admission Admission) *har
 		Auth:      testAuth{},
 		Routes:    h.router,
 		Admission: admission,
-		Observer:  ObserverFunc(func(r Record) { h.records <- r }),
+		Observer:  ObserverFunc(func(r request.Record) { h.records <- r }),
 		Ready: func() bool {
 			h.readyMu.Lock()
 			defer h.readyMu.Unlock()
@@ -195,14 +196,14 @@ func (h *harness) post(ctx context.Context, path, body string) *http.Response {
 }
 
 // record waits for the next observed request.
-func (h *harness) record() Record {
+func (h *harness) record() request.Record {
 	h.t.Helper()
 	select {
 	case r := <-h.records:
 		return r
 	case <-time.After(10 * time.Second):
 		h.t.Fatal("no request was observed within 10s")
-		return Record{}
+		return request.Record{}
 	}
 }
 
@@ -416,16 +417,16 @@ func TestNonStreamUsage(t *testing.T) {
 type recordingAdmission struct {
 	mu     sync.Mutex
 	model  string
-	info   RequestInfo
-	usage  chan Usage
-	reject *Rejection
+	info   request.Info
+	usage  chan request.Usage
+	reject *request.Rejection
 	// fallback, when set, is served instead of the model asked for.
 	fallback string
 	// header is added to admitted responses.
 	header http.Header
 }
 
-func (a *recordingAdmission) Admit(_ context.Context, _ Principal, model string, info RequestInfo) (Ticket, error) {
+func (a *recordingAdmission) Admit(_ context.Context, _ request.Principal, model string, info request.Info) (request.Ticket, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.reject != nil {
@@ -433,12 +434,12 @@ func (a *recordingAdmission) Admit(_ context.Context, _ Principal, model string,
 	}
 	a.model, a.info = model, info
 	if a.usage == nil {
-		a.usage = make(chan Usage, 4)
+		a.usage = make(chan request.Usage, 4)
 	}
 	return a, nil
 }
 
-func (a *recordingAdmission) Settle(u Usage) Usage { a.usage <- u; return u }
+func (a *recordingAdmission) Settle(u request.Usage) request.Usage { a.usage <- u; return u }
 
 func (a *recordingAdmission) Model() string {
 	a.mu.Lock()
@@ -455,7 +456,7 @@ func (a *recordingAdmission) SetHeaders(h http.Header) {
 	}
 }
 
-func (a *recordingAdmission) settled(t *testing.T) Usage {
+func (a *recordingAdmission) settled(t *testing.T) request.Usage {
 	t.Helper()
 	a.mu.Lock()
 	ch := a.usage
@@ -470,7 +471,7 @@ func (a *recordingAdmission) settled(t *testing.T) Usage {
 		return u
 	case <-time.After(10 * time.Second):
 		t.Fatal("ticket was not settled within 10s")
-		return Usage{}
+		return request.Usage{}
 	}
 }
 
@@ -480,7 +481,9 @@ type onlyModel struct {
 	model string
 }
 
-func (o onlyModel) Allows(_ context.Context, _ Principal, model string) bool { return model == o.model }
+func (o onlyModel) Allows(_ context.Context, _ request.Principal, model string) bool {
+	return model == o.model
+}
 
 func TestModelsFilteredByAdmission(t *testing.T) {
 	h := newHarness(t, 1, Config{}, onlyModel{model: "cold"})
@@ -526,7 +529,7 @@ func TestAdmissionFallbackAndHeaders(t *testing.T) {
 	}
 
 	// A refusal's headers reach the client and its reason the record.
-	adm.reject = &Rejection{Status: 429, Type: "rate_limit_error", Code: "rate_limit_exceeded", Message: "slow down",
+	adm.reject = &request.Rejection{Status: 429, Type: "rate_limit_error", Code: "rate_limit_exceeded", Message: "slow down",
 		Reason: "limit", Header: http.Header{"X-Ratelimit-Remaining-Tokens": {"0"}}}
 	resp = h.post(t.Context(), "/v1/chat/completions", `{"model":"coder"}`)
 	readAll(t, resp)
@@ -568,7 +571,7 @@ func TestClientCancelPropagates(t *testing.T) {
 	// The engine never reported usage: the relayed event is charged, with
 	// the prompt estimate, so the reservation settles on something real.
 	u := adm.settled(t)
-	if u.Reported || !u.Estimated || u.CompletionTokens != 1 || u.PromptTokens != EstimatePromptTokens(len(`{"model":"coder","stream":true}`), false) {
+	if u.Reported || !u.Estimated || u.CompletionTokens != 1 || u.PromptTokens != request.EstimatePromptTokens(len(`{"model":"coder","stream":true}`), false) {
 		t.Errorf("settled usage of an abandoned stream = %+v", u)
 	}
 	if !rec.UsageEstimated || rec.CompletionTokens != 1 || rec.Status != statusClientGone {
@@ -600,7 +603,7 @@ func TestErrorResponses(t *testing.T) {
 		auth       string
 		body       string
 		engine     func(http.ResponseWriter, *http.Request, map[string]any)
-		reject     *Rejection
+		reject     *request.Rejection
 		wantStatus int
 		wantType   string
 		wantCode   string
@@ -617,7 +620,7 @@ func TestErrorResponses(t *testing.T) {
 		{name: "no replica ready", body: `{"model":"cold"}`, wantStatus: 503, wantType: typeUnavailable, wantCode: "model_not_ready", wantRetry: "7"},
 		{name: "upstream refuses", body: `{"model":"down"}`, wantStatus: 502, wantType: typeUpstream, wantCode: "upstream_error"},
 		{name: "upstream closes before answering", body: `{"model":"coder"}`, engine: hijackClose, wantStatus: 502, wantType: typeUpstream, wantCode: "upstream_error"},
-		{name: "admission rejects", body: `{"model":"coder"}`, reject: &Rejection{Status: 429, Type: "rate_limit_exceeded", Code: "rate_limit_exceeded", Message: "slow down", RetryAfter: 1500 * time.Millisecond},
+		{name: "admission rejects", body: `{"model":"coder"}`, reject: &request.Rejection{Status: 429, Type: "rate_limit_exceeded", Code: "rate_limit_exceeded", Message: "slow down", RetryAfter: 1500 * time.Millisecond},
 			wantStatus: 429, wantType: "rate_limit_exceeded", wantCode: "rate_limit_exceeded", wantRetry: "2"},
 		{name: "wrong method", method: http.MethodGet, wantStatus: 405, wantType: typeInvalidRequest, wantCode: "method_not_allowed"},
 		{name: "unknown path", path: "/v1/nothing", wantStatus: 404, wantType: typeInvalidRequest, wantCode: "unknown_url"},

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/llmgw/llmgw/runtime/request"
 )
 
 // modelObject is OpenAI's model object. Aliases is an llmgw extension that
@@ -81,7 +83,7 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request) {
 // allows reports whether the principal may see the model: when admission
 // also filters models (a project's allowed_models), a model the project may
 // not use is not shown, as OpenAI hides models a key cannot use.
-func (g *Gateway) allows(r *http.Request, p Principal, model string) bool {
+func (g *Gateway) allows(r *http.Request, p request.Principal, model string) bool {
 	f, ok := g.deps.Admission.(ModelFilter)
 	return !ok || f.Allows(r.Context(), p, model)
 }

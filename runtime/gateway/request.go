@@ -8,11 +8,13 @@ import (
 	"io"
 	"net/http"
 	"slices"
+
+	"github.com/llmgw/llmgw/runtime/request"
 )
 
-// request is what the gateway reads from an inference request body; the
-// body itself is forwarded as sent, except for the edits below.
-type request struct {
+// parsedBody is what the gateway reads from an inference request body;
+// the body itself is forwarded as sent, except for the edits below.
+type parsedBody struct {
 	model string
 	// stream is the client's "stream" flag.
 	stream bool
@@ -72,7 +74,7 @@ func badJSON(format string, args ...any) *apiError {
 // "stream_options" sit so they can be rewritten in place. Keys match
 // exactly (as the engines match them), and a repeated key counts by its last
 // occurrence, as in the engines' JSON parsers.
-func parseRequest(body []byte) (*request, *apiError) {
+func parseRequest(body []byte) (*parsedBody, *apiError) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	tok, err := dec.Token()
 	if err != nil {
@@ -81,7 +83,7 @@ func parseRequest(body []byte) (*request, *apiError) {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, badJSON("request body must be a JSON object")
 	}
-	req := &request{objStart: int(dec.InputOffset())}
+	req := &parsedBody{objStart: int(dec.InputOffset())}
 	var raw json.RawMessage
 	for dec.More() {
 		tok, err := dec.Token()
@@ -116,7 +118,7 @@ func parseRequest(body []byte) (*request, *apiError) {
 }
 
 // field records one top-level key.
-func (req *request) field(key string, raw json.RawMessage, sp span) *apiError {
+func (req *parsedBody) field(key string, raw json.RawMessage, sp span) *apiError {
 	invalid := func(what string) *apiError {
 		return newError(http.StatusBadRequest, typeInvalidRequest, "invalid_type",
 			fmt.Sprintf("%s must be %s, got %s", key, what, truncate(raw, 40))).withParam(key)
@@ -152,9 +154,9 @@ func (req *request) field(key string, raw json.RawMessage, sp span) *apiError {
 		if v == nil {
 			return nil
 		}
-		limit := MaxRequestTokens
+		limit := request.MaxTokens
 		if key == "n" || key == "best_of" {
-			limit = MaxChoices
+			limit = request.MaxChoices
 		}
 		if *v < 0 || *v > limit {
 			return newError(http.StatusBadRequest, typeInvalidRequest, "invalid_value",
@@ -174,13 +176,6 @@ func (req *request) field(key string, raw json.RawMessage, sp span) *apiError {
 	}
 	return nil
 }
-
-// Bounds on what one request may ask for; beyond them it is refused
-// before anything is reserved.
-const (
-	MaxRequestTokens = 1 << 24
-	MaxChoices       = 128
-)
 
 // countPrompts tells how many prompts a completions "prompt" holds and
 // whether they are token ids: a string is one prompt, a list of strings or
@@ -232,7 +227,7 @@ type edit struct {
 // It splices at the spans parseRequest recorded rather than calling
 // tidwall/sjson: sjson.Set rewrites only the first of duplicate "model" keys,
 // while the engines read the last, so an alias could reach the engine.
-func (req *request) rewrite(body []byte, canonical string, injectUsage bool) ([]byte, error) {
+func (req *parsedBody) rewrite(body []byte, canonical string, injectUsage bool) ([]byte, error) {
 	var edits []edit
 	if req.model != canonical {
 		quoted, err := json.Marshal(canonical)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
 )
 
@@ -156,20 +157,20 @@ type usageJSON struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-func (u *usageJSON) usage() Usage {
+func (u *usageJSON) usage() request.Usage {
 	if u == nil {
-		return Usage{}
+		return request.Usage{}
 	}
-	return Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens, Reported: true}
+	return request.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens, Reported: true}
 }
 
 // bodyUsage reads the usage object of a complete response body.
-func bodyUsage(data []byte) Usage {
+func bodyUsage(data []byte) request.Usage {
 	var v struct {
 		Usage *usageJSON `json:"usage"`
 	}
 	if json.Unmarshal(data, &v) != nil {
-		return Usage{}
+		return request.Usage{}
 	}
 	return v.Usage.usage()
 }
@@ -177,15 +178,15 @@ func bodyUsage(data []byte) Usage {
 // tailUsage finds the last "usage" object in the tail of a response. A
 // quote inside a JSON string is escaped, so `"usage"` cannot be string
 // content.
-func tailUsage(tail []byte) Usage {
+func tailUsage(tail []byte) request.Usage {
 	i := bytes.LastIndex(tail, []byte(`"usage"`))
 	if i < 0 {
-		return Usage{}
+		return request.Usage{}
 	}
 	rest := tail[skipColon(tail, i+len(`"usage"`)):]
 	var u *usageJSON
 	if json.NewDecoder(bytes.NewReader(rest)).Decode(&u) != nil {
-		return Usage{}
+		return request.Usage{}
 	}
 	return u.usage()
 }

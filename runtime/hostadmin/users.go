@@ -3,8 +3,12 @@ package hostadmin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -56,7 +60,7 @@ func Users(ctx context.Context, args []string, io IO) int {
 	var pw string
 	if sub == "create" {
 		// Read the password before opening the store, so a bad flag fails fast.
-		if pw, err = users.ReadPassword(*password, *passwordFile, io.In); err != nil {
+		if pw, err = readPassword(*password, *passwordFile, io.In); err != nil {
 			return io.fail("users create", err)
 		}
 	}
@@ -120,4 +124,35 @@ func adminNote(u store.User) string {
 		return " is an administrator"
 	}
 	return " is not an administrator"
+}
+
+// readPassword returns the password given on the command line: value itself,
+// or when value is "-" the first line of stdin, or the first line of file
+// when file is set. Exactly one of value and file must be set. The trailing
+// newline is dropped; the password is never part of an error.
+func readPassword(value, file string, stdin io.Reader) (string, error) {
+	switch {
+	case value != "" && file != "":
+		return "", errors.New("give --password or --password-file, not both")
+	case value == "" && file == "":
+		return "", errors.New("a password is required: --password-file FILE, --password - (read from stdin) or --password VALUE")
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("reading --password-file: %w", err)
+		}
+		return firstLine(string(b)), nil
+	case value == "-":
+		b, err := io.ReadAll(io.LimitReader(stdin, 4096))
+		if err != nil {
+			return "", fmt.Errorf("reading the password from stdin: %w", err)
+		}
+		return firstLine(string(b)), nil
+	}
+	return value, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return strings.TrimSuffix(line, "\r")
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -51,8 +51,6 @@ type Observer struct {
 	reasons cowMap[string, prometheus.Counter]
 	series  cowMap[seriesKey, *series]
 }
-
-var _ gateway.Observer = (*Observer)(nil)
 
 type seriesKey struct{ model, project string }
 
@@ -106,7 +104,7 @@ func NewObserver(r *Registry) (*Observer, error) {
 // Observe implements gateway.Observer. It never blocks: after the first
 // request of a (model, project, status) it does two map lookups and
 // atomic adds.
-func (o *Observer) Observe(rec gateway.Record) {
+func (o *Observer) Observe(rec request.Record) {
 	s := o.seriesFor(rec.Model, rec.Principal.Project)
 	s.status(rec.Status).Inc()
 	if rec.ReplicaID != "" && rec.Latency > 0 {
@@ -128,7 +126,7 @@ func (o *Observer) Observe(rec gateway.Record) {
 
 // admissionOutcome is what admission made of a request; empty when the
 // request never reached it (unauthenticated, unknown model, bad body).
-func admissionOutcome(rec gateway.Record) string {
+func admissionOutcome(rec request.Record) string {
 	switch {
 	case rec.Admission != "":
 		return rec.Admission

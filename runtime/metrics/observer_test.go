@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -20,9 +20,9 @@ func newObserver(t testing.TB) (*Registry, *Observer) {
 }
 
 // served is a streamed request a replica answered.
-func served() gateway.Record {
-	return gateway.Record{
-		Principal: gateway.Principal{KeyID: "key-1", Project: "team-a"},
+func served() request.Record {
+	return request.Record{
+		Principal: request.Principal{KeyID: "key-1", Project: "team-a"},
 		Model:     "qwen", Endpoint: "/v1/chat/completions", ReplicaID: "r1",
 		Status: 200, PromptTokens: 12, CompletionTokens: 30, UsageReported: true,
 		Latency: 1500 * time.Millisecond, TTFT: 80 * time.Millisecond, Stream: true,
@@ -36,7 +36,7 @@ func TestObserverCounts(t *testing.T) {
 	}
 	cases := []struct {
 		name      string
-		rec       func() gateway.Record
+		rec       func() request.Record
 		requests  count // model, project, status
 		admission count // reason
 		prompt    float64
@@ -52,7 +52,7 @@ func TestObserverCounts(t *testing.T) {
 		},
 		{
 			name: "not streamed: no time to first token",
-			rec: func() gateway.Record {
+			rec: func() request.Record {
 				r := served()
 				r.Stream, r.TTFT = false, 0
 				return r
@@ -63,23 +63,23 @@ func TestObserverCounts(t *testing.T) {
 		},
 		{
 			name: "rate limited",
-			rec: func() gateway.Record {
-				return gateway.Record{Principal: gateway.Principal{Project: "team-a"}, Model: "qwen", Admission: "limit", Status: 429, Latency: time.Millisecond}
+			rec: func() request.Record {
+				return request.Record{Principal: request.Principal{Project: "team-a"}, Model: "qwen", Admission: "limit", Status: 429, Latency: time.Millisecond}
 			},
 			requests:  count{[]string{"qwen", "team-a", "429"}, 1},
 			admission: count{[]string{"limit"}, 1},
 		},
 		{
 			name: "budget spent",
-			rec: func() gateway.Record {
-				return gateway.Record{Principal: gateway.Principal{Project: "team-a"}, Model: "qwen", Admission: "budget", Status: 402}
+			rec: func() request.Record {
+				return request.Record{Principal: request.Principal{Project: "team-a"}, Model: "qwen", Admission: "budget", Status: 402}
 			},
 			requests:  count{[]string{"qwen", "team-a", "402"}, 1},
 			admission: count{[]string{"budget"}, 1},
 		},
 		{
 			name: "budget fallback",
-			rec: func() gateway.Record {
+			rec: func() request.Record {
 				r := served()
 				r.Requested, r.Model = "big", "qwen"
 				return r
@@ -90,39 +90,39 @@ func TestObserverCounts(t *testing.T) {
 		},
 		{
 			name: "no ready replica",
-			rec: func() gateway.Record {
-				return gateway.Record{Principal: gateway.Principal{Project: "team-a"}, Model: "qwen", Status: 503}
+			rec: func() request.Record {
+				return request.Record{Principal: request.Principal{Project: "team-a"}, Model: "qwen", Status: 503}
 			},
 			requests:  count{[]string{"qwen", "team-a", "503"}, 1},
 			admission: count{[]string{"no_replica"}, 1},
 		},
 		{
 			name: "admission error",
-			rec: func() gateway.Record {
-				return gateway.Record{Principal: gateway.Principal{Project: "team-a"}, Model: "qwen", Status: 500}
+			rec: func() request.Record {
+				return request.Record{Principal: request.Principal{Project: "team-a"}, Model: "qwen", Status: 500}
 			},
 			requests:  count{[]string{"qwen", "team-a", "500"}, 1},
 			admission: count{[]string{"error"}, 1},
 		},
 		{
 			name: "unknown model never reaches admission",
-			rec: func() gateway.Record {
-				return gateway.Record{Principal: gateway.Principal{Project: "team-a"}, Status: 404}
+			rec: func() request.Record {
+				return request.Record{Principal: request.Principal{Project: "team-a"}, Status: 404}
 			},
 			requests:  count{[]string{"", "team-a", "404"}, 1},
 			admission: count{[]string{"admitted"}, 0},
 		},
 		{
 			name: "free-text refusal reason is not a label",
-			rec: func() gateway.Record {
-				return gateway.Record{Principal: gateway.Principal{Project: "team-a"}, Model: "qwen", Admission: "Project Foo is over its limit", Status: 429}
+			rec: func() request.Record {
+				return request.Record{Principal: request.Principal{Project: "team-a"}, Model: "qwen", Admission: "Project Foo is over its limit", Status: 429}
 			},
 			requests:  count{[]string{"qwen", "team-a", "429"}, 1},
 			admission: count{[]string{"other"}, 1},
 		},
 		{
 			name: "abandoned stream charges the estimate",
-			rec: func() gateway.Record {
+			rec: func() request.Record {
 				r := served()
 				r.Status, r.UsageReported, r.UsageEstimated, r.PromptTokens, r.CompletionTokens = 499, false, true, 40, 3
 				return r
@@ -221,17 +221,17 @@ func TestObserverNeverLabelsSecrets(t *testing.T) {
 	ids := []string{"key-7f3a9c", "req-5b1e"}
 	r, o := newObserver(t)
 	for _, s := range append(ids, secrets...) {
-		o.Observe(gateway.Record{
-			Principal: gateway.Principal{KeyID: s, Project: "team-a"},
+		o.Observe(request.Record{
+			Principal: request.Principal{KeyID: s, Project: "team-a"},
 			Model:     "qwen", Requested: "big", Endpoint: s, RequestID: s, ReplicaID: s,
 			Status: 200, PromptTokens: 1, CompletionTokens: 1, Latency: time.Second, TTFT: time.Millisecond, Stream: true,
 		})
-		o.Observe(gateway.Record{Principal: gateway.Principal{KeyID: s}, Model: "qwen", Admission: s, Status: 429})
+		o.Observe(request.Record{Principal: request.Principal{KeyID: s}, Model: "qwen", Admission: s, Status: 429})
 	}
 	// A bug upstream that put a secret where the model or project goes
 	// must not publish it either.
 	for _, s := range secrets {
-		o.Observe(gateway.Record{Principal: gateway.Principal{KeyID: s, Project: s}, Model: s, Status: 401})
+		o.Observe(request.Record{Principal: request.Principal{KeyID: s, Project: s}, Model: s, Status: 401})
 	}
 	out := exposition(t, r.Gatherer())
 	for _, s := range append(append(ids, secrets...), apiKey[:len(spec.APIKeyPrefix)+8]) {
@@ -278,7 +278,7 @@ func BenchmarkObserve(b *testing.B) {
 // BenchmarkObserveManySeries spreads requests over 50 models × 20 projects.
 func BenchmarkObserveManySeries(b *testing.B) {
 	_, o := newObserver(b)
-	recs := make([]gateway.Record, 0, 1000)
+	recs := make([]request.Record, 0, 1000)
 	for m := range 50 {
 		for p := range 20 {
 			r := served()

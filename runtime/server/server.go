@@ -39,7 +39,8 @@ import (
 	"github.com/llmgw/llmgw/spec"
 )
 
-// Server is a running control plane.
+// Server is a control plane: New assembles every part and binds the
+// listeners, Run serves on them until its context ends.
 type Server struct {
 	cfg     config.Server
 	version string
@@ -50,11 +51,20 @@ type Server struct {
 	Fleet      *fleet.Fleet
 	Router     *router.Router
 	Reconciler *reconcile.Reconciler
-	gateway    *gateway.Gateway
 	// Metrics is the registry served on metrics_listen; register other
 	// collectors on it.
 	Metrics  *metrics.Registry
 	observer *metrics.Observer
+
+	// admission checks limits and budgets; recorder writes a usage row
+	// per request; both serve the gateway.
+	admission *tenancy.Admission
+	recorder  *tenancy.Recorder
+	gateway   *gateway.Gateway
+
+	// The servers Run starts on the listeners of the same names.
+	agentSrv, manageSrv             *grpc.Server
+	clientSrv, metricsSrv, pprofSrv *http.Server
 
 	metaKick    chan struct{}
 	metaPending string
@@ -63,6 +73,16 @@ type Server struct {
 	addrs     map[string]string
 	mu        sync.Mutex
 }
+
+// The gateway's parts, as the gateway names what it needs of them.
+var (
+	_ gateway.Auth        = (*auth.Keys)(nil)
+	_ gateway.Auth        = auth.Anonymous{}
+	_ gateway.Admission   = (*tenancy.Admission)(nil)
+	_ gateway.ModelFilter = (*tenancy.Admission)(nil)
+	_ gateway.Observer    = (*tenancy.Recorder)(nil)
+	_ gateway.Observer    = (*metrics.Observer)(nil)
+)
 
 // Listener names, as Addr takes them.
 const (
@@ -73,8 +93,9 @@ const (
 	ListenPprof   = "pprof"
 )
 
-// New opens the store, loads the catalog and binds every listener, so that
-// a configuration or port problem is reported before anything runs.
+// New assembles the control plane: it opens the store, loads the catalog,
+// builds every part and binds every listener, so that a configuration or
+// port problem is reported before anything runs. Run serves it.
 func New(ctx context.Context, cfg config.Server, version string, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -85,33 +106,132 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 		return nil, fmt.Errorf("auth.store: %w", err)
 	}
 	s.Store = st
-	s.Catalog, err = models.New(cfg.Models, st, logger)
-	if err != nil {
-		st.Close()
+	if err := s.build(ctx); err != nil {
+		s.release()
 		return nil, err
 	}
-	if err := s.Catalog.Load(ctx); err != nil {
-		st.Close()
+	if err := s.bind(); err != nil {
+		s.release()
 		return nil, err
+	}
+	return s, nil
+}
+
+// build constructs every part in the order they depend on each other.
+func (s *Server) build(ctx context.Context) error {
+	cfg := s.cfg
+	var err error
+	s.Catalog, err = models.New(cfg.Models, s.Store, s.log)
+	if err != nil {
+		return err
+	}
+	if err := s.Catalog.Load(ctx); err != nil {
+		return err
 	}
 	s.Fleet = fleet.New()
 	s.Router = router.New()
 	if err := s.setupMetrics(); err != nil {
-		st.Close()
-		return nil, err
+		return err
 	}
 	expected, err := s.liveReplicasHint(ctx)
 	if err != nil {
-		st.Close()
-		return nil, err
+		return err
 	}
 	s.Reconciler = reconcile.New(reconcile.Options{
-		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: s.Router, Grace: cfg.Agents.Grace, Logger: logger,
+		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: s.Router, Grace: cfg.Agents.Grace, Logger: s.log,
 		Expected: expected, HoldPlacementUntil: time.Now().Add(cfg.Agents.Settle), OnLiveReplicas: s.recordLiveReplicas,
 	})
+
+	// Agents: mutual TLS, the certificate's CN is the node.
+	agentTLS, err := pki.ServerTLS(cfg.AgentTLS.Cert, cfg.AgentTLS.Key, cfg.AgentTLS.CA, true)
+	if err != nil {
+		return fmt.Errorf("agent_tls: %w", err)
+	}
+	manageTLS, err := pki.ServerTLS(cfg.ManageTLS.Cert, cfg.ManageTLS.Key, "", false)
+	if err != nil {
+		return fmt.Errorf("manage_tls: %w", err)
+	}
+	s.agentSrv = grpc.NewServer(grpc.Creds(credentials.NewTLS(agentTLS)),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// A peer that vanished without closing its connection is noticed
+		// within a minute, so its session ends and its node is marked lost.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}))
+	agentv1.RegisterAgentServiceServer(s.agentSrv, agentsvc.New(agentsvc.Options{
+		Fleet: s.Fleet, Declarations: storeDeclarations{s.Store}, RequireDeclared: cfg.Agents.RequireDeclared,
+		HeartbeatInterval: cfg.Agents.HeartbeatInterval, Logger: s.log,
+	}))
+
+	// Tenancy: limits and budgets at admission, a usage row per request.
+	// Both price with the same Prices; the recorder is made first, as
+	// admission counts its unwritten rows against budgets.
+	prices := tenancy.Prices{Models: s.Catalog, Default: cfg.Auth.DefaultPrice}
+	s.recorder = tenancy.NewRecorder(tenancy.RecorderOptions{
+		Store:      s.Store,
+		Price:      prices.Cost,
+		Logger:     s.log,
+		Registerer: s.Metrics.Registerer(),
+	})
+	s.admission = tenancy.NewAdmission(tenancy.Options{
+		Store: s.Store, Models: s.Catalog, Pending: s.recorder,
+		DefaultRPM: cfg.Auth.DefaultRPM, DefaultTPM: cfg.Auth.DefaultTPM,
+		DefaultMaxTokens: cfg.Auth.DefaultMaxTokens, DefaultPrice: cfg.Auth.DefaultPrice,
+		CacheTTL: cfg.Auth.KeyCacheTTL, Logger: s.log,
+	})
+	s.warnUnpricedBudgets(ctx, prices)
+	if err := s.Metrics.Register(s.admission.Collector()); err != nil {
+		return fmt.Errorf("registering budget metrics: %w", err)
+	}
+
+	// Management API: TLS and a bearer admin token.
+	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Store: s.Store, DefaultPrice: cfg.Auth.DefaultPrice, TenancyChanged: s.admission.Invalidate,
+		Users: users.New(s.Store, 0), LoginTTL: cfg.Auth.LoginTTL, Logger: s.log})
+	s.manageSrv = grpc.NewServer(grpc.Creds(credentials.NewTLS(manageTLS)), grpc.UnaryInterceptor(msvc.AuthInterceptor()))
+	managev1.RegisterManageServiceServer(s.manageSrv, msvc)
+
+	// Client API.
+	var clientAuth gateway.Auth = auth.NewKeys(s.Store, cfg.Auth.KeyCacheTTL, s.log)
+	if !cfg.Auth.Enabled {
+		s.log.Warn("client API authentication is off (auth.enabled: false): every request is accepted as the default project")
+		clientAuth = auth.Anonymous{}
+	}
+	s.gateway = gateway.New(gateway.Config{
+		MaxBodyBytes:          cfg.Limits.MaxBodyBytes,
+		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
+		GenerationTimeout:     cfg.Timeouts.Generation,
+		Logger:                s.log.With("component", "gateway"),
+	}, gateway.Deps{
+		Catalog:   catalogView{s.Catalog},
+		Auth:      clientAuth,
+		Routes:    s.Router,
+		Admission: s.admission,
+		// A usage row per request; requests, latency, tokens and
+		// admission outcomes as metrics.
+		Observer: gateway.Observers{s.recorder, s.observer},
+		// Serving once the reconciler drives the fleet (after a restart:
+		// once the engines that were running have been reported again).
+		Ready: s.Reconciler.Ready,
+	})
+	s.clientSrv = &http.Server{Handler: s.gateway.Handler(), ReadHeaderTimeout: 30 * time.Second}
+
+	// Metrics: nothing else is served there.
+	s.metricsSrv = &http.Server{Handler: s.Metrics.Handler(), ReadHeaderTimeout: 10 * time.Second}
+
+	// pprof: loopback only (the config refuses anything else).
+	pmux := http.NewServeMux()
+	pmux.HandleFunc("/debug/pprof/", pprof.Index)
+	pmux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	pmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	pmux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	pmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s.pprofSrv = &http.Server{Handler: pmux, ReadHeaderTimeout: 10 * time.Second}
+	return nil
+}
+
+// bind opens every configured listener.
+func (s *Server) bind() error {
 	binds := []struct{ name, addr string }{
-		{ListenClient, cfg.Listen}, {ListenAgents, cfg.AgentListen}, {ListenManage, cfg.ManageListen},
-		{ListenMetrics, cfg.MetricsListen}, {ListenPprof, cfg.PprofListen},
+		{ListenClient, s.cfg.Listen}, {ListenAgents, s.cfg.AgentListen}, {ListenManage, s.cfg.ManageListen},
+		{ListenMetrics, s.cfg.MetricsListen}, {ListenPprof, s.cfg.PprofListen},
 	}
 	for _, b := range binds {
 		if b.addr == "" {
@@ -119,14 +239,29 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 		}
 		l, err := net.Listen("tcp", b.addr)
 		if err != nil {
-			s.closeListeners()
-			st.Close()
-			return nil, fmt.Errorf("listening for %s on %s: %w", b.name, b.addr, err)
+			return fmt.Errorf("listening for %s on %s: %w", b.name, b.addr, err)
 		}
+		s.mu.Lock()
 		s.listeners[b.name] = l
 		s.addrs[b.name] = l.Addr().String()
+		s.mu.Unlock()
 	}
-	return s, nil
+	return nil
+}
+
+// release undoes what New did when it fails: nothing has run yet, so
+// nothing is waited for.
+func (s *Server) release() {
+	s.closeListeners()
+	if s.recorder != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.recorder.Close(ctx)
+		cancel()
+	}
+	if s.gateway != nil {
+		s.gateway.Close()
+	}
+	s.Store.Close()
 }
 
 // metaLiveReplicas is the store key of the replicas live at the last run.
@@ -227,7 +362,7 @@ func (d storeDeclarations) RevokedAt(ctx context.Context, node string) (time.Tim
 
 // warnUnpricedBudgets warns at start when budgets exist that can never
 // bind because nothing has a price.
-func (s *Server) warnUnpricedBudgets(ctx context.Context, adm *tenancy.Admission) {
+func (s *Server) warnUnpricedBudgets(ctx context.Context, prices tenancy.Prices) {
 	budgets, err := s.Store.ListBudgets(ctx, "")
 	if err != nil {
 		s.log.Warn("reading budgets", "err", err)
@@ -240,7 +375,7 @@ func (s *Server) warnUnpricedBudgets(ctx context.Context, adm *tenancy.Admission
 	for _, e := range s.Catalog.List() {
 		names = append(names, e.Model.Name)
 	}
-	if !adm.Priced(names) {
+	if !prices.Priced(names) {
 		s.log.Warn("budgets never bind: no model has a price and auth.default_price is unset", "budgets", len(budgets))
 	}
 }
@@ -259,120 +394,40 @@ func (c catalogView) List() []gateway.ModelInfo {
 	return out
 }
 
-// Run serves until ctx ends, then shuts every listener down.
+// Run serves on every listener and runs the reconciler until ctx ends,
+// then shuts everything down: the client API first (requests in flight
+// finish), then the usage rows are written, then the rest, and the store
+// is closed last.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.Store.Close()
+	defer s.gateway.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 8)
 	var wg sync.WaitGroup
-	goServe := func(name string, serve func() error) {
+	serves := []struct {
+		name  string
+		serve func(net.Listener) error
+	}{
+		{ListenAgents, s.agentSrv.Serve},
+		{ListenManage, s.manageSrv.Serve},
+		{ListenClient, s.clientSrv.Serve},
+		{ListenMetrics, s.metricsSrv.Serve},
+		{ListenPprof, s.pprofSrv.Serve},
+	}
+	for _, sv := range serves {
+		l := s.listeners[sv.name]
+		if l == nil {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
-				errc <- fmt.Errorf("%s listener: %w", name, err)
+			if err := sv.serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
+				errc <- fmt.Errorf("%s listener: %w", sv.name, err)
 			}
 		}()
 	}
-
-	// Agents: mutual TLS, the certificate's CN is the node.
-	agentTLS, err := pki.ServerTLS(s.cfg.AgentTLS.Cert, s.cfg.AgentTLS.Key, s.cfg.AgentTLS.CA, true)
-	if err != nil {
-		return fmt.Errorf("agent_tls: %w", err)
-	}
-	agentSrv := grpc.NewServer(grpc.Creds(credentials.NewTLS(agentTLS)),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		// A peer that vanished without closing its connection is noticed
-		// within a minute, so its session ends and its node is marked lost.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}))
-	agentv1.RegisterAgentServiceServer(agentSrv, agentsvc.New(agentsvc.Options{
-		Fleet: s.Fleet, Declarations: storeDeclarations{s.Store}, RequireDeclared: s.cfg.Agents.RequireDeclared,
-		HeartbeatInterval: s.cfg.Agents.HeartbeatInterval, Logger: s.log,
-	}))
-	if l := s.listeners[ListenAgents]; l != nil {
-		goServe(ListenAgents, func() error { return agentSrv.Serve(l) })
-	}
-
-	// Tenancy: limits and budgets at admission, a usage row per request.
-	var adm *tenancy.Admission
-	recorder := tenancy.NewRecorder(tenancy.RecorderOptions{
-		Store:      s.Store,
-		Price:      func(model string, p, c int64) float64 { return adm.Cost(model, p, c) },
-		Logger:     s.log,
-		Registerer: s.Metrics.Registerer(),
-	})
-	adm = tenancy.NewAdmission(tenancy.Options{
-		Store: s.Store, Models: s.Catalog, Pending: recorder,
-		DefaultRPM: s.cfg.Auth.DefaultRPM, DefaultTPM: s.cfg.Auth.DefaultTPM,
-		DefaultMaxTokens: s.cfg.Auth.DefaultMaxTokens, DefaultPrice: s.cfg.Auth.DefaultPrice,
-		CacheTTL: s.cfg.Auth.KeyCacheTTL, Logger: s.log,
-	})
-	s.warnUnpricedBudgets(ctx, adm)
-	if err := s.Metrics.Register(adm.Collector()); err != nil {
-		return fmt.Errorf("registering budget metrics: %w", err)
-	}
-
-	// Management API: TLS and a bearer admin token.
-	manageTLS, err := pki.ServerTLS(s.cfg.ManageTLS.Cert, s.cfg.ManageTLS.Key, "", false)
-	if err != nil {
-		return fmt.Errorf("manage_tls: %w", err)
-	}
-	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Store: s.Store, DefaultPrice: s.cfg.Auth.DefaultPrice, TenancyChanged: adm.Invalidate,
-		Users: users.New(s.Store, 0), LoginTTL: s.cfg.Auth.LoginTTL, Logger: s.log})
-	manageSrv := grpc.NewServer(grpc.Creds(credentials.NewTLS(manageTLS)), grpc.UnaryInterceptor(msvc.AuthInterceptor()))
-	managev1.RegisterManageServiceServer(manageSrv, msvc)
-	if l := s.listeners[ListenManage]; l != nil {
-		goServe(ListenManage, func() error { return manageSrv.Serve(l) })
-	}
-
-	// Client API.
-	var clientAuth gateway.Auth = auth.NewKeys(s.Store, s.cfg.Auth.KeyCacheTTL, s.log)
-	if !s.cfg.Auth.Enabled {
-		s.log.Warn("client API authentication is off (auth.enabled: false): every request is accepted as the default project")
-		clientAuth = auth.Anonymous{}
-	}
-	s.gateway = gateway.New(gateway.Config{
-		MaxBodyBytes:          s.cfg.Limits.MaxBodyBytes,
-		ResponseHeaderTimeout: s.cfg.Timeouts.ResponseHeader,
-		GenerationTimeout:     s.cfg.Timeouts.Generation,
-		Logger:                s.log.With("component", "gateway"),
-	}, gateway.Deps{
-		Catalog:   catalogView{s.Catalog},
-		Auth:      clientAuth,
-		Routes:    s.Router,
-		Admission: adm,
-		// A usage row per request; requests, latency, tokens and
-		// admission outcomes as metrics.
-		Observer: gateway.Observers{recorder, s.observer},
-		// Serving once the reconciler drives the fleet (after a restart:
-		// once the engines that were running have been reported again).
-		Ready: s.Reconciler.Ready,
-	})
-	defer s.gateway.Close()
-	clientSrv := &http.Server{Handler: s.gateway.Handler(), ReadHeaderTimeout: 30 * time.Second}
-	if l := s.listeners[ListenClient]; l != nil {
-		goServe(ListenClient, func() error { return clientSrv.Serve(l) })
-	}
-
-	// Metrics: nothing else is served there.
-	metricsSrv := &http.Server{Handler: s.Metrics.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	if l := s.listeners[ListenMetrics]; l != nil {
-		goServe(ListenMetrics, func() error { return metricsSrv.Serve(l) })
-	}
-
-	// pprof: loopback only (the config refuses anything else).
-	pmux := http.NewServeMux()
-	pmux.HandleFunc("/debug/pprof/", pprof.Index)
-	pmux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	pmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	pmux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	pmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	pprofSrv := &http.Server{Handler: pmux, ReadHeaderTimeout: 10 * time.Second}
-	if l := s.listeners[ListenPprof]; l != nil {
-		goServe(ListenPprof, func() error { return pprofSrv.Serve(l) })
-	}
-
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -396,9 +451,9 @@ func (s *Server) Run(ctx context.Context) error {
 	// Stop taking requests, let those in flight finish (streams get the
 	// shutdown timeout, then their connections are closed), and write
 	// every usage row before the store closes.
-	if err := clientSrv.Shutdown(shutdownCtx); err != nil {
+	if err := s.clientSrv.Shutdown(shutdownCtx); err != nil {
 		s.log.Warn("requests still running at shutdown; closing their connections", "err", err)
-		_ = clientSrv.Close()
+		_ = s.clientSrv.Close()
 	}
 	waitCtx, waitDone := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := s.gateway.Wait(waitCtx); err != nil {
@@ -406,14 +461,14 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	waitDone()
 	flushCtx, flushDone := context.WithTimeout(context.Background(), 10*time.Second)
-	if err := recorder.Close(flushCtx); err != nil {
+	if err := s.recorder.Close(flushCtx); err != nil {
 		s.log.Error("writing usage at shutdown", "err", err)
 	}
 	flushDone()
-	_ = metricsSrv.Shutdown(shutdownCtx)
-	_ = pprofSrv.Shutdown(shutdownCtx)
-	agentSrv.Stop()
-	stopGracefully(manageSrv, 5*time.Second)
+	_ = s.metricsSrv.Shutdown(shutdownCtx)
+	_ = s.pprofSrv.Shutdown(shutdownCtx)
+	s.agentSrv.Stop()
+	stopGracefully(s.manageSrv, 5*time.Second)
 	wg.Wait()
 	s.log.Info("control plane stopped")
 	return runErr

@@ -4,11 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/runtime/store"
 )
@@ -59,5 +61,81 @@ func TestBadStoreNamesTheKey(t *testing.T) {
 	_, err := New(context.Background(), cfg, "test", slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "auth.store") || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("New with a missing store address file = %v; want an error naming auth.store and %s", err, missing)
+	}
+}
+
+// testConfig is a configuration on loopback port 0 with a throwaway CA, a
+// server certificate and a SQLite store in a temporary directory.
+func testConfig(t *testing.T) config.Server {
+	t.Helper()
+	dir := t.TempDir()
+	caFile, _, err := pki.InitCA(filepath.Join(dir, "ca"), pki.CAOptions{Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := pki.IssueServer(filepath.Join(dir, "ca"), "llmgw-server", []string{"127.0.0.1"}, dir, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Listen, cfg.AgentListen, cfg.ManageListen, cfg.MetricsListen, cfg.PprofListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", ""
+	cfg.Auth.Store = filepath.Join(dir, "llmgw.db")
+	cfg.AgentTLS.CA, cfg.AgentTLS.Cert, cfg.AgentTLS.Key = caFile, cert, key
+	cfg.Normalize()
+	return cfg
+}
+
+// TestNewAssemblesRunServes: New builds every part and binds every
+// listener; Run serves on them and, when its context ends, stops and
+// returns without error.
+func TestNewAssemblesRunServes(t *testing.T) {
+	s, err := New(context.Background(), testConfig(t), "test", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ListenClient, ListenAgents, ListenManage, ListenMetrics} {
+		if s.Addr(name) == "" {
+			t.Fatalf("New bound no %s listener", name)
+		}
+	}
+	if s.gateway == nil || s.recorder == nil || s.admission == nil || s.agentSrv == nil || s.manageSrv == nil || s.clientSrv == nil {
+		t.Fatal("New left a part for Run to build")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + s.Addr(ListenClient) + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client API never answered /health: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v after its context ended", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of its context ending")
+	}
+}
+
+// TestNewReportsBadTLS: a certificate problem stops New, before anything
+// runs, with an error naming the key.
+func TestNewReportsBadTLS(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ManageTLS.Cert = filepath.Join(t.TempDir(), "missing.pem")
+	_, err := New(context.Background(), cfg, "test", slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "manage_tls") {
+		t.Fatalf("New with a missing manage_tls certificate = %v; want an error naming manage_tls", err)
 	}
 }

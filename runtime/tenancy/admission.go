@@ -25,7 +25,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -74,10 +74,11 @@ type Options struct {
 
 // Admission implements gateway.Admission.
 type Admission struct {
-	opts Options
-	log  *slog.Logger
-	now  func() time.Time
-	dir  *directory
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+	dir    *directory
+	prices Prices
 
 	mu      sync.Mutex
 	keys    map[string]*meter
@@ -85,8 +86,6 @@ type Admission struct {
 	ledgers map[ledgerKey]*ledger
 	sweepAt int64
 }
-
-var _ gateway.Admission = (*Admission)(nil)
 
 // NewAdmission returns an Admission.
 func NewAdmission(opts Options) *Admission {
@@ -109,6 +108,7 @@ func NewAdmission(opts Options) *Admission {
 		keys:    map[string]*meter{},
 		projs:   map[string]*meter{},
 		ledgers: map[ledgerKey]*ledger{},
+		prices:  Prices{Models: opts.Models, Default: opts.DefaultPrice},
 	}
 	a.dir = newDirectory(opts.Store, opts.CacheTTL, opts.Now, a.log)
 	return a
@@ -146,22 +146,12 @@ func (a *Admission) sweep(now int64) {
 }
 
 // price returns a model's price: its own, else the default, else free.
-func (a *Admission) price(model string) spec.Pricing {
-	if a.opts.Models != nil {
-		if p, _, ok := a.opts.Models.Terms(model); ok && p != nil {
-			return *p
-		}
-	}
-	if a.opts.DefaultPrice != nil {
-		return *a.opts.DefaultPrice
-	}
-	return spec.Pricing{}
-}
+func (a *Admission) price(model string) spec.Pricing { return a.prices.Of(model) }
 
 // Allows implements gateway.ModelFilter: whether the principal's project
 // may use the model. A project whose settings cannot be read is shown
 // everything; admission refuses what it must when the request comes.
-func (a *Admission) Allows(ctx context.Context, p gateway.Principal, model string) bool {
+func (a *Admission) Allows(ctx context.Context, p request.Principal, model string) bool {
 	proj, err := a.dir.get(ctx, p.Project)
 	return err != nil || a.allowed(proj.project, model)
 }
@@ -186,22 +176,12 @@ func (a *Admission) allowed(p store.Project, model string) bool {
 
 // Cost is what the given usage of a model costs at its price.
 func (a *Admission) Cost(model string, promptTokens, completionTokens int64) float64 {
-	return a.price(model).Cost(promptTokens, completionTokens)
+	return a.prices.Cost(model, promptTokens, completionTokens)
 }
 
 // Priced reports whether any price exists that a budget could count:
 // the default price or one of the given models' own.
-func (a *Admission) Priced(models []string) bool {
-	if a.opts.DefaultPrice != nil && !a.opts.DefaultPrice.Free() {
-		return true
-	}
-	for _, m := range models {
-		if p, _, ok := a.opts.Models.Terms(m); ok && p != nil && !p.Free() {
-			return true
-		}
-	}
-	return false
-}
+func (a *Admission) Priced(models []string) bool { return a.prices.Priced(models) }
 
 // maxWorst bounds a worst case so the arithmetic never overflows; the
 // gateway already refuses absurd max_tokens, n and best_of.
@@ -210,7 +190,7 @@ const maxWorst = int64(1) << 40
 // completionCap is the most completion tokens the request may produce:
 // max_tokens (else the model's max_output, else the default) for each
 // choice of each prompt.
-func (a *Admission) completionCap(model string, req gateway.RequestInfo) int64 {
+func (a *Admission) completionCap(model string, req request.Info) int64 {
 	if req.Endpoint == "/v1/embeddings" {
 		return 0
 	}
@@ -257,13 +237,13 @@ func (c check) kind() string {
 func (c check) whose() string { return fmt.Sprintf("%s %q", c.subj, c.id) }
 
 // Admit implements gateway.Admission.
-func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string, req gateway.RequestInfo) (gateway.Ticket, error) {
+func (a *Admission) Admit(ctx context.Context, p request.Principal, model string, req request.Info) (request.Ticket, error) {
 	proj, err := a.dir.get(ctx, p.Project)
 	if err != nil {
 		return nil, fmt.Errorf("reading project %q: %w", p.Project, err)
 	}
 	if !a.allowed(proj.project, model) {
-		return nil, &gateway.Rejection{Status: http.StatusForbidden, Type: "permission_error", Code: "model_not_allowed",
+		return nil, &request.Rejection{Status: http.StatusForbidden, Type: "permission_error", Code: "model_not_allowed",
 			Reason: "model_not_allowed", Message: fmt.Sprintf("project %q may not use model %q", p.Project, model)}
 	}
 	now := a.now()
@@ -302,13 +282,13 @@ func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string
 			need = worst
 		}
 		if need > c.limit {
-			return nil, &gateway.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
+			return nil, &request.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
 				Reason: "limit", Header: rateHeaders(checks, sec), Message: fmt.Sprintf(
 					"the request may use up to %d tokens (prompt estimate %d + max_tokens %d), more than the limit of %d tokens per minute of %s; lower max_tokens",
 					need, prompt, completion, c.limit, c.whose())}
 		}
 		if wait := c.w.wait(sec, need, c.limit); wait > 0 {
-			return nil, &gateway.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
+			return nil, &request.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
 				Reason: "limit", Header: rateHeaders(checks, sec), RetryAfter: wait, Message: fmt.Sprintf(
 					"rate limit of %s reached: %d %s per minute; used %d, this request needs %d; retry in %s",
 					c.whose(), c.limit, c.kind(), c.w.sum(sec), need, wait)}
@@ -337,7 +317,7 @@ func (a *Admission) Admit(ctx context.Context, p gateway.Principal, model string
 			}
 			continue
 		}
-		return nil, &gateway.Rejection{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "budget_exceeded",
+		return nil, &request.Rejection{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "budget_exceeded",
 			Reason: "budget", Message: budgetMessage(p.Project, b, l)}
 	}
 
@@ -424,7 +404,7 @@ type ticket struct {
 	// prompt and completion are the worst case reserved.
 	prompt, completion int64
 	once               sync.Once
-	charged            gateway.Usage
+	charged            request.Usage
 }
 
 func (t *ticket) Model() string { return t.model }
@@ -439,13 +419,13 @@ func (t *ticket) SetHeaders(h http.Header) {
 // abandoned before anything could be counted is charged its reservation.
 // The spend goes to every budget the project has now, including one added
 // while the request ran.
-func (t *ticket) Settle(u gateway.Usage) gateway.Usage {
+func (t *ticket) Settle(u request.Usage) request.Usage {
 	t.once.Do(func() {
 		var prompt, completion int64
 		switch {
 		case u.Abandoned:
 			prompt, completion = t.prompt, t.completion
-			u = gateway.Usage{PromptTokens: int(prompt), CompletionTokens: int(completion),
+			u = request.Usage{PromptTokens: int(prompt), CompletionTokens: int(completion),
 				TotalTokens: int(prompt + completion), Estimated: true, Abandoned: true}
 		case u.Reported || u.Estimated:
 			prompt, completion = max(int64(u.PromptTokens), 0), max(int64(u.CompletionTokens), 0)

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -52,13 +52,13 @@ func openStore(t *testing.T) store.Store {
 	return st
 }
 
-func chat(maxTokens, promptEstimate int) gateway.RequestInfo {
-	return gateway.RequestInfo{Endpoint: "/v1/chat/completions", MaxTokens: maxTokens, PromptEstimate: promptEstimate}
+func chat(maxTokens, promptEstimate int) request.Info {
+	return request.Info{Endpoint: "/v1/chat/completions", MaxTokens: maxTokens, PromptEstimate: promptEstimate}
 }
 
-func rejection(t *testing.T, err error) *gateway.Rejection {
+func rejection(t *testing.T, err error) *request.Rejection {
 	t.Helper()
-	rej, ok := errors.AsType[*gateway.Rejection](err)
+	rej, ok := errors.AsType[*request.Rejection](err)
 	if !ok {
 		t.Fatalf("error %v is not a rejection", err)
 	}
@@ -83,13 +83,13 @@ func TestBudgetHoldsUnderConcurrency(t *testing.T) {
 	var admitted, refused atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	tickets := make(chan gateway.Ticket, 100)
+	tickets := make(chan request.Ticket, 100)
 	for i := 0; i < 100; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			tk, err := a.Admit(ctx, gateway.Principal{KeyID: "k", Project: "team"}, "m", chat(100, 100))
+			tk, err := a.Admit(ctx, request.Principal{KeyID: "k", Project: "team"}, "m", chat(100, 100))
 			if err != nil {
 				rej := rejection(t, err)
 				if rej.Status != http.StatusPaymentRequired || rej.Code != "budget_exceeded" || rej.Reason != "budget" {
@@ -110,13 +110,13 @@ func TestBudgetHoldsUnderConcurrency(t *testing.T) {
 	}
 	// Each used its whole worst case: the spend is exactly the budget.
 	for tk := range tickets {
-		tk.Settle(gateway.Usage{PromptTokens: 100, CompletionTokens: 100, Reported: true})
+		tk.Settle(request.Usage{PromptTokens: 100, CompletionTokens: 100, Reported: true})
 	}
 	states := a.Budgets()
 	if len(states) != 1 || states[0].Spent > 2+1e-9 || states[0].Reserved != 0 {
 		t.Fatalf("budget state after settling = %+v; want spent <= 2, nothing reserved", states)
 	}
-	if _, err := a.Admit(ctx, gateway.Principal{KeyID: "k", Project: "team"}, "m", chat(1, 1)); err == nil {
+	if _, err := a.Admit(ctx, request.Principal{KeyID: "k", Project: "team"}, "m", chat(1, 1)); err == nil {
 		t.Error("a spent budget admitted another request")
 	} else if msg := rejection(t, err).Message; !strings.Contains(msg, `project "team"`) || !strings.Contains(msg, "resets at") {
 		t.Errorf("budget message %q does not name the project and the reset", msg)
@@ -132,7 +132,7 @@ func TestSettleReleasesUnusedReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}})
-	p := gateway.Principal{Project: store.DefaultProject}
+	p := request.Principal{Project: store.DefaultProject}
 	tk, err := a.Admit(ctx, p, "m", chat(1000, 0)) // reserves the whole budget
 	if err != nil {
 		t.Fatal(err)
@@ -140,8 +140,8 @@ func TestSettleReleasesUnusedReservation(t *testing.T) {
 	if _, err := a.Admit(ctx, p, "m", chat(1, 0)); err == nil {
 		t.Fatal("admitted past a fully reserved budget")
 	}
-	tk.Settle(gateway.Usage{CompletionTokens: 100, Reported: true})
-	tk.Settle(gateway.Usage{CompletionTokens: 1000, Reported: true}) // a second settle is ignored
+	tk.Settle(request.Usage{CompletionTokens: 100, Reported: true})
+	tk.Settle(request.Usage{CompletionTokens: 1000, Reported: true}) // a second settle is ignored
 	if _, err := a.Admit(ctx, p, "m", chat(900, 0)); err != nil {
 		t.Fatalf("the unused 0.9 was not released: %v", err)
 	}
@@ -167,7 +167,7 @@ func TestTPMHoldsUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, err := a.Admit(ctx, gateway.Principal{KeyID: "k", Project: "p"}, "m", chat(20, 5))
+			_, err := a.Admit(ctx, request.Principal{KeyID: "k", Project: "p"}, "m", chat(20, 5))
 			if err == nil {
 				admittedTokens.Add(25)
 				return
@@ -193,7 +193,7 @@ func TestRateLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := NewAdmission(Options{Store: st, DefaultRPM: 100, DefaultTPM: 1000, Now: clk.now})
-	key := gateway.Principal{KeyID: "k1", Project: "p", RPM: 2}
+	key := request.Principal{KeyID: "k1", Project: "p", RPM: 2}
 	for i := 0; i < 2; i++ {
 		tk, err := a.Admit(ctx, key, "m", chat(10, 10))
 		if err != nil {
@@ -205,7 +205,7 @@ func TestRateLimits(t *testing.T) {
 			h.Get("X-Ratelimit-Limit-Tokens") != "1000" {
 			t.Errorf("request %d headers = %v", i, h)
 		}
-		tk.Settle(gateway.Usage{PromptTokens: 5, CompletionTokens: 5, Reported: true})
+		tk.Settle(request.Usage{PromptTokens: 5, CompletionTokens: 5, Reported: true})
 	}
 	clk.advance(20 * time.Second)
 	_, err := a.Admit(ctx, key, "m", chat(10, 10))
@@ -214,7 +214,7 @@ func TestRateLimits(t *testing.T) {
 		t.Errorf("key RPM refusal = %+v", rej)
 	}
 	// Another key of the same project runs into the project's RPM of 5.
-	other := gateway.Principal{KeyID: "k2", Project: "p"}
+	other := request.Principal{KeyID: "k2", Project: "p"}
 	for i := 0; i < 3; i++ {
 		if _, err := a.Admit(ctx, other, "m", chat(10, 10)); err != nil {
 			t.Fatalf("k2 request %d: %v", i, err)
@@ -245,7 +245,7 @@ func TestAllowedModelsAndFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := NewAdmission(Options{Store: st, Models: fakeModels{"big": {CompletionPer1K: 1}}})
-	p := gateway.Principal{KeyID: "k", Project: "p"}
+	p := request.Principal{KeyID: "k", Project: "p"}
 	_, err := a.Admit(ctx, p, "other", chat(1, 1))
 	if rej := rejection(t, err); rej.Status != http.StatusForbidden || rej.Code != "model_not_allowed" {
 		t.Errorf("not-allowed refusal = %+v", rej)
@@ -254,7 +254,7 @@ func TestAllowedModelsAndFallback(t *testing.T) {
 	if err != nil || tk.Model() != "big" {
 		t.Fatalf("first request: %v", err)
 	}
-	tk.Settle(gateway.Usage{CompletionTokens: 1000, Reported: true})
+	tk.Settle(request.Usage{CompletionTokens: 1000, Reported: true})
 	tk, err = a.Admit(ctx, p, "big", chat(10, 0))
 	if err != nil {
 		t.Fatalf("spent budget with fallback refused: %v", err)
@@ -282,7 +282,7 @@ func TestBudgetLoadsSpendAndRolls(t *testing.T) {
 	}
 	pending := pendingFunc(func(project string, since time.Time) float64 { return 0.25 })
 	a := NewAdmission(Options{Store: st, Pending: pending, Models: fakeModels{"m": {CompletionPer1K: 1}}, Now: clk.now})
-	p := gateway.Principal{Project: store.DefaultProject}
+	p := request.Principal{Project: store.DefaultProject}
 	if _, err := a.Admit(ctx, p, "m", chat(300, 0)); err == nil {
 		t.Fatal("admitted 0.3 with 0.75 of 1 already spent today")
 	}
@@ -291,7 +291,7 @@ func TestBudgetLoadsSpendAndRolls(t *testing.T) {
 		t.Fatalf("0.25 should fit: %v", err)
 	}
 	clk.advance(2 * time.Minute) // past midnight: a new day
-	tk.Settle(gateway.Usage{CompletionTokens: 250, Reported: true})
+	tk.Settle(request.Usage{CompletionTokens: 250, Reported: true})
 	if _, err := a.Admit(ctx, p, "m", chat(750, 0)); err != nil {
 		t.Errorf("a new day did not reset the budget (0.25 settled today + 0.75): %v", err)
 	}
@@ -328,11 +328,11 @@ func TestBudgetMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}})
-	tk, err := a.Admit(ctx, gateway.Principal{Project: store.DefaultProject}, "m", chat(500, 0))
+	tk, err := a.Admit(ctx, request.Principal{Project: store.DefaultProject}, "m", chat(500, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk.Settle(gateway.Usage{CompletionTokens: 500, Reported: true})
+	tk.Settle(request.Usage{CompletionTokens: 500, Reported: true})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(a.Collector())
 	want := `
@@ -360,7 +360,7 @@ func BenchmarkAdmitSettle(b *testing.B) {
 		b.Fatal(err)
 	}
 	a := NewAdmission(Options{Store: st, DefaultPrice: &spec.Pricing{PromptPer1K: 1, CompletionPer1K: 1}})
-	p := gateway.Principal{KeyID: "key-1", Project: store.DefaultProject, RPM: 1 << 40, TPM: 1 << 50}
+	p := request.Principal{KeyID: "key-1", Project: store.DefaultProject, RPM: 1 << 40, TPM: 1 << 50}
 	h := http.Header{}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -370,7 +370,7 @@ func BenchmarkAdmitSettle(b *testing.B) {
 			b.Fatal(err)
 		}
 		tk.SetHeaders(h)
-		tk.Settle(gateway.Usage{PromptTokens: 40, CompletionTokens: 60, Reported: true})
+		tk.Settle(request.Usage{PromptTokens: 40, CompletionTokens: 60, Reported: true})
 	}
 }
 
@@ -391,14 +391,14 @@ func TestAllowedModelsByAlias(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := NewAdmission(Options{Store: st, Models: aliasModels{}})
-	p := gateway.Principal{KeyID: "k", Project: "p"}
+	p := request.Principal{KeyID: "k", Project: "p"}
 	if _, err := a.Admit(ctx, p, "small", chat(1, 1)); err != nil {
 		t.Errorf("a model allowed by its alias was refused: %v", err)
 	}
 	if !a.Allows(ctx, p, "small") || a.Allows(ctx, p, "big") {
 		t.Error("Allows does not follow allowed_models")
 	}
-	if !a.Allows(ctx, gateway.Principal{Project: store.DefaultProject}, "big") {
+	if !a.Allows(ctx, request.Principal{Project: store.DefaultProject}, "big") {
 		t.Error("a project without allowed_models may not see a model")
 	}
 }
@@ -414,8 +414,8 @@ func TestRolloverKeepsReservations(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}, Now: clk.now})
-	p := gateway.Principal{Project: store.DefaultProject}
-	var before []gateway.Ticket
+	p := request.Principal{Project: store.DefaultProject}
+	var before []request.Ticket
 	for range 10 {
 		tk, err := a.Admit(ctx, p, "m", chat(200, 0))
 		if err != nil {
@@ -434,7 +434,7 @@ func TestRolloverKeepsReservations(t *testing.T) {
 		t.Errorf("the new day admitted %d requests while the old day's 10 (the whole budget) still run", admitted)
 	}
 	for _, tk := range before {
-		tk.Settle(gateway.Usage{CompletionTokens: 200, Reported: true})
+		tk.Settle(request.Usage{CompletionTokens: 200, Reported: true})
 	}
 	states := a.Budgets()
 	if len(states) != 1 || states[0].Spent > 2+1e-9 || states[0].Reserved != 0 {
@@ -452,12 +452,12 @@ func TestAbandonedChargedTheReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {PromptPer1K: 1, CompletionPer1K: 1}}})
-	p := gateway.Principal{Project: "p"}
+	p := request.Principal{Project: "p"}
 	tk, err := a.Admit(ctx, p, "m", chat(400, 100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	charged := tk.Settle(gateway.Usage{PromptTokens: 100, Abandoned: true})
+	charged := tk.Settle(request.Usage{PromptTokens: 100, Abandoned: true})
 	if charged.PromptTokens != 100 || charged.CompletionTokens != 400 || !charged.Abandoned {
 		t.Errorf("charged %+v, want the reservation (100 + 400)", charged)
 	}
@@ -472,15 +472,15 @@ func TestAbandonedChargedTheReservation(t *testing.T) {
 func TestWorstCaseCountsEveryCompletion(t *testing.T) {
 	a := NewAdmission(Options{Store: openStore(t), DefaultMaxTokens: 100})
 	tests := []struct {
-		req  gateway.RequestInfo
+		req  request.Info
 		want int64
 	}{
-		{gateway.RequestInfo{Endpoint: "/v1/chat/completions", MaxTokens: 10}, 10},
-		{gateway.RequestInfo{Endpoint: "/v1/chat/completions", MaxTokens: 10, N: 3}, 30},
-		{gateway.RequestInfo{Endpoint: "/v1/completions", MaxTokens: 10, N: 2, BestOf: 5, Prompts: 4}, 200},
-		{gateway.RequestInfo{Endpoint: "/v1/completions", Prompts: 3}, 300},
-		{gateway.RequestInfo{Endpoint: "/v1/embeddings", MaxTokens: 10}, 0},
-		{gateway.RequestInfo{Endpoint: "/v1/completions", MaxTokens: gateway.MaxRequestTokens, N: gateway.MaxChoices, Prompts: 1 << 30}, maxWorst},
+		{request.Info{Endpoint: "/v1/chat/completions", MaxTokens: 10}, 10},
+		{request.Info{Endpoint: "/v1/chat/completions", MaxTokens: 10, N: 3}, 30},
+		{request.Info{Endpoint: "/v1/completions", MaxTokens: 10, N: 2, BestOf: 5, Prompts: 4}, 200},
+		{request.Info{Endpoint: "/v1/completions", Prompts: 3}, 300},
+		{request.Info{Endpoint: "/v1/embeddings", MaxTokens: 10}, 0},
+		{request.Info{Endpoint: "/v1/completions", MaxTokens: request.MaxTokens, N: request.MaxChoices, Prompts: 1 << 30}, maxWorst},
 	}
 	for _, tt := range tests {
 		if got := a.completionCap("m", tt.req); got != tt.want {
@@ -495,7 +495,7 @@ func TestBudgetAddedWhileRequestsRun(t *testing.T) {
 	st := openStore(t)
 	ctx := t.Context()
 	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}})
-	p := gateway.Principal{Project: store.DefaultProject}
+	p := request.Principal{Project: store.DefaultProject}
 	running, err := a.Admit(ctx, p, "m", chat(500, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -507,7 +507,7 @@ func TestBudgetAddedWhileRequestsRun(t *testing.T) {
 	if _, err := a.Admit(ctx, p, "m", chat(100, 0)); err != nil {
 		t.Fatal(err) // loads the new budget's ledger
 	}
-	running.Settle(gateway.Usage{CompletionTokens: 500, Reported: true})
+	running.Settle(request.Usage{CompletionTokens: 500, Reported: true})
 	if _, err := a.Admit(ctx, p, "m", chat(500, 0)); err == nil {
 		t.Error("0.5 admitted on top of 0.5 spent and 0.1 reserved of a budget of 1")
 	}
@@ -523,7 +523,7 @@ func TestFallbackMustBeAllowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := NewAdmission(Options{Store: st, Models: fakeModels{"big": {CompletionPer1K: 1}}})
-	_, err := a.Admit(ctx, gateway.Principal{Project: "p"}, "big", chat(10, 0))
+	_, err := a.Admit(ctx, request.Principal{Project: "p"}, "big", chat(10, 0))
 	if rej := rejection(t, err); rej.Status != http.StatusPaymentRequired {
 		t.Errorf("a fallback the project may not use was served: %+v", rej)
 	}

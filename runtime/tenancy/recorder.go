@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/store"
 )
 
@@ -63,8 +63,6 @@ type Recorder struct {
 	flushSeconds               prometheus.Histogram
 }
 
-var _ gateway.Observer = (*Recorder)(nil)
-
 // NewRecorder starts a recorder; call Close to stop it.
 func NewRecorder(opts RecorderOptions) *Recorder {
 	if opts.FlushInterval <= 0 {
@@ -100,7 +98,7 @@ func NewRecorder(opts RecorderOptions) *Recorder {
 
 // Observe implements gateway.Observer: requests nobody authenticated are
 // no one's usage and are not recorded.
-func (r *Recorder) Observe(rec gateway.Record) {
+func (r *Recorder) Observe(rec request.Record) {
 	if rec.Principal.Project == "" {
 		return
 	}

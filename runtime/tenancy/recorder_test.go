@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/llmgw/llmgw/runtime/gateway"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/store"
 )
 
@@ -39,8 +39,8 @@ func (w *flakyWriter) count() int {
 	return len(w.rows)
 }
 
-func record(project string, completion int) gateway.Record {
-	return gateway.Record{Principal: gateway.Principal{KeyID: "k", Project: project}, Model: "m", Status: 200,
+func record(project string, completion int) request.Record {
+	return request.Record{Principal: request.Principal{KeyID: "k", Project: project}, Model: "m", Status: 200,
 		PromptTokens: 3, CompletionTokens: completion, Endpoint: "/v1/chat/completions", RequestID: "r"}
 }
 
@@ -52,7 +52,7 @@ func TestRecorderBatchesAndFlushesOnClose(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		r.Observe(record("p", i))
 	}
-	r.Observe(gateway.Record{Status: 401}) // unauthenticated: no one's usage
+	r.Observe(request.Record{Status: 401}) // unauthenticated: no one's usage
 	if got := r.PendingCost("p", time.Time{}); got != 100*3+4950 {
 		t.Errorf("PendingCost = %v", got)
 	}

@@ -11,9 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/mail"
-	"os"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -207,35 +205,4 @@ func (a *Admin) dummy() []byte {
 		a.dummyHash, _ = bcrypt.GenerateFromPassword(pw, a.cost)
 	})
 	return a.dummyHash
-}
-
-// ReadPassword returns the password given on the command line: value itself,
-// or when value is "-" the first line of stdin, or the first line of file
-// when file is set. Exactly one of value and file must be set. The trailing
-// newline is dropped; the password is never part of an error.
-func ReadPassword(value, file string, stdin io.Reader) (string, error) {
-	switch {
-	case value != "" && file != "":
-		return "", errors.New("give --password or --password-file, not both")
-	case value == "" && file == "":
-		return "", errors.New("a password is required: --password-file FILE, --password - (read from stdin) or --password VALUE")
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("reading --password-file: %w", err)
-		}
-		return firstLine(string(b)), nil
-	case value == "-":
-		b, err := io.ReadAll(io.LimitReader(stdin, 4096))
-		if err != nil {
-			return "", fmt.Errorf("reading the password from stdin: %w", err)
-		}
-		return firstLine(string(b)), nil
-	}
-	return value, nil
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return strings.TrimSuffix(line, "\r")
 }

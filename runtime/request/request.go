@@ -1,0 +1,161 @@
+// Package request is the vocabulary of one client request that the parts
+// of the request path share: who made it (Principal), what admission may
+// know of it before it runs (Info, and the bounds on what it may ask for),
+// its claim on limits and budgets (Ticket) or its refusal (Rejection), what
+// it used (Usage), and the Record of it once it has ended.
+//
+// The gateway makes and reads these; auth (Principal), tenancy (admission
+// and the usage recorder) and metrics implement the gateway's interfaces in
+// these terms, so none of them imports the gateway. Types only, and the
+// one rule every side must count alike (EstimatePromptTokens).
+package request
+
+import (
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Principal is who a request is made by.
+type Principal struct {
+	// KeyID identifies the API key (never the key itself).
+	KeyID string
+	// Project is the project the key belongs to.
+	Project string
+	// RPM and TPM are the key's own limits; zero means "not set".
+	RPM, TPM int64
+}
+
+// ErrUnauthenticated is what authenticating a missing, unknown or revoked
+// key returns (wrapped or not).
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// Info is what admission may know about a request before it runs.
+type Info struct {
+	// Endpoint is the API path, e.g. "/v1/chat/completions".
+	Endpoint string
+	// Stream is whether the client asked for a streamed response.
+	Stream bool
+	// MaxTokens is max_completion_tokens, else max_tokens; 0 when unset.
+	MaxTokens int
+	// N is the number of choices asked for; 0 when unset.
+	N int
+	// BestOf is the completions generated per prompt to pick the best
+	// from (/v1/completions); 0 when unset.
+	BestOf int
+	// Prompts is the number of prompts (/v1/completions takes a list);
+	// 0 or 1 means one.
+	Prompts int
+	// BodyBytes is the size of the request body.
+	BodyBytes int
+	// PromptEstimate is the gateway's estimate of the prompt's tokens made
+	// before the engine has counted them (see EstimatePromptTokens).
+	PromptEstimate int
+}
+
+// EstimatePromptTokens estimates the prompt tokens of a request body before
+// an engine has tokenized it: a quarter of its bytes, rounded up, the usual
+// rule of thumb for English text; the JSON around the messages makes it
+// err on the high side. A prompt given as token ids takes at least two
+// bytes a token ("7,"), so it is half the bytes. Admission reserves on it
+// and settles on the engine's own count.
+func EstimatePromptTokens(bodyBytes int, tokenIDs bool) int {
+	if tokenIDs {
+		return (bodyBytes + 1) / 2
+	}
+	return (bodyBytes + 3) / 4
+}
+
+// Usage is the token usage the engine reported for a request.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+	TotalTokens      int
+	// Reported is false when the engine reported no usage (for example the
+	// request failed or the client went away).
+	Reported bool
+	// Estimated is true when the engine reported nothing but the gateway
+	// relayed output anyway (a stream the client abandoned): the completion
+	// count is the number of content events relayed and the prompt count
+	// the gateway's estimate.
+	Estimated bool
+	// Abandoned is true when the client left after the request reached the
+	// engine and before anything could be counted (a non-streamed request,
+	// or a stream before its first event): the engine may have worked, so
+	// admission charges the request's whole reservation.
+	Abandoned bool
+}
+
+// Bounds on what one request may ask for; beyond them the gateway refuses
+// it before anything is reserved, so admission's arithmetic stays small.
+const (
+	// MaxTokens bounds max_tokens (and max_completion_tokens).
+	MaxTokens = 1 << 24
+	// MaxChoices bounds n and best_of.
+	MaxChoices = 128
+)
+
+// Ticket is an admitted request's claim on limits and budgets.
+type Ticket interface {
+	// Model is the canonical model to serve: the one asked for, or the
+	// fallback a spent budget names.
+	Model() string
+	// SetHeaders adds the admission's response headers (x-ratelimit-*).
+	SetHeaders(h http.Header)
+	// Settle is called exactly once when the request has ended, with what
+	// it actually used, and returns what it was charged (the usage itself,
+	// or the reservation for an abandoned request).
+	Settle(usage Usage) Usage
+}
+
+// Rejection is an admission refusal the client should see, e.g. 429 with a
+// Retry-After for a rate limit or 402 for a spent budget.
+type Rejection struct {
+	Status     int
+	Type       string
+	Code       string
+	Message    string
+	RetryAfter time.Duration
+	// Reason is the admission outcome metrics count it under ("limit",
+	// "budget", "model_not_allowed"); Code when empty.
+	Reason string
+	// Header holds extra response headers (x-ratelimit-*); may be nil.
+	Header http.Header
+}
+
+// Error implements error: the message the client sees.
+func (r *Rejection) Error() string { return r.Message }
+
+// Record is what the gateway reports about one finished request, whether
+// it was authenticated, admitted and served or not.
+type Record struct {
+	Principal Principal
+	// Model is the canonical model name served (a budget's fallback when
+	// one applied); empty when it was not resolved.
+	Model string
+	// Requested is the canonical model asked for when a fallback replaced
+	// it; empty otherwise.
+	Requested string
+	// Admission is why admission refused the request ("limit", "budget",
+	// ...); empty when it was admitted or never reached admission.
+	Admission string
+	// Endpoint is the API path.
+	Endpoint  string
+	RequestID string
+	// ReplicaID is the replica that served it; empty when none was picked.
+	ReplicaID string
+	// Status is the HTTP status sent to the client (499 when the client
+	// went away before a response was sent).
+	Status           int
+	PromptTokens     int
+	CompletionTokens int
+	// UsageReported is false when the engine reported no usage.
+	UsageReported bool
+	// UsageEstimated is true when the token counts are the gateway's
+	// estimate of an abandoned stream (see Usage.Estimated).
+	UsageEstimated bool
+	Latency        time.Duration
+	// TTFT is the time to the first streamed event; zero when not streamed.
+	TTFT   time.Duration
+	Stream bool
+}
