@@ -13,6 +13,7 @@
 package driver
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/llmgw/llmgw/spec"
 )
@@ -366,4 +368,41 @@ func siblingBinary(binary, name string) string {
 // withArgs appends the profile's arguments last.
 func withArgs(args []string, s ShardSpec) []string {
 	return append(args, slices.Clone(s.Args)...)
+}
+
+// UnmarshalJSON reads a shard record, including one written by an agent of
+// an earlier build, where the profile's fields stood flat beside the
+// shard's own (engine, tp, world_size, args, env, launch_mode and
+// startup_timeout in nanoseconds) and no "profile" object existed. Reading
+// those keeps an engine started before an upgrade adoptable instead of
+// orphaned with its GPUs; the profile's name and weight were not in such a
+// record, so the control plane rolls that replica as it would any replica
+// of an unknown generation.
+func (s *ShardSpec) UnmarshalJSON(b []byte) error {
+	type record ShardSpec // without this method
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return err
+	}
+	*s = ShardSpec(r)
+	if s.Engine != "" {
+		return nil
+	}
+	var flat struct {
+		Engine         string            `json:"engine"`
+		TP             int               `json:"tp"`
+		WorldSize      int               `json:"world_size"`
+		Nodes          int               `json:"nodes"`
+		Args           []string          `json:"args"`
+		Env            map[string]string `json:"env"`
+		LaunchMode     string            `json:"launch_mode"`
+		StartupTimeout time.Duration     `json:"startup_timeout"`
+	}
+	if err := json.Unmarshal(b, &flat); err != nil || flat.Engine == "" {
+		return nil //nolint:nilerr // not an earlier record: the profile stays as read
+	}
+	s.Engine, s.TP, s.Args, s.Env, s.LaunchMode = flat.Engine, flat.TP, flat.Args, flat.Env, flat.LaunchMode
+	s.Nodes = max(flat.WorldSize, flat.Nodes)
+	s.StartupTimeout = spec.Duration(flat.StartupTimeout)
+	return nil
 }

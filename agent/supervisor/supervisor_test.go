@@ -574,3 +574,52 @@ func TestFreePort(t *testing.T) {
 		t.Errorf("FreePort(unassigned address) = %v, want an error naming it", err)
 	}
 }
+
+// TestRecoverRecordOfAnEarlierBuild: an agent upgraded while its engines run
+// finds state files whose profile fields stand flat in "spec" (the layout
+// before the profile became one object); it adopts those engines instead
+// of leaving them running, unsupervised, on their GPUs.
+func TestRecoverRecordOfAnEarlierBuild(t *testing.T) {
+	dir := t.TempDir()
+	first := newSupervisor(t, dir)
+	ss := testSpec(t, 0, time.Minute)
+	ss.TP, ss.Nodes, ss.Args, ss.Env = 2, 1, []string{"--x"}, map[string]string{"A": "1"}
+	started, err := first.Start(context.Background(), ss, testDriver{cmds: []driver.Command{helper("idle")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the engine's first line", func() bool { return outputHas(started, "idle") })
+
+	path := filepath.Join(dir, "s1.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	sp := rec["spec"].(map[string]any)
+	delete(sp, "profile")
+	sp["engine"], sp["tp"], sp["world_size"], sp["nodes"] = "test", 2, 1, 1
+	sp["args"], sp["env"], sp["startup_timeout"] = []string{"--x"}, map[string]string{"A": "1"}, int64(time.Minute)
+	if b, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	shards, err := newSupervisor(t, dir).Recover()
+	if err != nil || len(shards) != 1 {
+		t.Fatalf("Recover = %d shards, %v; want the engine adopted", len(shards), err)
+	}
+	got := shards[0].Spec()
+	if shards[0].PID() != started.PID() || got.Engine != "test" || got.TP != 2 || got.Nodes != 1 ||
+		!reflect.DeepEqual(got.Args, ss.Args) || !reflect.DeepEqual(got.Env, ss.Env) || got.StartupTimeout != ss.StartupTimeout {
+		t.Errorf("adopted pid %d spec %+v; want pid %d and the earlier record's profile %+v", shards[0].PID(), got, started.PID(), ss.Profile)
+	}
+	if err := shards[0].Stop(2 * time.Second); err != nil {
+		t.Fatalf("Stop adopted: %v", err)
+	}
+}
