@@ -72,11 +72,6 @@ func genProfile(t *rapid.T, name string) spec.Profile {
 		MinMemoryGB: rapid.IntRange(0, 16).Draw(t, name+".mem"),
 		MinDiskGB:   rapid.IntRange(0, 50).Draw(t, name+".disk"),
 	}
-	if p.Nodes > 1 && !spec.EngineSupportsMultiNode(p.Engine) {
-		// The catalog hands the scheduler valid profiles only, and one
-		// replica of this engine cannot span nodes.
-		p.Engine = "vllm"
-	}
 	if p.TP > 0 {
 		p.GPUClass = rapid.SampledFrom(append([]string{""}, genClasses...)).Draw(t, name+".class")
 	}
@@ -139,10 +134,19 @@ func oracleFeasible(n Node, p spec.Profile) bool {
 	return false
 }
 
+// oracleInvalid says whether the catalog's rules refuse p, of those the
+// generator can break: llama.cpp serves a replica from one node only.
+func oracleInvalid(p spec.Profile) bool {
+	return max(p.Nodes, 1) > 1 && p.Engine == "llamacpp"
+}
+
 // oracleCanPlace decides by brute force whether p can place on s: one
 // feasible node, or for multi-node profiles a fabric with enough of them.
 func oracleCanPlace(s Snapshot, p spec.Profile) bool {
 	want := max(p.Nodes, 1)
+	if oracleInvalid(p) {
+		return false
+	}
 	perFabric := map[string]int{}
 	for _, n := range s.Nodes {
 		if !oracleFeasible(n, p) {
@@ -198,7 +202,7 @@ func TestPlaceProperties(t *testing.T) {
 				if j > 0 && pe.Nodes[j-1].NodeID >= v.NodeID {
 					t.Fatalf("verdicts not sorted by node id")
 				}
-				if want := oracleFeasible(byID[v.NodeID], p); v.Feasible != want {
+				if want := !oracleInvalid(p) && oracleFeasible(byID[v.NodeID], p); v.Feasible != want {
 					t.Fatalf("profile %s node %s: feasible %v (%q), oracle says %v", p.Name, v.NodeID, v.Feasible, v.Reason, want)
 				}
 				if !v.Feasible && v.Reason == "" {
