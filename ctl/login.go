@@ -115,7 +115,6 @@ func (a *app) readPassword(fs interface{ Name() string }, email, value, file str
 		}
 		fmt.Fprintf(a.stderr, "password for %s: ", email)
 		line, err := readNoEcho(tty)
-		fmt.Fprintln(a.stderr)
 		if err != nil {
 			return "", a.errorf("reading the password from the terminal: %v", err), false
 		}
