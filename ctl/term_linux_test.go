@@ -96,3 +96,37 @@ func TestLoginPasswordFromTerminal(t *testing.T) {
 		t.Error("echo is still off after reading the password")
 	}
 }
+
+// Ctrl-D at an empty password prompt is an empty password (login then
+// refuses it by name) and the read returns. golang.org/x/term's
+// ReadPassword loops forever on that zero-byte read, which is why ctl keeps
+// its own echo control.
+func TestReadNoEchoEndOfInput(t *testing.T) {
+	controller, terminal := openPTY(t)
+	got := make(chan error, 1)
+	go func() {
+		pw, err := readNoEcho(terminal)
+		if err == nil && pw != "" {
+			err = fmt.Errorf("password %q", pw)
+		}
+		got <- err
+	}()
+	// ^D only ends input once the terminal is in the mode readNoEcho set:
+	// keep sending it until the read returns.
+	deadline := time.After(10 * time.Second)
+	for {
+		if _, err := controller.Write([]byte{4}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("readNoEcho after ^D: %v, want an empty password", err)
+			}
+			return
+		case <-deadline:
+			t.Fatal("readNoEcho did not return after ^D")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
