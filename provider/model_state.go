@@ -29,14 +29,17 @@ import (
 )
 
 // reader reads Terraform values into Go values. It notes, by spec key
-// (profiles[1].tp), every value not known yet and every value that is set
-// (known and not null).
+// (profiles[1].tp), every value not known yet, every value that is set
+// (known and not null), and every duration that does not parse (its own
+// validator reports it; spec would only add "must be positive" for the
+// zero read in its place).
 type reader struct {
-	unknown []string
-	set     map[string]bool
+	unknown  []string
+	set      map[string]bool
+	unparsed map[string]bool
 }
 
-func newReader() *reader { return &reader{set: map[string]bool{}} }
+func newReader() *reader { return &reader{set: map[string]bool{}, unparsed: map[string]bool{}} }
 
 // note records v under key.
 func (r *reader) note(key string, v attr.Value) {
@@ -69,7 +72,11 @@ func (r *reader) float(key string, v types.Float64) float64 {
 }
 
 func (r *reader) dur(key string, v types.String) spec.Duration {
-	d, _ := time.ParseDuration(r.str(key, v)) // the schema's validator has checked it
+	s := r.str(key, v)
+	d, err := time.ParseDuration(s)
+	if err != nil && s != "" {
+		r.unparsed[key] = true
+	}
 	return spec.Duration(d)
 }
 

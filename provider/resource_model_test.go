@@ -296,6 +296,9 @@ func TestModelProblems(t *testing.T) {
 			p[0]["startup_timeout"] = types.StringValue("0s")
 		}, sim()),
 			map[string]string{"profiles[0].startup_timeout": "must be positive"}},
+		{"unparsable startup_timeout is its validator's alone", config(func(_ *modelResourceModel, p []map[string]attr.Value) {
+			p[0]["startup_timeout"] = types.StringValue("soon")
+		}, sim()), nil},
 		{"no profile", config(nil), map[string]string{"profiles": "at least one profile"}},
 		{"max_output above context_length", config(func(m *modelResourceModel, _ []map[string]attr.Value) {
 			m.ContextLength, m.MaxOutput = types.Int64Value(100), types.Int64Value(200)

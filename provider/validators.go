@@ -123,7 +123,7 @@ func modelProblems(cfg modelResourceModel) diag.Diagnostics {
 	}
 	var diags diag.Diagnostics
 	for _, p := range problems {
-		if dependsOnUnknown(p.Key, r.unknown) {
+		if dependsOnUnknown(p.Key, r.unknown) || r.unparsed[p.Key] {
 			continue
 		}
 		diags.AddAttributeError(problemPath(p.Key), "Invalid model definition: "+p.Key,
