@@ -12,7 +12,8 @@ import (
 	"testing"
 )
 
-// The project's layout, as DESIGN.md draws it: arrows point down only.
+// The project's layout, as docs/development.md maps it (after the design's
+// layout): arrows point down only.
 //
 //	cmd, devcluster                 wiring: may import anything below
 //	runtime, agent, mirror,         the daemons and the two clients; none
@@ -141,7 +142,7 @@ func refused(from, imp string, test bool) string {
 	}
 	rule, ok := allowed[fromLayer]
 	if !ok {
-		return fmt.Sprintf("%s/ is not a layer DESIGN.md names; add it to the arrows test with the rule it follows", fromLayer)
+		return fmt.Sprintf("%s/ is not a layer of docs/development.md; add it to the arrows test with the rule it follows", fromLayer)
 	}
 	if slices.Contains(rule, toLayer) {
 		return ""

@@ -72,7 +72,7 @@ func (r *budgetResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				MarkdownDescription: "`day`, `month` (UTC calendar days and months; the budget resets at their start) or `total` (never resets). " +
 					"Changing it replaces the budget.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:    []validator.String{stringvalidator.OneOf("day", "month", "total")},
+				Validators:    []validator.String{stringvalidator.OneOf(spec.BudgetPeriods...)},
 			},
 			"amount": schema.Float64Attribute{
 				Required:            true,
@@ -80,10 +80,10 @@ func (r *budgetResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Validators:          []validator.Float64{float64validator.AtLeast(0)},
 			},
 			"on_exhausted": schema.StringAttribute{
-				Optional: true, Computed: true, Default: stringdefault.StaticString("refuse"),
+				Optional: true, Computed: true, Default: stringdefault.StaticString(spec.OnExhaustedRefuse),
 				MarkdownDescription: "What a spent budget does: `refuse` (the default: HTTP 402 with an OpenAI error body saying when it resets) " +
 					"or `fallback` (requests go to `fallback_model`).",
-				Validators: []validator.String{stringvalidator.OneOf("refuse", "fallback")},
+				Validators: []validator.String{stringvalidator.OneOf(spec.OnExhaustedActions...)},
 			},
 			"fallback_model": schema.StringAttribute{
 				Optional:            true,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/llmgw/llmgw/spec"
 )
 
 // ErrInUse means the object cannot be deleted while others refer to it (a
@@ -50,17 +52,15 @@ type ProjectStore interface {
 	DeleteProject(ctx context.Context, name string) error
 }
 
-// Budget periods.
+// Budget periods and what a spent budget does: spec's words, here under
+// the names the store's callers use.
 const (
-	PeriodDay   = "day"
-	PeriodMonth = "month"
-	PeriodTotal = "total"
-)
+	PeriodDay   = spec.PeriodDay
+	PeriodMonth = spec.PeriodMonth
+	PeriodTotal = spec.PeriodTotal
 
-// What a spent budget does.
-const (
-	OnExhaustedRefuse   = "refuse"
-	OnExhaustedFallback = "fallback"
+	OnExhaustedRefuse   = spec.OnExhaustedRefuse
+	OnExhaustedFallback = spec.OnExhaustedFallback
 )
 
 // Budget caps what a project may spend in a period. A project has at most

@@ -1,0 +1,23 @@
+package spec
+
+// A budget's period, as the management API, the store and the Terraform
+// provider spell it. Days and months are UTC calendar days and months;
+// total never resets.
+const (
+	PeriodDay   = "day"
+	PeriodMonth = "month"
+	PeriodTotal = "total"
+)
+
+// BudgetPeriods lists every period, shortest first.
+var BudgetPeriods = []string{PeriodDay, PeriodMonth, PeriodTotal}
+
+// What a spent budget does: refuse requests (402) or send them to its
+// fallback model.
+const (
+	OnExhaustedRefuse   = "refuse"
+	OnExhaustedFallback = "fallback"
+)
+
+// OnExhaustedActions lists every action; the first is the default.
+var OnExhaustedActions = []string{OnExhaustedRefuse, OnExhaustedFallback}
