@@ -2,9 +2,11 @@ package discovery
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -166,17 +168,68 @@ func TestProbeInfiniBandStateIsADirectory(t *testing.T) {
 }
 
 func TestProbeInfiniBandUnreadable(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root reads files whatever their mode")
+	if root := os.Getenv("LLMGW_TEST_IB_UNREADABLE_ROOT"); root != "" {
+		// The child the root run below starts, as an unprivileged user.
+		_, err := ProbeInfiniBand(root)
+		state := filepath.Join(root, "mlx5_0", "ports", "1", "state")
+		if err == nil || !strings.Contains(err.Error(), state) {
+			t.Fatalf("ProbeInfiniBand() error = %v, want one naming %s", err, state)
+		}
+		return
 	}
 	root := t.TempDir()
+	if os.Geteuid() == 0 {
+		// Root reads files whatever their mode: probe as nobody instead, in a
+		// copy of this test binary everyone may run.
+		root = worldReadableDir(t)
+	}
 	writeSysfs(t, root, map[string]map[string]sysPort{"mlx5_0": {"1": activeHDR}})
 	state := filepath.Join(root, "mlx5_0", "ports", "1", "state")
 	if err := os.Chmod(state, 0); err != nil {
 		t.Fatal(err)
 	}
+	if os.Geteuid() == 0 {
+		runAsNobody(t, "^TestProbeInfiniBandUnreadable$", "LLMGW_TEST_IB_UNREADABLE_ROOT="+root)
+		return
+	}
 	_, err := ProbeInfiniBand(root)
 	if err == nil || !strings.Contains(err.Error(), state) {
 		t.Fatalf("ProbeInfiniBand() error = %v, want one naming %s", err, state)
+	}
+}
+
+// worldReadableDir is a temporary directory every user may enter.
+func worldReadableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "llmgw-ib-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// runAsNobody runs the test named by pattern in a copy of this test binary
+// as uid/gid 65534, with env added, and fails t with its output when it
+// fails.
+func runAsNobody(t *testing.T, pattern string, env ...string) {
+	t.Helper()
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(worldReadableDir(t), "discovery.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run="+pattern, "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = filepath.Dir(bin)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("as nobody: %v\n%s", err, out)
 	}
 }
