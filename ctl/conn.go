@@ -30,7 +30,9 @@ type connFlags struct {
 // register adds the connection flags to fs, defaulting to the environment.
 func (c *connFlags) register(fs *flag.FlagSet, env func(string) string) {
 	fs.StringVar(&c.endpoint, "endpoint", env(EnvEndpoint), "host:port of the management API (env "+EnvEndpoint+")")
-	fs.StringVar(&c.token, "token", env(EnvToken), "admin token (env "+EnvToken+")")
+	// The token's default is read from the environment in dial, not here:
+	// a flag's default is printed by every usage message.
+	fs.StringVar(&c.token, "token", "", "admin token (env "+EnvToken+")")
 	fs.StringVar(&c.caCert, "ca-cert", env(EnvCACert), "CA certificate that signed the control plane's certificate; system roots if empty (env "+EnvCACert+")")
 	fs.StringVar(&c.serverName, "server-name", "", "name to verify the control plane's certificate against, when it differs from the endpoint's host")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long to wait for the management API")
@@ -62,6 +64,9 @@ func (a *app) dial(c *connFlags) (*client, int, bool) {
 	if c.endpoint == "" {
 		fmt.Fprintf(a.stderr, "llmgw ctl: no management API endpoint: set --endpoint or %s (host:port, e.g. 127.0.0.1:9090)\n", EnvEndpoint)
 		return nil, exitUsage, false
+	}
+	if c.token == "" {
+		c.token = a.env(EnvToken)
 	}
 	if c.token == "" && !c.anonymous {
 		fmt.Fprintf(a.stderr, "llmgw ctl: no admin token: set --token or %s (an administrator gets one with llmgw ctl login)\n", EnvToken)

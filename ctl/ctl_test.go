@@ -702,3 +702,18 @@ func TestHumanise(t *testing.T) {
 		}
 	}
 }
+
+// A usage message lists every flag with its default; the admin token from
+// LLMGW_TOKEN must not be one of them.
+func TestUsageNeverShowsTheToken(t *testing.T) {
+	const token = "llmgwadm-secret-from-the-environment"
+	for _, args := range [][]string{{"nodes", "--wide"}, {"replicas", "-h"}, {"model", "add", "--bogus"}, {"login", "--bogus"}} {
+		_, out, errOut := runCtl(t, map[string]string{EnvToken: token, EnvEndpoint: "127.0.0.1:1"}, args...)
+		if strings.Contains(out+errOut, token) {
+			t.Errorf("ctl %v printed the admin token:\n%s%s", args, out, errOut)
+		}
+		if !strings.Contains(errOut, "-token") {
+			t.Errorf("ctl %v: usage without the -token flag:\n%s", args, errOut)
+		}
+	}
+}
