@@ -2,6 +2,7 @@ package manage
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,6 +123,33 @@ func TestModelErrors(t *testing.T) {
 			_, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: m})
 			return err
 		}, codes.InvalidArgument, "profiles[0].startup_timeout"},
+		{"NaN price", func() error {
+			m := apiModel("bad")
+			m.Pricing = &managev1.Pricing{PromptPer_1K: math.NaN(), CompletionPer_1K: 1}
+			_, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: m})
+			return err
+		}, codes.InvalidArgument, "pricing.prompt_per_1k: must be a finite number, got NaN"},
+		{"infinite price on update", func() error {
+			if _, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: apiModel("priced")}); err != nil {
+				return err
+			}
+			m := apiModel("priced")
+			m.Pricing = &managev1.Pricing{CompletionPer_1K: math.Inf(1)}
+			_, err := s.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: m})
+			return err
+		}, codes.InvalidArgument, "pricing.completion_per_1k: must be a finite number, got +Inf"},
+		{"infinite price in a plan", func() error {
+			m := apiModel("bad")
+			m.Pricing = &managev1.Pricing{PromptPer_1K: math.Inf(1)}
+			_, err := s.PlanPlacement(ctx, &managev1.PlanPlacementRequest{Model: m})
+			return err
+		}, codes.InvalidArgument, "pricing.prompt_per_1k: must be a finite number"},
+		{"scaling.min above the hard bound", func() error {
+			m := apiModel("bad")
+			m.Scaling = &managev1.Scaling{Min: 20000, Max: 20000}
+			_, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: m})
+			return err
+		}, codes.InvalidArgument, "scaling.min: 20000 is more than 10000"},
 		{"update of a missing model", func() error {
 			_, err := s.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: apiModel("nope")})
 			return err
