@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,35 @@ team-a: warning: allowed model "nope" is not in the catalog
 	_, errOut = mustCtl(t, env, exitUsage, "projects", "create")
 	if !strings.Contains(errOut, "missing the project name") {
 		t.Fatalf("create without a name said %q", errOut)
+	}
+}
+
+// TestProjectsAllowEmptyEntries: --allow ",,," once meant "every model"
+// without a word. An empty entry is refused, naming the flag and the value,
+// and nothing is sent; --allow "" still means every model.
+func TestProjectsAllowEmptyEntries(t *testing.T) {
+	env, _ := startManage(t)
+	mustCtl(t, env, exitOK, "projects", "create", "team-a", "--allow", "big")
+	for _, tt := range []struct{ value, entry string }{{",,,", "1"}, {"big,,small", "2"}, {"big,", "2"}, {" , big", "1"}} {
+		for _, verb := range []string{"create", "update"} {
+			_, errOut := mustCtl(t, env, exitUsage, "projects", verb, "team-a", "--allow", tt.value)
+			want := fmt.Sprintf(`--allow %q: entry %s is empty`, tt.value, tt.entry)
+			if !strings.Contains(errOut, want) || !strings.Contains(errOut, `--allow ""`) {
+				t.Errorf("projects %s --allow %q said %q, want %q and how to allow every model", verb, tt.value, errOut, want)
+			}
+		}
+	}
+	out, _ := mustCtl(t, env, exitOK, "projects")
+	if !strings.Contains(out, "team-a   default  default  big ") {
+		t.Fatalf("team-a changed by a refused --allow:\n%s", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "projects", "update", "team-a", "--allow", "")
+	if !strings.Contains(out, "updated project team-a") {
+		t.Fatalf("--allow \"\" said %q", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "projects")
+	if !strings.Contains(out, "team-a   default  default  all ") {
+		t.Fatalf(`--allow "" must allow every model:\n%s`, out)
 	}
 }
 
