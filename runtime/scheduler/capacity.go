@@ -12,12 +12,20 @@ type Capacity struct {
 // Fit places replicas of d on s one after another, as the reconciler
 // places a model's replicas up to scaling.min (Place, then Assume), until
 // one does not place or limit have placed, and counts them. s itself is not
-// modified.
+// modified. A profile that takes neither GPUs nor memory fits without end,
+// so it counts up to limit at once.
 func Fit(s Snapshot, d Demand, limit int) Capacity {
 	c := Capacity{ByProfile: map[string]int{}}
 	for c.Replicas < limit {
 		plan := Place(s, d)
 		if !plan.Placed {
+			break
+		}
+		if p := plan.Profile; p.TP == 0 && p.MinMemoryGB == 0 {
+			// It takes neither GPUs nor memory: every further replica
+			// places the same way.
+			c.ByProfile[p.Name] += limit - c.Replicas
+			c.Replicas = limit
 			break
 		}
 		c.Replicas++

@@ -53,6 +53,14 @@ func TestFit(t *testing.T) {
 			by:       map[string]int{"cpu": 16},
 		},
 		{
+			name:     "a CPU profile that takes nothing fits up to the limit",
+			nodes:    []Node{node("cpu01", "", 0)},
+			profiles: []spec.Profile{with2(cpuProfile("cpu"), func(p *spec.Profile) { p.MinMemoryGB = 0 })},
+			limit:    spec.MaxReplicas,
+			want:     spec.MaxReplicas,
+			by:       map[string]int{"cpu": spec.MaxReplicas},
+		},
+		{
 			name:     "nothing fits",
 			nodes:    []Node{node("node01", "h100-80g", 8)},
 			profiles: []spec.Profile{tp2},
