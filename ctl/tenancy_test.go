@@ -3,6 +3,8 @@ package ctl
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -230,5 +232,22 @@ default  small  1         0       0           0
 	_, errOut = mustCtl(t, env, exitUsage, "usage", "--since", "yesterday")
 	if !strings.Contains(errOut, `--since "yesterday"`) {
 		t.Fatalf("bad --since said %q", errOut)
+	}
+}
+
+// TestModelAddWarnsAboveTheFleet: model add stores a model whose scaling.min
+// the fleet cannot hold and prints the management API's warning naming what
+// it can hold.
+func TestModelAddWarnsAboveTheFleet(t *testing.T) {
+	env, _ := startManage(t)
+	file := filepath.Join(t.TempDir(), "many.yaml")
+	def := "name: many\nsource: sim://many\nscaling: {min: 1000}\nprofiles:\n- {name: h100, engine: sim, gpu_class: h100-80g, tp: 1}\n"
+	if err := os.WriteFile(file, []byte(def), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := mustCtl(t, env, exitOK, "model", "add", "-f", file)
+	want := "warning: scaling.min 1000: the fleet can hold at most 0 replicas of model many now (no node can hold one now); the other 1000 stay unplaced until nodes join or free up\n"
+	if !strings.HasPrefix(out, "created model many") || !strings.HasSuffix(out, want) {
+		t.Fatalf("model add said %q, want the warning %q", out, want)
 	}
 }
