@@ -238,7 +238,7 @@ func (m Model) Validate() error {
 	switch {
 	case m.Scaling.Max < m.Scaling.Min:
 		ps.add("scaling.max", fmt.Sprintf("%d is less than scaling.min %d", m.Scaling.Max, m.Scaling.Min))
-	case m.Scaling.Max > MaxReplicas:
+	case m.Scaling.Max > MaxReplicas && m.Scaling.Max != m.Scaling.Min: // else scaling.min's problem
 		ps.add("scaling.max", fmt.Sprintf("%d is more than %d, the most replicas a model may ask for", m.Scaling.Max, MaxReplicas))
 	}
 	if m.Scaling.IdleTimeout < 0 {
