@@ -176,6 +176,12 @@ default  day     5       2      2026-12-01T00:00:00Z  fallback to small
 	if out != want {
 		t.Fatalf("budgets table:\n%s\nwant:\n%s", out, want)
 	}
+	for amount, shown := range map[string]string{"NaN": "NaN", "Inf": "+Inf", "-1": "-1"} {
+		_, errOut := mustCtl(t, env, exitUsage, "budgets", "set", "default", "--period", "day", "--amount", amount)
+		if !strings.Contains(errOut, "--amount "+shown+": must be a finite number of at least 0") {
+			t.Fatalf("--amount %s said %q", amount, errOut)
+		}
+	}
 	_, errOut := mustCtl(t, env, exitError, "budgets", "set", "default", "--period", "week", "--amount", "1")
 	if !strings.Contains(errOut, `period: "week" is not a period`) {
 		t.Fatalf("bad period said %q", errOut)
