@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
 )
 
 const budgetsUsage = `usage: llmgw ctl budgets [list|set|delete] ...
@@ -86,6 +87,9 @@ func (a *app) budgetSet(ctx context.Context, args []string) int {
 	}
 	if !isSet(fs, "amount") {
 		return a.usageErrorf(fs, "--amount is required")
+	}
+	if problem := spec.CheckBudgetAmount(*amount); problem != "" {
+		return a.usageErrorf(fs, "--amount %s: %s", fs.Lookup("amount").Value, problem)
 	}
 	if *fallback != "" && !isSet(fs, "on-exhausted") {
 		*onExhausted = "fallback"

@@ -569,6 +569,11 @@ func TestModelAddFileErrors(t *testing.T) {
 			wantErr: `dur.yaml:14: profiles[0].startup_timeout: cannot parse 5 as a duration`,
 		},
 		{
+			name:    "NaN price",
+			file:    writeFile(t, "nan.yaml", coderYAML+"pricing: {prompt_per_1k: .nan, completion_per_1k: 1}\n"),
+			wantErr: `nan.yaml: pricing.prompt_per_1k: must be a finite number, got NaN`,
+		},
+		{
 			name:    "missing file",
 			file:    missing,
 			wantErr: missing,

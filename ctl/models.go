@@ -129,6 +129,7 @@ func (a *app) cmdModelAdd(ctx context.Context, args []string) int {
 			return a.rpcError(c, doing, err)
 		}
 		fmt.Fprintf(a.stdout, "%s model %s%s\n", verb, got.GetName(), generationNote(got.GetGeneration()))
+		printWarnings(a.stdout, got.GetWarnings())
 		return exitOK
 	})
 }

@@ -66,15 +66,21 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// splitList reads a comma-separated flag value; "" is the empty list.
-func splitList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
+// splitList reads a comma-separated flag value; "" is the empty list. An
+// empty entry (",,," or "a,,b") is an error: dropping it would turn a list
+// with nothing in it into "every model".
+func splitList(flagName, s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
 	}
-	return out
+	var out []string
+	for i, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			return nil, fmt.Errorf(`--%s %q: entry %d is empty; list model names separated by commas, or pass --%s "" for every model`, flagName, s, i+1, flagName)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // limitText renders a limit; 0 is "default" (auth.default_* applies).
@@ -147,15 +153,19 @@ func (a *app) projectSet(ctx context.Context, args []string, update bool) int {
 	fs, conn := a.newAPIFlagSet("projects "+verb, "projects "+verb+" NAME [--rpm N] [--tpm N] [--allow M,M] [--json]")
 	rpm := fs.Int64("rpm", 0, "requests per minute for the whole project (0: auth.default_rpm)")
 	tpm := fs.Int64("tpm", 0, "tokens per minute for the whole project (0: auth.default_tpm)")
-	allow := fs.String("allow", "", `comma-separated models the project may use ("": every model)`)
+	allow := fs.String("allow", "", `comma-separated models the project may use ("": every model; an empty entry is refused)`)
 	asJSON := fs.Bool("json", false, "print the project as JSON")
 	pos, code, ok := a.parse(fs, args, 1, "the project name")
 	if !ok {
 		return code
 	}
 	name := pos[0]
+	allowed, err := splitList("allow", *allow)
+	if err != nil {
+		return a.usageErrorf(fs, "%v", err)
+	}
 	return mutation(ctx, a, fs, conn, asJSON, verb+" project "+name, func(ctx context.Context, c *client) (*managev1.Project, error) {
-		p := &managev1.Project{Name: name, Rpm: *rpm, Tpm: *tpm, AllowedModels: splitList(*allow)}
+		p := &managev1.Project{Name: name, Rpm: *rpm, Tpm: *tpm, AllowedModels: allowed}
 		if !update {
 			return c.CreateProject(ctx, &managev1.CreateProjectRequest{Project: p})
 		}

@@ -2,6 +2,9 @@ package ctl
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +81,35 @@ team-a: warning: allowed model "nope" is not in the catalog
 	}
 }
 
+// TestProjectsAllowEmptyEntries: --allow ",,," once meant "every model"
+// without a word. An empty entry is refused, naming the flag and the value,
+// and nothing is sent; --allow "" still means every model.
+func TestProjectsAllowEmptyEntries(t *testing.T) {
+	env, _ := startManage(t)
+	mustCtl(t, env, exitOK, "projects", "create", "team-a", "--allow", "big")
+	for _, tt := range []struct{ value, entry string }{{",,,", "1"}, {"big,,small", "2"}, {"big,", "2"}, {" , big", "1"}} {
+		for _, verb := range []string{"create", "update"} {
+			_, errOut := mustCtl(t, env, exitUsage, "projects", verb, "team-a", "--allow", tt.value)
+			want := fmt.Sprintf(`--allow %q: entry %s is empty`, tt.value, tt.entry)
+			if !strings.Contains(errOut, want) || !strings.Contains(errOut, `--allow ""`) {
+				t.Errorf("projects %s --allow %q said %q, want %q and how to allow every model", verb, tt.value, errOut, want)
+			}
+		}
+	}
+	out, _ := mustCtl(t, env, exitOK, "projects")
+	if !strings.Contains(out, "team-a   default  default  big ") {
+		t.Fatalf("team-a changed by a refused --allow:\n%s", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "projects", "update", "team-a", "--allow", "")
+	if !strings.Contains(out, "updated project team-a") {
+		t.Fatalf("--allow \"\" said %q", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "projects")
+	if !strings.Contains(out, "team-a   default  default  all ") {
+		t.Fatalf(`--allow "" must allow every model:\n%s`, out)
+	}
+}
+
 func TestKeysCommands(t *testing.T) {
 	env, api := startManage(t)
 	out, _ := mustCtl(t, env, exitOK, "keys", "create", "ci", "--expires", "30d", "--rpm", "10")
@@ -144,6 +176,12 @@ default  day     5       2      2026-12-01T00:00:00Z  fallback to small
 	if out != want {
 		t.Fatalf("budgets table:\n%s\nwant:\n%s", out, want)
 	}
+	for amount, shown := range map[string]string{"NaN": "NaN", "Inf": "+Inf", "-1": "-1"} {
+		_, errOut := mustCtl(t, env, exitUsage, "budgets", "set", "default", "--period", "day", "--amount", amount)
+		if !strings.Contains(errOut, "--amount "+shown+": must be a finite number of at least 0") {
+			t.Fatalf("--amount %s said %q", amount, errOut)
+		}
+	}
 	_, errOut := mustCtl(t, env, exitError, "budgets", "set", "default", "--period", "week", "--amount", "1")
 	if !strings.Contains(errOut, `period: "week" is not a period`) {
 		t.Fatalf("bad period said %q", errOut)
@@ -200,5 +238,22 @@ default  small  1         0       0           0
 	_, errOut = mustCtl(t, env, exitUsage, "usage", "--since", "yesterday")
 	if !strings.Contains(errOut, `--since "yesterday"`) {
 		t.Fatalf("bad --since said %q", errOut)
+	}
+}
+
+// TestModelAddWarnsAboveTheFleet: model add stores a model whose scaling.min
+// the fleet cannot hold and prints the management API's warning naming what
+// it can hold.
+func TestModelAddWarnsAboveTheFleet(t *testing.T) {
+	env, _ := startManage(t)
+	file := filepath.Join(t.TempDir(), "many.yaml")
+	def := "name: many\nsource: sim://many\nscaling: {min: 1000}\nprofiles:\n- {name: h100, engine: sim, gpu_class: h100-80g, tp: 1}\n"
+	if err := os.WriteFile(file, []byte(def), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := mustCtl(t, env, exitOK, "model", "add", "-f", file)
+	want := "warning: scaling.min 1000: the fleet can hold at most 0 replicas of model many now (no node can hold one now); the other 1000 stay unplaced until nodes join or free up\n"
+	if !strings.HasPrefix(out, "created model many") || !strings.HasSuffix(out, want) {
+		t.Fatalf("model add said %q, want the warning %q", out, want)
 	}
 }

@@ -73,6 +73,13 @@ func TestAccBudget(t *testing.T) {
 				PlanOnly:    true,
 				ExpectError: regexp.MustCompile(`fallback_model is required`),
 			},
+			// Terraform has no NaN; an infinity (1/0, 1e999) is refused by the
+			// framework's float conversion before the provider reads it.
+			{
+				Config:      p + budgetHCL("day", "  amount = 1e999\n"),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)amount.*cannot be represented as a 64-bit`),
+			},
 			{
 				Config:      p + budgetHCL("week", "  amount = 1\n"),
 				PlanOnly:    true,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -191,15 +192,16 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 func scalingSchema() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"min": schema.Int64Attribute{
-			Optional:            true,
-			Computed:            true,
-			Default:             int64default.StaticInt64(0),
-			MarkdownDescription: "Replicas kept running at all times. Apply waits for this many ready replicas of the new definition.",
+			Optional: true,
+			Computed: true,
+			Default:  int64default.StaticInt64(0),
+			MarkdownDescription: "Replicas kept running at all times, at most " + strconv.Itoa(spec.MaxReplicas) + ". Apply waits for this many ready replicas of the new definition. " +
+				"A plan warns when the fleet cannot hold this many now (the model is stored all the same, and the rest are placed as nodes join or free up).",
 		},
 		"max": schema.Int64Attribute{
 			Optional:            true,
 			Computed:            true,
-			MarkdownDescription: "Most replicas; at least `min`, and `min` when left out.",
+			MarkdownDescription: "Most replicas; at least `min`, at most " + strconv.Itoa(spec.MaxReplicas) + ", and `min` when left out.",
 			PlanModifiers:       []planmodifier.Int64{maxDefaultsToMin{}},
 		},
 		"idle_timeout": schema.StringAttribute{
@@ -215,11 +217,11 @@ func pricingSchema() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"prompt_per_1k": schema.Float64Attribute{
 			Required:            true,
-			MarkdownDescription: "Price of 1,000 prompt (input) tokens.",
+			MarkdownDescription: "Price of 1,000 prompt (input) tokens: a finite number of at least 0.",
 		},
 		"completion_per_1k": schema.Float64Attribute{
 			Required:            true,
-			MarkdownDescription: "Price of 1,000 completion (output) tokens.",
+			MarkdownDescription: "Price of 1,000 completion (output) tokens: a finite number of at least 0.",
 		},
 	}
 }
@@ -320,8 +322,9 @@ func (r *modelResource) ImportState(ctx context.Context, req resource.ImportStat
 }
 
 // ModifyPlan asks the control plane to dry-run placement of the planned
-// definition when it is new or its profiles changed, and reports a model no
-// node can hold as placement_check says.
+// definition when it is new, its profiles changed or its scaling.min rose,
+// reports a model no node can hold as placement_check says, and warns of a
+// scaling.min above what the fleet holds now.
 func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
 		return
@@ -354,7 +357,8 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if plan.PlacementCheck.IsUnknown() || check == "off" {
 		return
 	}
-	if priorKnown && slices.EqualFunc(old.Profiles, m.Profiles, spec.Profile.Equal) {
+	sameProfiles := priorKnown && slices.EqualFunc(old.Profiles, m.Profiles, spec.Profile.Equal)
+	if sameProfiles && m.Scaling.Min <= old.Scaling.Min {
 		return
 	}
 	ex, err := r.client.PlanPlacement(ctx, specpb.ModelToProto(m))
@@ -362,7 +366,16 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		resp.Diagnostics.Append(r.client.Diag("planning placement of model "+m.Name, err))
 		return
 	}
-	if ex.GetPlaced() {
+	if ex.GetPlaced() || sameProfiles {
+		// A scaling.min above what the fleet holds now is a warning
+		// whatever placement_check says: nodes may join later.
+		for _, w := range ex.GetWarnings() {
+			resp.Diagnostics.AddAttributeWarning(path.Root("scaling").AtName("min"),
+				fmt.Sprintf("Model %s asks for more replicas than the fleet holds", m.Name),
+				"The control plane's dry run of the planned definition: "+w+".\n\n"+
+					"Apply will store the model and place the replicas that fit (with wait_for_rollout it then waits for all of them until rollout_timeout); "+
+					"lower scaling.min, or add nodes, to have them all.")
+		}
 		return
 	}
 	summary := fmt.Sprintf("No node can hold model %s", m.Name)

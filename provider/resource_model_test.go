@@ -287,6 +287,9 @@ func TestModelProblems(t *testing.T) {
 		{"max below min, as written", config(func(m *modelResourceModel, _ []map[string]attr.Value) {
 			m.Scaling = scaling(types.Int64Value(3), types.Int64Value(1))
 		}, sim()), map[string]string{"scaling.max": "1 is less than scaling.min 3"}},
+		{"min above the hard bound (and int32)", config(func(m *modelResourceModel, _ []map[string]attr.Value) {
+			m.Scaling = scaling(types.Int64Value(1<<32+1), types.Int64Null())
+		}, sim()), map[string]string{"scaling.min": "4294967297 is more than 10000"}},
 		{"max unset takes min", config(func(m *modelResourceModel, _ []map[string]attr.Value) {
 			m.Scaling = scaling(types.Int64Value(3), types.Int64Null())
 		}, sim()), nil},

@@ -10,6 +10,7 @@ package spec
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -65,6 +66,40 @@ func (p Pricing) Cost(promptTokens, completionTokens int64) float64 {
 
 // Free reports whether nothing is charged at this price.
 func (p Pricing) Free() bool { return p.PromptPer1K == 0 && p.CompletionPer1K == 0 }
+
+// Validate checks a price on its own (auth.default_price is one) and returns
+// every problem as Problems keyed prompt_per_1k and completion_per_1k, or
+// nil.
+func (p Pricing) Validate() error {
+	var ps Problems
+	p.validate(&ps, "")
+	return ps.orNil()
+}
+
+// validate adds p's problems to ps under key (pricing). A price is a
+// finite number of at least 0: NaN and infinity cannot be stored, encoded
+// or charged.
+func (p Pricing) validate(ps *Problems, key string) {
+	if key != "" {
+		key += "."
+	}
+	for _, f := range []struct {
+		name  string
+		value float64
+	}{{"prompt_per_1k", p.PromptPer1K}, {"completion_per_1k", p.CompletionPer1K}} {
+		switch {
+		case math.IsNaN(f.value) || math.IsInf(f.value, 0):
+			ps.add(key+f.name, fmt.Sprintf("must be a finite number, got %v", f.value))
+		case f.value < 0:
+			ps.add(key+f.name, "must not be negative")
+		}
+	}
+}
+
+// MaxReplicas bounds scaling.min and scaling.max. A fleet of hundreds of
+// eight-GPU nodes holds a few thousand replicas; a larger number is a typo,
+// and the management API carries the bounds as 32-bit integers.
+const MaxReplicas = 10000
 
 // Scaling bounds a model's replica count. Min 0 with Max above it means load
 // on demand; replicas idle for IdleTimeout are stopped.
@@ -192,18 +227,19 @@ func (m Model) Validate() error {
 		ps.add("max_output", fmt.Sprintf("%d is more than context_length %d", m.MaxOutput, m.ContextLength))
 	}
 	if m.Pricing != nil {
-		if m.Pricing.PromptPer1K < 0 {
-			ps.add("pricing.prompt_per_1k", "must not be negative")
-		}
-		if m.Pricing.CompletionPer1K < 0 {
-			ps.add("pricing.completion_per_1k", "must not be negative")
-		}
+		m.Pricing.validate(&ps, "pricing")
 	}
-	if m.Scaling.Min < 0 {
+	switch {
+	case m.Scaling.Min < 0:
 		ps.add("scaling.min", "must not be negative")
+	case m.Scaling.Min > MaxReplicas:
+		ps.add("scaling.min", fmt.Sprintf("%d is more than %d, the most replicas a model may ask for", m.Scaling.Min, MaxReplicas))
 	}
-	if m.Scaling.Max < m.Scaling.Min {
+	switch {
+	case m.Scaling.Max < m.Scaling.Min:
 		ps.add("scaling.max", fmt.Sprintf("%d is less than scaling.min %d", m.Scaling.Max, m.Scaling.Min))
+	case m.Scaling.Max > MaxReplicas && m.Scaling.Max != m.Scaling.Min: // else scaling.min's problem
+		ps.add("scaling.max", fmt.Sprintf("%d is more than %d, the most replicas a model may ask for", m.Scaling.Max, MaxReplicas))
 	}
 	if m.Scaling.IdleTimeout < 0 {
 		ps.add("scaling.idle_timeout", "must not be negative")

@@ -3,6 +3,7 @@ package spec
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -115,6 +116,14 @@ func TestParseModelErrors(t *testing.T) {
 			want: []string{`m.yaml:2: context_length: cannot parse "big" as a whole number`},
 		},
 		{
+			name: "NaN price in a model file",
+			body: "name: m\npricing: {prompt_per_1k: .nan, completion_per_1k: .inf}\nprofiles:\n- name: p\n  engine: sim\n",
+			want: []string{
+				"m.yaml: pricing.prompt_per_1k: must be a finite number, got NaN",
+				"m.yaml: pricing.completion_per_1k: must be a finite number, got +Inf",
+			},
+		},
+		{
 			name: "missing file",
 			file: "testdata/nope.yaml",
 			want: []string{"reading model definition", "nope.yaml"},
@@ -198,6 +207,12 @@ func TestValidate(t *testing.T) {
 		{name: "max output above context", modify: func(m *Model) { m.ContextLength, m.MaxOutput = 10, 20 }, want: "max_output: 20 is more than context_length 10"},
 		{name: "negative prompt price", modify: func(m *Model) { m.Pricing = &Pricing{PromptPer1K: -1} }, want: "pricing.prompt_per_1k: must not be negative"},
 		{name: "negative completion price", modify: func(m *Model) { m.Pricing = &Pricing{CompletionPer1K: -0.5} }, want: "pricing.completion_per_1k: must not be negative"},
+		{name: "NaN prompt price", modify: func(m *Model) { m.Pricing = &Pricing{PromptPer1K: math.NaN()} }, want: "pricing.prompt_per_1k: must be a finite number, got NaN"},
+		{name: "infinite completion price", modify: func(m *Model) { m.Pricing = &Pricing{CompletionPer1K: math.Inf(1)} }, want: "pricing.completion_per_1k: must be a finite number, got +Inf"},
+		{name: "negative infinite price", modify: func(m *Model) { m.Pricing = &Pricing{PromptPer1K: math.Inf(-1)} }, want: "pricing.prompt_per_1k: must be a finite number, got -Inf"},
+		{name: "min above the hard bound", modify: func(m *Model) { m.Scaling = Scaling{Min: MaxReplicas + 1, Max: MaxReplicas + 1} }, want: "scaling.min: 10001 is more than 10000"},
+		{name: "max above the hard bound", modify: func(m *Model) { m.Scaling = Scaling{Min: 1, Max: 1 << 32} }, want: "scaling.max: 4294967296 is more than 10000"},
+		{name: "min at the hard bound", modify: func(m *Model) { m.Scaling = Scaling{Min: MaxReplicas, Max: MaxReplicas} }},
 		{name: "negative memory", modify: func(m *Model) { m.Profiles[0].MinMemoryGB = -8 }, want: "profiles[0].min_memory_gb: must not be negative"},
 		{name: "zero startup timeout", modify: func(m *Model) { m.Profiles[1].StartupTimeout = 0 }, want: "profiles[1].startup_timeout: must be positive"},
 		{name: "vllm on ray", modify: func(m *Model) { m.Profiles[1].Engine, m.Profiles[1].LaunchMode = "vllm", "ray" }},

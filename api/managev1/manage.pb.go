@@ -625,7 +625,11 @@ type Model struct {
 	Status *ModelStatus `protobuf:"bytes,11,opt,name=status,proto3" json:"status,omitempty"`
 	// What a request to the model costs; absent: auth.default_price applies.
 	// Changing it never restarts a replica.
-	Pricing       *Pricing `protobuf:"bytes,12,opt,name=pricing,proto3" json:"pricing,omitempty"`
+	Pricing *Pricing `protobuf:"bytes,12,opt,name=pricing,proto3" json:"pricing,omitempty"`
+	// Output only, in CreateModel's and UpdateModel's answers: what the
+	// definition asks that the fleet cannot give now, e.g. a scaling.min above
+	// the replicas the fleet can hold. The model is stored all the same.
+	Warnings      []string `protobuf:"bytes,13,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -740,6 +744,13 @@ func (x *Model) GetStatus() *ModelStatus {
 func (x *Model) GetPricing() *Pricing {
 	if x != nil {
 		return x.Pricing
+	}
+	return nil
+}
+
+func (x *Model) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -1569,7 +1580,10 @@ type Explanation struct {
 	Profile  string                 `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
 	Profiles []*ProfileExplanation  `protobuf:"bytes,4,rep,name=profiles,proto3" json:"profiles,omitempty"`
 	// The whole explanation as text, as `llmgw ctl explain-placement` prints it.
-	Text          string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	Text string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	// PlanPlacement only: what the definition asks that the fleet cannot give
+	// now, e.g. a scaling.min above the replicas the fleet can hold.
+	Warnings      []string `protobuf:"bytes,6,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1637,6 +1651,13 @@ func (x *Explanation) GetText() string {
 		return x.Text
 	}
 	return ""
+}
+
+func (x *Explanation) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 type ProfileExplanation struct {
@@ -4877,7 +4898,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\aScaling\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x05R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x05R\x03max\x12!\n" +
-	"\fidle_timeout\x18\x03 \x01(\tR\vidleTimeout\"\xc6\x03\n" +
+	"\fidle_timeout\x18\x03 \x01(\tR\vidleTimeout\"\xe2\x03\n" +
 	"\x05Model\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaliases\x18\x02 \x03(\tR\aaliases\x12\x16\n" +
@@ -4894,7 +4915,8 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	" \x01(\tR\n" +
 	"generation\x124\n" +
 	"\x06status\x18\v \x01(\v2\x1c.llmgw.manage.v1.ModelStatusR\x06status\x122\n" +
-	"\apricing\x18\f \x01(\v2\x18.llmgw.manage.v1.PricingR\apricing\"Y\n" +
+	"\apricing\x18\f \x01(\v2\x18.llmgw.manage.v1.PricingR\apricing\x12\x1a\n" +
+	"\bwarnings\x18\r \x03(\tR\bwarnings\"Y\n" +
 	"\aPricing\x12\"\n" +
 	"\rprompt_per_1k\x18\x01 \x01(\x01R\vpromptPer1k\x12*\n" +
 	"\x11completion_per_1k\x18\x02 \x01(\x01R\x0fcompletionPer1k\"\xb6\x01\n" +
@@ -4945,13 +4967,14 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x17ExplainPlacementRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"D\n" +
 	"\x14PlanPlacementRequest\x12,\n" +
-	"\x05model\x18\x01 \x01(\v2\x16.llmgw.manage.v1.ModelR\x05model\"\xaa\x01\n" +
+	"\x05model\x18\x01 \x01(\v2\x16.llmgw.manage.v1.ModelR\x05model\"\xc6\x01\n" +
 	"\vExplanation\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
 	"\x06placed\x18\x02 \x01(\bR\x06placed\x12\x18\n" +
 	"\aprofile\x18\x03 \x01(\tR\aprofile\x12?\n" +
 	"\bprofiles\x18\x04 \x03(\v2#.llmgw.manage.v1.ProfileExplanationR\bprofiles\x12\x12\n" +
-	"\x04text\x18\x05 \x01(\tR\x04text\"\x94\x01\n" +
+	"\x04text\x18\x05 \x01(\tR\x04text\x12\x1a\n" +
+	"\bwarnings\x18\x06 \x03(\tR\bwarnings\"\x94\x01\n" +
 	"\x12ProfileExplanation\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x16\n" +
 	"\x06placed\x18\x02 \x01(\bR\x06placed\x12\x18\n" +

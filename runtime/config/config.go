@@ -245,8 +245,11 @@ func (s Server) Validate() error {
 	if s.Auth.DefaultMaxTokens <= 0 {
 		add("auth.default_max_tokens", "must be positive")
 	}
-	if p := s.Auth.DefaultPrice; p != nil && (p.PromptPer1K < 0 || p.CompletionPer1K < 0) {
-		add("auth.default_price", "prices must not be negative")
+	if p := s.Auth.DefaultPrice; p != nil {
+		var pps spec.Problems
+		if errors.As(p.Validate(), &pps) {
+			ps = append(ps, pps.Within("auth.default_price")...)
+		}
 	}
 	if s.Auth.KeyCacheTTL <= 0 || s.Auth.KeyCacheTTL > time.Minute {
 		add("auth.key_cache_ttl", "%s: must be positive and at most 1m, so a revoked key stops working soon", s.Auth.KeyCacheTTL)

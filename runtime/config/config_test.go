@@ -91,6 +91,19 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`server.yaml: auth.default_tpm: must not be negative`},
 		},
 		{
+			name: "NaN default price",
+			body: tlsYAML + "auth:\n  default_price: {prompt_per_1k: .nan, completion_per_1k: .inf}\n",
+			want: []string{
+				"server.yaml: auth.default_price.prompt_per_1k: must be a finite number, got NaN",
+				"server.yaml: auth.default_price.completion_per_1k: must be a finite number, got +Inf",
+			},
+		},
+		{
+			name: "negative default price",
+			body: tlsYAML + "auth:\n  default_price: {prompt_per_1k: 1, completion_per_1k: -1}\n",
+			want: []string{"server.yaml: auth.default_price.completion_per_1k: must not be negative"},
+		},
+		{
 			name: "login ttl too short",
 			body: tlsYAML + "auth:\n  login_ttl: 30s\n",
 			want: []string{`server.yaml: auth.login_ttl: 30s: must be between 1m0s and 720h0m0s`},

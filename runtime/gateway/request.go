@@ -173,6 +173,8 @@ func (req *parsedBody) field(key string, raw json.RawMessage, sp span) *apiError
 		}
 	case "prompt":
 		req.prompts, req.tokenIDs = countPrompts(raw)
+	case "messages":
+		return checkMessages(raw)
 	}
 	return nil
 }

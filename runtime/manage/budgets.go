@@ -3,7 +3,6 @@ package manage
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -38,8 +37,8 @@ func (s *Service) budgetFromProto(b *managev1.Budget) (store.Budget, error) {
 	if err := validPeriod(what+" period", b.GetPeriod()); err != nil {
 		return store.Budget{}, err
 	}
-	if a := b.GetAmount(); a < 0 || math.IsNaN(a) || math.IsInf(a, 0) {
-		return store.Budget{}, invalid(what+" amount", "must be a number of at least 0, got %v", a)
+	if problem := spec.CheckBudgetAmount(b.GetAmount()); problem != "" {
+		return store.Budget{}, invalid(what+" amount", "%s", problem)
 	}
 	out := store.Budget{Project: b.GetProject(), Period: b.GetPeriod(), Amount: b.GetAmount(), OnExhausted: b.GetOnExhausted()}
 	switch out.OnExhausted {

@@ -5,6 +5,7 @@ package manage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -299,7 +300,7 @@ func (s *Service) CreateModel(ctx context.Context, req *managev1.CreateModelRequ
 		return nil, catalogError("creating model "+m.Name, err)
 	}
 	s.log.Info("model created", "model", m.Name, "generation", e.Generation)
-	return s.modelProto(e), nil
+	return s.withScalingWarnings(s.modelProto(e), e.Model), nil
 }
 
 // GetModel returns one model with its status.
@@ -322,7 +323,7 @@ func (s *Service) UpdateModel(ctx context.Context, req *managev1.UpdateModelRequ
 		return nil, catalogError("updating model "+m.Name, err)
 	}
 	s.log.Info("model updated", "model", m.Name, "generation", e.Generation)
-	return s.modelProto(e), nil
+	return s.withScalingWarnings(s.modelProto(e), e.Model), nil
 }
 
 // DeleteModel removes a model added through this API; its replicas stop.
@@ -404,7 +405,56 @@ func (s *Service) PlanPlacement(_ context.Context, req *managev1.PlanPlacementRe
 		return nil, status.Errorf(codes.InvalidArgument, "planning placement: %v", err)
 	}
 	plan := s.opts.Reconciler.PlanOne(m)
-	return ExplanationToProto(plan.Explanation, &plan), nil
+	out := ExplanationToProto(plan.Explanation, &plan)
+	out.Warnings = s.scalingWarnings(m)
+	return out, nil
+}
+
+// withScalingWarnings adds to pm, the answer to a create or update of m, the
+// warnings of scalingWarnings, and logs them.
+func (s *Service) withScalingWarnings(pm *managev1.Model, m spec.Model) *managev1.Model {
+	pm.Warnings = s.scalingWarnings(m)
+	for _, w := range pm.Warnings {
+		s.log.Warn("model asks for more than the fleet holds", "model", m.Name, "warning", w)
+	}
+	return pm
+}
+
+// scalingWarnings says when scaling.min asks for more replicas than the
+// fleet holds now, counting the model's running replicas and those that
+// still fit (scheduler.Fit, as the reconciler would place them). It warns
+// rather than refuses: nodes join later (Terraform may create them in the
+// same apply as the model) and the reconciler places the rest as they do;
+// spec.MaxReplicas is the hard bound.
+func (s *Service) scalingWarnings(m spec.Model) []string {
+	want := m.Scaling.Min
+	if want == 0 || s.opts.Reconciler == nil {
+		return nil
+	}
+	running, more := s.opts.Reconciler.Capacity(m, want)
+	total := running + more.Replicas
+	if total >= want {
+		return nil
+	}
+	var parts []string
+	if running > 0 {
+		parts = append(parts, fmt.Sprintf("%d running", running))
+	}
+	for _, p := range m.Profiles {
+		if n := more.ByProfile[p.Name]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d more with profile %s", n, p.Name))
+		}
+	}
+	how := "no node can hold one now"
+	if len(parts) > 0 {
+		how = strings.Join(parts, ", ") + "; placing them takes every free GPU they fit on"
+	}
+	replicas := "replicas"
+	if total == 1 {
+		replicas = "replica"
+	}
+	return []string{fmt.Sprintf("scaling.min %d: the fleet can hold at most %d %s of model %s now (%s); the other %d stay unplaced until nodes join or free up",
+		want, total, replicas, m.Name, how, want-total)}
 }
 
 var _ managev1.ManageServiceServer = (*Service)(nil)

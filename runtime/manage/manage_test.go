@@ -2,6 +2,7 @@ package manage
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,6 +123,33 @@ func TestModelErrors(t *testing.T) {
 			_, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: m})
 			return err
 		}, codes.InvalidArgument, "profiles[0].startup_timeout"},
+		{"NaN price", func() error {
+			m := apiModel("bad")
+			m.Pricing = &managev1.Pricing{PromptPer_1K: math.NaN(), CompletionPer_1K: 1}
+			_, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: m})
+			return err
+		}, codes.InvalidArgument, "pricing.prompt_per_1k: must be a finite number, got NaN"},
+		{"infinite price on update", func() error {
+			if _, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: apiModel("priced")}); err != nil {
+				return err
+			}
+			m := apiModel("priced")
+			m.Pricing = &managev1.Pricing{CompletionPer_1K: math.Inf(1)}
+			_, err := s.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: m})
+			return err
+		}, codes.InvalidArgument, "pricing.completion_per_1k: must be a finite number, got +Inf"},
+		{"infinite price in a plan", func() error {
+			m := apiModel("bad")
+			m.Pricing = &managev1.Pricing{PromptPer_1K: math.Inf(1)}
+			_, err := s.PlanPlacement(ctx, &managev1.PlanPlacementRequest{Model: m})
+			return err
+		}, codes.InvalidArgument, "pricing.prompt_per_1k: must be a finite number"},
+		{"scaling.min above the hard bound", func() error {
+			m := apiModel("bad")
+			m.Scaling = &managev1.Scaling{Min: 20000, Max: 20000}
+			_, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: m})
+			return err
+		}, codes.InvalidArgument, "scaling.min: 20000 is more than 10000"},
 		{"update of a missing model", func() error {
 			_, err := s.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: apiModel("nope")})
 			return err
@@ -188,5 +216,55 @@ func TestAuthInterceptor(t *testing.T) {
 				t.Fatalf("code = %v", code(err))
 			}
 		})
+	}
+}
+
+// TestScalingMinAboveTheFleet: scaling.min 1000 on a fleet of one GPU is
+// stored (nodes may join later) with a warning naming what the fleet can
+// hold, in the create and update answers and in PlanPlacement; a min the
+// fleet holds gets none.
+func TestScalingMinAboveTheFleet(t *testing.T) {
+	s, _ := newService(t)
+	ctx := context.Background()
+	big := apiModel("big")
+	big.Profiles[0].Name, big.Profiles[0].GpuClass = "a100", "a100-80g"
+	big.Scaling = &managev1.Scaling{Min: 1000, Max: 1000}
+	want := "scaling.min 1000: the fleet can hold at most 1 replica of model big now (1 more with profile a100; placing them takes every free GPU they fit on); the other 999 stay unplaced until nodes join or free up"
+	created, err := s.CreateModel(ctx, &managev1.CreateModelRequest{Model: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := created.GetWarnings(); len(w) != 1 || w[0] != want {
+		t.Fatalf("create warnings = %q, want %q", w, want)
+	}
+	big.Scaling = &managev1.Scaling{Min: 3, Max: 3}
+	updated, err := s.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := updated.GetWarnings(); len(w) != 1 || !strings.HasPrefix(w[0], "scaling.min 3: the fleet can hold at most 1 replica of model big now") {
+		t.Fatalf("update warnings = %q", w)
+	}
+	plan := apiModel("planned")
+	plan.Profiles[0].GpuClass = "a100-80g"
+	plan.Scaling = &managev1.Scaling{Min: 2, Max: 2}
+	ex, err := s.PlanPlacement(ctx, &managev1.PlanPlacementRequest{Model: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := ex.GetWarnings(); !ex.GetPlaced() || len(w) != 1 || !strings.Contains(w[0], "scaling.min 2: the fleet can hold at most 1 replica of model planned now") {
+		t.Fatalf("plan placed %v, warnings %q", ex.GetPlaced(), w)
+	}
+	unplaceable := apiModel("nowhere")
+	ex, err = s.PlanPlacement(ctx, &managev1.PlanPlacementRequest{Model: unplaceable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := ex.GetWarnings(); len(w) != 1 || !strings.Contains(w[0], "at most 0 replicas of model nowhere now (no node can hold one now)") {
+		t.Fatalf("unplaceable warnings = %q", w)
+	}
+	big.Scaling = &managev1.Scaling{Min: 1, Max: 1}
+	if updated, err = s.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: big}); err != nil || len(updated.GetWarnings()) != 0 {
+		t.Fatalf("min 1 on a fleet that holds 1: warnings %q, %v", updated.GetWarnings(), err)
 	}
 }

@@ -2,6 +2,7 @@ package manage
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -297,6 +298,7 @@ func TestBudgetInvalid(t *testing.T) {
 		{"no period", &managev1.Budget{Project: "default"}, codes.InvalidArgument, "period: is required"},
 		{"bad period", &managev1.Budget{Project: "default", Period: "week"}, codes.InvalidArgument, `budget default/week period: "week" is not a period`},
 		{"negative", &managev1.Budget{Project: "default", Period: "day", Amount: -1}, codes.InvalidArgument, "budget default/day amount"},
+		{"infinite", &managev1.Budget{Project: "default", Period: "day", Amount: math.Inf(1)}, codes.InvalidArgument, "budget default/day amount: must be a finite number of at least 0, got +Inf"},
 		{"bad on_exhausted", &managev1.Budget{Project: "default", Period: "day", OnExhausted: "block"}, codes.InvalidArgument, `on_exhausted: "block" is not refuse or fallback`},
 		{"fallback without model", &managev1.Budget{Project: "default", Period: "day", OnExhausted: "fallback"}, codes.InvalidArgument, "fallback_model: is required when on_exhausted is fallback"},
 		{"model without fallback", &managev1.Budget{Project: "default", Period: "day", FallbackModel: "small"}, codes.InvalidArgument, "fallback_model: is only used when on_exhausted is fallback"},

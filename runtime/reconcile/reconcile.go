@@ -461,6 +461,21 @@ func (r *Reconciler) PlanOne(m spec.Model) scheduler.Plan {
 	return out
 }
 
+// Capacity says how many replicas of m the fleet holds now: running, the
+// live replicas of m (any generation), and more, how many further replicas
+// fit as the reconciler would place them, counted up to limit.
+func (r *Reconciler) Capacity(m spec.Model, limit int) (running int, more scheduler.Capacity) {
+	r.opts.Fleet.Update(func(tx *fleet.Tx) {
+		for _, rep := range tx.Replicas() {
+			if rep.Model == m.Name && rep.Live() {
+				running++
+			}
+		}
+		more = scheduler.Fit(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()), demand(m), max(limit-running, 0))
+	})
+	return running, more
+}
+
 func newID(prefix string) string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])

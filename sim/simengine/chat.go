@@ -3,6 +3,7 @@ package simengine
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -143,9 +144,10 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	var texts []string
 	for i, m := range req.Messages {
-		t, err := messageText(m.Content)
+		key := fmt.Sprintf("messages[%d].content", i)
+		t, err := messageText(m.Content, key)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("messages[%d].content: %v", i, err), fmt.Sprintf("messages[%d].content", i), "")
+			writeError(w, http.StatusBadRequest, err.Error(), key, "")
 			return
 		}
 		texts = append(texts, t)
@@ -272,8 +274,9 @@ func (e *Engine) streamChat(w http.ResponseWriter, r *http.Request, start time.T
 }
 
 // messageText is a message's text: a string, null, or the text parts of an
-// array of content parts (other parts such as images are skipped).
-func messageText(raw json.RawMessage) (string, error) {
+// array of content parts (other parts such as images are skipped). key is
+// where the content sits (messages[0].content), for errors.
+func messageText(raw json.RawMessage, key string) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return "", nil
@@ -286,22 +289,29 @@ func messageText(raw json.RawMessage) (string, error) {
 		}
 		return s, nil
 	case '[':
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
+		var parts []json.RawMessage
 		if err := json.Unmarshal(raw, &parts); err != nil {
-			return "", fmt.Errorf("content parts: %w", err)
+			return "", fmt.Errorf("%s is not valid JSON: %w", key, err)
 		}
 		var texts []string
-		for _, p := range parts {
+		for j, part := range parts {
+			var p struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if err := json.Unmarshal(part, &p); err != nil {
+				if msg, _, ok := decodeError(fmt.Sprintf("%s[%d]", key, j), &p, err); ok {
+					return "", errors.New(msg)
+				}
+				return "", fmt.Errorf("%s[%d] is not valid JSON: %w", key, j, err)
+			}
 			if p.Type == "text" {
 				texts = append(texts, p.Text)
 			}
 		}
 		return strings.Join(texts, " "), nil
 	}
-	return "", fmt.Errorf("must be a string or an array of content parts")
+	return "", fmt.Errorf("%s must be a string or an array of content parts", key)
 }
 
 // chooseTool decides whether the reply is a tool call and to which
@@ -327,6 +337,12 @@ func chooseTool(req chatRequest) (*toolFunction, bool, error) {
 		if choice != "none" && choice != "auto" && choice != "required" {
 			return nil, false, fmt.Errorf("tool_choice %q is not one of none, auto, required", choice)
 		}
+	case raw[0] != '{':
+		got := string(raw)
+		if len(got) > 40 {
+			got = got[:40] + "..."
+		}
+		return nil, false, fmt.Errorf("tool_choice must be a string or an object, got %s", got)
 	default:
 		var obj struct {
 			Function struct {
@@ -334,7 +350,10 @@ func chooseTool(req chatRequest) (*toolFunction, bool, error) {
 			} `json:"function"`
 		}
 		if err := json.Unmarshal(raw, &obj); err != nil {
-			return nil, false, fmt.Errorf("tool_choice: %w", err)
+			if msg, _, ok := decodeError("tool_choice", &obj, err); ok {
+				return nil, false, errors.New(msg)
+			}
+			return nil, false, fmt.Errorf("tool_choice is not valid JSON: %w", err)
 		}
 		named, choice = obj.Function.Name, "required"
 	}

@@ -259,10 +259,15 @@ func (e *Engine) checkModel(w http.ResponseWriter, model string) bool {
 }
 
 // decodeBody reads a JSON request body into v, answering 400 when it is not
-// valid JSON of the right shape.
+// valid JSON of the right shape; a value of the wrong type is named by its
+// field and JSON types (decodeError).
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err := dec.Decode(v); err != nil {
+		if msg, param, ok := decodeError("", v, err); ok {
+			writeError(w, http.StatusBadRequest, msg, param, "invalid_type")
+			return false
+		}
 		msg := fmt.Sprintf("invalid JSON body: %v", err)
 		if errors.Is(err, io.EOF) {
 			msg = "invalid JSON body: empty"

@@ -27,7 +27,7 @@ func TestErrorBodies(t *testing.T) {
 		{name: "completions unknown model", path: "/v1/completions", body: map[string]any{"model": "nope", "prompt": "x"}, wantStatus: 404, wantParam: "model", wantCode: "model_not_found"},
 		{name: "embeddings unknown model", path: "/v1/embeddings", body: map[string]any{"model": "nope", "input": "x"}, wantStatus: 404, wantParam: "model", wantCode: "model_not_found"},
 		{name: "chat malformed", path: "/v1/chat/completions", body: `{"model": `, wantStatus: 400},
-		{name: "chat wrong type", path: "/v1/chat/completions", body: `{"model": "sim-model", "messages": "hi"}`, wantStatus: 400},
+		{name: "chat wrong type", path: "/v1/chat/completions", body: `{"model": "sim-model", "messages": "hi"}`, wantStatus: 400, wantParam: "messages", wantCode: "invalid_type"},
 		{name: "completions malformed", path: "/v1/completions", body: `not json`, wantStatus: 400},
 		{name: "embeddings empty body", path: "/v1/embeddings", body: ``, wantStatus: 400},
 		{name: "chat no messages", path: "/v1/chat/completions", body: map[string]any{"model": testModel, "messages": []any{}}, wantStatus: 400, wantParam: "messages"},
@@ -65,6 +65,62 @@ func TestErrorBodies(t *testing.T) {
 				t.Fatalf("param %v code %v, want %v %v: %s", e["param"], e["code"], tt.wantParam, tt.wantCode, raw)
 			}
 		})
+	}
+}
+
+// TestWrongTypesNameJSONTypes: a field of the wrong JSON type (a messages
+// that is a string) is answered with OpenAI's error body naming the field,
+// the JSON type it must be and the one it got, never a Go type.
+func TestWrongTypesNameJSONTypes(t *testing.T) {
+	_, srv := newTestServer(t, Config{MaxModelLen: 100})
+	const chat, completions, embeddings = "/v1/chat/completions", "/v1/completions", "/v1/embeddings"
+	const hi = `[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		path, body, want, param string
+	}{
+		{chat, `{"model":"sim-model","messages":"hi"}`, "messages must be an array, got a string", "messages"},
+		{chat, `{"model":"sim-model","messages":{"role":"user"}}`, "messages must be an array, got an object", "messages"},
+		{chat, `{"model":"sim-model","messages":["hi"]}`, "messages[] must be an object, got a string", "messages"},
+		{chat, `{"model":"sim-model","messages":[{"role":1,"content":"hi"}]}`, "messages[].role must be a string, got a number", "messages.role"},
+		{chat, `{"model":"sim-model","messages":[{"role":"user","content":[1]}]}`, "messages[0].content[0] must be an object, got a number", "messages[0].content"},
+		{chat, `{"model":"sim-model","messages":[{"role":"user","content":[{"type":"text","text":5}]}]}`, "messages[0].content[0].text must be a string, got a number", "messages[0].content"},
+		{chat, `{"model":5,"messages":` + hi + `}`, "model must be a string, got a number", "model"},
+		{chat, `{"model":"sim-model","max_tokens":"5","messages":` + hi + `}`, "max_tokens must be an integer, got a string", "max_tokens"},
+		{chat, `{"model":"sim-model","max_tokens":1.5,"messages":` + hi + `}`, "max_tokens must be an integer, got 1.5", "max_tokens"},
+		{chat, `{"model":"sim-model","stream":"yes","messages":` + hi + `}`, "stream must be a boolean, got a string", "stream"},
+		{chat, `{"model":"sim-model","stream_options":{"include_usage":"x"},"messages":` + hi + `}`, "stream_options.include_usage must be a boolean, got a string", "stream_options.include_usage"},
+		{chat, `{"model":"sim-model","tools":{},"messages":` + hi + `}`, "tools must be an array, got an object", "tools"},
+		{chat, `{"model":"sim-model","tools":[{"function":"f"}],"messages":` + hi + `}`, "tools[].function must be an object, got a string", "tools.function"},
+		{chat, `{"model":"sim-model","tool_choice":5,"messages":` + hi + `}`, "tool_choice must be a string or an object, got 5", "tool_choice"},
+		{chat, `{"model":"sim-model","tool_choice":{"function":"f"},"messages":` + hi + `}`, "tool_choice.function must be an object, got a string", "tool_choice"},
+		{chat, `[{"role":"user","content":"hi"}]`, "the request body must be an object, got an array", ""},
+		{completions, `{"model":"sim-model","prompt":"x","n":"1"}`, "n must be an integer, got a string", "n"},
+		{embeddings, `{"model":"sim-model","input":"x","dimensions":[]}`, "dimensions must be an integer, got an array", "dimensions"},
+		{embeddings, `{"model":"sim-model","input":"x","encoding_format":false}`, "encoding_format must be a string, got a boolean", "encoding_format"},
+	}
+	goTypes := regexp.MustCompile(`Go |simengine|chatRequest|struct|\*int|\[\]\w|json:|unmarshal`)
+	for _, tt := range tests {
+		status, raw := post(t, srv.URL+tt.path, tt.body)
+		var body struct {
+			Error struct {
+				Message string  `json:"message"`
+				Type    string  `json:"type"`
+				Param   *string `json:"param"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &body); err != nil || status != http.StatusBadRequest {
+			t.Errorf("%s %s: status %d, body %s (%v)", tt.path, tt.body, status, raw, err)
+			continue
+		}
+		e := body.Error
+		if e.Message != tt.want || e.Type != "invalid_request_error" || (e.Param == nil) != (tt.param == "") ||
+			e.Param != nil && *e.Param != tt.param || goTypes.MatchString(e.Message) {
+			param := "<null>"
+			if e.Param != nil {
+				param = *e.Param
+			}
+			t.Errorf("%s %s:\n got %q (param %s)\nwant %q (param %s)", tt.path, tt.body, e.Message, param, tt.want, tt.param)
+		}
 	}
 }
 

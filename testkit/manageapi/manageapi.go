@@ -29,6 +29,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/keys"
 	"github.com/llmgw/llmgw/runtime/manage"
 	"github.com/llmgw/llmgw/runtime/models"
+	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/users"
 	"github.com/llmgw/llmgw/spec"
@@ -98,7 +99,11 @@ func Start(t testing.TB, opts Options) *API {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := manage.New(manage.Options{Version: "test", Fleet: fleet.New(), Catalog: reg, Tokens: st, Store: st,
+	// The reconciler is not run: it only answers placement questions
+	// (explain-placement, what the empty fleet can hold).
+	fl := fleet.New()
+	rec := reconcile.New(reconcile.Options{Fleet: fl, Catalog: reg, Logger: slog.New(slog.DiscardHandler)})
+	svc := manage.New(manage.Options{Version: "test", Fleet: fl, Catalog: reg, Reconciler: rec, Tokens: st, Store: st,
 		DefaultPrice: opts.DefaultPrice, Users: ua, LoginTTL: opts.LoginTTL, Now: opts.Now,
 		Logger: slog.New(slog.DiscardHandler)})
 
