@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -158,4 +159,64 @@ func TestStreamOutlivesBodyTimeout(t *testing.T) {
 	if rec := h.record(); rec.Status != http.StatusOK {
 		t.Errorf("recorded status %d, want 200", rec.Status)
 	}
+}
+
+// TestBadKeyWithLargeBodyGets401: a client that sends its whole body with
+// a bad key reads the 401, not a reset: what it sent after the answer is
+// drained briefly before the connection closes.
+func TestBadKeyWithLargeBodyGets401(t *testing.T) {
+	h := newHarness(t, 1, Config{BodyTimeout: time.Minute}, nil)
+	var authed atomic.Int64
+	addr := serveRaw(t, h, &authed)
+	body := `{"model":"coder","messages":[{"role":"user","content":"` + strings.Repeat("x", 200<<10) + `"}]}`
+	for i := range 20 {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer sk-wrong")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v; want a 401", i, err)
+		}
+		got := readAll(t, resp)
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(got, "invalid_api_key") {
+			t.Fatalf("request %d: %d %s; want 401 invalid_api_key", i, resp.StatusCode, got)
+		}
+		h.record()
+	}
+}
+
+// TestBadKeyWhileSendingBodyGets401: a client that writes its whole body
+// before reading, as many do, sends the rest of a small body after the
+// 401 went out; the gateway drains it (for at most unreadGrace) rather
+// than closing on it, which would reset the connection and fail the
+// client's write before it reads its answer.
+func TestBadKeyWhileSendingBodyGets401(t *testing.T) {
+	h := newHarness(t, 1, Config{BodyTimeout: time.Minute}, nil)
+	var authed atomic.Int64
+	addr := serveRaw(t, h, &authed)
+	const size, chunk = 96 << 10, 16 << 10
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer sk-wrong\r\n"+
+		"Content-Type: application/json\r\nContent-Length: "+strconv.Itoa(size)+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	for sent := 0; sent < size; sent += chunk {
+		time.Sleep(unreadGrace / 20) // the client's pace, not a wait for an outcome
+		if _, err := conn.Write([]byte(strings.Repeat("x", chunk))); err != nil {
+			t.Fatalf("writing the body after %d bytes: %v", sent, err)
+		}
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Fatalf("answer %d (close %v), want 401 with Connection: close", resp.StatusCode, resp.Close)
+	}
+	h.record()
 }

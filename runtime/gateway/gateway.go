@@ -223,16 +223,23 @@ func (g *Gateway) readBodyInTime(w http.ResponseWriter, r *http.Request) ([]byte
 	return body, nil
 }
 
+// unreadGrace is how long, after a refusal that leaves the body unread,
+// net/http may go on reading it (up to 256 KiB) before the connection
+// closes. A client that writes its whole body before reading its answer
+// (many do) would otherwise have its write reset and never see the
+// answer; a client that never sends its body holds the connection this
+// long after the answer, not longer.
+const unreadGrace = 500 * time.Millisecond
+
 // closeUnread ends a request whose body will not be read: the answer
-// says Connection: close, so net/http neither reads the body before
-// sending it nor keeps the connection, and the read deadline is moved to
-// now, so that net/http's read of the body after the handler returns
-// (up to 256 KiB, to reuse the connection) ends at once instead of
-// waiting for a client that never sends it.
-func closeUnread(w http.ResponseWriter, r *http.Request) {
+// says Connection: close, so net/http does not read the body before
+// sending it and does not keep the connection, and the read deadline is
+// moved to at most unreadGrace from now, which bounds net/http's read of
+// the body after the handler returns.
+func (g *Gateway) closeUnread(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Connection", "close")
 	if r.ContentLength != 0 {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(min(unreadGrace, g.cfg.BodyTimeout)))
 	}
 }
 
@@ -282,7 +289,7 @@ func WithConnAuthenticated(ctx context.Context, f func()) context.Context {
 func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (request.Principal, *apiError) {
 	p, aerr := g.checkKey(r)
 	if aerr != nil {
-		closeUnread(w, r)
+		g.closeUnread(w, r)
 		return p, aerr
 	}
 	if f, ok := r.Context().Value(connAuthKey{}).(func()); ok {
