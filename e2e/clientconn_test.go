@@ -371,14 +371,16 @@ func maxElapsed(outs []connOutcome) time.Duration {
 // when its answer begins, and checks that it ends with [DONE].
 func slowStream(addr, key string, tokens int, started chan<- struct{}) error {
 	body := `{"model":"sim-slow","stream":true,"max_tokens":` + strconv.Itoa(tokens) + `,"messages":[{"role":"user","content":"tell me a long story"}]}`
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(tokens)*time.Second+time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
-	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("stream: %w", err)
 	}
