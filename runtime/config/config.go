@@ -43,9 +43,9 @@ type Server struct {
 	Auth Auth `koanf:"auth" yaml:"auth" json:"auth"`
 	// Agents configures agent sessions.
 	Agents Agents `koanf:"agents" yaml:"agents" json:"agents"`
-	// Limits bounds client requests.
+	// Limits bounds client requests and connections.
 	Limits Limits `koanf:"limits" yaml:"limits" json:"limits"`
-	// Timeouts bounds proxied requests.
+	// Timeouts bounds client connections and proxied requests.
 	Timeouts Timeouts `koanf:"timeouts" yaml:"timeouts" json:"timeouts"`
 	// Models are declared in this file: restored on every start and not
 	// editable through the management API.
@@ -113,14 +113,27 @@ type Agents struct {
 	RequireDeclared bool `koanf:"require_declared" yaml:"require_declared" json:"require_declared"`
 }
 
-// Limits bounds client requests.
+// Limits bounds client requests and connections.
 type Limits struct {
 	// MaxBodyBytes is the largest request body accepted.
 	MaxBodyBytes int64 `koanf:"max_body_bytes" yaml:"max_body_bytes" json:"max_body_bytes"`
+	// MaxUnauthenticatedConns bounds the client connections on which no
+	// request has authenticated yet; a connection accepted beyond it is
+	// closed at once.
+	MaxUnauthenticatedConns int `koanf:"max_unauthenticated_conns" yaml:"max_unauthenticated_conns" json:"max_unauthenticated_conns"`
 }
 
-// Timeouts bounds proxied requests.
+// Timeouts bounds client connections and proxied requests.
 type Timeouts struct {
+	// ClientHeader is how long a client may take to send a request's
+	// headers.
+	ClientHeader time.Duration `koanf:"client_header" yaml:"client_header" json:"client_header"`
+	// ClientBody is how long a client may take to send a request's body,
+	// counted from the end of its headers.
+	ClientBody time.Duration `koanf:"client_body" yaml:"client_body" json:"client_body"`
+	// ClientIdle is how long a keep-alive connection may wait for its next
+	// request.
+	ClientIdle time.Duration `koanf:"client_idle" yaml:"client_idle" json:"client_idle"`
 	// ResponseHeader is how long an engine may take to start answering.
 	ResponseHeader time.Duration `koanf:"response_header" yaml:"response_header" json:"response_header"`
 	// Generation is the most a whole response may take.
@@ -138,8 +151,9 @@ func Default() Server {
 		PprofListen:   "127.0.0.1:6060",
 		Auth:          Auth{Enabled: true, Store: "llmgw.db", DefaultMaxTokens: 4096, KeyCacheTTL: 5 * time.Second, LoginTTL: 12 * time.Hour},
 		Agents:        Agents{HeartbeatInterval: 5 * time.Second, Grace: 30 * time.Second, Settle: 10 * time.Second},
-		Limits:        Limits{MaxBodyBytes: 10 << 20},
-		Timeouts:      Timeouts{ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute},
+		Limits:        Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024},
+		Timeouts: Timeouts{ClientHeader: 10 * time.Second, ClientBody: 60 * time.Second, ClientIdle: 2 * time.Minute,
+			ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute},
 	}
 }
 
@@ -270,6 +284,21 @@ func (s Server) Validate() error {
 	}
 	if s.Limits.MaxBodyBytes <= 0 {
 		add("limits.max_body_bytes", "must be positive")
+	}
+	if s.Limits.MaxUnauthenticatedConns <= 0 {
+		add("limits.max_unauthenticated_conns", "must be positive")
+	}
+	for _, d := range []struct {
+		key string
+		val time.Duration
+	}{
+		{"timeouts.client_header", s.Timeouts.ClientHeader},
+		{"timeouts.client_body", s.Timeouts.ClientBody},
+		{"timeouts.client_idle", s.Timeouts.ClientIdle},
+	} {
+		if d.val <= 0 {
+			add(d.key, "must be positive")
+		}
 	}
 	if s.Timeouts.ResponseHeader <= 0 {
 		add("timeouts.response_header", "must be positive")

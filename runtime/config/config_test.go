@@ -31,6 +31,10 @@ func TestLoadExample(t *testing.T) {
 		s.Limits.MaxBodyBytes != 20<<20 || s.Timeouts.ResponseHeader != 2*time.Minute || s.Timeouts.Generation != 30*time.Minute {
 		t.Errorf("values not read: %+v", s)
 	}
+	if s.Limits.MaxUnauthenticatedConns != 512 || s.Timeouts.ClientHeader != 5*time.Second ||
+		s.Timeouts.ClientBody != 30*time.Second || s.Timeouts.ClientIdle != 90*time.Second {
+		t.Errorf("client connection bounds not read: %+v %+v", s.Limits, s.Timeouts)
+	}
 	if s.Auth.DefaultRPM != 600 || s.Auth.DefaultTPM != 200000 || s.Auth.DefaultPrice == nil ||
 		*s.Auth.DefaultPrice != (spec.Pricing{PromptPer1K: 0.01, CompletionPer1K: 0.03}) || s.Auth.LoginTTL != 8*time.Hour {
 		t.Errorf("auth limits and price not read: %+v", s.Auth)
@@ -172,6 +176,17 @@ func TestLoadErrors(t *testing.T) {
 			name: "alias clash across models",
 			body: tlsYAML + "models:\n- name: a\n  profiles: [{name: p, engine: sim}]\n- name: b\n  aliases: [a]\n  profiles: [{name: p, engine: sim}]\n",
 			want: []string{`server.yaml: models[1].aliases[0]: alias "a" of model "b" is already the name of model "a" (models[0])`},
+		},
+		{
+			name: "client timeouts and connection bound not positive",
+			body: tlsYAML + "limits: {max_unauthenticated_conns: 0}\ntimeouts: {client_header: 0s, client_body: -1s, client_idle: 0s}\n",
+			want: []string{"server.yaml: limits.max_unauthenticated_conns: must be positive", "server.yaml: timeouts.client_header: must be positive",
+				"server.yaml: timeouts.client_body: must be positive", "server.yaml: timeouts.client_idle: must be positive"},
+		},
+		{
+			name: "client body timeout not a duration",
+			body: tlsYAML + "timeouts:\n  client_body: slow\n",
+			want: []string{`server.yaml:3: timeouts.client_body: cannot parse "slow" as a duration`},
 		},
 		{
 			name: "every problem reported",

@@ -21,8 +21,9 @@ func everyKey() Server {
 	s.Auth = Auth{Enabled: false, Store: "@/etc/llmgw/store", DefaultRPM: 60, DefaultTPM: 6000, DefaultMaxTokens: 512,
 		DefaultPrice: &spec.Pricing{PromptPer1K: 0.01, CompletionPer1K: 0.5}, KeyCacheTTL: 2 * time.Second, LoginTTL: 90 * time.Minute}
 	s.Agents = Agents{HeartbeatInterval: time.Second, Grace: 15 * time.Second, Settle: 0, RequireDeclared: true}
-	s.Limits = Limits{MaxBodyBytes: 1 << 20}
-	s.Timeouts = Timeouts{ResponseHeader: 5 * time.Second, Generation: 90 * time.Second}
+	s.Limits = Limits{MaxBodyBytes: 1 << 20, MaxUnauthenticatedConns: 64}
+	s.Timeouts = Timeouts{ClientHeader: 3 * time.Second, ClientBody: 20 * time.Second, ClientIdle: 30 * time.Second,
+		ResponseHeader: 5 * time.Second, Generation: 90 * time.Second}
 	s.Models = []spec.Model{{
 		Name: "sim-chat", Aliases: []string{"chat"}, Source: "sim://chat", RoutingProfile: "chat", ContextLength: 8192, MaxOutput: 1024,
 		Pricing: &spec.Pricing{PromptPer1K: 1, CompletionPer1K: 2},

@@ -18,7 +18,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -34,12 +36,18 @@ const (
 	DefaultResponseHeaderTimeout = 10 * time.Minute
 	DefaultGenerationTimeout     = 30 * time.Minute
 	DefaultRetryAfter            = 5 * time.Second
+	DefaultBodyTimeout           = 60 * time.Second
 )
 
 // Config tunes the gateway. Zero fields take the defaults above.
 type Config struct {
 	// MaxBodyBytes is the largest request body accepted; larger gets 413.
 	MaxBodyBytes int64
+	// BodyTimeout bounds how long a client may take to send a request's
+	// body, counted from the end of its headers; a body not in by then
+	// gets 408. The deadline is lifted once the body is read, so an answer
+	// may take as long as it takes.
+	BodyTimeout time.Duration
 	// ResponseHeaderTimeout bounds the wait for an engine's response
 	// headers. A non-streamed generation sends its headers only when it is
 	// complete, so this also bounds non-streamed generations.
@@ -93,6 +101,9 @@ func New(cfg Config, deps Deps) *Gateway {
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultRetryAfter
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -117,7 +128,7 @@ func New(cfg Config, deps Deps) *Gateway {
 		writeError(w, newError(http.StatusNotFound, typeInvalidRequest, "unknown_url",
 			fmt.Sprintf("unknown URL: %s %s", r.Method, r.URL.Path)))
 	})
-	g.handler = withRequestID(mux)
+	g.handler = withRequestID(g.withBodyDeadline(mux))
 	return g
 }
 
@@ -160,6 +171,78 @@ func withRequestID(next http.Handler) http.Handler {
 	})
 }
 
+// withBodyDeadline gives every request that has a body BodyTimeout, from
+// the end of its headers, for the body to arrive. It is the connection's
+// read deadline, so net/http's own reading of a body the handler left
+// unread (before the answer and after the handler, up to 256 KiB) is
+// bounded too. Once the body has been read to its end the deadline is
+// lifted (net/http does so itself when it starts its background read,
+// which notices a client leaving; readBodyInTime does so as well), so an
+// answer may take as long as it takes. A request without a body sets no
+// deadline.
+func (g *Gateway) withBodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.cfg.BodyTimeout))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// timedBody notes whether reading the body ended at the read deadline.
+type timedBody struct {
+	io.ReadCloser
+	timedOut bool
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		b.timedOut = true
+	}
+	return n, err
+}
+
+// readBodyInTime reads the body under the deadline withBodyDeadline set
+// and lifts the deadline once the body is in. A body that did not arrive
+// in time gets 408 and the connection is closed (what is left of the body
+// would be read as the next request).
+func (g *Gateway) readBodyInTime(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	tb := &timedBody{ReadCloser: r.Body}
+	r.Body = tb
+	body, aerr := readBody(w, r, g.cfg.MaxBodyBytes)
+	if tb.timedOut {
+		w.Header().Set("Connection", "close")
+		return nil, newError(http.StatusRequestTimeout, typeInvalidRequest, "request_timeout",
+			fmt.Sprintf("the request body did not arrive within %s (timeouts.client_body)", g.cfg.BodyTimeout))
+	}
+	if aerr != nil {
+		return nil, aerr
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	return body, nil
+}
+
+// unreadGrace is how long, after a refusal that leaves the body unread,
+// net/http may go on reading it (up to 256 KiB) before the connection
+// closes. A client that writes its whole body before reading its answer
+// (many do) would otherwise have its write reset and never see the
+// answer; a client that never sends its body holds the connection this
+// long after the answer, not longer.
+const unreadGrace = 500 * time.Millisecond
+
+// closeUnread ends a request whose body will not be read: the answer
+// says Connection: close, so net/http does not read the body before
+// sending it and does not keep the connection, and the read deadline is
+// moved to at most unreadGrace from now, which bounds net/http's read of
+// the body after the handler returns.
+func (g *Gateway) closeUnread(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	if r.ContentLength != 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(min(unreadGrace, g.cfg.BodyTimeout)))
+	}
+}
+
 func validRequestID(id string) bool {
 	if id == "" || len(id) > 128 {
 		return false
@@ -190,8 +273,33 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 		fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, allow)))
 }
 
-// authenticate checks the Authorization header.
-func (g *Gateway) authenticate(r *http.Request) (request.Principal, *apiError) {
+type connAuthKey struct{}
+
+// WithConnAuthenticated returns ctx carrying f, which the gateway calls
+// each time a request whose context derives from ctx authenticates. The
+// server sets it for every client connection (http.Server.ConnContext) to
+// tell connections that have authenticated from those that have not.
+func WithConnAuthenticated(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, connAuthKey{}, f)
+}
+
+// authenticate checks the Authorization header. It decides before the
+// body is read; on failure the connection is closed after the answer
+// without waiting for the body (closeUnread).
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (request.Principal, *apiError) {
+	p, aerr := g.checkKey(r)
+	if aerr != nil {
+		g.closeUnread(w, r)
+		return p, aerr
+	}
+	if f, ok := r.Context().Value(connAuthKey{}).(func()); ok {
+		f()
+	}
+	return p, nil
+}
+
+// checkKey authenticates the Authorization header's key.
+func (g *Gateway) checkKey(r *http.Request) (request.Principal, *apiError) {
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
 	token = strings.TrimSpace(token)
@@ -250,13 +358,13 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, r, http.MethodPost)
 		return
 	}
-	p, aerr := g.authenticate(r)
+	p, aerr := g.authenticate(w, r)
 	if aerr != nil {
 		x.fail(w, aerr)
 		return
 	}
 	x.rec.Principal = p
-	body, aerr := readBody(w, r, g.cfg.MaxBodyBytes)
+	body, aerr := g.readBodyInTime(w, r)
 	if aerr != nil {
 		x.fail(w, aerr)
 		return

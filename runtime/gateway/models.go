@@ -37,7 +37,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, r, http.MethodGet)
 		return
 	}
-	p, aerr := g.authenticate(r)
+	p, aerr := g.authenticate(w, r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -61,7 +61,7 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, r, http.MethodGet)
 		return
 	}
-	p, aerr := g.authenticate(r)
+	p, aerr := g.authenticate(w, r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return

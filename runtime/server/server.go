@@ -196,6 +196,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.gateway = gateway.New(gateway.Config{
 		MaxBodyBytes:          cfg.Limits.MaxBodyBytes,
+		BodyTimeout:           cfg.Timeouts.ClientBody,
 		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
 		GenerationTimeout:     cfg.Timeouts.Generation,
 		Logger:                s.log.With("component", "gateway"),
@@ -211,7 +212,13 @@ func (s *Server) build(ctx context.Context) error {
 		// once the engines that were running have been reported again).
 		Ready: s.Reconciler.Ready,
 	})
-	s.clientSrv = &http.Server{Handler: s.gateway.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	// The gateway bounds the body (timeouts.client_body, answering 408)
+	// and lifts the bound once the body is in; there is no ReadTimeout,
+	// which would also count the header time, and no WriteTimeout, which
+	// would end the streams that run for minutes. bind counts the
+	// connections that have not authenticated.
+	s.clientSrv = &http.Server{Handler: s.gateway.Handler(),
+		ReadHeaderTimeout: cfg.Timeouts.ClientHeader, IdleTimeout: cfg.Timeouts.ClientIdle}
 
 	// Metrics: nothing else is served there.
 	s.metricsSrv = &http.Server{Handler: s.Metrics.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -240,6 +247,15 @@ func (s *Server) bind() error {
 		l, err := net.Listen("tcp", b.addr)
 		if err != nil {
 			return fmt.Errorf("listening for %s on %s: %w", b.name, b.addr, err)
+		}
+		if b.name == ListenClient {
+			cl := newClientListener(l, s.cfg.Limits.MaxUnauthenticatedConns, s.log.With("component", "gateway"))
+			s.clientSrv.ConnContext = cl.connContext
+			if err := s.Metrics.Register(cl.collectors()...); err != nil {
+				_ = l.Close()
+				return fmt.Errorf("registering client connection metrics: %w", err)
+			}
+			l = cl
 		}
 		s.mu.Lock()
 		s.listeners[b.name] = l

@@ -309,6 +309,9 @@ func (c *Cluster) AddSecret(s string) {
 	c.secrets = append(c.secrets, s)
 }
 
+// MetricsURL is the control plane's /metrics address.
+func (c *Cluster) MetricsURL() string { return c.metricsURL }
+
 // scrapeMetrics keeps the control plane's metrics for scanForSecrets.
 func (c *Cluster) scrapeMetrics() {
 	resp, err := http.Get(c.metricsURL)
