@@ -131,9 +131,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		attempt++
 		wait := backoff(attempt)
-		if st, ok := status.FromError(err); ok && (st.Code() == codes.PermissionDenied || st.Code() == codes.Unauthenticated) {
+		st, _ := status.FromError(err)
+		switch st.Code() {
+		case codes.PermissionDenied, codes.Unauthenticated:
 			a.log.Error("refused by control plane", "reason", st.Message(), "retry_in", wait.String())
-		} else {
+		case codes.AlreadyExists:
+			// Another agent holds this node's session: a second agent with
+			// this node's certificate, or this agent's previous session
+			// that the control plane has not yet seen go silent.
+			a.log.Error("refused by control plane", "code", st.Code().String(), "reason", st.Message(), "retry_in", wait.String())
+		default:
 			a.log.Warn("control plane session ended", "err", err, "retry_in", wait.String())
 		}
 		select {

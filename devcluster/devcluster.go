@@ -62,8 +62,10 @@ const (
 	Model2Node = "sim-2node"
 )
 
-// Run starts the cluster and blocks until ctx ends, then stops every agent
-// and engine it started.
+// Run starts the cluster and blocks until ctx ends. It then stops the
+// control plane as `llmgw server` stops (requests in flight finish, their
+// usage is written, the store is closed) and only then every agent and
+// engine it started.
 func Run(ctx context.Context, o Options) error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -109,23 +111,39 @@ func Run(ctx context.Context, o Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Run(ctx) }()
-
-	agents := &agentSet{log: o.Logger}
+	// Deferred first so that it runs last: the agents, and with them the
+	// engines, stop only once the control plane has drained.
+	agents := &agentSet{log: o.Logger, binary: o.Binary, stopped: make(chan struct{})}
 	defer agents.stop(dir)
+	srvDone := make(chan error, 1)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		srvDone <- srv.Run(ctx)
+	}()
+	// However Run returns, the control plane stops as `llmgw server` does:
+	// no new requests, those in flight finish, usage is written, the store
+	// is closed.
+	defer func() {
+		cancel()
+		<-drained
+	}()
 	for i, n := range devNodes {
 		cfgPath, err := prepareNode(dir, n, o.PortBase, i)
 		if err != nil {
 			return err
 		}
-		if err := agents.start(o.Binary, n.id, cfgPath, filepath.Join(dir, "logs", n.id+".log")); err != nil {
+		if err := agents.start(n.id, cfgPath, filepath.Join(dir, "logs", n.id+".log")); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(o.Out, "llmgw dev: control plane on 127.0.0.1:%d, three agents starting; logs in %s\n", o.PortBase, filepath.Join(dir, "logs"))
 
 	if err := waitServing(ctx, srv, o.ReadyTimeout, srvDone); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(o.Out, "llmgw dev: stopping")
+			return nil // stopped while starting
+		}
 		return err
 	}
 	env := envLines(dir, o.PortBase, creds)
@@ -146,7 +164,9 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	fmt.Fprintln(o.Out, "llmgw dev: stopping")
+	fmt.Fprintln(o.Out, "llmgw dev: stopping: the control plane finishes the requests in flight and writes their usage, then the agents stop")
+	cancel()
+	<-drained
 	return nil
 }
 
@@ -266,53 +286,133 @@ func prepareNode(dir string, n node, base, i int) (string, error) {
 	return path, agentConfig(dir, n, base, i, smi, ibRoot).WriteFile(path, writtenBy)
 }
 
-// agentSet supervises the agent child processes.
+// agentSet runs the agent child processes. It reaps each one that exits;
+// one that exits before stop is logged ("agent exited", with its node and
+// exit status) and started again after a delay that doubles from one second
+// up to thirty with each exit in a row (an agent that ran for a minute
+// starts the count again).
 type agentSet struct {
-	log  *slog.Logger
-	mu   sync.Mutex
-	cmds []*exec.Cmd
-	logs []*os.File
+	log    *slog.Logger
+	binary string
+	// stopped is closed by stop: nothing is started or restarted after it.
+	stopped chan struct{}
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	stopping bool
+	running  map[string]*exec.Cmd // node to its agent's current process
 }
 
-func (a *agentSet) start(binary, id, cfgPath, logPath string) error {
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// restartDelay is the wait before restarting an agent that exited n times
+// in a row.
+func restartDelay(n int) time.Duration {
+	return min(time.Second<<min(n-1, 5), 30*time.Second)
+}
+
+// start starts a node's agent and supervises it until stop.
+func (a *agentSet) start(id, cfgPath, logPath string) error {
+	cmd, err := a.launch(id, cfgPath, logPath)
 	if err != nil {
-		return fmt.Errorf("opening %s: %w", logPath, err)
+		return err
 	}
-	cmd := exec.Command(binary, "agent", "-c", cfgPath, "--stop-engines-on-exit")
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return fmt.Errorf("starting the agent of %s: %w", id, err)
-	}
-	a.mu.Lock()
-	a.cmds = append(a.cmds, cmd)
-	a.logs = append(a.logs, lf)
-	a.mu.Unlock()
+	a.wg.Add(1)
+	go a.supervise(id, cfgPath, logPath, cmd)
 	return nil
 }
 
-// stop terminates the agents (which stop their engines), then kills any
-// engine an agent failed to stop, found through the supervisors' state files.
-func (a *agentSet) stop(dir string) {
+// launch starts one agent process, its output appended to logPath. It
+// starts nothing once stop has begun.
+func (a *agentSet) launch(id, cfgPath, logPath string) (*exec.Cmd, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, c := range a.cmds {
-		_ = c.Process.Signal(syscall.SIGTERM)
+	if a.stopping {
+		return nil, errors.New("the dev cluster is stopping")
 	}
-	for _, c := range a.cmds {
-		done := make(chan struct{})
-		go func() { _ = c.Wait(); close(done) }()
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", logPath, err)
+	}
+	// The child has its own copy of the descriptor.
+	defer lf.Close()
+	cmd := exec.Command(a.binary, "agent", "-c", cfgPath, "--stop-engines-on-exit")
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the agent of %s: %w", id, err)
+	}
+	if a.running == nil {
+		a.running = map[string]*exec.Cmd{}
+	}
+	a.running[id] = cmd
+	return cmd, nil
+}
+
+// supervise waits for a node's agent (reaping it), and restarts it until
+// stop.
+func (a *agentSet) supervise(id, cfgPath, logPath string, cmd *exec.Cmd) {
+	defer a.wg.Done()
+	exits := 0
+	for {
+		started := time.Now()
+		why := "exited"
+		if err := cmd.Wait(); cmd.ProcessState != nil {
+			why = cmd.ProcessState.String() // "exit status 1", "signal: killed"
+		} else if err != nil {
+			why = err.Error()
+		}
 		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-			<-done
+		case <-a.stopped:
+			a.log.Info("agent stopped", "node", id, "status", why)
+			return
+		default:
+		}
+		if time.Since(started) >= time.Minute {
+			exits = 0
+		}
+		exits++
+		for {
+			wait := restartDelay(exits)
+			a.log.Warn("agent exited", "node", id, "pid", cmd.Process.Pid, "status", why, "restart_in", wait.String())
+			select {
+			case <-a.stopped:
+				return
+			case <-time.After(wait):
+			}
+			next, err := a.launch(id, cfgPath, logPath)
+			if err == nil {
+				cmd = next
+				a.log.Info("agent restarted", "node", id, "pid", cmd.Process.Pid)
+				break
+			}
+			why, exits = "not restarted: "+err.Error(), exits+1
 		}
 	}
-	for _, f := range a.logs {
-		f.Close()
+}
+
+// stop terminates the agents (which stop their engines) and waits for
+// them, killing any that outlives twenty seconds, then kills any engine an
+// agent failed to stop, found through the supervisors' state files.
+func (a *agentSet) stop(dir string) {
+	a.mu.Lock()
+	a.stopping = true
+	close(a.stopped)
+	running := make([]*exec.Cmd, 0, len(a.running))
+	for _, c := range a.running {
+		running = append(running, c)
+	}
+	a.mu.Unlock()
+	for _, c := range running {
+		_ = c.Process.Signal(syscall.SIGTERM)
+	}
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		for _, c := range running {
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		}
+		<-done
 	}
 	killLeftovers(dir, a.log)
 }

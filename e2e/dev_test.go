@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
@@ -103,5 +105,141 @@ func TestDev(t *testing.T) {
 	second := runOnce()
 	if first["OPENAI_API_KEY"] != second["OPENAI_API_KEY"] || first["LLMGW_TOKEN"] != second["LLMGW_TOKEN"] {
 		t.Fatal("a second start on the same directory did not reuse its credentials")
+	}
+}
+
+// startDev starts `llmgw dev` on dir and waits until it serves (its env
+// file written); it returns the process and the env file's variables.
+func startDev(t *testing.T, dir string) (*testcluster.Proc, map[string]string) {
+	t.Helper()
+	envPath := filepath.Join(dir, "env")
+	dev := testcluster.Start(t, binary, "dev", "dev", "--dir", dir, "--port-base", strconv.Itoa(testcluster.DevPortBase(t)))
+	testcluster.WaitFor(t, "llmgw dev to write "+envPath, 120*time.Second, func() (bool, string) {
+		_, err := os.Stat(envPath)
+		select {
+		case <-dev.Done:
+			t.Fatalf("llmgw dev exited:\n%s", testcluster.Tail(dev.Output(), 30))
+		default:
+		}
+		return err == nil, testcluster.Tail(dev.Output(), 3)
+	})
+	return dev, testcluster.ReadDevEnv(t, envPath)
+}
+
+// waitExit waits for p to exit and checks it exited 0.
+func waitExit(t *testing.T, p *testcluster.Proc, what string) {
+	t.Helper()
+	select {
+	case <-p.Done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("llmgw dev did not stop on %s:\n%s", what, testcluster.Tail(p.Output(), 20))
+	}
+	if code := p.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("llmgw dev exited %d on %s:\n%s", code, what, testcluster.Tail(p.Output(), 20))
+	}
+}
+
+// Regression (issue 16, item 5): on SIGTERM `llmgw dev` returned before
+// its control plane had drained, so a stream in flight was cut and its
+// usage row lost. It now stops as `llmgw server` does.
+func TestDevStopFinishesStreamAndWritesUsage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dev")
+	dev, env := startDev(t, dir)
+	client := openai.NewClient(option.WithBaseURL(env["OPENAI_BASE_URL"]), option.WithAPIKey(env["OPENAI_API_KEY"]), option.WithMaxRetries(0))
+	// sim-2node decodes 100 tokens/s: this stream lasts about 7 s, longer
+	// than a sim engine's own 5 s grace on SIGTERM (so it must still be up),
+	// shorter than the control plane's 10 s shutdown timeout.
+	const tokens = 700
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model:         "sim-2node",
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("a long answer, please")},
+		MaxTokens:     openai.Int(tokens),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	acc := openai.ChatCompletionAccumulator{}
+	if !stream.Next() {
+		t.Fatalf("no first chunk: %v", stream.Err())
+	}
+	acc.AddChunk(stream.Current())
+	if err := dev.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("the stream in flight at SIGTERM was cut: %v", err)
+	}
+	if acc.Usage.CompletionTokens != tokens {
+		t.Fatalf("stream usage = %+v, want %d completion tokens", acc.Usage, tokens)
+	}
+	waitExit(t, dev, "SIGTERM")
+	if left := processesMentioning(dir); len(left) > 0 {
+		t.Fatalf("processes left behind after SIGTERM:\n%s", strings.Join(left, "\n"))
+	}
+
+	st, err := store.Open(context.Background(), filepath.Join(dir, "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rows, err := st.ListUsage(context.Background(), store.UsageQuery{}, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Stream && r.Status == 200 && r.CompletionTokens == tokens {
+			return
+		}
+	}
+	t.Fatalf("no usage row for the stream in flight at SIGTERM; rows: %+v", rows)
+}
+
+// Regression (issue 16, item 5): an agent of `llmgw dev` that died stayed a
+// zombie, and nothing said it was gone. It is now reaped, logged and
+// started again.
+func TestDevRestartsADeadAgent(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dev")
+	dev, _ := startDev(t, dir)
+	agentPID := func() (int, string) {
+		procs := processesMentioning(filepath.Join(dir, "nodes", "node03", "agent.yaml"))
+		if len(procs) != 1 {
+			return 0, fmt.Sprintf("%d agents of node03: %v", len(procs), procs)
+		}
+		pid, _ := strconv.Atoi(procs[0][:strings.IndexByte(procs[0], ':')])
+		return pid, procs[0]
+	}
+	pid, state := agentPID()
+	if pid == 0 {
+		t.Fatal(state)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, "the killed agent reaped (not a zombie)", 30*time.Second, func() (bool, string) {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		return err != nil, string(stat)
+	})
+	testcluster.WaitFor(t, "llmgw dev to report the dead agent and start it again", 30*time.Second, func() (bool, string) {
+		out := dev.Output()
+		exited := strings.Contains(out, `msg="agent exited" node=node03 pid=`+strconv.Itoa(pid)+` status="signal: killed"`)
+		again, _ := agentPID()
+		return exited && again != 0 && again != pid && strings.Contains(out, `msg="agent restarted" node=node03`), testcluster.Tail(out, 5)
+	})
+	testcluster.WaitFor(t, "node03's new agent connected", 60*time.Second, func() (bool, string) {
+		n := 0
+		for _, line := range strings.Split(dev.Output(), "\n") {
+			if strings.Contains(line, `msg="agent connected"`) && strings.Contains(line, " node=node03 ") {
+				n++
+			}
+		}
+		return n >= 2, fmt.Sprintf("%d sessions of node03", n)
+	})
+	if err := dev.Cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, dev, "SIGINT")
+	if left := processesMentioning(dir); len(left) > 0 {
+		t.Fatalf("processes left behind after SIGINT:\n%s", strings.Join(left, "\n"))
 	}
 }

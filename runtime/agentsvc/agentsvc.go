@@ -44,7 +44,12 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// HelloTimeout bounds how long a new stream may wait before its Hello.
 	HelloTimeout time.Duration
-	Logger       *slog.Logger
+	// SessionSilence is how long a node's session may go unheard (no
+	// heartbeat nor any other message) and still count as live: while it
+	// does, a second session of the node is refused; past it, a new session
+	// replaces it. 0 means three heartbeat intervals.
+	SessionSilence time.Duration
+	Logger         *slog.Logger
 }
 
 // Service implements agentv1.AgentServiceServer.
@@ -61,6 +66,9 @@ func New(opts Options) *Service {
 	}
 	if opts.HelloTimeout <= 0 {
 		opts.HelloTimeout = 30 * time.Second
+	}
+	if opts.SessionSilence <= 0 {
+		opts.SessionSilence = 3 * opts.HeartbeatInterval
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -165,6 +173,10 @@ func (c *streamConn) run(stream sender, done <-chan struct{}) {
 // (its identity was revoked).
 func (c *streamConn) Close(reason string) { c.end(codes.PermissionDenied, reason) }
 
+// Supersede ends the session because a newer session of its node replaced
+// it.
+func (c *streamConn) Supersede(reason string) { c.end(codes.Aborted, reason) }
+
 func (c *streamConn) end(code codes.Code, reason string) {
 	c.once.Do(func() {
 		c.closed <- closing{code, reason}
@@ -216,20 +228,36 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 	if declared {
 		effective = decl
 	}
+	// One live session per node: a second one is refused before it is
+	// welcomed, and nothing of its hello is recorded.
+	conn := newStreamConn()
+	sess, err := s.opts.Fleet.Open(cn, fleet.Opening{Hello: hello, Declaration: effective, Declared: declared, Conn: conn, Peer: remote}, s.opts.SessionSilence)
+	var conflict *fleet.SessionConflict
+	if errors.As(err, &conflict) {
+		s.log.Warn("agent refused", "node", cn, "remote", remote, "live_session_remote", conflict.Peer,
+			"live_session_since", conflict.Since.UTC().Format(time.RFC3339), "live_session_silent", conflict.Silent.Round(time.Millisecond).String(),
+			"reason", "the node already has a live session")
+		return status.Errorf(codes.AlreadyExists, "agent refused: %v", conflict)
+	}
+	if err != nil {
+		return status.Errorf(codes.Internal, "registering the session of %s: %v", cn, err)
+	}
+	defer sess.Close()
+	if r := sess.Replaced; r != nil {
+		s.log.Warn("agent session replaced", "node", cn, "remote", remote, "replaced_remote", r.Peer,
+			"replaced_since", r.Since.UTC().Format(time.RFC3339), "replaced_silent", r.Silent.Round(time.Millisecond).String())
+	}
 	// The welcome goes first, on this goroutine; everything after it
-	// through the queue.
+	// through the queue (what the fleet sent meanwhile waits there).
 	if err := stream.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Welcome{Welcome: &agentv1.Welcome{
 		Declaration:         decl,
 		HeartbeatIntervalMs: s.opts.HeartbeatInterval.Milliseconds(),
 	}}}); err != nil {
 		return err
 	}
-	conn := newStreamConn()
 	sessionDone := make(chan struct{})
 	defer close(sessionDone)
 	go conn.run(stream, sessionDone)
-	connID := s.opts.Fleet.Connect(hello, cn, effective, declared, conn)
-	defer s.opts.Fleet.Disconnect(cn, connID)
 	s.log.Info("agent connected", "node", cn, "remote", remote, "version", hello.GetVersion(),
 		"gpus", len(hello.GetInventory().GetGpus()), "shards", len(hello.GetShards()), "declared", declared)
 	for _, fv := range hello.GetInventory().GetFabrics() {
@@ -268,23 +296,29 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 			return status.Errorf(c.code, "session closed by the control plane: %s", c.reason)
 		case msg = <-msgs:
 		}
+		// A session that is no longer its node's current one (replaced,
+		// or the node was removed) speaks for it no more.
+		current := true
 		switch m := msg.GetMsg().(type) {
 		case *agentv1.AgentMessage_Heartbeat:
-			s.opts.Fleet.Heartbeat(cn, m.Heartbeat)
+			current = sess.Heartbeat(m.Heartbeat)
 		case *agentv1.AgentMessage_ShardStatus:
 			st := m.ShardStatus
 			s.log.Debug("shard status", "node", cn, "shard", st.GetShardId(), "state", st.GetState().String())
 			if st.GetState() == agentv1.ShardState_SHARD_STATE_FAILED {
 				s.log.Warn("shard failed", "node", cn, "shard", st.GetShardId(), "model", st.GetModel(), "error", st.GetError())
 			}
-			s.opts.Fleet.ApplyShardStatus(cn, st)
-			s.opts.Fleet.Heartbeat(cn, nil)
+			current = sess.ShardStatus(st)
 		case *agentv1.AgentMessage_EngineChecks:
 			checks := m.EngineChecks.GetChecks()
 			s.logEngineChecks(cn, checks)
-			s.opts.Fleet.ApplyEngineChecks(cn, checks)
+			current = sess.EngineChecks(checks)
 		case *agentv1.AgentMessage_Hello:
 			s.log.Warn("unexpected second hello", "node", cn)
+		}
+		if !current {
+			s.log.Warn("agent session closed", "node", cn, "remote", remote, "reason", "no longer the node's current session")
+			return status.Errorf(codes.Aborted, "session closed by the control plane: no longer the current session of node %s", cn)
 		}
 	}
 }

@@ -125,7 +125,7 @@ func TestEngineChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fleet records the session just after the welcome is sent.
+	// The fleet records the session before the welcome is sent.
 	waitNode(t, e.fleet, "the checks from the hello", func(n fleet.Node) bool {
 		return len(n.EngineChecks) == 1 && n.EngineChecks[0].GetOk()
 	})
@@ -191,7 +191,7 @@ func TestSessionAdmission(t *testing.T) {
 			if w == nil || w.GetHeartbeatIntervalMs() != 1000 {
 				t.Fatalf("first message = %v, want a welcome with the heartbeat interval", msg)
 			}
-			// The welcome is sent just before the session joins the fleet.
+			// The session joins the fleet before its welcome is sent.
 			n, ok := e.fleet.Node(tt.cn)
 			for deadline := time.Now().Add(5 * time.Second); !ok && time.Now().Before(deadline); n, ok = e.fleet.Node(tt.cn) {
 				time.Sleep(5 * time.Millisecond) // polling interval
@@ -211,6 +211,54 @@ func TestSessionAdmission(t *testing.T) {
 				t.Fatalf("effective declaration from %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// A second session of a node is refused while the first is heard from,
+// and replaces it once it is silent past three heartbeat intervals; the
+// replaced session is ended with the reason.
+func TestOneSessionPerNode(t *testing.T) {
+	e := newEnv(t, false)
+	first, msg, err := e.session(t, "node01", "node01", nil)
+	if err != nil || msg.GetWelcome() == nil {
+		t.Fatalf("first session: %v, %v", msg, err)
+	}
+	_, err = e.connect(t, "node01", "node01")
+	if status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), "node node01 already has a live session from 127.0.0.1:") {
+		t.Fatalf("second session while the first is live: err = %v, want AlreadyExists naming the live session", err)
+	}
+	n, _ := e.fleet.Node("node01")
+	if !n.Connected || n.Version != "test" {
+		t.Fatalf("after the refusal: %+v", n)
+	}
+	// The first sends nothing more: after three heartbeat intervals (1s
+	// here) a new session replaces it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, msg, err = e.session(t, "node01", "node01", nil)
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.AlreadyExists || time.Now().After(deadline) {
+			t.Fatalf("a session replacing a silent one: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval
+	}
+	if msg.GetWelcome() == nil {
+		t.Fatalf("replacing session's first message = %v", msg)
+	}
+	for {
+		_, err := first.Recv()
+		if err == nil {
+			continue
+		}
+		if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "replaced by a newer session of node node01") {
+			t.Fatalf("the replaced session ended with %v, want Aborted naming its replacement", err)
+		}
+		break
+	}
+	if n, _ := e.fleet.Node("node01"); !n.Connected {
+		t.Fatal("the replaced session's end disconnected the node")
 	}
 }
 

@@ -7,6 +7,7 @@
 package fleet
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -65,9 +66,12 @@ type Node struct {
 	EngineChecks []*agentv1.EngineCheck
 	// Warnings are about a node that can take work nonetheless (no AVX2);
 	// Reason includes them.
-	Warnings  []string
+	Warnings []string
+	// LastSeen is when the current (or last) session was last heard from.
 	LastSeen  time.Time
 	Connected bool
+	// Peer is the network address of the current (or last) session.
+	Peer string
 	// ConnectedSince is when the latest session started (kept after it
 	// ends); zero before the first.
 	ConnectedSince time.Time
@@ -172,15 +176,153 @@ func (f *Fleet) notify() {
 	}
 }
 
-// Connect records a node's session and returns an id for Disconnect.
+// Opening is what a new agent session brings to Open.
+type Opening struct {
+	Hello       *agentv1.Hello
+	Declaration *agentv1.Declaration
+	Declared    bool
+	Conn        Conn
+	// Peer is the network address the session comes from, for logs and
+	// for the error a second session gets.
+	Peer string
+}
+
+// SessionConflict is Open's error when the node already has a live session:
+// one that was heard from (hello, heartbeat or any report) within the bound
+// Open was given.
+type SessionConflict struct {
+	Node string
+	// Peer and Since are the live session's address and start.
+	Peer  string
+	Since time.Time
+	// Silent is how long ago the live session was last heard from; Bound is
+	// how long it may stay silent before a new session replaces it.
+	Silent, Bound time.Duration
+}
+
+func (e *SessionConflict) Error() string {
+	return fmt.Sprintf("node %s already has a live session from %s since %s (last heard %s ago; a session silent for %s is replaced)",
+		e.Node, e.Peer, e.Since.UTC().Format(time.RFC3339), e.Silent.Round(time.Millisecond), e.Bound)
+}
+
+// Superseder is implemented by a Conn whose session the control plane can
+// end because a newer session of the same node took its place.
+type Superseder interface {
+	Supersede(reason string)
+}
+
+// Session is one agent session Open registered. What it reports counts only
+// while it is its node's current session: once a newer session replaced it,
+// or the node was forgotten, its messages are ignored and Close changes
+// nothing.
+type Session struct {
+	f    *Fleet
+	node string
+	id   uint64
+	// Replaced describes the silent session this one replaced; nil when
+	// the node had no connected session.
+	Replaced *SessionConflict
+}
+
+// ID is the session's id, as Connect returns it.
+func (s *Session) ID() uint64 { return s.id }
+
+// Heartbeat records a heartbeat; false when the session is no longer current.
+func (s *Session) Heartbeat(hb *agentv1.Heartbeat) bool {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	n := s.f.currentLocked(s.node, s.id)
+	if n == nil {
+		return false
+	}
+	s.f.heartbeatLocked(n, hb)
+	return true
+}
+
+// ShardStatus records a shard state change (and counts as a heartbeat);
+// false when the session is no longer current.
+func (s *Session) ShardStatus(st *agentv1.ShardStatus) bool {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	n := s.f.currentLocked(s.node, s.id)
+	if n == nil {
+		return false
+	}
+	s.f.applyShardStatusLocked(s.node, st, false)
+	s.f.heartbeatLocked(n, nil)
+	s.f.notify()
+	return true
+}
+
+// EngineChecks records the engine checks the agent ran; false when the
+// session is no longer current.
+func (s *Session) EngineChecks(checks []*agentv1.EngineCheck) bool {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	n := s.f.currentLocked(s.node, s.id)
+	if n == nil {
+		return false
+	}
+	s.f.engineChecksLocked(n, checks)
+	return true
+}
+
+// Close marks the session ended, if it is still the node's current one.
+func (s *Session) Close() { s.f.Disconnect(s.node, s.id) }
+
+// currentLocked returns the node when session id is its current session.
+func (f *Fleet) currentLocked(nodeID string, id uint64) *Node {
+	n := f.nodes[nodeID]
+	if n == nil || !n.Connected || n.connID != id {
+		return nil
+	}
+	return n
+}
+
+// Open registers a node's new session unless the node has a live one. A
+// connected session heard from within bound is live: the new session is
+// refused with a *SessionConflict and nothing of its hello is recorded. A
+// connected session silent for longer (its agent died, or its connection is
+// half-open) is ended (through its Conn, when that is a Superseder) and
+// replaced; Session.Replaced describes it.
+func (f *Fleet) Open(nodeID string, o Opening, bound time.Duration) (*Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var replaced *SessionConflict
+	if n := f.nodes[nodeID]; n != nil && n.Connected {
+		c := &SessionConflict{Node: nodeID, Peer: n.Peer, Since: n.ConnectedSince, Silent: f.now().Sub(n.LastSeen), Bound: bound}
+		if c.Silent <= bound {
+			return nil, c
+		}
+		replaced = c
+	}
+	s := f.connectLocked(nodeID, o)
+	s.Replaced = replaced
+	return s, nil
+}
+
+// Connect records a node's session and returns an id for Disconnect. Unlike
+// Open it never refuses: a session the node had is ended and replaced.
 func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Declaration, declared bool, conn Conn) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.connectLocked(nodeID, Opening{Hello: hello, Declaration: decl, Declared: declared, Conn: conn}).id
+}
+
+func (f *Fleet) connectLocked(nodeID string, o Opening) *Session {
+	hello, decl, declared, conn := o.Hello, o.Declaration, o.Declared, o.Conn
 	f.nextConn++
 	n := f.nodes[nodeID]
 	if n == nil {
 		n = &Node{ID: nodeID}
 		f.nodes[nodeID] = n
+	}
+	if n.conn != nil {
+		// The older session learns it is over, and never speaks for the
+		// node again (its id no longer matches).
+		if s, ok := n.conn.(Superseder); ok {
+			s.Supersede("replaced by a newer session of node " + nodeID + " from " + o.Peer)
+		}
 	}
 	newer, hasNewer := f.pending[nodeID]
 	if hasNewer {
@@ -196,6 +338,7 @@ func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Decla
 	n.LastSeen = f.now()
 	n.ConnectedSince = n.LastSeen
 	n.Connected = true
+	n.Peer = o.Peer
 	n.conn = conn
 	n.connID = f.nextConn
 	assessNode(n)
@@ -227,7 +370,7 @@ func (f *Fleet) Connect(hello *agentv1.Hello, nodeID string, decl *agentv1.Decla
 		}
 	}
 	f.notify()
-	return n.connID
+	return &Session{f: f, node: nodeID, id: n.connID}
 }
 
 // NoAVX2Warning is the warning a node whose CPU lacks AVX2 carries.
@@ -277,7 +420,8 @@ func assessNode(n *Node) {
 }
 
 // ApplyEngineChecks records the engine checks a node's agent ran; they
-// replace the ones before.
+// replace the ones before. It does not ask which session they came on (see
+// Session.EngineChecks).
 func (f *Fleet) ApplyEngineChecks(nodeID string, checks []*agentv1.EngineCheck) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -285,6 +429,10 @@ func (f *Fleet) ApplyEngineChecks(nodeID string, checks []*agentv1.EngineCheck) 
 	if n == nil {
 		return
 	}
+	f.engineChecksLocked(n, checks)
+}
+
+func (f *Fleet) engineChecksLocked(n *Node, checks []*agentv1.EngineCheck) {
 	n.EngineChecks = checks
 	n.LastSeen = f.now()
 	assessNode(n)
@@ -347,7 +495,9 @@ func (f *Fleet) Disconnect(nodeID string, connID uint64) {
 	f.notify()
 }
 
-// Heartbeat records a heartbeat.
+// Heartbeat records a heartbeat from the node, whichever session it came
+// on; an agent session reports through its Session, which checks that it is
+// still the node's current one.
 func (f *Fleet) Heartbeat(nodeID string, hb *agentv1.Heartbeat) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -355,6 +505,10 @@ func (f *Fleet) Heartbeat(nodeID string, hb *agentv1.Heartbeat) {
 	if n == nil {
 		return
 	}
+	f.heartbeatLocked(n, hb)
+}
+
+func (f *Fleet) heartbeatLocked(n *Node, hb *agentv1.Heartbeat) {
 	n.LastSeen = f.now()
 	if inv := hb.GetInventory(); inv != nil {
 		n.Inventory = inv
@@ -404,7 +558,8 @@ func (f *Fleet) ExpireLost(grace time.Duration) []string {
 	return lost
 }
 
-// ApplyShardStatus records a shard state change reported by nodeID.
+// ApplyShardStatus records a shard state change reported by nodeID,
+// whichever session it came on (see Session.ShardStatus).
 func (f *Fleet) ApplyShardStatus(nodeID string, st *agentv1.ShardStatus) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

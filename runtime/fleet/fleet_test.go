@@ -338,3 +338,114 @@ func TestConnectedSince(t *testing.T) {
 		}
 	}
 }
+
+// endConn records why the control plane ended its session.
+type endConn struct {
+	nopConn
+	superseded []string
+}
+
+func (c *endConn) Supersede(reason string) { c.superseded = append(c.superseded, reason) }
+
+// Regression (issue 16, twin agents): a second agent with a node's identity
+// took the node's session without ending the first, the first's heartbeats
+// kept the node fresh, and the twin's hello failed the node's replicas. One
+// live session per node: a second is refused while the first is heard from,
+// replaces it once it is silent, and only the current session's reports and
+// disconnect count.
+func TestOneLiveSessionPerNode(t *testing.T) {
+	f := New()
+	start := time.UnixMilli(1_000_000)
+	clock := start
+	f.now = func() time.Time { return clock }
+	const bound = 6 * time.Second
+	ready := status("r1-0", 0, agentv1.ShardState_SHARD_STATE_READY)
+	f.AddReplica(&Replica{ID: "r1", Model: "m", Profile: spec.Profile{Nodes: 1}, Shards: []*Shard{{ID: "r1-0", Node: "n1", Sent: true}}})
+	first := &endConn{}
+	a, err := f.Open("n1", Opening{Hello: &agentv1.Hello{Version: "first", Inventory: &agentv1.Inventory{}, Shards: []*agentv1.ShardStatus{ready}}, Conn: first, Peer: "10.0.0.1:4000"}, bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(step, version string, connected bool, lastSeen time.Time) {
+		t.Helper()
+		n, _ := f.Node("n1")
+		if n.Version != version || n.Connected != connected || !n.LastSeen.Equal(lastSeen) {
+			t.Fatalf("%s: version %q connected %v last seen %v; want %q %v %v", step, n.Version, n.Connected, n.LastSeen.Sub(start), version, connected, lastSeen.Sub(start))
+		}
+		if r := replica(t, f, "r1"); r.State != ReplicaReady {
+			t.Fatalf("%s: replica %s (%s), want ready", step, r.State, r.Error)
+		}
+	}
+	check("first session", "first", true, start)
+
+	// A twin while the first is live: refused, naming the live session, and
+	// nothing of its hello (no shards) is taken.
+	clock = start.Add(time.Second)
+	twin := &endConn{}
+	_, err = f.Open("n1", Opening{Hello: &agentv1.Hello{Version: "twin", Inventory: &agentv1.Inventory{}}, Conn: twin, Peer: "10.0.0.9:5000"}, bound)
+	var conflict *SessionConflict
+	if !errors.As(err, &conflict) {
+		t.Fatalf("second session while the first is live: err = %v, want a SessionConflict", err)
+	}
+	if conflict.Node != "n1" || conflict.Peer != "10.0.0.1:4000" || !conflict.Since.Equal(start) || conflict.Silent != time.Second {
+		t.Fatalf("conflict = %+v", conflict)
+	}
+	for _, want := range []string{"n1", "10.0.0.1:4000", start.UTC().Format(time.RFC3339)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	check("twin refused", "first", true, start)
+
+	clock = start.Add(5 * time.Second)
+	if !a.Heartbeat(&agentv1.Heartbeat{}) {
+		t.Fatal("the current session's heartbeat was refused")
+	}
+	check("heartbeat", "first", true, clock)
+
+	// The first goes silent past the bound (its agent restarted behind a
+	// half-open connection): a new session replaces it and ends it.
+	clock = start.Add(12 * time.Second)
+	b, err := f.Open("n1", Opening{Hello: &agentv1.Hello{Version: "second", Inventory: &agentv1.Inventory{}, Shards: []*agentv1.ShardStatus{ready}}, Conn: &endConn{}, Peer: "10.0.0.1:4001"}, bound)
+	if err != nil {
+		t.Fatalf("a session replacing one silent for 7s: %v", err)
+	}
+	if b.Replaced == nil || b.Replaced.Peer != "10.0.0.1:4000" || b.Replaced.Silent != 7*time.Second {
+		t.Fatalf("Replaced = %+v", b.Replaced)
+	}
+	if len(first.superseded) != 1 || !strings.Contains(first.superseded[0], "10.0.0.1:4001") {
+		t.Fatalf("the replaced session was not ended: %q", first.superseded)
+	}
+	replacedAt := clock
+	check("replaced", "second", true, replacedAt)
+
+	// The stale session's reports and its disconnect change nothing.
+	clock = start.Add(13 * time.Second)
+	if a.Heartbeat(&agentv1.Heartbeat{}) {
+		t.Error("a stale session's heartbeat was taken")
+	}
+	if a.ShardStatus(status("r1-0", 0, agentv1.ShardState_SHARD_STATE_FAILED)) {
+		t.Error("a stale session's shard status was taken")
+	}
+	if a.EngineChecks([]*agentv1.EngineCheck{{Engine: "sim", Error: "broken"}}) {
+		t.Error("a stale session's engine checks were taken")
+	}
+	a.Close()
+	check("stale session reports and ends", "second", true, replacedAt)
+	if err := f.CheckEngines("n1"); err != nil {
+		t.Fatalf("check-engines after the stale session ended: %v", err)
+	}
+
+	if !b.Heartbeat(&agentv1.Heartbeat{}) {
+		t.Fatal("the current session's heartbeat was refused")
+	}
+	check("current heartbeat", "second", true, clock)
+
+	// Once the current session ends, the next is taken at once.
+	b.Close()
+	check("current session ends", "second", false, clock)
+	if _, err := f.Open("n1", Opening{Hello: &agentv1.Hello{Version: "third", Inventory: &agentv1.Inventory{}, Shards: []*agentv1.ShardStatus{ready}}, Conn: &endConn{}}, bound); err != nil {
+		t.Fatalf("a session after the last one ended: %v", err)
+	}
+	check("next session", "third", true, clock)
+}

@@ -168,7 +168,10 @@ type Cluster struct {
 
 // NodeSpec describes an agent to start on simulated hardware.
 type NodeSpec struct {
-	ID       string
+	ID string
+	// Name keys the agent's process, directory and ports in the Cluster;
+	// defaults to ID. A second agent claiming a node's ID needs its own.
+	Name     string
 	CertFor  string             // certificate CN; defaults to id
 	Fabrics  string             // top-level agent.yaml keys (fabrics, labels) as YAML
 	Adapters []simhw.SimAdapter // sysfs contents
@@ -391,7 +394,11 @@ func secretFrom(t testing.TB, binary string, args ...string) string {
 func (c *Cluster) StartAgent(n NodeSpec) *Proc {
 	t := c.t
 	t.Helper()
-	nd := filepath.Join(c.Dir, "nodes", n.ID)
+	name := n.Name
+	if name == "" {
+		name = n.ID
+	}
+	nd := filepath.Join(c.Dir, "nodes", name)
 	if err := os.MkdirAll(nd, 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +414,7 @@ func (c *Cluster) StartAgent(n NodeSpec) *Proc {
 	if n.GPUs == 0 {
 		n.GPUs = 8
 	}
-	smi, err := simhw.WriteNvidiaSMI(nd, simhw.H100s(n.GPUs, n.ID))
+	smi, err := simhw.WriteNvidiaSMI(nd, simhw.H100s(n.GPUs, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +429,7 @@ func (c *Cluster) StartAgent(n NodeSpec) *Proc {
 	if from > 60000 {
 		from = 40000 + len(c.Ports)*100
 	}
-	c.Ports[n.ID] = [2]int{from, from + 49}
+	c.Ports[name] = [2]int{from, from + 49}
 	a := agentconfig.Default()
 	a.NodeID = n.ID
 	a.Server = c.AgentAddr
@@ -442,13 +449,13 @@ func (c *Cluster) StartAgent(n NodeSpec) *Proc {
 	if err := a.WriteFile(cfgPath, "Written by testcluster."); err != nil {
 		t.Fatal(err)
 	}
-	c.NodeDirs[n.ID] = nd
+	c.NodeDirs[name] = nd
 	args := []string{"agent", "-c", cfgPath}
 	if !n.KeepEngines {
 		args = append(args, "--stop-engines-on-exit")
 	}
-	p := Start(t, c.Binary, "agent "+n.ID, args...)
-	c.Nodes[n.ID] = p
+	p := Start(t, c.Binary, "agent "+name, args...)
+	c.Nodes[name] = p
 	c.allProcs = append(c.allProcs, p)
 	return p
 }
