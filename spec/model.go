@@ -217,6 +217,8 @@ func (m Model) Validate() error {
 	if m.RoutingProfile == "" {
 		ps.add("routing_profile", "is required")
 	}
+	checkInt32(&ps, "context_length", m.ContextLength)
+	checkInt32(&ps, "max_output", m.MaxOutput)
 	if m.ContextLength < 0 {
 		ps.add("context_length", "must not be negative")
 	}
@@ -278,6 +280,12 @@ func (p Profile) Validate() error {
 func (p Profile) validate(ps *Problems, key string) {
 	if key != "" {
 		key += "."
+	}
+	for _, f := range []struct {
+		name  string
+		value int
+	}{{"tp", p.TP}, {"nodes", p.Nodes}, {"weight", p.Weight}, {"priority", p.Priority}, {"min_memory_gb", p.MinMemoryGB}, {"min_disk_gb", p.MinDiskGB}} {
+		checkInt32(ps, key+f.name, f.value)
 	}
 	switch {
 	case p.Engine == "":
@@ -373,4 +381,13 @@ func (p Profile) Equal(o Profile) bool {
 		p.StartupTimeout == o.StartupTimeout && p.MinMemoryGB == o.MinMemoryGB && p.MinDiskGB == o.MinDiskGB &&
 		maps.Equal(p.Labels, o.Labels) && slices.Equal(p.Args, o.Args) &&
 		maps.Equal(p.Env, o.Env) && p.LaunchMode == o.LaunchMode
+}
+
+// checkInt32 refuses a number the protocol cannot carry: the management API
+// and the agent protocol hold these fields as 32-bit integers, so a larger
+// value would arrive silently changed.
+func checkInt32(ps *Problems, key string, v int) {
+	if v > math.MaxInt32 || v < math.MinInt32 {
+		ps.add(key, fmt.Sprintf("%d is out of range: at most %d", v, math.MaxInt32))
+	}
 }
