@@ -75,6 +75,10 @@ func (t PlainTicket) Model() string { return string(t) }
 // SetHeaders implements request.Ticket.
 func (PlainTicket) SetHeaders(http.Header) {}
 
+// MaxTokens implements request.Ticket: it reserves nothing, so the request
+// goes with the client's own bound.
+func (PlainTicket) MaxTokens() int { return 0 }
+
 // Settle implements request.Ticket.
 func (PlainTicket) Settle(u request.Usage) request.Usage { return u }
 

@@ -441,6 +441,20 @@ func (a *recordingAdmission) Admit(_ context.Context, _ request.Principal, model
 
 func (a *recordingAdmission) Settle(u request.Usage) request.Usage { a.usage <- u; return u }
 
+// MaxTokens forwards the client's max_tokens, else 77: a bound the test
+// can tell from any the client sent.
+func (a *recordingAdmission) MaxTokens() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.info.Endpoint == "/v1/embeddings":
+		return 0
+	case a.info.MaxTokens > 0:
+		return a.info.MaxTokens
+	}
+	return 77
+}
+
 func (a *recordingAdmission) Model() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -86,6 +86,27 @@ type Usage struct {
 	Abandoned bool
 }
 
+// Limits are what one response of a model may hold, from its catalog
+// definition; 0 means unstated. The gateway refuses a request that asks
+// for more, and admission never reserves more.
+type Limits struct {
+	// MaxOutput is the model's max_output: completion tokens per choice.
+	MaxOutput int
+	// ContextLength is the model's context_length: prompt and completion
+	// together.
+	ContextLength int
+}
+
+// Completion is the most completion tokens one choice may have: MaxOutput,
+// else ContextLength (the completion cannot outgrow the context), else 0
+// when neither is stated.
+func (l Limits) Completion() int {
+	if l.MaxOutput > 0 {
+		return l.MaxOutput
+	}
+	return max(l.ContextLength, 0)
+}
+
 // Bounds on what one request may ask for; beyond them the gateway refuses
 // it before anything is reserved, so admission's arithmetic stays small.
 const (
@@ -100,6 +121,12 @@ type Ticket interface {
 	// Model is the canonical model to serve: the one asked for, or the
 	// fallback a spent budget names.
 	Model() string
+	// MaxTokens is the completion tokens per choice the reservation
+	// covers; the gateway forwards it as the request's max_tokens, so the
+	// engine cannot generate more than was reserved. 0 when the ticket
+	// reserves no completion (embeddings, or an admission that counts
+	// nothing): the request is then forwarded with the client's own bound.
+	MaxTokens() int
 	// SetHeaders adds the admission's response headers (x-ratelimit-*).
 	SetHeaders(h http.Header)
 	// Settle is called exactly once when the request has ended, with what
