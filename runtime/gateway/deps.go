@@ -31,6 +31,9 @@ type Catalog interface {
 	Resolve(name string) (canonical string, ok bool)
 	// List returns the catalog's models.
 	List() []ModelInfo
+	// Limits returns what one response of a canonical model may hold; a
+	// request asking for more is refused.
+	Limits(model string) request.Limits
 }
 
 // Auth authenticates API keys.
