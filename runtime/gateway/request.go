@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/llmgw/llmgw/runtime/request"
 )
@@ -104,7 +105,9 @@ func badJSON(format string, args ...any) *apiError {
 // match exactly after unescaping (as the engines match them:
 // "max\u005ftokens" is max_tokens). A key the gateway reads that appears
 // twice is refused: engines keep the last occurrence, other parsers the
-// first, and the gateway must count what the engine reads.
+// first, and the gateway must count what the engine reads. So is a key
+// that differs from one it reads only in case ("MAX_TOKENS"), which a
+// case-insensitive parser would read as that key.
 func parseRequest(body []byte) (*parsedBody, *apiError) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	tok, err := dec.Token()
@@ -163,6 +166,14 @@ func (req *parsedBody) field(key string, raw json.RawMessage, sp span) *apiError
 				fmt.Sprintf("%s appears more than once in the request body; send each parameter once", key)).withParam(key)
 		}
 		req.seen |= 1 << i
+	} else if i := slices.IndexFunc(readKeys, func(k string) bool { return strings.EqualFold(k, key) }); i >= 0 {
+		// Go's encoding/json (the sim engine's parser) matches struct
+		// fields this way, Kelvin sign and long s included; Python's does
+		// not. Refused, as OpenAI refuses an unknown parameter, so that
+		// no engine can read it as the key the gateway did not.
+		return newError(http.StatusBadRequest, typeInvalidRequest, "unknown_parameter",
+			fmt.Sprintf("unrecognized request argument %q: parameter names are case-sensitive; did you mean %s?",
+				key, readKeys[i])).withParam(key)
 	}
 	invalid := func(what string) *apiError {
 		return newError(http.StatusBadRequest, typeInvalidRequest, "invalid_type",
@@ -296,10 +307,10 @@ type edit struct {
 //
 // It splices at the spans parseRequest recorded rather than calling
 // tidwall/sjson or re-encoding the body: the edit lands on exactly the key
-// the gateway read, however it was spelled ("max\u005ftokens" is found by
-// its unescaped name; sjson matches paths on the raw key), no other byte of
-// the body changes (a re-encoding would rewrite numbers, key order and
-// escapes the engine sees), and the body is not parsed a second time.
+// the gateway read, however it was spelled ("max\u005ftokens" included),
+// the body is not parsed again (sjson.Set parses for each edit), and no
+// other byte of it changes (a re-encoding would rewrite the numbers, key
+// order and escapes the engine sees).
 func (req *parsedBody) rewrite(body []byte, canonical string, injectUsage bool, maxTokens int) ([]byte, error) {
 	var edits []edit
 	if req.model != canonical {
