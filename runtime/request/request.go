@@ -55,10 +55,11 @@ type Info struct {
 
 // EstimatePromptTokens estimates the prompt tokens of a request body before
 // an engine has tokenized it: a quarter of its bytes, rounded up, the usual
-// rule of thumb for English text; the JSON around the messages makes it
-// err on the high side. A prompt given as token ids takes at least two
-// bytes a token ("7,"), so it is half the bytes. Admission reserves on it
-// and settles on the engine's own count.
+// rule of thumb for English text. It is not an upper bound: dense text
+// (digits, code, most non-Latin scripts) and the engine's chat template
+// can make more tokens. A prompt given as token ids takes at least two
+// bytes a token ("7,"), so it is half the bytes, at least one per id.
+// Admission reserves on it and settles on the engine's own count.
 func EstimatePromptTokens(bodyBytes int, tokenIDs bool) int {
 	if tokenIDs {
 		return (bodyBytes + 1) / 2
