@@ -62,9 +62,9 @@ type bound struct {
 }
 
 // readKeys are the top-level keys the gateway reads; each has a bit in
-// parsedBody.seen. lengthKeys are those that bound the completion: vLLM and
-// SGLang read max_completion_tokens, else max_tokens; llama.cpp reads
-// n_predict before max_tokens.
+// parsedBody.seen. Three bound the completion: vLLM and SGLang read
+// max_completion_tokens, else max_tokens; llama.cpp reads n_predict before
+// max_tokens.
 var readKeys = []string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens",
 	"n_predict", "n", "best_of", "prompt"}
 
@@ -300,10 +300,10 @@ type edit struct {
 
 // rewrite returns body with the top-level "model" set to canonical, every
 // completion bound (max_tokens, max_completion_tokens, n_predict) set to
-// maxTokens when it is not 0 (and max_tokens added when the body has none:
-// vLLM ignores n_predict, older llama.cpp max_completion_tokens),
-// and, when injectUsage, stream_options.include_usage set to true. It
-// returns body itself when nothing changes.
+// maxTokens when it is not 0 (and max_tokens added when the body has none,
+// since not every engine reads the other two), and, when injectUsage,
+// stream_options.include_usage set to true. It returns body itself when
+// nothing changes.
 //
 // It splices at the spans parseRequest recorded rather than calling
 // tidwall/sjson or re-encoding the body: the edit lands on exactly the key
