@@ -41,8 +41,12 @@ type tenancyCluster struct {
 	dbPath string
 }
 
-func newTenancyCluster(t *testing.T) *tenancyCluster {
-	c := testcluster.NewWithAuth(t, binary, "10s", pricedModel, "")
+func newTenancyCluster(t *testing.T) *tenancyCluster { return newTenancyClusterOf(t, pricedModel) }
+
+// newTenancyClusterOf is newTenancyCluster with another definition of
+// sim-priced.
+func newTenancyClusterOf(t *testing.T, model string) *tenancyCluster {
+	c := testcluster.NewWithAuth(t, binary, "10s", model, "")
 	c.StartAgent(testcluster.NodeSpec{ID: "node01"})
 	tc := &tenancyCluster{Cluster: c, t: t, dbPath: filepath.Join(c.Dir, "llmgw.db")}
 	tc.waitServing()

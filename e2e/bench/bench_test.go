@@ -31,6 +31,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/gateway"
 	"github.com/llmgw/llmgw/runtime/keys"
 	"github.com/llmgw/llmgw/runtime/metrics"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/tenancy"
@@ -44,6 +45,7 @@ type catalog struct{}
 
 func (catalog) Resolve(name string) (string, bool) { return name, name == model }
 func (catalog) List() []gateway.ModelInfo          { return []gateway.ModelInfo{{ID: model}} }
+func (catalog) Limits(string) request.Limits       { return request.Limits{} }
 
 func serve(b *testing.B, h http.Handler) string {
 	b.Helper()

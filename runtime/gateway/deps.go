@@ -31,6 +31,9 @@ type Catalog interface {
 	Resolve(name string) (canonical string, ok bool)
 	// List returns the catalog's models.
 	List() []ModelInfo
+	// Limits returns what one response of a canonical model may hold; a
+	// request asking for more is refused.
+	Limits(model string) request.Limits
 }
 
 // Auth authenticates API keys.
@@ -74,6 +77,10 @@ func (t PlainTicket) Model() string { return string(t) }
 
 // SetHeaders implements request.Ticket.
 func (PlainTicket) SetHeaders(http.Header) {}
+
+// MaxTokens implements request.Ticket: it reserves nothing, so the request
+// goes with the client's own bound.
+func (PlainTicket) MaxTokens() int { return 0 }
 
 // Settle implements request.Ticket.
 func (PlainTicket) Settle(u request.Usage) request.Usage { return u }

@@ -383,6 +383,12 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.rec.Model = model
+	if !isEmbeddings {
+		if aerr := req.checkLimits(g.deps.Catalog.Limits(model)); aerr != nil {
+			x.fail(w, aerr)
+			return
+		}
+	}
 	x.promptEstimate = request.EstimatePromptTokens(len(body), req.tokenIDs)
 
 	ticket, err := g.deps.Admission.Admit(r.Context(), p, model, request.Info{
@@ -428,7 +434,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 	x.rec.ReplicaID = ep.ReplicaID
 
 	x.injected = x.rec.Stream && !req.includeUsage
-	body, err = req.rewrite(body, model, x.injected)
+	body, err = req.rewrite(body, model, x.injected, ticket.MaxTokens())
 	if err != nil {
 		g.log.Warn("rewriting request body", "model", model, "err", err)
 		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request could not be forwarded"))

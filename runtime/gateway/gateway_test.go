@@ -39,6 +39,13 @@ func (c testCatalog) Resolve(name string) (string, bool) {
 
 func (c testCatalog) List() []ModelInfo { return c }
 
+// testLimits are the limits of testModels.
+var testLimits = map[string]request.Limits{
+	"qwen/coder-3b": {MaxOutput: 1024, ContextLength: 8192},
+}
+
+func (c testCatalog) Limits(model string) request.Limits { return testLimits[model] }
+
 // testAuth accepts testKey only.
 type testAuth struct{}
 
@@ -440,6 +447,20 @@ func (a *recordingAdmission) Admit(_ context.Context, _ request.Principal, model
 }
 
 func (a *recordingAdmission) Settle(u request.Usage) request.Usage { a.usage <- u; return u }
+
+// MaxTokens forwards the client's max_tokens, else 77: a bound the test
+// can tell from any the client sent.
+func (a *recordingAdmission) MaxTokens() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.info.Endpoint == "/v1/embeddings":
+		return 0
+	case a.info.MaxTokens > 0:
+		return a.info.MaxTokens
+	}
+	return 77
+}
 
 func (a *recordingAdmission) Model() string {
 	a.mu.Lock()
@@ -845,4 +866,61 @@ func BenchmarkProxyNonStreaming(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestForwardedBound: the engine receives the completion bound admission
+// reserved for, in every bound key the client used, or in max_tokens when
+// it used none; embeddings get none.
+func TestForwardedBound(t *testing.T) {
+	adm := &recordingAdmission{}
+	h := newHarness(t, 1, Config{}, adm)
+	tests := []struct {
+		path, body string
+		want       map[string]any // keys the engine must see; nil value: absent
+	}{
+		{"/v1/chat/completions", `{"model":"coder","messages":[]}`, map[string]any{"max_tokens": 77.0}},
+		{"/v1/chat/completions", `{"model":"coder","max_tokens":null,"messages":[]}`, map[string]any{"max_tokens": 77.0}},
+		{"/v1/chat/completions", `{"model":"coder","max_tokens":5}`, map[string]any{"max_tokens": 5.0}},
+		{"/v1/chat/completions", `{"model":"coder","max_tokens":900,"max_completion_tokens":5}`,
+			map[string]any{"max_tokens": 5.0, "max_completion_tokens": 5.0}},
+		{"/v1/completions", `{"model":"coder","prompt":"x","n_predict":9}`, map[string]any{"n_predict": 9.0, "max_tokens": 9.0}},
+		{"/v1/embeddings", `{"model":"coder","input":"x"}`, map[string]any{"max_tokens": nil}},
+	}
+	for _, tt := range tests {
+		resp := h.post(t.Context(), tt.path, tt.body)
+		if body := readAll(t, resp); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", tt.body, resp.StatusCode, body)
+		}
+		adm.settled(t)
+		h.record()
+		got := h.engines[0].lastBody(t)
+		for k, v := range tt.want {
+			if gv, ok := got[k]; v == nil && ok || v != nil && gv != v {
+				t.Errorf("%s %s: engine saw %s = %v, want %v", tt.path, tt.body, k, gv, v)
+			}
+		}
+	}
+}
+
+// TestMaxTokensAboveModelLimit: a bound above what the model can produce
+// is refused as OpenAI refuses it, before admission.
+func TestMaxTokensAboveModelLimit(t *testing.T) {
+	adm := &recordingAdmission{}
+	h := newHarness(t, 1, Config{}, adm)
+	for _, key := range []string{"max_tokens", "max_completion_tokens"} {
+		resp := h.post(t.Context(), "/v1/chat/completions", `{"model":"coder","`+key+`":1000000,"messages":[]}`)
+		body := readAll(t, resp)
+		want := `{"error":{"message":"` + key + ` is too large: 1000000. This model supports at most 1024 completion tokens, whereas you provided 1000000.","type":"invalid_request_error","param":"` + key + `","code":"invalid_value"}}` + "\n"
+		if resp.StatusCode != http.StatusBadRequest || body != want {
+			t.Errorf("status %d body\n%s\nwant 400\n%s", resp.StatusCode, body, want)
+		}
+		if rec := h.record(); rec.Status != http.StatusBadRequest {
+			t.Errorf("record status %d", rec.Status)
+		}
+	}
+	adm.mu.Lock()
+	defer adm.mu.Unlock()
+	if adm.model != "" {
+		t.Errorf("admission saw the refused request")
+	}
 }

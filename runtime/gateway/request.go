@@ -8,35 +8,65 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/llmgw/llmgw/runtime/request"
 )
 
 // parsedBody is what the gateway reads from an inference request body;
 // the body itself is forwarded as sent, except for the edits below.
+//
+// Each key the gateway reads may appear once at the top level: a repeated
+// one is refused (see readKeys), so that what admission counts is what the
+// engine reads, whichever of the duplicates an engine's parser would keep.
 type parsedBody struct {
 	model string
 	// stream is the client's "stream" flag.
 	stream bool
 	// includeUsage is the client's stream_options.include_usage.
 	includeUsage bool
-	maxTokens    int
-	n            int
-	bestOf       int
+	// maxTokens is the completion bound the client asked for:
+	// max_completion_tokens, else max_tokens, else n_predict (the first
+	// that is set and not 0); 0 when none is.
+	maxTokens int
+	n         int
+	bestOf    int
 	// prompts is how many prompts a /v1/completions request holds (each
 	// gets its own completions); tokenIDs is whether they are token ids.
 	prompts  int
 	tokenIDs bool
 
+	// seen holds the read keys met so far, one bit each.
+	seen uint16
 	// objStart is the offset just past the body's opening brace.
 	objStart int
-	// modelSpans are the byte ranges of every top-level "model" value.
-	modelSpans []span
+	// modelSpan is the byte range of the top-level "model" value.
+	modelSpan span
 	// streamOptions is the range of the top-level "stream_options" value,
 	// if present.
 	streamOptions    span
 	hasStreamOptions bool
+	// bounds are the completion bounds the body holds (max_tokens,
+	// max_completion_tokens, n_predict), whatever their value, null
+	// included: each is set to the bound admission reserved for.
+	bounds []bound
 }
+
+// bound is one completion-bound key of the body and its value (0 when
+// null).
+type bound struct {
+	key   string
+	value int
+	span
+}
+
+// readKeys are the top-level keys the gateway reads; each has a bit in
+// parsedBody.seen. Three bound the completion: vLLM and SGLang read
+// max_completion_tokens, else max_tokens; llama.cpp reads n_predict before
+// max_tokens.
+var readKeys = []string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+	"n_predict", "n", "best_of", "prompt"}
 
 type span struct{ start, end int }
 
@@ -70,10 +100,14 @@ func badJSON(format string, args ...any) *apiError {
 }
 
 // parseRequest walks the top level of a JSON object body and decodes only
-// the fields the gateway needs, remembering where "model" and
-// "stream_options" sit so they can be rewritten in place. Keys match
-// exactly (as the engines match them), and a repeated key counts by its last
-// occurrence, as in the engines' JSON parsers.
+// the fields the gateway needs, remembering where "model", "stream_options"
+// and the completion bounds sit so they can be rewritten in place. Keys
+// match exactly after unescaping (as the engines match them:
+// "max\u005ftokens" is max_tokens). A key the gateway reads that appears
+// twice is refused: engines keep the last occurrence, other parsers the
+// first, and the gateway must count what the engine reads. So is a key
+// that differs from one it reads only in case ("MAX_TOKENS"), which a
+// case-insensitive parser would read as that key.
 func parseRequest(body []byte) (*parsedBody, *apiError) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	tok, err := dec.Token()
@@ -114,11 +148,33 @@ func parseRequest(body []byte) (*parsedBody, *apiError) {
 		return nil, newError(http.StatusBadRequest, typeInvalidRequest, "missing_model",
 			"you must provide a model parameter").withParam("model")
 	}
+	for _, key := range []string{"max_completion_tokens", "max_tokens", "n_predict"} {
+		for _, b := range req.bounds {
+			if b.key == key && req.maxTokens == 0 {
+				req.maxTokens = b.value
+			}
+		}
+	}
 	return req, nil
 }
 
 // field records one top-level key.
 func (req *parsedBody) field(key string, raw json.RawMessage, sp span) *apiError {
+	if i := slices.Index(readKeys, key); i >= 0 {
+		if req.seen&(1<<i) != 0 {
+			return newError(http.StatusBadRequest, typeInvalidRequest, "duplicate_key",
+				fmt.Sprintf("%s appears more than once in the request body; send each parameter once", key)).withParam(key)
+		}
+		req.seen |= 1 << i
+	} else if i := slices.IndexFunc(readKeys, func(k string) bool { return strings.EqualFold(k, key) }); i >= 0 {
+		// Go's encoding/json (the sim engine's parser) matches struct
+		// fields this way, Kelvin sign and long s included; Python's does
+		// not. Refused, as OpenAI refuses an unknown parameter, so that
+		// no engine can read it as the key the gateway did not.
+		return newError(http.StatusBadRequest, typeInvalidRequest, "unknown_parameter",
+			fmt.Sprintf("unrecognized request argument %q: parameter names are case-sensitive; did you mean %s?",
+				key, readKeys[i])).withParam(key)
+	}
 	invalid := func(what string) *apiError {
 		return newError(http.StatusBadRequest, typeInvalidRequest, "invalid_type",
 			fmt.Sprintf("%s must be %s, got %s", key, what, truncate(raw, 40))).withParam(key)
@@ -130,7 +186,7 @@ func (req *parsedBody) field(key string, raw json.RawMessage, sp span) *apiError
 			return invalid("a string")
 		}
 		req.model = s
-		req.modelSpans = append(req.modelSpans, sp)
+		req.modelSpan = sp
 	case "stream":
 		var b *bool
 		if err := json.Unmarshal(raw, &b); err != nil {
@@ -146,30 +202,30 @@ func (req *parsedBody) field(key string, raw json.RawMessage, sp span) *apiError
 		}
 		req.includeUsage = o != nil && o.IncludeUsage != nil && *o.IncludeUsage
 		req.streamOptions, req.hasStreamOptions = sp, true
-	case "max_tokens", "max_completion_tokens", "n", "best_of":
+	case "max_tokens", "max_completion_tokens", "n_predict", "n", "best_of":
 		var v *int
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return invalid("an integer")
 		}
-		if v == nil {
-			return nil
+		value := 0
+		if v != nil {
+			value = *v
 		}
 		limit := request.MaxTokens
 		if key == "n" || key == "best_of" {
 			limit = request.MaxChoices
 		}
-		if *v < 0 || *v > limit {
+		if value < 0 || value > limit {
 			return newError(http.StatusBadRequest, typeInvalidRequest, "invalid_value",
-				fmt.Sprintf("%s must be between 0 and %d, got %d", key, limit, *v)).withParam(key)
+				fmt.Sprintf("%s must be between 0 and %d, got %d", key, limit, value)).withParam(key)
 		}
-		switch {
-		case key == "n":
-			req.n = *v
-		case key == "best_of":
-			req.bestOf = *v
-		case key == "max_completion_tokens" || req.maxTokens == 0:
-			// max_completion_tokens supersedes max_tokens whatever the order.
-			req.maxTokens = *v
+		switch key {
+		case "n":
+			req.n = value
+		case "best_of":
+			req.bestOf = value
+		default:
+			req.bounds = append(req.bounds, bound{key, value, sp})
 		}
 	case "prompt":
 		req.prompts, req.tokenIDs = countPrompts(raw)
@@ -198,6 +254,28 @@ func countPrompts(raw json.RawMessage) (n int, tokenIDs bool) {
 	}
 }
 
+// checkLimits refuses, as OpenAI does, a completion bound above what the
+// model can produce: its max_output, else its context_length.
+func (req *parsedBody) checkLimits(l request.Limits) *apiError {
+	limit := l.Completion()
+	if limit <= 0 {
+		return nil
+	}
+	for _, b := range req.bounds {
+		if b.value <= limit {
+			continue
+		}
+		msg := fmt.Sprintf("%s is too large: %d. This model supports at most %d completion tokens, whereas you provided %d.",
+			b.key, b.value, limit, b.value)
+		if l.MaxOutput <= 0 {
+			msg = fmt.Sprintf("%s is too large: %d. This model's maximum context length is %d tokens, prompt and completion together, whereas you provided %d.",
+				b.key, b.value, limit, b.value)
+		}
+		return newError(http.StatusBadRequest, typeInvalidRequest, "invalid_value", msg).withParam(b.key)
+	}
+	return nil
+}
+
 func skipColon(b []byte, i int) int {
 	for i < len(b) {
 		switch b[i] {
@@ -222,22 +300,40 @@ type edit struct {
 	with []byte
 }
 
-// rewrite returns body with every top-level "model" set to canonical and, when
-// injectUsage, stream_options.include_usage set to true. It returns body
-// itself when nothing changes.
+// rewrite returns body with the top-level "model" set to canonical, every
+// completion bound (max_tokens, max_completion_tokens, n_predict) set to
+// maxTokens when it is not 0 (and max_tokens added when the body has none,
+// since not every engine reads the other two), and, when injectUsage,
+// stream_options.include_usage set to true. It returns body itself when
+// nothing changes.
 //
 // It splices at the spans parseRequest recorded rather than calling
-// tidwall/sjson: sjson.Set rewrites only the first of duplicate "model" keys,
-// while the engines read the last, so an alias could reach the engine.
-func (req *parsedBody) rewrite(body []byte, canonical string, injectUsage bool) ([]byte, error) {
+// tidwall/sjson or re-encoding the body: the edit lands on exactly the key
+// the gateway read, however it was spelled ("max\u005ftokens" included),
+// the body is not parsed again (sjson.Set parses for each edit), and no
+// other byte of it changes (a re-encoding would rewrite the numbers, key
+// order and escapes the engine sees).
+func (req *parsedBody) rewrite(body []byte, canonical string, injectUsage bool, maxTokens int) ([]byte, error) {
 	var edits []edit
 	if req.model != canonical {
 		quoted, err := json.Marshal(canonical)
 		if err != nil {
 			return nil, fmt.Errorf("encoding model name %q: %w", canonical, err)
 		}
-		for _, sp := range req.modelSpans {
-			edits = append(edits, edit{sp, quoted})
+		edits = append(edits, edit{req.modelSpan, quoted})
+	}
+	if maxTokens > 0 {
+		n := []byte(strconv.Itoa(maxTokens))
+		hasMaxTokens := false
+		for _, b := range req.bounds {
+			edits = append(edits, edit{b.span, n})
+			hasMaxTokens = hasMaxTokens || b.key == "max_tokens"
+		}
+		if !hasMaxTokens {
+			// Every engine reads max_tokens; not all read the others.
+			// The object has at least "model", so a trailing comma is right.
+			edits = append(edits, edit{span{req.objStart, req.objStart},
+				[]byte(`"max_tokens":` + string(n) + `,`)})
 		}
 	}
 	if injectUsage {
@@ -265,7 +361,7 @@ func (req *parsedBody) rewrite(body []byte, canonical string, injectUsage bool) 
 	if len(edits) == 0 {
 		return body, nil
 	}
-	slices.SortFunc(edits, func(a, b edit) int { return a.start - b.start })
+	slices.SortStableFunc(edits, func(a, b edit) int { return a.start - b.start })
 	grow := 0
 	for _, e := range edits {
 		grow += len(e.with) - (e.end - e.start)

@@ -28,8 +28,23 @@ func TestParseRequest(t *testing.T) {
 		{name: "max_completion_tokens wins after max_tokens", body: `{"max_tokens":3,"max_completion_tokens":9,"model":"m"}`,
 			model: "m", maxTokens: 9},
 		{name: "nulls are unset", body: `{"model":"m","stream":null,"stream_options":null,"max_tokens":null}`, model: "m"},
-		{name: "last duplicate counts", body: `{"model":"a","model":"b"}`, model: "b"},
-		{name: "key match is exact", body: `{"Model":"x","model":"m","STREAM":true}`, model: "m"},
+		{name: "max_tokens when max_completion_tokens is 0", body: `{"max_completion_tokens":0,"max_tokens":3,"model":"m"}`,
+			model: "m", maxTokens: 3},
+		{name: "n_predict (llama.cpp)", body: `{"model":"m","n_predict":5}`, model: "m", maxTokens: 5},
+		{name: "escaped key is the key", body: `{"model":"m","max\u005ftokens":4}`, model: "m", maxTokens: 4},
+		// Duplicates of a key the gateway reads are refused: the engine
+		// keeps the last, and the gateway would count something else.
+		{name: "duplicate model", body: `{"model":"a","model":"b"}`, wantStatus: 400, wantCode: "duplicate_key"},
+		{name: "duplicate max_tokens", body: `{"model":"m","max_tokens":1,"max_tokens":200}`, wantStatus: 400, wantCode: "duplicate_key"},
+		{name: "duplicate max_tokens then null", body: `{"model":"m","max_tokens":1,"max_tokens":null}`, wantStatus: 400, wantCode: "duplicate_key"},
+		{name: "duplicate by escape", body: `{"model":"m","max_tokens":1,"max\u005ftokens":200}`, wantStatus: 400, wantCode: "duplicate_key"},
+		{name: "duplicate stream", body: `{"model":"m","stream":false,"stream":true}`, wantStatus: 400, wantCode: "duplicate_key"},
+		{name: "duplicate n", body: `{"model":"m","n":1,"n":5}`, wantStatus: 400, wantCode: "duplicate_key"},
+		{name: "duplicate prompt", body: `{"model":"m","prompt":"a","prompt":["a","b"]}`, wantStatus: 400, wantCode: "duplicate_key"},
+		{name: "duplicate of a key not read", body: `{"model":"m","temperature":1,"temperature":0}`, model: "m"},
+		{name: "a read key in another case", body: `{"model":"m","MAX_TOKENS":9}`, wantStatus: 400, wantCode: "unknown_parameter"},
+		{name: "a read key with a Kelvin sign", body: "{\"model\":\"m\",\"max_to\u212Aens\":9}", wantStatus: 400, wantCode: "unknown_parameter"},
+		{name: "a read key in another case before it", body: `{"Model":"x","model":"m"}`, wantStatus: 400, wantCode: "unknown_parameter"},
 		{name: "nested model ignored", body: `{"messages":[{"model":"x"}],"model":"m"}`, model: "m"},
 		{name: "whitespace", body: " \n{ \"model\" :\t\"m\" , \"stream\" : true }\n", model: "m", stream: true},
 		{name: "malformed", body: `{"model":"m"`, wantStatus: 400, wantCode: "invalid_json"},
@@ -85,14 +100,27 @@ func TestRewrite(t *testing.T) {
 		body      string
 		canonical string
 		inject    bool
+		maxTokens int
 		want      string
 	}{
 		{name: "nothing to do returns the same bytes", body: `{"model": "m",  "x":1}`, canonical: "m",
 			want: `{"model": "m",  "x":1}`},
 		{name: "alias replaced in place", body: "{ \"model\" : \"coder\" ,\"messages\":[{\"role\":\"user\",\"content\":\"model: coder\"}]}",
 			canonical: "qwen/coder-3b", want: "{ \"model\" : \"qwen/coder-3b\" ,\"messages\":[{\"role\":\"user\",\"content\":\"model: coder\"}]}"},
-		{name: "every duplicate replaced", body: `{"model":"a","x":{"model":"a"},"model":"a"}`, canonical: "c",
-			want: `{"model":"c","x":{"model":"a"},"model":"c"}`},
+		{name: "nested model kept", body: `{"model":"a","x":{"model":"a"}}`, canonical: "c",
+			want: `{"model":"c","x":{"model":"a"}}`},
+		{name: "bound added", body: `{"model":"m"}`, canonical: "m", maxTokens: 50,
+			want: `{"max_tokens":50,"model":"m"}`},
+		{name: "bound added beside usage", body: `{"model":"m"}`, canonical: "m", inject: true, maxTokens: 50,
+			want: `{"max_tokens":50,"stream_options":{"include_usage":true},"model":"m"}`},
+		{name: "every bound set", body: `{"model":"m","max_tokens":null,"max_completion_tokens":0,"n_predict":9}`, canonical: "m", maxTokens: 50,
+			want: `{"model":"m","max_tokens":50,"max_completion_tokens":50,"n_predict":50}`},
+		{name: "max_tokens beside another bound", body: `{"model":"m","n_predict":9}`, canonical: "m", maxTokens: 9,
+			want: `{"max_tokens":9,"model":"m","n_predict":9}`},
+		{name: "escaped bound set", body: `{"model":"m","max\u005ftokens":7}`, canonical: "m", maxTokens: 7,
+			want: `{"model":"m","max\u005ftokens":7}`},
+		{name: "no bound leaves the client's", body: `{"model":"m","max_tokens":7}`, canonical: "m",
+			want: `{"model":"m","max_tokens":7}`},
 		{name: "escaped alias", body: `{"model":"c\u006fder"}`, canonical: "m", want: `{"model":"m"}`},
 		{name: "canonical needing escapes", body: `{"model":"a"}`, canonical: `q"x`, want: `{"model":"q\"x"}`},
 		{name: "usage injected", body: `{"model":"m","stream":true}`, canonical: "m", inject: true,
@@ -109,7 +137,7 @@ func TestRewrite(t *testing.T) {
 			if aerr != nil {
 				t.Fatalf("parse: %s", aerr.Message)
 			}
-			got, err := req.rewrite([]byte(tt.body), tt.canonical, tt.inject)
+			got, err := req.rewrite([]byte(tt.body), tt.canonical, tt.inject, tt.maxTokens)
 			if err != nil {
 				t.Fatalf("rewrite: %v", err)
 			}

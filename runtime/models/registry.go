@@ -12,6 +12,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -156,20 +157,21 @@ func (r *Registry) Get(name string) (Entry, bool) {
 	return cloneEntry(e), true
 }
 
-// Terms returns what admission needs of a model, without copying the rest:
-// its own price (nil when it has none) and its max_output (0: unstated).
-func (r *Registry) Terms(name string) (price *spec.Pricing, maxOutput int, ok bool) {
+// Terms returns what the request path needs of a model, without copying
+// the rest: its own price (nil when it has none) and its limits
+// (max_output, context_length; 0: unstated).
+func (r *Registry) Terms(name string) (price *spec.Pricing, limits request.Limits, ok bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	e, ok := r.entries[name]
 	if !ok {
-		return nil, 0, false
+		return nil, request.Limits{}, false
 	}
 	if e.Model.Pricing != nil {
 		p := *e.Model.Pricing
 		price = &p
 	}
-	return price, e.Model.MaxOutput, true
+	return price, request.Limits{MaxOutput: e.Model.MaxOutput, ContextLength: e.Model.ContextLength}, true
 }
 
 // Resolve maps a model name or alias to the model's name.

@@ -55,10 +55,11 @@ type Info struct {
 
 // EstimatePromptTokens estimates the prompt tokens of a request body before
 // an engine has tokenized it: a quarter of its bytes, rounded up, the usual
-// rule of thumb for English text; the JSON around the messages makes it
-// err on the high side. A prompt given as token ids takes at least two
-// bytes a token ("7,"), so it is half the bytes. Admission reserves on it
-// and settles on the engine's own count.
+// rule of thumb for English text. It is not an upper bound: dense text
+// (digits, code, most non-Latin scripts) and the engine's chat template
+// can make more tokens. A prompt given as token ids takes at least two
+// bytes a token ("7,"), so it is half the bytes, at least one per id.
+// Admission reserves on it and settles on the engine's own count.
 func EstimatePromptTokens(bodyBytes int, tokenIDs bool) int {
 	if tokenIDs {
 		return (bodyBytes + 1) / 2
@@ -86,6 +87,27 @@ type Usage struct {
 	Abandoned bool
 }
 
+// Limits are what one response of a model may hold, from its catalog
+// definition; 0 means unstated. The gateway refuses a request that asks
+// for more, and admission never reserves more.
+type Limits struct {
+	// MaxOutput is the model's max_output: completion tokens per choice.
+	MaxOutput int
+	// ContextLength is the model's context_length: prompt and completion
+	// together.
+	ContextLength int
+}
+
+// Completion is the most completion tokens one choice may have: MaxOutput,
+// else ContextLength (the completion cannot outgrow the context), else 0
+// when neither is stated.
+func (l Limits) Completion() int {
+	if l.MaxOutput > 0 {
+		return l.MaxOutput
+	}
+	return max(l.ContextLength, 0)
+}
+
 // Bounds on what one request may ask for; beyond them the gateway refuses
 // it before anything is reserved, so admission's arithmetic stays small.
 const (
@@ -100,6 +122,12 @@ type Ticket interface {
 	// Model is the canonical model to serve: the one asked for, or the
 	// fallback a spent budget names.
 	Model() string
+	// MaxTokens is the completion tokens per choice the reservation
+	// covers; the gateway forwards it as the request's max_tokens, so the
+	// engine cannot generate more than was reserved. 0 when the ticket
+	// reserves no completion (embeddings, or an admission that counts
+	// nothing): the request is then forwarded with the client's own bound.
+	MaxTokens() int
 	// SetHeaders adds the admission's response headers (x-ratelimit-*).
 	SetHeaders(h http.Header)
 	// Settle is called exactly once when the request has ended, with what

@@ -30,6 +30,7 @@ type noModels struct{}
 
 func (noModels) Resolve(string) (string, bool) { return "", false }
 func (noModels) List() []gateway.ModelInfo     { return nil }
+func (noModels) Limits(string) request.Limits  { return request.Limits{} }
 
 // TestClientListenerCountsUnauthenticated: connections count against the
 // bound until a request on them authenticates or they close; one beyond

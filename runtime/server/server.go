@@ -32,6 +32,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/metrics"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/reconcile"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/tenancy"
@@ -400,6 +401,11 @@ func (s *Server) warnUnpricedBudgets(ctx context.Context, prices tenancy.Prices)
 type catalogView struct{ r *models.Registry }
 
 func (c catalogView) Resolve(name string) (string, bool) { return c.r.Resolve(name) }
+
+func (c catalogView) Limits(model string) request.Limits {
+	_, l, _ := c.r.Terms(model)
+	return l
+}
 
 func (c catalogView) List() []gateway.ModelInfo {
 	entries := c.r.List()

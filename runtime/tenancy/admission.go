@@ -37,10 +37,10 @@ type Store interface {
 	ProjectSpend(ctx context.Context, project string, since time.Time) (float64, error)
 }
 
-// Models gives a model's own price (nil: none) and max_output.
-// *models.Registry implements it.
+// Models gives a model's own price (nil: none) and its limits (max_output,
+// context_length). *models.Registry implements it.
 type Models interface {
-	Terms(name string) (price *spec.Pricing, maxOutput int, ok bool)
+	Terms(name string) (price *spec.Pricing, limits request.Limits, ok bool)
 }
 
 // Pending reports the cost of usage recorded but not yet written to the
@@ -187,27 +187,44 @@ func (a *Admission) Priced(models []string) bool { return a.prices.Priced(models
 // gateway already refuses absurd max_tokens, n and best_of.
 const maxWorst = int64(1) << 40
 
-// completionCap is the most completion tokens the request may produce:
-// max_tokens (else the model's max_output, else the default) for each
-// choice of each prompt.
-func (a *Admission) completionCap(model string, req request.Info) int64 {
+// perChoice is the most completion tokens one choice of the request may
+// have on the model: max_tokens, else the model's max_output, else the
+// default; never more than the model can produce (its max_output, else its
+// context_length). The gateway refuses a max_tokens above that for the
+// model asked for; a budget's fallback model may produce less, and then
+// the request is bounded to it. 0 for embeddings.
+func (a *Admission) perChoice(model string, req request.Info) int {
 	if req.Endpoint == "/v1/embeddings" {
 		return 0
 	}
-	perChoice := int64(req.MaxTokens)
-	if perChoice <= 0 {
-		perChoice = int64(a.opts.DefaultMaxTokens)
-		if a.opts.Models != nil {
-			if _, maxOut, ok := a.opts.Models.Terms(model); ok && maxOut > 0 {
-				perChoice = int64(maxOut)
-			}
+	var limits request.Limits
+	if a.opts.Models != nil {
+		if _, l, ok := a.opts.Models.Terms(model); ok {
+			limits = l
 		}
 	}
+	n := req.MaxTokens
+	switch {
+	case n > 0:
+	case limits.MaxOutput > 0:
+		n = limits.MaxOutput
+	default:
+		n = a.opts.DefaultMaxTokens
+	}
+	if limit := limits.Completion(); limit > 0 && n > limit {
+		n = limit
+	}
+	return n
+}
+
+// completionCap is the most completion tokens the request may produce:
+// perChoice for each choice of each prompt.
+func (a *Admission) completionCap(perChoice int, req request.Info) int64 {
 	choices := int64(max(req.N, req.BestOf, 1)) * int64(max(req.Prompts, 1))
-	if perChoice > maxWorst/choices {
+	if int64(perChoice) > maxWorst/choices {
 		return maxWorst
 	}
-	return perChoice * choices
+	return int64(perChoice) * choices
 }
 
 // limitOf returns own when set, else def.
@@ -252,7 +269,8 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 	}
 
 	prompt := min(max(int64(req.PromptEstimate), 0), maxWorst)
-	completion := a.completionCap(model, req)
+	perChoice := a.perChoice(model, req)
+	completion := a.completionCap(perChoice, req)
 	worst := prompt + completion
 	sec := now.Unix()
 
@@ -311,8 +329,12 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 		}
 		if b.OnExhausted == store.OnExhaustedFallback && b.FallbackModel != "" && a.allowed(proj.project, b.FallbackModel) {
 			if served == model {
+				// The rate windows were checked for perChoice: the
+				// fallback gets no more, and less when it can
+				// produce less.
 				served = b.FallbackModel
-				completion = a.completionCap(served, req)
+				perChoice = min(perChoice, a.perChoice(served, req))
+				completion = a.completionCap(perChoice, req)
 				cost = a.price(served).Cost(prompt, completion)
 			}
 			continue
@@ -330,7 +352,7 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 		}
 	}
 	t := &ticket{a: a, model: served, headers: rateHeaders(checks, sec), sec: sec, worst: worst, cost: cost, project: p.Project,
-		prompt: prompt, completion: completion}
+		prompt: prompt, completion: completion, maxTokens: perChoice}
 	if km != nil {
 		t.windows = append(t.windows, &km.tokens)
 	}
@@ -401,13 +423,17 @@ type ticket struct {
 	windows []*window
 	// ledgers hold this request's reservation.
 	ledgers []*ledger
-	// prompt and completion are the worst case reserved.
+	// prompt and completion are the worst case reserved; maxTokens is the
+	// completion per choice it covers.
 	prompt, completion int64
+	maxTokens          int
 	once               sync.Once
 	charged            request.Usage
 }
 
 func (t *ticket) Model() string { return t.model }
+
+func (t *ticket) MaxTokens() int { return t.maxTokens }
 
 func (t *ticket) SetHeaders(h http.Header) {
 	for k, v := range t.headers {

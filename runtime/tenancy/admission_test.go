@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,12 +22,23 @@ import (
 // fakeModels prices models from a map.
 type fakeModels map[string]spec.Pricing
 
-func (m fakeModels) Terms(name string) (*spec.Pricing, int, bool) {
+func (m fakeModels) Terms(name string) (*spec.Pricing, request.Limits, bool) {
 	p, ok := m[name]
 	if !ok {
-		return nil, 0, true
+		return nil, request.Limits{}, true
 	}
-	return &p, 0, true
+	return &p, request.Limits{}, true
+}
+
+// limitedModels are priced models with limits.
+type limitedModels map[string]struct {
+	price  spec.Pricing
+	limits request.Limits
+}
+
+func (m limitedModels) Terms(name string) (*spec.Pricing, request.Limits, bool) {
+	t, ok := m[name]
+	return &t.price, t.limits, ok
 }
 
 // clock is a settable test clock.
@@ -483,7 +495,7 @@ func TestWorstCaseCountsEveryCompletion(t *testing.T) {
 		{request.Info{Endpoint: "/v1/completions", MaxTokens: request.MaxTokens, N: request.MaxChoices, Prompts: 1 << 30}, maxWorst},
 	}
 	for _, tt := range tests {
-		if got := a.completionCap("m", tt.req); got != tt.want {
+		if got := a.completionCap(a.perChoice("m", tt.req), tt.req); got != tt.want {
 			t.Errorf("completionCap(%+v) = %d, want %d", tt.req, got, tt.want)
 		}
 	}
@@ -526,5 +538,71 @@ func TestFallbackMustBeAllowed(t *testing.T) {
 	_, err := a.Admit(ctx, request.Principal{Project: "p"}, "big", chat(10, 0))
 	if rej := rejection(t, err); rej.Status != http.StatusPaymentRequired {
 		t.Errorf("a fallback the project may not use was served: %+v", rej)
+	}
+}
+
+// TestReservationBoundedByModel: a request reserves (and its ticket
+// forwards) max_tokens, else the model's max_output, else the default, and
+// never more than the model can produce; a budget's fallback model is
+// bounded by what it can produce and by what the request was checked for.
+func TestReservationBoundedByModel(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	price := spec.Pricing{CompletionPer1K: 1}
+	models := limitedModels{
+		"out":  {price, request.Limits{MaxOutput: 1024, ContextLength: 8192}},
+		"ctx":  {price, request.Limits{ContextLength: 2048}},
+		"none": {price, request.Limits{}},
+		"fb":   {price, request.Limits{MaxOutput: 100, ContextLength: 8192}},
+		"big":  {price, request.Limits{MaxOutput: 1 << 20}},
+	}
+	a := NewAdmission(Options{Store: st, Models: models, DefaultMaxTokens: 4096})
+	p := request.Principal{Project: store.DefaultProject}
+	tests := []struct {
+		model     string
+		maxTokens int
+		want      int
+	}{
+		{"out", 0, 1024},
+		{"out", 10, 10},
+		{"out", 5000, 1024}, // the gateway refuses this; admission still bounds it
+		{"ctx", 0, 2048},
+		{"ctx", 100, 100},
+		{"none", 0, 4096},
+		{"none", 9000, 9000},
+	}
+	for _, tt := range tests {
+		tk, err := a.Admit(ctx, p, tt.model, chat(tt.maxTokens, 0))
+		if err != nil {
+			t.Fatalf("%s max_tokens %d: %v", tt.model, tt.maxTokens, err)
+		}
+		if got := tk.MaxTokens(); got != tt.want {
+			t.Errorf("%s max_tokens %d: ticket bound %d, want %d", tt.model, tt.maxTokens, got, tt.want)
+		}
+		tk.Settle(request.Usage{})
+	}
+
+	// A spent budget falls back to "fb" (max_output 100) or to "big" (more
+	// than the request was checked for): the bound is the smaller.
+	for _, fb := range []struct {
+		model           string
+		maxTokens, want int
+	}{{"fb", 500, 100}, {"fb", 0, 100}, {"big", 0, 1024}} {
+		proj := "p-" + fb.model + "-" + strconv.Itoa(fb.maxTokens)
+		if err := st.CreateProject(ctx, store.Project{Name: proj}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.PutBudget(ctx, store.Budget{Project: proj, Period: store.PeriodTotal, Amount: 1e-9,
+			OnExhausted: store.OnExhaustedFallback, FallbackModel: fb.model}); err != nil {
+			t.Fatal(err)
+		}
+		tk, err := a.Admit(ctx, request.Principal{Project: proj}, "out", chat(fb.maxTokens, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.Model() != fb.model || tk.MaxTokens() != fb.want {
+			t.Errorf("fallback to %s with max_tokens %d: served %s bounded to %d, want %s bounded to %d",
+				fb.model, fb.maxTokens, tk.Model(), tk.MaxTokens(), fb.model, fb.want)
+		}
 	}
 }
