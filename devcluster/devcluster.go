@@ -224,7 +224,7 @@ func serverConfig(dir string, base int) config.Server {
 			Scaling: spec.Scaling{Min: 1, Max: 2},
 			Profiles: []spec.Profile{{
 				Name: "h100", Engine: "sim", GPUClass: "h100-80g", TP: 1, StartupTimeout: spec.Duration(time.Minute),
-				Args: []string{"--prefill-tps", "20000", "--decode-tps", "200"},
+				Args: []string{"--prefill-tps", "20000", "--decode-tps", "200", "--eos-after", "16"},
 			}},
 		},
 		{
@@ -232,7 +232,7 @@ func serverConfig(dir string, base int) config.Server {
 			Scaling: spec.Scaling{Min: 1, Max: 1},
 			Profiles: []spec.Profile{{
 				Name: "h100x2", Engine: "sim", GPUClass: "h100-80g", TP: 4, Nodes: 2, StartupTimeout: spec.Duration(time.Minute),
-				Args: []string{"--prefill-tps", "20000", "--decode-tps", "100"},
+				Args: []string{"--prefill-tps", "20000", "--decode-tps", "100", "--eos-after", "16"},
 			}},
 		},
 	}

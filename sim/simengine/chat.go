@@ -19,6 +19,7 @@ type chatRequest struct {
 	Messages            []chatMessage   `json:"messages"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	IgnoreEOS           bool            `json:"ignore_eos"`
 	N                   *int            `json:"n"`
 	Stream              bool            `json:"stream"`
 	StreamOptions       *streamOptions  `json:"stream_options"`
@@ -171,7 +172,7 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 		tc := buildToolCall(prompt, fn)
 		out = chatOutput{tool: &tc, fragments: splitFragments(tc.Function.Arguments, 8), finish: "tool_calls"}
 	} else {
-		plan := planCompletion(maxTokens, len(prompt), e.cfg.MaxModelLen)
+		plan := planCompletion(maxTokens, len(prompt), e.cfg.MaxModelLen, e.cfg.EOSAfter, req.IgnoreEOS)
 		src := newWordSource(hashTokens(prompt))
 		out = chatOutput{words: make([]string, plan.tokens), finish: plan.finishReason}
 		for i := range out.words {

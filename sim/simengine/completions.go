@@ -17,6 +17,7 @@ type completionRequest struct {
 	Model         string          `json:"model"`
 	Prompt        json.RawMessage `json:"prompt"`
 	MaxTokens     *int            `json:"max_tokens"`
+	IgnoreEOS     bool            `json:"ignore_eos"`
 	N             *int            `json:"n"`
 	Stream        bool            `json:"stream"`
 	StreamOptions *streamOptions  `json:"stream_options"`
@@ -59,7 +60,7 @@ func (e *Engine) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		if !e.checkPrompt(w, len(p), req.MaxTokens, "prompt", "max_tokens") {
 			return
 		}
-		plans[i] = planCompletion(req.MaxTokens, len(p), e.cfg.MaxModelLen)
+		plans[i] = planCompletion(req.MaxTokens, len(p), e.cfg.MaxModelLen, e.cfg.EOSAfter, req.IgnoreEOS)
 	}
 
 	id := newID("cmpl")

@@ -47,6 +47,11 @@ type Config struct {
 	// 0 makes that phase instantaneous.
 	PrefillTokensPerSec float64
 	DecodeTokensPerSec  float64
+	// EOSAfter ends an answer after this many tokens with finish_reason
+	// "stop", as a model emitting its end-of-sequence token does, unless
+	// the request asks for fewer or sets ignore_eos (vLLM's parameter);
+	// 0 never does, so answers run to max_tokens.
+	EOSAfter int
 	// PrefixCacheBlocks bounds the prefix cache (default 1024, negative
 	// disables it); BlockSize is the number of tokens per block (default 16).
 	PrefixCacheBlocks int
@@ -79,6 +84,7 @@ func ParseFlags(args []string) (Config, error) {
 	fs.StringVar(&c.DistInitAddr, "dist-init-addr", "", "host:port rank 0 listens on for workers")
 	fs.Float64Var(&c.PrefillTokensPerSec, "prefill-tps", 0, "prefill tokens per second (0 = instantaneous)")
 	fs.Float64Var(&c.DecodeTokensPerSec, "decode-tps", 0, "decode tokens per second (0 = instantaneous)")
+	fs.IntVar(&c.EOSAfter, "eos-after", 0, "end answers after this many tokens (finish_reason stop) unless the request sets ignore_eos; 0 = run to max_tokens")
 	fs.IntVar(&c.PrefixCacheBlocks, "prefix-cache-blocks", DefaultPrefixCacheBlocks, "prefix cache capacity in blocks (negative disables)")
 	fs.IntVar(&c.BlockSize, "block-size", DefaultBlockSize, "tokens per prefix cache block")
 	fs.IntVar(&c.MaxModelLen, "max-model-len", DefaultMaxModelLen, "maximum prompt plus completion tokens")
@@ -168,6 +174,8 @@ func (c Config) validate() error {
 	switch {
 	case c.PrefillTokensPerSec < 0:
 		return fmt.Errorf("--prefill-tps must not be negative, got %g", c.PrefillTokensPerSec)
+	case c.EOSAfter < 0:
+		return fmt.Errorf("--eos-after must not be negative, got %d", c.EOSAfter)
 	case c.DecodeTokensPerSec < 0:
 		return fmt.Errorf("--decode-tps must not be negative, got %g", c.DecodeTokensPerSec)
 	case c.BlockSize < 1:

@@ -114,16 +114,21 @@ func TestPlanCompletion(t *testing.T) {
 		maxTokens *int
 		prompt    int
 		maxLen    int
+		eosAfter  int
+		ignoreEOS bool
 		want      completionPlan
 	}{
 		{name: "default length stops", prompt: 3, maxLen: 100, want: completionPlan{16, "stop"}},
 		{name: "max tokens is a length stop", maxTokens: ptr(5), prompt: 3, maxLen: 100, want: completionPlan{5, "length"}},
 		{name: "capped by context window", maxTokens: ptr(50), prompt: 90, maxLen: 100, want: completionPlan{10, "length"}},
 		{name: "default capped by context window", prompt: 95, maxLen: 100, want: completionPlan{5, "length"}},
+		{name: "end of sequence before max tokens", maxTokens: ptr(4096), prompt: 3, maxLen: 10000, eosAfter: 16, want: completionPlan{16, "stop"}},
+		{name: "fewer asked than the end of sequence", maxTokens: ptr(5), prompt: 3, maxLen: 100, eosAfter: 16, want: completionPlan{5, "length"}},
+		{name: "ignore_eos runs to max tokens", maxTokens: ptr(700), prompt: 3, maxLen: 10000, eosAfter: 16, ignoreEOS: true, want: completionPlan{700, "length"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := planCompletion(tt.maxTokens, tt.prompt, tt.maxLen); got != tt.want {
+			if got := planCompletion(tt.maxTokens, tt.prompt, tt.maxLen, tt.eosAfter, tt.ignoreEOS); got != tt.want {
 				t.Fatalf("planCompletion = %+v, want %+v", got, tt.want)
 			}
 		})

@@ -73,14 +73,19 @@ type completionPlan struct {
 }
 
 // planCompletion decides the completion length: max_tokens when the request
-// gives one (finish "length"), else defaultCompletionTokens (finish "stop"),
-// and never more than the context window leaves (finish "length"). The
-// caller has already checked that the prompt leaves room for one token.
-func planCompletion(maxTokens *int, promptTokens, maxModelLen int) completionPlan {
+// gives one (finish "length"), else defaultCompletionTokens (finish "stop");
+// shorter, finish "stop", when the engine ends answers after eosAfter tokens
+// (0: never) and the request did not set ignore_eos; and never more than
+// the context window leaves (finish "length"). The caller has already
+// checked that the prompt leaves room for one token.
+func planCompletion(maxTokens *int, promptTokens, maxModelLen, eosAfter int, ignoreEOS bool) completionPlan {
 	room := maxModelLen - promptTokens
 	p := completionPlan{tokens: defaultCompletionTokens, finishReason: "stop"}
 	if maxTokens != nil {
 		p = completionPlan{tokens: *maxTokens, finishReason: "length"}
+	}
+	if eosAfter > 0 && !ignoreEOS && eosAfter < p.tokens {
+		p = completionPlan{tokens: eosAfter, finishReason: "stop"}
 	}
 	if p.tokens > room {
 		p = completionPlan{tokens: room, finishReason: "length"}
