@@ -773,6 +773,22 @@ func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 
 // waitDrained polls the node until it holds no replica.
 func waitDrained(ctx context.Context, c *Client, name string, timeout time.Duration) diag.Diagnostics {
+	n, diags := pollDrained(ctx, c, name, timeout, "waiting for the drain of node "+name)
+	if n != nil {
+		diags.AddError(fmt.Sprintf("Timed out draining node %s", name),
+			fmt.Sprintf("After %s node %s still holds %s (their replacements are not ready yet; `llmgw ctl explain-placement MODEL` says why). The node stays draining and its identity is not revoked.\n\n"+
+				"Make room elsewhere or raise ready_timeout, and destroy again; `llmgw ctl drain %s --cancel` puts it back in service.",
+				timeout, name, remainingReplicas(ctx, c, name, n.GetReplicas()), name))
+	}
+	return diags
+}
+
+// pollDrained polls node name until it holds no replica or the control
+// plane no longer knows it (nil, nil). When timeout passes first it returns
+// the node as last seen and no diagnostics, for the caller to say what to do;
+// an error (doing says what was being done) or an interruption comes back
+// as diagnostics.
+func pollDrained(ctx context.Context, c *Client, name string, timeout time.Duration, doing string) (*managev1.Node, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(nodePollInterval)
@@ -780,22 +796,19 @@ func waitDrained(ctx context.Context, c *Client, name string, timeout time.Durat
 	for {
 		n, err := c.GetNode(ctx, name)
 		if IsNotFound(err) || (err == nil && n.GetReplicas() == 0) {
-			return nil
+			return nil, nil
 		}
 		if err != nil {
-			diags.Append(c.Diag("waiting for the drain of node "+name, err))
-			return diags
+			diags.Append(c.Diag(doing, err))
+			return nil, diags
 		}
 		if time.Now().After(deadline) {
-			diags.AddError(fmt.Sprintf("Timed out draining node %s", name),
-				fmt.Sprintf("After %s node %s still holds %d replicas (their replacements are not ready yet; `llmgw ctl placement` says why). The node stays draining and its identity is not revoked.\n\n"+
-					"Make room elsewhere or raise ready_timeout, and destroy again; `llmgw ctl drain %s --cancel` puts it back in service.", timeout, name, n.GetReplicas(), name))
-			return diags
+			return n, nil
 		}
 		select {
 		case <-ctx.Done():
 			diags.AddError(fmt.Sprintf("Interrupted while draining node %s", name), ctx.Err().Error())
-			return diags
+			return nil, diags
 		case <-tick.C:
 		}
 	}

@@ -135,40 +135,22 @@ func isoLeftWarning(pve *proxmox.Client, node, volid, op string, err error) diag
 // registered, or already removed by llmgw_node's destroy) has nothing to
 // move. On timeout it names the replicas still on the node.
 func drainBeforeStop(ctx context.Context, c *Client, name string, vmid int, timeout time.Duration) diag.Diagnostics {
-	var diags diag.Diagnostics
 	if _, err := c.DrainNode(ctx, name); IsNotFound(err) {
 		return nil
 	} else if err != nil {
+		var diags diag.Diagnostics
 		diags.Append(c.Diag(fmt.Sprintf("draining node %s before stopping VM %d", name, vmid), err))
 		return diags
 	}
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(nodePollInterval)
-	defer tick.Stop()
-	for {
-		n, err := c.GetNode(ctx, name)
-		if IsNotFound(err) || (err == nil && n.GetReplicas() == 0) {
-			return nil
-		}
-		if err != nil {
-			diags.Append(c.Diag(fmt.Sprintf("waiting for the drain of node %s before stopping VM %d", name, vmid), err))
-			return diags
-		}
-		if time.Now().After(deadline) {
-			diags.AddError(fmt.Sprintf("Timed out draining node %s before stopping VM %d", name, vmid),
-				fmt.Sprintf("After %s node %s still holds %s (their replacements are not ready elsewhere yet; `llmgw ctl explain-placement MODEL` says why). "+
-					"VM %d was not stopped and the node stays draining.\n\n"+
-					"Make room on other nodes or raise drain_timeout, and destroy again; `llmgw ctl drain %s --cancel` puts the node back in service.",
-					timeout, name, remainingReplicas(ctx, c, name, n.GetReplicas()), vmid, name))
-			return diags
-		}
-		select {
-		case <-ctx.Done():
-			diags.AddError(fmt.Sprintf("Interrupted while draining node %s", name), ctx.Err().Error())
-			return diags
-		case <-tick.C:
-		}
+	n, diags := pollDrained(ctx, c, name, timeout, fmt.Sprintf("waiting for the drain of node %s before stopping VM %d", name, vmid))
+	if n != nil {
+		diags.AddError(fmt.Sprintf("Timed out draining node %s before stopping VM %d", name, vmid),
+			fmt.Sprintf("After %s node %s still holds %s (their replacements are not ready elsewhere yet; `llmgw ctl explain-placement MODEL` says why). "+
+				"VM %d was not stopped and the node stays draining.\n\n"+
+				"Make room on other nodes or raise drain_timeout, and destroy again; `llmgw ctl drain %s --cancel` puts the node back in service.",
+				timeout, name, remainingReplicas(ctx, c, name, n.GetReplicas()), vmid, name))
 	}
+	return diags
 }
 
 // remainingReplicas names the live replicas with a shard on node, like
