@@ -1,0 +1,240 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+)
+
+// Fetcher fills the store from upstream sources.
+type Fetcher struct {
+	// HFEndpoint is the Hugging Face hub (HF_ENDPOINT); empty is https://huggingface.co.
+	HFEndpoint string
+	// HFToken is sent as a bearer token to the hub; never logged.
+	HFToken string
+	// S3 is where s3:// sources are read.
+	S3 S3Config
+	// HTTPClient defaults to a client with no overall timeout (files are large).
+	HTTPClient *http.Client
+	// Retries is how many attempts in a row may fail without moving a byte
+	// before a file's download gives up; 0 means 5.
+	Retries int
+	// RetryDelay is the first pause between attempts, doubled up to 10s; 0 means 1s.
+	RetryDelay time.Duration
+	Logger     *slog.Logger
+}
+
+func (f *Fetcher) client() *http.Client {
+	if f.HTTPClient != nil {
+		return f.HTTPClient
+	}
+	return &http.Client{Transport: http.DefaultTransport}
+}
+
+func (f *Fetcher) log() *slog.Logger {
+	if f.Logger != nil {
+		return f.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Progress is shared between a running download and its readers.
+type Progress struct {
+	bytes atomic.Int64
+	total atomic.Int64
+	files atomic.Int64
+	done  atomic.Int64
+}
+
+// Bytes is how many bytes of the set are on disk.
+func (p *Progress) Bytes() int64 { return p.bytes.Load() }
+
+// Total is the set's size, -1 while unknown.
+func (p *Progress) Total() int64 { return p.total.Load() }
+
+// ErrVerify is wrapped by the error of a download whose bytes do not match
+// the sha256 the source gave.
+var ErrVerify = errors.New("sha256 mismatch")
+
+// Fetch fills dir/model/version from source. The version directory holds a
+// marker from the first byte until the last file lands, so the bytes
+// listener never offers a half set; each file is written under a hidden
+// partial name, resumed with Range after a cut, verified when the source
+// gives a sha256 and renamed into place. Running Fetch again after a
+// failure resumes from the partial files left behind.
+func (f *Fetcher) Fetch(ctx context.Context, s *Store, model, version, source string, p *Progress) error {
+	if p == nil {
+		p = &Progress{}
+	}
+	p.total.Store(-1)
+	dir, err := s.versionDir(model, version)
+	if err != nil {
+		return err
+	}
+	files, err := f.resolve(ctx, source)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	marker := filepath.Join(dir, incompleteMarker)
+	if err := os.WriteFile(marker, []byte(source+"\n"), 0o644); err != nil {
+		return fmt.Errorf("marking %s/%s incomplete: %w", model, version, err)
+	}
+	total := int64(0)
+	for _, rf := range files {
+		if rf.Size < 0 {
+			total = -1
+			break
+		}
+		total += rf.Size
+	}
+	p.total.Store(total)
+	p.files.Store(int64(len(files)))
+	log := f.log().With("model", model, "version", version, "source", source)
+	log.Info("download started", "files", len(files), "bytes", total)
+	var landed int64
+	for _, rf := range files {
+		n, err := f.fetchFile(ctx, s, dir, rf, landed, p, log)
+		if err != nil {
+			return fmt.Errorf("fetching %s into %s/%s: %w", rf.Path, model, version, err)
+		}
+		landed += n
+		p.done.Add(1)
+	}
+	if err := os.Remove(marker); err != nil {
+		return fmt.Errorf("marking %s/%s complete: %w", model, version, err)
+	}
+	log.Info("download complete", "files", len(files), "bytes", landed)
+	return nil
+}
+
+// fetchFile downloads one file and returns its size. before is the bytes
+// of the set already landed, for progress.
+func (f *Fetcher) fetchFile(ctx context.Context, s *Store, dir string, rf remoteFile, before int64, p *Progress, log *slog.Logger) (int64, error) {
+	final := filepath.Join(dir, filepath.FromSlash(rf.Path))
+	partial := filepath.Join(filepath.Dir(final), "."+filepath.Base(final)+".partial")
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return 0, err
+	}
+	retries := f.Retries
+	if retries <= 0 {
+		retries = 5
+	}
+	first := f.RetryDelay
+	if first <= 0 {
+		first = time.Second
+	}
+	delay := first
+	failures := 0
+	for {
+		moved, size, err := f.attempt(ctx, s, rf, partial, final, before, p)
+		if err == nil {
+			return size, nil
+		}
+		if isPermanent(err) || ctx.Err() != nil {
+			return 0, err
+		}
+		if moved {
+			failures, delay = 0, first
+		}
+		failures++
+		if failures >= retries {
+			return 0, fmt.Errorf("giving up after %d attempts without progress: %w", failures, err)
+		}
+		log.Warn("download interrupted, resuming", "file", rf.Path, "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+}
+
+// attempt resumes partial from its size and, once every byte is there,
+// verifies and renames it. moved reports whether any byte was written.
+func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial, final string, before int64, p *Progress) (moved bool, size int64, err error) {
+	var offset int64
+	if st, err := os.Stat(partial); err == nil {
+		offset = st.Size()
+	}
+	if rf.Size >= 0 && offset > rf.Size {
+		offset = 0
+	}
+	body, info, err := rf.open(ctx, offset)
+	if err != nil {
+		return false, 0, err
+	}
+	defer body.Close()
+	flags := os.O_WRONLY | os.O_CREATE
+	if info.start != offset || info.start == 0 {
+		// The source ignored the range (or there was nothing to resume).
+		flags |= os.O_TRUNC
+		offset = 0
+	} else {
+		flags |= os.O_APPEND
+	}
+	out, err := os.OpenFile(partial, flags, 0o644)
+	if err != nil {
+		return false, 0, permanent(fmt.Errorf("opening %s: %w", partial, err))
+	}
+	p.bytes.Store(before + offset)
+	n, copyErr := io.Copy(out, &countingReader{r: body, p: p})
+	if err := out.Close(); err != nil && copyErr == nil {
+		copyErr = err
+	}
+	moved = n > 0
+	if copyErr != nil {
+		return moved, 0, fmt.Errorf("after %d bytes: %w", offset+n, copyErr)
+	}
+	size = offset + n
+	want := rf.Size
+	if want < 0 {
+		want = info.total
+	}
+	if want >= 0 && size != want {
+		return moved, 0, fmt.Errorf("the answer ended at byte %d of %d", size, want)
+	}
+	sum := rf.SHA256
+	if sum == "" {
+		sum = info.sha256
+	}
+	got, err := hashFile(partial)
+	if err != nil {
+		return moved, 0, permanent(fmt.Errorf("hashing %s: %w", partial, err))
+	}
+	if sum != "" && got != sum {
+		_ = os.Remove(partial)
+		return moved, 0, permanent(fmt.Errorf("%w: the source says %s, the %d bytes received hash to %s", ErrVerify, sum, size, got))
+	}
+	st, err := os.Stat(partial)
+	if err != nil {
+		return moved, 0, permanent(err)
+	}
+	if err := os.Rename(partial, final); err != nil {
+		return moved, 0, permanent(fmt.Errorf("renaming into place: %w", err))
+	}
+	// The rename keeps size and mtime: the sum just computed stays valid.
+	_ = writeSidecar(final, sidecarKey(st), got)
+	return moved, size, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	p *Progress
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.p.bytes.Add(int64(n))
+	return n, err
+}
