@@ -175,6 +175,9 @@ func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial,
 		return false, 0, err
 	}
 	defer body.Close()
+	if rf.Size < 0 && info.total >= 0 && p.files.Load() == 1 {
+		p.total.Store(info.total) // a single file whose size only its answer gave
+	}
 	flags := os.O_WRONLY | os.O_CREATE
 	if info.start != offset || info.start == 0 {
 		// The source ignored the range (or there was nothing to resume).

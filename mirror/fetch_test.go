@@ -1,0 +1,241 @@
+package mirror
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/testkit/hffake"
+)
+
+// weights returns n deterministic pseudo-random bytes.
+func weights(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.UintN(256))
+	}
+	return b
+}
+
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func hfFetcher(hub *hffake.Server) *Fetcher {
+	return &Fetcher{HFEndpoint: hub.Endpoint(), HFToken: hffake.Token, RetryDelay: 10 * time.Millisecond}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// checkVersion asserts the version's visible files are exactly want
+// (path -> bytes), its manifest lists them, and nothing hidden but the
+// sha256 sidecars is left.
+func checkVersion(t *testing.T, s *Store, model, version string, want map[string][]byte) {
+	t.Helper()
+	m, err := s.Manifest(model, version)
+	if err != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	var paths []string
+	for _, f := range m.Files {
+		paths = append(paths, f.Path)
+		if f.SHA256 != sum(want[f.Path]) {
+			t.Errorf("%s: manifest sha256 %s, want %s", f.Path, f.SHA256, sum(want[f.Path]))
+		}
+		got, err := os.ReadFile(filepath.Join(s.Dir, model, version, f.Path))
+		if err != nil || !bytes.Equal(got, want[f.Path]) {
+			t.Errorf("%s: content differs (%d bytes, want %d; %v)", f.Path, len(got), len(want[f.Path]), err)
+		}
+	}
+	wantPaths := slices.Sorted(func(yield func(string) bool) {
+		for p := range want {
+			if !yield(p) {
+				return
+			}
+		}
+	})
+	if !slices.Equal(paths, wantPaths) {
+		t.Errorf("files %v, want %v", paths, wantPaths)
+	}
+	_ = filepath.WalkDir(filepath.Join(s.Dir, model, version), func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), ".") && !strings.HasSuffix(d.Name(), ".sha256") {
+			t.Errorf("left behind: %s", p)
+		}
+		return nil
+	})
+}
+
+func TestFetchHFFile(t *testing.T) {
+	hub := hffake.New(t)
+	w := weights(300_000, 1)
+	hub.AddFile("org/model-GGUF", "main", "model-q4.gguf", w, true)
+	s := newStore(t)
+	if err := hfFetcher(hub).Fetch(ctx(t), s, "model", "2026-03", "hf:org/model-GGUF/model-q4.gguf", nil); err != nil {
+		t.Fatal(err)
+	}
+	checkVersion(t, s, "model", "2026-03", map[string][]byte{"model-q4.gguf": w})
+}
+
+// TestFetchHFRevisionSet fetches a whole revision: listed over two tree
+// pages, pinned to the branch's commit, .gitattributes left out, a small
+// git file (no sha256) beside LFS files in a subdirectory.
+func TestFetchHFRevisionSet(t *testing.T) {
+	hub := hffake.New(t)
+	hub.PageSize = 2
+	files := map[string][]byte{
+		"config.json":                    []byte(`{"arch":"llama"}`),
+		"q4/model-00001-of-00002.gguf":   weights(70_000, 2),
+		"q4/model-00002-of-00002.gguf":   weights(50_000, 3),
+		"tokenizer/tokenizer.model.gguf": weights(10_000, 4),
+	}
+	for p, b := range files {
+		hub.AddFile("org/sharded", "v1.0", p, b, p != "config.json")
+	}
+	s := newStore(t)
+	if err := hfFetcher(hub).Fetch(ctx(t), s, "sharded", "v1.0", "hf:org/sharded@v1.0", nil); err != nil {
+		t.Fatal(err)
+	}
+	checkVersion(t, s, "sharded", "v1.0", files)
+}
+
+func TestFetchHFErrors(t *testing.T) {
+	hub := hffake.New(t)
+	hub.AddFile("org/gated", "main", "w.gguf", weights(1000, 5), true)
+	hub.Gate("org/gated")
+	s := newStore(t)
+	for _, tc := range []struct {
+		name, source string
+		token        string
+		want         string
+	}{
+		{"gated without token", "hf:org/gated/w.gguf", "", "401"},
+		{"gated set without token", "hf:org/gated@main", "", "401"},
+		{"missing file", "hf:org/gated/nope.gguf", hffake.Token, "404"},
+		{"missing revision", "hf:org/gated@v9", hffake.Token, "404"},
+		{"not a source", "ftp://x/y", "", "use hf:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &Fetcher{HFEndpoint: hub.Endpoint(), HFToken: tc.token, RetryDelay: time.Millisecond}
+			err := f.Fetch(ctx(t), s, "gated", "v", tc.source, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+			if !isPermanent(err) {
+				t.Errorf("%v is retried; a refusal cannot be fixed by retrying", err)
+			}
+			if strings.Contains(err.Error(), hffake.Token) {
+				t.Errorf("the token leaks into the error: %v", err)
+			}
+		})
+	}
+	f := hfFetcher(hub)
+	if err := f.Fetch(ctx(t), s, "gated", "v", "hf:org/gated/w.gguf", nil); err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+}
+
+// TestFetchResumesAfterCut cuts the connection at random offsets, several
+// times in a row: the download resumes with a Range from where the partial
+// file stopped (never from 0), and the file lands whole and verified.
+func TestFetchResumesAfterCut(t *testing.T) {
+	for seed := range uint64(4) {
+		hub := hffake.New(t)
+		w := weights(200_000+int(seed)*1000, 10+seed)
+		hub.AddFile("org/m", "main", "w.gguf", w, true)
+		cut := int64(1 + rand.New(rand.NewPCG(seed, 7)).IntN(len(w)/3))
+		hub.CutAfter(w, cut, 3)
+		s := newStore(t)
+		p := &Progress{}
+		if err := hfFetcher(hub).Fetch(ctx(t), s, "m", "v", "hf:org/m/w.gguf", p); err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		checkVersion(t, s, "m", "v", map[string][]byte{"w.gguf": w})
+		want := []string{"", "bytes=" + itoa(cut) + "-", "bytes=" + itoa(2*cut) + "-", "bytes=" + itoa(3*cut) + "-"}
+		if got := hub.Ranges(); !slices.Equal(got, want) {
+			t.Errorf("cut at %d: CDN requests' ranges %q, want %q", cut, got, want)
+		}
+		if p.Bytes() != int64(len(w)) || p.Total() != int64(len(w)) {
+			t.Errorf("progress %d/%d, want %d/%d", p.Bytes(), p.Total(), len(w), len(w))
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestFetchCorruptByte serves a file with one byte flipped: verification
+// fails, nothing appears under the final name, the partial file is gone and
+// the set stays incomplete (no manifest).
+func TestFetchCorruptByte(t *testing.T) {
+	hub := hffake.New(t)
+	w := weights(100_000, 20)
+	good := weights(1000, 21)
+	hub.AddFile("org/m", "main", "a.gguf", good, true)
+	hub.AddFile("org/m", "main", "b.gguf", w, true)
+	hub.Corrupt(w)
+	s := newStore(t)
+	err := hfFetcher(hub).Fetch(ctx(t), s, "m", "v", "hf:org/m@main", nil)
+	if !errors.Is(err, ErrVerify) {
+		t.Fatalf("error %v, want a sha256 mismatch", err)
+	}
+	dir := filepath.Join(s.Dir, "m", "v")
+	for _, name := range []string{"b.gguf", ".b.gguf.partial"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Errorf("%s exists after a failed verification", name)
+		}
+	}
+	if _, err := s.Manifest("m", "v"); err == nil {
+		t.Error("a set whose last file failed has a manifest")
+	}
+	hs, _ := s.Holdings()
+	if len(hs) != 1 || hs[0].Complete {
+		t.Errorf("holdings %+v, want m/v incomplete", hs)
+	}
+}
+
+// TestFetchURLFromMirror fetches an https?:// source, another mirror's bytes
+// listener: its X-Llmgw-Sha256 is verified, and a corrupt copy is refused.
+func TestFetchURLFromMirror(t *testing.T) {
+	srv, dir, data := bytesServer(t)
+	s := newStore(t)
+	f := &Fetcher{RetryDelay: time.Millisecond}
+	if err := f.Fetch(ctx(t), s, "copy", "v", srv.URL+"/m/v/a.gguf", nil); err != nil {
+		t.Fatal(err)
+	}
+	checkVersion(t, s, "copy", "v", map[string][]byte{"a.gguf": data})
+
+	// A cached sum that no longer matches the bytes (a disk flipped a bit
+	// after hashing): the fetch refuses them.
+	path := filepath.Join(dir, "m", "v", "a.gguf")
+	st, _ := os.Stat(path)
+	if err := writeSidecar(path, sidecarKey(st), sum([]byte("other"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Fetch(ctx(t), s, "copy", "v2", srv.URL+"/m/v/a.gguf", nil); !errors.Is(err, ErrVerify) {
+		t.Fatalf("error %v, want a sha256 mismatch", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "copy", "v2", "a.gguf")); err == nil {
+		t.Error("a.gguf landed although it failed verification")
+	}
+
+	if err := f.Fetch(ctx(t), s, "copy", "v3", srv.URL+"/m/v/missing.gguf", nil); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("missing file: %v, want a 404", err)
+	}
+}
