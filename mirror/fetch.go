@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -240,4 +241,52 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.p.bytes.Add(int64(n))
 	return n, err
+}
+
+// ReadTokenFile reads a token from path (HF_TOKEN_FILE), trimmed; an
+// empty path is no token.
+func ReadTokenFile(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("the token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// FetchReporting runs Fetch and writes a progress line to out every
+// interval and when it ends.
+func (f *Fetcher) FetchReporting(ctx context.Context, s *Store, model, version, source string, out io.Writer, interval time.Duration) error {
+	p := &Progress{}
+	start := time.Now()
+	report := func() {
+		b, total := p.Bytes(), p.Total()
+		rate := float64(b) / max(time.Since(start).Seconds(), 1e-3)
+		if total > 0 {
+			fmt.Fprintf(out, "%s/%s: %d/%d bytes (%.0f%%), file %d of %d, %.1f MB/s\n", model, version, b, total, 100*float64(b)/float64(total), min(p.done.Load()+1, p.files.Load()), p.files.Load(), rate/1e6)
+		} else {
+			fmt.Fprintf(out, "%s/%s: %d bytes, %.1f MB/s\n", model, version, b, rate/1e6)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Fetch(ctx, s, model, version, source, p) }()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err == nil {
+				report()
+			}
+			return err
+		case <-tick.C:
+			report()
+		}
+	}
 }

@@ -210,8 +210,9 @@ func TestFetchCorruptByte(t *testing.T) {
 	}
 }
 
-// TestFetchURLFromMirror fetches an https?:// source, another mirror's bytes
-// listener: its X-Llmgw-Sha256 is verified, and a corrupt copy is refused.
+// TestFetchURLFromMirror fetches http(s):// sources from another mirror's
+// bytes listener, one file and a whole set: its X-Llmgw-Sha256 is verified,
+// and a corrupt copy is refused.
 func TestFetchURLFromMirror(t *testing.T) {
 	srv, dir, data := bytesServer(t)
 	s := newStore(t)
@@ -220,6 +221,12 @@ func TestFetchURLFromMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkVersion(t, s, "copy", "v", map[string][]byte{"a.gguf": data})
+
+	// A URL ending in "/" is another mirror's set: its manifest, then every file.
+	if err := f.Fetch(ctx(t), s, "copy", "set", srv.URL+"/m/v/", nil); err != nil {
+		t.Fatal(err)
+	}
+	checkVersion(t, s, "copy", "set", map[string][]byte{"a.gguf": data, "sub/b.gguf": []byte("second file")})
 
 	// A cached sum that no longer matches the bytes (a disk flipped a bit
 	// after hashing): the fetch refuses them.

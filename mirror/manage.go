@@ -84,6 +84,7 @@ type Manager struct {
 	fetcher *Fetcher
 	log     *slog.Logger
 	ctx     context.Context
+	base    string
 
 	mu        sync.Mutex
 	downloads map[string]*download
@@ -174,6 +175,9 @@ func ManageHandler(m *Manager) http.Handler {
 		}
 		for i := range hs {
 			hs[i].Downloading = m.downloading(hs[i].Model, hs[i].Version)
+			if m.base != "" {
+				hs[i].URL = m.base + "/" + hs[i].Model + "/" + hs[i].Version + "/"
+			}
 		}
 		writeJSON(w, http.StatusOK, hs)
 	})

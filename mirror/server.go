@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/llmgw/llmgw/pki"
@@ -16,6 +17,9 @@ import (
 // Options configure `llmgw mirror serve`.
 type Options struct {
 	Dir string
+	// Base is the URL agents reach the bytes listener at
+	// (http://models.internal:8081); holdings carry their URL under it.
+	Base string
 	// BytesAddr and ManageAddr are the two listeners (":8081", ":8082").
 	BytesAddr, ManageAddr string
 	// TLSCA, TLSCert and TLSKey put the management listener behind mutual
@@ -91,6 +95,7 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	s.manager = NewManager(ctx, s.store, s.opts.Fetcher, log)
+	s.manager.base = strings.TrimRight(s.opts.Base, "/")
 	bytesSrv := &http.Server{Handler: BytesHandler(s.store, log), ReadHeaderTimeout: 10 * time.Second}
 	manageSrv := &http.Server{Handler: ManageHandler(s.manager), ReadHeaderTimeout: 10 * time.Second}
 	manageLn := s.manageLn
@@ -100,7 +105,7 @@ func (s *Server) Run(ctx context.Context) error {
 		log.Warn("the management listener has no TLS: anyone who can reach it can start downloads and delete models; give --tls-ca, --tls-cert and --tls-key",
 			"addr", s.ManageAddr())
 	}
-	log.Info("mirror serving", "dir", s.opts.Dir, "bytes_addr", s.BytesAddr(), "manage_addr", s.ManageAddr(), "manage_mtls", s.tls != nil)
+	log.Info("mirror serving", "dir", s.opts.Dir, "base", s.opts.Base, "bytes_addr", s.BytesAddr(), "manage_addr", s.ManageAddr(), "manage_mtls", s.tls != nil)
 	errs := make(chan error, 2)
 	go func() { errs <- bytesSrv.Serve(s.bytesLn) }()
 	go func() { errs <- manageSrv.Serve(manageLn) }()

@@ -85,7 +85,7 @@ func (f *Fetcher) resolve(ctx context.Context, source string) ([]remoteFile, err
 	case strings.HasPrefix(source, "hf:"):
 		return f.resolveHF(ctx, strings.TrimPrefix(source, "hf:"))
 	case strings.HasPrefix(source, "https://"), strings.HasPrefix(source, "http://"):
-		return f.resolveURL(source)
+		return f.resolveURL(ctx, source)
 	case strings.HasPrefix(source, "s3://"):
 		return f.resolveS3(ctx, strings.TrimPrefix(source, "s3://"))
 	}
@@ -94,16 +94,42 @@ func (f *Fetcher) resolve(ctx context.Context, source string) ([]remoteFile, err
 
 // --- http(s) ---------------------------------------------------------------
 
-func (f *Fetcher) resolveURL(source string) ([]remoteFile, error) {
+func (f *Fetcher) resolveURL(ctx context.Context, source string) ([]remoteFile, error) {
 	u, err := url.Parse(source)
 	if err != nil || u.Host == "" {
 		return nil, permanent(fmt.Errorf("source %q: not a URL", source))
+	}
+	if strings.HasSuffix(u.Path, "/") {
+		return f.resolveMirrorSet(ctx, u)
 	}
 	name := path.Base(u.Path)
 	if _, err := cleanRelPath(name); err != nil || name == "/" {
 		return nil, permanent(fmt.Errorf("source %q: the URL names no file", source))
 	}
 	return []remoteFile{{Path: name, Size: -1, open: f.httpOpener(source, nil)}}, nil
+}
+
+// resolveMirrorSet reads another mirror's manifest (a URL ending in "/"):
+// every file of the set, with its size and sha256.
+func (f *Fetcher) resolveMirrorSet(ctx context.Context, u *url.URL) ([]remoteFile, error) {
+	var m Manifest
+	if _, err := f.getJSONLink(ctx, u.String(), nil, &m); err != nil {
+		return nil, err
+	}
+	if len(m.Files) == 0 {
+		return nil, permanent(fmt.Errorf("%s: the manifest lists no file", redact(u.String())))
+	}
+	files := make([]remoteFile, 0, len(m.Files))
+	for _, mf := range m.Files {
+		rel, err := cleanRelPath(mf.Path)
+		if err != nil {
+			return nil, permanent(fmt.Errorf("%s: %w", redact(u.String()), err))
+		}
+		fu := u.JoinPath(strings.Split(rel, "/")...)
+		fu.RawQuery = ""
+		files = append(files, remoteFile{Path: rel, Size: mf.Size, SHA256: strings.ToLower(mf.SHA256), open: f.httpOpener(fu.String(), nil)})
+	}
+	return files, nil
 }
 
 // httpOpener GETs u from an offset. header adds request headers (a token).
@@ -309,7 +335,7 @@ func (f *Fetcher) resolveHF(ctx context.Context, s string) ([]remoteFile, error)
 	var info struct {
 		SHA string `json:"sha"`
 	}
-	if err := f.getJSON(ctx, f.hfEndpoint()+"/api/models/"+src.repo+"/revision/"+url.PathEscape(src.revision), &info); err != nil {
+	if _, err := f.getJSONLink(ctx, f.hfEndpoint()+"/api/models/"+src.repo+"/revision/"+url.PathEscape(src.revision), f.hfHeader(), &info); err != nil {
 		return nil, err
 	}
 	commit := src.revision
@@ -328,7 +354,7 @@ func (f *Fetcher) resolveHF(ctx context.Context, s string) ([]remoteFile, error)
 	next := f.hfEndpoint() + "/api/models/" + src.repo + "/tree/" + url.PathEscape(commit) + "?recursive=true"
 	for next != "" {
 		var page []treeEntry
-		link, err := f.getJSONLink(ctx, next, &page)
+		link, err := f.getJSONLink(ctx, next, f.hfHeader(), &page)
 		if err != nil {
 			return nil, err
 		}
@@ -347,6 +373,9 @@ func (f *Fetcher) resolveHF(ctx context.Context, s string) ([]remoteFile, error)
 			rf.open = f.httpOpener(f.hfResolveURL(src.repo, commit, e.Path), f.hfHeader())
 			files = append(files, rf)
 		}
+		if link != "" && !strings.HasPrefix(link, f.hfEndpoint()+"/") {
+			return nil, permanent(fmt.Errorf("hf:%s: the hub's next page is on another host (%s); not following it with the token", s, redact(link)))
+		}
 		next = link
 	}
 	if len(files) == 0 {
@@ -355,18 +384,15 @@ func (f *Fetcher) resolveHF(ctx context.Context, s string) ([]remoteFile, error)
 	return files, nil
 }
 
-func (f *Fetcher) getJSON(ctx context.Context, u string, v any) error {
-	_, err := f.getJSONLink(ctx, u, v)
-	return err
-}
-
-// getJSONLink GETs u into v and returns the rel="next" link, if any.
-func (f *Fetcher) getJSONLink(ctx context.Context, u string, v any) (string, error) {
+// getJSONLink GETs u with header into v and returns the rel="next" link, if any.
+func (f *Fetcher) getJSONLink(ctx context.Context, u string, header http.Header, v any) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return "", permanent(err)
 	}
-	req.Header = f.hfHeader()
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
 	resp, err := f.client().Do(req)
 	if err != nil {
 		return "", fmt.Errorf("GET %s: %w", redact(u), err)

@@ -83,6 +83,9 @@ type Holding struct {
 	Downloading bool   `json:"downloading"`
 	Bytes       int64  `json:"bytes"`
 	Files       []File `json:"files"`
+	// URL is the version's address on the bytes listener (a set's source),
+	// when the mirror was given its base URL.
+	URL string `json:"url,omitempty"`
 }
 
 // Store is the mirror's directory.
