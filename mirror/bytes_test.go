@@ -49,7 +49,13 @@ func bytesServer(t *testing.T) (*httptest.Server, string, []byte) {
 	return srv, dir, data
 }
 
-func get(t *testing.T, url string, header map[string]string) (*http.Response, []byte) {
+// answer is a response read whole.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func get(t *testing.T, url string, header map[string]string) (answer, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -67,7 +73,7 @@ func get(t *testing.T, url string, header map[string]string) (*http.Response, []
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, body
+	return answer{StatusCode: resp.StatusCode, Header: resp.Header}, body
 }
 
 func TestBytesRange(t *testing.T) {
