@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Fetcher fills the store from upstream sources.
@@ -86,6 +88,11 @@ func (f *Fetcher) Fetch(ctx context.Context, s *Store, model, version, source st
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
+	unlock, err := lockVersion(dir)
+	if err != nil {
+		return fmt.Errorf("fetching into %s/%s: %w", model, version, err)
+	}
+	defer unlock()
 	marker := filepath.Join(dir, incompleteMarker)
 	if err := os.WriteFile(marker, []byte(source+"\n"), 0o644); err != nil {
 		return fmt.Errorf("marking %s/%s incomplete: %w", model, version, err)
@@ -126,6 +133,11 @@ func (f *Fetcher) fetchFile(ctx context.Context, s *Store, dir string, rf remote
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 		return 0, err
 	}
+	if landed(s, final, rf) {
+		p.bytes.Store(before + rf.Size)
+		log.Debug("already here", "file", rf.Path)
+		return rf.Size, nil
+	}
 	retries := f.Retries
 	if retries <= 0 {
 		retries = 5
@@ -159,6 +171,43 @@ func (f *Fetcher) fetchFile(ctx context.Context, s *Store, dir string, rf remote
 		}
 		delay = min(delay*2, 10*time.Second)
 	}
+}
+
+// ErrBusy is wrapped by the error of a Fetch into a version another
+// download (in this process or another) is filling.
+var ErrBusy = errors.New("another download of this model/version is running")
+
+// lockVersion takes an exclusive lock on dir/.lock, so that `llmgw mirror
+// fetch` and the management API never write the same partial files. The
+// kernel drops the lock when the process dies: no stale lock survives.
+func lockVersion(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, permanent(ErrBusy)
+		}
+		return nil, fmt.Errorf("taking the lock: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// landed reports whether final already holds rf: the same size, and the
+// same sha256 when the source gives one (from the sidecar, so a second run
+// over a complete set reads no file).
+func landed(s *Store, final string, rf remoteFile) bool {
+	st, err := os.Stat(final)
+	if err != nil || !st.Mode().IsRegular() || rf.Size < 0 || st.Size() != rf.Size {
+		return false
+	}
+	if rf.SHA256 == "" {
+		return true
+	}
+	got, err := s.FileSHA256(final)
+	return err == nil && got == rf.SHA256
 }
 
 // attempt resumes partial from its size and, once every byte is there,

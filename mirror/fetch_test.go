@@ -76,7 +76,7 @@ func checkVersion(t *testing.T, s *Store, model, version string, want map[string
 		t.Errorf("files %v, want %v", paths, wantPaths)
 	}
 	_ = filepath.WalkDir(filepath.Join(s.Dir, model, version), func(p string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasPrefix(d.Name(), ".") && !strings.HasSuffix(d.Name(), ".sha256") {
+		if err == nil && strings.HasPrefix(d.Name(), ".") && !strings.HasSuffix(d.Name(), ".sha256") && d.Name() != lockFile {
 			t.Errorf("left behind: %s", p)
 		}
 		return nil
@@ -244,5 +244,62 @@ func TestFetchURLFromMirror(t *testing.T) {
 
 	if err := f.Fetch(ctx(t), s, "copy", "v3", srv.URL+"/m/v/missing.gguf", nil); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("missing file: %v, want a 404", err)
+	}
+}
+
+// TestFetchAgainSkipsLanded: fetching a set again reads nothing upstream
+// for the files already there (same size and sha256), and fetches only
+// what is missing.
+func TestFetchAgainSkipsLanded(t *testing.T) {
+	hub := hffake.New(t)
+	a, b := weights(30_000, 50), weights(40_000, 51)
+	hub.AddFile("org/m", "main", "a.gguf", a, true)
+	hub.AddFile("org/m", "main", "b.gguf", b, true)
+	s := newStore(t)
+	f := hfFetcher(hub)
+	for range 2 {
+		if err := f.Fetch(ctx(t), s, "m", "v", "hf:org/m@main", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(hub.Ranges()); n != 2 {
+		t.Errorf("two fetches of a two-file set asked the CDN %d times, want 2", n)
+	}
+	if err := os.Remove(filepath.Join(s.Dir, "m", "v", "b.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Fetch(ctx(t), s, "m", "v", "hf:org/m@main", nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(hub.Ranges()); n != 3 {
+		t.Errorf("after losing one file the CDN was asked %d times in all, want 3", n)
+	}
+	checkVersion(t, s, "m", "v", map[string][]byte{"a.gguf": a, "b.gguf": b})
+}
+
+// TestFetchLockedVersion: a second download into a version another one is
+// filling (here: this test holding the lock, as another process would)
+// fails at once and touches nothing.
+func TestFetchLockedVersion(t *testing.T) {
+	hub := hffake.New(t)
+	hub.AddFile("org/m", "main", "a.gguf", weights(1000, 52), true)
+	s := newStore(t)
+	dir := filepath.Join(s.Dir, "m", "v")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := lockVersion(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hfFetcher(hub).Fetch(ctx(t), s, "m", "v", "hf:org/m/a.gguf", nil); !errors.Is(err, ErrBusy) {
+		t.Fatalf("error %v, want ErrBusy", err)
+	}
+	if n := len(hub.Ranges()); n != 0 {
+		t.Errorf("the CDN was asked %d times", n)
+	}
+	unlock()
+	if err := hfFetcher(hub).Fetch(ctx(t), s, "m", "v", "hf:org/m/a.gguf", nil); err != nil {
+		t.Fatalf("after the lock was released: %v", err)
 	}
 }

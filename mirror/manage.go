@@ -99,7 +99,6 @@ func NewManager(ctx context.Context, s *Store, f *Fetcher, log *slog.Logger) *Ma
 // Wait waits for every download to return (after ctx ended, promptly).
 func (m *Manager) Wait() { m.wg.Wait() }
 
-var errBusy = errors.New("a download of this model/version is running")
 
 // Start begins a download in the background.
 func (m *Manager) Start(req DownloadRequest) (DownloadStatus, error) {
@@ -113,7 +112,7 @@ func (m *Manager) Start(req DownloadRequest) (DownloadStatus, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if d, ok := m.downloads[key]; ok && d.status().State == StateDownloading {
-		return DownloadStatus{}, errBusy
+		return DownloadStatus{}, ErrBusy
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
 	d := &download{req: req, progress: &Progress{}, started: time.Now(), cancel: cancel, state: StateDownloading}
@@ -184,7 +183,7 @@ func ManageHandler(m *Manager) http.Handler {
 	mux.HandleFunc("DELETE /v1/holdings/{model}/{version}", func(w http.ResponseWriter, r *http.Request) {
 		model, version := r.PathValue("model"), r.PathValue("version")
 		if m.downloading(model, version) {
-			writeError(w, http.StatusConflict, errBusy)
+			writeError(w, http.StatusConflict, ErrBusy)
 			return
 		}
 		err := m.store.Delete(model, version)
@@ -208,7 +207,7 @@ func ManageHandler(m *Manager) http.Handler {
 		}
 		st, err := m.Start(req)
 		switch {
-		case errors.Is(err, errBusy):
+		case errors.Is(err, ErrBusy):
 			writeError(w, http.StatusConflict, err)
 		case err != nil:
 			writeError(w, http.StatusBadRequest, err)

@@ -34,6 +34,9 @@ import (
 // before its first byte and removes after its last file lands.
 const incompleteMarker = ".incomplete"
 
+// lockFile is what a download holds an exclusive lock on.
+const lockFile = ".lock"
+
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*$`)
 
 // CheckName reports whether s can name a model or a version in the mirror:
