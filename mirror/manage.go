@@ -99,7 +99,6 @@ func NewManager(ctx context.Context, s *Store, f *Fetcher, log *slog.Logger) *Ma
 // Wait waits for every download to return (after ctx ended, promptly).
 func (m *Manager) Wait() { m.wg.Wait() }
 
-
 // Start begins a download in the background.
 func (m *Manager) Start(req DownloadRequest) (DownloadStatus, error) {
 	if _, err := m.store.versionDir(req.Model, req.Version); err != nil {
