@@ -31,7 +31,10 @@ type Fetcher struct {
 	Retries int
 	// RetryDelay is the first pause between attempts, doubled up to 10s; 0 means 1s.
 	RetryDelay time.Duration
-	Logger     *slog.Logger
+	// StallTimeout ends an attempt that receives no byte for this long (a
+	// wedged connection), which is then retried; 0 means 60s.
+	StallTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 func (f *Fetcher) client() *http.Client {
@@ -220,8 +223,20 @@ func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial,
 	if rf.Size >= 0 && offset > rf.Size {
 		offset = 0
 	}
-	body, info, err := rf.open(ctx, offset)
+	stall := f.StallTimeout
+	if stall <= 0 {
+		stall = time.Minute
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errStalled := fmt.Errorf("no byte received for %s", stall)
+	watchdog := time.AfterFunc(stall, func() { cancel(errStalled) })
+	defer watchdog.Stop()
+	body, info, err := rf.open(actx, offset)
 	if err != nil {
+		if context.Cause(actx) == errStalled {
+			err = errStalled
+		}
 		return false, 0, err
 	}
 	defer body.Close()
@@ -241,7 +256,10 @@ func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial,
 		return false, 0, permanent(fmt.Errorf("opening %s: %w", partial, err))
 	}
 	p.bytes.Store(before + offset)
-	n, copyErr := io.Copy(out, &countingReader{r: body, p: p})
+	n, copyErr := io.Copy(out, &countingReader{r: body, p: p, onRead: func() { watchdog.Reset(stall) }})
+	if copyErr != nil && context.Cause(actx) == errStalled {
+		copyErr = errStalled
+	}
 	if err := out.Close(); err != nil && copyErr == nil {
 		copyErr = err
 	}
@@ -282,13 +300,17 @@ func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial,
 }
 
 type countingReader struct {
-	r io.Reader
-	p *Progress
+	r      io.Reader
+	p      *Progress
+	onRead func()
 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.p.bytes.Add(int64(n))
+	if n > 0 {
+		c.onRead()
+	}
 	return n, err
 }
 

@@ -303,3 +303,27 @@ func TestFetchLockedVersion(t *testing.T) {
 		t.Fatalf("after the lock was released: %v", err)
 	}
 }
+
+// TestFetchStalledConnection: a connection that stops sending without
+// closing is given up after StallTimeout and the download resumes from
+// where it stopped.
+func TestFetchStalledConnection(t *testing.T) {
+	hub := hffake.New(t)
+	w := weights(80_000, 60)
+	hub.AddFile("org/m", "main", "w.gguf", w, true)
+	hub.StallAfter(w, 20_000, 1)
+	s := newStore(t)
+	f := hfFetcher(hub)
+	f.StallTimeout = 200 * time.Millisecond
+	start := time.Now()
+	if err := f.Fetch(ctx(t), s, "m", "v", "hf:org/m/w.gguf", nil); err != nil {
+		t.Fatal(err)
+	}
+	checkVersion(t, s, "m", "v", map[string][]byte{"w.gguf": w})
+	if got := hub.Ranges(); !slices.Equal(got, []string{"", "bytes=20000-"}) {
+		t.Errorf("CDN ranges %q, want a resume from byte 20000", got)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
+}

@@ -57,6 +57,7 @@ type repo struct {
 type cut struct {
 	after int64
 	times int
+	hang  bool // keep the connection open without sending instead of closing it
 }
 
 // Server is a running stand-in.
@@ -129,6 +130,15 @@ func (s *Server) CutAfter(data []byte, n int64, times int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cuts[sha256Hex(data)] = &cut{after: n, times: times}
+}
+
+// StallAfter makes the next times downloads of the LFS file holding data
+// send n bytes of the body and then nothing, the connection left open
+// until the client gives up: a wedged transfer.
+func (s *Server) StallAfter(data []byte, n int64, times int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cuts[sha256Hex(data)] = &cut{after: n, times: times, hang: true}
 }
 
 // Corrupt makes every download of the LFS file holding data carry one
@@ -300,9 +310,10 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request, sum string) {
 	s.ranges = append(s.ranges, r.Header.Get("Range"))
 	s.cdnCalls++
 	var cutAt int64 = -1
+	hang := false
 	if c := s.cuts[sum]; c != nil && c.times > 0 && r.Method == http.MethodGet {
 		c.times--
-		cutAt = c.after
+		cutAt, hang = c.after, c.hang
 	}
 	corrupt := s.corrupt[sum]
 	s.mu.Unlock()
@@ -317,16 +328,19 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request, sum string) {
 	w.Header().Set("ETag", `"`+sum+`"`)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	if cutAt >= 0 {
-		w = &cuttingWriter{ResponseWriter: w, left: cutAt}
+		w = &cuttingWriter{ResponseWriter: w, left: cutAt, hang: hang, done: r.Context().Done()}
 	}
 	http.ServeContent(w, r, "", time.Unix(0, 0), bytes.NewReader(data))
 }
 
 // cuttingWriter passes left bytes of the body through, then closes the
-// connection under the client.
+// connection under the client, or with hang holds it open, silent, until
+// the client goes away.
 type cuttingWriter struct {
 	http.ResponseWriter
 	left int64
+	hang bool
+	done <-chan struct{}
 }
 
 func (c *cuttingWriter) Write(b []byte) (int, error) {
@@ -338,6 +352,9 @@ func (c *cuttingWriter) Write(b []byte) (int, error) {
 	c.left = 0
 	if f, ok := c.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
+	}
+	if c.hang {
+		<-c.done
 	}
 	panic(http.ErrAbortHandler)
 }
