@@ -256,12 +256,17 @@ func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial,
 		return false, 0, permanent(fmt.Errorf("opening %s: %w", partial, err))
 	}
 	p.bytes.Store(before + offset)
-	n, copyErr := io.Copy(out, &countingReader{r: body, p: p, onRead: func() { watchdog.Reset(stall) }})
-	if copyErr != nil && context.Cause(actx) == errStalled {
+	dst := &localWriter{f: out}
+	n, copyErr := io.Copy(dst, &countingReader{r: body, p: p, onRead: func() { watchdog.Reset(stall) }})
+	switch {
+	case dst.err != nil:
+		// The local disk failed (full, read-only): retrying cannot help.
+		copyErr = permanent(fmt.Errorf("writing %s: %w", partial, dst.err))
+	case copyErr != nil && context.Cause(actx) == errStalled:
 		copyErr = errStalled
 	}
 	if err := out.Close(); err != nil && copyErr == nil {
-		copyErr = err
+		copyErr = permanent(fmt.Errorf("writing %s: %w", partial, err))
 	}
 	moved = n > 0
 	if copyErr != nil {
@@ -297,6 +302,21 @@ func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial,
 	// The rename keeps size and mtime: the sum just computed stays valid.
 	_ = writeSidecar(final, sidecarKey(st), got)
 	return moved, size, nil
+}
+
+// localWriter remembers a write error, to tell the disk's failures from the
+// network's.
+type localWriter struct {
+	f   *os.File
+	err error
+}
+
+func (w *localWriter) Write(b []byte) (int, error) {
+	n, err := w.f.Write(b)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
 }
 
 type countingReader struct {
