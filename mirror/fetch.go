@@ -234,7 +234,7 @@ func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial,
 	defer watchdog.Stop()
 	body, info, err := rf.open(actx, offset)
 	if err != nil {
-		if context.Cause(actx) == errStalled {
+		if errors.Is(context.Cause(actx), errStalled) {
 			err = errStalled
 		}
 		return false, 0, err
@@ -262,7 +262,7 @@ func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial,
 	case dst.err != nil:
 		// The local disk failed (full, read-only): retrying cannot help.
 		copyErr = permanent(fmt.Errorf("writing %s: %w", partial, dst.err))
-	case copyErr != nil && context.Cause(actx) == errStalled:
+	case copyErr != nil && errors.Is(context.Cause(actx), errStalled):
 		copyErr = errStalled
 	}
 	if err := out.Close(); err != nil && copyErr == nil {
