@@ -232,7 +232,14 @@ func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial,
 	errStalled := fmt.Errorf("no byte received for %s", stall)
 	watchdog := time.AfterFunc(stall, func() { cancel(errStalled) })
 	defer watchdog.Stop()
-	body, info, err := rf.open(actx, offset)
+	var body io.ReadCloser
+	var info openInfo
+	if rf.Size >= 0 && offset == rf.Size && offset > 0 {
+		// Every byte is there already (a run stopped before the rename).
+		body, info = io.NopCloser(strings.NewReader("")), openInfo{start: offset, total: rf.Size}
+	} else {
+		body, info, err = rf.open(actx, offset)
+	}
 	if err != nil {
 		if errors.Is(context.Cause(actx), errStalled) {
 			err = errStalled

@@ -208,6 +208,15 @@ func TestFetchCorruptByte(t *testing.T) {
 	if len(hs) != 1 || hs[0].Complete {
 		t.Errorf("holdings %+v, want m/v incomplete", hs)
 	}
+
+	// One file, whose sum comes from the resolve answer's headers only.
+	err = hfFetcher(hub).Fetch(ctx(t), s, "m", "single", "hf:org/m/b.gguf", nil)
+	if !errors.Is(err, ErrVerify) {
+		t.Fatalf("single file: error %v, want a sha256 mismatch", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "m", "single", "b.gguf")); err == nil {
+		t.Error("single file: b.gguf exists after a failed verification")
+	}
 }
 
 // TestFetchURLFromMirror fetches http(s):// sources from another mirror's

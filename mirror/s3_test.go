@@ -140,4 +140,14 @@ func TestFetchS3Resume(t *testing.T) {
 	if got := ranges.get("/weights/r/w.gguf"); !slices.Equal(got, []string{"bytes=33333-"}) {
 		t.Errorf("GETs of the object with ranges %q, want one from byte 33333", got)
 	}
+
+	// Killed after the last byte, before the rename: nothing is asked again.
+	writeFile(t, filepath.Join(s.Dir, "r", "v2", ".w.gguf.partial"), w)
+	if err := f.Fetch(ctx(t), s, "r", "v2", "s3://weights/r/w.gguf", nil); err != nil {
+		t.Fatal(err)
+	}
+	checkVersion(t, s, "r", "v2", map[string][]byte{"w.gguf": w})
+	if got := ranges.get("/weights/r/w.gguf"); len(got) != 1 {
+		t.Errorf("GETs of the object with ranges %q, want no new one", got)
+	}
 }
