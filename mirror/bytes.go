@@ -21,8 +21,12 @@ const SHA256Header = "X-Llmgw-Sha256"
 //	GET|HEAD /<model>/<version>/        the version's Manifest (JSON), when complete
 //
 // Paths with "..", empty or hidden elements are refused (400), never resolved.
-func BytesHandler(s *Store, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// metrics may be nil.
+func BytesHandler(s *Store, log *slog.Logger, metrics *Metrics) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w := &countingWriter{ResponseWriter: rw}
+		kind, model, version := "other", "", ""
+		defer func() { metrics.observe(kind, model, version, w) }()
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "the bytes listener only reads: use GET or HEAD", http.StatusMethodNotAllowed)
@@ -38,12 +42,13 @@ func BytesHandler(s *Store, log *slog.Logger) http.Handler {
 			http.Error(w, "ask for /<model>/<version>/ (the manifest) or /<model>/<version>/<file>", http.StatusNotFound)
 			return
 		}
-		model, version := parts[0], parts[1]
+		model, version = parts[0], parts[1]
 		if len(parts) == 2 {
 			http.Redirect(w, r, "/"+model+"/"+version+"/", http.StatusMovedPermanently)
 			return
 		}
 		if parts[2] == "" {
+			kind = "manifest"
 			serveManifest(w, s, model, version, log)
 			return
 		}
@@ -52,6 +57,7 @@ func BytesHandler(s *Store, log *slog.Logger) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		kind = "file"
 		serveFile(w, r, s, model, version, rel, log)
 	})
 }

@@ -44,7 +44,7 @@ func bytesServer(t *testing.T) (*httptest.Server, string, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(BytesHandler(st, slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(BytesHandler(st, slog.New(slog.DiscardHandler), nil))
 	t.Cleanup(srv.Close)
 	return srv, dir, data
 }

@@ -35,6 +35,8 @@ type Fetcher struct {
 	// wedged connection), which is then retried; 0 means 60s.
 	StallTimeout time.Duration
 	Logger       *slog.Logger
+	// Metrics, when set, counts the bytes received.
+	Metrics *Metrics
 }
 
 func (f *Fetcher) client() *http.Client {
@@ -264,7 +266,7 @@ func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial,
 	}
 	p.bytes.Store(before + offset)
 	dst := &localWriter{f: out}
-	n, copyErr := io.Copy(dst, &countingReader{r: body, p: p, onRead: func() { watchdog.Reset(stall) }})
+	n, copyErr := io.Copy(dst, &countingReader{r: body, p: p, m: f.Metrics, onRead: func() { watchdog.Reset(stall) }})
 	switch {
 	case dst.err != nil:
 		// The local disk failed (full, read-only): retrying cannot help.
@@ -329,12 +331,14 @@ func (w *localWriter) Write(b []byte) (int, error) {
 type countingReader struct {
 	r      io.Reader
 	p      *Progress
+	m      *Metrics
 	onRead func()
 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.p.bytes.Add(int64(n))
+	c.m.addFetched(n)
 	if n > 0 {
 		c.onRead()
 	}

@@ -34,6 +34,7 @@ type Server struct {
 	opts     Options
 	store    *Store
 	manager  *Manager
+	metrics  *Metrics
 	tls      *tls.Config
 	bytesLn  net.Listener
 	manageLn net.Listener
@@ -54,7 +55,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, store: st}
+	s := &Server{opts: opts, store: st, metrics: NewMetrics()}
+	if opts.Fetcher.Metrics == nil {
+		opts.Fetcher.Metrics = s.metrics
+	}
 	switch n := count(opts.TLSCA, opts.TLSCert, opts.TLSKey); n {
 	case 3:
 		s.tls, err = pki.ServerTLS(opts.TLSCert, opts.TLSKey, opts.TLSCA, true)
@@ -96,8 +100,11 @@ func (s *Server) Run(ctx context.Context) error {
 	defer stop()
 	s.manager = NewManager(ctx, s.store, s.opts.Fetcher, log)
 	s.manager.base = strings.TrimRight(s.opts.Base, "/")
-	bytesSrv := &http.Server{Handler: BytesHandler(s.store, log), ReadHeaderTimeout: 10 * time.Second}
-	manageSrv := &http.Server{Handler: ManageHandler(s.manager), ReadHeaderTimeout: 10 * time.Second}
+	bytesSrv := &http.Server{Handler: BytesHandler(s.store, log, s.metrics), ReadHeaderTimeout: 10 * time.Second}
+	manage := http.NewServeMux()
+	manage.Handle("/", ManageHandler(s.manager))
+	manage.Handle("GET /metrics", s.metrics.Handler())
+	manageSrv := &http.Server{Handler: manage, ReadHeaderTimeout: 10 * time.Second}
 	manageLn := s.manageLn
 	if s.tls != nil {
 		manageLn = tls.NewListener(manageLn, s.tls)

@@ -218,6 +218,20 @@ func TestManageDownloadLifecycle(t *testing.T) {
 	if resp.StatusCode != 200 || !bytes.Equal(body, w) {
 		t.Fatalf("bytes listener: %d, %d bytes", resp.StatusCode, len(body))
 	}
+	get(t, "http://"+srv.BytesAddr()+"/m/v1/w.gguf", map[string]string{"Range": "bytes=0-99"})
+	get(t, "http://"+srv.BytesAddr()+"/m/v1/nope.gguf", nil)
+	_, metrics := get(t, api+"/metrics", nil)
+	for _, want := range []string{
+		`llmgw_mirror_served_bytes_total{model="m",version="v1"} 500100`,
+		`llmgw_mirror_fetched_bytes_total 500000`,
+		`llmgw_mirror_requests_total{code="200",kind="file"} 1`,
+		`llmgw_mirror_requests_total{code="206",kind="file"} 1`,
+		`llmgw_mirror_requests_total{code="404",kind="file"} 1`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s:\n%s", want, metrics)
+		}
+	}
 
 	// A failed download says why.
 	doJSON(t, "POST", api+"/v1/downloads", DownloadRequest{Model: "b", Version: "v1", Source: "hf:org/broken/missing.gguf"}, nil)
