@@ -307,6 +307,9 @@ func TestFetchLockedVersion(t *testing.T) {
 	if n := len(hub.Ranges()); n != 0 {
 		t.Errorf("the CDN was asked %d times", n)
 	}
+	if err := s.Delete("m", "v"); !errors.Is(err, ErrBusy) {
+		t.Errorf("delete while locked: %v, want ErrBusy", err)
+	}
 	unlock()
 	if err := hfFetcher(hub).Fetch(ctx(t), s, "m", "v", "hf:org/m/a.gguf", nil); err != nil {
 		t.Fatalf("after the lock was released: %v", err)

@@ -187,6 +187,8 @@ func ManageHandler(m *Manager) http.Handler {
 		}
 		err := m.store.Delete(model, version)
 		switch {
+		case errors.Is(err, ErrBusy):
+			writeError(w, http.StatusConflict, err)
 		case errors.Is(err, fs.ErrNotExist):
 			writeError(w, http.StatusNotFound, err)
 		case err != nil:

@@ -306,7 +306,7 @@ var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 func isSHA256(s string) bool { return sha256RE.MatchString(s) }
 
 // Delete removes model/version, and the model's directory when it was the
-// last version.
+// last version. It fails with ErrBusy while a download fills the version.
 func (s *Store) Delete(model, version string) error {
 	dir, err := s.versionDir(model, version)
 	if err != nil {
@@ -315,6 +315,12 @@ func (s *Store) Delete(model, version string) error {
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("deleting %s/%s: %w", model, version, fs.ErrNotExist)
 	}
+	// A download (of this process or a `llmgw mirror fetch`) holds the lock.
+	unlock, err := lockVersion(dir)
+	if err != nil {
+		return fmt.Errorf("deleting %s/%s: %w", model, version, err)
+	}
+	defer unlock()
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("deleting %s/%s: %w", model, version, err)
 	}
