@@ -86,7 +86,7 @@ func (f *Fetcher) Fetch(ctx context.Context, s *Store, model, version, source st
 	if err != nil {
 		return err
 	}
-	files, err := f.resolve(ctx, source)
+	files, err := f.resolveRetrying(ctx, source)
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func (f *Fetcher) Fetch(ctx context.Context, s *Store, model, version, source st
 	}
 	p.total.Store(total)
 	p.files.Store(int64(len(files)))
-	log := f.log().With("model", model, "version", version, "source", source)
+	log := f.log().With("model", model, "version", version, "source", logSource(source))
 	log.Info("download started", "files", len(files), "bytes", total)
 	var landed int64
 	for _, rf := range files {
@@ -128,6 +128,41 @@ func (f *Fetcher) Fetch(ctx context.Context, s *Store, model, version, source st
 	}
 	log.Info("download complete", "files", len(files), "bytes", landed)
 	return nil
+}
+
+// resolveRetrying lists the source's files, retrying what a retry may fix
+// (a 5xx, a refused connection) as downloads do.
+func (f *Fetcher) resolveRetrying(ctx context.Context, source string) ([]remoteFile, error) {
+	delay := f.RetryDelay
+	if delay <= 0 {
+		delay = time.Second
+	}
+	retries := f.Retries
+	if retries <= 0 {
+		retries = 5
+	}
+	for attempt := 1; ; attempt++ {
+		files, err := f.resolve(ctx, source)
+		if err == nil || isPermanent(err) || ctx.Err() != nil || attempt >= retries {
+			return files, err
+		}
+		f.log().Warn("listing the source failed, retrying", "source", logSource(source), "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+}
+
+// logSource is source as logs show it: a URL without its query (a signed
+// URL's signature) or user info.
+func logSource(source string) string {
+	if strings.HasPrefix(source, "http://") || strings.HasPrefix(source, "https://") {
+		return redact(source)
+	}
+	return source
 }
 
 // fetchFile downloads one file and returns its size. before is the bytes

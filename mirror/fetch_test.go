@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -337,5 +341,44 @@ func TestFetchStalledConnection(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("took %s", d)
+	}
+}
+
+// TestFetchRetriesListing: a source answering 503 to its listing is asked
+// again; a 404 is not.
+func TestFetchRetriesListing(t *testing.T) {
+	_, dir, data := bytesServer(t)
+	st, err := NewStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := BytesHandler(st, slog.New(slog.DiscardHandler), nil)
+	var mu sync.Mutex
+	manifestCalls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			mu.Lock()
+			manifestCalls++
+			n := manifestCalls
+			mu.Unlock()
+			if n <= 2 {
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	s := newStore(t)
+	f := &Fetcher{RetryDelay: time.Millisecond}
+	if err := f.Fetch(ctx(t), s, "m", "v", srv.URL+"/m/v/", nil); err != nil {
+		t.Fatal(err)
+	}
+	checkVersion(t, s, "m", "v", map[string][]byte{"a.gguf": data, "sub/b.gguf": []byte("second file")})
+	if manifestCalls != 3 {
+		t.Errorf("manifest asked %d times, want 3", manifestCalls)
+	}
+	if err := f.Fetch(ctx(t), s, "m", "w", srv.URL+"/m/nope/", nil); err == nil || manifestCalls != 4 {
+		t.Errorf("missing set: %v after %d manifest requests, want an error after one more", err, manifestCalls)
 	}
 }

@@ -129,7 +129,7 @@ func (m *Manager) Start(req DownloadRequest) (DownloadStatus, error) {
 		}
 		d.mu.Unlock()
 		if err != nil {
-			m.log.Error("download failed", "model", req.Model, "version", req.Version, "source", req.Source, "err", err)
+			m.log.Error("download failed", "model", req.Model, "version", req.Version, "source", logSource(req.Source), "err", err)
 		}
 	})
 	return d.status(), nil
