@@ -382,3 +382,34 @@ func TestFetchRetriesListing(t *testing.T) {
 		t.Errorf("missing set: %v after %d manifest requests, want an error after one more", err, manifestCalls)
 	}
 }
+
+func TestReadTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "tok"), []byte("  hf_abc\n"))
+	writeFile(t, filepath.Join(dir, "empty"), []byte("\n"))
+	if tok, err := ReadTokenFile(filepath.Join(dir, "tok")); err != nil || tok != "hf_abc" {
+		t.Errorf("token %q, %v", tok, err)
+	}
+	if tok, err := ReadTokenFile(""); err != nil || tok != "" {
+		t.Errorf("no file: %q, %v", tok, err)
+	}
+	for _, name := range []string{"empty", "missing"} {
+		if _, err := ReadTokenFile(filepath.Join(dir, name)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestFetchReporting: the CLI's progress ends with the whole size.
+func TestFetchReporting(t *testing.T) {
+	hub := hffake.New(t)
+	w := weights(5000, 70)
+	hub.AddFile("org/m", "main", "w.gguf", w, true)
+	var out bytes.Buffer
+	if err := hfFetcher(hub).FetchReporting(ctx(t), newStore(t), "m", "v", "hf:org/m/w.gguf", &out, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "m/v: 5000/5000 bytes (100%), file 1 of 1") {
+		t.Errorf("progress %q", out.String())
+	}
+}
