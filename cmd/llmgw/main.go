@@ -1,5 +1,5 @@
 // Command llmgw is the one llmgw binary: control plane, node agent, operator
-// CLI, simulated engine and the one-machine development cluster.
+// CLI, weights mirror, simulated engine and the one-machine development cluster.
 package main
 
 import (
@@ -17,6 +17,7 @@ func usage() {
 commands:
   server      run the control plane (-c server.yaml)
   agent       run the node agent (-c agent.yaml)
+  mirror      serve a weights directory (mirror serve) and fill it (mirror fetch)
   ctl         operator CLI over the management API, and certificate tools
   keys        create and list API keys on the control-plane host
   users       create users and make them administrators on the control-plane host

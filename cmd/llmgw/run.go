@@ -41,6 +41,8 @@ func run(args []string) int {
 		return hostadmin.Users(ctx, args[1:], hostadmin.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	case "dev":
 		return runDev(ctx, args[1:])
+	case "mirror":
+		return runMirror(ctx, args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "llmgw: unknown command %q\n", args[0])
 	usage()
