@@ -76,7 +76,7 @@ func ParseSource(s string) (Source, error) {
 	case strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://"):
 		u, err := url.Parse(s)
 		if err != nil {
-			return src, fmt.Errorf("%q is not a URL: %v", s, unwrapURLError(err))
+			return src, fmt.Errorf("%q is not a URL: %w", s, unwrapURLError(err))
 		}
 		if u.Host == "" {
 			return src, fmt.Errorf("%q has no host", s)

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -56,8 +57,8 @@ func TestModelValidateSource(t *testing.T) {
 	m := Model{Name: "m", Source: "hf:org/repo", Profiles: []Profile{{Name: "p", Engine: "sim"}}}
 	m.Normalize()
 	err := m.Validate()
-	ps, ok := err.(Problems)
-	if !ok || len(ps) != 1 || ps[0].Key != "source" {
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 1 || ps[0].Key != "source" {
 		t.Fatalf("Validate() = %v, want one problem keyed source", err)
 	}
 }

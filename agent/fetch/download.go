@@ -257,7 +257,7 @@ func (d *download) attempt(f *remote, partial string) (sum string, size, moved i
 		return "", 0, 0, err
 	}
 	defer resp.Body.Close()
-	total := int64(-1)
+	var total int64
 	switch resp.StatusCode {
 	case http.StatusOK:
 		if have > 0 {

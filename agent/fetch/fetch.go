@@ -93,7 +93,6 @@ type call struct {
 	abandoned bool
 	watch     map[int]func(Progress)
 	nextID    int
-	last      Progress
 }
 
 // New returns a cache in opts.Dir, creating it.
