@@ -163,6 +163,14 @@ type Fleet struct {
 // maxFailedKept bounds the list of recent failed replicas.
 const maxFailedKept = 32
 
+// SetClock replaces the clock the fleet stamps times with (tests that drive
+// a reconciler on a clock of their own).
+func (f *Fleet) SetClock(now func() time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = now
+}
+
 // New returns an empty fleet.
 func New() *Fleet {
 	return &Fleet{
