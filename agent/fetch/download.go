@@ -149,8 +149,8 @@ func (d *download) files() ([]remote, error) {
 }
 
 // retry runs attempt until it succeeds, fails for good, or no byte moved
-// for GiveUpAfter; between attempts it waits, longer each time nothing
-// moved.
+// for GiveUpAfter. An attempt that moved bytes is followed at once; one
+// that moved none by a wait, doubling from 250ms to 5s.
 func (d *download) retry(attempt func() (moved bool, err error)) error {
 	wait := 250 * time.Millisecond
 	for {
@@ -171,18 +171,20 @@ func (d *download) retry(attempt func() (moved bool, err error)) error {
 		if idle := d.idle(); idle >= d.c.opts.GiveUpAfter {
 			return fmt.Errorf("%w (no byte moved for %s)", err, idle.Round(time.Second))
 		}
-		d.c.log.Debug("fetch interrupted, retrying", "source", d.src.Raw, "err", err, "in", wait.String())
 		if moved {
+			// Bytes came before the cut: ask again at once, and start the
+			// wait afresh should the next attempt move nothing.
 			wait = 250 * time.Millisecond
+			d.c.log.Debug("fetch interrupted, resuming", "source", d.src.Raw, "err", err)
+			continue
 		}
+		d.c.log.Debug("fetch interrupted, retrying", "source", d.src.Raw, "err", err, "in", wait.String())
 		select {
 		case <-d.ctx.Done():
 			return d.ctx.Err()
 		case <-time.After(wait):
 		}
-		if !moved {
-			wait = min(wait*2, 5*time.Second)
-		}
+		wait = min(wait*2, 5*time.Second)
 	}
 }
 

@@ -23,8 +23,11 @@ type testMirror struct {
 	t     *testing.T
 	files map[string][]byte // "model/version/path" -> bytes
 
-	mu          sync.Mutex
-	cuts        int // connections still to cut
+	mu   sync.Mutex
+	cuts int // connections still to cut
+	// plan, when set, is how many bytes each next answer sends before its
+	// connection is cut, in order.
+	plan        []int64
 	rng         *rand.Rand
 	ignoreRange bool
 	corrupt     bool
@@ -84,7 +87,9 @@ func (m *testMirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.ranges = append(m.ranges, rg)
 	}
 	cut := int64(-1)
-	if m.cuts > 0 && len(body) >= 64 {
+	if len(m.plan) > 0 {
+		cut, m.plan = m.plan[0], m.plan[1:]
+	} else if m.cuts > 0 && len(body) >= 64 {
 		m.cuts--
 		cut = 1 + m.rng.Int64N(int64(len(body))/8) // five cuts still leave bytes to serve
 	}
