@@ -35,6 +35,10 @@ type slowMirror struct {
 }
 
 func (m *slowMirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/sim/v1/wedged.gguf" {
+		http.Error(w, "mirror overloaded", http.StatusServiceUnavailable)
+		return
+	}
 	if r.URL.Path != "/sim/v1/w.gguf" {
 		http.NotFound(w, r)
 		return
@@ -82,7 +86,8 @@ func (t *throttled) Write(b []byte) (int, error) {
 // progress; the engines are launched with the cache's local path (the
 // shard records in the agent's state directory and the engine's own model
 // card say so), and the model serves. A model whose file is missing fails
-// with the source and the 404.
+// with the source and the 404; one whose mirror answers 503 is reported
+// stalled with the source and that answer, not failed.
 func TestFetchedWeightsServe(t *testing.T) {
 	m := &slowMirror{body: make([]byte, 2<<20)}
 	r := rand.New(rand.NewPCG(4, 2))
@@ -102,8 +107,13 @@ func TestFetchedWeightsServe(t *testing.T) {
     scaling: { min: 1, max: 1 }
     profiles:
       - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }
-`, source, srv.URL))
-	c.StartAgent(testcluster.NodeSpec{ID: "node01"})
+  - name: wedged
+    source: %s/sim/v1/wedged.gguf
+    scaling: { min: 1, max: 1 }
+    profiles:
+      - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }
+`, source, srv.URL, srv.URL))
+	c.StartAgent(testcluster.NodeSpec{ID: "node01", Fabrics: "fetch: { stall_after: 2s, give_up_after: 1h }\n"})
 	mc := c.ManageClient()
 	ctx := context.Background()
 
@@ -211,5 +221,23 @@ func TestFetchedWeightsServe(t *testing.T) {
 			errs = append(errs, r.GetState()+": "+r.GetError())
 		}
 		return false, strings.Join(errs, "; ")
+	})
+
+	testcluster.WaitFor(t, "wedged reported stalled with the 503", 60*time.Second, func() (bool, string) {
+		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "wedged"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, r := range rs.GetReplicas() {
+			for _, s := range r.GetShards() {
+				f := s.GetFetch()
+				if f.GetStalled() && f.GetSource() == srv.URL+"/sim/v1/wedged.gguf" && strings.Contains(f.GetLastError(), "503") && r.GetState() == "starting" {
+					return true, ""
+				}
+				seen = append(seen, fmt.Sprintf("%s %s %v", r.GetState(), s.GetState(), f))
+			}
+		}
+		return false, strings.Join(seen, "; ")
 	})
 }
