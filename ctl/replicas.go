@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/llmgw/llmgw/api/managev1"
 )
@@ -160,7 +161,12 @@ func replicaFetch(r *managev1.Replica) (state, errText string) {
 	if slowest.GetBytesTotal() <= 0 {
 		return fmt.Sprintf("fetching %.0f MB %s", float64(slowest.GetBytesDone())/1e6, rate), ""
 	}
-	return fmt.Sprintf("fetching %.0f%% %s", 100*fraction(slowest), rate), ""
+	out := fmt.Sprintf("fetching %.0f%% %s", 100*fraction(slowest), rate)
+	if bps := slowest.GetBytesPerSecond(); bps > 0 {
+		left := time.Duration(float64(slowest.GetBytesTotal()-slowest.GetBytesDone()) / float64(bps) * float64(time.Second))
+		out += ", " + left.Round(time.Second).String() + " left"
+	}
+	return out, ""
 }
 
 func fraction(f *managev1.ShardFetch) float64 {

@@ -242,10 +242,14 @@ func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, prev chan st
 		<-prev
 	}
 	d := &download{c: c, src: src, ctx: ctx, lastByte: time.Now()}
-	stop := make(chan struct{})
-	go d.reportLoop(cl, stop)
+	stop, reported := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(reported)
+		d.reportLoop(cl, stop)
+	}()
 	path, err := d.run()
 	close(stop)
+	<-reported // no progress reaches a waiter after Resolve returned
 	c.mu.Lock()
 	if c.inflight[src.Raw] == cl {
 		delete(c.inflight, src.Raw)
@@ -270,6 +274,7 @@ func (d *download) reportLoop(cl *call, stop chan struct{}) {
 	var prevDone int64
 	prevAt := time.Now()
 	var rate float64
+	wasStalled := false
 	for {
 		select {
 		case <-stop:
@@ -287,6 +292,14 @@ func (d *download) reportLoop(cl *call, stop chan struct{}) {
 			}
 			prevDone, prevAt = p.Done, now
 			p.BytesPerSecond = int64(rate)
+			if p.Stalled != wasStalled {
+				wasStalled = p.Stalled
+				if p.Stalled {
+					d.c.log.Warn("fetch stalled", "source", p.Source, "done_bytes", p.Done, "total_bytes", p.Total, "last_error", p.LastError)
+				} else {
+					d.c.log.Info("fetch moving again", "source", p.Source, "done_bytes", p.Done)
+				}
+			}
 			d.c.mu.Lock()
 			watchers := make([]func(Progress), 0, len(cl.watch))
 			for _, w := range cl.watch {
