@@ -85,8 +85,8 @@ func (d *download) idle() time.Duration {
 // run downloads every file of the source into the partial directory,
 // renames it to the entry's name and returns the path for the engine.
 func (d *download) run() (string, error) {
-	if p, ok := d.c.complete(d.src); ok {
-		return p, nil // completed by a call that ended while this one started
+	if p, ok, err := d.c.complete(d.src); ok || err != nil {
+		return p, err // completed by a call that ended while this one started
 	}
 	files, err := d.files()
 	if err != nil {
@@ -125,8 +125,8 @@ func (d *download) run() (string, error) {
 	if err := os.Rename(tmp, final); err != nil {
 		return "", fmt.Errorf("fetching %s: moving %s to %s: %w", d.src.Raw, tmp, final, err)
 	}
-	p, _ := d.c.complete(d.src)
-	return p, nil
+	p, _, err := d.c.complete(d.src)
+	return p, err
 }
 
 // files lists what the source is made of: one file, or a set's manifest.

@@ -167,8 +167,8 @@ func (c *Cache) Resolve(ctx context.Context, source string, progress func(Progre
 
 // fetch joins or starts the download of src and waits for it.
 func (c *Cache) fetch(ctx context.Context, src spec.Source, progress func(Progress)) (string, error) {
-	if p, ok := c.complete(src); ok {
-		return p, nil
+	if p, ok, err := c.complete(src); ok || err != nil {
+		return p, err
 	}
 	c.mu.Lock()
 	cl, running := c.inflight[src.Raw]
@@ -213,15 +213,29 @@ func (c *Cache) fetch(ctx context.Context, src spec.Source, progress func(Progre
 }
 
 // complete returns the path to give the engine when src's entry is whole.
-func (c *Cache) complete(src spec.Source) (string, bool) {
+// An entry whose files no longer match its record (removed or truncated by
+// hand) is an error: it is not fetched over, nor given to an engine.
+func (c *Cache) complete(src spec.Source) (string, bool, error) {
 	dir := c.EntryDir(src.Raw)
-	if _, err := os.Stat(filepath.Join(dir, CompleteFile)); err != nil {
-		return "", false
+	b, err := os.ReadFile(filepath.Join(dir, CompleteFile))
+	if err != nil {
+		return "", false, nil
+	}
+	var rec record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return "", false, fmt.Errorf("cache entry %s: %s is not readable (%v); remove the entry to fetch %s again", dir, CompleteFile, err, src.Raw)
+	}
+	for _, f := range rec.Files {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		st, err := os.Stat(p)
+		if err != nil || st.Size() != f.Size {
+			return "", false, fmt.Errorf("cache entry %s: %s is missing or not %d bytes as fetched; remove the entry to fetch %s again", dir, p, f.Size, src.Raw)
+		}
 	}
 	if src.Kind == spec.SourceSet {
-		return dir, true
+		return dir, true, nil
 	}
-	return filepath.Join(dir, fileName(src)), true
+	return filepath.Join(dir, fileName(src)), true, nil
 }
 
 // fileName is the name a single-file source's file is kept under.

@@ -412,3 +412,26 @@ func TestCallerLeavesDownloadCancelled(t *testing.T) {
 		t.Error("fetched file differs")
 	}
 }
+
+// TestDamagedEntryRefused: a complete entry whose file was removed by hand
+// is neither given to an engine nor fetched over; the error names it.
+func TestDamagedEntryRefused(t *testing.T) {
+	m, srv := newTestMirror(t)
+	m.files["m/v/w.gguf"] = randomBytes(10<<10, 13)
+	c := newCache(t, Options{})
+	source := srv.URL + "/m/v/w.gguf"
+	path, err := c.Resolve(context.Background(), source, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Resolve(context.Background(), source, nil)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "remove the entry") {
+		t.Fatalf("err = %v, want the damaged entry named", err)
+	}
+	if n := m.count("m/v/w.gguf"); n != 1 {
+		t.Errorf("%d requests: the damaged entry was fetched over", n)
+	}
+}
