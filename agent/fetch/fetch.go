@@ -223,7 +223,7 @@ func (c *Cache) complete(src spec.Source) (string, bool, error) {
 	}
 	var rec record
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return "", false, fmt.Errorf("cache entry %s: %s is not readable (%v); remove the entry to fetch %s again", dir, CompleteFile, err, src.Raw)
+		return "", false, fmt.Errorf("cache entry %s: %s is not readable (%w); remove the entry to fetch %s again", dir, CompleteFile, err, src.Raw)
 	}
 	for _, f := range rec.Files {
 		p := filepath.Join(dir, filepath.FromSlash(f.Path))
