@@ -314,6 +314,12 @@ func (d *download) attempt(f *remote, partial string) (sum string, size, moved i
 			d.mu.Unlock()
 		}
 		f.size = total
+		if need := total - have; need > 0 {
+			free, err := d.c.opts.FreeBytes(filepath.Dir(partial))
+			if err == nil && free < uint64(need) {
+				return "", 0, 0, permanent{fmt.Errorf("writing %s: %d more bytes needed for %s, %d free on its filesystem", partial, need, f.url, free)}
+			}
+		}
 	}
 	if resp.StatusCode != http.StatusRequestedRangeNotSatisfiable {
 		n, err := copyCounted(fh, io.TeeReader(resp.Body, h), d, partial)

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llmgw/llmgw/agent/discovery"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -56,7 +57,11 @@ type Options struct {
 	GiveUpAfter time.Duration
 	// ProgressEvery is how often progress is reported (default 1s).
 	ProgressEvery time.Duration
-	Logger        *slog.Logger
+	// FreeBytes measures the space left on the filesystem holding a path
+	// (default: discovery.ProbeDisk); a file that does not fit fails before
+	// a byte of it is written.
+	FreeBytes func(path string) (uint64, error)
+	Logger    *slog.Logger
 }
 
 // Progress is how far one source's download is.
@@ -124,6 +129,12 @@ func New(opts Options) (*Cache, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.FreeBytes == nil {
+		opts.FreeBytes = func(path string) (uint64, error) {
+			d, err := discovery.ProbeDisk(path)
+			return d.FreeBytes, err
+		}
 	}
 	return &Cache{opts: opts, log: opts.Logger, inflight: map[string]*call{}}, nil
 }

@@ -435,3 +435,19 @@ func TestDamagedEntryRefused(t *testing.T) {
 		t.Errorf("%d requests: the damaged entry was fetched over", n)
 	}
 }
+
+// TestNotEnoughSpace: a file larger than the space left fails before a byte
+// is written, naming the path, the bytes needed and the bytes free.
+func TestNotEnoughSpace(t *testing.T) {
+	m, srv := newTestMirror(t)
+	m.files["m/v/w.gguf"] = randomBytes(64<<10, 14)
+	c := newCache(t, Options{FreeBytes: func(string) (uint64, error) { return 1000, nil }})
+	source := srv.URL + "/m/v/w.gguf"
+	_, err := c.Resolve(context.Background(), source, nil)
+	if err == nil || !strings.Contains(err.Error(), "65536 more bytes needed") || !strings.Contains(err.Error(), "1000 free") || !strings.Contains(err.Error(), c.partialDir(source)) {
+		t.Fatalf("err = %v", err)
+	}
+	if st, err := os.Stat(filepath.Join(c.partialDir(source), ".w.gguf.partial")); err == nil && st.Size() != 0 {
+		t.Errorf("%d bytes were written to a disk they do not fit", st.Size())
+	}
+}
