@@ -308,7 +308,9 @@ func (d *download) reportLoop(cl *call, stop chan struct{}) {
 			p := d.snapshot(now)
 			dt := now.Sub(prevAt).Seconds()
 			if dt > 0 {
-				inst := float64(p.Done-prevDone) / dt
+				// Between two attempts the partial is counted afresh, so
+				// Done may dip for an instant: that is no negative rate.
+				inst := max(float64(p.Done-prevDone)/dt, 0)
 				if rate == 0 {
 					rate = inst
 				} else {
