@@ -533,8 +533,7 @@ func waitRollout(ctx context.Context, c *Client, name, generation string, want i
 		case ready >= want:
 			return pm, nil
 		case failed != nil:
-			diags.AddError(fmt.Sprintf("Rollout of model %s failed", name), replicaFailure(failed)+
-				"\n\nFix the profile (engine, args, env) or the node, and apply again; the model stays in the catalog.")
+			diags.AddError(fmt.Sprintf("Rollout of model %s failed", name), replicaFailure(failed)+"\n\n"+failureHint(failed))
 			return pm, diags
 		case st.GetState() == "failed" || (st.GetState() == "unplaced" && st.GetMessage() != ""):
 			diags.AddError(fmt.Sprintf("Rollout of model %s cannot proceed", name),
@@ -595,4 +594,15 @@ func replicaFailure(r *managev1.Replica) string {
 		}
 	}
 	return b.String()
+}
+
+// failureHint says what to fix for a failed replica: the source when a
+// shard could not fetch its weights, else the profile or the node.
+func failureHint(r *managev1.Replica) string {
+	for _, sh := range r.GetShards() {
+		if strings.HasPrefix(sh.GetError(), "fetching weights:") {
+			return "Fix the model's source, or the server it names, and apply again; the model stays in the catalog."
+		}
+	}
+	return "Fix the profile (engine, args, env) or the node, and apply again; the model stays in the catalog."
 }
