@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	agentconfig "github.com/llmgw/llmgw/agent/config"
 	"github.com/llmgw/llmgw/agent/discovery"
 	"github.com/llmgw/llmgw/agent/enginecheck"
+	"github.com/llmgw/llmgw/agent/fetch"
 	"github.com/llmgw/llmgw/agent/supervisor"
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/specpb"
@@ -53,6 +55,8 @@ type Agent struct {
 	cfg  agentconfig.Agent
 	log  *slog.Logger
 	sup  *supervisor.Supervisor
+	// weights is the node's cache of fetched weights.
+	weights *fetch.Cache
 
 	mu     sync.Mutex
 	decl   spec.Declaration
@@ -84,7 +88,27 @@ func New(opts Options) (*Agent, error) {
 	if err := os.MkdirAll(opts.Config.StateDir, 0o750); err != nil {
 		return nil, fmt.Errorf("creating state_dir %s: %w", opts.Config.StateDir, err)
 	}
+	var token string
+	if f := opts.Config.Fetch.HFTokenFile; f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("reading fetch.hf_token_file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	weights, err := fetch.New(fetch.Options{
+		Dir:         opts.Config.WeightsPath(),
+		HFEndpoint:  opts.Config.Fetch.HFEndpoint,
+		HFToken:     token,
+		StallAfter:  opts.Config.Fetch.StallAfter,
+		GiveUpAfter: opts.Config.Fetch.GiveUpAfter,
+		Logger:      opts.Logger.With("component", "fetch"),
+	})
+	if err != nil {
+		return nil, err
+	}
 	a := &Agent{
+		weights: weights,
 		opts:    opts,
 		cfg:     opts.Config,
 		log:     log,

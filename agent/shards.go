@@ -11,9 +11,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmgw/llmgw/agent/driver"
+	"github.com/llmgw/llmgw/agent/fetch"
 	"github.com/llmgw/llmgw/agent/supervisor"
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // shardState is what the agent knows about one shard it was asked to run.
@@ -110,6 +112,57 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 		return
 	}
 	ss.Binary = binary
+	src, err := spec.ParseSource(ss.Source)
+	if err != nil {
+		a.fail(id, fmt.Errorf("source %q: %w", ss.Source, err), nil)
+		return
+	}
+	if !src.Fetched() {
+		// A local path is checked here, a repository id or another scheme
+		// is the engine's: neither waits for anything.
+		path, err := a.weights.Resolve(ctx, ss.Source, nil)
+		if err != nil {
+			a.fail(id, err, nil)
+			return
+		}
+		ss.Source = path
+		a.launch(ctx, id, ss, drv, decl, m)
+		return
+	}
+	// A fetch may take hours: it runs beside the session, and the engine
+	// is launched with the cache's local path once it is done.
+	go func() {
+		path, err := a.weights.Resolve(ctx, ss.Source, func(p fetch.Progress) {
+			a.setStatus(id, func(st *agentv1.ShardStatus) { st.Fetch = fetchToProto(p) })
+		})
+		if err != nil {
+			if a.isStopped(id) {
+				return
+			}
+			a.fail(id, fmt.Errorf("fetching weights: %w", err), nil)
+			return
+		}
+		a.log.Info("weights in place", "shard", id, "source", ss.Source, "path", path)
+		a.setStatus(id, func(st *agentv1.ShardStatus) { st.Fetch = nil })
+		ss.Source = path
+		a.launch(ctx, id, ss, drv, decl, m)
+	}()
+}
+
+// fetchToProto converts a fetch's progress for the protocol.
+func fetchToProto(p fetch.Progress) *agentv1.FetchProgress {
+	return &agentv1.FetchProgress{
+		Source: p.Source, BytesDone: p.Done, BytesTotal: p.Total, BytesPerSecond: p.BytesPerSecond,
+		Stalled: p.Stalled, LastError: p.LastError,
+	}
+}
+
+// launch starts a shard's engine once its weights are local: ports, the
+// supervisor, then the watch.
+func (a *Agent) launch(ctx context.Context, id string, ss driver.ShardSpec, drv driver.Driver, decl spec.Declaration, m *agentv1.StartShard) {
+	if a.isStopped(id) {
+		return
+	}
 	host := ss.Host
 	for _, f := range decl.Fabrics {
 		if f.Name == m.GetFabric() {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/llmgw/llmgw/api/managev1"
 )
@@ -40,20 +41,37 @@ func writeReplicas(w io.Writer, replicas []*managev1.Replica) error {
 	tw := newTable(w)
 	row(tw, "REPLICA", "MODEL", "PROFILE", "STATE", "SHARDS", "NODES", "ERROR")
 	for _, r := range replicas {
+		state, errText := r.GetState(), r.GetError()
+		if fs, fe := replicaFetch(r); fs != "" && r.GetState() == "starting" {
+			state = fs
+			if errText == "" {
+				errText = fe
+			}
+		}
 		row(tw,
 			r.GetId(),
 			r.GetModel(),
 			orDash(r.GetProfile()),
-			orDash(r.GetState()),
+			orDash(state),
 			replicaShards(r),
 			orDash(strings.Join(replicaNodes(r), ",")),
-			orDash(oneLine(r.GetError(), errorCellWidth)),
+			orDash(oneLine(errText, errorCellWidth)),
 		)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, r := range replicas {
+		for _, s := range r.GetShards() {
+			if f := s.GetFetch(); f.GetStalled() && s.GetState() == "starting" {
+				at := fmt.Sprintf("%d of %d bytes", f.GetBytesDone(), f.GetBytesTotal())
+				if f.GetBytesTotal() <= 0 {
+					at = fmt.Sprintf("%d bytes (size not known yet)", f.GetBytesDone())
+				}
+				fmt.Fprintf(w, "\nreplica %s (%s): shard %d on %s: fetch of %s stalled at %s; last error: %s\n",
+					r.GetId(), r.GetModel(), s.GetRank(), orDash(s.GetNode()), f.GetSource(), at, orDash(f.GetLastError()))
+			}
+		}
 		if !replicaFailed(r) {
 			continue
 		}
@@ -110,4 +128,50 @@ func replicaNodes(r *managev1.Replica) []string {
 		}
 	}
 	return nodes
+}
+
+// replicaFetch describes the weights fetch of a replica's shards, if one is
+// under way: "fetching 41% 380 MB/s" for the least advanced shard, or
+// "stalled" with the source and the last error when a shard's fetch moves
+// no byte; both "" when no shard is fetching.
+func replicaFetch(r *managev1.Replica) (state, errText string) {
+	var slowest *managev1.ShardFetch
+	for _, s := range r.GetShards() {
+		f := s.GetFetch()
+		if f == nil {
+			continue
+		}
+		if f.GetStalled() {
+			e := "stalled: " + f.GetSource()
+			if f.GetLastError() != "" {
+				e += ": " + f.GetLastError()
+			} else {
+				e += ": no byte moved"
+			}
+			return "stalled", e
+		}
+		if slowest == nil || fraction(f) < fraction(slowest) {
+			slowest = f
+		}
+	}
+	if slowest == nil {
+		return "", ""
+	}
+	rate := fmt.Sprintf("%.0f MB/s", float64(slowest.GetBytesPerSecond())/1e6)
+	if slowest.GetBytesTotal() <= 0 {
+		return fmt.Sprintf("fetching %.0f MB %s", float64(slowest.GetBytesDone())/1e6, rate), ""
+	}
+	out := fmt.Sprintf("fetching %.0f%% %s", 100*fraction(slowest), rate)
+	if bps := slowest.GetBytesPerSecond(); bps > 0 {
+		left := time.Duration(float64(slowest.GetBytesTotal()-slowest.GetBytesDone()) / float64(bps) * float64(time.Second))
+		out += ", " + left.Round(time.Second).String() + " left"
+	}
+	return out, ""
+}
+
+func fraction(f *managev1.ShardFetch) float64 {
+	if f.GetBytesTotal() <= 0 {
+		return 0
+	}
+	return float64(f.GetBytesDone()) / float64(f.GetBytesTotal())
 }

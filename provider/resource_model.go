@@ -108,7 +108,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			},
 			"source": schema.StringAttribute{
 				Optional:            true,
-				MarkdownDescription: "Where the weights are: a local path (checked, never copied), an `http(s)://` or `hf:` URL (fetched once per node), or a repository id the engine downloads itself.",
+				MarkdownDescription: "Where the weights are: an absolute local path (checked on the node, never copied); an `http(s)://` URL of one file, an `http(s)://` URL ending in `/` (a mirror's whole version, read from its manifest) or `hf:org/repo/file`, which each node's agent fetches once into its cache (sha256 verified when the server gives one) and gives the engine as a local path; or a repository id (`org/name`) the engine downloads itself; another scheme (`sim://…`) is given to the engine as written. A relative path, `hf:` without a file or a URL without a host is refused.",
 			},
 			"routing_profile": schema.StringAttribute{
 				Optional:            true,
@@ -533,8 +533,7 @@ func waitRollout(ctx context.Context, c *Client, name, generation string, want i
 		case ready >= want:
 			return pm, nil
 		case failed != nil:
-			diags.AddError(fmt.Sprintf("Rollout of model %s failed", name), replicaFailure(failed)+
-				"\n\nFix the profile (engine, args, env) or the node, and apply again; the model stays in the catalog.")
+			diags.AddError(fmt.Sprintf("Rollout of model %s failed", name), replicaFailure(failed)+"\n\n"+failureHint(failed))
 			return pm, diags
 		case st.GetState() == "failed" || (st.GetState() == "unplaced" && st.GetMessage() != ""):
 			diags.AddError(fmt.Sprintf("Rollout of model %s cannot proceed", name),
@@ -595,4 +594,15 @@ func replicaFailure(r *managev1.Replica) string {
 		}
 	}
 	return b.String()
+}
+
+// failureHint says what to fix for a failed replica: the source when a
+// shard could not fetch its weights, else the profile or the node.
+func failureHint(r *managev1.Replica) string {
+	for _, sh := range r.GetShards() {
+		if strings.HasPrefix(sh.GetError(), "fetching weights:") {
+			return "Fix the model's source, or the server it names, and apply again; the model stays in the catalog."
+		}
+	}
+	return "Fix the profile (engine, args, env) or the node, and apply again; the model stays in the catalog."
 }

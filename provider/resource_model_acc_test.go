@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -216,6 +218,28 @@ func TestAccModelRolloutFails(t *testing.T) {
 }
 `,
 			ExpectError: regexp.MustCompile(`(?s)Rollout of model tf-llama.*engine llamacpp not available`),
+		}},
+	})
+}
+
+// TestAccModelFetchFails: a model whose weights cannot be fetched fails
+// apply with the shard's reason: the source and what its server answered.
+func TestAccModelFetchFails(t *testing.T) {
+	mirror := httptest.NewServer(http.NotFoundHandler())
+	defer mirror.Close()
+	c := newAccCluster(t, declaredModel, twoNodes()...)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config: c.providerBlock() + fmt.Sprintf(`resource "llmgw_model" "m" {
+  name            = "tf-fetch"
+  source          = "%s/m/v/missing.gguf"
+  scaling         = { min = 1 }
+  profiles        = [{ name = "h100", engine = "sim", gpu_class = "h100-80g", tp = 1 }]
+  rollout_timeout = "60s"
+}
+`, mirror.URL),
+			ExpectError: regexp.MustCompile(`(?s)Rollout of model tf-fetch.*missing\.gguf.*404\s+Not\s+Found.*Fix\s+the\s+model's\s+source`),
 		}},
 	})
 }

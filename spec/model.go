@@ -30,9 +30,12 @@ type Model struct {
 	Name string `koanf:"name" yaml:"name" json:"name"`
 	// Aliases are other names clients may use for the model.
 	Aliases []string `koanf:"aliases" yaml:"aliases,omitempty" json:"aliases,omitempty"`
-	// Source says where the weights are: a local path (checked, never
-	// copied), an http(s) or hf: URL (fetched once per node), or a
-	// repository id the engine downloads itself.
+	// Source says where the weights are (ParseSource): an absolute local
+	// path, given to the engine as is; an http(s) URL of one file, an
+	// http(s) URL ending in "/" (a mirror's whole version) or
+	// hf:org/repo/file, which the agent fetches once per node into its
+	// cache and gives the engine as a local path; a repository id
+	// (org/name) or another scheme (sim://…), given to the engine as is.
 	Source string `koanf:"source" yaml:"source,omitempty" json:"source,omitempty"`
 	// RoutingProfile selects how requests are spread over replicas.
 	RoutingProfile string `koanf:"routing_profile" yaml:"routing_profile,omitempty" json:"routing_profile,omitempty"`
@@ -213,6 +216,9 @@ func (m Model) Validate() error {
 		} else {
 			seen[a] = i
 		}
+	}
+	if _, err := ParseSource(m.Source); err != nil {
+		ps.add("source", err.Error())
 	}
 	if m.RoutingProfile == "" {
 		ps.add("routing_profile", "is required")

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,11 @@ type Agent struct {
 	// HeartbeatInterval is how often the agent reports when the control
 	// plane does not say.
 	HeartbeatInterval time.Duration `koanf:"heartbeat_interval" yaml:"heartbeat_interval" json:"heartbeat_interval"`
+	// WeightsDir is the cache fetched weights are kept in; "" means
+	// <state_dir>/weights (WeightsPath).
+	WeightsDir string `koanf:"weights_dir" yaml:"weights_dir,omitempty" json:"weights_dir,omitempty"`
+	// Fetch tunes how weights are fetched.
+	Fetch Fetch `koanf:"fetch" yaml:"fetch" json:"fetch"`
 
 	// Declaration is what the operator says the node is: fabrics, engines,
 	// labels, model_dirs and discovery are top-level keys of agent.yaml.
@@ -57,6 +63,30 @@ type TLS struct {
 	CA   string `koanf:"ca" yaml:"ca" json:"ca"`
 	Cert string `koanf:"cert" yaml:"cert" json:"cert"`
 	Key  string `koanf:"key" yaml:"key" json:"key"`
+}
+
+// Fetch tunes the weights fetch.
+type Fetch struct {
+	// StallAfter is how long a fetch may move no byte before it is
+	// reported stalled.
+	StallAfter time.Duration `koanf:"stall_after" yaml:"stall_after" json:"stall_after"`
+	// GiveUpAfter is how long a fetch may move no byte before the shard
+	// waiting for it fails with the last error.
+	GiveUpAfter time.Duration `koanf:"give_up_after" yaml:"give_up_after" json:"give_up_after"`
+	// HFEndpoint is the Hugging Face hub's base URL for hf: sources; ""
+	// means $HF_ENDPOINT, else https://huggingface.co.
+	HFEndpoint string `koanf:"hf_endpoint" yaml:"hf_endpoint,omitempty" json:"hf_endpoint,omitempty"`
+	// HFTokenFile names a file holding a hub token, sent to HFEndpoint.
+	HFTokenFile string `koanf:"hf_token_file" yaml:"hf_token_file,omitempty" json:"hf_token_file,omitempty"`
+}
+
+// WeightsPath is the weights cache directory: weights_dir, or
+// <state_dir>/weights when it is not set.
+func (a Agent) WeightsPath() string {
+	if a.WeightsDir != "" {
+		return a.WeightsDir
+	}
+	return filepath.Join(a.StateDir, "weights")
 }
 
 // PortRange is an inclusive range of TCP ports.
@@ -76,6 +106,7 @@ func Default() Agent {
 		StateDir:          "/var/lib/llmgw-agent",
 		EnginePorts:       PortRange{From: 20000, To: 20999},
 		HeartbeatInterval: 5 * time.Second,
+		Fetch:             Fetch{StallAfter: 60 * time.Second, GiveUpAfter: 10 * time.Minute},
 	}
 }
 
@@ -136,6 +167,18 @@ func (a Agent) Validate() error {
 	}
 	if a.HeartbeatInterval <= 0 {
 		add("heartbeat_interval", "must be positive")
+	}
+	if a.WeightsDir != "" && !filepath.IsAbs(a.WeightsDir) {
+		add("weights_dir", "%q must be an absolute path", a.WeightsDir)
+	}
+	if a.Fetch.StallAfter <= 0 {
+		add("fetch.stall_after", "must be positive")
+	}
+	if a.Fetch.GiveUpAfter < a.Fetch.StallAfter {
+		add("fetch.give_up_after", "%s is shorter than fetch.stall_after %s", a.Fetch.GiveUpAfter, a.Fetch.StallAfter)
+	}
+	if u := a.Fetch.HFEndpoint; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		add("fetch.hf_endpoint", "%q is not an http(s) URL", u)
 	}
 	if err := a.Declaration.Validate(); err != nil {
 		problems = append(problems, err.Error())

@@ -35,6 +35,7 @@ func TestLoadExample(t *testing.T) {
 		StateDir:          "/var/lib/llmgw-agent",
 		EnginePorts:       PortRange{From: 21000, To: 21099},
 		HeartbeatInterval: 5 * time.Second,
+		Fetch:             Fetch{StallAfter: time.Minute, GiveUpAfter: 10 * time.Minute},
 		Declaration: spec.Declaration{
 			Fabrics:   []spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
 			Engines:   map[string]string{"vllm": "/opt/venvs/vllm/bin/vllm", "sim": ""},

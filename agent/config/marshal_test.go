@@ -23,6 +23,8 @@ func everyKey() Agent {
 	a.StateDir = "/srv/llmgw-agent"
 	a.EnginePorts = PortRange{From: 21000, To: 21099}
 	a.HeartbeatInterval = 2 * time.Second
+	a.WeightsDir = "/srv/weights"
+	a.Fetch = Fetch{StallAfter: 30 * time.Second, GiveUpAfter: time.Hour, HFEndpoint: "http://hub.internal", HFTokenFile: "/etc/llmgw/hf-token"}
 	a.Declaration = spec.Declaration{
 		Fabrics:   []spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
 		Engines:   map[string]string{"vllm": "/opt/venvs/vllm/bin/vllm", "sim": ""},

@@ -1442,8 +1442,11 @@ type ShardStatus struct {
 	GpuIndices      []int32         `protobuf:"varint,14,rep,packed,name=gpu_indices,json=gpuIndices,proto3" json:"gpu_indices,omitempty"`
 	Fabric          string          `protobuf:"bytes,15,opt,name=fabric,proto3" json:"fabric,omitempty"`
 	Profile         *specv1.Profile `protobuf:"bytes,16,opt,name=profile,proto3" json:"profile,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set while the shard waits for its weights to be fetched (state
+	// STARTING, no engine yet); absent otherwise.
+	Fetch         *FetchProgress `protobuf:"bytes,17,opt,name=fetch,proto3" json:"fetch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardStatus) Reset() {
@@ -1574,6 +1577,105 @@ func (x *ShardStatus) GetProfile() *specv1.Profile {
 	return nil
 }
 
+func (x *ShardStatus) GetFetch() *FetchProgress {
+	if x != nil {
+		return x.Fetch
+	}
+	return nil
+}
+
+// FetchProgress is how far the download of a shard's weights is. One
+// download serves every shard of the node with the same source, so they
+// report the same numbers.
+type FetchProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model's source, as written.
+	Source    string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	BytesDone int64  `protobuf:"varint,2,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	// 0 while unknown.
+	BytesTotal int64 `protobuf:"varint,3,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
+	// The recent rate.
+	BytesPerSecond int64 `protobuf:"varint,4,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	// No byte moved for the agent's fetch.stall_after.
+	Stalled bool `protobuf:"varint,5,opt,name=stalled,proto3" json:"stalled,omitempty"`
+	// The last error a request of this download ended with, if any.
+	LastError     string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchProgress) Reset() {
+	*x = FetchProgress{}
+	mi := &file_api_agentv1_agent_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchProgress) ProtoMessage() {}
+
+func (x *FetchProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_api_agentv1_agent_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchProgress.ProtoReflect.Descriptor instead.
+func (*FetchProgress) Descriptor() ([]byte, []int) {
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *FetchProgress) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *FetchProgress) GetBytesDone() int64 {
+	if x != nil {
+		return x.BytesDone
+	}
+	return 0
+}
+
+func (x *FetchProgress) GetBytesTotal() int64 {
+	if x != nil {
+		return x.BytesTotal
+	}
+	return 0
+}
+
+func (x *FetchProgress) GetBytesPerSecond() int64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
+}
+
+func (x *FetchProgress) GetStalled() bool {
+	if x != nil {
+		return x.Stalled
+	}
+	return false
+}
+
+func (x *FetchProgress) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
 // StartShard starts one shard of a replica: the profile the replica was
 // placed with, as the catalog defines it, and beside it what is this
 // shard's own.
@@ -1606,7 +1708,7 @@ type StartShard struct {
 
 func (x *StartShard) Reset() {
 	*x = StartShard{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[17]
+	mi := &file_api_agentv1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1720,7 @@ func (x *StartShard) String() string {
 func (*StartShard) ProtoMessage() {}
 
 func (x *StartShard) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[17]
+	mi := &file_api_agentv1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1733,7 @@ func (x *StartShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartShard.ProtoReflect.Descriptor instead.
 func (*StartShard) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{17}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StartShard) GetShardId() string {
@@ -1721,7 +1823,7 @@ type StopShard struct {
 
 func (x *StopShard) Reset() {
 	*x = StopShard{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[18]
+	mi := &file_api_agentv1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1835,7 @@ func (x *StopShard) String() string {
 func (*StopShard) ProtoMessage() {}
 
 func (x *StopShard) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[18]
+	mi := &file_api_agentv1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1848,7 @@ func (x *StopShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopShard.ProtoReflect.Descriptor instead.
 func (*StopShard) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{18}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StopShard) GetShardId() string {
@@ -1886,7 +1988,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"durationMs\"C\n" +
 	"\fEngineChecks\x123\n" +
 	"\x06checks\x18\x01 \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\x06checks\"\x0e\n" +
-	"\fCheckEngines\"\xdf\x03\n" +
+	"\fCheckEngines\"\x94\x04\n" +
 	"\vShardStatus\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
 	"\n" +
@@ -1905,8 +2007,19 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\vgpu_indices\x18\x0e \x03(\x05R\n" +
 	"gpuIndices\x12\x16\n" +
 	"\x06fabric\x18\x0f \x01(\tR\x06fabric\x120\n" +
-	"\aprofile\x18\x10 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofileJ\x04\b\v\x10\fJ\x04\b\f\x10\rR\n" +
-	"world_size\"\xe2\x03\n" +
+	"\aprofile\x18\x10 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofile\x123\n" +
+	"\x05fetch\x18\x11 \x01(\v2\x1d.llmgw.agent.v1.FetchProgressR\x05fetchJ\x04\b\v\x10\fJ\x04\b\f\x10\rR\n" +
+	"world_size\"\xca\x01\n" +
+	"\rFetchProgress\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1d\n" +
+	"\n" +
+	"bytes_done\x18\x02 \x01(\x03R\tbytesDone\x12\x1f\n" +
+	"\vbytes_total\x18\x03 \x01(\x03R\n" +
+	"bytesTotal\x12(\n" +
+	"\x10bytes_per_second\x18\x04 \x01(\x03R\x0ebytesPerSecond\x12\x18\n" +
+	"\astalled\x18\x05 \x01(\bR\astalled\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\"\xe2\x03\n" +
 	"\n" +
 	"StartShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
@@ -1951,7 +2064,7 @@ func file_api_agentv1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_api_agentv1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_api_agentv1_agent_proto_goTypes = []any{
 	(ShardState)(0),        // 0: llmgw.agent.v1.ShardState
 	(*AgentMessage)(nil),   // 1: llmgw.agent.v1.AgentMessage
@@ -1971,11 +2084,12 @@ var file_api_agentv1_agent_proto_goTypes = []any{
 	(*EngineChecks)(nil),   // 15: llmgw.agent.v1.EngineChecks
 	(*CheckEngines)(nil),   // 16: llmgw.agent.v1.CheckEngines
 	(*ShardStatus)(nil),    // 17: llmgw.agent.v1.ShardStatus
-	(*StartShard)(nil),     // 18: llmgw.agent.v1.StartShard
-	(*StopShard)(nil),      // 19: llmgw.agent.v1.StopShard
-	nil,                    // 20: llmgw.agent.v1.Declaration.EnginesEntry
-	nil,                    // 21: llmgw.agent.v1.Declaration.LabelsEntry
-	(*specv1.Profile)(nil), // 22: llmgw.spec.v1.Profile
+	(*FetchProgress)(nil),  // 18: llmgw.agent.v1.FetchProgress
+	(*StartShard)(nil),     // 19: llmgw.agent.v1.StartShard
+	(*StopShard)(nil),      // 20: llmgw.agent.v1.StopShard
+	nil,                    // 21: llmgw.agent.v1.Declaration.EnginesEntry
+	nil,                    // 22: llmgw.agent.v1.Declaration.LabelsEntry
+	(*specv1.Profile)(nil), // 23: llmgw.spec.v1.Profile
 }
 var file_api_agentv1_agent_proto_depIdxs = []int32{
 	3,  // 0: llmgw.agent.v1.AgentMessage.hello:type_name -> llmgw.agent.v1.Hello
@@ -1983,8 +2097,8 @@ var file_api_agentv1_agent_proto_depIdxs = []int32{
 	17, // 2: llmgw.agent.v1.AgentMessage.shard_status:type_name -> llmgw.agent.v1.ShardStatus
 	15, // 3: llmgw.agent.v1.AgentMessage.engine_checks:type_name -> llmgw.agent.v1.EngineChecks
 	4,  // 4: llmgw.agent.v1.ControlMessage.welcome:type_name -> llmgw.agent.v1.Welcome
-	18, // 5: llmgw.agent.v1.ControlMessage.start_shard:type_name -> llmgw.agent.v1.StartShard
-	19, // 6: llmgw.agent.v1.ControlMessage.stop_shard:type_name -> llmgw.agent.v1.StopShard
+	19, // 5: llmgw.agent.v1.ControlMessage.start_shard:type_name -> llmgw.agent.v1.StartShard
+	20, // 6: llmgw.agent.v1.ControlMessage.stop_shard:type_name -> llmgw.agent.v1.StopShard
 	6,  // 7: llmgw.agent.v1.ControlMessage.declaration:type_name -> llmgw.agent.v1.Declaration
 	16, // 8: llmgw.agent.v1.ControlMessage.check_engines:type_name -> llmgw.agent.v1.CheckEngines
 	9,  // 9: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
@@ -1995,8 +2109,8 @@ var file_api_agentv1_agent_proto_depIdxs = []int32{
 	10, // 14: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
 	9,  // 15: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
 	7,  // 16: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
-	20, // 17: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
-	21, // 18: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
+	21, // 17: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
+	22, // 18: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
 	8,  // 19: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
 	10, // 20: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
 	11, // 21: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
@@ -2004,15 +2118,16 @@ var file_api_agentv1_agent_proto_depIdxs = []int32{
 	13, // 23: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
 	14, // 24: llmgw.agent.v1.EngineChecks.checks:type_name -> llmgw.agent.v1.EngineCheck
 	0,  // 25: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
-	22, // 26: llmgw.agent.v1.ShardStatus.profile:type_name -> llmgw.spec.v1.Profile
-	22, // 27: llmgw.agent.v1.StartShard.profile:type_name -> llmgw.spec.v1.Profile
-	1,  // 28: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
-	2,  // 29: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
-	29, // [29:30] is the sub-list for method output_type
-	28, // [28:29] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	23, // 26: llmgw.agent.v1.ShardStatus.profile:type_name -> llmgw.spec.v1.Profile
+	18, // 27: llmgw.agent.v1.ShardStatus.fetch:type_name -> llmgw.agent.v1.FetchProgress
+	23, // 28: llmgw.agent.v1.StartShard.profile:type_name -> llmgw.spec.v1.Profile
+	1,  // 29: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
+	2,  // 30: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
+	30, // [30:31] is the sub-list for method output_type
+	29, // [29:30] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_api_agentv1_agent_proto_init() }
@@ -2041,7 +2156,7 @@ func file_api_agentv1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_agentv1_agent_proto_rawDesc), len(file_api_agentv1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

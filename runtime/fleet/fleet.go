@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/specpb"
 	"github.com/llmgw/llmgw/spec"
@@ -96,6 +98,9 @@ type Shard struct {
 	LastOutput     []string
 	Endpoint       string
 	RendezvousAddr string
+	// Fetch is how far the download of the shard's weights is, while its
+	// node fetches them; nil otherwise.
+	Fetch *agentv1.FetchProgress
 	// Start is the command that starts this shard; kept so workers can be
 	// started once rank 0 reports its rendezvous address.
 	Start *agentv1.StartShard
@@ -126,6 +131,10 @@ type Replica struct {
 	StopRequested time.Time
 	// Failed records that it failed before being stopped.
 	Failed bool
+	// FetchActivity is the last time a fetch of one of its shards' weights
+	// moved a byte or ended: the engine's start is timed from then, so a
+	// long download is not taken for an engine that never became ready.
+	FetchActivity time.Time
 }
 
 // ShardsExpected is the number of shards the replica has when whole: one
@@ -153,6 +162,14 @@ type Fleet struct {
 
 // maxFailedKept bounds the list of recent failed replicas.
 const maxFailedKept = 32
+
+// SetClock replaces the clock the fleet stamps times with (tests that drive
+// a reconciler on a clock of their own).
+func (f *Fleet) SetClock(now func() time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = now
+}
 
 // New returns an empty fleet.
 func New() *Fleet {
@@ -624,6 +641,16 @@ func (f *Fleet) applyShardStatusLocked(nodeID string, st *agentv1.ShardStatus, a
 	}
 	if len(st.GetLastOutput()) > 0 {
 		sh.LastOutput = slices.Clone(st.GetLastOutput())
+	}
+	switch fp := st.GetFetch(); {
+	case fp != nil && (sh.Fetch == nil || fp.GetBytesDone() != sh.Fetch.GetBytesDone()):
+		r.FetchActivity = f.now()
+		sh.Fetch = proto.Clone(fp).(*agentv1.FetchProgress)
+	case fp != nil:
+		sh.Fetch = proto.Clone(fp).(*agentv1.FetchProgress)
+	case sh.Fetch != nil:
+		r.FetchActivity = f.now()
+		sh.Fetch = nil
 	}
 	f.assessReplicaLocked(r)
 }

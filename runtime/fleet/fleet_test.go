@@ -449,3 +449,36 @@ func TestOneLiveSessionPerNode(t *testing.T) {
 	}
 	check("next session", "third", true, clock)
 }
+
+// TestShardFetchProgress: a shard's fetch progress is kept while its node
+// reports one and dropped when it reports none; the replica's fetch
+// activity moves only when bytes moved or the fetch ended, so a stalled
+// fetch does not keep a replica's start from being timed.
+func TestShardFetchProgress(t *testing.T) {
+	f := New()
+	clock := time.Unix(1000, 0)
+	f.now = func() time.Time { return clock }
+	f.AddReplica(twoShardReplica())
+	fetching := func(done int64, stalled bool) *agentv1.ShardStatus {
+		st := status("r1-0", 0, agentv1.ShardState_SHARD_STATE_STARTING)
+		st.Fetch = &agentv1.FetchProgress{Source: "http://m/v/w.gguf", BytesDone: done, BytesTotal: 100, BytesPerSecond: 10, Stalled: stalled, LastError: "GET: 503"}
+		return st
+	}
+	f.ApplyShardStatus("n1", fetching(10, false))
+	r := replica(t, f, "r1")
+	if fp := r.Shards[0].Fetch; fp.GetBytesDone() != 10 || fp.GetSource() != "http://m/v/w.gguf" || !r.FetchActivity.Equal(clock) {
+		t.Fatalf("after progress: fetch %v, activity %v", fp, r.FetchActivity)
+	}
+	clock = clock.Add(time.Minute)
+	f.ApplyShardStatus("n1", fetching(10, true))
+	r = replica(t, f, "r1")
+	if !r.Shards[0].Fetch.GetStalled() || !r.FetchActivity.Equal(time.Unix(1000, 0)) {
+		t.Fatalf("a stalled report moved the activity to %v (fetch %v)", r.FetchActivity, r.Shards[0].Fetch)
+	}
+	clock = clock.Add(time.Minute)
+	f.ApplyShardStatus("n1", status("r1-0", 0, agentv1.ShardState_SHARD_STATE_STARTING))
+	r = replica(t, f, "r1")
+	if r.Shards[0].Fetch != nil || !r.FetchActivity.Equal(clock) {
+		t.Fatalf("after the fetch ended: fetch %v, activity %v", r.Shards[0].Fetch, r.FetchActivity)
+	}
+}

@@ -85,6 +85,9 @@ func copyReplica(r *Replica) Replica {
 		sc := *s
 		sc.GPUs = slices.Clone(s.GPUs)
 		sc.LastOutput = slices.Clone(s.LastOutput)
+		if s.Fetch != nil {
+			sc.Fetch = proto.Clone(s.Fetch).(*agentv1.FetchProgress)
+		}
 		sc.Start = nil
 		c.Shards[i] = &sc
 	}

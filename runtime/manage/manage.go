@@ -361,6 +361,12 @@ func (s *Service) ListReplicas(_ context.Context, req *managev1.ListReplicasRequ
 			for _, g := range sh.GPUs {
 				ps.Gpus = append(ps.Gpus, int32(g))
 			}
+			if fp := sh.Fetch; fp != nil {
+				ps.Fetch = &managev1.ShardFetch{
+					Source: fp.GetSource(), BytesDone: fp.GetBytesDone(), BytesTotal: fp.GetBytesTotal(),
+					BytesPerSecond: fp.GetBytesPerSecond(), Stalled: fp.GetStalled(), LastError: fp.GetLastError(),
+				}
+			}
 			pr.Shards = append(pr.Shards, ps)
 		}
 		out.Replicas = append(out.Replicas, pr)

@@ -213,7 +213,11 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 		if rep.State == fleet.ReplicaStarting {
 			if !rep.Adopted {
 				limit := rep.Profile.StartupTimeout.Std() + 30*time.Second
-				if now.Sub(rep.Created) > limit {
+				since := rep.Created
+				if rep.FetchActivity.After(since) {
+					since = rep.FetchActivity // a fetch moving bytes is not a start that hangs
+				}
+				if now.Sub(since) > limit {
 					tx.Fail(rep, "not ready within "+limit.String())
 					continue
 				}

@@ -429,3 +429,43 @@ func TestDrainMovesReplicaReplacementFirst(t *testing.T) {
 		t.Fatalf("endpoints after the drain = %v", eps)
 	}
 }
+
+// TestStartTimeoutCountsFromFetchActivity: a replica whose shard is still
+// fetching weights, bytes moving, is not failed by the start timeout
+// counted from its placement; once the fetch moves nothing, the timeout
+// runs from the last byte and fails it.
+func TestStartTimeoutCountsFromFetchActivity(t *testing.T) {
+	h := newHarness(t, chatModel())
+	h.fleet.SetClock(func() time.Time { return h.now })
+	h.rec.Pass()
+	var node string
+	var s *agentv1.StartShard
+	for n, ss := range h.startsFor("sim-chat") {
+		node, s = n, ss[0]
+	}
+	start := h.now
+	fetching := func(done int64) func(*agentv1.ShardStatus) {
+		return func(st *agentv1.ShardStatus) {
+			st.Fetch = &agentv1.FetchProgress{Source: "http://m/v/w.gguf", BytesDone: done, BytesTotal: 1 << 40}
+		}
+	}
+	h.now = start.Add(5 * time.Minute)
+	h.report(node, s, agentv1.ShardState_SHARD_STATE_STARTING, fetching(10))
+	h.now = start.Add(11 * time.Minute) // past 10m30s from placement
+	h.report(node, s, agentv1.ShardState_SHARD_STATE_STARTING, fetching(10))
+	h.rec.Pass()
+	h.rec.Pass()
+	if stops := h.conns[node].stops(); len(stops) != 0 {
+		t.Fatalf("a replica fetching its weights was failed by the start timeout: stops %v", stops)
+	}
+	h.now = start.Add(16 * time.Minute) // 11m since the last byte moved
+	h.report(node, s, agentv1.ShardState_SHARD_STATE_STARTING, fetching(10))
+	h.rec.Pass() // fails it
+	h.rec.Pass() // stops it
+	if stops := h.conns[node].stops(); len(stops) != 1 {
+		t.Fatalf("a fetch that moved nothing for 11m was not failed: stops %v", stops)
+	}
+	if got := h.rec.LastFailure("sim-chat"); !strings.Contains(got, "not ready within") {
+		t.Errorf("last failure %q", got)
+	}
+}

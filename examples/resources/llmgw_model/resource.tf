@@ -1,7 +1,7 @@
 resource "llmgw_model" "qwen" {
   name           = "qwen2.5-72b"
   aliases        = ["qwen", "default"]
-  source         = "hf:Qwen/Qwen2.5-72B-Instruct"
+  source         = "Qwen/Qwen2.5-72B-Instruct"
   context_length = 32768
   max_output     = 4096
 

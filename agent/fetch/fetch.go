@@ -1,0 +1,366 @@
+// Package fetch downloads a model's weights into the node's cache before an
+// engine is launched, so an engine is only ever given a local path.
+//
+// A fetched source (an http(s) file, a mirror's set ending in "/", or
+// hf:org/repo/file) is kept under <dir>/<key>/, key being the first 16 hex
+// digits of the sha256 of the source as written. While it downloads it
+// lives in <dir>/.<key>.partial/, each file as .<name>.partial until its
+// bytes are in and verified; the directory is renamed to <key>/ once every
+// file landed, with a .complete record beside them. So nothing is ever
+// visible under the final name before it is whole, an interrupted download
+// resumes from the bytes it has (a Range request), and one download serves
+// every shard of the node that asks for the same source.
+package fetch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmgw/llmgw/agent/discovery"
+	"github.com/llmgw/llmgw/spec"
+)
+
+// CompleteFile is the record written into a cache entry when it is whole.
+const CompleteFile = ".complete"
+
+// DefaultHFEndpoint is the Hugging Face hub, used when neither the options
+// nor HF_ENDPOINT name another.
+const DefaultHFEndpoint = "https://huggingface.co"
+
+// Options configure a Cache.
+type Options struct {
+	// Dir is the cache directory.
+	Dir string
+	// Client makes the requests; nil means a client without an overall
+	// timeout (a download may take hours; stalls are watched instead).
+	Client *http.Client
+	// HFEndpoint is the hub's base URL for hf: sources.
+	HFEndpoint string
+	// HFToken, when set, is sent as a bearer token to HFEndpoint.
+	HFToken string
+	// StallAfter is how long a download may move no byte before it is
+	// reported stalled (default 60s).
+	StallAfter time.Duration
+	// GiveUpAfter is how long a download may move no byte before it fails
+	// with its last error (default 10m).
+	GiveUpAfter time.Duration
+	// ProgressEvery is how often progress is reported (default 1s).
+	ProgressEvery time.Duration
+	// FreeBytes measures the space left on the filesystem holding a path
+	// (default: discovery.ProbeDisk); a file that does not fit fails before
+	// a byte of it is written.
+	FreeBytes func(path string) (uint64, error)
+	Logger    *slog.Logger
+}
+
+// Progress is how far one source's download is.
+type Progress struct {
+	Source string
+	// Done and Total are bytes; Total is 0 while unknown.
+	Done, Total int64
+	// BytesPerSecond is the recent rate.
+	BytesPerSecond int64
+	// Stalled is set when no byte moved for StallAfter; LastError is the
+	// last error a request ended with, if any.
+	Stalled   bool
+	LastError string
+}
+
+// Cache is one node's weights cache.
+type Cache struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	inflight map[string]*call
+}
+
+// call is one download that any number of waiters share.
+type call struct {
+	done    chan struct{}
+	path    string
+	err     error
+	cancel  context.CancelFunc
+	waiters int
+	// abandoned is set when every waiter left and the download was
+	// cancelled.
+	abandoned bool
+	watch     map[int]func(Progress)
+	nextID    int
+}
+
+// New returns a cache in opts.Dir, creating it.
+func New(opts Options) (*Cache, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("weights cache: no directory")
+	}
+	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("creating the weights cache %s: %w", opts.Dir, err)
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{}
+	}
+	if opts.HFEndpoint == "" {
+		opts.HFEndpoint = os.Getenv("HF_ENDPOINT")
+	}
+	if opts.HFEndpoint == "" {
+		opts.HFEndpoint = DefaultHFEndpoint
+	}
+	opts.HFEndpoint = strings.TrimSuffix(opts.HFEndpoint, "/")
+	if opts.StallAfter <= 0 {
+		opts.StallAfter = 60 * time.Second
+	}
+	if opts.GiveUpAfter <= 0 {
+		opts.GiveUpAfter = 10 * time.Minute
+	}
+	if opts.ProgressEvery <= 0 {
+		opts.ProgressEvery = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.FreeBytes == nil {
+		opts.FreeBytes = func(path string) (uint64, error) {
+			d, err := discovery.ProbeDisk(path)
+			return d.FreeBytes, err
+		}
+	}
+	return &Cache{opts: opts, log: opts.Logger, inflight: map[string]*call{}}, nil
+}
+
+// Key is the name of source's entry in the cache: the first 16 hex digits
+// of the sha256 of the source as written.
+func Key(source string) string {
+	h := sha256.Sum256([]byte(source))
+	return hex.EncodeToString(h[:])[:16]
+}
+
+// EntryDir is where source's files are once complete.
+func (c *Cache) EntryDir(source string) string { return filepath.Join(c.opts.Dir, Key(source)) }
+
+func (c *Cache) partialDir(source string) string {
+	return filepath.Join(c.opts.Dir, "."+Key(source)+".partial")
+}
+
+// Resolve returns what the engine is given for source: for a fetched one
+// the local path in the cache (downloading it first, once however many
+// callers ask), for a local path the path once it exists, and anything else
+// as written. progress, when not nil, is called as the download moves, from
+// another goroutine, until Resolve returns.
+func (c *Cache) Resolve(ctx context.Context, source string, progress func(Progress)) (string, error) {
+	src, err := spec.ParseSource(source)
+	if err != nil {
+		return "", fmt.Errorf("source %q: %w", source, err)
+	}
+	switch src.Kind {
+	case spec.SourceLocal:
+		if _, err := os.Stat(src.Path); err != nil {
+			return "", fmt.Errorf("source %s: %w", source, err)
+		}
+		return source, nil
+	case spec.SourceURL, spec.SourceSet, spec.SourceHF:
+		return c.fetch(ctx, src, progress)
+	default:
+		return source, nil
+	}
+}
+
+// fetch joins or starts the download of src and waits for it.
+func (c *Cache) fetch(ctx context.Context, src spec.Source, progress func(Progress)) (string, error) {
+	if p, ok, err := c.complete(src); ok || err != nil {
+		return p, err
+	}
+	c.mu.Lock()
+	cl, running := c.inflight[src.Raw]
+	if !running || cl.abandoned {
+		// A download every caller left is being cancelled: the new one
+		// starts once it has let go of the partial files.
+		var prev chan struct{}
+		if running {
+			prev = cl.done
+		}
+		dctx, cancel := context.WithCancel(context.Background())
+		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}}
+		c.inflight[src.Raw] = cl
+		go c.run(dctx, cl, src, prev)
+	}
+	cl.waiters++
+	id := cl.nextID
+	cl.nextID++
+	if progress != nil {
+		cl.watch[id] = progress
+	}
+	c.mu.Unlock()
+
+	leave := func() {
+		c.mu.Lock()
+		delete(cl.watch, id)
+		cl.waiters--
+		if cl.waiters == 0 {
+			cl.abandoned = true
+			cl.cancel() // nobody waits any more: the partial stays for the next ask
+		}
+		c.mu.Unlock()
+	}
+	select {
+	case <-cl.done:
+		leave()
+		return cl.path, cl.err
+	case <-ctx.Done():
+		leave()
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, ctx.Err())
+	}
+}
+
+// complete returns the path to give the engine when src's entry is whole.
+// An entry whose files no longer match its record (removed or truncated by
+// hand) is an error: it is not fetched over, nor given to an engine.
+func (c *Cache) complete(src spec.Source) (string, bool, error) {
+	dir := c.EntryDir(src.Raw)
+	b, err := os.ReadFile(filepath.Join(dir, CompleteFile))
+	if err != nil {
+		return "", false, nil
+	}
+	var rec record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return "", false, fmt.Errorf("cache entry %s: %s is not readable (%w); remove the entry to fetch %s again", dir, CompleteFile, err, src.Raw)
+	}
+	for _, f := range rec.Files {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		st, err := os.Stat(p)
+		if err != nil || st.Size() != f.Size {
+			return "", false, fmt.Errorf("cache entry %s: %s is missing or not %d bytes as fetched; remove the entry to fetch %s again", dir, p, f.Size, src.Raw)
+		}
+	}
+	if src.Kind == spec.SourceSet {
+		return dir, true, nil
+	}
+	return filepath.Join(dir, fileName(src)), true, nil
+}
+
+// fileName is the name a single-file source's file is kept under.
+func fileName(src spec.Source) string {
+	if src.Kind == spec.SourceHF {
+		return filepath.Base(src.Path)
+	}
+	name := filepath.Base(src.URL.Path)
+	if name == "." || name == "/" || strings.HasPrefix(name, ".") {
+		name = "model" + name
+	}
+	return name
+}
+
+// run downloads src and completes cl.
+func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, prev chan struct{}) {
+	if prev != nil {
+		<-prev
+	}
+	d := &download{c: c, src: src, ctx: ctx, lastByte: time.Now()}
+	stop, reported := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(reported)
+		d.reportLoop(cl, stop)
+	}()
+	path, err := d.run()
+	close(stop)
+	<-reported // no progress reaches a waiter after Resolve returned
+	c.mu.Lock()
+	if c.inflight[src.Raw] == cl {
+		delete(c.inflight, src.Raw)
+	}
+	cl.path, cl.err = path, err
+	c.mu.Unlock()
+	close(cl.done)
+	cl.cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		c.log.Info("fetch abandoned: no shard waits for it", "source", src.Raw)
+	default:
+		c.log.Info("fetched", "source", src.Raw, "path", path)
+	}
+}
+
+// reportLoop sends cl's watchers the download's progress every
+// ProgressEvery until stop closes.
+func (d *download) reportLoop(cl *call, stop chan struct{}) {
+	t := time.NewTicker(d.c.opts.ProgressEvery)
+	defer t.Stop()
+	var prevDone int64
+	prevAt := time.Now()
+	var rate float64
+	wasStalled := false
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			p := d.snapshot(now)
+			dt := now.Sub(prevAt).Seconds()
+			if dt > 0 {
+				// Between two attempts the partial is counted afresh, so
+				// Done may dip for an instant: that is no negative rate.
+				inst := max(float64(p.Done-prevDone)/dt, 0)
+				if rate == 0 {
+					rate = inst
+				} else {
+					rate = 0.5*rate + 0.5*inst
+				}
+			}
+			prevDone, prevAt = p.Done, now
+			p.BytesPerSecond = int64(rate)
+			if p.Stalled != wasStalled {
+				wasStalled = p.Stalled
+				if p.Stalled {
+					d.c.log.Warn("fetch stalled", "source", p.Source, "done_bytes", p.Done, "total_bytes", p.Total, "last_error", p.LastError)
+				} else {
+					d.c.log.Info("fetch moving again", "source", p.Source, "done_bytes", p.Done)
+				}
+			}
+			d.c.mu.Lock()
+			watchers := make([]func(Progress), 0, len(cl.watch))
+			for _, w := range cl.watch {
+				watchers = append(watchers, w)
+			}
+			d.c.mu.Unlock()
+			for _, w := range watchers {
+				w(p)
+			}
+		}
+	}
+}
+
+// record is the .complete file: what the entry holds and where it came from.
+type record struct {
+	Source  string       `json:"source"`
+	Files   []recordFile `json:"files"`
+	Fetched time.Time    `json:"fetched"`
+}
+
+type recordFile struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+func writeRecord(dir string, r record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(dir, CompleteFile)
+	if err := os.WriteFile(p, append(b, '\n'), 0o640); err != nil {
+		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+package ctl
+
+import (
+	"bytes"
+	"testing"
+
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+)
+
+// TestReplicasFetching: a replica whose shards are fetching weights shows
+// how far the least advanced one is and its rate; a stalled fetch shows
+// stalled with the source and the last error, so the two never look alike.
+func TestReplicasFetching(t *testing.T) {
+	replicas := []*managev1.Replica{
+		{Id: "r1", Model: "m", Profile: "cpu", State: "starting", ShardsExpected: 2, Shards: []*managev1.Shard{
+			{Rank: 0, Node: "n1", State: "starting", Fetch: &managev1.ShardFetch{Source: "http://mirror/m/v/", BytesDone: 90e9, BytesTotal: 100e9, BytesPerSecond: 500e6}},
+			{Rank: 1, Node: "n2", State: "starting", Fetch: &managev1.ShardFetch{Source: "http://mirror/m/v/", BytesDone: 41e9, BytesTotal: 100e9, BytesPerSecond: 380e6}},
+		}},
+		{Id: "r2", Model: "w", Profile: "cpu", State: "starting", ShardsExpected: 1, Shards: []*managev1.Shard{
+			{Rank: 0, Node: "n3", State: "starting", Fetch: &managev1.ShardFetch{Source: "hf:o/r/f.gguf", BytesDone: 5, Stalled: true, LastError: "GET https://hub/o/r/resolve/main/f.gguf: 503 Service Unavailable"}},
+		}},
+	}
+	var b bytes.Buffer
+	if err := writeReplicas(&b, replicas); err != nil {
+		t.Fatal(err)
+	}
+	want := `REPLICA  MODEL  PROFILE  STATE                              SHARDS  NODES  ERROR
+r1       m      cpu      fetching 41% 380 MB/s, 2m35s left  0/2     n1,n2  -
+r2       w      cpu      stalled                            0/1     n3     stalled: hf:o/r/f.gguf: GET https://hub…
+
+replica r2 (w): shard 0 on n3: fetch of hf:o/r/f.gguf stalled at 5 bytes (size not known yet); last error: GET https://hub/o/r/resolve/main/f.gguf: 503 Service Unavailable
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
