@@ -127,24 +127,24 @@ func Encode(w io.Writer, m Model) error {
 	bw := bufio.NewWriter(w)
 	enc := &encoder{w: bw}
 	kv := []func(){
-		func() { enc.str("general.architecture"); enc.u32(typeString); enc.str("llama") },
-		func() { enc.str("general.name"); enc.u32(typeString); enc.str(m.Name) },
-		func() { enc.str("general.alignment"); enc.u32(typeUint32); enc.u32(alignment) },
-		func() { enc.str("llama.context_length"); enc.u32(typeUint32); enc.u32(uint32(m.ContextLength)) },
-		func() { enc.str("llama.embedding_length"); enc.u32(typeUint32); enc.u32(uint32(m.Embedding)) },
-		func() { enc.str("llama.block_count"); enc.u32(typeUint32); enc.u32(uint32(m.Layers)) },
-		func() { enc.str("llama.feed_forward_length"); enc.u32(typeUint32); enc.u32(uint32(m.FeedForward)) },
-		func() { enc.str("llama.attention.head_count"); enc.u32(typeUint32); enc.u32(uint32(m.Heads)) },
-		func() { enc.str("llama.attention.head_count_kv"); enc.u32(typeUint32); enc.u32(uint32(m.Heads)) },
-		func() { enc.str("llama.rope.dimension_count"); enc.u32(typeUint32); enc.u32(uint32(m.Embedding / m.Heads)) },
+		enc.kvString("general.architecture", "llama"),
+		enc.kvString("general.name", m.Name),
+		enc.kvUint32("general.alignment", alignment),
+		enc.kvUint32("llama.context_length", uint32(m.ContextLength)),
+		enc.kvUint32("llama.embedding_length", uint32(m.Embedding)),
+		enc.kvUint32("llama.block_count", uint32(m.Layers)),
+		enc.kvUint32("llama.feed_forward_length", uint32(m.FeedForward)),
+		enc.kvUint32("llama.attention.head_count", uint32(m.Heads)),
+		enc.kvUint32("llama.attention.head_count_kv", uint32(m.Heads)),
+		enc.kvUint32("llama.rope.dimension_count", uint32(m.Embedding/m.Heads)),
 		func() {
 			enc.str("llama.attention.layer_norm_rms_epsilon")
 			enc.u32(typeFloat32)
 			enc.u32(math.Float32bits(1e-5))
 		},
-		func() { enc.str("llama.vocab_size"); enc.u32(typeUint32); enc.u32(uint32(len(tokens))) },
-		func() { enc.str("tokenizer.ggml.model"); enc.u32(typeString); enc.str("gpt2") },
-		func() { enc.str("tokenizer.ggml.pre"); enc.u32(typeString); enc.str("default") },
+		enc.kvUint32("llama.vocab_size", uint32(len(tokens))),
+		enc.kvString("tokenizer.ggml.model", "gpt2"),
+		enc.kvString("tokenizer.ggml.pre", "default"),
 		func() { enc.str("tokenizer.ggml.tokens"); enc.strings(tokens) },
 		func() { enc.str("tokenizer.ggml.merges"); enc.strings(mergeText) },
 		func() {
@@ -156,10 +156,10 @@ func Encode(w io.Writer, m Model) error {
 				enc.u32(uint32(t))
 			}
 		},
-		func() { enc.str("tokenizer.ggml.bos_token_id"); enc.u32(typeUint32); enc.u32(uint32(bos)) },
-		func() { enc.str("tokenizer.ggml.eos_token_id"); enc.u32(typeUint32); enc.u32(uint32(eos)) },
+		enc.kvUint32("tokenizer.ggml.bos_token_id", uint32(bos)),
+		enc.kvUint32("tokenizer.ggml.eos_token_id", uint32(eos)),
 		func() { enc.str("tokenizer.ggml.add_bos_token"); enc.u32(typeBool); enc.u8(0) },
-		func() { enc.str("tokenizer.chat_template"); enc.u32(typeString); enc.str(chatML) },
+		enc.kvString("tokenizer.chat_template", chatML),
 	}
 	enc.u32(0x46554747) // "GGUF"
 	enc.u32(3)
@@ -257,6 +257,15 @@ func (e *encoder) u64(v uint64) {
 func (e *encoder) str(s string) { e.u64(uint64(len(s))); e.write([]byte(s)) }
 func (e *encoder) zeros(n uint64) {
 	e.write(make([]byte, n))
+}
+
+// kvString and kvUint32 return the writer of one metadata pair.
+func (e *encoder) kvString(key, v string) func() {
+	return func() { e.str(key); e.u32(typeString); e.str(v) }
+}
+
+func (e *encoder) kvUint32(key string, v uint32) func() {
+	return func() { e.str(key); e.u32(typeUint32); e.u32(v) }
 }
 
 // strings writes an array of strings (type and count first).
