@@ -22,60 +22,66 @@ NODE_LLAMA_CPP_VERSION=3.22.1
 LLAMA_CPP_COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
 JOBS=${LLAMA_CPP_JOBS:-2}
 
-cache=${LLMGW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/llmgw}/llama.cpp/$LLAMA_CPP_COMMIT
-bin=$cache/bin/llama-server
-if [ -x "$bin" ]; then
-	[ "${1:-}" = --cached ] || echo "llama-server cached: $bin" >&2
-	echo "$bin"
-	exit 0
-fi
-if [ "${1:-}" = --cached ]; then
-	exit 3
-fi
+# All in one function, read whole before it runs: a script edited while it
+# builds does not run on from a shifted offset.
+main() {
+	cache=${LLMGW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/llmgw}/llama.cpp/$LLAMA_CPP_COMMIT
+	bin=$cache/bin/llama-server
+	if [ -x "$bin" ]; then
+		[ "${1:-}" = --cached ] || echo "llama-server cached: $bin" >&2
+		echo "$bin"
+		exit 0
+	fi
+	if [ "${1:-}" = --cached ]; then
+		exit 3
+	fi
 
-step_start=$SECONDS
-step() {
-	echo "llama.cpp build: $1 took $((SECONDS - step_start))s" >&2
 	step_start=$SECONDS
+	step() {
+		echo "llama.cpp build: $1 took $((SECONDS - step_start))s" >&2
+		step_start=$SECONDS
+	}
+
+	if ! command -v cmake >/dev/null || ! command -v c++ >/dev/null || ! command -v git >/dev/null; then
+		apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ git >&2
+		step "apt-get install cmake g++ git"
+	fi
+	command -v npm >/dev/null || { echo "llama.cpp build: npm is needed to fetch node-llama-cpp" >&2; exit 1; }
+
+	work=$(mktemp -d "${TMPDIR:-/tmp}/llmgw-llamacpp.XXXXXX")
+	trap 'rm -rf "$work"' EXIT
+
+	(cd "$work" && npm pack --silent "node-llama-cpp@$NODE_LLAMA_CPP_VERSION" >/dev/null)
+	tar -xzf "$work"/node-llama-cpp-*.tgz -C "$work" package/llama/gitRelease.bundle package/llama/llama.cpp.info.json
+	step "npm pack node-llama-cpp@$NODE_LLAMA_CPP_VERSION"
+
+	git clone -q "$work/package/llama/gitRelease.bundle" "$work/src" 2>/dev/null
+	got=$(git -C "$work/src" rev-parse HEAD)
+	if [ "$got" != "$LLAMA_CPP_COMMIT" ]; then
+		echo "llama.cpp build: node-llama-cpp@$NODE_LLAMA_CPP_VERSION's bundle holds $got, expected $LLAMA_CPP_COMMIT" >&2
+		exit 1
+	fi
+	step "git clone of the bundle ($got)"
+
+	cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
+		-DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF \
+		-DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+		-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >"$work/cmake.log" 2>&1 ||
+		{ cat "$work/cmake.log" >&2; exit 1; }
+	step "cmake configure"
+
+	cmake --build "$work/build" --target llama-server -j "$JOBS" >"$work/build.log" 2>&1 ||
+		{ tail -50 "$work/build.log" >&2; exit 1; }
+	step "cmake build llama-server (-j$JOBS)"
+
+	mkdir -p "$cache.tmp/bin"
+	cp "$work/build/bin/llama-server" "$cache.tmp/bin/"
+	cp "$work/package/llama/llama.cpp.info.json" "$cache.tmp/"
+	echo "node-llama-cpp@$NODE_LLAMA_CPP_VERSION $LLAMA_CPP_COMMIT" >"$cache.tmp/SOURCE"
+	rm -rf "$cache" && mv "$cache.tmp" "$cache"
+	"$bin" --version >&2 2>&1 || true
+	echo "$bin"
 }
 
-if ! command -v cmake >/dev/null || ! command -v c++ >/dev/null || ! command -v git >/dev/null; then
-	apt-get update -qq >&2
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ git >&2
-	step "apt-get install cmake g++ git"
-fi
-command -v npm >/dev/null || { echo "llama.cpp build: npm is needed to fetch node-llama-cpp" >&2; exit 1; }
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/llmgw-llamacpp.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-
-(cd "$work" && npm pack --silent "node-llama-cpp@$NODE_LLAMA_CPP_VERSION" >/dev/null)
-tar -xzf "$work"/node-llama-cpp-*.tgz -C "$work" package/llama/gitRelease.bundle package/llama/llama.cpp.info.json
-step "npm pack node-llama-cpp@$NODE_LLAMA_CPP_VERSION"
-
-git clone -q "$work/package/llama/gitRelease.bundle" "$work/src" 2>/dev/null
-got=$(git -C "$work/src" rev-parse HEAD)
-if [ "$got" != "$LLAMA_CPP_COMMIT" ]; then
-	echo "llama.cpp build: node-llama-cpp@$NODE_LLAMA_CPP_VERSION's bundle holds $got, expected $LLAMA_CPP_COMMIT" >&2
-	exit 1
-fi
-step "git clone of the bundle ($got)"
-
-cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
-	-DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF \
-	-DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-	-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >"$work/cmake.log" 2>&1 ||
-	{ cat "$work/cmake.log" >&2; exit 1; }
-step "cmake configure"
-
-cmake --build "$work/build" --target llama-server -j "$JOBS" >"$work/build.log" 2>&1 ||
-	{ tail -50 "$work/build.log" >&2; exit 1; }
-step "cmake build llama-server (-j$JOBS)"
-
-mkdir -p "$cache.tmp/bin"
-cp "$work/build/bin/llama-server" "$cache.tmp/bin/"
-cp "$work/package/llama/llama.cpp.info.json" "$cache.tmp/"
-echo "node-llama-cpp@$NODE_LLAMA_CPP_VERSION $LLAMA_CPP_COMMIT" >"$cache.tmp/SOURCE"
-rm -rf "$cache" && mv "$cache.tmp" "$cache"
-"$bin" --version >&2 2>&1 || true
-echo "$bin"
+main "$@"
