@@ -1,7 +1,7 @@
 // Package gguf writes a tiny llama-architecture model in GGUF v3 with random
 // weights, for tests that start a real llama-server without downloading a
 // model. The tokenizer is GPT-2 style byte-level BPE: 256 byte tokens, a few
-// merges, and the control tokens a ChatML template names.
+// merges, and the control tokens of its ChatML chat template.
 package gguf
 
 import (
@@ -46,8 +46,40 @@ const (
 // token of its two halves joined ("Ġ" is GPT-2's byte-level space).
 var merges = [][2]string{{"h", "e"}, {"l", "l"}, {"he", "ll"}, {"Ġ", "t"}, {"Ġt", "he"}, {"o", "r"}, {"e", "r"}, {"i", "n"}}
 
-// chatML is the template llama-server renders chat requests with.
-const chatML = `{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}`
+// chatTemplate is ChatML with tools in the style of Hermes and Qwen 2.5:
+// the tools listed in a system turn, calls as <tool_call> JSON, results
+// as <tool_response>. llama-server renders chat requests with it.
+const chatTemplate = `{%- if tools %}<|im_start|>system
+You may call functions.
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+</tools>
+Return each call as <tool_call>
+{"name": <function-name>, "arguments": <args-json-object>}
+</tool_call><|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == "assistant" and message.tool_calls %}<|im_start|>assistant
+{%- if message.content %}
+{{ message.content }}{% endif %}
+{%- for tc in message.tool_calls %}
+<tool_call>
+{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments | tojson }}}
+</tool_call>
+{%- endfor %}<|im_end|>
+{% elif message.role == "tool" %}<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% else %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}
+`
 
 // Write writes the model to path.
 func Write(path string, m Model) error {
@@ -159,7 +191,7 @@ func Encode(w io.Writer, m Model) error {
 		enc.kvUint32("tokenizer.ggml.bos_token_id", uint32(bos)),
 		enc.kvUint32("tokenizer.ggml.eos_token_id", uint32(eos)),
 		func() { enc.str("tokenizer.ggml.add_bos_token"); enc.u32(typeBool); enc.u8(0) },
-		enc.kvString("tokenizer.chat_template", chatML),
+		enc.kvString("tokenizer.chat_template", chatTemplate),
 	}
 	enc.u32(0x46554747) // "GGUF"
 	enc.u32(3)
