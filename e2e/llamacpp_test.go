@@ -370,3 +370,89 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 		t.Fatalf("chat through the adopted engine: %v", err)
 	}
 }
+
+// TestLlamaCppTerraformApply applies a llamacpp model with the real
+// terraform: apply returns once the real llama-server is ready (the model
+// then answers at once), and a model whose weights llama-server cannot load
+// fails the apply with the shard's error and the engine's last output.
+func TestLlamaCppTerraformApply(t *testing.T) {
+	server := llamaServer(t)
+	model := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := gguf.Write(model, gguf.Model{}); err != nil {
+		t.Fatal(err)
+	}
+	c := testcluster.New(t, binary, "10s", "")
+	tf := testcluster.NewTerraform(t, c)
+	c.StartAgent(testcluster.NodeSpec{ID: "node01", Engines: map[string]string{"llamacpp": server}})
+	mc := c.ManageClient()
+	ctx := context.Background()
+	testcluster.WaitFor(t, "node01 ready", time.Minute, func() (bool, string) {
+		ns, err := mc.ListNodes(ctx, &managev1.ListNodesRequest{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, n := range ns.GetNodes() {
+			if n.GetId() == "node01" && n.GetState() == "ready" {
+				return true, ""
+			}
+		}
+		return false, ns.String()
+	})
+	resource := func(name, source string) string {
+		return `
+resource "llmgw_model" "` + name + `" {
+  name            = "` + name + `"
+  source          = "` + source + `"
+  context_length  = 512
+  rollout_timeout = "2m"
+  scaling         = { min = 1, max = 1 }
+  profiles        = [{ name = "cpu", engine = "llamacpp", startup_timeout = "1m" }]
+}
+`
+	}
+	root := `terraform {
+  required_providers {
+    llmgw = { source = "llmgw/llmgw" }
+  }
+}
+` + resource("tiny-llama", model)
+	write := func(body string) {
+		if err := os.WriteFile(filepath.Join(tf.Dir, "main.tf"), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(root)
+	tf.Run(0, "init", "-input=false")
+	out, took := tf.Run(0, "apply", "-auto-approve", "-input=false")
+	t.Logf("apply took %s", took)
+	rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "tiny-llama"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.GetReplicas()) != 1 || rs.GetReplicas()[0].GetState() != "ready" {
+		t.Fatalf("apply returned before the replica was ready: %v\n%s", rs.GetReplicas(), out)
+	}
+	client := openai.NewClient(option.WithBaseURL(c.Client), option.WithAPIKey(c.APIKey), option.WithMaxRetries(0))
+	if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:     "tiny-llama",
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("right after apply")},
+		MaxTokens: openai.Int(4),
+	}); err != nil {
+		t.Fatalf("chat right after apply: %v", err)
+	}
+
+	// Weights llama-server cannot load: the shard exits before ready and
+	// apply fails with what llama-server said.
+	broken := filepath.Join(t.TempDir(), "broken.gguf")
+	if err := os.WriteFile(broken, []byte("not a gguf file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write(root + resource("broken-llama", broken))
+	out, _ = tf.Run(1, "apply", "-auto-approve", "-input=false", "-no-color")
+	if !strings.Contains(out, "broken-llama") || !strings.Contains(out, "exited before ready") || !strings.Contains(out, "gguf") {
+		t.Fatalf("apply of unloadable weights; want the shard's exit and llama-server's output:\n%s", out)
+	}
+	if _, rest, ok := strings.Cut(out, "exited before ready"); ok {
+		t.Logf("apply said: exited before ready%s", rest[:min(len(rest), 600)])
+	}
+}
