@@ -25,7 +25,8 @@ JOBS=${LLAMA_CPP_JOBS:-2}
 # All in one function, read whole before it runs: a script edited while it
 # builds does not run on from a shifted offset.
 main() {
-	cache=${LLMGW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/llmgw}/llama.cpp/$LLAMA_CPP_COMMIT
+	home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+	cache=${LLMGW_CACHE_DIR:-${XDG_CACHE_HOME:-$home/.cache}/llmgw}/llama.cpp/$LLAMA_CPP_COMMIT
 	bin=$cache/bin/llama-server
 	if [ -x "$bin" ]; then
 		[ "${1:-}" = --cached ] || echo "llama-server cached: $bin" >&2
@@ -75,11 +76,17 @@ main() {
 		{ tail -50 "$work/build.log" >&2; exit 1; }
 	step "cmake build llama-server (-j$JOBS)"
 
-	mkdir -p "$cache.tmp/bin"
-	cp "$work/build/bin/llama-server" "$cache.tmp/bin/"
-	cp "$work/package/llama/llama.cpp.info.json" "$cache.tmp/"
-	echo "node-llama-cpp@$NODE_LLAMA_CPP_VERSION $LLAMA_CPP_COMMIT" >"$cache.tmp/SOURCE"
-	rm -rf "$cache" && mv "$cache.tmp" "$cache"
+	# Staged beside the cache and renamed into place: a build running at the
+	# same time (another checkout's make test) finds either nothing or a
+	# whole binary, and the second to finish keeps the first one's.
+	mkdir -p "$(dirname "$cache")"
+	staging=$(mktemp -d "$cache.XXXXXX")
+	mkdir "$staging/bin"
+	cp "$work/build/bin/llama-server" "$staging/bin/"
+	cp "$work/package/llama/llama.cpp.info.json" "$staging/"
+	echo "node-llama-cpp@$NODE_LLAMA_CPP_VERSION $LLAMA_CPP_COMMIT" >"$staging/SOURCE"
+	chmod 755 "$staging"
+	mv -T "$staging" "$cache" 2>/dev/null || rm -rf "$staging"
 	"$bin" --version >&2 2>&1 || true
 	echo "$bin"
 }
