@@ -9,6 +9,7 @@
 // record: vLLM 0.29.0 accepted --host --port --tensor-parallel-size
 // --served-model-name --distributed-executor-backend; llama.cpp b10991
 // accepted --model --host --port --metrics --alias --parallel --n-gpu-layers.
+// Every llama.cpp flag is also run in make test (e2e/llamacpp_test.go).
 // The Ray sidecar and every SGLang flag were never run against an engine.
 package driver
 

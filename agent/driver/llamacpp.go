@@ -11,7 +11,8 @@ const DefaultLlamaCppSlots = 1
 
 // LlamaCpp drives llama.cpp's llama-server. Every flag it emits (--model
 // --host --port --alias --metrics --n-gpu-layers --parallel, and --ctx-size)
-// was accepted by llama.cpp b10991 according to the operator guides.
+// is run for real by e2e/llamacpp_test.go against llama.cpp de3ff815ea7d
+// (node-llama-cpp 3.22.1's bundle), which exits on an unknown argument.
 type LlamaCpp struct{}
 
 var _ Driver = LlamaCpp{}
@@ -26,9 +27,10 @@ func (LlamaCpp) HealthPath() string { return "/health" }
 // ServesHTTP implements Driver. llama.cpp runs on one node, as rank 0.
 func (LlamaCpp) ServesHTTP(rank int) bool { return rank == 0 }
 
-// CheckCommand implements Driver: `llama-server --version`, which the
-// operator guides ran against llama.cpp releases. It prints the build
-// ("version: 4567 (abcdef0)") after loading the ggml backends.
+// CheckCommand implements Driver: `llama-server --version`. It prints the
+// build after loading the ggml backends: "version: 4567 (abcdef0)" in
+// numbered releases, "version: 0.5.0-dev (build 1, commit de3ff81)" in the
+// build the e2e tests run.
 func (LlamaCpp) CheckCommand(binary string) (Command, error) {
 	if err := requireBinary(EngineLlamaCpp, binary); err != nil {
 		return Command{}, err
