@@ -337,6 +337,9 @@ type exchange struct {
 	promptEstimate int
 	// sent is set once the request went to the engine.
 	sent bool
+	// done is set once the engine's final [DONE] event reached the client:
+	// the answer is whole, whatever the connection does next.
+	done bool
 }
 
 func (x *exchange) fail(w http.ResponseWriter, e *apiError) {

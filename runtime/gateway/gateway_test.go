@@ -924,3 +924,47 @@ func TestMaxTokensAboveModelLimit(t *testing.T) {
 		t.Errorf("admission saw the refused request")
 	}
 }
+
+// Regression: a client that read a stream to its [DONE] and hung up before
+// the engine closed the stream was recorded as gone (499) and its answer
+// charged as abandoned. Seen with `llmgw dev` stopping under a stream.
+func TestStreamReadToDoneIsComplete(t *testing.T) {
+	h := newHarness(t, 0, Config{}, nil)
+	eng := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}]}`,
+			`{"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
+			`[DONE]`,
+		} {
+			fmt.Fprintf(w, "data: %s\n\n", ev)
+		}
+		w.(http.Flusher).Flush()
+		// The stream stays open until the client has gone (the gateway
+		// then cancels this request).
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	t.Cleanup(eng.Close)
+	h.router.SetEndpoints("qwen/coder-3b", []router.Endpoint{{ReplicaID: "slow-close", URL: eng.URL, Weight: 1}})
+
+	resp := h.post(context.Background(), "/v1/chat/completions", `{"model":"coder","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended before [DONE]: %v", err)
+		}
+		if strings.Contains(line, "[DONE]") {
+			break
+		}
+	}
+	resp.Body.Close() // hang up before the engine ends its stream
+	rec := h.record()
+	if rec.Status != http.StatusOK || rec.CompletionTokens != 1 || !rec.UsageReported {
+		t.Errorf("record = status %d, %d completion tokens, reported %v; want 200, 1, true: the client read the whole answer",
+			rec.Status, rec.CompletionTokens, rec.UsageReported)
+	}
+}

@@ -46,7 +46,9 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 			if len(event) > 0 {
 				g.emit(w, rc, x, event, true)
 			}
-			if r.Context().Err() != nil {
+			// A client that read the whole answer and hung up before the
+			// engine closed its stream did not leave early.
+			if r.Context().Err() != nil && !x.done {
 				x.rec.Status = statusClientGone
 			} else if !errors.Is(err, io.EOF) {
 				g.log.Debug("upstream stream ended", "replica", x.rec.ReplicaID, "err", err)
@@ -84,13 +86,19 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 	if _, err := w.Write(event); err != nil {
 		return false
 	}
-	if contentEvent(event) {
+	content := contentEvent(event)
+	if content {
 		x.events++
 	}
-	if !flush {
-		return true
+	if flush {
+		if rc.Flush() != nil {
+			return false
+		}
 	}
-	return rc.Flush() == nil
+	if !content && bytes.Contains(event, []byte("[DONE]")) {
+		x.done = true
+	}
+	return true
 }
 
 // contentEvent reports whether an event carries data other than the final
