@@ -287,13 +287,19 @@ func TestAccModelEngineCannotStart(t *testing.T) {
 			if err := os.WriteFile(server, []byte("#!/bin/sh\n"+tt.script), 0o755); err != nil {
 				t.Fatal(err)
 			}
+			// Weights that exist on the node, so that what fails is the
+			// engine, not the agent's check of a local source.
+			weights := filepath.Join(t.TempDir(), "llama.gguf")
+			if err := os.WriteFile(weights, []byte("GGUF"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			c := newAccCluster(t, declaredModel, testcluster.NodeSpec{ID: "node01", GPUs: 1, Engines: map[string]string{"llamacpp": server}})
 			resource.Test(t, resource.TestCase{
 				ProtoV6ProviderFactories: factories,
 				Steps: []resource.TestStep{{
 					Config: c.providerBlock() + `resource "llmgw_model" "m" {
   name            = "tf-llama"
-  source          = "/models/llama.gguf"
+  source          = "` + weights + `"
   scaling         = { min = 1 }
   profiles        = [{ name = "cpu", engine = "llamacpp", startup_timeout = "30s" }]
   rollout_timeout = "60s"
