@@ -115,7 +115,9 @@ type Replica struct {
 	Model string
 	// Profile is the catalog profile the replica was placed with (for an
 	// adopted replica, as its agents echoed it): its Nodes is the shard
-	// count, its Weight the routing weight.
+	// count, its Weight the routing weight. The reconciler keeps Weight and
+	// Priority at those of the catalog's current profile of the same name:
+	// they are not part of spec.Generation, so editing them restarts nothing.
 	Profile    spec.Profile
 	Generation string
 	Fabric     string

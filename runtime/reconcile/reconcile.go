@@ -141,6 +141,11 @@ func (r *Reconciler) Pass() {
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
 		r.holding = r.holdPlacement(tx, now)
 		r.retire(tx, byName, now)
+		for _, rep := range tx.Replicas() {
+			if e, ok := byName[rep.Model]; ok {
+				followRouting(rep, e)
+			}
+		}
 		for _, e := range entries {
 			r.scale(tx, e, now)
 		}
@@ -176,6 +181,20 @@ func (r *Reconciler) Pass() {
 				r.opts.Endpoints.SetEndpoints(name, nil)
 				delete(r.routed, name)
 			}
+		}
+	}
+}
+
+// followRouting gives a running replica the routing weight and priority of
+// the catalog's current profile of the same name. Those two are left out of
+// spec.Generation, so editing them rolls nothing: the replica keeps running
+// and the router weighs it by the new weight from this pass on (an adopted
+// replica, rebuilt from what its agents echoed, is corrected the same way).
+func followRouting(rep *fleet.Replica, e models.Entry) {
+	for _, p := range e.Model.Profiles {
+		if p.Name == rep.Profile.Name {
+			rep.Profile.Weight, rep.Profile.Priority = p.Weight, p.Priority
+			return
 		}
 	}
 }

@@ -469,3 +469,76 @@ func TestStartTimeoutCountsFromFetchActivity(t *testing.T) {
 		t.Errorf("last failure %q", got)
 	}
 }
+
+// TestRoutingEditKeepsReplicasAndReweighs: editing a profile's weight and
+// priority stops and starts nothing (same replica, no StopShard, no second
+// StartShard) and the router gets the new weight for the running replica;
+// a tp edit still rolls, replacement first.
+func TestRoutingEditKeepsReplicasAndReweighs(t *testing.T) {
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.rec.opts.Catalog = reg
+	rt := router.New()
+	h.rec.opts.Endpoints = rt
+	routed := func() []router.EndpointLoad { return rt.Snapshot()["sim-chat"] }
+	ctx := context.Background()
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 1}
+	if _, err := reg.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	var node string
+	var s *agentv1.StartShard
+	for n, ss := range h.startsFor("sim-chat") {
+		node, s = n, ss[0]
+	}
+	h.report(node, s, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = "127.0.0.1:9400" })
+	h.rec.Pass()
+	if eps := routed(); len(eps) != 1 || eps[0].Weight != 1 {
+		t.Fatalf("endpoints = %+v, want one of weight 1", eps)
+	}
+	starts := func() int {
+		n := 0
+		for _, ss := range h.startsFor("sim-chat") {
+			n += len(ss)
+		}
+		return n
+	}
+
+	m.Profiles[0].Weight, m.Profiles[0].Priority = 7, 50
+	if _, err := reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	h.rec.Pass()
+	if n := starts(); n != 1 {
+		t.Fatalf("a weight and priority edit started %d shards, want only the original", n)
+	}
+	if stops := h.conns[node].stops(); len(stops) != 0 {
+		t.Fatalf("a weight and priority edit stopped %v", stops)
+	}
+	eps := routed()
+	if len(eps) != 1 || eps[0].ReplicaID != s.GetReplicaId() || eps[0].Weight != 7 {
+		t.Fatalf("endpoints after the weight edit = %+v, want the router to weigh replica %s 7", eps, s.GetReplicaId())
+	}
+	reps := h.fleet.Replicas()
+	if len(reps) != 1 || reps[0].Profile.Weight != 7 || reps[0].Profile.Priority != 50 {
+		t.Fatalf("replica after the edit = %+v, want weight 7 priority 50", reps)
+	}
+
+	m.Profiles[0].TP = 2
+	if _, err := reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	if n := starts(); n != 2 {
+		t.Fatalf("a tp edit started %d shards in all, want a replacement", n)
+	}
+	if stops := h.conns[node].stops(); len(stops) != 0 {
+		t.Fatalf("the original stopped before its replacement was ready: %v", stops)
+	}
+}
