@@ -266,6 +266,7 @@ func (m Model) Validate() error {
 			}
 		}
 		p.validate(&ps, key)
+		checkLlamaCppContext(&ps, key, p, m.ContextLength)
 	}
 	return ps.orNil()
 }

@@ -336,23 +336,7 @@ func joinInts(xs []int) string {
 // argValue reports whether args set any of the named flags, as "--flag v"
 // or "--flag=v", and the last value given.
 func argValue(args []string, names ...string) (string, bool) {
-	val, found := "", false
-	for i, a := range args {
-		for _, n := range names {
-			switch {
-			case a == n:
-				found = true
-				val = ""
-				if i+1 < len(args) {
-					val = args[i+1]
-				}
-			case strings.HasPrefix(a, n+"="):
-				found = true
-				val = strings.TrimPrefix(a, n+"=")
-			}
-		}
-	}
-	return val, found
+	return spec.ArgValue(args, names...)
 }
 
 // siblingBinary returns name in the same directory as binary (e.g. `ray`

@@ -3,11 +3,14 @@ package driver
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/llmgw/llmgw/spec"
 )
 
 // DefaultLlamaCppSlots is the number of parallel slots (--parallel) given to
-// llama-server when the profile's args do not say.
-const DefaultLlamaCppSlots = 1
+// llama-server when the profile's args do not say. Validation divides an
+// explicit --ctx-size by the same number (spec's llama.cpp context guard).
+const DefaultLlamaCppSlots = spec.DefaultLlamaCppSlots
 
 // LlamaCpp drives llama.cpp's llama-server. Every flag it emits (--model
 // --host --port --alias --metrics --n-gpu-layers --parallel, and --ctx-size)
