@@ -19,7 +19,7 @@ import (
 
 // TestAccModelPricing: pricing is stored and imported; changing it, and
 // removing it, updates the model in place with the same generation and the
-// same running replica.
+// same running replica; so does changing a profile's weight and priority.
 func TestAccModelPricing(t *testing.T) {
 	c := newAccCluster(t, "", twoNodes()...)
 	sameGen := statecheck.CompareValue(compare.ValuesSame())
@@ -43,7 +43,7 @@ func TestAccModelPricing(t *testing.T) {
 			replica = got
 		}
 		if got == "" || got != replica {
-			return fmt.Errorf("ready replicas = %q, want %q throughout (pricing must not restart replicas)", got, replica)
+			return fmt.Errorf("ready replicas = %q, want %q throughout (pricing, weight and priority must not restart replicas)", got, replica)
 		}
 		return nil
 	}
@@ -85,6 +85,21 @@ func TestAccModelPricing(t *testing.T) {
 				Check: sameReplica,
 			},
 			{Config: c.providerBlock() + modelHCL("tf-priced", `[]`, "", ""), PlanOnly: true},
+			{
+				// A profile's routing weight and priority are not what the
+				// replica is built from: the plan keeps the generation (no
+				// replica restarts) and the same replica keeps serving.
+				Config: c.providerBlock() + modelHCL("tf-priced", `[]`, "weight = 3\n    priority = 50", ""),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("llmgw_model.m", plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue("llmgw_model.m", generation, knownvalue.NotNull()),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("llmgw_model.m", tfjsonpath.New("profiles").AtSliceIndex(0).AtMapKey("weight"), knownvalue.Int64Exact(3)),
+					sameGen.AddStateValue("llmgw_model.m", generation),
+				},
+				Check: sameReplica,
+			},
 		},
 	})
 }

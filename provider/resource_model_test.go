@@ -306,6 +306,11 @@ func TestModelProblems(t *testing.T) {
 		{"max_output above context_length", config(func(m *modelResourceModel, _ []map[string]attr.Value) {
 			m.ContextLength, m.MaxOutput = types.Int64Value(100), types.Int64Value(200)
 		}, sim()), map[string]string{"max_output": "more than context_length"}},
+		{"llama.cpp context split below context_length", config(func(m *modelResourceModel, p []map[string]attr.Value) {
+			m.ContextLength = types.Int64Value(65536)
+			p[0]["engine"] = types.StringValue("llamacpp")
+			p[0]["args"] = types.ListValueMust(types.StringType, []attr.Value{types.StringValue("--ctx-size"), types.StringValue("65536"), types.StringValue("--parallel"), types.StringValue("2")})
+		}, sim()), map[string]string{"profiles[0].args": "--ctx-size 65536 over --parallel 2 gives each slot 32768 tokens, less than context_length 65536"}},
 		{"unknown gpu_class waits", config(func(_ *modelResourceModel, p []map[string]attr.Value) {
 			p[0]["gpu_class"], p[0]["tp"] = types.StringUnknown(), types.Int64Value(0)
 		}, sim()), nil},
