@@ -145,7 +145,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			},
 			"profiles": schema.ListNestedAttribute{
 				Required:            true,
-				MarkdownDescription: "The ways the model can be placed, tried by `priority` (higher first). Changing a profile rolls the replicas: the new replica is ready before the old one stops.",
+				MarkdownDescription: "The ways the model can be placed, tried by `priority` (higher first). Changing what a replica is built from (any profile field but `weight` and `priority`) rolls the replicas: the new replica is ready before the old one stops, and the plan shows `generation` as known after apply. Changing only `weight` or `priority` restarts nothing: the plan keeps `generation`.",
 				NestedObject: schema.NestedAttributeObject{
 					Attributes: profileSchema(),
 				},
@@ -264,11 +264,11 @@ func profileSchema() map[string]schema.Attribute {
 		},
 		"weight": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(spec.DefaultWeight),
-			MarkdownDescription: "The profile's share of traffic among ready replicas; default 1.",
+			MarkdownDescription: "The profile's share of traffic among ready replicas; default 1. Changing it restarts nothing: running replicas of the profile are re-weighed in place.",
 		},
 		"priority": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
-			MarkdownDescription: "Placement order among profiles: higher is tried first.",
+			MarkdownDescription: "Placement order among profiles: higher is tried first. Changing it restarts nothing.",
 		},
 		"startup_timeout": schema.StringAttribute{
 			Optional: true, Computed: true, Default: stringdefault.StaticString(spec.DefaultStartupTimeout.String()),
@@ -289,7 +289,7 @@ func profileSchema() map[string]schema.Attribute {
 		},
 		"args": schema.ListAttribute{
 			Optional: true, ElementType: types.StringType,
-			MarkdownDescription: "Arguments passed to the engine after those llmgw sets. Changing them rolls the replicas.",
+			MarkdownDescription: "Arguments passed to the engine after those llmgw sets. Changing them rolls the replicas. For `llamacpp`, an explicit `--ctx-size` (`-c`) divided by its `--parallel` (`-np`, default 1) slots must be at least `context_length`: the plan refuses it otherwise, naming both numbers.",
 		},
 		"env": schema.MapAttribute{
 			Optional: true, ElementType: types.StringType,
