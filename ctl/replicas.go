@@ -14,6 +14,7 @@ import (
 
 func (a *app) cmdReplicas(ctx context.Context, args []string) int {
 	var model string
+	var generations map[string]string // model → its catalog generation
 	return runQuery(ctx, a, args, query[[]*managev1.Replica]{
 		name:     "replicas",
 		synopsis: "replicas [--model M] [--json]",
@@ -24,10 +25,23 @@ func (a *app) cmdReplicas(ctx context.Context, args []string) int {
 		doing: "listing replicas",
 		call: func(ctx context.Context, c *client, _ string) ([]*managev1.Replica, error) {
 			resp, err := c.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: model})
-			return resp.GetReplicas(), err
+			if err != nil {
+				return nil, err
+			}
+			// The catalog's generations mark replicas built from an
+			// older definition; without them nothing is marked.
+			if ms, err := c.ListModels(ctx, &managev1.ListModelsRequest{}); err == nil {
+				generations = map[string]string{}
+				for _, m := range ms.GetModels() {
+					generations[m.GetName()] = m.GetGeneration()
+				}
+			}
+			return resp.GetReplicas(), nil
 		},
-		json:  writeJSON[*managev1.Replica],
-		table: writeReplicas,
+		json: writeJSON[*managev1.Replica],
+		table: func(w io.Writer, reps []*managev1.Replica) error {
+			return writeReplicas(w, reps, generations)
+		},
 	})
 }
 
@@ -36,8 +50,11 @@ const errorCellWidth = 40
 
 // writeReplicas prints the replicas table and, for every failed replica, its
 // error and each failed shard's error with the engine's last output lines:
-// the operator's diagnosis.
-func writeReplicas(w io.Writer, replicas []*managev1.Replica) error {
+// the operator's diagnosis. A live replica whose generation is not its
+// model's in generations (model → generation; nil marks nothing) runs a
+// profile since edited in what replicas are built from: its state reads
+// "ready (stale profile)" until the rollout replaces it.
+func writeReplicas(w io.Writer, replicas []*managev1.Replica, generations map[string]string) error {
 	tw := newTable(w)
 	row(tw, "REPLICA", "MODEL", "PROFILE", "STATE", "SHARDS", "NODES", "ERROR")
 	for _, r := range replicas {
@@ -47,6 +64,10 @@ func writeReplicas(w io.Writer, replicas []*managev1.Replica) error {
 			if errText == "" {
 				errText = fe
 			}
+		}
+		if g, ok := generations[r.GetModel()]; ok && g != "" && r.GetModelGeneration() != "" && r.GetModelGeneration() != g &&
+			(state == "ready" || state == "starting") {
+			state += " (stale profile)"
 		}
 		row(tw,
 			r.GetId(),

@@ -21,7 +21,7 @@ func TestReplicasFetching(t *testing.T) {
 		}},
 	}
 	var b bytes.Buffer
-	if err := writeReplicas(&b, replicas); err != nil {
+	if err := writeReplicas(&b, replicas, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := `REPLICA  MODEL  PROFILE  STATE                              SHARDS  NODES  ERROR
@@ -29,6 +29,31 @@ r1       m      cpu      fetching 41% 380 MB/s, 2m35s left  0/2     n1,n2  -
 r2       w      cpu      stalled                            0/1     n3     stalled: hf:o/r/f.gguf: GET https://hub…
 
 replica r2 (w): shard 0 on n3: fetch of hf:o/r/f.gguf stalled at 5 bytes (size not known yet); last error: GET https://hub/o/r/resolve/main/f.gguf: 503 Service Unavailable
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestReplicasStaleProfile: a live replica of an older generation than its
+// model's reads "ready (stale profile)"; one of the current generation, a
+// stopping one, and one whose model's generation is not known are unmarked.
+func TestReplicasStaleProfile(t *testing.T) {
+	replicas := []*managev1.Replica{
+		{Id: "r1", Model: "m", Profile: "cpu", State: "ready", ShardsExpected: 1, ModelGeneration: "old", Shards: []*managev1.Shard{{Node: "n1", State: "ready"}}},
+		{Id: "r2", Model: "m", Profile: "cpu", State: "ready", ShardsExpected: 1, ModelGeneration: "new", Shards: []*managev1.Shard{{Node: "n2", State: "ready"}}},
+		{Id: "r3", Model: "m", Profile: "cpu", State: "stopping", ShardsExpected: 1, ModelGeneration: "old", Shards: []*managev1.Shard{{Node: "n3", State: "ready"}}},
+		{Id: "r4", Model: "gone", Profile: "cpu", State: "ready", ShardsExpected: 1, ModelGeneration: "old", Shards: []*managev1.Shard{{Node: "n3", State: "ready"}}},
+	}
+	var b bytes.Buffer
+	if err := writeReplicas(&b, replicas, map[string]string{"m": "new"}); err != nil {
+		t.Fatal(err)
+	}
+	want := `REPLICA  MODEL  PROFILE  STATE                  SHARDS  NODES  ERROR
+r1       m      cpu      ready (stale profile)  1/1     n1     -
+r2       m      cpu      ready                  1/1     n2     -
+r3       m      cpu      stopping               1/1     n3     -
+r4       gone   cpu      ready                  1/1     n3     -
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
