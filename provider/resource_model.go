@@ -358,18 +358,29 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		return
 	}
 	sameProfiles := priorKnown && slices.EqualFunc(old.Profiles, m.Profiles, spec.Profile.Equal)
-	if sameProfiles && m.Scaling.Min <= old.Scaling.Min {
+	if sameProfiles && m.Scaling.Min <= old.Scaling.Min && m.Source == old.Source {
 		return
 	}
+	// The dry run also checks the source (runtime/sourcecheck): a clear
+	// miss is its error, a check it could not make one of its warnings.
 	ex, err := r.client.PlanPlacement(ctx, specpb.ModelToProto(m))
 	if err != nil {
 		resp.Diagnostics.Append(r.client.Diag("planning placement of model "+m.Name, err))
 		return
 	}
+	var scaling []string
+	for _, w := range ex.GetWarnings() {
+		if !strings.HasPrefix(w, "source ") {
+			scaling = append(scaling, w)
+			continue
+		}
+		resp.Diagnostics.AddAttributeWarning(path.Root("source"),
+			fmt.Sprintf("The control plane did not check the source of model %s", m.Name), w+".")
+	}
 	if ex.GetPlaced() || sameProfiles {
 		// A scaling.min above what the fleet holds now is a warning
 		// whatever placement_check says: nodes may join later.
-		for _, w := range ex.GetWarnings() {
+		for _, w := range scaling {
 			resp.Diagnostics.AddAttributeWarning(path.Root("scaling").AtName("min"),
 				fmt.Sprintf("Model %s asks for more replicas than the fleet holds", m.Name),
 				"The control plane's dry run of the planned definition: "+w+".\n\n"+
