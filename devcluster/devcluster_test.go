@@ -37,7 +37,7 @@ func TestConfigFiles(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("server.yaml loads as\n%+v\nwant\n%+v", got, want)
 	}
-	if got.PprofListen != "127.0.0.1:9004" || got.Agents.Settle.String() != "1s" || len(got.Models) != 2 {
+	if got.PprofListen != "127.0.0.1:9004" || got.Agents.Settle.String() != "1s" || len(got.Models) != 3 {
 		t.Errorf("server.yaml: pprof %s settle %s models %d", got.PprofListen, got.Agents.Settle, len(got.Models))
 	}
 
