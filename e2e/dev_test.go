@@ -2,7 +2,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,15 +40,17 @@ func processesMentioning(s string) []string {
 	return out
 }
 
-// TestDev runs `llmgw dev` as a newcomer would: it must serve both demo
-// models, write the env file it promises, answer an OpenAI client and `llmgw
-// ctl`, leave no process behind on SIGINT, and reuse its directory.
+// TestDev runs `llmgw dev` as a newcomer would: it must serve the three demo
+// models (sim-mirrored's weights fetched through its mirror, which counts
+// their bytes sent once), write the env file it promises, answer an OpenAI
+// client and `llmgw ctl`, leave no process behind on SIGINT, and reuse its
+// directory (the agents' caches keep the weights: the mirror sends nothing).
 func TestDev(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev")
 	base := testcluster.DevPortBase(t)
 	envPath := filepath.Join(dir, "env")
 
-	runOnce := func() map[string]string {
+	runOnce := func(wantServed float64) map[string]string {
 		_ = os.Remove(envPath)
 		dev := testcluster.Start(t, binary, "dev", "dev", "--dir", dir, "--port-base", strconv.Itoa(base))
 		testcluster.WaitFor(t, "llmgw dev to write "+envPath, 90*time.Second, func() (bool, string) {
@@ -56,7 +63,7 @@ func TestDev(t *testing.T) {
 			return err == nil, testcluster.Tail(dev.Output(), 3)
 		})
 		env := testcluster.ReadDevEnv(t, envPath)
-		for _, k := range []string{"LLMGW_BASE_URL", "OPENAI_BASE_URL", "LLMGW_API_KEY", "OPENAI_API_KEY", "LLMGW_ENDPOINT", "LLMGW_TOKEN", "LLMGW_CA_CERT", "LLMGW_CA_KEY"} {
+		for _, k := range []string{"LLMGW_BASE_URL", "OPENAI_BASE_URL", "LLMGW_API_KEY", "OPENAI_API_KEY", "LLMGW_ENDPOINT", "LLMGW_TOKEN", "LLMGW_CA_CERT", "LLMGW_CA_KEY", "LLMGW_MIRROR_URL"} {
 			if env[k] == "" {
 				t.Fatalf("env file lacks %s: %v", k, env)
 			}
@@ -65,7 +72,7 @@ func TestDev(t *testing.T) {
 			t.Fatalf("llmgw dev did not print a ready-to-paste curl:\n%s", dev.Output())
 		}
 		client := openai.NewClient(option.WithBaseURL(env["OPENAI_BASE_URL"]), option.WithAPIKey(env["OPENAI_API_KEY"]), option.WithMaxRetries(0))
-		for _, model := range []string{"chat", "sim-2node"} {
+		for _, model := range []string{"chat", "sim-2node", "sim-mirrored"} {
 			resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 				Model:    model,
 				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
@@ -73,6 +80,12 @@ func TestDev(t *testing.T) {
 			if err != nil || resp.Choices[0].Message.Content == "" {
 				t.Fatalf("%s: %v", model, err)
 			}
+		}
+		if got := mirrorServed(t, dir, base+6); got != wantServed {
+			t.Fatalf("the dev mirror served %v bytes of sim-mirrored, want %v", got, wantServed)
+		}
+		if cached := cachedFilesOfSize(dir, 512<<10); len(cached) != 1 {
+			t.Fatalf("agents' caches hold %v of the mirrored file's size, want one file", cached)
 		}
 		ctl := exec.Command(binary, "ctl", "nodes")
 		ctl.Env = os.Environ()
@@ -101,8 +114,8 @@ func TestDev(t *testing.T) {
 		return env
 	}
 
-	first := runOnce()
-	second := runOnce()
+	first := runOnce(512 << 10)
+	second := runOnce(0)
 	if first["OPENAI_API_KEY"] != second["OPENAI_API_KEY"] || first["LLMGW_TOKEN"] != second["LLMGW_TOKEN"] {
 		t.Fatal("a second start on the same directory did not reuse its credentials")
 	}
@@ -242,4 +255,55 @@ func TestDevRestartsADeadAgent(t *testing.T) {
 	if left := processesMentioning(dir); len(left) > 0 {
 		t.Fatalf("processes left behind after SIGINT:\n%s", strings.Join(left, "\n"))
 	}
+}
+
+// mirrorServed reads llmgw_mirror_served_bytes_total of sim-mirrored/dev
+// from the dev mirror's metrics on its management port, presenting node01's
+// certificate of the dev CA.
+func mirrorServed(t *testing.T, dir string, port int) float64 {
+	t.Helper()
+	pkiDir := filepath.Join(dir, "pki")
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pkiDir, "node01.pem"), filepath.Join(pkiDir, "node01-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(pkiDir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
+	resp, err := c.Get("https://127.0.0.1:" + strconv.Itoa(port) + "/metrics")
+	if err != nil {
+		t.Fatalf("the dev mirror's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, `llmgw_mirror_served_bytes_total{model="sim-mirrored",version="dev"} `) {
+			v, err := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// cachedFilesOfSize lists the files of size bytes in the dev nodes'
+// weights caches.
+func cachedFilesOfSize(dir string, size int64) []string {
+	var out []string
+	_ = filepath.WalkDir(filepath.Join(dir, "nodes"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(p, string(filepath.Separator)+"weights"+string(filepath.Separator)) {
+			return nil
+		}
+		if st, err := d.Info(); err == nil && st.Size() == size {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
 }
