@@ -161,7 +161,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	env := envLines(dir, o.PortBase, creds)
-	fmt.Fprintf(o.Out, "\nllmgw dev is serving %s (alias chat), %s (two shards on node01+node02, fabric ib-a)\nand %s (its weights fetched by the agents from the mirror: %s).\n\n", ModelChat, Model2Node, ModelMirrored, mirroredSource(o.PortBase))
+	fmt.Fprintf(o.Out, "\nllmgw dev is serving %s (alias chat), %s (two shards on node01+node02, fabric ib-a)\nand %s (an agent fetched its weights from the mirror: %s).\n\n", ModelChat, Model2Node, ModelMirrored, mirroredSource(o.PortBase))
 	fmt.Fprintf(o.Out, "Environment (also in %s; `source` it):\n\n%s\n", filepath.Join(dir, "env"), env)
 	fmt.Fprintf(o.Out, "Try:\n\n  curl -s http://127.0.0.1:%d/v1/chat/completions \\\n    -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' \\\n    -d '{\"model\": \"chat\", \"messages\": [{\"role\": \"user\", \"content\": \"hello\"}]}'\n\n", o.PortBase, creds.APIKey)
 	fmt.Fprintf(o.Out, "  source %s && %s ctl nodes\n\nCtrl-C stops the cluster and every process it started.\n", filepath.Join(dir, "env"), o.Binary)
