@@ -108,7 +108,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			},
 			"source": schema.StringAttribute{
 				Optional:            true,
-				MarkdownDescription: "Where the weights are: an absolute local path (checked on the node, never copied); an `http(s)://` URL of one file, an `http(s)://` URL ending in `/` (a mirror's whole version, read from its manifest) or `hf:org/repo/file`, which each node's agent fetches once into its cache (sha256 verified when the server gives one) and gives the engine as a local path; or a repository id (`org/name`) the engine downloads itself; another scheme (`sim://…`) is given to the engine as written. A relative path, `hf:` without a file or a URL without a host is refused.",
+				MarkdownDescription: "Where the weights are: an absolute local path (checked on the node, never copied); an `http(s)://` URL of one file, an `http(s)://` URL ending in `/` (a mirror's whole version, read from its manifest) or `hf:org/repo/file`, which each node's agent fetches once into its cache (sha256 verified when the server gives one) and gives the engine as a local path; or a repository id (`org/name`) the engine downloads itself; another scheme (`sim://…`) is given to the engine as written. A relative path, `hf:` without a file or a URL without a host is refused. Plan and apply ask a fetched source (`HEAD` of a file, `GET` of a set's manifest, the hub's resolve `HEAD` for `hf:`) and fail naming it when it answers 404, 410, 401 or 403 (for `hf:`, 404 only: the control plane holds no hub token); when the control plane cannot reach it they warn that the check was skipped and go on.",
 			},
 			"routing_profile": schema.StringAttribute{
 				Optional:            true,
