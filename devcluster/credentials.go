@@ -71,6 +71,7 @@ func envLines(dir string, base int, c credentials) string {
 		"export LLMGW_TOKEN=" + c.AdminToken,
 		"export LLMGW_CA_CERT=" + filepath.Join(pkiDir, "ca.pem"),
 		"export LLMGW_CA_KEY=" + filepath.Join(pkiDir, "ca-key.pem"),
+		"export LLMGW_MIRROR_URL=" + mirrorBytesURL(base),
 	}
 	return strings.Join(lines, "\n") + "\n"
 }

@@ -2,7 +2,8 @@
 // development and demos: a CA and certificates, the control plane with
 // SQLite, three agents as child processes on simulated hardware (node01 and
 // node02 on fabric ib-a, node03 with no fabric; eight simulated H100s each),
-// and a demo catalog served by sim engines.
+// a weights mirror in process, and a demo catalog served by sim engines, one
+// of whose weights the agents fetch from that mirror.
 package devcluster
 
 import (
@@ -36,7 +37,8 @@ type Options struct {
 	// Dir holds everything the cluster writes; reused on the next start.
 	Dir string
 	// PortBase: client API on PortBase, management +1, agents +2, metrics +3,
-	// pprof +4; engines take ports from PortBase+100 up.
+	// pprof +4, the mirror's bytes +5 and management +6; engines take ports
+	// from PortBase+100 up.
 	PortBase int
 	// Binary is the llmgw executable the agents run.
 	Binary  string
@@ -60,7 +62,12 @@ var devNodes = []node{{"node01", "ib-a"}, {"node02", "ib-a"}, {"node03", ""}}
 const (
 	ModelChat  = "sim-chat"
 	Model2Node = "sim-2node"
+	// ModelMirrored's weights come from the dev mirror.
+	ModelMirrored = "sim-mirrored"
 )
+
+// demoModels are the models waitServing waits for.
+var demoModels = []string{ModelChat, Model2Node, ModelMirrored}
 
 // Run starts the cluster and blocks until ctx ends. It then stops the
 // control plane as `llmgw server` stops (requests in flight finish, their
@@ -84,7 +91,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
-	for _, off := range []int{0, 1, 2, 3, 4} {
+	for _, off := range []int{0, 1, 2, 3, 4, 5, 6} {
 		if err := portFree(o.PortBase + off); err != nil {
 			return fmt.Errorf("port %d (port base %d + %d) is taken; is another dev cluster running? use --port-base: %w", o.PortBase+off, o.PortBase, off, err)
 		}
@@ -109,9 +116,16 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
+	// The mirror stops last, once no agent can be fetching from it.
+	stopMirror, err := startMirror(dir, o.PortBase, o.Logger)
+	if err != nil {
+		return err
+	}
+	defer stopMirror()
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Deferred first so that it runs last: the agents, and with them the
+	// Deferred before the control plane's stop so that it runs after it: the agents, and with them the
 	// engines, stop only once the control plane has drained.
 	agents := &agentSet{log: o.Logger, binary: o.Binary, stopped: make(chan struct{})}
 	defer agents.stop(dir)
@@ -137,7 +151,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	fmt.Fprintf(o.Out, "llmgw dev: control plane on 127.0.0.1:%d, three agents starting; logs in %s\n", o.PortBase, filepath.Join(dir, "logs"))
+	fmt.Fprintf(o.Out, "llmgw dev: control plane on 127.0.0.1:%d, weights mirror on %s, three agents starting; logs in %s\n", o.PortBase, mirrorBytesURL(o.PortBase), filepath.Join(dir, "logs"))
 
 	if err := waitServing(ctx, srv, o.ReadyTimeout, srvDone); err != nil {
 		if ctx.Err() != nil {
@@ -147,7 +161,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	env := envLines(dir, o.PortBase, creds)
-	fmt.Fprintf(o.Out, "\nllmgw dev is serving %s (alias chat) and %s (two shards on node01+node02, fabric ib-a).\n\n", ModelChat, Model2Node)
+	fmt.Fprintf(o.Out, "\nllmgw dev is serving %s (alias chat), %s (two shards on node01+node02, fabric ib-a)\nand %s (an agent fetched its weights from the mirror: %s).\n\n", ModelChat, Model2Node, ModelMirrored, mirroredSource(o.PortBase))
 	fmt.Fprintf(o.Out, "Environment (also in %s; `source` it):\n\n%s\n", filepath.Join(dir, "env"), env)
 	fmt.Fprintf(o.Out, "Try:\n\n  curl -s http://127.0.0.1:%d/v1/chat/completions \\\n    -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' \\\n    -d '{\"model\": \"chat\", \"messages\": [{\"role\": \"user\", \"content\": \"hello\"}]}'\n\n", o.PortBase, creds.APIKey)
 	fmt.Fprintf(o.Out, "  source %s && %s ctl nodes\n\nCtrl-C stops the cluster and every process it started.\n", filepath.Join(dir, "env"), o.Binary)
@@ -233,6 +247,14 @@ func serverConfig(dir string, base int) config.Server {
 			Profiles: []spec.Profile{{
 				Name: "h100x2", Engine: "sim", GPUClass: "h100-80g", TP: 4, Nodes: 2, StartupTimeout: spec.Duration(time.Minute),
 				Args: []string{"--prefill-tps", "20000", "--decode-tps", "100", "--eos-after", "16"},
+			}},
+		},
+		{
+			Name: ModelMirrored, Source: mirroredSource(base), ContextLength: 8192,
+			Scaling: spec.Scaling{Min: 1, Max: 1},
+			Profiles: []spec.Profile{{
+				Name: "h100", Engine: "sim", GPUClass: "h100-80g", TP: 1, StartupTimeout: spec.Duration(time.Minute),
+				Args: []string{"--prefill-tps", "20000", "--decode-tps", "200", "--eos-after", "16"},
 			}},
 		},
 	}
@@ -445,7 +467,11 @@ func waitServing(ctx context.Context, srv *server.Server, timeout time.Duration,
 	defer tick.Stop()
 	for {
 		snap := srv.Router.Snapshot()
-		if len(snap[ModelChat]) > 0 && len(snap[Model2Node]) > 0 {
+		serving := true
+		for _, m := range demoModels {
+			serving = serving && len(snap[m]) > 0
+		}
+		if serving {
 			return nil
 		}
 		select {
@@ -455,7 +481,7 @@ func waitServing(ctx context.Context, srv *server.Server, timeout time.Duration,
 			return fmt.Errorf("control plane stopped: %w", err)
 		case <-deadline.C:
 			var why []string
-			for _, m := range []string{ModelChat, Model2Node} {
+			for _, m := range demoModels {
 				if len(snap[m]) == 0 {
 					e, _ := srv.Catalog.Get(m)
 					why = append(why, m+": "+srv.Reconciler.LastFailure(m)+" "+srv.Reconciler.Explain(e.Model).String())

@@ -1,6 +1,7 @@
 package devcluster
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -37,7 +38,7 @@ func TestConfigFiles(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("server.yaml loads as\n%+v\nwant\n%+v", got, want)
 	}
-	if got.PprofListen != "127.0.0.1:9004" || got.Agents.Settle.String() != "1s" || len(got.Models) != 2 {
+	if got.PprofListen != "127.0.0.1:9004" || got.Agents.Settle.String() != "1s" || len(got.Models) != 3 {
 		t.Errorf("server.yaml: pprof %s settle %s models %d", got.PprofListen, got.Agents.Settle, len(got.Models))
 	}
 
@@ -99,5 +100,33 @@ func TestCredentials(t *testing.T) {
 	fresh, err := ensureCredentials(ctx, dir, admin)
 	if err != nil || fresh.APIKey == first.APIKey || fresh.AdminToken == first.AdminToken {
 		t.Fatalf("after revoking the key: credentials %+v, %v; want new ones", fresh, err)
+	}
+}
+
+// TestSeedMirror: the demo weights are the same bytes on every start, land
+// under the mirror's layout, and a second seed leaves the file in place;
+// the mirrored model's source is that file's URL on the mirror's port.
+func TestSeedMirror(t *testing.T) {
+	dir := t.TempDir()
+	if err := seedMirror(dir); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, ModelMirrored, MirroredVersion, MirroredFile)
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) != MirroredSize || !bytes.Equal(b, demoWeights()) {
+		t.Fatalf("seeded %d bytes, %v; want the %d demo bytes", len(b), err, MirroredSize)
+	}
+	before, _ := os.Stat(path)
+	if err := seedMirror(dir); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.Stat(path); !os.SameFile(before, after) {
+		t.Error("a second seed rewrote the file")
+	}
+	if got, want := mirroredSource(9000), "http://127.0.0.1:9005/sim-mirrored/dev/weights.bin"; got != want {
+		t.Errorf("source %s, want %s", got, want)
+	}
+	if m := serverConfig(dir, 9000).Models[2]; m.Name != ModelMirrored || m.Source != mirroredSource(9000) {
+		t.Errorf("the third demo model is %s from %s", m.Name, m.Source)
 	}
 }

@@ -2,7 +2,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,9 +40,12 @@ func processesMentioning(s string) []string {
 	return out
 }
 
-// TestDev runs `llmgw dev` as a newcomer would: it must serve both demo
-// models, write the env file it promises, answer an OpenAI client and `llmgw
-// ctl`, leave no process behind on SIGINT, and reuse its directory.
+// TestDev runs `llmgw dev` as a newcomer would: it must serve the three demo
+// models (sim-mirrored's weights fetched through its mirror, which counts
+// their bytes sent once), write the env file it promises, answer an OpenAI
+// client and `llmgw ctl`, leave no process behind on SIGINT, and reuse its
+// directory (an agent's cache keeps the weights: the mirror sends them again
+// only to a node that lacks them).
 func TestDev(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev")
 	base := testcluster.DevPortBase(t)
@@ -45,6 +53,7 @@ func TestDev(t *testing.T) {
 
 	runOnce := func() map[string]string {
 		_ = os.Remove(envPath)
+		cachedBefore := len(cachedFilesOfSize(dir, 512<<10))
 		dev := testcluster.Start(t, binary, "dev", "dev", "--dir", dir, "--port-base", strconv.Itoa(base))
 		testcluster.WaitFor(t, "llmgw dev to write "+envPath, 90*time.Second, func() (bool, string) {
 			_, err := os.Stat(envPath)
@@ -56,7 +65,7 @@ func TestDev(t *testing.T) {
 			return err == nil, testcluster.Tail(dev.Output(), 3)
 		})
 		env := testcluster.ReadDevEnv(t, envPath)
-		for _, k := range []string{"LLMGW_BASE_URL", "OPENAI_BASE_URL", "LLMGW_API_KEY", "OPENAI_API_KEY", "LLMGW_ENDPOINT", "LLMGW_TOKEN", "LLMGW_CA_CERT", "LLMGW_CA_KEY"} {
+		for _, k := range []string{"LLMGW_BASE_URL", "OPENAI_BASE_URL", "LLMGW_API_KEY", "OPENAI_API_KEY", "LLMGW_ENDPOINT", "LLMGW_TOKEN", "LLMGW_CA_CERT", "LLMGW_CA_KEY", "LLMGW_MIRROR_URL"} {
 			if env[k] == "" {
 				t.Fatalf("env file lacks %s: %v", k, env)
 			}
@@ -65,7 +74,7 @@ func TestDev(t *testing.T) {
 			t.Fatalf("llmgw dev did not print a ready-to-paste curl:\n%s", dev.Output())
 		}
 		client := openai.NewClient(option.WithBaseURL(env["OPENAI_BASE_URL"]), option.WithAPIKey(env["OPENAI_API_KEY"]), option.WithMaxRetries(0))
-		for _, model := range []string{"chat", "sim-2node"} {
+		for _, model := range []string{"chat", "sim-2node", "sim-mirrored"} {
 			resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 				Model:    model,
 				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
@@ -73,6 +82,16 @@ func TestDev(t *testing.T) {
 			if err != nil || resp.Choices[0].Message.Content == "" {
 				t.Fatalf("%s: %v", model, err)
 			}
+		}
+		// The mirror is new on each start: it sent the file once to each
+		// node whose cache gained it, and nothing to a node that held it.
+		cached := cachedFilesOfSize(dir, 512<<10)
+		fetched := len(cached) - cachedBefore
+		if len(cached) == 0 || fetched > 1 {
+			t.Fatalf("agents' caches hold %v of the mirrored file's size (%d before): want one more at most, and one at least", cached, cachedBefore)
+		}
+		if got, want := mirrorServed(t, dir, base+6), float64(fetched*512<<10); got != want {
+			t.Fatalf("the dev mirror served %v bytes of sim-mirrored, want %v (%d nodes fetched it)", got, want, fetched)
 		}
 		ctl := exec.Command(binary, "ctl", "nodes")
 		ctl.Env = os.Environ()
@@ -242,4 +261,55 @@ func TestDevRestartsADeadAgent(t *testing.T) {
 	if left := processesMentioning(dir); len(left) > 0 {
 		t.Fatalf("processes left behind after SIGINT:\n%s", strings.Join(left, "\n"))
 	}
+}
+
+// mirrorServed reads llmgw_mirror_served_bytes_total of sim-mirrored/dev
+// from the dev mirror's metrics on its management port, presenting node01's
+// certificate of the dev CA.
+func mirrorServed(t *testing.T, dir string, port int) float64 {
+	t.Helper()
+	pkiDir := filepath.Join(dir, "pki")
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pkiDir, "node01.pem"), filepath.Join(pkiDir, "node01-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(pkiDir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
+	resp, err := c.Get("https://127.0.0.1:" + strconv.Itoa(port) + "/metrics")
+	if err != nil {
+		t.Fatalf("the dev mirror's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, `llmgw_mirror_served_bytes_total{model="sim-mirrored",version="dev"} `) {
+			v, err := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// cachedFilesOfSize lists the files of size bytes in the dev nodes'
+// weights caches.
+func cachedFilesOfSize(dir string, size int64) []string {
+	var out []string
+	_ = filepath.WalkDir(filepath.Join(dir, "nodes"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(p, string(filepath.Separator)+"weights"+string(filepath.Separator)) {
+			return nil
+		}
+		if st, err := d.Info(); err == nil && st.Size() == size {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
 }

@@ -108,7 +108,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			},
 			"source": schema.StringAttribute{
 				Optional:            true,
-				MarkdownDescription: "Where the weights are: an absolute local path (checked on the node, never copied); an `http(s)://` URL of one file, an `http(s)://` URL ending in `/` (a mirror's whole version, read from its manifest) or `hf:org/repo/file`, which each node's agent fetches once into its cache (sha256 verified when the server gives one) and gives the engine as a local path; or a repository id (`org/name`) the engine downloads itself; another scheme (`sim://…`) is given to the engine as written. A relative path, `hf:` without a file or a URL without a host is refused.",
+				MarkdownDescription: "Where the weights are: an absolute local path (checked on the node, never copied); an `http(s)://` URL of one file, an `http(s)://` URL ending in `/` (a mirror's whole version, read from its manifest) or `hf:org/repo/file`, which each node's agent fetches once into its cache (sha256 verified when the server gives one) and gives the engine as a local path; or a repository id (`org/name`) the engine downloads itself; another scheme (`sim://…`) is given to the engine as written. A relative path, `hf:` without a file or a URL without a host is refused. Plan and apply ask a fetched source (`HEAD` of a file, `GET` of a set's manifest, the hub's resolve `HEAD` for `hf:`) and fail naming it when it answers 404, 410, 401 or 403 (for `hf:`, 404 or 410 only: the control plane holds no hub token); when the control plane cannot reach it they warn that the check was skipped and go on.",
 			},
 			"routing_profile": schema.StringAttribute{
 				Optional:            true,
@@ -358,18 +358,29 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		return
 	}
 	sameProfiles := priorKnown && slices.EqualFunc(old.Profiles, m.Profiles, spec.Profile.Equal)
-	if sameProfiles && m.Scaling.Min <= old.Scaling.Min {
+	if sameProfiles && m.Scaling.Min <= old.Scaling.Min && m.Source == old.Source {
 		return
 	}
+	// The dry run also checks the source (runtime/sourcecheck): a clear
+	// miss is its error, a check it could not make one of its warnings.
 	ex, err := r.client.PlanPlacement(ctx, specpb.ModelToProto(m))
 	if err != nil {
 		resp.Diagnostics.Append(r.client.Diag("planning placement of model "+m.Name, err))
 		return
 	}
+	var scaling []string
+	for _, w := range ex.GetWarnings() {
+		if !strings.HasPrefix(w, "source ") {
+			scaling = append(scaling, w)
+			continue
+		}
+		resp.Diagnostics.AddAttributeWarning(path.Root("source"),
+			fmt.Sprintf("The control plane did not check the source of model %s", m.Name), w+".")
+	}
 	if ex.GetPlaced() || sameProfiles {
 		// A scaling.min above what the fleet holds now is a warning
 		// whatever placement_check says: nodes may join later.
-		for _, w := range ex.GetWarnings() {
+		for _, w := range scaling {
 			resp.Diagnostics.AddAttributeWarning(path.Root("scaling").AtName("min"),
 				fmt.Sprintf("Model %s asks for more replicas than the fleet holds", m.Name),
 				"The control plane's dry run of the planned definition: "+w+".\n\n"+

@@ -225,7 +225,14 @@ func TestAccModelRolloutFails(t *testing.T) {
 // TestAccModelFetchFails: a model whose weights cannot be fetched fails
 // apply with the shard's reason: the source and what its server answered.
 func TestAccModelFetchFails(t *testing.T) {
-	mirror := httptest.NewServer(http.NotFoundHandler())
+	// The control plane's source check (a HEAD) finds the file; the node's
+	// fetch (a GET) does not, as when it goes away between plan and apply.
+	mirror := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			return
+		}
+		http.NotFound(w, r)
+	}))
 	defer mirror.Close()
 	c := newAccCluster(t, declaredModel, twoNodes()...)
 	resource.Test(t, resource.TestCase{
@@ -242,6 +249,35 @@ func TestAccModelFetchFails(t *testing.T) {
 			ExpectError: regexp.MustCompile(`(?s)Rollout of model tf-fetch.*missing\.gguf.*404\s+Not\s+Found.*Fix\s+the\s+model's\s+source`),
 		}},
 	})
+}
+
+// TestAccModelSourceMissing: the plan of a model whose source answers 404
+// fails, naming the source and the answer, before anything is created.
+func TestAccModelSourceMissing(t *testing.T) {
+	mirror := httptest.NewServer(http.NotFoundHandler())
+	defer mirror.Close()
+	c := newAccCluster(t, declaredModel, twoNodes()...)
+	hcl := func(source string) string {
+		return c.providerBlock() + fmt.Sprintf(`resource "llmgw_model" "m" {
+  name             = "tf-typo"
+  source           = %q
+  scaling          = { min = 0, max = 1 }
+  profiles         = [{ name = "h100", engine = "sim", gpu_class = "h100-80g", tp = 1 }]
+  wait_for_rollout = false
+}
+`, source)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config:      hcl(mirror.URL + "/m/v/typo.gguf"),
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(`(?s)planning placement of model tf-typo.*typo\.gguf.*HEAD.*404\s+Not\s+Found`),
+		}},
+	})
+	if _, err := c.ManageClient().GetModel(context.Background(), &managev1.GetModelRequest{Name: "tf-typo"}); err == nil {
+		t.Fatal("the refused model is in the catalog")
+	}
 }
 
 // TestAccModelDeclaredInServerYAML: a model of server.yaml cannot be created.

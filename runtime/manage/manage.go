@@ -50,8 +50,33 @@ type Options struct {
 	// (auth.login_ttl; DefaultLoginTTL when zero).
 	LoginTTL time.Duration
 	// Now is the clock (time.Now when nil).
-	Now    func() time.Time
-	Logger *slog.Logger
+	Now func() time.Time
+	// Sources checks a model's fetched source when it is created, updated
+	// or planned (a *sourcecheck.Checker); nil checks nothing.
+	Sources SourceChecker
+	Logger  *slog.Logger
+}
+
+// SourceChecker asks a model's source whether it holds what the model
+// names: an error refuses the model, a warning accompanies it.
+type SourceChecker interface {
+	Check(ctx context.Context, source string) (warning string, err error)
+}
+
+// checkSource runs the source check of m for op ("creating model x"): a
+// clear miss is InvalidArgument; a check it could not make is a warning.
+func (s *Service) checkSource(ctx context.Context, op string, m spec.Model) ([]string, error) {
+	if s.opts.Sources == nil || m.Source == "" {
+		return nil, nil
+	}
+	w, err := s.opts.Sources.Check(ctx, m.Source)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", op, err)
+	}
+	if w == "" {
+		return nil, nil
+	}
+	return []string{w}, nil
 }
 
 // Service implements managev1.ManageServiceServer.
@@ -295,12 +320,18 @@ func (s *Service) CreateModel(ctx context.Context, req *managev1.CreateModelRequ
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "creating model: %v", err)
 	}
+	warnings, err := s.checkSource(ctx, "creating model "+m.Name, m)
+	if err != nil {
+		return nil, err
+	}
 	e, err := s.opts.Catalog.Create(ctx, m)
 	if err != nil {
 		return nil, catalogError("creating model "+m.Name, err)
 	}
 	s.log.Info("model created", "model", m.Name, "generation", e.Generation)
-	return s.withScalingWarnings(s.modelProto(e), e.Model), nil
+	pm := s.withScalingWarnings(s.modelProto(e), e.Model)
+	pm.Warnings = append(warnings, pm.Warnings...)
+	return pm, nil
 }
 
 // GetModel returns one model with its status.
@@ -318,12 +349,18 @@ func (s *Service) UpdateModel(ctx context.Context, req *managev1.UpdateModelRequ
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "updating model: %v", err)
 	}
+	warnings, err := s.checkSource(ctx, "updating model "+m.Name, m)
+	if err != nil {
+		return nil, err
+	}
 	e, err := s.opts.Catalog.Update(ctx, m)
 	if err != nil {
 		return nil, catalogError("updating model "+m.Name, err)
 	}
 	s.log.Info("model updated", "model", m.Name, "generation", e.Generation)
-	return s.withScalingWarnings(s.modelProto(e), e.Model), nil
+	pm := s.withScalingWarnings(s.modelProto(e), e.Model)
+	pm.Warnings = append(warnings, pm.Warnings...)
+	return pm, nil
 }
 
 // DeleteModel removes a model added through this API; its replicas stop.
@@ -401,7 +438,7 @@ func (s *Service) ExplainPlacement(_ context.Context, req *managev1.ExplainPlace
 
 // PlanPlacement dry-runs placement of a definition that need not be in the
 // catalog.
-func (s *Service) PlanPlacement(_ context.Context, req *managev1.PlanPlacementRequest) (*managev1.Explanation, error) {
+func (s *Service) PlanPlacement(ctx context.Context, req *managev1.PlanPlacementRequest) (*managev1.Explanation, error) {
 	m, err := specpb.ModelFromProto(req.GetModel())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "planning placement: %v", err)
@@ -410,9 +447,13 @@ func (s *Service) PlanPlacement(_ context.Context, req *managev1.PlanPlacementRe
 	if err := m.Validate(); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "planning placement: %v", err)
 	}
+	warnings, err := s.checkSource(ctx, "planning placement of model "+m.Name, m)
+	if err != nil {
+		return nil, err
+	}
 	plan := s.opts.Reconciler.PlanOne(m)
 	out := ExplanationToProto(plan.Explanation, &plan)
-	out.Warnings = s.scalingWarnings(m)
+	out.Warnings = append(warnings, s.scalingWarnings(m)...)
 	return out, nil
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/runtime/sourcecheck"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/tenancy"
 	"github.com/llmgw/llmgw/runtime/users"
@@ -185,7 +186,8 @@ func (s *Server) build(ctx context.Context) error {
 
 	// Management API: TLS and a bearer admin token.
 	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Store: s.Store, DefaultPrice: cfg.Auth.DefaultPrice, TenancyChanged: s.admission.Invalidate,
-		Users: users.New(s.Store, 0), LoginTTL: cfg.Auth.LoginTTL, Logger: s.log})
+		Users: users.New(s.Store, 0), LoginTTL: cfg.Auth.LoginTTL, Logger: s.log,
+		Sources: &sourcecheck.Checker{Logger: s.log.With("component", "sourcecheck")}})
 	s.manageSrv = grpc.NewServer(grpc.Creds(credentials.NewTLS(manageTLS)), grpc.UnaryInterceptor(msvc.AuthInterceptor()))
 	managev1.RegisterManageServiceServer(s.manageSrv, msvc)
 
