@@ -1,0 +1,107 @@
+package scheduler
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/llmgw/llmgw/spec"
+)
+
+// benchFleet builds nodes × 8 H100s in fabrics of 100 nodes, sorted by ID,
+// 512 GB of memory each, vllm available.
+func benchFleet(nodes int) Snapshot {
+	s := Snapshot{Nodes: make([]Node, nodes)}
+	for i := range s.Nodes {
+		n := Node{
+			ID:              fmt.Sprintf("node%05d", i),
+			Ready:           true,
+			MemoryBytes:     512 << 30,
+			FreeMemoryBytes: 512 << 30,
+			DiskFreeBytes:   4000 << 30,
+			Engines:         map[string]bool{"vllm": true},
+			Fabric:          fmt.Sprintf("ib-%03d", i/100),
+			FabricRateGbps:  400,
+			Labels:          map[string]string{"zone": "eu"},
+		}
+		for g := range 8 {
+			n.GPUs = append(n.GPUs, GPU{Index: g, Class: "h100-80g", MemoryMiB: 81920})
+		}
+		s.Nodes[i] = n
+	}
+	return s
+}
+
+// benchDemands returns models = nodes/2 demands, each with its scaling.min
+// (1–3): profiles mix tp 1/2/4/8 and 2-node tp 8, some with a fallback.
+func benchDemands(nodes int) ([]Demand, []int) {
+	var ds []Demand
+	var mins []int
+	for i := range nodes / 2 {
+		var ps []spec.Profile
+		switch i % 5 {
+		case 0:
+			ps = []spec.Profile{{Name: "tp1", Engine: "vllm", GPUClass: "h100-80g", TP: 1, MinMemoryGB: 16}}
+		case 1:
+			ps = []spec.Profile{{Name: "tp2", Engine: "vllm", GPUClass: "h100-80g", TP: 2, MinMemoryGB: 32, Labels: map[string]string{"zone": "eu"}}}
+		case 2:
+			ps = []spec.Profile{{Name: "tp4", Engine: "vllm", GPUClass: "h100-80g", TP: 4, MinMemoryGB: 64, Priority: 10},
+				{Name: "tp2", Engine: "vllm", GPUClass: "h100-80g", TP: 2, MinMemoryGB: 32}}
+		case 3:
+			ps = []spec.Profile{{Name: "tp8", Engine: "vllm", GPUClass: "h100-80g", TP: 8, MinMemoryGB: 128}}
+		case 4:
+			ps = []spec.Profile{{Name: "2x8", Engine: "vllm", GPUClass: "h100-80g", TP: 8, Nodes: 2, MinMemoryGB: 128, Priority: 10},
+				{Name: "tp8", Engine: "vllm", GPUClass: "h100-80g", TP: 8, MinMemoryGB: 128}}
+		}
+		ds = append(ds, Demand{Model: fmt.Sprintf("model%04d", i), Source: fmt.Sprintf("hf://org/model%04d", i), Profiles: ps})
+		mins = append(mins, 1+i%3)
+	}
+	return ds, mins
+}
+
+// fullPass places every model's replicas up to its scaling.min, one Place
+// and one Assume per replica, as the reconciler does.
+func fullPass(s Snapshot, ds []Demand, mins []int) int {
+	placed := 0
+	for i, d := range ds {
+		for range mins[i] {
+			plan := Place(s, d)
+			if !plan.Placed {
+				break
+			}
+			s = Assume(s, d, plan)
+			placed++
+		}
+	}
+	return placed
+}
+
+func BenchmarkFullPass(b *testing.B) {
+	for _, nodes := range []int{250, 500, 1000, 2000} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			s := benchFleet(nodes)
+			ds, mins := benchDemands(nodes)
+			b.ReportAllocs()
+			b.ResetTimer()
+			placed := 0
+			for b.Loop() {
+				placed = fullPass(s, ds, mins)
+			}
+			b.ReportMetric(float64(placed), "replicas")
+		})
+	}
+}
+
+func BenchmarkExplain1000(b *testing.B) {
+	s := benchFleet(1000)
+	ds, mins := benchDemands(1000)
+	// Half the catalog placed, so the fleet is part full.
+	fullPass(s, ds[:len(ds)/2], mins)
+	d := ds[len(ds)-1] // 2-node tp 8, then tp 8
+	b.ReportAllocs()
+	for b.Loop() {
+		e := Explain(s, d)
+		if len(e.Profiles) == 0 {
+			b.Fatal("no explanation")
+		}
+	}
+}
