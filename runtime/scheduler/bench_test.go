@@ -59,20 +59,21 @@ func benchDemands(nodes int) ([]Demand, []int) {
 }
 
 // fullPass places every model's replicas up to its scaling.min, one Place
-// and one Assume per replica, as the reconciler does.
-func fullPass(s Snapshot, ds []Demand, mins []int) int {
+// and one Assume per replica on a Fleet built once, as the reconciler does.
+func fullPass(s Snapshot, ds []Demand, mins []int) (*Fleet, int) {
+	f := NewFleet(s)
 	placed := 0
 	for i, d := range ds {
 		for range mins[i] {
-			plan := Place(s, d)
+			plan := f.Place(d)
 			if !plan.Placed {
 				break
 			}
-			s = Assume(s, d, plan)
+			f.Assume(d, plan)
 			placed++
 		}
 	}
-	return placed
+	return f, placed
 }
 
 func BenchmarkFullPass(b *testing.B) {
@@ -84,7 +85,7 @@ func BenchmarkFullPass(b *testing.B) {
 			b.ResetTimer()
 			placed := 0
 			for b.Loop() {
-				placed = fullPass(s, ds, mins)
+				_, placed = fullPass(s, ds, mins)
 			}
 			b.ReportMetric(float64(placed), "replicas")
 		})
@@ -95,11 +96,11 @@ func BenchmarkExplain1000(b *testing.B) {
 	s := benchFleet(1000)
 	ds, mins := benchDemands(1000)
 	// Half the catalog placed, so the fleet is part full.
-	fullPass(s, ds[:len(ds)/2], mins)
+	f, _ := fullPass(s, ds[:len(ds)/2], mins)
 	d := ds[len(ds)-1] // 2-node tp 8, then tp 8
 	b.ReportAllocs()
 	for b.Loop() {
-		e := Explain(s, d)
+		e := f.Explain(d)
 		if len(e.Profiles) == 0 {
 			b.Fatal("no explanation")
 		}
