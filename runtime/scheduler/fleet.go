@@ -351,7 +351,14 @@ func (f *Fleet) score(i int, p spec.Profile, d Demand) float64 {
 // Assume updates the fleet in place as Assume updates a Snapshot: the
 // plan's GPUs become used, its memory leaves the nodes, and each node
 // counts one more replica of the model.
-func (f *Fleet) Assume(d Demand, plan Plan) {
+func (f *Fleet) Assume(d Demand, plan Plan) { f.assume(d, plan, true) }
+
+// Take is Assume leaving the nodes' free memory as it is: the fleet as the
+// control plane's own state reads once the replica is recorded, whose free
+// memory is what the agents last reported.
+func (f *Fleet) Take(d Demand, plan Plan) { f.assume(d, plan, false) }
+
+func (f *Fleet) assume(d Demand, plan Plan, memory bool) {
 	if !plan.Placed {
 		return
 	}
@@ -383,10 +390,9 @@ func (f *Fleet) Assume(d Demand, plan Plan) {
 			}
 		}
 		f.bucket(i, true)
-		need := gb(p.MinMemoryGB)
-		if n.FreeMemoryBytes > need {
+		if need := gb(p.MinMemoryGB); memory && n.FreeMemoryBytes > need {
 			n.FreeMemoryBytes -= need
-		} else {
+		} else if memory {
 			n.FreeMemoryBytes = 0
 		}
 		if n.Replicas == nil {
