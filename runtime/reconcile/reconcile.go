@@ -396,8 +396,13 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	}
 }
 
+// rebuildEachPlacement makes place build its view from the fleet for every
+// replica, as it did before the pass kept one: the reference the tests hold
+// the pass's view to.
+var rebuildEachPlacement = false
+
 func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.Replica, bool) {
-	if r.placing == nil {
+	if r.placing == nil || rebuildEachPlacement {
 		r.placing = scheduler.NewFleet(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()))
 	}
 	d := demand(e.Model)
