@@ -72,6 +72,10 @@ type Reconciler struct {
 	live []string
 	// ready is set once a pass ran with placement not held.
 	ready atomic.Bool
+	// placing is the pass's scheduler view, built at its first placement
+	// and updated as replicas are placed; nil when the fleet changed in a
+	// way it does not follow (a replica retired or failed).
+	placing *scheduler.Fleet
 }
 
 type backoff struct {
@@ -139,6 +143,8 @@ func (r *Reconciler) Pass() {
 	endpoints := map[string][]router.Endpoint{}
 	var live []string
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
+		r.placing = nil
+		defer func() { r.placing = nil }()
 		r.holding = r.holdPlacement(tx, now)
 		r.retire(tx, byName, now)
 		for _, rep := range tx.Replicas() {
@@ -309,6 +315,7 @@ const stopGrace = 30 * time.Second
 // retireReplica keeps a replica whose shards were told to stop until they
 // have: its GPUs are not given to anything else before the engine is gone.
 func (r *Reconciler) retireReplica(tx *fleet.Tx, rep *fleet.Replica, now time.Time) {
+	r.placing = nil
 	tx.Stopping(rep, now)
 	if rep.Stopped() {
 		tx.Remove(rep)
@@ -408,9 +415,17 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	}
 }
 
+// rebuildEachPlacement makes place build its view from the fleet for every
+// replica, as it did before the pass kept one: the reference the tests hold
+// the pass's view to.
+var rebuildEachPlacement = false
+
 func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.Replica, bool) {
-	snap := snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas())
-	plan := scheduler.Place(snap, demand(e.Model))
+	if r.placing == nil || rebuildEachPlacement {
+		r.placing = scheduler.NewFleet(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()))
+	}
+	d := demand(e.Model)
+	plan := r.placing.Place(d)
 	if !plan.Placed {
 		r.log.Debug("model not placed", "model", e.Model.Name, "why", plan.Explanation.String())
 		return nil, false
@@ -448,8 +463,12 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		})
 	}
 	tx.Add(rep)
+	// As the next snapshot would read it: the GPUs held, one more replica
+	// per node, free memory as the agents last reported it.
+	r.placing.Take(d, plan)
 	r0 := rep.Shards[0]
 	if err := tx.Send(r0.Node, startMsg(r0.Start)); err != nil {
+		r.placing = nil // a failed replica no longer counts for spreading
 		tx.Fail(rep, "starting shard "+r0.ID+" on "+r0.Node+": "+err.Error())
 		return rep, true
 	}

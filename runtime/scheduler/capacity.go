@@ -16,8 +16,9 @@ type Capacity struct {
 // so it counts up to limit at once.
 func Fit(s Snapshot, d Demand, limit int) Capacity {
 	c := Capacity{ByProfile: map[string]int{}}
+	f := NewFleet(s)
 	for c.Replicas < limit {
-		plan := Place(s, d)
+		plan := f.Place(d)
 		if !plan.Placed {
 			break
 		}
@@ -30,7 +31,7 @@ func Fit(s Snapshot, d Demand, limit int) Capacity {
 		}
 		c.Replicas++
 		c.ByProfile[plan.Profile.Name]++
-		s = Assume(s, d, plan)
+		f.Assume(d, plan)
 	}
 	return c
 }

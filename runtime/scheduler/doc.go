@@ -19,4 +19,12 @@
 // Profiles are tried in priority order and the first one that places wins.
 // What was evaluated, node by node, is the Explanation: the record behind
 // `llmgw ctl explain-placement` and `terraform plan`.
+//
+// A pass that places many replicas uses a Fleet: the Snapshot prepared once
+// (nodes sorted and indexed, free GPUs by class kept per node) and updated in
+// place by Assume. Its Place checks only the nodes that can rank first (those
+// the spread and weights-present rankers set apart, and the first feasible
+// nodes of each group of equal GPU totals and free counts) and reaches the
+// same decisions as Place; the reasons of the others are worked out only
+// when Explain asks.
 package scheduler

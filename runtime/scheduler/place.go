@@ -49,7 +49,11 @@ func (sc Scheduler) Place(s Snapshot, d Demand) Plan {
 	for i := range s.Nodes {
 		nodes[i] = &s.Nodes[i]
 	}
-	slices.SortStableFunc(nodes, func(a, b *Node) int { return cmp.Compare(a.ID, b.ID) })
+	// Snapshots usually arrive sorted (the reconciler's do): check first.
+	byID := func(a, b *Node) int { return cmp.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(nodes, byID) {
+		slices.SortStableFunc(nodes, byID)
+	}
 
 	plan := Plan{Explanation: Explanation{Model: d.Model}}
 	for _, p := range orderProfiles(d.Profiles) {
@@ -132,18 +136,32 @@ func (sc Scheduler) evaluate(nodes []*Node, d Demand, p spec.Profile) (ProfileEx
 		return pe, nil
 	}
 
+	pl := placementOf(chosen)
+	pe.Placed = true
+	pe.Summary = placedSummary(pl, p)
+	return pe, pl
+}
+
+// placementOf turns the chosen candidates, in rank order, into a placement.
+func placementOf(chosen []candidate) *placement {
 	pl := &placement{fabric: chosen[0].node.Fabric}
-	parts := make([]string, len(chosen))
 	for rank, c := range chosen {
 		pl.shards = append(pl.shards, ShardPlacement{Rank: rank, NodeID: c.node.ID, GPUIndices: c.gpus})
-		parts[rank] = fmt.Sprintf("%s (%s)", c.node.ID, gpuList(c.gpus))
 	}
-	pe.Placed = true
-	pe.Summary = "placed on " + strings.Join(parts, ", ")
+	return pl
+}
+
+// placedSummary says where pl put a replica of p.
+func placedSummary(pl *placement, p spec.Profile) string {
+	parts := make([]string, len(pl.shards))
+	for rank, sh := range pl.shards {
+		parts[rank] = fmt.Sprintf("%s (%s)", sh.NodeID, gpuList(sh.GPUIndices))
+	}
+	s := "placed on " + strings.Join(parts, ", ")
 	if p.Shards() > 1 {
-		pe.Summary += " in fabric " + pl.fabric
+		s += " in fabric " + pl.fabric
 	}
-	return pe, pl
+	return s
 }
 
 // refusal returns why n cannot hold a shard of p, or "" when it can.
