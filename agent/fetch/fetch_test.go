@@ -393,8 +393,10 @@ func TestCallerLeavesDownloadCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { _, err := c.Resolve(ctx, source, nil); done <- err }()
-	for m.count("m/v/w.gguf") == 0 {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); m.count("m/v/w.gguf") == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the download never reached the server")
+		}
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
