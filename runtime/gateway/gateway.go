@@ -120,6 +120,7 @@ func New(cfg Config, deps Deps) *Gateway {
 	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
 		mux.HandleFunc(p, g.serveInference)
 	}
+	mux.HandleFunc("/v1/messages", g.serveMessages)
 	mux.HandleFunc("/v1/models", g.serveModels)
 	mux.HandleFunc("/v1/models/", g.serveModel)
 	mux.HandleFunc("/health", g.serveHealth)
@@ -340,25 +341,41 @@ type exchange struct {
 	// done is set once the engine's final [DONE] event reached the client:
 	// the answer is whole, whatever the connection does next.
 	done bool
+	// shape is the client API translated onto the engine's chat
+	// completions (translate.go); nil when the request is passed through.
+	shape shape
 }
 
 func (x *exchange) fail(w http.ResponseWriter, e *apiError) {
 	x.rec.Status = e.status
+	if x.shape != nil {
+		x.shape.writeError(w, x, e)
+		return
+	}
 	writeError(w, e)
 }
 
 // serveInference handles the chat, completions and embeddings endpoints.
 func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
+	g.serve(w, r, nil)
+}
+
+// serve is every inference route's one path: authentication, the body,
+// the model, admission (settled when the request ends), a replica, the
+// engine. sh, when not nil, translates a client API onto the engine's
+// chat completions and its answer back.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, sh shape) {
 	g.inflight.Add(1)
 	defer g.inflight.Done()
-	x := &exchange{start: time.Now()}
+	x := &exchange{start: time.Now(), shape: sh}
 	x.rec.Endpoint = r.URL.Path
 	x.rec.RequestID = w.Header().Get(requestIDHeader)
 	defer g.finish(x)
 
 	if r.Method != http.MethodPost {
-		x.rec.Status = http.StatusMethodNotAllowed
-		methodNotAllowed(w, r, http.MethodPost)
+		w.Header().Set("Allow", http.MethodPost)
+		x.fail(w, newError(http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
+			fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, http.MethodPost)))
 		return
 	}
 	p, aerr := g.authenticate(w, r)
@@ -371,6 +388,12 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 	if aerr != nil {
 		x.fail(w, aerr)
 		return
+	}
+	if sh != nil {
+		if body, aerr = sh.toChat(r.Context(), g, x, body); aerr != nil {
+			x.fail(w, aerr)
+			return
+		}
 	}
 	req, aerr := parseRequest(body)
 	if aerr != nil {
