@@ -25,6 +25,8 @@ var copyTables = []string{
 	"budgets",
 	"users",
 	"usage_records",
+	"content_retention",
+	"stored_responses",
 }
 
 // seedRows matches, per table, the rows a migration puts into a new store.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -138,10 +140,20 @@ func TestPostgresConcurrentOpenMigratesOnce(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for i, v := range versions {
-		if v != int64(i+1) {
-			t.Fatalf("applied versions = %v, want 1..%d without gaps", versions, len(versions))
+	// Every migration file's version, once each (numbers are handed out
+	// ahead of merging, so the files may skip one).
+	files, err := os.ReadDir(filepath.Join("migrations", "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int64
+	for _, f := range files {
+		if v, err := strconv.ParseInt(strings.SplitN(f.Name(), "_", 2)[0], 10, 64); err == nil {
+			want = append(want, v)
 		}
+	}
+	if !slices.Equal(versions, want) {
+		t.Fatalf("applied versions = %v, want those of the migration files, %v", versions, want)
 	}
 	if len(versions) < 3 {
 		t.Errorf("applied versions = %v, want at least 1..3", versions)

@@ -54,6 +54,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UsageInsertAndQuery", testUsageInsertAndQuery},
 		{"UsageLargeBatch", testUsageLargeBatch},
 		{"ProjectDeleteRacesKeyCreate", testProjectDeleteRacesKeyCreate},
+		{"ContentRetention", testContentRetention},
+		{"StoredResponses", testStoredResponses},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
