@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/sim/simengine"
 	"github.com/llmgw/llmgw/testkit/nodejs"
 )
@@ -130,4 +131,113 @@ func equalPrefix(got, want []string) bool {
 		}
 	}
 	return true
+}
+
+// contentStore is a SQLite store whose project "proj" (testAuth's) keeps
+// conversations for hours (0: off).
+func contentStore(t *testing.T, hours int) store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.CreateProject(t.Context(), store.Project{Name: "proj"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetRetention(t.Context(), "proj", store.ContentThreads, hours); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestOpenAINodeResponses runs the official openai npm package,
+// unmodified, against /v1/responses: a response, a stream, a second turn
+// through previous_response_id, a function call round trip, retrieve and
+// delete.
+func TestOpenAINodeResponses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Node.js")
+	}
+	dir := nodejs.Install(t, nodejs.OpenAI)
+	s := newSimGateway(t, Deps{Content: contentStore(t, 24)})
+	out := nodejs.Run(t, filepath.Join("testdata", "openai-responses.cjs"),
+		"SDK_DIR="+dir, "BASE_URL="+s.url+"/v1", "API_KEY="+testKey, "MODEL=coder")
+	t.Logf("%s", out)
+	var got struct {
+		First struct {
+			ID, Status string
+			OutputText string `json:"output_text"`
+			Store      bool
+			Usage      struct {
+				InputTokens  int `json:"input_tokens"`
+				OutputTokens int `json:"output_tokens"`
+				TotalTokens  int `json:"total_tokens"`
+			}
+		}
+		Events   []string
+		Streamed struct {
+			Text       string
+			OutputText string `json:"output_text"`
+			Usage      *struct {
+				OutputTokens int `json:"output_tokens"`
+			}
+		}
+		Second struct {
+			PreviousResponseID string `json:"previous_response_id"`
+			Status             string
+			Usage              struct {
+				InputTokens int `json:"input_tokens"`
+			}
+		}
+		Call struct {
+			OutputTypes []string `json:"output_types"`
+			Name        string
+			CallID      string `json:"call_id"`
+			Arguments   string
+		}
+		Answer struct {
+			OutputTypes []string `json:"output_types"`
+			OutputText  string   `json:"output_text"`
+		}
+		Retrieved       string
+		AfterDelete     int `json:"after_delete"`
+		DeletedPrevious struct {
+			Status int
+			Code   string
+			Param  string
+		} `json:"deleted_previous"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node printed %q: %v", out, err)
+	}
+	if got.First.Status != "completed" || got.First.OutputText == "" || !got.First.Store ||
+		got.First.Usage.InputTokens == 0 || got.First.Usage.OutputTokens == 0 || got.First.Usage.TotalTokens != got.First.Usage.InputTokens+got.First.Usage.OutputTokens {
+		t.Errorf("first response: %+v", got.First)
+	}
+	wantEvents := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added", "response.output_text.delta"}
+	wantEnd := []string{"response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"}
+	if !equalPrefix(got.Events, wantEvents) || len(got.Events) < len(wantEvents)+len(wantEnd) || !equalPrefix(got.Events[len(got.Events)-len(wantEnd):], wantEnd) {
+		t.Errorf("stream events %v", got.Events)
+	}
+	if got.Streamed.Text == "" || got.Streamed.Text != got.Streamed.OutputText || got.Streamed.Usage == nil || got.Streamed.Usage.OutputTokens == 0 {
+		t.Errorf("streamed: %+v", got.Streamed)
+	}
+	// The second turn carried the first: its prompt is longer than the
+	// first turn's whole conversation.
+	if got.Second.PreviousResponseID != got.First.ID || got.Second.Status != "completed" || got.Second.Usage.InputTokens <= got.First.Usage.InputTokens {
+		t.Errorf("second turn: %+v (first %+v)", got.Second, got.First)
+	}
+	if len(got.Call.OutputTypes) != 1 || got.Call.OutputTypes[0] != "function_call" || got.Call.Name != "get_weather" || got.Call.CallID == "" || !json.Valid([]byte(got.Call.Arguments)) {
+		t.Errorf("function call: %+v", got.Call)
+	}
+	if len(got.Answer.OutputTypes) != 1 || got.Answer.OutputTypes[0] != "message" || got.Answer.OutputText == "" {
+		t.Errorf("answer after the function output: %+v", got.Answer)
+	}
+	if got.Retrieved != got.First.ID || got.AfterDelete != 404 {
+		t.Errorf("retrieve %q, after delete %d", got.Retrieved, got.AfterDelete)
+	}
+	if got.DeletedPrevious.Status != 400 || got.DeletedPrevious.Code != "previous_response_not_found" || got.DeletedPrevious.Param != "previous_response_id" {
+		t.Errorf("a deleted previous response: %+v", got.DeletedPrevious)
+	}
 }

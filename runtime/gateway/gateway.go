@@ -71,6 +71,9 @@ type Deps struct {
 	Admission Admission
 	// Observer receives a Record per inference request; nil discards.
 	Observer Observer
+	// Content keeps the responses of projects that opted in to keeping
+	// conversations (/v1/responses with store); nil keeps none.
+	Content Content
 	// Ready reports whether this process serves (leader, caches warm);
 	// /ready answers 503 when it returns false. Nil means always ready.
 	Ready func() bool
@@ -121,6 +124,8 @@ func New(cfg Config, deps Deps) *Gateway {
 		mux.HandleFunc(p, g.serveInference)
 	}
 	mux.HandleFunc("/v1/messages", g.serveMessages)
+	mux.HandleFunc("/v1/responses", g.serveResponses)
+	mux.HandleFunc("/v1/responses/", g.serveResponse)
 	mux.HandleFunc("/v1/models", g.serveModels)
 	mux.HandleFunc("/v1/models/", g.serveModel)
 	mux.HandleFunc("/health", g.serveHealth)

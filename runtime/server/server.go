@@ -211,6 +211,8 @@ func (s *Server) build(ctx context.Context) error {
 		// A usage row per request; requests, latency, tokens and
 		// admission outcomes as metrics.
 		Observer: gateway.Observers{s.recorder, s.observer},
+		// Stored responses of projects that keep conversations.
+		Content: s.Store,
 		// Serving once the reconciler drives the fleet (after a restart:
 		// once the engines that were running have been reported again).
 		Ready: s.Reconciler.Ready,
