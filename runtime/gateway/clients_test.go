@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
@@ -11,6 +12,9 @@ import (
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/sim/simengine"
 	"github.com/llmgw/llmgw/testkit/nodejs"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 )
 
 // simModel is the model the sim-engine harness serves.
@@ -239,5 +243,101 @@ func TestOpenAINodeResponses(t *testing.T) {
 	}
 	if got.DeletedPrevious.Status != 400 || got.DeletedPrevious.Code != "previous_response_not_found" || got.DeletedPrevious.Param != "previous_response_id" {
 		t.Errorf("a deleted previous response: %+v", got.DeletedPrevious)
+	}
+}
+
+// TestOpenAIGoResponses runs openai-go v3's Responses API against
+// /v1/responses: a response, a stream accumulated by the client, a second
+// turn, a function call round trip, Get and Delete.
+func TestOpenAIGoResponses(t *testing.T) {
+	s := newSimGateway(t, Deps{Content: contentStore(t, 24)})
+	client := openai.NewClient(option.WithBaseURL(s.url+"/v1"), option.WithAPIKey(testKey), option.WithMaxRetries(0))
+	ctx := t.Context()
+
+	first, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model:        "coder",
+		Instructions: openai.String("be brief"),
+		Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("my name is Ada")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Status != responses.ResponseStatusCompleted || first.OutputText() == "" || first.Usage.InputTokens == 0 || first.Usage.OutputTokens == 0 {
+		t.Fatalf("first response %s", first.RawJSON())
+	}
+
+	stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+		Model: "coder",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("stream please")},
+	})
+	var deltas string
+	var completed *responses.Response
+	for stream.Next() {
+		ev := stream.Current()
+		switch ev.Type {
+		case "response.output_text.delta":
+			deltas += ev.Delta
+		case "response.completed":
+			r := ev.Response
+			completed = &r
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if completed == nil || deltas == "" || completed.OutputText() != deltas || completed.Usage.OutputTokens == 0 {
+		t.Fatalf("stream: deltas %q, completed %+v", deltas, completed)
+	}
+
+	second, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model:              "coder",
+		PreviousResponseID: openai.String(first.ID),
+		Input:              responses.ResponseNewParamsInputUnion{OfString: openai.String("what is my name?")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.PreviousResponseID != first.ID || second.Usage.InputTokens <= first.Usage.InputTokens {
+		t.Fatalf("second turn %s", second.RawJSON())
+	}
+
+	tools := []responses.ToolUnionParam{responses.ToolParamOfFunction("get_weather",
+		map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}, false)}
+	call, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: "coder", Tools: tools,
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("weather in Paris?")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(call.Output) != 1 || call.Output[0].Type != "function_call" || call.Output[0].Name != "get_weather" {
+		t.Fatalf("function call %s", call.RawJSON())
+	}
+	fc := call.Output[0]
+	out := responses.ResponseInputItemParamOfFunctionCallOutput("sunny")
+	out.OfFunctionCallOutput.CallID = openai.String(fc.CallID)
+	answer, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: "coder", Tools: tools,
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfFunctionCall(fc.Arguments.OfString, fc.CallID, fc.Name), out}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answer.OutputText() == "" || answer.Output[0].Type != "message" {
+		t.Fatalf("answer after the function output %s", answer.RawJSON())
+	}
+
+	got, err := client.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+	if err != nil || got.ID != first.ID || got.OutputText() != first.OutputText() {
+		t.Fatalf("Get: %v %+v", err, got)
+	}
+	if err := client.Responses.Delete(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Fatalf("Get after Delete: %v", err)
 	}
 }
