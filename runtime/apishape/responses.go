@@ -150,13 +150,12 @@ type responsesItem struct {
 }
 
 type responsesPart struct {
-	Type     string          `json:"type"`
-	Text     string          `json:"text"`
-	Refusal  string          `json:"refusal"`
-	ImageURL string          `json:"image_url"`
-	FileID   string          `json:"file_id"`
-	Detail   string          `json:"detail"`
-	Raw      json.RawMessage `json:"-"`
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
+	ImageURL string `json:"image_url"`
+	FileID   string `json:"file_id"`
+	Detail   string `json:"detail"`
 }
 
 // InputMessages translates the request's input into chat messages.
