@@ -454,10 +454,14 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		s.Reconciler.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		pruneContent(ctx, s.Store, PruneEvery, time.Now, s.log)
 	}()
 	go func() {
 		defer wg.Done()
