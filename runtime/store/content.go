@@ -50,7 +50,38 @@ type ContentStore interface {
 	// DeleteResponse deletes a project's response, or returns an error
 	// wrapping ErrNotFound.
 	DeleteResponse(ctx context.Context, project, id string) error
+	// GetThread returns a project's thread's messages (JSON) unless it
+	// expired before now; another project's, an expired one and an
+	// unknown id all return an error wrapping ErrNotFound.
+	GetThread(ctx context.Context, project, id string, now time.Time) ([]byte, error)
+	// PutThread creates or replaces a thread's messages.
+	PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time) error
+	// DeleteThread deletes a project's thread, or returns an error
+	// wrapping ErrNotFound.
+	DeleteThread(ctx context.Context, project, id string) error
+
+	// PutNote creates a memory note or replaces its text.
+	PutNote(ctx context.Context, n Note) error
+	// SearchNotes returns a project's agent's unexpired notes whose text
+	// holds every word of query (case-insensitive; all notes when query
+	// is empty), most recently written first, at most limit.
+	SearchNotes(ctx context.Context, project, agent, query string, now time.Time, limit int) ([]Note, error)
+	// DeleteNote deletes a note of the project's agent, or returns an
+	// error wrapping ErrNotFound.
+	DeleteNote(ctx context.Context, project, agent, id string) error
+
 	// PruneContent deletes content expired at now and all content of a
 	// kind its project turned off, and returns how many rows went.
 	PruneContent(ctx context.Context, now time.Time) (int64, error)
+}
+
+// Note is a memory note an agent kept.
+type Note struct {
+	Project   string
+	Agent     string
+	ID        string
+	Text      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ExpiresAt time.Time
 }

@@ -27,6 +27,8 @@ var copyTables = []string{
 	"usage_records",
 	"content_retention",
 	"stored_responses",
+	"threads",
+	"memory_notes",
 }
 
 // seedRows matches, per table, the rows a migration puts into a new store.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +103,119 @@ func testStoredResponses(t *testing.T, s store.Store) {
 	}
 	if _, err := s.GetResponse(ctx, "a", "resp_1", now); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after delete: %v", err)
+	}
+}
+
+// testThreads: a thread is replaced whole, read by its own project only
+// and not past its expiry, and pruned with its project's retention.
+func testThreads(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, p := range []string{"a", "b"} {
+		if err := s.CreateProject(ctx, store.Project{Name: p}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetRetention(ctx, p, store.ContentThreads, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	if err := s.PutThread(ctx, "a", "t1", []byte(`[1]`), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutThread(ctx, "a", "t1", []byte(`[1,2]`), now.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutThread(ctx, "b", "t1", []byte(`["b"]`), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetThread(ctx, "a", "t1", now); err != nil || string(got) != `[1,2]` {
+		t.Fatalf("GetThread = %s, %v", got, err)
+	}
+	if got, err := s.GetThread(ctx, "b", "t1", now); err != nil || string(got) != `["b"]` {
+		t.Fatalf("the same id in another project = %s, %v", got, err)
+	}
+	if _, err := s.GetThread(ctx, "a", "t1", now.Add(2*time.Hour)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("expired thread: %v", err)
+	}
+	if _, err := s.GetThread(ctx, "a", "nope", now); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown thread: %v", err)
+	}
+	if err := s.DeleteThread(ctx, "b", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteThread(ctx, "b", "t1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleting twice: %v", err)
+	}
+	if _, err := s.GetThread(ctx, "a", "t1", now); err != nil {
+		t.Fatalf("deleting b's thread took a's: %v", err)
+	}
+	if n, err := s.PruneContent(ctx, now.Add(3*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("prune after expiry: %d, %v", n, err)
+	}
+}
+
+// testMemoryNotes: notes are private to project and agent, found by
+// every word of a query, replaced by id, and gone after their expiry or
+// when the project turns memory off.
+func testMemoryNotes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if err := s.SetRetention(ctx, store.DefaultProject, store.ContentMemory, 1); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	put := func(agent, id, text string, at time.Time) {
+		t.Helper()
+		if err := s.PutNote(ctx, store.Note{Project: store.DefaultProject, Agent: agent, ID: id, Text: text,
+			CreatedAt: at, UpdatedAt: at, ExpiresAt: at.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("bot", "n1", "The deploy key lives in Vault", now)
+	put("bot", "n2", "Prefer 50% less logging_noise", now.Add(time.Second))
+	put("other", "n3", "deploy on fridays", now)
+	ids := func(query string) string {
+		t.Helper()
+		notes, err := s.SearchNotes(ctx, store.DefaultProject, "bot", query, now.Add(2*time.Second), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range notes {
+			out = append(out, n.ID)
+		}
+		return strings.Join(out, ",")
+	}
+	for q, want := range map[string]string{
+		"":              "n2,n1",
+		"deploy":        "n1",
+		"VAULT deploy":  "n1",
+		"deploy friday": "",
+		"50%":           "n2",
+		"g_n":           "n2",
+		"%":             "n2",
+		"_":             "n2",
+	} {
+		if got := ids(q); got != want {
+			t.Errorf("search %q = %q, want %q", q, got, want)
+		}
+	}
+	put("bot", "n1", "the deploy key moved", now.Add(3*time.Second))
+	if got := ids("vault"); got != "" {
+		t.Errorf("replaced note still found by its old text: %q", got)
+	}
+	if err := s.DeleteNote(ctx, store.DefaultProject, "other", "n1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another agent deleted a note: %v", err)
+	}
+	if err := s.DeleteNote(ctx, store.DefaultProject, "bot", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if notes, _ := s.SearchNotes(ctx, store.DefaultProject, "bot", "", now.Add(2*time.Hour), 0); len(notes) != 0 {
+		t.Fatalf("expired notes found: %+v", notes)
+	}
+	if err := s.SetRetention(ctx, store.DefaultProject, store.ContentMemory, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PruneContent(ctx, now); err != nil || n != 2 {
+		t.Fatalf("prune after memory turned off: %d, %v; want 2", n, err)
 	}
 }

@@ -56,6 +56,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ProjectDeleteRacesKeyCreate", testProjectDeleteRacesKeyCreate},
 		{"ContentRetention", testContentRetention},
 		{"StoredResponses", testStoredResponses},
+		{"Threads", testThreads},
+		{"MemoryNotes", testMemoryNotes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
