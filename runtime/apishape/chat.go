@@ -338,12 +338,16 @@ type Event struct {
 	Data []byte
 }
 
-// Bytes renders the event on the wire.
+// Bytes renders the event on the wire; an event without a name is a
+// data line alone, as chat completions streams are.
 func (e Event) Bytes() []byte {
 	b := make([]byte, 0, len(e.Name)+len(e.Data)+16)
-	b = append(b, "event: "...)
-	b = append(b, e.Name...)
-	b = append(b, "\ndata: "...)
+	if e.Name != "" {
+		b = append(b, "event: "...)
+		b = append(b, e.Name...)
+		b = append(b, '\n')
+	}
+	b = append(b, "data: "...)
 	b = append(b, e.Data...)
 	return append(b, "\n\n"...)
 }

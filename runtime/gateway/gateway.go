@@ -126,6 +126,7 @@ func New(cfg Config, deps Deps) *Gateway {
 	mux.HandleFunc("/v1/messages", g.serveMessages)
 	mux.HandleFunc("/v1/responses", g.serveResponses)
 	mux.HandleFunc("/v1/responses/", g.serveResponse)
+	mux.HandleFunc("/v1/threads/", g.serveThreadDelete)
 	mux.HandleFunc("/v1/models", g.serveModels)
 	mux.HandleFunc("/v1/models/", g.serveModel)
 	mux.HandleFunc("/health", g.serveHealth)
@@ -362,6 +363,10 @@ func (x *exchange) fail(w http.ResponseWriter, e *apiError) {
 
 // serveInference handles the chat, completions and embeddings endpoints.
 func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
+	if id := r.Header.Get(threadHeader); id != "" {
+		g.serveThread(w, r, id)
+		return
+	}
 	g.serve(w, r, nil)
 }
 
@@ -448,6 +453,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, sh shape) {
 	if served := ticket.Model(); served != model {
 		x.rec.Requested, model = model, served
 		x.rec.Model = model
+		if rf, ok := sh.(refitter); ok {
+			// A fallback model may hold less: the shape fits its body
+			// to it (only ever smaller than what was admitted).
+			if body, req, aerr = rf.refit(g, model, req.maxTokens); aerr != nil {
+				x.fail(w, aerr)
+				return
+			}
+		}
 	}
 
 	lease, err := g.deps.Routes.Pick(model, "")

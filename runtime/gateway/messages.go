@@ -59,9 +59,11 @@ func (s *messagesShape) writeError(w http.ResponseWriter, x *exchange, e *apiErr
 	_, _ = w.Write(body)
 }
 
+func (s *messagesShape) setHeaders(http.Header) {}
+
 func (s *messagesShape) model() string { return s.req.Model }
 
-func (s *messagesShape) whole(_ *exchange, res *apishape.Result) []byte {
+func (s *messagesShape) whole(_ *exchange, res *apishape.Result, _ []byte) []byte {
 	return apishape.MessageFromResult(res, s.id, s.model(), s.req.StopSequences)
 }
 

@@ -89,11 +89,13 @@ func (s *responsesShape) toChat(ctx context.Context, g *Gateway, x *exchange, bo
 	return chat, nil
 }
 
+func (s *responsesShape) setHeaders(http.Header) {}
+
 func (s *responsesShape) writeError(w http.ResponseWriter, _ *exchange, e *apiError) {
 	writeError(w, e)
 }
 
-func (s *responsesShape) whole(_ *exchange, res *apishape.Result) []byte {
+func (s *responsesShape) whole(_ *exchange, res *apishape.Result, _ []byte) []byte {
 	s.body = s.req.ResponseFromResult(s.meta, res)
 	return s.body
 }

@@ -29,8 +29,10 @@ type shape interface {
 	toChat(ctx context.Context, g *Gateway, x *exchange, body []byte) ([]byte, *apiError)
 	// writeError sends e in the client API's error shape.
 	writeError(w http.ResponseWriter, x *exchange, e *apiError)
-	// whole renders a complete answer.
-	whole(x *exchange, res *apishape.Result) []byte
+	// setHeaders adds the shape's response headers.
+	setHeaders(h http.Header)
+	// whole renders a complete answer; raw is the engine's body.
+	whole(x *exchange, res *apishape.Result, raw []byte) []byte
 	// stream starts the translation of a streamed answer.
 	stream(x *exchange) shapeStream
 	// completed is called once a whole answer reached the client.
@@ -114,7 +116,8 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			return
 		}
 		x.usage = usageOf(res.Usage)
-		out := x.shape.whole(x, res)
+		x.shape.setHeaders(w.Header())
+		out := x.shape.whole(x, res, data)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 		x.rec.Status = http.StatusOK
@@ -127,6 +130,7 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 	}
 
 	h := w.Header()
+	x.shape.setHeaders(h)
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	x.rec.Status = http.StatusOK
