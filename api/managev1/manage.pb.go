@@ -3672,7 +3672,15 @@ type Budget struct {
 	ResetsUnixMs int64 `protobuf:"varint,9,opt,name=resets_unix_ms,json=resetsUnixMs,proto3" json:"resets_unix_ms,omitempty"`
 	// Output only: why the budget may not do what it says, e.g. that no model
 	// has a price.
-	Warnings      []string `protobuf:"bytes,10,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,10,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// What requests served by fallback_model may spend in the period beyond
+	// amount, in the same unit: the project's spend never passes amount +
+	// fallback_allowance. 0 (the default) serves the fallback only while it
+	// is free. Only with on_exhausted = fallback.
+	FallbackAllowance float64 `protobuf:"fixed64,11,opt,name=fallback_allowance,json=fallbackAllowance,proto3" json:"fallback_allowance,omitempty"`
+	// Output only: what was spent in the period beyond amount (at most
+	// fallback_allowance).
+	FallbackSpent float64 `protobuf:"fixed64,12,opt,name=fallback_spent,json=fallbackSpent,proto3" json:"fallback_spent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3775,6 +3783,20 @@ func (x *Budget) GetWarnings() []string {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *Budget) GetFallbackAllowance() float64 {
+	if x != nil {
+		return x.FallbackAllowance
+	}
+	return 0
+}
+
+func (x *Budget) GetFallbackSpent() float64 {
+	if x != nil {
+		return x.FallbackSpent
+	}
+	return 0
 }
 
 type PutBudgetRequest struct {
@@ -5188,7 +5210,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12'\n" +
 	"\x0finclude_revoked\x18\x02 \x01(\bR\x0eincludeRevoked\"B\n" +
 	"\x13ListApiKeysResponse\x12+\n" +
-	"\x04keys\x18\x01 \x03(\v2\x17.llmgw.manage.v1.ApiKeyR\x04keys\"\xc4\x02\n" +
+	"\x04keys\x18\x01 \x03(\v2\x17.llmgw.manage.v1.ApiKeyR\x04keys\"\x9a\x03\n" +
 	"\x06Budget\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x16\n" +
 	"\x06period\x18\x02 \x01(\tR\x06period\x12\x16\n" +
@@ -5200,7 +5222,9 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x05spent\x18\b \x01(\x01R\x05spent\x12$\n" +
 	"\x0eresets_unix_ms\x18\t \x01(\x03R\fresetsUnixMs\x12\x1a\n" +
 	"\bwarnings\x18\n" +
-	" \x03(\tR\bwarnings\"C\n" +
+	" \x03(\tR\bwarnings\x12-\n" +
+	"\x12fallback_allowance\x18\v \x01(\x01R\x11fallbackAllowance\x12%\n" +
+	"\x0efallback_spent\x18\f \x01(\x01R\rfallbackSpent\"C\n" +
 	"\x10PutBudgetRequest\x12/\n" +
 	"\x06budget\x18\x01 \x01(\v2\x17.llmgw.manage.v1.BudgetR\x06budget\"D\n" +
 	"\x10GetBudgetRequest\x12\x18\n" +
