@@ -150,7 +150,7 @@ func (s *stack) post(t *testing.T, body string, stream bool) reply {
 			Model   string `json:"model"`
 			Choices []struct {
 				Message      struct{ Content string } `json:"message"`
-				FinishReason string                  `json:"finish_reason"`
+				FinishReason string                   `json:"finish_reason"`
 			} `json:"choices"`
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || len(c.Choices) != 1 {
@@ -175,7 +175,7 @@ func (s *stack) post(t *testing.T, body string, stream bool) reply {
 			Model   string `json:"model"`
 			Choices []struct {
 				Delta        struct{ Content string } `json:"delta"`
-				FinishReason *string                 `json:"finish_reason"`
+				FinishReason *string                  `json:"finish_reason"`
 			} `json:"choices"`
 		}
 		if err := json.Unmarshal([]byte(data), &c); err != nil {
