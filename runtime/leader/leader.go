@@ -280,3 +280,7 @@ func (e *Elector) release() {
 	}
 	e.log.Info("leader lease released", "token", st.Token)
 }
+
+// Abdicate ends leadership at once: the store refused a write under this
+// control plane's token, so another has taken over.
+func (e *Elector) Abdicate(reason string) { e.lose(reason) }
