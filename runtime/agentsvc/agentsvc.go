@@ -8,8 +8,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"strconv"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 

@@ -156,7 +156,7 @@ type Fleet struct {
 	// pending holds declarations stored for nodes whose session was not yet
 	// registered: a session that read the store just before must not miss
 	// them.
-	pending  map[string]*agentv1.Declaration
+	pending map[string]*agentv1.Declaration
 	// drains are nodes drained before this fleet saw them (a drain a
 	// previous leader recorded): each is draining from its first session.
 	drains   map[string]bool

@@ -582,4 +582,6 @@ func (s *Server) stopLeading() {
 // passes them on only while they are the fleet's.
 type haEndpoints struct{ s *Server }
 
-func (e haEndpoints) SetEndpoints(model string, eps []router.Endpoint) { e.s.ha.SetEndpoints(model, eps) }
+func (e haEndpoints) SetEndpoints(model string, eps []router.Endpoint) {
+	e.s.ha.SetEndpoints(model, eps)
+}
