@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -314,4 +316,71 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestTerraformAgainstEitherControlPlane applies a catalog through the
+// standby's management API (relayed to the leader): the model rolls out,
+// its key works on the standby's client API, and a plan against either
+// control plane finds nothing to change.
+func TestTerraformAgainstEitherControlPlane(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	c := testcluster.NewCluster(t, binary, testcluster.Options{Grace: "20s", Store: dsn})
+	b := c.AddControlPlane("cp-2")
+	c.StartAgent(testcluster.NodeSpec{ID: "node01", Servers: []string{b.AgentAddr, c.AgentAddr}})
+	tf := testcluster.NewTerraform(t, c)
+	tf.Env = append(tf.Env, "LLMGW_ENDPOINT="+b.Manage) // the last value of a variable wins
+	mainTF := `terraform {
+  required_providers {
+    llmgw = { source = "llmgw/llmgw" }
+  }
+}
+
+resource "llmgw_model" "sim" {
+  name             = "sim-tf"
+  source           = "sim://tf"
+  context_length   = 4096
+  scaling          = { min = 1, max = 1 }
+  profiles         = [{ name = "h100", engine = "sim", gpu_class = "h100-80g", tp = 1, startup_timeout = "1m" }]
+  wait_for_rollout = true
+  rollout_timeout  = "90s"
+}
+
+resource "llmgw_project" "team" {
+  name           = "team"
+  allowed_models = [llmgw_model.sim.name]
+}
+
+resource "llmgw_api_key" "ci" {
+  project = llmgw_project.team.name
+  name    = "ci"
+}
+
+output "key" {
+  value     = llmgw_api_key.ci.secret
+  sensitive = true
+}
+`
+	if err := os.WriteFile(filepath.Join(tf.Dir, "main.tf"), []byte(mainTF), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf.Run(0, "init", "-input=false")
+	tf.Run(0, "apply", "-input=false", "-auto-approve")
+	out, _ := tf.Run(0, "output", "-raw", "key")
+	key := strings.TrimSpace(out)
+	c.AddSecret(key)
+	testcluster.WaitFor(t, "the new model through the standby's client API", 30*time.Second, func() (bool, string) {
+		body := `{"model":"sim-tf","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`
+		req, _ := http.NewRequest(http.MethodPost, b.Client+"/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		rb, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %s", resp.StatusCode, rb)
+	})
+	tf.Run(0, "plan", "-input=false", "-detailed-exitcode")
+	tf.Env = append(tf.Env, "LLMGW_ENDPOINT="+c.Manage)
+	tf.Run(0, "plan", "-input=false", "-detailed-exitcode")
 }
