@@ -13,13 +13,14 @@ import (
 // serveMessages is Anthropic's Messages API (/v1/messages), translated
 // onto the engine's chat completions. The key may come as x-api-key, as
 // Anthropic's clients send it, or as a bearer token.
-func (g *Gateway) serveMessages(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) serveMessages(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Header.Get("Authorization") == "" {
 		if k := strings.TrimSpace(r.Header.Get("X-Api-Key")); k != "" {
 			r.Header.Set("Authorization", "Bearer "+k)
 		}
 	}
-	g.serve(w, r, &messagesShape{})
+	x.shape = &messagesShape{}
+	g.serve(w, r, x)
 }
 
 // messagesShape is one /v1/messages request.

@@ -26,8 +26,9 @@ type Content interface {
 
 // serveResponses is OpenAI's Responses API (POST /v1/responses),
 // translated onto the engine's chat completions.
-func (g *Gateway) serveResponses(w http.ResponseWriter, r *http.Request) {
-	g.serve(w, r, &responsesShape{})
+func (g *Gateway) serveResponses(w http.ResponseWriter, r *http.Request, x *exchange) {
+	x.shape = &responsesShape{}
+	g.serve(w, r, x)
 }
 
 // responsesShape is one POST /v1/responses.

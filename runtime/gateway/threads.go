@@ -41,17 +41,6 @@ func (g *Gateway) threads() ThreadContent {
 	return tc
 }
 
-// serveThread is a chat completion continuing a thread.
-func (g *Gateway) serveThread(w http.ResponseWriter, r *http.Request, id string) {
-	if r.URL.Path != "/v1/chat/completions" {
-		g.closeUnread(w, r)
-		writeError(w, newError(http.StatusBadRequest, typeInvalidRequest, "unsupported_header",
-			fmt.Sprintf("x-llmgw-thread is read on /v1/chat/completions only, not on %s", r.URL.Path)))
-		return
-	}
-	g.serve(w, r, &threadShape{id: id})
-}
-
 // threadShape is one chat completion on a thread: the body is the
 // engine's, with the history put in; the answer is the engine's.
 type threadShape struct {

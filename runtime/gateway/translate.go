@@ -184,6 +184,14 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			if u := st.result().Usage; u != nil {
 				x.usage = usageOf(u)
 			}
+			if x.bound.perChoice > 0 && x.events > x.bound.perChoice && st.result().Finish == "" {
+				// Past what admission reserved (an engine that ignored
+				// max_tokens): the answer ends here, cut at the bound.
+				x.bound.cut = true
+				st.result().Finish = "length"
+				send(evs, false)
+				break
+			}
 			if !send(evs, br.Buffered() == 0) {
 				x.rec.Status = statusClientGone
 				return

@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -140,20 +140,22 @@ func TestPostgresConcurrentOpenMigratesOnce(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	// Every migration file's version, once each (numbers are handed out
-	// ahead of merging, so the files may skip one).
-	files, err := os.ReadDir(filepath.Join("migrations", "postgres"))
+	// Every migration file, each once, in order (numbers may skip one
+	// that another branch holds).
+	files, err := filepath.Glob("migrations/postgres/*.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var want []int64
 	for _, f := range files {
-		if v, err := strconv.ParseInt(strings.SplitN(f.Name(), "_", 2)[0], 10, 64); err == nil {
-			want = append(want, v)
+		var v int64
+		if _, err := fmt.Sscanf(filepath.Base(f), "%d_", &v); err != nil {
+			t.Fatalf("migration file %s: %v", f, err)
 		}
+		want = append(want, v)
 	}
 	if !slices.Equal(versions, want) {
-		t.Fatalf("applied versions = %v, want those of the migration files, %v", versions, want)
+		t.Fatalf("applied versions = %v, want the files' %v", versions, want)
 	}
 	if len(versions) < 3 {
 		t.Errorf("applied versions = %v, want at least 1..3", versions)

@@ -58,6 +58,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StoredResponses", testStoredResponses},
 		{"Threads", testThreads},
 		{"MemoryNotes", testMemoryNotes},
+		{"LeaseTakeover", testLeaseTakeover},
+		{"LeaseRace", testLeaseRace},
+		{"DrainsAndControlPlanes", testDrainsAndControlPlanes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
