@@ -3,6 +3,7 @@ package apishape
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -104,7 +105,7 @@ func checkKeys(body []byte, known, ignored []string) *Error {
 
 // decodeField explains a JSON type error in the request's own terms.
 func decodeError(err error) *Error {
-	if te, ok := err.(*json.UnmarshalTypeError); ok {
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		field := te.Field
 		if field == "" {
 			field = "the request body"

@@ -48,7 +48,7 @@ func TestPruneContentDeletesExpired(t *testing.T) {
 		return err != nil
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !(gone("resp_old") && gone("resp_new")) {
+	for !gone("resp_old") || !gone("resp_new") {
 		if time.Now().After(deadline) {
 			t.Fatalf("after 10s: resp_old gone %v, resp_new gone %v", gone("resp_old"), gone("resp_new"))
 		}
