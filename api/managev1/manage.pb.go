@@ -3005,9 +3005,16 @@ type Project struct {
 	LiveKeys int32 `protobuf:"varint,7,opt,name=live_keys,json=liveKeys,proto3" json:"live_keys,omitempty"`
 	// Output only: what is probably wrong but not refused (an allowed model
 	// that is not in the catalog).
-	Warnings      []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Warnings []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Hours the project keeps conversations (threads, stored responses)
+	// after their last write; 0: none are kept. Absent in a create or
+	// update: left as it is (off for a new project).
+	ThreadsRetainHours *int32 `protobuf:"varint,9,opt,name=threads_retain_hours,json=threadsRetainHours,proto3,oneof" json:"threads_retain_hours,omitempty"`
+	// Hours the project keeps its agents' memory notes after their last
+	// write; 0: none are kept. Absent: left as it is.
+	MemoryRetainHours *int32 `protobuf:"varint,10,opt,name=memory_retain_hours,json=memoryRetainHours,proto3,oneof" json:"memory_retain_hours,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Project) Reset() {
@@ -3094,6 +3101,20 @@ func (x *Project) GetWarnings() []string {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *Project) GetThreadsRetainHours() int32 {
+	if x != nil && x.ThreadsRetainHours != nil {
+		return *x.ThreadsRetainHours
+	}
+	return 0
+}
+
+func (x *Project) GetMemoryRetainHours() int32 {
+	if x != nil && x.MemoryRetainHours != nil {
+		return *x.MemoryRetainHours
+	}
+	return 0
 }
 
 type CreateProjectRequest struct {
@@ -5401,7 +5422,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\"E\n" +
 	"\x18CheckNodeEnginesResponse\x12)\n" +
-	"\x04node\x18\x01 \x01(\v2\x15.llmgw.manage.v1.NodeR\x04node\"\xf1\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\x15.llmgw.manage.v1.NodeR\x04node\"\x8e\x03\n" +
 	"\aProject\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03rpm\x18\x02 \x01(\x03R\x03rpm\x12\x10\n" +
@@ -5410,7 +5431,12 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x0fcreated_unix_ms\x18\x05 \x01(\x03R\rcreatedUnixMs\x12&\n" +
 	"\x0fupdated_unix_ms\x18\x06 \x01(\x03R\rupdatedUnixMs\x12\x1b\n" +
 	"\tlive_keys\x18\a \x01(\x05R\bliveKeys\x12\x1a\n" +
-	"\bwarnings\x18\b \x03(\tR\bwarnings\"J\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\x125\n" +
+	"\x14threads_retain_hours\x18\t \x01(\x05H\x00R\x12threadsRetainHours\x88\x01\x01\x123\n" +
+	"\x13memory_retain_hours\x18\n" +
+	" \x01(\x05H\x01R\x11memoryRetainHours\x88\x01\x01B\x17\n" +
+	"\x15_threads_retain_hoursB\x16\n" +
+	"\x14_memory_retain_hours\"J\n" +
 	"\x14CreateProjectRequest\x122\n" +
 	"\aproject\x18\x01 \x01(\v2\x18.llmgw.manage.v1.ProjectR\aproject\"'\n" +
 	"\x11GetProjectRequest\x12\x12\n" +
@@ -5842,6 +5868,7 @@ func file_api_managev1_manage_proto_init() {
 		return
 	}
 	file_api_managev1_manage_proto_msgTypes[7].OneofWrappers = []any{}
+	file_api_managev1_manage_proto_msgTypes[48].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
