@@ -257,3 +257,26 @@ func TestStoredResponsesPolicy(t *testing.T) {
 		t.Fatal("a usage record carries message content")
 	}
 }
+
+// TestTranslatedStreamCutAtBound: an engine that streams past the
+// max_tokens admission reserved is cut there on a translated route too:
+// no more deltas than reserved, and the answer ends as cut at the bound.
+func TestTranslatedStreamCutAtBound(t *testing.T) {
+	adm := &recordingAdmission{}
+	h := newHarness(t, 1, Config{}, adm)
+	h.engines[0].handle = func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for range 10 {
+			fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n")
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}
+	resp := h.post(t.Context(), "/v1/messages", `{"model":"coder","max_tokens":3,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	body := readAll(t, resp)
+	if n := strings.Count(body, `"text_delta"`); n != 3 || !strings.Contains(body, `"stop_reason":"max_tokens"`) || !strings.Contains(body, "message_stop") {
+		t.Fatalf("%d deltas relayed of a bound of 3:\n%s", n, body)
+	}
+	if u := adm.settled(t); u.CompletionTokens != 3 || !u.Estimated {
+		t.Fatalf("settled %+v, want the 3 relayed tokens, estimated", u)
+	}
+}

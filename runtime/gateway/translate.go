@@ -175,6 +175,14 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 				send(st.broken("the model's engine sent a stream that could not be read"), true)
 				return
 			}
+			if content && x.bound.perChoice > 0 && x.events >= x.bound.perChoice && st.result().Finish == "" {
+				// Past what admission reserved (an engine that ignored
+				// max_tokens): this chunk is not relayed and the answer
+				// ends, cut at the bound.
+				x.bound.cut = true
+				st.result().Finish = "length"
+				break
+			}
 			if content {
 				x.events++
 				if x.rec.TTFT == 0 {
@@ -183,14 +191,6 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			}
 			if u := st.result().Usage; u != nil {
 				x.usage = usageOf(u)
-			}
-			if x.bound.perChoice > 0 && x.events > x.bound.perChoice && st.result().Finish == "" {
-				// Past what admission reserved (an engine that ignored
-				// max_tokens): the answer ends here, cut at the bound.
-				x.bound.cut = true
-				st.result().Finish = "length"
-				send(evs, false)
-				break
 			}
 			if !send(evs, br.Buffered() == 0) {
 				x.rec.Status = statusClientGone
