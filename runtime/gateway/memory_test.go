@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/testkit/nodejs"
 )
 
 // headerTransport adds headers to every request (the MCP client's key and
@@ -211,5 +213,39 @@ func TestMemoryAPI(t *testing.T) {
 	exp := time.Unix(int64(c.body["expires_at"].(float64)), 0)
 	if notes, err := st.SearchNotes(t.Context(), "keeps", "bot", "", exp, 10); err != nil || len(notes) != 0 {
 		t.Fatalf("notes after their expiry: %v %v", notes, err)
+	}
+}
+
+// TestMCPTypeScriptSDK runs the official MCP TypeScript SDK, unmodified,
+// against /mcp: the tools listed, remember, recall, forget, and forgetting
+// again told apart as an error.
+func TestMCPTypeScriptSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Node.js")
+	}
+	dir := nodejs.Install(t, nodejs.MCP)
+	url, _ := memoryGateway(t)
+	out := nodejs.Run(t, filepath.Join("testdata", "mcp-memory.cjs"),
+		"SDK_DIR="+dir, "MCP_URL="+url+"/mcp", "API_KEY=key-keeps", "AGENT=planner")
+	t.Logf("%s", out)
+	var got struct {
+		Tools []string
+		Saved struct{ ID, Text string }
+		Found struct {
+			Notes []struct{ ID, Text string }
+		}
+		Forgot struct{ Deleted string }
+		Again  struct {
+			IsError bool `json:"isError"`
+			Text    string
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node printed %q: %v", out, err)
+	}
+	if strings.Join(got.Tools, ",") != "forget,recall,remember" || got.Saved.ID == "" ||
+		len(got.Found.Notes) != 1 || got.Found.Notes[0].ID != got.Saved.ID || got.Forgot.Deleted != got.Saved.ID ||
+		!got.Again.IsError || !strings.Contains(got.Again.Text, "not found") {
+		t.Fatalf("MCP TypeScript client saw %s", out)
 	}
 }
