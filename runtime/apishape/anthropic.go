@@ -11,12 +11,15 @@ import (
 )
 
 // messagesKeys are the top-level keys of a Messages request that are
-// translated; ignoredMessagesKeys are accepted and have no effect. Any
-// other key is refused, as Anthropic refuses an unknown one.
+// translated; ignoredMessagesKeys are accepted and have no effect (they
+// tune Anthropic's own service: extended thinking, which the engines'
+// chat API has no common switch for, context editing, caching, tiers,
+// regions). Any other key is refused, as Anthropic refuses an unknown
+// one.
 var (
 	messagesKeys = []string{"model", "max_tokens", "messages", "system", "stop_sequences", "stream",
-		"temperature", "top_p", "top_k", "tools", "tool_choice", "metadata", "thinking"}
-	ignoredMessagesKeys = []string{"service_tier", "cache_control"}
+		"temperature", "top_p", "top_k", "tools", "tool_choice", "metadata", "output_config"}
+	ignoredMessagesKeys = []string{"thinking", "context_management", "service_tier", "cache_control", "inference_geo"}
 )
 
 // MessagesRequest is an Anthropic Messages API request.
@@ -35,9 +38,12 @@ type MessagesRequest struct {
 	Metadata      *struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
-	Thinking *struct {
-		Type string `json:"type"`
-	} `json:"thinking"`
+	OutputConfig *struct {
+		Format *struct {
+			Type   string          `json:"type"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"format"`
+	} `json:"output_config"`
 }
 
 type anthropicMsg struct {
@@ -137,8 +143,8 @@ func ParseMessages(body []byte) (*MessagesRequest, *Error) {
 	if len(req.Messages) == 0 {
 		return nil, invalid("messages", "messages: at least one message is required")
 	}
-	if req.Thinking != nil && req.Thinking.Type != "disabled" {
-		return nil, unsupported("thinking", "thinking: extended thinking is not supported; send {\"type\":\"disabled\"} or leave it out")
+	if oc := req.OutputConfig; oc != nil && oc.Format != nil && oc.Format.Type != "json_schema" {
+		return nil, unsupported("output_config.format.type", "output_config.format.type: %q is not supported; only json_schema", oc.Format.Type)
 	}
 	return &req, nil
 }
@@ -149,6 +155,10 @@ func (req *MessagesRequest) ToChat() ([]byte, *Error) {
 		TopK: req.TopK, Stop: req.StopSequences, Stream: req.Stream}
 	if req.Metadata != nil {
 		c.User = req.Metadata.UserID
+	}
+	if oc := req.OutputConfig; oc != nil && oc.Format != nil {
+		c.ResponseFormat = mustJSON(map[string]any{"type": "json_schema",
+			"json_schema": map[string]any{"name": "output", "schema": oc.Format.Schema, "strict": true}})
 	}
 	if sys, err := systemText(req.System); err != nil {
 		return nil, err

@@ -95,8 +95,13 @@ func TestMessagesToChat(t *testing.T) {
 			want: map[string]string{"tool_choice": `{"function":{"name":"get"},"type":"function"}`},
 		},
 		{
-			name: "thinking blocks of earlier turns are dropped",
-			body: `{"model":"m","max_tokens":5,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"text","text":"y"}]},{"role":"user","content":"z"}]}`,
+			name: "output_config format becomes response_format",
+			body: `{"model":"m","max_tokens":5,"output_config":{"effort":"low","format":{"type":"json_schema","schema":{"type":"object"}}},"messages":[{"role":"user","content":"x"}]}`,
+			want: map[string]string{"response_format": `{"json_schema":{"name":"output","schema":{"type":"object"},"strict":true},"type":"json_schema"}`},
+		},
+		{
+			name: "thinking asked for is ignored, thinking blocks of earlier turns dropped",
+			body: `{"model":"m","max_tokens":5,"thinking":{"type":"enabled","budget_tokens":1024},"context_management":{"edits":[]},"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"text","text":"y"}]},{"role":"user","content":"z"}]}`,
 			want: map[string]string{"messages": `[{"content":"x","role":"user"},{"content":"y","role":"assistant"},{"content":"z","role":"user"}]`},
 		},
 	}
@@ -119,7 +124,7 @@ func TestMessagesRefused(t *testing.T) {
 		{"no max_tokens", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, "max_tokens", "field required"},
 		{"no messages", `{"model":"m","max_tokens":1,"messages":[]}`, "messages", "at least one"},
 		{"unknown key", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"container":"c"}`, "container", "not supported"},
-		{"thinking on", `{"model":"m","max_tokens":1,"thinking":{"type":"enabled","budget_tokens":100},"messages":[{"role":"user","content":"x"}]}`, "thinking", "not supported"},
+		{"output format not a schema", `{"model":"m","max_tokens":1,"output_config":{"format":{"type":"regex"}},"messages":[{"role":"user","content":"x"}]}`, "output_config.format.type", "only json_schema"},
 		{"server tool", `{"model":"m","max_tokens":1,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"x"}]}`, "tools[0].type", "server tool"},
 		{"document block", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}`, "messages[0].content[0].type", `"document"`},
 		{"system role", `{"model":"m","max_tokens":1,"messages":[{"role":"system","content":"x"}]}`, "messages[0].role", "top-level system"},
