@@ -40,6 +40,10 @@ type RecorderOptions struct {
 	Logger        *slog.Logger
 	// Registerer receives the recorder's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+	// Holder, with shared limits, is this control plane's slice holder
+	// (Shared.Holder): each row's cost moves from its budget slices to the
+	// recorded spend as the row is written.
+	Holder string
 }
 
 // Recorder is a gateway.Observer that writes a usage row per request in
@@ -116,6 +120,7 @@ func (r *Recorder) Observe(rec request.Record) {
 		Latency:          rec.Latency,
 		TTFT:             rec.TTFT,
 		Stream:           rec.Stream,
+		Holder:           r.opts.Holder,
 	}
 	if r.opts.Price != nil && rec.Model != "" {
 		row.Cost = r.opts.Price(rec.Model, row.PromptTokens, row.CompletionTokens)
