@@ -81,7 +81,7 @@ type slice struct {
 	consumed, reserved float64
 	// limit is what the last lease was taken against.
 	limit float64
-	w                  *window
+	w     *window
 	// deadline is when this process stops using the slice; used when a
 	// request last used it.
 	deadline, used time.Time
