@@ -50,6 +50,9 @@ type Server struct {
 	// HA configures the leader lease shared with other control planes on
 	// the same store.
 	HA HA `koanf:"ha" yaml:"ha" json:"ha"`
+	// SharedLimits configures how control planes on one PostgreSQL store
+	// share rate limits and budgets.
+	SharedLimits SharedLimits `koanf:"shared_limits" yaml:"shared_limits" json:"shared_limits"`
 	// Models are declared in this file: restored on every start and not
 	// editable through the management API.
 	Models []spec.Model `koanf:"models" yaml:"models,omitempty" json:"models,omitempty"`
@@ -157,7 +160,8 @@ func Default() Server {
 		Limits:        Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024},
 		Timeouts: Timeouts{ClientHeader: 10 * time.Second, ClientBody: 60 * time.Second, ClientIdle: 2 * time.Minute,
 			ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute},
-		HA: DefaultHA(),
+		HA:           DefaultHA(),
+		SharedLimits: DefaultSharedLimits(),
 	}
 }
 
@@ -287,6 +291,7 @@ func (s Server) Validate() error {
 		add("agents.grace", "%s must be longer than agents.heartbeat_interval %s, or every node is lost between two heartbeats", s.Agents.Grace, s.Agents.HeartbeatInterval)
 	}
 	s.HA.validate(add)
+	s.SharedLimits.validate(add)
 	if s.Limits.MaxBodyBytes <= 0 {
 		add("limits.max_body_bytes", "must be positive")
 	}

@@ -81,3 +81,12 @@ func PeriodStart(period string, t time.Time) time.Time {
 		return time.Unix(0, 0).UTC()
 	}
 }
+
+// SharesLimits reports whether st is a store several control planes can
+// share (PostgreSQL), on which limits and budgets must be counted in
+// slices; a SQLite store serves one control plane, which counts them in
+// memory.
+func SharesLimits(st Store) bool {
+	s, ok := st.(*sqlStore)
+	return ok && s.d.name == postgresDialect.name
+}
