@@ -5,6 +5,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,7 +189,11 @@ func (s *Server) build(ctx context.Context) error {
 	var shared *tenancy.Shared
 	if store.SharesLimits(s.Store) {
 		sl := cfg.SharedLimits
-		shared = &tenancy.Shared{Store: s.Store, Holder: s.ha.el.Status().Instance,
+		// The holder is this process: a restarted control plane does not
+		// inherit the slices its predecessor leased (they expire).
+		var id [8]byte
+		_, _ = rand.Read(id[:])
+		shared = &tenancy.Shared{Store: s.Store, Holder: hex.EncodeToString(id[:]),
 			BudgetSlice: sl.BudgetSlice, RateSlice: sl.RateSlice, TTL: sl.SliceTTL, Idle: sl.IdleReturn}
 	}
 	ropts := tenancy.RecorderOptions{
