@@ -33,12 +33,12 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // and a budget, and starts an engine (decoding at tps tokens a second)
 // and gateways on it: one counting in memory, two sharing through the store.
 type sharedSetup struct {
-	st             store.Store
-	key, projectID string
-	single         string
-	shared         [2]string
-	recs           []*tenancy.Recorder
-	adms           []*tenancy.Admission
+	st     store.Store
+	key    string
+	single string
+	shared [2]string
+	recs   []*tenancy.Recorder
+	adms   []*tenancy.Admission
 }
 
 func newSharedSetup(b *testing.B, tps float64, project store.Project, budget *store.Budget) *sharedSetup {

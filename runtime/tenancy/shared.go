@@ -256,7 +256,8 @@ func (a *Admission) tend(ctx context.Context, all bool) {
 		limit := s.limit
 		a.mu.Unlock()
 		shrink := idle && held
-		if gone || (!shrink && !(expiring && keep)) {
+		renew := expiring && keep
+		if gone || (!shrink && !renew) {
 			continue
 		}
 		err := a.take(ctx, s, limit, true, func(base, _ float64) (float64, float64, bool) {
