@@ -220,3 +220,71 @@ func TestSharedSliceOfDeadControlPlane(t *testing.T) {
 		t.Errorf("recorded spend %.6f exceeds the budget %.6f", total, 3.5*worst)
 	}
 }
+
+// TestSharedBurstFallbackWithinAllowance: the budget is spent, and 100
+// requests at once, split across two control planes, fall back to the
+// alias "chat" (the model "small", which overshoots too): what the
+// fallback spends stays within the allowance over both.
+func TestSharedBurstFallbackWithinAllowance(t *testing.T) {
+	const maxTokens = 20
+	body := chatBody("big", maxTokens)
+	allowance := 10.5 * worstCost(body(true), maxTokens, 0.1)
+	a, b, st := sharedPair(t, 0, &store.Budget{Period: store.PeriodTotal, Amount: 0, OnExhausted: store.OnExhaustedFallback,
+		FallbackModel: "small", FallbackAllowance: allowance}, tenancy.Shared{}, 200, 2000)
+	replies := burst2(t, a, b, 100, body)
+	ok := 0
+	for i, r := range replies {
+		switch r.status {
+		case http.StatusOK:
+			ok++
+			if r.model != "small" {
+				t.Errorf("request %d served by %q; want the fallback small", i, r.model)
+			}
+		case http.StatusPaymentRequired:
+		default:
+			t.Errorf("request %d: status %d", i, r.status)
+		}
+	}
+	per := map[string]float64{}
+	total := 0.0
+	for _, r := range settle(t, st, a, b) {
+		per[r.Model] += r.Cost
+		total += r.Cost
+	}
+	t.Logf("allowance %.4f: %d served by the fallback over both control planes, spend %v", allowance, ok, per)
+	if ok < 5 || ok == 100 {
+		t.Errorf("%d served by the fallback; want at least 5 and refusals", ok)
+	}
+	if per["big"] != 0 || total > allowance+1e-9 {
+		t.Errorf("recorded spend %v; want nothing on big and at most the allowance %.6f on small", per, allowance)
+	}
+}
+
+// TestSharedRateSliceOfDeadControlPlane: control plane a takes the whole
+// TPM and dies; b is refused until a's slice expires.
+func TestSharedRateSliceOfDeadControlPlane(t *testing.T) {
+	const maxTokens = 20
+	body := chatBody("big", maxTokens)
+	worst := int64(request.EstimatePromptTokens(len(body(false)), false) + maxTokens)
+	ttl := 2 * time.Second
+	a, b, _ := sharedPair(t, 2*worst, nil, tenancy.Shared{RateSlice: 1, TTL: ttl, Idle: time.Hour}, 0, 2000)
+	if r := a.post(t, body(false), false); r.status != http.StatusOK {
+		t.Fatalf("a's request: status %d", r.status)
+	}
+	a.admission.Kill()
+	killed := time.Now()
+	if r := b.post(t, body(false), false); r.status != http.StatusTooManyRequests {
+		t.Fatalf("b's request while a holds the limit: status %d; want 429", r.status)
+	}
+	for {
+		r := b.post(t, body(false), false)
+		if r.status == http.StatusOK {
+			break
+		}
+		if r.status != http.StatusTooManyRequests || time.Since(killed) > ttl+5*time.Second {
+			t.Fatalf("b's request %s after a died: status %d; want 429 until a's slice (ttl %s) expires, then 200", time.Since(killed), r.status, ttl)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("a's rate slice returned %s after a died (slice ttl %s)", time.Since(killed).Round(10*time.Millisecond), ttl)
+}
