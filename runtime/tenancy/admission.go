@@ -99,6 +99,9 @@ type Admission struct {
 	slices     map[string]*slice
 	stopUpkeep context.CancelFunc
 	upkeepDone chan struct{}
+	// refreshed is when the ledgers last read the spend of every control
+	// plane (shared.go; the upkeep goroutine's alone).
+	refreshed time.Time
 }
 
 // NewAdmission returns an Admission.

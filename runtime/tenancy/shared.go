@@ -224,6 +224,42 @@ func (a *Admission) upkeep(ctx context.Context) {
 		case <-tick.C:
 		}
 		a.tend(ctx, false)
+		if now := a.now(); now.Sub(a.refreshed) >= a.opts.CacheTTL {
+			a.refreshed = now
+			a.refreshSpend(ctx, now)
+		}
+	}
+}
+
+// refreshSpend reads again what every loaded budget's period has
+// recorded, over all control planes, plus this one's unwritten rows: with
+// shared limits the ledgers only show the budgets (metrics, messages);
+// the slices decide.
+func (a *Admission) refreshSpend(ctx context.Context, now time.Time) {
+	a.mu.Lock()
+	keys := make([]ledgerKey, 0, len(a.ledgers))
+	for k := range a.ledgers {
+		keys = append(keys, k)
+	}
+	a.mu.Unlock()
+	for _, k := range keys {
+		start := PeriodStart(k.period, now)
+		spent, err := a.opts.Store.ProjectSpend(ctx, k.project, start)
+		if err != nil {
+			a.log.Warn("reading the spend of a budget", "project", k.project, "period", k.period, "err", err)
+			continue
+		}
+		if a.opts.Pending != nil {
+			spent += a.opts.Pending.PendingCost(k.project, start)
+		}
+		a.mu.Lock()
+		if l := a.ledgers[k]; l != nil {
+			l.roll(now)
+			if l.start.Equal(start) {
+				l.spent = spent
+			}
+		}
+		a.mu.Unlock()
 	}
 }
 

@@ -288,3 +288,37 @@ func TestSharedRateSliceOfDeadControlPlane(t *testing.T) {
 	}
 	t.Logf("a's rate slice returned %s after a died (slice ttl %s)", time.Since(killed).Round(10*time.Millisecond), ttl)
 }
+
+// TestSharedBudgetsShowEveryControlPlane: with shared limits, the budget
+// accounts a control plane reports (metrics, messages) count what the
+// other spent too, within the cache TTL.
+func TestSharedBudgetsShowEveryControlPlane(t *testing.T) {
+	const maxTokens = 20
+	body := chatBody("big", maxTokens)
+	amount := 100.0
+	a, b, st := sharedPair(t, 0, &store.Budget{Period: store.PeriodDay, Amount: amount, OnExhausted: store.OnExhaustedRefuse}, tenancy.Shared{}, 0, 2000)
+	if r := b.post(t, body(false), false); r.status != http.StatusOK {
+		t.Fatalf("b's request: status %d", r.status)
+	}
+	if r := a.post(t, body(false), false); r.status != http.StatusOK {
+		t.Fatalf("a's request: status %d", r.status)
+	}
+	rows := settle(t, st, b)
+	spentB := 0.0
+	for _, r := range rows {
+		spentB += r.Cost
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		bs := a.admission.Budgets()
+		// a's own request is the same as b's and costs the same.
+		if len(bs) == 1 && bs[0].Spent >= 2*spentB-1e-9 && spentB > 0 {
+			t.Logf("a shows %.4f spent (b's %.4f recorded, and a's own)", bs[0].Spent, spentB)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's budgets = %+v; want b's recorded spend %.4f and a's own counted", bs, spentB)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
