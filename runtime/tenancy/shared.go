@@ -290,8 +290,11 @@ func (a *Admission) tend(ctx context.Context, all bool) {
 			delete(a.slices, s.subject)
 		}
 		limit := s.limit
+		// A rate window drains second by second: give back when the part
+		// unused is worth a store call (half a slice), or all is unused.
+		worth := all || s.w == nil || base == 0 || s.granted-base >= a.shared.RateSlice*limit/2
 		a.mu.Unlock()
-		shrink := idle && held
+		shrink := idle && held && worth
 		renew := expiring && keep
 		if gone || (!shrink && !renew) {
 			continue

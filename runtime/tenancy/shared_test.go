@@ -322,3 +322,31 @@ func TestSharedBudgetsShowEveryControlPlane(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestSharedIdleSliceReturns: control plane a leases the whole budget;
+// once a has been idle for idle_return it gives back what it did not
+// spend, long before its slice would expire, and b is admitted.
+func TestSharedIdleSliceReturns(t *testing.T) {
+	const maxTokens = 20
+	body := chatBody("big", maxTokens)
+	worst := worstCost(body(false), maxTokens, 1)
+	idle := 300 * time.Millisecond
+	a, b, _ := sharedPair(t, 0, &store.Budget{Period: store.PeriodTotal, Amount: 1.5 * worst, OnExhausted: store.OnExhaustedRefuse},
+		tenancy.Shared{BudgetSlice: 1, TTL: time.Minute, Idle: idle}, 0, 2000)
+	if r := a.post(t, body(false), false); r.status != http.StatusOK {
+		t.Fatalf("a's request: status %d", r.status)
+	}
+	done := time.Now()
+	deadline := done.Add(10 * time.Second)
+	for {
+		r := b.post(t, body(false), false)
+		if r.status == http.StatusOK {
+			break
+		}
+		if r.status != http.StatusPaymentRequired || time.Now().After(deadline) {
+			t.Fatalf("b's request %s after a's: status %d; want 200 once a gave its slice back", time.Since(done), r.status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("b admitted %s after a's request (idle_return %s, slice ttl 1m)", time.Since(done).Round(10*time.Millisecond), idle)
+}
