@@ -9,10 +9,11 @@
 // request ends. So N parallel requests can never together pass a limit or
 // spend past a budget: each one sees the others' reservations.
 //
-// The counters live in this process. They are kept per subject (key,
-// project, budget) behind small types so that they can later be leased in
-// slices from PostgreSQL by several gateways (DESIGN.md, "Growing past one
-// machine").
+// The counters are kept per subject (key, project, budget). On one control
+// plane they live in this process; with Options.Shared, each subject is
+// also bounded by a slice this control plane leases from the store, so
+// that several control planes (or gateways) on one PostgreSQL never pass a
+// limit or a budget together (shared.go).
 package tenancy
 
 import (
