@@ -181,6 +181,7 @@ func (a *Admission) take(ctx context.Context, s *slice, limit float64, fallback 
 	res, ok, err := a.shared.Store.TakeSlice(ctx, store.SliceRequest{Subject: s.subject, Holder: a.shared.Holder, Limit: limit,
 		Project: s.project, Since: s.since, Need: need, Want: want, TTL: a.shared.TTL})
 	if err != nil {
+		a.log.Warn("leasing a slice of a shared limit", "subject", s.subject, "err", err)
 		return &request.Rejection{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "limits_unavailable", Reason: "limit",
 			RetryAfter: time.Second, Message: "limits and budgets are shared through the store, which cannot be reached now; retry shortly"}
 	}
@@ -299,15 +300,13 @@ func (a *Admission) tend(ctx context.Context, all bool) {
 		if gone || (!shrink && !renew) {
 			continue
 		}
-		err := a.take(ctx, s, limit, true, func(base, _ float64) (float64, float64, bool) {
+		// A failure is logged by take; the next tick tries again.
+		_ = a.take(ctx, s, limit, true, func(base, _ float64) (float64, float64, bool) {
 			if shrink {
 				return 0, base, false
 			}
 			return 0, s.granted, false
 		})
-		if err != nil {
-			a.log.Warn("renewing a slice of a shared limit", "subject", s.subject, "err", err)
-		}
 	}
 }
 
