@@ -58,6 +58,9 @@ func writeNodes(w io.Writer, nodes []*managev1.Node, now time.Time) error {
 		if e := n.GetGpuError(); e != "" {
 			notes = append(notes, fmt.Sprintf("%s: GPU discovery: %s", n.GetId(), e))
 		}
+		for line := range strings.Lines(n.GetDrainBlocked()) {
+			notes = append(notes, fmt.Sprintf("%s: drain blocked: %s", n.GetId(), strings.TrimSpace(line)))
+		}
 		for _, f := range n.GetFabrics() {
 			if !f.GetInService() {
 				why := strings.Join(f.GetProblems(), "; ")

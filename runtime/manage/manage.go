@@ -177,7 +177,9 @@ func (s *Service) ListNodes(context.Context, *managev1.ListNodesRequest) (*manag
 	perNode := s.replicasPerNode()
 	out := &managev1.ListNodesResponse{}
 	for _, n := range s.opts.Fleet.Nodes() {
-		out.Nodes = append(out.Nodes, nodeToProto(n, used[n.ID], perNode[n.ID]))
+		pn := nodeToProto(n, used[n.ID], perNode[n.ID])
+		pn.DrainBlocked = s.drainBlocked(n)
+		out.Nodes = append(out.Nodes, pn)
 	}
 	return out, nil
 }
@@ -188,7 +190,9 @@ func (s *Service) GetNode(_ context.Context, req *managev1.GetNodeRequest) (*man
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "node %q is not known: no agent with that identity has connected", req.GetId())
 	}
-	return nodeToProto(n, s.opts.Fleet.UsedGPUs()[n.ID], s.replicasPerNode()[n.ID]), nil
+	pn := nodeToProto(n, s.opts.Fleet.UsedGPUs()[n.ID], s.replicasPerNode()[n.ID])
+	pn.DrainBlocked = s.drainBlocked(n)
+	return pn, nil
 }
 
 func (s *Service) replicasPerNode() map[string]int {
@@ -296,6 +300,7 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 			}
 		}
 	}
+	s.rolloutStatus(st, e)
 	pm.Status = st
 	return pm
 }

@@ -105,16 +105,16 @@ func (s *Service) ListNodeDeclarations(ctx context.Context, _ *managev1.ListNode
 }
 
 // DrainNode starts (or cancels) moving a node's replicas elsewhere.
-func (s *Service) DrainNode(_ context.Context, req *managev1.DrainNodeRequest) (*managev1.DrainNodeResponse, error) {
-	n, ok := s.opts.Fleet.SetDraining(req.GetName(), !req.GetCancel())
+// A drain that cannot finish is refused (startDrain) unless forced.
+func (s *Service) DrainNode(ctx context.Context, req *managev1.DrainNodeRequest) (*managev1.DrainNodeResponse, error) {
+	if !req.GetCancel() {
+		return s.startDrain(ctx, req)
+	}
+	n, ok := s.opts.Fleet.SetDraining(req.GetName(), false)
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "node %q is not connected: nothing to drain", req.GetName())
 	}
-	if req.GetCancel() {
-		s.log.Info("drain cancelled", "node", req.GetName())
-	} else {
-		s.log.Info("node draining", "node", req.GetName(), "replicas", n)
-	}
+	s.log.Info("drain cancelled", "node", req.GetName())
 	return &managev1.DrainNodeResponse{Replicas: int32(n)}, nil
 }
 

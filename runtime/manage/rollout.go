@@ -1,0 +1,78 @@
+package manage
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/models"
+)
+
+// rolloutStatus adds to st what the reconciler knows of e's rollout: the
+// live replicas still waiting for their replacement (an older generation,
+// or on a draining node) and, when the current generation cannot be placed,
+// why.
+func (s *Service) rolloutStatus(st *managev1.ModelStatus, e models.Entry) {
+	draining := map[string]bool{}
+	for _, n := range s.opts.Fleet.Nodes() {
+		if n.Draining {
+			draining[n.ID] = true
+		}
+	}
+	for _, r := range s.opts.Fleet.Replicas() {
+		if r.Model != e.Model.Name || !r.Live() {
+			continue
+		}
+		outdated := r.Generation != e.Generation
+		for _, sh := range r.Shards {
+			outdated = outdated || draining[sh.Node]
+		}
+		if outdated {
+			st.ReplicasOutdated++
+		}
+	}
+	if s.opts.Reconciler != nil {
+		st.Stalled = s.opts.Reconciler.Stalled(e.Model.Name)
+	}
+}
+
+// drainBlocked is why a draining node cannot finish, "" when nothing
+// blocks it.
+func (s *Service) drainBlocked(n fleet.Node) string {
+	if !n.Draining || s.opts.Reconciler == nil {
+		return ""
+	}
+	return s.opts.Reconciler.DrainBlocked(n.ID)
+}
+
+// startDrain dry-runs the drain of a node first: a drain that cannot
+// finish (a replica on it that no other node can hold) is refused at once,
+// naming each such replica and the scheduler's reason, unless force asks
+// to drain anyway.
+func (s *Service) startDrain(_ context.Context, req *managev1.DrainNodeRequest) (*managev1.DrainNodeResponse, error) {
+	name := req.GetName()
+	var blocked []string
+	if s.opts.Reconciler != nil {
+		var found bool
+		blocked, found = s.opts.Reconciler.DrainCheck(name)
+		if !found {
+			return nil, status.Errorf(codes.NotFound, "node %q is not connected: nothing to drain", name)
+		}
+	}
+	if len(blocked) > 0 && !req.GetForce() {
+		s.log.Warn("drain refused", "node", name, "blocked", len(blocked))
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"node %s cannot be drained: no other node can take what it runs:\n  %s\nFree room or add a node, remove or change the model, or drain with force (the replica then stays until a node can take it)",
+			name, strings.Join(blocked, "\n  "))
+	}
+	n, ok := s.opts.Fleet.SetDraining(name, true)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "node %q is not connected: nothing to drain", name)
+	}
+	s.log.Info("node draining", "node", name, "replicas", n, "blocked", len(blocked))
+	return &managev1.DrainNodeResponse{Replicas: int32(n), Blocked: blocked}, nil
+}
