@@ -438,7 +438,9 @@ func (s *Service) ExplainPlacement(_ context.Context, req *managev1.ExplainPlace
 	}
 	e, _ := s.opts.Catalog.Get(name)
 	plan := s.opts.Reconciler.PlanOne(e.Model)
-	return ExplanationToProto(plan.Explanation, &plan), nil
+	out := ExplanationToProto(plan.Explanation, &plan)
+	out.Text = explainHeadline(out.GetText(), name, s.liveReplicas(name), plan.Placed, plan.Profile.Name, len(plan.Explanation.Profiles))
+	return out, nil
 }
 
 // PlanPlacement dry-runs placement of a definition that need not be in the

@@ -2,6 +2,7 @@ package manage
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -75,4 +76,42 @@ func (s *Service) startDrain(_ context.Context, req *managev1.DrainNodeRequest) 
 	}
 	s.log.Info("node draining", "node", name, "replicas", n, "blocked", len(blocked))
 	return &managev1.DrainNodeResponse{Replicas: int32(n), Blocked: blocked}, nil
+}
+
+// explainHeadline replaces the first line of an explain-placement text (the
+// scheduler's "model m: not placed (1 profile tried)") by what the question
+// was: whether one more replica of a model with running ones would place,
+// so that a serving model does not read as "not placed".
+func explainHeadline(text, model string, running int, placed bool, profile string, tried int) string {
+	_, rest, _ := strings.Cut(text, "\n")
+	var head string
+	switch {
+	case running == 0 && placed:
+		head = fmt.Sprintf("model %s (no replica running): a replica would be placed with profile %s", model, profile)
+	case running == 0:
+		head = fmt.Sprintf("model %s (no replica running): a replica would not place (%s tried)", model, countOf(tried, "profile"))
+	case placed:
+		head = fmt.Sprintf("model %s (%s running): one more replica would be placed with profile %s", model, countOf(running, "replica"), profile)
+	default:
+		head = fmt.Sprintf("model %s (%s running): one more replica would not place (%s tried); this says nothing against those running", model, countOf(running, "replica"), countOf(tried, "profile"))
+	}
+	return head + "\n" + rest
+}
+
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// liveReplicas counts the live replicas of model.
+func (s *Service) liveReplicas(model string) int {
+	n := 0
+	for _, r := range s.opts.Fleet.Replicas() {
+		if r.Model == model && r.Live() {
+			n++
+		}
+	}
+	return n
 }

@@ -41,6 +41,16 @@ func TestDrainRefusedWhenNothingCanMove(t *testing.T) {
 	}
 	id := reps.GetReplicas()[0].GetId()
 
+	// Issue 18: explain-placement of a serving model says in its first line
+	// that it answers for one more replica, not "not placed".
+	ex, err := s.ExplainPlacement(ctx, &managev1.ExplainPlacementRequest{Model: "m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(ex.GetText(), "\n"); first != "model m1 (1 replica running): one more replica would not place (1 profile tried); this says nothing against those running" {
+		t.Errorf("explain-placement's first line = %q", first)
+	}
+
 	_, err = s.DrainNode(ctx, &managev1.DrainNodeRequest{Name: "node01"})
 	if code(err) != codes.FailedPrecondition {
 		t.Fatalf("DrainNode = %v, want FailedPrecondition", err)
