@@ -114,8 +114,24 @@ func (s *Service) DrainNode(ctx context.Context, req *managev1.DrainNodeRequest)
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "node %q is not connected: nothing to drain", req.GetName())
 	}
+	if err := s.recordDrain(ctx, req.GetName(), false); err != nil {
+		s.opts.Fleet.SetDraining(req.GetName(), true)
+		return nil, err
+	}
 	s.log.Info("drain cancelled", "node", req.GetName())
 	return &managev1.DrainNodeResponse{Replicas: int32(n)}, nil
+}
+
+// recordDrain tells OnDrain (which keeps drains across restarts) that
+// node's drain started or stopped.
+func (s *Service) recordDrain(ctx context.Context, node string, draining bool) error {
+	if s.opts.OnDrain == nil {
+		return nil
+	}
+	if err := s.opts.OnDrain(ctx, node, draining); err != nil {
+		return status.Errorf(codes.Unavailable, "recording the drain of node %q: %v", node, err)
+	}
+	return nil
 }
 
 // RemoveNode forgets a node's declaration and, with revoke, refuses its

@@ -54,7 +54,7 @@ func (s *Service) drainBlocked(n fleet.Node) string {
 // finish (a replica on it that no other node can hold) is refused at once,
 // naming each such replica and the scheduler's reason, unless force asks
 // to drain anyway.
-func (s *Service) startDrain(_ context.Context, req *managev1.DrainNodeRequest) (*managev1.DrainNodeResponse, error) {
+func (s *Service) startDrain(ctx context.Context, req *managev1.DrainNodeRequest) (*managev1.DrainNodeResponse, error) {
 	name := req.GetName()
 	var blocked []string
 	if s.opts.Reconciler != nil {
@@ -73,6 +73,10 @@ func (s *Service) startDrain(_ context.Context, req *managev1.DrainNodeRequest) 
 	n, ok := s.opts.Fleet.SetDraining(name, true)
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "node %q is not connected: nothing to drain", name)
+	}
+	if err := s.recordDrain(ctx, name, true); err != nil {
+		s.opts.Fleet.SetDraining(name, false)
+		return nil, err
 	}
 	s.log.Info("node draining", "node", name, "replicas", n, "blocked", len(blocked))
 	return &managev1.DrainNodeResponse{Replicas: int32(n), Blocked: blocked}, nil
