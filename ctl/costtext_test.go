@@ -46,3 +46,12 @@ func TestNodesGPUErrorOnce(t *testing.T) {
 		t.Errorf("ctl nodes prints the GPU error %d times:\n%s", n, b.String())
 	}
 }
+
+// TestUsageEmptyHint: ctl usage with nothing to show says when rows appear.
+func TestUsageEmptyHint(t *testing.T) {
+	env, _ := startManage(t)
+	_, errOut := mustCtl(t, env, exitOK, "usage")
+	if !strings.Contains(errOut, "no usage in this window; a request's row is written about half a second after it ends") {
+		t.Errorf("ctl usage on an empty store said %q on stderr", errOut)
+	}
+}

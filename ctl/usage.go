@@ -104,6 +104,11 @@ func (a *app) cmdUsage(ctx context.Context, args []string) int {
 		if err := writeUsageTotals(a.stdout, resp.GetTotals(), *byDay); err != nil {
 			return a.errorf("writing output: %v", err)
 		}
+		if len(resp.GetTotals()) == 0 {
+			// Issue 18: a newcomer reading usage right after a request
+			// thinks it was lost.
+			fmt.Fprintln(a.stderr, "llmgw ctl usage: no usage in this window; a request's row is written about half a second after it ends")
+		}
 		return exitOK
 	})
 }
