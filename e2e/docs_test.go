@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -79,7 +80,7 @@ func docPageBlocks(page, text string) ([]docBlock, error) {
 			case strings.HasPrefix(w, "exit="):
 				v, err := strconv.Atoi(strings.TrimPrefix(w, "exit="))
 				if err != nil {
-					return nil, fmt.Errorf("%s:%d: %q: %v", page, n, w, err)
+					return nil, fmt.Errorf("%s:%d: %q: %w", page, n, w, err)
 				}
 				cur.exit = v
 			default:
@@ -326,7 +327,8 @@ trap 'rc=$?; pwd > %[1]s/cwd; export -p > %[1]s/env; exit $rc' EXIT
 	cmd.Stdin = strings.NewReader(strings.Repeat("yes\n", 50))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		if exit, ok := err.(*exec.ExitError); ok {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
 			return string(out), exit.ExitCode()
 		}
 		s.t.Fatalf("running bash: %v", err)

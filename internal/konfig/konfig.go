@@ -194,12 +194,14 @@ func Partial(err error) bool {
 func Problems(err error) []*Problem {
 	var out []*Problem
 	var walk func(error)
+	// It walks the tree of wrapped errors itself, to find every Problem
+	// (errors.As finds only the first).
 	walk = func(e error) {
-		if p, ok := e.(*Problem); ok {
+		if p, ok := e.(*Problem); ok { //nolint:errorlint // the walk unwraps
 			out = append(out, p)
 			return
 		}
-		switch u := e.(type) {
+		switch u := e.(type) { //nolint:errorlint // the walk unwraps
 		case interface{ Unwrap() []error }:
 			for _, x := range u.Unwrap() {
 				walk(x)
