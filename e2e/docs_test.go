@@ -126,11 +126,11 @@ var docPages = []struct {
 	devEnv bool
 	want   []string
 }{
-	{"README.md", false, []string{`"role":\s*"assistant"`, `model sim-2node \(1 replica running\)`, `node03\s+ready \(undeclared\)`}},
+	{"README.md", false, []string{`"role":\s*"assistant"`, `model sim-2node \(1 replica running\)`, `node03\s+ready \(undeclared\)`, `node node01 cannot be drained: no other node can take what it runs:\s+replica r-\w+ of model sim-2node`}},
 	{"docs/tenancy.md", true, []string{`created project search`, `revoked key-\w+ \(search-ci\)`, `deleted project search`}},
 	{"docs/monitoring.md", false, []string{`llmgw_requests_total\{model="sim-chat",project="default",status="200"\}`}},
 	{"docs/getting-started.md", true, []string{`created model qwen2.5-coder-3b-instruct`}},
-	{"examples/ci/README.md", false, []string{`changes=true`, `changes=false`, `Warning: No node can hold model ci-a100`, `Apply complete!`, `HTTP/1.1 503`, `(?i)retry-after: \d+`}},
+	{"examples/ci/README.md", false, []string{`changes=true`, `changes=false`, `Warning: No node can hold model ci-a100`, `Apply\s+will\s+store\s+the\s+model\s+and\s+then\s+fail\s+naming\s+why\s+no\s+node\s+can\s+hold\s+it`, `Apply complete!`, `HTTP/1.1 503`, `(?i)retry-after: \d+`}},
 	{"examples/quickstart/README.md", false, []string{
 		`Plan: 3 to import, 5 to add, 3 to change, 0 to destroy.`, `"model":\s*"mine"`, `team\s+mine\s+1\s+`,
 		`Plan: 0 to add, 0 to change, 8 to destroy.`, `Destroy complete! Resources: 8 destroyed.`,
