@@ -18,19 +18,20 @@ import (
 // or on a draining node) and, when the current generation cannot be placed,
 // why.
 func (s *Service) rolloutStatus(st *managev1.ModelStatus, e models.Entry) {
-	draining := map[string]bool{}
-	for _, n := range s.opts.Fleet.Nodes() {
-		if n.Draining {
-			draining[n.ID] = true
-		}
-	}
+	draining := map[string]bool{} // looked up per node as met: a catalog of many models reads this for each
 	for _, r := range s.opts.Fleet.Replicas() {
 		if r.Model != e.Model.Name || !r.Live() {
 			continue
 		}
 		outdated := r.Generation != e.Generation
 		for _, sh := range r.Shards {
-			outdated = outdated || draining[sh.Node]
+			d, ok := draining[sh.Node]
+			if !ok {
+				n, _ := s.opts.Fleet.Node(sh.Node)
+				d = n.Draining
+				draining[sh.Node] = d
+			}
+			outdated = outdated || d
 		}
 		if outdated {
 			st.ReplicasOutdated++
