@@ -88,3 +88,40 @@ func TestAccNodeDestroyCannotDrain(t *testing.T) {
 		},
 	})
 }
+
+// TestAccNodeDestroyWithItsModel: destroying a configuration that holds a
+// node and the model whose only replica runs on it succeeds with the
+// default drain: the model (which depends on the node) goes first, and a
+// replica of a model leaving the catalog is not moved, so the drain has
+// nothing to wait for.
+func TestAccNodeDestroyWithItsModel(t *testing.T) {
+	c := newAccCluster(t, "", testcluster.NodeSpec{ID: "node05", GPUs: 1})
+	model := `resource "llmgw_model" "m" {
+  name     = "tf-alone"
+  source   = "sim://alone"
+  scaling  = { min = 1 }
+  profiles = [{ name = "h100", engine = "sim", gpu_class = "h100-80g", tp = 1, startup_timeout = "1m" }]
+  depends_on = [llmgw_node.n]
+}
+`
+	var start time.Time
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				PreConfig: func() { c.waitNode(t, "node05") },
+				Config:    c.providerBlock() + c.nodeHCL("n", "node05", "") + model,
+				Check:     func(*terraform.State) error { start = time.Now(); return nil },
+			},
+			{
+				Config: c.providerBlock(),
+				Check: func(*terraform.State) error {
+					if took := time.Since(start); took > 45*time.Second {
+						return fmt.Errorf("destroying the node with its model took %s", took)
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
