@@ -125,13 +125,26 @@ var docPages = []struct {
 	// starts with llmgw dev's env file sourced instead.
 	devEnv bool
 	want   []string
+	// rewrite are old, new pairs applied to the page's commands ("{root}"
+	// in new is the sandbox): getting-started's installation steps run
+	// with the sandbox standing in for / and without sudo.
+	rewrite []string
+	// files must exist in the sandbox after the page ran.
+	files []string
 }{
-	{"README.md", false, []string{`"role":\s*"assistant"`, `model sim-2node \(1 replica running\)`, `node03\s+ready \(undeclared\)`, `node node01 cannot be drained: no other node can take what it runs:\s+replica r-\w+ of model sim-2node`}},
-	{"docs/tenancy.md", true, []string{`created project search`, `revoked key-\w+ \(search-ci\)`, `deleted project search`}},
-	{"docs/monitoring.md", false, []string{`llmgw_requests_total\{model="sim-chat",project="default",status="200"\}`}},
-	{"docs/getting-started.md", true, []string{`created model qwen2.5-coder-3b-instruct`}},
-	{"examples/ci/README.md", false, []string{`changes=true`, `changes=false`, `Warning: No node can hold model ci-a100`, `Apply\s+will\s+store\s+the\s+model\s+and\s+then\s+fail\s+naming\s+why\s+no\s+node\s+can\s+hold\s+it`, `Apply complete!`, `HTTP/1.1 503`, `(?i)retry-after: \d+`}},
-	{"examples/quickstart/README.md", false, []string{
+	{file: "README.md", want: []string{`"role":\s*"assistant"`, `model sim-2node \(1 replica running\)`, `node03\s+ready \(undeclared\)`,
+		`node node01 cannot be drained: no other node can take what it runs:\s+replica r-\w+ of model sim-2node`}},
+	{file: "docs/tenancy.md", devEnv: true, want: []string{`created project search`, `revoked key-\w+ \(search-ci\)`, `deleted project search`}},
+	{file: "docs/monitoring.md", want: []string{`llmgw_requests_total\{model="sim-chat",project="default",status="200"\}`}},
+	{
+		file: "docs/getting-started.md", devEnv: true, want: []string{`created model qwen2.5-coder-3b-instruct`},
+		rewrite: []string{"sudo ", "", "/etc/llmgw", "{root}/etc/llmgw"},
+		files: []string{"etc/llmgw/pki/ca.pem", "etc/llmgw/pki/ca-key.pem", "etc/llmgw/server.pem", "etc/llmgw/server-key.pem",
+			"etc/llmgw/ca.pem", "etc/llmgw/nodes/gpu-01.pem", "etc/llmgw/nodes/gpu-01-key.pem"},
+	},
+	{file: "examples/ci/README.md", want: []string{`changes=true`, `changes=false`, `Warning: No node can hold model ci-a100`,
+		`Apply\s+will\s+store\s+the\s+model\s+and\s+then\s+fail\s+naming\s+why\s+no\s+node\s+can\s+hold\s+it`, `Apply complete!`, `HTTP/1.1 503`, `(?i)retry-after: \d+`}},
+	{file: "examples/quickstart/README.md", want: []string{
 		`Plan: 3 to import, 5 to add, 3 to change, 0 to destroy.`, `"model":\s*"mine"`, `team\s+mine\s+1\s+`,
 		`Plan: 0 to add, 0 to change, 8 to destroy.`, `Destroy complete! Resources: 8 destroyed.`,
 	}},
@@ -182,6 +195,14 @@ func TestDocsRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		sh := newDocShell(t, root, p.devEnv)
+		var pairs []string
+		for i, r := range p.rewrite {
+			if i%2 == 1 {
+				r = strings.ReplaceAll(r, "{root}", root)
+			}
+			pairs = append(pairs, r)
+		}
+		rewrite := strings.NewReplacer(pairs...)
 		var all strings.Builder
 		ran, failed := 0, false
 		for _, b := range blocks {
@@ -191,7 +212,7 @@ func TestDocsRun(t *testing.T) {
 			}
 			ran++
 			start := time.Now()
-			out, code := sh.run(moved.Replace(b.code))
+			out, code := sh.run(rewrite.Replace(moved.Replace(b.code)))
 			out = ansiEscape.ReplaceAllString(out, "") // terraform colours a terminal's output
 			all.WriteString(out)
 			t.Logf("%s:%d: exit %d in %s", b.page, b.line, code, time.Since(start).Round(time.Millisecond))
@@ -206,6 +227,11 @@ func TestDocsRun(t *testing.T) {
 		}
 		if ran == 0 {
 			t.Errorf("%s: no block ran", p.file)
+		}
+		for _, f := range p.files {
+			if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+				t.Errorf("%s: after its blocks ran: %v", p.file, err)
+			}
 		}
 		for _, w := range p.want {
 			if !regexp.MustCompile(w).MatchString(all.String()) {
