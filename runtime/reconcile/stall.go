@@ -31,6 +31,8 @@ type stall struct {
 	// waiting are the live replicas that keep serving until a replacement
 	// is ready: of an older generation or on a draining node.
 	waiting []waitingReplica
+	// logged records that the stall was logged once it lasted StallAfter.
+	logged bool
 }
 
 type waitingReplica struct {
@@ -52,7 +54,7 @@ func (r *Reconciler) noteStall(tx *fleet.Tx, e models.Entry, failed bool, ex sch
 	}
 	st := stall{generation: e.Generation, why: WhyNotPlaced(ex), since: now, want: e.Model.Scaling.Min, current: current}
 	if prev, ok := r.stalls[e.Model.Name]; ok && prev.generation == e.Generation && !r.freeing {
-		st.since = prev.since
+		st.since, st.logged = prev.since, prev.logged
 	}
 	for _, rep := range old {
 		w := waitingReplica{id: rep.ID, generation: rep.Generation, draining: onDrainingNode(tx, rep)}
@@ -60,6 +62,10 @@ func (r *Reconciler) noteStall(tx *fleet.Tx, e models.Entry, failed bool, ex sch
 			w.nodes = append(w.nodes, s.Node)
 		}
 		st.waiting = append(st.waiting, w)
+	}
+	if !st.logged && now.Sub(st.since) >= r.opts.StallAfter {
+		st.logged = true
+		r.log.Warn("rollout stalled", "model", e.Model.Name, "generation", e.Generation, "waiting", len(st.waiting), "why", st.why)
 	}
 	r.stalls[e.Model.Name] = st
 }
