@@ -31,6 +31,7 @@ import (
 	"github.com/llmgw/llmgw/agent/supervisor"
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/internal/download"
 	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -96,7 +97,15 @@ func New(opts Options) (*Agent, error) {
 		}
 		token = strings.TrimSpace(string(b))
 	}
+	s3 := download.S3ConfigFromEnv(os.Getenv)
+	if e := opts.Config.Fetch.S3Endpoint; e != "" {
+		s3.Endpoint = e
+	}
+	if r := opts.Config.Fetch.S3Region; r != "" {
+		s3.Region = r
+	}
 	weights, err := fetch.New(fetch.Options{
+		S3:          s3,
 		Dir:         opts.Config.WeightsPath(),
 		HFEndpoint:  opts.Config.Fetch.HFEndpoint,
 		HFToken:     token,

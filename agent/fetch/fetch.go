@@ -1,8 +1,10 @@
 // Package fetch downloads a model's weights into the node's cache before an
-// engine is launched, so an engine is only ever given a local path.
+// engine is launched, so an engine is only ever given a local path. The
+// bytes are moved by internal/download, the mirror's downloader too.
 //
-// A fetched source (an http(s) file, a mirror's set ending in "/", or
-// hf:org/repo/file) is kept under <dir>/<key>/, key being the first 16 hex
+// A fetched source (an http(s) file, a mirror's set ending in "/",
+// hf:org/repo/file, hf:org/repo[@revision], s3://bucket/key or
+// s3://bucket/prefix/) is kept under <dir>/<key>/, key being the first 16 hex
 // digits of the sha256 of the source as written. While it downloads it
 // lives in <dir>/.<key>.partial/, each file as .<name>.partial until its
 // bytes are in and verified; the directory is renamed to <key>/ once every
@@ -28,6 +30,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/agent/discovery"
+	"github.com/llmgw/llmgw/internal/download"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -36,7 +39,7 @@ const CompleteFile = ".complete"
 
 // DefaultHFEndpoint is the Hugging Face hub, used when neither the options
 // nor HF_ENDPOINT name another.
-const DefaultHFEndpoint = "https://huggingface.co"
+const DefaultHFEndpoint = download.DefaultHFEndpoint
 
 // Options configure a Cache.
 type Options struct {
@@ -49,6 +52,9 @@ type Options struct {
 	HFEndpoint string
 	// HFToken, when set, is sent as a bearer token to HFEndpoint.
 	HFToken string
+	// S3 is where s3:// sources are read (download.S3ConfigFromEnv reads
+	// the AWS_* variables).
+	S3 download.S3Config
 	// StallAfter is how long a download may move no byte before it is
 	// reported stalled (default 60s).
 	StallAfter time.Duration
@@ -81,6 +87,7 @@ type Progress struct {
 type Cache struct {
 	opts Options
 	log  *slog.Logger
+	dl   *download.Downloader
 
 	mu       sync.Mutex
 	inflight map[string]*call
@@ -136,7 +143,14 @@ func New(opts Options) (*Cache, error) {
 			return d.FreeBytes, err
 		}
 	}
-	return &Cache{opts: opts, log: opts.Logger, inflight: map[string]*call{}}, nil
+	dl := &download.Downloader{
+		Upstreams:    download.Upstreams{Client: opts.Client, HFEndpoint: opts.HFEndpoint, HFToken: opts.HFToken, S3: opts.S3},
+		GiveUpAfter:  opts.GiveUpAfter,
+		StallTimeout: opts.StallAfter,
+		FreeBytes:    opts.FreeBytes,
+		Logger:       opts.Logger,
+	}
+	return &Cache{opts: opts, log: opts.Logger, dl: dl, inflight: map[string]*call{}}, nil
 }
 
 // Key is the name of source's entry in the cache: the first 16 hex digits
@@ -169,7 +183,7 @@ func (c *Cache) Resolve(ctx context.Context, source string, progress func(Progre
 			return "", fmt.Errorf("source %s: %w", source, err)
 		}
 		return source, nil
-	case spec.SourceURL, spec.SourceSet, spec.SourceHF:
+	case spec.SourceURL, spec.SourceSet, spec.SourceHF, spec.SourceS3:
 		return c.fetch(ctx, src, progress)
 	default:
 		return source, nil
@@ -243,22 +257,10 @@ func (c *Cache) complete(src spec.Source) (string, bool, error) {
 			return "", false, fmt.Errorf("cache entry %s: %s is missing or not %d bytes as fetched; remove the entry to fetch %s again", dir, p, f.Size, src.Raw)
 		}
 	}
-	if src.Kind == spec.SourceSet {
+	if download.IsSet(src.Raw) || len(rec.Files) != 1 {
 		return dir, true, nil
 	}
-	return filepath.Join(dir, fileName(src)), true, nil
-}
-
-// fileName is the name a single-file source's file is kept under.
-func fileName(src spec.Source) string {
-	if src.Kind == spec.SourceHF {
-		return filepath.Base(src.Path)
-	}
-	name := filepath.Base(src.URL.Path)
-	if name == "." || name == "/" || strings.HasPrefix(name, ".") {
-		name = "model" + name
-	}
-	return name
+	return filepath.Join(dir, filepath.FromSlash(rec.Files[0].Path)), true, nil
 }
 
 // run downloads src and completes cl.
@@ -266,13 +268,13 @@ func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, prev chan st
 	if prev != nil {
 		<-prev
 	}
-	d := &download{c: c, src: src, ctx: ctx, lastByte: time.Now()}
+	p := &download.Progress{}
 	stop, reported := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(reported)
-		d.reportLoop(cl, stop)
+		c.reportLoop(src.Raw, p, cl, stop)
 	}()
-	path, err := d.run()
+	path, err := c.download(ctx, src, p)
 	close(stop)
 	<-reported // no progress reaches a waiter after Resolve returned
 	c.mu.Lock()
@@ -293,8 +295,8 @@ func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, prev chan st
 
 // reportLoop sends cl's watchers the download's progress every
 // ProgressEvery until stop closes.
-func (d *download) reportLoop(cl *call, stop chan struct{}) {
-	t := time.NewTicker(d.c.opts.ProgressEvery)
+func (c *Cache) reportLoop(source string, dp *download.Progress, cl *call, stop chan struct{}) {
+	t := time.NewTicker(c.opts.ProgressEvery)
 	defer t.Stop()
 	var prevDone int64
 	prevAt := time.Now()
@@ -305,7 +307,8 @@ func (d *download) reportLoop(cl *call, stop chan struct{}) {
 		case <-stop:
 			return
 		case now := <-t.C:
-			p := d.snapshot(now)
+			p := Progress{Source: source, Done: dp.Bytes(), Total: max(dp.Total(), 0), LastError: dp.LastError()}
+			p.Stalled = now.Sub(dp.LastByte()) >= c.opts.StallAfter
 			dt := now.Sub(prevAt).Seconds()
 			if dt > 0 {
 				// Between two attempts the partial is counted afresh, so
@@ -322,17 +325,17 @@ func (d *download) reportLoop(cl *call, stop chan struct{}) {
 			if p.Stalled != wasStalled {
 				wasStalled = p.Stalled
 				if p.Stalled {
-					d.c.log.Warn("fetch stalled", "source", p.Source, "done_bytes", p.Done, "total_bytes", p.Total, "last_error", p.LastError)
+					c.log.Warn("fetch stalled", "source", p.Source, "done_bytes", p.Done, "total_bytes", p.Total, "last_error", p.LastError)
 				} else {
-					d.c.log.Info("fetch moving again", "source", p.Source, "done_bytes", p.Done)
+					c.log.Info("fetch moving again", "source", p.Source, "done_bytes", p.Done)
 				}
 			}
-			d.c.mu.Lock()
+			c.mu.Lock()
 			watchers := make([]func(Progress), 0, len(cl.watch))
 			for _, w := range cl.watch {
 				watchers = append(watchers, w)
 			}
-			d.c.mu.Unlock()
+			c.mu.Unlock()
 			for _, w := range watchers {
 				w(p)
 			}
@@ -363,4 +366,42 @@ func writeRecord(dir string, r record) error {
 		return fmt.Errorf("writing %s: %w", p, err)
 	}
 	return nil
+}
+
+// download fetches every file of src into the partial directory, records
+// it, renames it to the entry's name and returns the path for the engine.
+func (c *Cache) download(ctx context.Context, src spec.Source, p *download.Progress) (string, error) {
+	if path, ok, err := c.complete(src); ok || err != nil {
+		return path, err // completed by a call that ended while this one started
+	}
+	files, err := c.dl.List(ctx, src.Raw, p)
+	if err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
+	tmp := c.partialDir(src.Raw)
+	if err := os.MkdirAll(tmp, 0o750); err != nil {
+		return "", fmt.Errorf("fetching %s: creating %s: %w", src.Raw, tmp, err)
+	}
+	landed, err := c.dl.Fetch(ctx, tmp, files, p, func(final string, f download.File) (string, bool) {
+		// A file under its own name landed in an earlier run: it was
+		// verified before its rename.
+		st, err := os.Stat(final)
+		return f.SHA256, err == nil && st.Mode().IsRegular() && (f.Size < 0 || st.Size() == f.Size)
+	})
+	if err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
+	rec := record{Source: src.Raw, Fetched: time.Now().UTC()}
+	for _, l := range landed {
+		rec.Files = append(rec.Files, recordFile{Path: l.Path, Size: l.Size, SHA256: l.SHA256})
+	}
+	if err := writeRecord(tmp, rec); err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
+	final := c.EntryDir(src.Raw)
+	if err := os.Rename(tmp, final); err != nil {
+		return "", fmt.Errorf("fetching %s: moving %s to %s: %w", src.Raw, tmp, final, err)
+	}
+	path, _, err := c.complete(src)
+	return path, err
 }
