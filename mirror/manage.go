@@ -115,7 +115,7 @@ func (m *Manager) Start(req DownloadRequest) (DownloadStatus, error) {
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
 	d := &download{req: req, progress: &Progress{}, started: time.Now(), cancel: cancel, state: StateDownloading}
-	
+
 	m.downloads[key] = d
 	m.wg.Go(func() {
 		defer cancel()
