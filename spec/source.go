@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -170,4 +172,13 @@ func redact(u *url.URL) string {
 	c := *u
 	c.User = url.User("…")
 	return c.String()
+}
+
+// WeightsKey names a fetched source's entry in a node's weights cache: the
+// first 16 hex digits of the sha256 of the source as written. The agent
+// names its entries so; the control plane computes from the catalog, with
+// the same function, which entries are still wanted.
+func WeightsKey(source string) string {
+	h := sha256.Sum256([]byte(source))
+	return hex.EncodeToString(h[:])[:16]
 }

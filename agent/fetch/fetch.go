@@ -16,8 +16,6 @@ package fetch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,6 +89,8 @@ type Cache struct {
 
 	mu       sync.Mutex
 	inflight map[string]*call
+	// gen counts changes to the complete entries (Generation).
+	gen uint64
 }
 
 // call is one download that any number of waiters share.
@@ -155,10 +155,7 @@ func New(opts Options) (*Cache, error) {
 
 // Key is the name of source's entry in the cache: the first 16 hex digits
 // of the sha256 of the source as written.
-func Key(source string) string {
-	h := sha256.Sum256([]byte(source))
-	return hex.EncodeToString(h[:])[:16]
-}
+func Key(source string) string { return spec.WeightsKey(source) }
 
 // EntryDir is where source's files are once complete.
 func (c *Cache) EntryDir(source string) string { return filepath.Join(c.opts.Dir, Key(source)) }
@@ -280,6 +277,9 @@ func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, prev chan st
 	c.mu.Lock()
 	if c.inflight[src.Raw] == cl {
 		delete(c.inflight, src.Raw)
+	}
+	if err == nil {
+		c.gen++
 	}
 	cl.path, cl.err = path, err
 	c.mu.Unlock()
