@@ -71,6 +71,10 @@ type Agent struct {
 	// gpus are the GPUs the last discovery listed; heartbeats refresh
 	// their readings.
 	gpus []*agentv1.GPU
+	// cacheSent is the weights cache generation last reported.
+	cacheSent uint64
+	// runCtx is Run's context: fetches ahead of a shard outlive a session.
+	runCtx context.Context
 }
 
 // New returns an agent; Run starts it.
@@ -147,6 +151,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer conn.Close()
 	client := agentv1.NewAgentServiceClient(conn)
 	a.log.Info("agent starting", "server", a.cfg.Server, "address", a.cfg.Address)
+	a.runCtx = ctx
 	a.adopt()
 	// The first hello carries the checks of the declaration in use; later
 	// ones run beside the session.
@@ -272,6 +277,15 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 		case *agentv1.ControlMessage_CheckEngines:
 			a.log.Info("engine check asked for by the control plane")
 			a.requestChecks()
+		case *agentv1.ControlMessage_FetchWeights:
+			a.prefetch(a.runCtx, m.FetchWeights)
+		case *agentv1.ControlMessage_CollectWeights:
+			go func() {
+				ans := a.collect(m.CollectWeights)
+				if err := send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_WeightsCollected{WeightsCollected: ans}}); err != nil {
+					a.log.Debug("weights collection not reported", "err", err)
+				}
+			}()
 		}
 	}
 }
@@ -309,7 +323,7 @@ func (a *Agent) heartbeats(ctx context.Context, send func(*agentv1.AgentMessage)
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			hb := &agentv1.Heartbeat{UnixMs: time.Now().UnixMilli()}
+			hb := &agentv1.Heartbeat{UnixMs: time.Now().UnixMilli(), WeightsCache: a.cacheChanged()}
 			select {
 			case hb.Gpus = <-readings:
 			default:
@@ -391,8 +405,11 @@ func (a *Agent) discover(ctx context.Context, decl spec.Declaration) *agentv1.In
 	inv := discovery.Discover(ctx, decl, opts)
 	out := InventoryToProto(inv)
 	out.Engines = a.engineStatuses(decl)
+	wc, gen := a.cacheReport()
+	out.WeightsCache = wc
 	a.mu.Lock()
 	a.gpus = out.GetGpus()
+	a.cacheSent = gen
 	a.mu.Unlock()
 	return out
 }

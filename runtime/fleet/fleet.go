@@ -160,6 +160,11 @@ type Fleet struct {
 	nextConn uint64
 	changed  chan struct{}
 	now      func() time.Time
+	// collects are the CollectWeights requests awaiting an answer, by
+	// request id (guarded by collectMu, not mu: an answer is delivered
+	// without holding the fleet).
+	collectMu sync.Mutex
+	collects  map[string]chan *agentv1.WeightsCollected
 }
 
 // maxFailedKept bounds the list of recent failed replicas.
@@ -181,6 +186,7 @@ func New() *Fleet {
 		pending:  map[string]*agentv1.Declaration{},
 		changed:  make(chan struct{}, 1),
 		now:      time.Now,
+		collects: map[string]chan *agentv1.WeightsCollected{},
 	}
 }
 
@@ -541,6 +547,7 @@ func (f *Fleet) heartbeatLocked(n *Node, hb *agentv1.Heartbeat) {
 		if m := hb.GetMemoryAvailableBytes(); m > 0 {
 			n.Inventory.MemoryAvailableBytes = m
 		}
+		f.weightsCacheLocked(n, hb.GetWeightsCache())
 	}
 	if n.State == NodeLost {
 		assessNode(n)

@@ -473,6 +473,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		return rep, true
 	}
 	r0.Sent = true
+	r.fetchAhead(tx, rep, e.Model.Source)
 	nodes := make([]string, len(rep.Shards))
 	for i, s := range rep.Shards {
 		nodes[i] = s.Node
@@ -522,4 +523,24 @@ func newID(prefix string) string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// fetchAhead asks the nodes of a multi-node replica's workers to fetch the
+// weights now, while rank 0 fetches and starts: a worker's StartShard comes
+// only once rank 0 has its rendezvous address, and would otherwise begin
+// its download then. A node that misses the message fetches when its shard
+// starts, as it would have.
+func (r *Reconciler) fetchAhead(tx *fleet.Tx, rep *fleet.Replica, source string) {
+	if len(rep.Shards) < 2 {
+		return
+	}
+	if src, err := spec.ParseSource(source); err != nil || !src.Fetched() {
+		return
+	}
+	for _, s := range rep.Shards[1:] {
+		msg := &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_FetchWeights{FetchWeights: &agentv1.FetchWeights{Source: source, Reason: "worker " + s.ID + " of replica " + rep.ID}}}
+		if err := tx.Send(s.Node, msg); err != nil {
+			r.log.Debug("fetch ahead not delivered", "node", s.Node, "shard", s.ID, "err", err)
+		}
+	}
 }

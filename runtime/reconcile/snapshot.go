@@ -74,6 +74,11 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 			for _, mf := range inv.GetModels() {
 				sn.ModelsPresent = append(sn.ModelsPresent, mf.GetPath(), mf.GetName())
 			}
+			// The sources the node's weights cache holds, as written in
+			// the catalog: a fetched source matches by its own text.
+			for _, e := range inv.GetWeightsCache().GetEntries() {
+				sn.ModelsPresent = append(sn.ModelsPresent, e.GetSource())
+			}
 		}
 		snap.Nodes = append(snap.Nodes, sn)
 	}
