@@ -37,18 +37,18 @@ type fakeManage struct {
 	explanation *managev1.Explanation
 	fabrics     []*managev1.Fabric
 
-	mu       sync.Mutex
-	drains   []*managev1.DrainNodeRequest
-	checks   []*managev1.CheckNodeEnginesRequest
+	mu     sync.Mutex
+	drains []*managev1.DrainNodeRequest
+	checks []*managev1.CheckNodeEnginesRequest
 	// weights is what ListWeights answers; collected what CollectWeights
 	// answers, and collects what it was asked.
 	weights   []*managev1.NodeWeights
 	collected []*managev1.NodeWeights
 	collects  []*managev1.CollectWeightsRequest
-	created  []*managev1.Model
-	updated  []*managev1.Model
-	deleted  []string
-	replicaQ []string
+	created   []*managev1.Model
+	updated   []*managev1.Model
+	deleted   []string
+	replicaQ  []string
 }
 
 func (f *fakeManage) GetStatus(context.Context, *managev1.GetStatusRequest) (*managev1.Status, error) {
