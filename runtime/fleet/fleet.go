@@ -101,6 +101,9 @@ type Shard struct {
 	// Fetch is how far the download of the shard's weights is, while its
 	// node fetches them; nil otherwise.
 	Fetch *agentv1.FetchProgress
+	// Source is the model's source the shard was started with ("" for a
+	// shard adopted after a restart: its agent does not echo it).
+	Source string
 	// Start is the command that starts this shard; kept so workers can be
 	// started once rank 0 reports its rendezvous address.
 	Start *agentv1.StartShard

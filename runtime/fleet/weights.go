@@ -60,12 +60,27 @@ func (s *Session) WeightsCollected(ans *agentv1.WeightsCollected) bool {
 	s.f.weightsCacheLocked(n, ans.GetCache())
 	n.LastSeen = s.f.now()
 	s.f.mu.Unlock()
-	s.f.collectMu.Lock()
-	ch, ok := s.f.collects[ans.GetRequestId()]
-	delete(s.f.collects, ans.GetRequestId())
-	s.f.collectMu.Unlock()
+	s.f.deliverCollected(ans)
+	return true
+}
+
+// ApplyWeightsCollected records a node's answer to a CollectWeights without
+// asking which session it came on (see Session.WeightsCollected).
+func (f *Fleet) ApplyWeightsCollected(nodeID string, ans *agentv1.WeightsCollected) {
+	f.mu.Lock()
+	if n := f.nodes[nodeID]; n != nil {
+		f.weightsCacheLocked(n, ans.GetCache())
+	}
+	f.mu.Unlock()
+	f.deliverCollected(ans)
+}
+
+func (f *Fleet) deliverCollected(ans *agentv1.WeightsCollected) {
+	f.collectMu.Lock()
+	ch, ok := f.collects[ans.GetRequestId()]
+	delete(f.collects, ans.GetRequestId())
+	f.collectMu.Unlock()
 	if ok {
 		ch <- ans // buffered, one answer per request
 	}
-	return true
 }

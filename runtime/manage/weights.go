@@ -45,8 +45,8 @@ func (s *Service) weightsWanted() weightsWanted {
 				continue
 			}
 			src := sources[r.Model]
-			if sh.Start != nil && sh.Start.GetSource() != "" {
-				src = sh.Start.GetSource()
+			if sh.Source != "" {
+				src = sh.Source
 			}
 			if src == "" {
 				continue

@@ -459,7 +459,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		}
 		rep.Shards = append(rep.Shards, &fleet.Shard{
 			ID: start.ShardId, Rank: sp.Rank, Node: sp.NodeID, GPUs: append([]int(nil), sp.GPUIndices...),
-			State: agentv1.ShardState_SHARD_STATE_STARTING, Start: start,
+			State: agentv1.ShardState_SHARD_STATE_STARTING, Start: start, Source: e.Model.Source,
 		})
 	}
 	tx.Add(rep)
