@@ -215,3 +215,26 @@ func TestCollectEntriesAndGeneration(t *testing.T) {
 		t.Errorf("entry still there: %v", err)
 	}
 }
+
+// TestDeletionFinishedAtStart: an entry moved aside by a collection that
+// did not finish is deleted when the cache opens; nothing else is.
+func TestDeletionFinishedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	aside := filepath.Join(dir, "."+Key("http://m/x")+".deleting")
+	other := filepath.Join(dir, ".notes.deleting")
+	for _, p := range []string{filepath.Join(aside, "w.gguf"), filepath.Join(other, "keep")} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newCache(t, Options{Dir: dir})
+	if _, err := os.Stat(aside); !os.IsNotExist(err) {
+		t.Errorf("%s survived: %v", aside, err)
+	}
+	if _, err := os.Stat(filepath.Join(other, "keep")); err != nil {
+		t.Errorf("%s was touched: %v", other, err)
+	}
+}

@@ -115,6 +115,15 @@ func New(opts Options) (*Cache, error) {
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("creating the weights cache %s: %w", opts.Dir, err)
 	}
+	// An entry a collection moved aside and did not finish deleting (the
+	// agent died mid-way) is deleted now: it was no one's any more.
+	if des, err := os.ReadDir(opts.Dir); err == nil {
+		for _, de := range des {
+			if k, ok := strings.CutSuffix(strings.TrimPrefix(de.Name(), "."), ".deleting"); ok && strings.HasPrefix(de.Name(), ".") && keyRE.MatchString(k) {
+				_ = os.RemoveAll(filepath.Join(opts.Dir, de.Name()))
+			}
+		}
+	}
 	if opts.Client == nil {
 		opts.Client = &http.Client{}
 	}
