@@ -16,6 +16,7 @@ package fetch
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,7 +66,14 @@ type Options struct {
 	// (default: discovery.ProbeDisk); a file that does not fit fails before
 	// a byte of it is written.
 	FreeBytes func(path string) (uint64, error)
-	Logger    *slog.Logger
+	// PeerClient, when set, is the TLS to speak to a peer node with (its
+	// node id given): sources are then asked of the peers a fetch names
+	// before the source itself (PeerTLS).
+	PeerClient func(node string) *tls.Config
+	// PeerPoll is how often a peer that is still fetching is asked again
+	// (default 500ms).
+	PeerPoll time.Duration
+	Logger   *slog.Logger
 }
 
 // Progress is how far one source's download is.
@@ -105,6 +113,8 @@ type call struct {
 	abandoned bool
 	watch     map[int]func(Progress)
 	nextID    int
+	// progress is the running download's, for peers asking how far it is.
+	progress *download.Progress
 }
 
 // New returns a cache in opts.Dir, creating it.
@@ -143,6 +153,9 @@ func New(opts Options) (*Cache, error) {
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = time.Second
 	}
+	if opts.PeerPoll <= 0 {
+		opts.PeerPoll = 500 * time.Millisecond
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -179,6 +192,15 @@ func (c *Cache) partialDir(source string) string {
 // as written. progress, when not nil, is called as the download moves, from
 // another goroutine, until Resolve returns.
 func (c *Cache) Resolve(ctx context.Context, source string, progress func(Progress)) (string, error) {
+	return c.ResolveFrom(ctx, source, nil, progress)
+}
+
+// ResolveFrom is Resolve asking peers (nodes of the same fabric that hold
+// the source or are fetching it), in order, before the source itself. A
+// peer that fails, or disappears mid-transfer, costs a resume from the
+// next peer or the source: the bytes already here are kept and verified.
+// When the download is already running, it goes on from where it fetches.
+func (c *Cache) ResolveFrom(ctx context.Context, source string, peers []Peer, progress func(Progress)) (string, error) {
 	src, err := spec.ParseSource(source)
 	if err != nil {
 		return "", fmt.Errorf("source %q: %w", source, err)
@@ -190,14 +212,14 @@ func (c *Cache) Resolve(ctx context.Context, source string, progress func(Progre
 		}
 		return source, nil
 	case spec.SourceURL, spec.SourceSet, spec.SourceHF, spec.SourceS3:
-		return c.fetch(ctx, src, progress)
+		return c.fetch(ctx, src, peers, progress)
 	default:
 		return source, nil
 	}
 }
 
 // fetch joins or starts the download of src and waits for it.
-func (c *Cache) fetch(ctx context.Context, src spec.Source, progress func(Progress)) (string, error) {
+func (c *Cache) fetch(ctx context.Context, src spec.Source, peers []Peer, progress func(Progress)) (string, error) {
 	if p, ok, err := c.complete(src); ok || err != nil {
 		return p, err
 	}
@@ -211,9 +233,9 @@ func (c *Cache) fetch(ctx context.Context, src spec.Source, progress func(Progre
 			prev = cl.done
 		}
 		dctx, cancel := context.WithCancel(context.Background())
-		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}}
+		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}, progress: &download.Progress{}}
 		c.inflight[src.Raw] = cl
-		go c.run(dctx, cl, src, prev)
+		go c.run(dctx, cl, src, peers, prev)
 	}
 	cl.waiters++
 	id := cl.nextID
@@ -270,17 +292,17 @@ func (c *Cache) complete(src spec.Source) (string, bool, error) {
 }
 
 // run downloads src and completes cl.
-func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, prev chan struct{}) {
+func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, peers []Peer, prev chan struct{}) {
 	if prev != nil {
 		<-prev
 	}
-	p := &download.Progress{}
+	p := cl.progress
 	stop, reported := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(reported)
 		c.reportLoop(src.Raw, p, cl, stop)
 	}()
-	path, err := c.download(ctx, src, p)
+	path, err := c.download(ctx, src, peers, p)
 	close(stop)
 	<-reported // no progress reaches a waiter after Resolve returned
 	c.mu.Lock()
@@ -379,27 +401,38 @@ func writeRecord(dir string, r record) error {
 
 // download fetches every file of src into the partial directory, records
 // it, renames it to the entry's name and returns the path for the engine.
-func (c *Cache) download(ctx context.Context, src spec.Source, p *download.Progress) (string, error) {
+func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *download.Progress) (string, error) {
 	if path, ok, err := c.complete(src); ok || err != nil {
 		return path, err // completed by a call that ended while this one started
-	}
-	files, err := c.dl.List(ctx, src.Raw, p)
-	if err != nil {
-		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}
 	tmp := c.partialDir(src.Raw)
 	if err := os.MkdirAll(tmp, 0o750); err != nil {
 		return "", fmt.Errorf("fetching %s: creating %s: %w", src.Raw, tmp, err)
 	}
-	landed, err := c.dl.Fetch(ctx, tmp, files, p, func(final string, f download.File) (string, bool) {
-		// A file under its own name landed in an earlier run: it was
-		// verified before its rename.
-		st, err := os.Stat(final)
-		return f.SHA256, err == nil && st.Mode().IsRegular() && (f.Size < 0 || st.Size() == f.Size)
-	})
-	if err != nil {
-		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	var landed []download.Landed
+	from := "source"
+	for _, peer := range peers {
+		l, err := c.fromPeer(ctx, peer, Key(src.Raw), tmp, p)
+		if err == nil {
+			landed, from = l, "peer "+peer.Node
+			break
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("fetching %s: %w", src.Raw, ctx.Err())
+		}
+		c.log.Warn("fetch from a peer failed, trying the next source", "source", src.Raw, "peer", peer.Node, "err", err)
 	}
+	if landed == nil {
+		files, err := c.dl.List(ctx, src.Raw, p)
+		if err != nil {
+			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+		}
+		landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
+		if err != nil {
+			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+		}
+	}
+	c.log.Info("fetch complete", "source", src.Raw, "from", from)
 	rec := record{Source: src.Raw, Fetched: time.Now().UTC()}
 	for _, l := range landed {
 		rec.Files = append(rec.Files, recordFile{Path: l.Path, Size: l.Size, SHA256: l.SHA256})

@@ -402,7 +402,11 @@ type Hello struct {
 	Shards []*ShardStatus `protobuf:"bytes,6,rep,name=shards,proto3" json:"shards,omitempty"`
 	// The engine checks the agent ran at start for the declaration in use.
 	// An agent that runs none sends none: unknown, not failed.
-	EngineChecks  []*EngineCheck `protobuf:"bytes,7,rep,name=engine_checks,json=engineChecks,proto3" json:"engine_checks,omitempty"`
+	EngineChecks []*EngineCheck `protobuf:"bytes,7,rep,name=engine_checks,json=engineChecks,proto3" json:"engine_checks,omitempty"`
+	// host:port where the agent serves its complete cache entries to the
+	// other nodes of its fabric (mutual TLS, node certificates); absent when
+	// it serves none.
+	PeerAddress   string `protobuf:"bytes,8,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -484,6 +488,13 @@ func (x *Hello) GetEngineChecks() []*EngineCheck {
 		return x.EngineChecks
 	}
 	return nil
+}
+
+func (x *Hello) GetPeerAddress() string {
+	if x != nil {
+		return x.PeerAddress
+	}
+	return ""
 }
 
 type Welcome struct {
@@ -761,7 +772,9 @@ type FetchWeights struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Source string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
 	// Why, for the agent's log ("worker of replica r-…").
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Nodes of the same fabric to ask first (see StartShard.weights_peers).
+	Peers         []*WeightsPeer `protobuf:"bytes,3,rep,name=peers,proto3" json:"peers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -810,6 +823,68 @@ func (x *FetchWeights) GetReason() string {
 	return ""
 }
 
+func (x *FetchWeights) GetPeers() []*WeightsPeer {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+// WeightsPeer is a node of the same fabric that holds a source in its
+// cache, or is fetching it.
+type WeightsPeer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Its Hello.peer_address.
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WeightsPeer) Reset() {
+	*x = WeightsPeer{}
+	mi := &file_api_agentv1_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WeightsPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WeightsPeer) ProtoMessage() {}
+
+func (x *WeightsPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_api_agentv1_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WeightsPeer.ProtoReflect.Descriptor instead.
+func (*WeightsPeer) Descriptor() ([]byte, []int) {
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WeightsPeer) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *WeightsPeer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 // CollectWeights asks the agent to delete the cache entries no one wants.
 // The agent deletes an entry only if all of these hold when it looks: its
 // name is a key of its own cache, its record names a source whose key is
@@ -829,7 +904,7 @@ type CollectWeights struct {
 
 func (x *CollectWeights) Reset() {
 	*x = CollectWeights{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[8]
+	mi := &file_api_agentv1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +916,7 @@ func (x *CollectWeights) String() string {
 func (*CollectWeights) ProtoMessage() {}
 
 func (x *CollectWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[8]
+	mi := &file_api_agentv1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +929,7 @@ func (x *CollectWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectWeights.ProtoReflect.Descriptor instead.
 func (*CollectWeights) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{8}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CollectWeights) GetRequestId() string {
@@ -894,7 +969,7 @@ type WeightsCollected struct {
 
 func (x *WeightsCollected) Reset() {
 	*x = WeightsCollected{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[9]
+	mi := &file_api_agentv1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +981,7 @@ func (x *WeightsCollected) String() string {
 func (*WeightsCollected) ProtoMessage() {}
 
 func (x *WeightsCollected) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[9]
+	mi := &file_api_agentv1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +994,7 @@ func (x *WeightsCollected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightsCollected.ProtoReflect.Descriptor instead.
 func (*WeightsCollected) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{9}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WeightsCollected) GetRequestId() string {
@@ -964,7 +1039,7 @@ type Declaration struct {
 
 func (x *Declaration) Reset() {
 	*x = Declaration{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[10]
+	mi := &file_api_agentv1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1051,7 @@ func (x *Declaration) String() string {
 func (*Declaration) ProtoMessage() {}
 
 func (x *Declaration) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[10]
+	mi := &file_api_agentv1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1064,7 @@ func (x *Declaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Declaration.ProtoReflect.Descriptor instead.
 func (*Declaration) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{10}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Declaration) GetFabrics() []*FabricDecl {
@@ -1037,7 +1112,7 @@ type FabricDecl struct {
 
 func (x *FabricDecl) Reset() {
 	*x = FabricDecl{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[11]
+	mi := &file_api_agentv1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1124,7 @@ func (x *FabricDecl) String() string {
 func (*FabricDecl) ProtoMessage() {}
 
 func (x *FabricDecl) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[11]
+	mi := &file_api_agentv1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1137,7 @@ func (x *FabricDecl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FabricDecl.ProtoReflect.Descriptor instead.
 func (*FabricDecl) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{11}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FabricDecl) GetName() string {
@@ -1091,7 +1166,7 @@ type Discovery struct {
 
 func (x *Discovery) Reset() {
 	*x = Discovery{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[12]
+	mi := &file_api_agentv1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1178,7 @@ func (x *Discovery) String() string {
 func (*Discovery) ProtoMessage() {}
 
 func (x *Discovery) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[12]
+	mi := &file_api_agentv1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1191,7 @@ func (x *Discovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Discovery.ProtoReflect.Descriptor instead.
 func (*Discovery) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{12}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Discovery) GetNvidiaSmi() string {
@@ -1172,7 +1247,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[13]
+	mi := &file_api_agentv1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1259,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[13]
+	mi := &file_api_agentv1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1272,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{13}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Inventory) GetGpus() []*GPU {
@@ -1325,7 +1400,7 @@ type GPU struct {
 
 func (x *GPU) Reset() {
 	*x = GPU{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[14]
+	mi := &file_api_agentv1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1412,7 @@ func (x *GPU) String() string {
 func (*GPU) ProtoMessage() {}
 
 func (x *GPU) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[14]
+	mi := &file_api_agentv1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1425,7 @@ func (x *GPU) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GPU.ProtoReflect.Descriptor instead.
 func (*GPU) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{14}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GPU) GetIndex() int32 {
@@ -1436,7 +1511,7 @@ type FabricVerdict struct {
 
 func (x *FabricVerdict) Reset() {
 	*x = FabricVerdict{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[15]
+	mi := &file_api_agentv1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1523,7 @@ func (x *FabricVerdict) String() string {
 func (*FabricVerdict) ProtoMessage() {}
 
 func (x *FabricVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[15]
+	mi := &file_api_agentv1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1536,7 @@ func (x *FabricVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FabricVerdict.ProtoReflect.Descriptor instead.
 func (*FabricVerdict) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{15}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FabricVerdict) GetName() string {
@@ -1510,7 +1585,7 @@ type ModelFile struct {
 
 func (x *ModelFile) Reset() {
 	*x = ModelFile{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[16]
+	mi := &file_api_agentv1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1597,7 @@ func (x *ModelFile) String() string {
 func (*ModelFile) ProtoMessage() {}
 
 func (x *ModelFile) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[16]
+	mi := &file_api_agentv1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1610,7 @@ func (x *ModelFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelFile.ProtoReflect.Descriptor instead.
 func (*ModelFile) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{16}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ModelFile) GetPath() string {
@@ -1571,7 +1646,7 @@ type EngineStatus struct {
 
 func (x *EngineStatus) Reset() {
 	*x = EngineStatus{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[17]
+	mi := &file_api_agentv1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1658,7 @@ func (x *EngineStatus) String() string {
 func (*EngineStatus) ProtoMessage() {}
 
 func (x *EngineStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[17]
+	mi := &file_api_agentv1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1671,7 @@ func (x *EngineStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineStatus.ProtoReflect.Descriptor instead.
 func (*EngineStatus) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{17}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EngineStatus) GetEngine() string {
@@ -1653,7 +1728,7 @@ type EngineCheck struct {
 
 func (x *EngineCheck) Reset() {
 	*x = EngineCheck{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[18]
+	mi := &file_api_agentv1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1740,7 @@ func (x *EngineCheck) String() string {
 func (*EngineCheck) ProtoMessage() {}
 
 func (x *EngineCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[18]
+	mi := &file_api_agentv1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1753,7 @@ func (x *EngineCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineCheck.ProtoReflect.Descriptor instead.
 func (*EngineCheck) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{18}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EngineCheck) GetEngine() string {
@@ -1748,7 +1823,7 @@ type EngineChecks struct {
 
 func (x *EngineChecks) Reset() {
 	*x = EngineChecks{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[19]
+	mi := &file_api_agentv1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1835,7 @@ func (x *EngineChecks) String() string {
 func (*EngineChecks) ProtoMessage() {}
 
 func (x *EngineChecks) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[19]
+	mi := &file_api_agentv1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1848,7 @@ func (x *EngineChecks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineChecks.ProtoReflect.Descriptor instead.
 func (*EngineChecks) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{19}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EngineChecks) GetChecks() []*EngineCheck {
@@ -1792,7 +1867,7 @@ type CheckEngines struct {
 
 func (x *CheckEngines) Reset() {
 	*x = CheckEngines{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[20]
+	mi := &file_api_agentv1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +1879,7 @@ func (x *CheckEngines) String() string {
 func (*CheckEngines) ProtoMessage() {}
 
 func (x *CheckEngines) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[20]
+	mi := &file_api_agentv1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +1892,7 @@ func (x *CheckEngines) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckEngines.ProtoReflect.Descriptor instead.
 func (*CheckEngines) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{20}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 type ShardStatus struct {
@@ -1852,7 +1927,7 @@ type ShardStatus struct {
 
 func (x *ShardStatus) Reset() {
 	*x = ShardStatus{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[21]
+	mi := &file_api_agentv1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1939,7 @@ func (x *ShardStatus) String() string {
 func (*ShardStatus) ProtoMessage() {}
 
 func (x *ShardStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[21]
+	mi := &file_api_agentv1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1952,7 @@ func (x *ShardStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStatus.ProtoReflect.Descriptor instead.
 func (*ShardStatus) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{21}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ShardStatus) GetShardId() string {
@@ -2007,7 +2082,7 @@ type FetchProgress struct {
 
 func (x *FetchProgress) Reset() {
 	*x = FetchProgress{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[22]
+	mi := &file_api_agentv1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2094,7 @@ func (x *FetchProgress) String() string {
 func (*FetchProgress) ProtoMessage() {}
 
 func (x *FetchProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[22]
+	mi := &file_api_agentv1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2107,7 @@ func (x *FetchProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchProgress.ProtoReflect.Descriptor instead.
 func (*FetchProgress) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{22}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FetchProgress) GetSource() string {
@@ -2102,14 +2177,17 @@ type StartShard struct {
 	// The catalog profile the replica was placed with. Its nodes is the
 	// replica's shard count (world size); engine, tp, args, env,
 	// startup_timeout and launch_mode are the engine's.
-	Profile       *specv1.Profile `protobuf:"bytes,19,opt,name=profile,proto3" json:"profile,omitempty"`
+	Profile *specv1.Profile `protobuf:"bytes,19,opt,name=profile,proto3" json:"profile,omitempty"`
+	// Nodes of the shard's fabric that hold the source or are fetching it:
+	// the agent asks them, in order, before the source itself.
+	WeightsPeers  []*WeightsPeer `protobuf:"bytes,20,rep,name=weights_peers,json=weightsPeers,proto3" json:"weights_peers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartShard) Reset() {
 	*x = StartShard{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[23]
+	mi := &file_api_agentv1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2199,7 @@ func (x *StartShard) String() string {
 func (*StartShard) ProtoMessage() {}
 
 func (x *StartShard) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[23]
+	mi := &file_api_agentv1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2212,7 @@ func (x *StartShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartShard.ProtoReflect.Descriptor instead.
 func (*StartShard) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{23}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StartShard) GetShardId() string {
@@ -2214,6 +2292,13 @@ func (x *StartShard) GetProfile() *specv1.Profile {
 	return nil
 }
 
+func (x *StartShard) GetWeightsPeers() []*WeightsPeer {
+	if x != nil {
+		return x.WeightsPeers
+	}
+	return nil
+}
+
 type StopShard struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ShardId       string                 `protobuf:"bytes,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
@@ -2224,7 +2309,7 @@ type StopShard struct {
 
 func (x *StopShard) Reset() {
 	*x = StopShard{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[24]
+	mi := &file_api_agentv1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2321,7 @@ func (x *StopShard) String() string {
 func (*StopShard) ProtoMessage() {}
 
 func (x *StopShard) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[24]
+	mi := &file_api_agentv1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2334,7 @@ func (x *StopShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopShard.ProtoReflect.Descriptor instead.
 func (*StopShard) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{24}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StopShard) GetShardId() string {
@@ -2288,7 +2373,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\rcheck_engines\x18\x05 \x01(\v2\x1c.llmgw.agent.v1.CheckEnginesH\x00R\fcheckEngines\x12C\n" +
 	"\rfetch_weights\x18\x06 \x01(\v2\x1c.llmgw.agent.v1.FetchWeightsH\x00R\ffetchWeights\x12I\n" +
 	"\x0fcollect_weights\x18\a \x01(\v2\x1e.llmgw.agent.v1.CollectWeightsH\x00R\x0ecollectWeightsB\x05\n" +
-	"\x03msg\"\xc3\x02\n" +
+	"\x03msg\"\xe6\x02\n" +
 	"\x05Hello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x18\n" +
@@ -2296,7 +2381,8 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\tinventory\x18\x04 \x01(\v2\x19.llmgw.agent.v1.InventoryR\tinventory\x12=\n" +
 	"\vdeclaration\x18\x05 \x01(\v2\x1b.llmgw.agent.v1.DeclarationR\vdeclaration\x123\n" +
 	"\x06shards\x18\x06 \x03(\v2\x1b.llmgw.agent.v1.ShardStatusR\x06shards\x12@\n" +
-	"\rengine_checks\x18\a \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\fengineChecks\"|\n" +
+	"\rengine_checks\x18\a \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\fengineChecks\x12!\n" +
+	"\fpeer_address\x18\b \x01(\tR\vpeerAddress\"|\n" +
 	"\aWelcome\x12=\n" +
 	"\vdeclaration\x18\x01 \x01(\v2\x1b.llmgw.agent.v1.DeclarationR\vdeclaration\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\"\xff\x01\n" +
@@ -2316,10 +2402,14 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x03 \x01(\x04R\tsizeBytes\x12&\n" +
-	"\x0ffetched_unix_ms\x18\x04 \x01(\x03R\rfetchedUnixMs\">\n" +
+	"\x0ffetched_unix_ms\x18\x04 \x01(\x03R\rfetchedUnixMs\"q\n" +
 	"\fFetchWeights\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"e\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x121\n" +
+	"\x05peers\x18\x03 \x03(\v2\x1b.llmgw.agent.v1.WeightsPeerR\x05peers\";\n" +
+	"\vWeightsPeer\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"e\n" +
 	"\x0eCollectWeights\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
@@ -2450,7 +2540,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\x10bytes_per_second\x18\x04 \x01(\x03R\x0ebytesPerSecond\x12\x18\n" +
 	"\astalled\x18\x05 \x01(\bR\astalled\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x06 \x01(\tR\tlastError\"\xe2\x03\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\"\xa4\x04\n" +
 	"\n" +
 	"StartShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
@@ -2466,7 +2556,8 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\x06fabric\x18\v \x01(\tR\x06fabric\x12%\n" +
 	"\x0econtext_length\x18\x0f \x01(\x05R\rcontextLength\x12)\n" +
 	"\x10model_generation\x18\x12 \x01(\tR\x0fmodelGeneration\x120\n" +
-	"\aprofile\x18\x13 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofileJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\t\x10\n" +
+	"\aprofile\x18\x13 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofile\x12@\n" +
+	"\rweights_peers\x18\x14 \x03(\v2\x1b.llmgw.agent.v1.WeightsPeerR\fweightsPeersJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\t\x10\n" +
 	"J\x04\b\f\x10\rJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x10\x10\x11J\x04\b\x11\x10\x12R\x06engineR\n" +
 	"world_sizeR\x02tpR\x04argsR\x03envR\x12startup_timeout_msR\vlaunch_mode\">\n" +
 	"\tStopShard\x12\x19\n" +
@@ -2495,7 +2586,7 @@ func file_api_agentv1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_api_agentv1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_api_agentv1_agent_proto_goTypes = []any{
 	(ShardState)(0),          // 0: llmgw.agent.v1.ShardState
 	(*AgentMessage)(nil),     // 1: llmgw.agent.v1.AgentMessage
@@ -2506,72 +2597,75 @@ var file_api_agentv1_agent_proto_goTypes = []any{
 	(*WeightsCache)(nil),     // 6: llmgw.agent.v1.WeightsCache
 	(*CacheEntry)(nil),       // 7: llmgw.agent.v1.CacheEntry
 	(*FetchWeights)(nil),     // 8: llmgw.agent.v1.FetchWeights
-	(*CollectWeights)(nil),   // 9: llmgw.agent.v1.CollectWeights
-	(*WeightsCollected)(nil), // 10: llmgw.agent.v1.WeightsCollected
-	(*Declaration)(nil),      // 11: llmgw.agent.v1.Declaration
-	(*FabricDecl)(nil),       // 12: llmgw.agent.v1.FabricDecl
-	(*Discovery)(nil),        // 13: llmgw.agent.v1.Discovery
-	(*Inventory)(nil),        // 14: llmgw.agent.v1.Inventory
-	(*GPU)(nil),              // 15: llmgw.agent.v1.GPU
-	(*FabricVerdict)(nil),    // 16: llmgw.agent.v1.FabricVerdict
-	(*ModelFile)(nil),        // 17: llmgw.agent.v1.ModelFile
-	(*EngineStatus)(nil),     // 18: llmgw.agent.v1.EngineStatus
-	(*EngineCheck)(nil),      // 19: llmgw.agent.v1.EngineCheck
-	(*EngineChecks)(nil),     // 20: llmgw.agent.v1.EngineChecks
-	(*CheckEngines)(nil),     // 21: llmgw.agent.v1.CheckEngines
-	(*ShardStatus)(nil),      // 22: llmgw.agent.v1.ShardStatus
-	(*FetchProgress)(nil),    // 23: llmgw.agent.v1.FetchProgress
-	(*StartShard)(nil),       // 24: llmgw.agent.v1.StartShard
-	(*StopShard)(nil),        // 25: llmgw.agent.v1.StopShard
-	nil,                      // 26: llmgw.agent.v1.Declaration.EnginesEntry
-	nil,                      // 27: llmgw.agent.v1.Declaration.LabelsEntry
-	(*specv1.Profile)(nil),   // 28: llmgw.spec.v1.Profile
+	(*WeightsPeer)(nil),      // 9: llmgw.agent.v1.WeightsPeer
+	(*CollectWeights)(nil),   // 10: llmgw.agent.v1.CollectWeights
+	(*WeightsCollected)(nil), // 11: llmgw.agent.v1.WeightsCollected
+	(*Declaration)(nil),      // 12: llmgw.agent.v1.Declaration
+	(*FabricDecl)(nil),       // 13: llmgw.agent.v1.FabricDecl
+	(*Discovery)(nil),        // 14: llmgw.agent.v1.Discovery
+	(*Inventory)(nil),        // 15: llmgw.agent.v1.Inventory
+	(*GPU)(nil),              // 16: llmgw.agent.v1.GPU
+	(*FabricVerdict)(nil),    // 17: llmgw.agent.v1.FabricVerdict
+	(*ModelFile)(nil),        // 18: llmgw.agent.v1.ModelFile
+	(*EngineStatus)(nil),     // 19: llmgw.agent.v1.EngineStatus
+	(*EngineCheck)(nil),      // 20: llmgw.agent.v1.EngineCheck
+	(*EngineChecks)(nil),     // 21: llmgw.agent.v1.EngineChecks
+	(*CheckEngines)(nil),     // 22: llmgw.agent.v1.CheckEngines
+	(*ShardStatus)(nil),      // 23: llmgw.agent.v1.ShardStatus
+	(*FetchProgress)(nil),    // 24: llmgw.agent.v1.FetchProgress
+	(*StartShard)(nil),       // 25: llmgw.agent.v1.StartShard
+	(*StopShard)(nil),        // 26: llmgw.agent.v1.StopShard
+	nil,                      // 27: llmgw.agent.v1.Declaration.EnginesEntry
+	nil,                      // 28: llmgw.agent.v1.Declaration.LabelsEntry
+	(*specv1.Profile)(nil),   // 29: llmgw.spec.v1.Profile
 }
 var file_api_agentv1_agent_proto_depIdxs = []int32{
 	3,  // 0: llmgw.agent.v1.AgentMessage.hello:type_name -> llmgw.agent.v1.Hello
 	5,  // 1: llmgw.agent.v1.AgentMessage.heartbeat:type_name -> llmgw.agent.v1.Heartbeat
-	22, // 2: llmgw.agent.v1.AgentMessage.shard_status:type_name -> llmgw.agent.v1.ShardStatus
-	20, // 3: llmgw.agent.v1.AgentMessage.engine_checks:type_name -> llmgw.agent.v1.EngineChecks
-	10, // 4: llmgw.agent.v1.AgentMessage.weights_collected:type_name -> llmgw.agent.v1.WeightsCollected
+	23, // 2: llmgw.agent.v1.AgentMessage.shard_status:type_name -> llmgw.agent.v1.ShardStatus
+	21, // 3: llmgw.agent.v1.AgentMessage.engine_checks:type_name -> llmgw.agent.v1.EngineChecks
+	11, // 4: llmgw.agent.v1.AgentMessage.weights_collected:type_name -> llmgw.agent.v1.WeightsCollected
 	4,  // 5: llmgw.agent.v1.ControlMessage.welcome:type_name -> llmgw.agent.v1.Welcome
-	24, // 6: llmgw.agent.v1.ControlMessage.start_shard:type_name -> llmgw.agent.v1.StartShard
-	25, // 7: llmgw.agent.v1.ControlMessage.stop_shard:type_name -> llmgw.agent.v1.StopShard
-	11, // 8: llmgw.agent.v1.ControlMessage.declaration:type_name -> llmgw.agent.v1.Declaration
-	21, // 9: llmgw.agent.v1.ControlMessage.check_engines:type_name -> llmgw.agent.v1.CheckEngines
+	25, // 6: llmgw.agent.v1.ControlMessage.start_shard:type_name -> llmgw.agent.v1.StartShard
+	26, // 7: llmgw.agent.v1.ControlMessage.stop_shard:type_name -> llmgw.agent.v1.StopShard
+	12, // 8: llmgw.agent.v1.ControlMessage.declaration:type_name -> llmgw.agent.v1.Declaration
+	22, // 9: llmgw.agent.v1.ControlMessage.check_engines:type_name -> llmgw.agent.v1.CheckEngines
 	8,  // 10: llmgw.agent.v1.ControlMessage.fetch_weights:type_name -> llmgw.agent.v1.FetchWeights
-	9,  // 11: llmgw.agent.v1.ControlMessage.collect_weights:type_name -> llmgw.agent.v1.CollectWeights
-	14, // 12: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
-	11, // 13: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
-	22, // 14: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
-	19, // 15: llmgw.agent.v1.Hello.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
-	11, // 16: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
-	15, // 17: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
-	14, // 18: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
+	10, // 11: llmgw.agent.v1.ControlMessage.collect_weights:type_name -> llmgw.agent.v1.CollectWeights
+	15, // 12: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
+	12, // 13: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
+	23, // 14: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
+	20, // 15: llmgw.agent.v1.Hello.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	12, // 16: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
+	16, // 17: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
+	15, // 18: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
 	6,  // 19: llmgw.agent.v1.Heartbeat.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
 	7,  // 20: llmgw.agent.v1.WeightsCache.entries:type_name -> llmgw.agent.v1.CacheEntry
-	7,  // 21: llmgw.agent.v1.WeightsCollected.removed:type_name -> llmgw.agent.v1.CacheEntry
-	6,  // 22: llmgw.agent.v1.WeightsCollected.cache:type_name -> llmgw.agent.v1.WeightsCache
-	12, // 23: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
-	26, // 24: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
-	27, // 25: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
-	13, // 26: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
-	15, // 27: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
-	16, // 28: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	17, // 29: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
-	18, // 30: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
-	6,  // 31: llmgw.agent.v1.Inventory.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
-	19, // 32: llmgw.agent.v1.EngineChecks.checks:type_name -> llmgw.agent.v1.EngineCheck
-	0,  // 33: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
-	28, // 34: llmgw.agent.v1.ShardStatus.profile:type_name -> llmgw.spec.v1.Profile
-	23, // 35: llmgw.agent.v1.ShardStatus.fetch:type_name -> llmgw.agent.v1.FetchProgress
-	28, // 36: llmgw.agent.v1.StartShard.profile:type_name -> llmgw.spec.v1.Profile
-	1,  // 37: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
-	2,  // 38: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
-	38, // [38:39] is the sub-list for method output_type
-	37, // [37:38] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	9,  // 21: llmgw.agent.v1.FetchWeights.peers:type_name -> llmgw.agent.v1.WeightsPeer
+	7,  // 22: llmgw.agent.v1.WeightsCollected.removed:type_name -> llmgw.agent.v1.CacheEntry
+	6,  // 23: llmgw.agent.v1.WeightsCollected.cache:type_name -> llmgw.agent.v1.WeightsCache
+	13, // 24: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
+	27, // 25: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
+	28, // 26: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
+	14, // 27: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
+	16, // 28: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
+	17, // 29: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	18, // 30: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
+	19, // 31: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
+	6,  // 32: llmgw.agent.v1.Inventory.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
+	20, // 33: llmgw.agent.v1.EngineChecks.checks:type_name -> llmgw.agent.v1.EngineCheck
+	0,  // 34: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
+	29, // 35: llmgw.agent.v1.ShardStatus.profile:type_name -> llmgw.spec.v1.Profile
+	24, // 36: llmgw.agent.v1.ShardStatus.fetch:type_name -> llmgw.agent.v1.FetchProgress
+	29, // 37: llmgw.agent.v1.StartShard.profile:type_name -> llmgw.spec.v1.Profile
+	9,  // 38: llmgw.agent.v1.StartShard.weights_peers:type_name -> llmgw.agent.v1.WeightsPeer
+	1,  // 39: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
+	2,  // 40: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
+	40, // [40:41] is the sub-list for method output_type
+	39, // [39:40] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_api_agentv1_agent_proto_init() }
@@ -2595,15 +2689,15 @@ func file_api_agentv1_agent_proto_init() {
 		(*ControlMessage_FetchWeights)(nil),
 		(*ControlMessage_CollectWeights)(nil),
 	}
-	file_api_agentv1_agent_proto_msgTypes[13].OneofWrappers = []any{}
 	file_api_agentv1_agent_proto_msgTypes[14].OneofWrappers = []any{}
+	file_api_agentv1_agent_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_agentv1_agent_proto_rawDesc), len(file_api_agentv1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

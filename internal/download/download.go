@@ -254,6 +254,9 @@ func (d *Downloader) Fetch(ctx context.Context, dir string, files []File, p *Pro
 	}
 	p.start()
 	p.setFiles(files)
+	p.mu.Lock()
+	p.landed, p.current, p.filesDone = 0, 0, 0 // this fetch's: an earlier one's files are counted again below
+	p.mu.Unlock()
 	out := make([]Landed, 0, len(files))
 	for i := range files {
 		f := files[i]
