@@ -6,6 +6,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,6 +76,10 @@ type Agent struct {
 	cacheSent uint64
 	// runCtx is Run's context: fetches ahead of a shard outlive a session.
 	runCtx context.Context
+	// peerTLS serves the cache to peers; peerAddr is where they reach it
+	// ("" when the agent serves none).
+	peerTLS  *tls.Config
+	peerAddr string
 }
 
 // New returns an agent; Run starts it.
@@ -108,7 +113,16 @@ func New(opts Options) (*Agent, error) {
 	if r := opts.Config.Fetch.S3Region; r != "" {
 		s3.Region = r
 	}
+	var peerServer, peerClient func(string) *tls.Config
+	if c := opts.Config.TLS; c.CA != "" && c.Cert != "" && c.Key != "" {
+		var perr error
+		peerServer, peerClient, perr = fetch.PeerTLS(c.CA, c.Cert, c.Key)
+		if perr != nil {
+			log.Warn("weights peers off: the node identity does not load", "err", perr)
+		}
+	}
 	weights, err := fetch.New(fetch.Options{
+		PeerClient:  peerClient,
 		S3:          s3,
 		Dir:         opts.Config.WeightsPath(),
 		HFEndpoint:  opts.Config.Fetch.HFEndpoint,
@@ -129,6 +143,9 @@ func New(opts Options) (*Agent, error) {
 		decl:    opts.Config.Declaration,
 		shards:  map[string]*shardState{},
 		recheck: make(chan struct{}, 1),
+	}
+	if peerServer != nil {
+		a.peerTLS = peerServer("")
 	}
 	return a, nil
 }
@@ -152,6 +169,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	client := agentv1.NewAgentServiceClient(conn)
 	a.log.Info("agent starting", "server", a.cfg.Server, "address", a.cfg.Address)
 	a.runCtx = ctx
+	if err := a.servePeers(ctx); err != nil {
+		return err
+	}
 	a.adopt()
 	// The first hello carries the checks of the declaration in use; later
 	// ones run beside the session.
@@ -227,6 +247,7 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 		Declaration:  specpb.DeclarationToProto(decl),
 		Shards:       a.shardStatusesLocked(),
 		EngineChecks: a.checks,
+		PeerAddress:  a.peerAddr,
 	}
 	err = send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Hello{Hello: hello}})
 	if err == nil {

@@ -135,7 +135,7 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 	// A fetch may take hours: it runs beside the session, and the engine
 	// is launched with the cache's local path once it is done.
 	go func() {
-		path, err := a.weights.Resolve(ctx, ss.Source, func(p fetch.Progress) {
+		path, err := a.weights.ResolveFrom(ctx, ss.Source, peersFromProto(m.GetWeightsPeers()), func(p fetch.Progress) {
 			a.setStatus(id, func(st *agentv1.ShardStatus) { st.Fetch = fetchToProto(p) })
 		})
 		if err != nil {

@@ -2,6 +2,10 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -68,7 +72,7 @@ func (a *Agent) prefetch(ctx context.Context, m *agentv1.FetchWeights) {
 	a.log.Info("fetching weights ahead of a shard", "source", m.GetSource(), "reason", m.GetReason())
 	go func() {
 		start := time.Now()
-		path, err := a.weights.Resolve(ctx, m.GetSource(), nil)
+		path, err := a.weights.ResolveFrom(ctx, m.GetSource(), peersFromProto(m.GetPeers()), nil)
 		if err != nil {
 			a.log.Warn("fetch ahead of a shard failed", "source", m.GetSource(), "err", err)
 			return
@@ -139,4 +143,42 @@ func (a *Agent) collect(m *agentv1.CollectWeights) *agentv1.WeightsCollected {
 		a.log.Info("weights collected", "removed", len(removed), "kept_by_problems", len(errs))
 	}
 	return out
+}
+
+func peersFromProto(ps []*agentv1.WeightsPeer) []fetch.Peer {
+	out := make([]fetch.Peer, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, fetch.Peer{Node: p.GetNode(), Address: p.GetAddress()})
+	}
+	return out
+}
+
+// servePeers starts the peer listener when peer_listen is set: the
+// cache's complete entries, to nodes presenting a certificate of the
+// cluster CA, until ctx ends.
+func (a *Agent) servePeers(ctx context.Context) error {
+	if a.cfg.PeerListen == "" {
+		return nil
+	}
+	if a.peerTLS == nil {
+		return fmt.Errorf("peer_listen %s: the node identity (tls.cert, tls.key, tls.ca) does not load", a.cfg.PeerListen)
+	}
+	ln, err := net.Listen("tcp", a.cfg.PeerListen)
+	if err != nil {
+		return fmt.Errorf("peer_listen: %w", err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	a.peerAddr = net.JoinHostPort(a.cfg.Address, port)
+	srv := &http.Server{Handler: a.weights.PeerHandler(), TLSConfig: a.peerTLS, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("peer listener stopped", "err", err)
+		}
+	}()
+	a.log.Info("serving weights to peers", "listen", ln.Addr().String(), "address", a.peerAddr)
+	return nil
 }

@@ -51,6 +51,10 @@ type Agent struct {
 	WeightsDir string `koanf:"weights_dir" yaml:"weights_dir,omitempty" json:"weights_dir,omitempty"`
 	// Fetch tunes how weights are fetched.
 	Fetch Fetch `koanf:"fetch" yaml:"fetch" json:"fetch"`
+	// PeerListen is where the agent serves its complete cache entries to
+	// the other nodes of its fabric (host:port, mutual TLS with node
+	// certificates); "" serves none. Peers reach it at address and its port.
+	PeerListen string `koanf:"peer_listen" yaml:"peer_listen,omitempty" json:"peer_listen,omitempty"`
 
 	// Declaration is what the operator says the node is: fabrics, engines,
 	// labels, model_dirs and discovery are top-level keys of agent.yaml.
@@ -188,6 +192,11 @@ func (a Agent) Validate() error {
 	}
 	if u := a.Fetch.S3Endpoint; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		add("fetch.s3_endpoint", "%q is not an http(s) URL", u)
+	}
+	if l := a.PeerListen; l != "" {
+		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
+			add("peer_listen", "%q is not host:port (e.g. \":7444\")", l)
+		}
 	}
 	if err := a.Declaration.Validate(); err != nil {
 		problems = append(problems, err.Error())

@@ -79,6 +79,9 @@ type Node struct {
 	ConnectedSince time.Time
 	// Draining nodes take no new work; their replicas are moved elsewhere.
 	Draining bool
+	// PeerAddress is where the node serves its weights cache to the other
+	// nodes of its fabric ("" when it serves none).
+	PeerAddress string
 
 	conn   Conn
 	connID uint64
@@ -359,6 +362,7 @@ func (f *Fleet) connectLocked(nodeID string, o Opening) *Session {
 	}
 	n.Address = hello.GetAddress()
 	n.Version = hello.GetVersion()
+	n.PeerAddress = hello.GetPeerAddress()
 	n.Inventory = hello.GetInventory()
 	n.EngineChecks = hello.GetEngineChecks()
 	n.Declaration = decl

@@ -10,6 +10,27 @@ func (n *Node) WeightsCache() *agentv1.WeightsCache {
 	return n.Inventory.GetWeightsCache()
 }
 
+// Fabric is the fabric in service on the node ("" for none).
+func (n *Node) Fabric() string {
+	for _, fv := range n.Inventory.GetFabrics() {
+		if fv.GetInService() {
+			return fv.GetName()
+		}
+	}
+	return ""
+}
+
+// Holds reports whether the node's weights cache, as last reported, holds
+// source.
+func (n *Node) Holds(source string) bool {
+	for _, e := range n.WeightsCache().GetEntries() {
+		if e.GetSource() == source {
+			return true
+		}
+	}
+	return false
+}
+
 // weightsCacheLocked records a node's weights cache report.
 func (f *Fleet) weightsCacheLocked(n *Node, wc *agentv1.WeightsCache) {
 	if wc == nil || n.Inventory == nil {

@@ -440,6 +440,11 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 	}
 	// Every shard carries the profile itself; its nodes is the world size.
 	profile := specpb.ProfileToProto(plan.Profile)
+	fetched := false
+	if src, err := spec.ParseSource(e.Model.Source); err == nil && src.Fetched() {
+		fetched = true
+	}
+	var placedNodes []string
 	for _, sp := range plan.Shards {
 		gpus := make([]int32, len(sp.GPUIndices))
 		for i, g := range sp.GPUIndices {
@@ -457,6 +462,10 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 			ModelGeneration: e.Generation,
 			Profile:         profile,
 		}
+		if fetched {
+			start.WeightsPeers = weightsPeers(tx, sp.NodeID, e.Model.Source, placedNodes)
+		}
+		placedNodes = append(placedNodes, sp.NodeID)
 		rep.Shards = append(rep.Shards, &fleet.Shard{
 			ID: start.ShardId, Rank: sp.Rank, Node: sp.NodeID, GPUs: append([]int(nil), sp.GPUIndices...),
 			State: agentv1.ShardState_SHARD_STATE_STARTING, Start: start, Source: e.Model.Source,
@@ -538,9 +547,59 @@ func (r *Reconciler) fetchAhead(tx *fleet.Tx, rep *fleet.Replica, source string)
 		return
 	}
 	for _, s := range rep.Shards[1:] {
-		msg := &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_FetchWeights{FetchWeights: &agentv1.FetchWeights{Source: source, Reason: "worker " + s.ID + " of replica " + rep.ID}}}
+		msg := &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_FetchWeights{FetchWeights: &agentv1.FetchWeights{Source: source, Reason: "worker " + s.ID + " of replica " + rep.ID, Peers: s.Start.GetWeightsPeers()}}}
 		if err := tx.Send(s.Node, msg); err != nil {
 			r.log.Debug("fetch ahead not delivered", "node", s.Node, "shard", s.ID, "err", err)
 		}
 	}
+}
+
+// maxWeightsPeers bounds the peers a node is told to ask before the source.
+const maxWeightsPeers = 3
+
+// weightsPeers are the nodes of node's fabric a fetch of source asks before
+// the source itself: first those whose cache holds it, then those fetching
+// it (a live shard of that source, or a shard of this replica placed
+// before, named in placedNow), each serving peers. A node outside any
+// fabric asks no one: the fabric is what makes a peer near.
+func weightsPeers(tx *fleet.Tx, node, source string, placedNow []string) []*agentv1.WeightsPeer {
+	nodes := tx.Nodes()
+	fabric := ""
+	for _, n := range nodes {
+		if n.ID == node {
+			fabric = n.Fabric()
+		}
+	}
+	if fabric == "" {
+		return nil
+	}
+	fetching := map[string]bool{}
+	for _, id := range placedNow {
+		fetching[id] = true
+	}
+	for _, r := range tx.Replicas() {
+		if !r.Live() {
+			continue
+		}
+		for _, s := range r.Shards {
+			if s.Source == source && s.State != agentv1.ShardState_SHARD_STATE_STOPPED && s.State != agentv1.ShardState_SHARD_STATE_FAILED {
+				fetching[s.Node] = true
+			}
+		}
+	}
+	var holders, others []*agentv1.WeightsPeer
+	for _, n := range nodes {
+		if n.ID == node || !n.Connected || n.PeerAddress == "" || n.Fabric() != fabric {
+			continue
+		}
+		p := &agentv1.WeightsPeer{Node: n.ID, Address: n.PeerAddress}
+		switch {
+		case n.Holds(source):
+			holders = append(holders, p)
+		case fetching[n.ID]:
+			others = append(others, p)
+		}
+	}
+	out := append(holders, others...)
+	return out[:min(len(out), maxWeightsPeers)]
 }
