@@ -136,8 +136,10 @@ func fetchThroughput(b *testing.B) {
 	fmt.Fprintf(&out, "  raw loopback copy to a file        %7.0f MB/s\n", r/1e6)
 	fmt.Fprintf(&out, "  mirror / file server: %.2f (goal >= %.1f: %s); mirror / raw copy: %.2f\n", m/d, fetchRatioGoal, mark(m/d >= fetchRatioGoal), m/r)
 
-	// Every node of two fabrics fetching one new model: what the mirror
-	// serves per fabric, against the goal of one copy per fabric.
+	// Every node of two fabrics fetching one new model through the cache
+	// alone (no peers named, as for nodes without peer_listen): what the
+	// mirror serves per fabric, against the goal of one copy per fabric
+	// that peers meet (e2e's TestOneCopyPerFabric).
 	const nodesPerFabric = 4
 	small := filepath.Join(store, "new", "v", "w.gguf")
 	if err := os.MkdirAll(filepath.Dir(small), 0o750); err != nil {
