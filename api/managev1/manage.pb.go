@@ -554,8 +554,12 @@ type Node struct {
 	// plane's clock); 0 when no agent ever connected. A session newer than
 	// one seen before tells a rebuilt machine's agent from the old one's.
 	ConnectedSinceUnixMs int64 `protobuf:"varint,25,opt,name=connected_since_unix_ms,json=connectedSinceUnixMs,proto3" json:"connected_since_unix_ms,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The filesystem holding the node's weights cache, as its agent last
+	// reported it; absent when it reported none (an older agent).
+	WeightsDiskFreeBytes  *uint64 `protobuf:"varint,26,opt,name=weights_disk_free_bytes,json=weightsDiskFreeBytes,proto3,oneof" json:"weights_disk_free_bytes,omitempty"`
+	WeightsDiskTotalBytes *uint64 `protobuf:"varint,27,opt,name=weights_disk_total_bytes,json=weightsDiskTotalBytes,proto3,oneof" json:"weights_disk_total_bytes,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -759,6 +763,20 @@ func (x *Node) GetConnected() bool {
 func (x *Node) GetConnectedSinceUnixMs() int64 {
 	if x != nil {
 		return x.ConnectedSinceUnixMs
+	}
+	return 0
+}
+
+func (x *Node) GetWeightsDiskFreeBytes() uint64 {
+	if x != nil && x.WeightsDiskFreeBytes != nil {
+		return *x.WeightsDiskFreeBytes
+	}
+	return 0
+}
+
+func (x *Node) GetWeightsDiskTotalBytes() uint64 {
+	if x != nil && x.WeightsDiskTotalBytes != nil {
+		return *x.WeightsDiskTotalBytes
 	}
 	return 0
 }
@@ -5622,7 +5640,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.llmgw.manage.v1.NodeR\x05nodes\" \n" +
 	"\x0eGetNodeRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x8b\b\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xbe\t\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
@@ -5649,11 +5667,15 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\rengine_checks\x18\x16 \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\fengineChecks\x12\x1a\n" +
 	"\bwarnings\x18\x17 \x03(\tR\bwarnings\x12\x1c\n" +
 	"\tconnected\x18\x18 \x01(\bR\tconnected\x125\n" +
-	"\x17connected_since_unix_ms\x18\x19 \x01(\x03R\x14connectedSinceUnixMs\x1a9\n" +
+	"\x17connected_since_unix_ms\x18\x19 \x01(\x03R\x14connectedSinceUnixMs\x12:\n" +
+	"\x17weights_disk_free_bytes\x18\x1a \x01(\x04H\x01R\x14weightsDiskFreeBytes\x88\x01\x01\x12<\n" +
+	"\x18weights_disk_total_bytes\x18\x1b \x01(\x04H\x02R\x15weightsDiskTotalBytes\x88\x01\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
-	"\t_has_avx2\"P\n" +
+	"\t_has_avx2B\x1a\n" +
+	"\x18_weights_disk_free_bytesB\x1b\n" +
+	"\x19_weights_disk_total_bytes\"P\n" +
 	"\aScaling\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x05R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x05R\x03max\x12!\n" +
