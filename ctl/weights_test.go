@@ -55,3 +55,18 @@ func TestWeights(t *testing.T) {
 		t.Errorf("--dry-run alone: code %d, %q", code, errOut)
 	}
 }
+
+// TestStatusHoldings: ctl status ends with, per model, how many nodes of
+// each fabric hold its weights, so a model seeded into one fabric shows.
+func TestStatusHoldings(t *testing.T) {
+	f := cannedManage()
+	f.status.Holdings = []*managev1.ModelHoldings{{Model: "coder", Source: "http://mirror:8081/coder/v1/w.gguf", Fabrics: []*managev1.FabricHolding{
+		{Fabric: "", Nodes: 1, Holding: 0}, {Fabric: "ib-a", Nodes: 2, Holding: 2}, {Fabric: "ib-b", Nodes: 3, Holding: 0},
+	}}}
+	code, out, _ := runCtl(t, startServer(t, f), "status")
+	want := "version:   0.4.0\nnodes:     2/3 ready, 1 lost\nmodels:    2\nreplicas:  1/2 ready\ngpus:      2/16 used\n\n" +
+		"MODEL  NODES HOLDING ITS WEIGHTS, PER FABRIC\ncoder  no fabric 0/1 nodes, ib-a 2/2 nodes, ib-b 0/3 nodes\n"
+	if code != 0 || out != want {
+		t.Fatalf("code %d\n%s\nwant\n%s", code, out, want)
+	}
+}

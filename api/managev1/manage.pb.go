@@ -76,7 +76,10 @@ type Status struct {
 	GpusUsed      int32                  `protobuf:"varint,9,opt,name=gpus_used,json=gpusUsed,proto3" json:"gpus_used,omitempty"`
 	// The leader election among the control planes sharing the store; absent
 	// from a control plane that does not take part in one.
-	Ha            *HAStatus `protobuf:"bytes,10,opt,name=ha,proto3" json:"ha,omitempty"`
+	Ha *HAStatus `protobuf:"bytes,10,opt,name=ha,proto3" json:"ha,omitempty"`
+	// For each catalog model whose weights the nodes fetch or find in their
+	// model_dirs: how many nodes of each fabric hold them.
+	Holdings      []*ModelHoldings `protobuf:"bytes,11,rep,name=holdings,proto3" json:"holdings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +184,136 @@ func (x *Status) GetHa() *HAStatus {
 	return nil
 }
 
+func (x *Status) GetHoldings() []*ModelHoldings {
+	if x != nil {
+		return x.Holdings
+	}
+	return nil
+}
+
+// ModelHoldings is where a model's weights are, per fabric.
+type ModelHoldings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Source        string                 `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	Fabrics       []*FabricHolding       `protobuf:"bytes,3,rep,name=fabrics,proto3" json:"fabrics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelHoldings) Reset() {
+	*x = ModelHoldings{}
+	mi := &file_api_managev1_manage_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelHoldings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelHoldings) ProtoMessage() {}
+
+func (x *ModelHoldings) ProtoReflect() protoreflect.Message {
+	mi := &file_api_managev1_manage_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelHoldings.ProtoReflect.Descriptor instead.
+func (*ModelHoldings) Descriptor() ([]byte, []int) {
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ModelHoldings) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ModelHoldings) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ModelHoldings) GetFabrics() []*FabricHolding {
+	if x != nil {
+		return x.Fabrics
+	}
+	return nil
+}
+
+// FabricHolding counts a fabric's nodes and those holding a model's weights.
+type FabricHolding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "" for the nodes in no fabric.
+	Fabric        string `protobuf:"bytes,1,opt,name=fabric,proto3" json:"fabric,omitempty"`
+	Nodes         int32  `protobuf:"varint,2,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Holding       int32  `protobuf:"varint,3,opt,name=holding,proto3" json:"holding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FabricHolding) Reset() {
+	*x = FabricHolding{}
+	mi := &file_api_managev1_manage_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FabricHolding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FabricHolding) ProtoMessage() {}
+
+func (x *FabricHolding) ProtoReflect() protoreflect.Message {
+	mi := &file_api_managev1_manage_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FabricHolding.ProtoReflect.Descriptor instead.
+func (*FabricHolding) Descriptor() ([]byte, []int) {
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FabricHolding) GetFabric() string {
+	if x != nil {
+		return x.Fabric
+	}
+	return ""
+}
+
+func (x *FabricHolding) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *FabricHolding) GetHolding() int32 {
+	if x != nil {
+		return x.Holding
+	}
+	return 0
+}
+
 // HAStatus is who owns the fleet: the leader lease and every control plane
 // seen on the store.
 type HAStatus struct {
@@ -204,7 +337,7 @@ type HAStatus struct {
 
 func (x *HAStatus) Reset() {
 	*x = HAStatus{}
-	mi := &file_api_managev1_manage_proto_msgTypes[2]
+	mi := &file_api_managev1_manage_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -216,7 +349,7 @@ func (x *HAStatus) String() string {
 func (*HAStatus) ProtoMessage() {}
 
 func (x *HAStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[2]
+	mi := &file_api_managev1_manage_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -229,7 +362,7 @@ func (x *HAStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HAStatus.ProtoReflect.Descriptor instead.
 func (*HAStatus) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{2}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HAStatus) GetAnsweredBy() string {
@@ -305,7 +438,7 @@ type ControlPlane struct {
 
 func (x *ControlPlane) Reset() {
 	*x = ControlPlane{}
-	mi := &file_api_managev1_manage_proto_msgTypes[3]
+	mi := &file_api_managev1_manage_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +450,7 @@ func (x *ControlPlane) String() string {
 func (*ControlPlane) ProtoMessage() {}
 
 func (x *ControlPlane) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[3]
+	mi := &file_api_managev1_manage_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +463,7 @@ func (x *ControlPlane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlPlane.ProtoReflect.Descriptor instead.
 func (*ControlPlane) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{3}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ControlPlane) GetName() string {
@@ -397,7 +530,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[4]
+	mi := &file_api_managev1_manage_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -409,7 +542,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[4]
+	mi := &file_api_managev1_manage_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -422,7 +555,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{4}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{6}
 }
 
 type ListNodesResponse struct {
@@ -434,7 +567,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[5]
+	mi := &file_api_managev1_manage_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +579,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[5]
+	mi := &file_api_managev1_manage_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +592,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{5}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -478,7 +611,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[6]
+	mi := &file_api_managev1_manage_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +623,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[6]
+	mi := &file_api_managev1_manage_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +636,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{6}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetNodeRequest) GetId() string {
@@ -564,7 +697,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_managev1_manage_proto_msgTypes[7]
+	mi := &file_api_managev1_manage_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +709,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[7]
+	mi := &file_api_managev1_manage_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +722,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{7}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Node) GetId() string {
@@ -792,7 +925,7 @@ type Scaling struct {
 
 func (x *Scaling) Reset() {
 	*x = Scaling{}
-	mi := &file_api_managev1_manage_proto_msgTypes[8]
+	mi := &file_api_managev1_manage_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +937,7 @@ func (x *Scaling) String() string {
 func (*Scaling) ProtoMessage() {}
 
 func (x *Scaling) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[8]
+	mi := &file_api_managev1_manage_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +950,7 @@ func (x *Scaling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scaling.ProtoReflect.Descriptor instead.
 func (*Scaling) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{8}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Scaling) GetMin() int32 {
@@ -872,7 +1005,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_api_managev1_manage_proto_msgTypes[9]
+	mi := &file_api_managev1_manage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1017,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[9]
+	mi := &file_api_managev1_manage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1030,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{9}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Model) GetName() string {
@@ -1003,7 +1136,7 @@ type Pricing struct {
 
 func (x *Pricing) Reset() {
 	*x = Pricing{}
-	mi := &file_api_managev1_manage_proto_msgTypes[10]
+	mi := &file_api_managev1_manage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1148,7 @@ func (x *Pricing) String() string {
 func (*Pricing) ProtoMessage() {}
 
 func (x *Pricing) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[10]
+	mi := &file_api_managev1_manage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1161,7 @@ func (x *Pricing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pricing.ProtoReflect.Descriptor instead.
 func (*Pricing) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{10}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Pricing) GetPromptPer_1K() float64 {
@@ -1059,7 +1192,7 @@ type ModelStatus struct {
 
 func (x *ModelStatus) Reset() {
 	*x = ModelStatus{}
-	mi := &file_api_managev1_manage_proto_msgTypes[11]
+	mi := &file_api_managev1_manage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1204,7 @@ func (x *ModelStatus) String() string {
 func (*ModelStatus) ProtoMessage() {}
 
 func (x *ModelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[11]
+	mi := &file_api_managev1_manage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1217,7 @@ func (x *ModelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelStatus.ProtoReflect.Descriptor instead.
 func (*ModelStatus) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{11}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ModelStatus) GetReplicasDesired() int32 {
@@ -1131,7 +1264,7 @@ type CreateModelRequest struct {
 
 func (x *CreateModelRequest) Reset() {
 	*x = CreateModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[12]
+	mi := &file_api_managev1_manage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1276,7 @@ func (x *CreateModelRequest) String() string {
 func (*CreateModelRequest) ProtoMessage() {}
 
 func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[12]
+	mi := &file_api_managev1_manage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1289,7 @@ func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelRequest.ProtoReflect.Descriptor instead.
 func (*CreateModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{12}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateModelRequest) GetModel() *Model {
@@ -1175,7 +1308,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[13]
+	mi := &file_api_managev1_manage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1320,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[13]
+	mi := &file_api_managev1_manage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1333,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{13}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetModelRequest) GetName() string {
@@ -1219,7 +1352,7 @@ type UpdateModelRequest struct {
 
 func (x *UpdateModelRequest) Reset() {
 	*x = UpdateModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[14]
+	mi := &file_api_managev1_manage_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1364,7 @@ func (x *UpdateModelRequest) String() string {
 func (*UpdateModelRequest) ProtoMessage() {}
 
 func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[14]
+	mi := &file_api_managev1_manage_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1377,7 @@ func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelRequest.ProtoReflect.Descriptor instead.
 func (*UpdateModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{14}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateModelRequest) GetModel() *Model {
@@ -1263,7 +1396,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[15]
+	mi := &file_api_managev1_manage_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1408,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[15]
+	mi := &file_api_managev1_manage_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1421,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{15}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteModelRequest) GetName() string {
@@ -1306,7 +1439,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[16]
+	mi := &file_api_managev1_manage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1451,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[16]
+	mi := &file_api_managev1_manage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1464,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{16}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{18}
 }
 
 type ListModelsRequest struct {
@@ -1342,7 +1475,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[17]
+	mi := &file_api_managev1_manage_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1487,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[17]
+	mi := &file_api_managev1_manage_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1500,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{17}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{19}
 }
 
 type ListModelsResponse struct {
@@ -1379,7 +1512,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[18]
+	mi := &file_api_managev1_manage_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1524,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[18]
+	mi := &file_api_managev1_manage_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1537,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{18}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -1424,7 +1557,7 @@ type ListReplicasRequest struct {
 
 func (x *ListReplicasRequest) Reset() {
 	*x = ListReplicasRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[19]
+	mi := &file_api_managev1_manage_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1569,7 @@ func (x *ListReplicasRequest) String() string {
 func (*ListReplicasRequest) ProtoMessage() {}
 
 func (x *ListReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[19]
+	mi := &file_api_managev1_manage_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1582,7 @@ func (x *ListReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ListReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{19}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListReplicasRequest) GetModel() string {
@@ -1468,7 +1601,7 @@ type ListReplicasResponse struct {
 
 func (x *ListReplicasResponse) Reset() {
 	*x = ListReplicasResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[20]
+	mi := &file_api_managev1_manage_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1613,7 @@ func (x *ListReplicasResponse) String() string {
 func (*ListReplicasResponse) ProtoMessage() {}
 
 func (x *ListReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[20]
+	mi := &file_api_managev1_manage_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1626,7 @@ func (x *ListReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ListReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{20}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListReplicasResponse) GetReplicas() []*Replica {
@@ -1522,7 +1655,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_api_managev1_manage_proto_msgTypes[21]
+	mi := &file_api_managev1_manage_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1667,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[21]
+	mi := &file_api_managev1_manage_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1680,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{21}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Replica) GetId() string {
@@ -1639,7 +1772,7 @@ type Shard struct {
 
 func (x *Shard) Reset() {
 	*x = Shard{}
-	mi := &file_api_managev1_manage_proto_msgTypes[22]
+	mi := &file_api_managev1_manage_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1784,7 @@ func (x *Shard) String() string {
 func (*Shard) ProtoMessage() {}
 
 func (x *Shard) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[22]
+	mi := &file_api_managev1_manage_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1797,7 @@ func (x *Shard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shard.ProtoReflect.Descriptor instead.
 func (*Shard) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{22}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Shard) GetId() string {
@@ -1748,7 +1881,7 @@ type ShardFetch struct {
 
 func (x *ShardFetch) Reset() {
 	*x = ShardFetch{}
-	mi := &file_api_managev1_manage_proto_msgTypes[23]
+	mi := &file_api_managev1_manage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1893,7 @@ func (x *ShardFetch) String() string {
 func (*ShardFetch) ProtoMessage() {}
 
 func (x *ShardFetch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[23]
+	mi := &file_api_managev1_manage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1906,7 @@ func (x *ShardFetch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardFetch.ProtoReflect.Descriptor instead.
 func (*ShardFetch) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{23}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ShardFetch) GetSource() string {
@@ -1827,7 +1960,7 @@ type ExplainPlacementRequest struct {
 
 func (x *ExplainPlacementRequest) Reset() {
 	*x = ExplainPlacementRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[24]
+	mi := &file_api_managev1_manage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +1972,7 @@ func (x *ExplainPlacementRequest) String() string {
 func (*ExplainPlacementRequest) ProtoMessage() {}
 
 func (x *ExplainPlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[24]
+	mi := &file_api_managev1_manage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +1985,7 @@ func (x *ExplainPlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainPlacementRequest.ProtoReflect.Descriptor instead.
 func (*ExplainPlacementRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{24}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExplainPlacementRequest) GetModel() string {
@@ -1871,7 +2004,7 @@ type PlanPlacementRequest struct {
 
 func (x *PlanPlacementRequest) Reset() {
 	*x = PlanPlacementRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[25]
+	mi := &file_api_managev1_manage_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2016,7 @@ func (x *PlanPlacementRequest) String() string {
 func (*PlanPlacementRequest) ProtoMessage() {}
 
 func (x *PlanPlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[25]
+	mi := &file_api_managev1_manage_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2029,7 @@ func (x *PlanPlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPlacementRequest.ProtoReflect.Descriptor instead.
 func (*PlanPlacementRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{25}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PlanPlacementRequest) GetModel() *Model {
@@ -1923,7 +2056,7 @@ type Explanation struct {
 
 func (x *Explanation) Reset() {
 	*x = Explanation{}
-	mi := &file_api_managev1_manage_proto_msgTypes[26]
+	mi := &file_api_managev1_manage_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2068,7 @@ func (x *Explanation) String() string {
 func (*Explanation) ProtoMessage() {}
 
 func (x *Explanation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[26]
+	mi := &file_api_managev1_manage_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2081,7 @@ func (x *Explanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Explanation.ProtoReflect.Descriptor instead.
 func (*Explanation) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{26}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Explanation) GetModel() string {
@@ -2005,7 +2138,7 @@ type ProfileExplanation struct {
 
 func (x *ProfileExplanation) Reset() {
 	*x = ProfileExplanation{}
-	mi := &file_api_managev1_manage_proto_msgTypes[27]
+	mi := &file_api_managev1_manage_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2150,7 @@ func (x *ProfileExplanation) String() string {
 func (*ProfileExplanation) ProtoMessage() {}
 
 func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[27]
+	mi := &file_api_managev1_manage_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2163,7 @@ func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileExplanation.ProtoReflect.Descriptor instead.
 func (*ProfileExplanation) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{27}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ProfileExplanation) GetProfile() string {
@@ -2073,7 +2206,7 @@ type NodeVerdict struct {
 
 func (x *NodeVerdict) Reset() {
 	*x = NodeVerdict{}
-	mi := &file_api_managev1_manage_proto_msgTypes[28]
+	mi := &file_api_managev1_manage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2218,7 @@ func (x *NodeVerdict) String() string {
 func (*NodeVerdict) ProtoMessage() {}
 
 func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[28]
+	mi := &file_api_managev1_manage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2231,7 @@ func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeVerdict.ProtoReflect.Descriptor instead.
 func (*NodeVerdict) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{28}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeVerdict) GetNode() string {
@@ -2141,7 +2274,7 @@ type Fabric struct {
 
 func (x *Fabric) Reset() {
 	*x = Fabric{}
-	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_api_managev1_manage_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2286,7 @@ func (x *Fabric) String() string {
 func (*Fabric) ProtoMessage() {}
 
 func (x *Fabric) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_api_managev1_manage_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2299,7 @@ func (x *Fabric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fabric.ProtoReflect.Descriptor instead.
 func (*Fabric) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{29}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Fabric) GetName() string {
@@ -2199,7 +2332,7 @@ type CreateFabricRequest struct {
 
 func (x *CreateFabricRequest) Reset() {
 	*x = CreateFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_api_managev1_manage_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2344,7 @@ func (x *CreateFabricRequest) String() string {
 func (*CreateFabricRequest) ProtoMessage() {}
 
 func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_api_managev1_manage_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2357,7 @@ func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateFabricRequest.ProtoReflect.Descriptor instead.
 func (*CreateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{30}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateFabricRequest) GetFabric() *Fabric {
@@ -2243,7 +2376,7 @@ type GetFabricRequest struct {
 
 func (x *GetFabricRequest) Reset() {
 	*x = GetFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_api_managev1_manage_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2388,7 @@ func (x *GetFabricRequest) String() string {
 func (*GetFabricRequest) ProtoMessage() {}
 
 func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_api_managev1_manage_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2401,7 @@ func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFabricRequest.ProtoReflect.Descriptor instead.
 func (*GetFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{31}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetFabricRequest) GetName() string {
@@ -2287,7 +2420,7 @@ type UpdateFabricRequest struct {
 
 func (x *UpdateFabricRequest) Reset() {
 	*x = UpdateFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_api_managev1_manage_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2432,7 @@ func (x *UpdateFabricRequest) String() string {
 func (*UpdateFabricRequest) ProtoMessage() {}
 
 func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_api_managev1_manage_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2445,7 @@ func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFabricRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{32}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpdateFabricRequest) GetFabric() *Fabric {
@@ -2331,7 +2464,7 @@ type DeleteFabricRequest struct {
 
 func (x *DeleteFabricRequest) Reset() {
 	*x = DeleteFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_api_managev1_manage_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2476,7 @@ func (x *DeleteFabricRequest) String() string {
 func (*DeleteFabricRequest) ProtoMessage() {}
 
 func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_api_managev1_manage_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2489,7 @@ func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricRequest.ProtoReflect.Descriptor instead.
 func (*DeleteFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{33}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteFabricRequest) GetName() string {
@@ -2374,7 +2507,7 @@ type DeleteFabricResponse struct {
 
 func (x *DeleteFabricResponse) Reset() {
 	*x = DeleteFabricResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_api_managev1_manage_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2519,7 @@ func (x *DeleteFabricResponse) String() string {
 func (*DeleteFabricResponse) ProtoMessage() {}
 
 func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_api_managev1_manage_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2532,7 @@ func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricResponse.ProtoReflect.Descriptor instead.
 func (*DeleteFabricResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{34}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{36}
 }
 
 type ListFabricsRequest struct {
@@ -2410,7 +2543,7 @@ type ListFabricsRequest struct {
 
 func (x *ListFabricsRequest) Reset() {
 	*x = ListFabricsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_api_managev1_manage_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2555,7 @@ func (x *ListFabricsRequest) String() string {
 func (*ListFabricsRequest) ProtoMessage() {}
 
 func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_api_managev1_manage_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2568,7 @@ func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsRequest.ProtoReflect.Descriptor instead.
 func (*ListFabricsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{35}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{37}
 }
 
 type ListFabricsResponse struct {
@@ -2447,7 +2580,7 @@ type ListFabricsResponse struct {
 
 func (x *ListFabricsResponse) Reset() {
 	*x = ListFabricsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_api_managev1_manage_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2592,7 @@ func (x *ListFabricsResponse) String() string {
 func (*ListFabricsResponse) ProtoMessage() {}
 
 func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_api_managev1_manage_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2605,7 @@ func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsResponse.ProtoReflect.Descriptor instead.
 func (*ListFabricsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{36}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListFabricsResponse) GetFabrics() []*Fabric {
@@ -2497,7 +2630,7 @@ type NodeDeclaration struct {
 
 func (x *NodeDeclaration) Reset() {
 	*x = NodeDeclaration{}
-	mi := &file_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_api_managev1_manage_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2642,7 @@ func (x *NodeDeclaration) String() string {
 func (*NodeDeclaration) ProtoMessage() {}
 
 func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_api_managev1_manage_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2655,7 @@ func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDeclaration.ProtoReflect.Descriptor instead.
 func (*NodeDeclaration) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{37}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NodeDeclaration) GetName() string {
@@ -2562,7 +2695,7 @@ type DeclareNodeRequest struct {
 
 func (x *DeclareNodeRequest) Reset() {
 	*x = DeclareNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_api_managev1_manage_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2574,7 +2707,7 @@ func (x *DeclareNodeRequest) String() string {
 func (*DeclareNodeRequest) ProtoMessage() {}
 
 func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_api_managev1_manage_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2587,7 +2720,7 @@ func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeclareNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{38}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeclareNodeRequest) GetNode() *NodeDeclaration {
@@ -2606,7 +2739,7 @@ type GetNodeDeclarationRequest struct {
 
 func (x *GetNodeDeclarationRequest) Reset() {
 	*x = GetNodeDeclarationRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_api_managev1_manage_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2751,7 @@ func (x *GetNodeDeclarationRequest) String() string {
 func (*GetNodeDeclarationRequest) ProtoMessage() {}
 
 func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_api_managev1_manage_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2764,7 @@ func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeDeclarationRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeDeclarationRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{39}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetNodeDeclarationRequest) GetName() string {
@@ -2649,7 +2782,7 @@ type ListNodeDeclarationsRequest struct {
 
 func (x *ListNodeDeclarationsRequest) Reset() {
 	*x = ListNodeDeclarationsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_api_managev1_manage_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2661,7 +2794,7 @@ func (x *ListNodeDeclarationsRequest) String() string {
 func (*ListNodeDeclarationsRequest) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_api_managev1_manage_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2674,7 +2807,7 @@ func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{40}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{42}
 }
 
 type ListNodeDeclarationsResponse struct {
@@ -2686,7 +2819,7 @@ type ListNodeDeclarationsResponse struct {
 
 func (x *ListNodeDeclarationsResponse) Reset() {
 	*x = ListNodeDeclarationsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_api_managev1_manage_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2831,7 @@ func (x *ListNodeDeclarationsResponse) String() string {
 func (*ListNodeDeclarationsResponse) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_api_managev1_manage_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +2844,7 @@ func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{41}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListNodeDeclarationsResponse) GetNodes() []*NodeDeclaration {
@@ -2732,7 +2865,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_api_managev1_manage_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +2877,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_api_managev1_manage_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +2890,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{42}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DrainNodeRequest) GetName() string {
@@ -2784,7 +2917,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[43]
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +2929,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[43]
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +2942,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{43}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DrainNodeResponse) GetReplicas() int32 {
@@ -2830,7 +2963,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[44]
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2842,7 +2975,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[44]
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2855,7 +2988,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{44}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RemoveNodeRequest) GetName() string {
@@ -2880,7 +3013,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +3025,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +3038,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
 }
 
 type CheckNodeEnginesRequest struct {
@@ -2919,7 +3052,7 @@ type CheckNodeEnginesRequest struct {
 
 func (x *CheckNodeEnginesRequest) Reset() {
 	*x = CheckNodeEnginesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +3064,7 @@ func (x *CheckNodeEnginesRequest) String() string {
 func (*CheckNodeEnginesRequest) ProtoMessage() {}
 
 func (x *CheckNodeEnginesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +3077,7 @@ func (x *CheckNodeEnginesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNodeEnginesRequest.ProtoReflect.Descriptor instead.
 func (*CheckNodeEnginesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CheckNodeEnginesRequest) GetName() string {
@@ -2971,7 +3104,7 @@ type CheckNodeEnginesResponse struct {
 
 func (x *CheckNodeEnginesResponse) Reset() {
 	*x = CheckNodeEnginesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2983,7 +3116,7 @@ func (x *CheckNodeEnginesResponse) String() string {
 func (*CheckNodeEnginesResponse) ProtoMessage() {}
 
 func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2996,7 +3129,7 @@ func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNodeEnginesResponse.ProtoReflect.Descriptor instead.
 func (*CheckNodeEnginesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CheckNodeEnginesResponse) GetNode() *Node {
@@ -3016,7 +3149,7 @@ type ListWeightsRequest struct {
 
 func (x *ListWeightsRequest) Reset() {
 	*x = ListWeightsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3161,7 @@ func (x *ListWeightsRequest) String() string {
 func (*ListWeightsRequest) ProtoMessage() {}
 
 func (x *ListWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3174,7 @@ func (x *ListWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWeightsRequest.ProtoReflect.Descriptor instead.
 func (*ListWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListWeightsRequest) GetNode() string {
@@ -3060,7 +3193,7 @@ type ListWeightsResponse struct {
 
 func (x *ListWeightsResponse) Reset() {
 	*x = ListWeightsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3205,7 @@ func (x *ListWeightsResponse) String() string {
 func (*ListWeightsResponse) ProtoMessage() {}
 
 func (x *ListWeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3218,7 @@ func (x *ListWeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWeightsResponse.ProtoReflect.Descriptor instead.
 func (*ListWeightsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListWeightsResponse) GetNodes() []*NodeWeights {
@@ -3117,7 +3250,7 @@ type NodeWeights struct {
 
 func (x *NodeWeights) Reset() {
 	*x = NodeWeights{}
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3262,7 @@ func (x *NodeWeights) String() string {
 func (*NodeWeights) ProtoMessage() {}
 
 func (x *NodeWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3275,7 @@ func (x *NodeWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeWeights.ProtoReflect.Descriptor instead.
 func (*NodeWeights) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *NodeWeights) GetNode() string {
@@ -3220,7 +3353,7 @@ type WeightsEntry struct {
 
 func (x *WeightsEntry) Reset() {
 	*x = WeightsEntry{}
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3365,7 @@ func (x *WeightsEntry) String() string {
 func (*WeightsEntry) ProtoMessage() {}
 
 func (x *WeightsEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3378,7 @@ func (x *WeightsEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightsEntry.ProtoReflect.Descriptor instead.
 func (*WeightsEntry) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WeightsEntry) GetKey() string {
@@ -3310,7 +3443,7 @@ type CollectWeightsRequest struct {
 
 func (x *CollectWeightsRequest) Reset() {
 	*x = CollectWeightsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3455,7 @@ func (x *CollectWeightsRequest) String() string {
 func (*CollectWeightsRequest) ProtoMessage() {}
 
 func (x *CollectWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3468,7 @@ func (x *CollectWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectWeightsRequest.ProtoReflect.Descriptor instead.
 func (*CollectWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CollectWeightsRequest) GetNode() string {
@@ -3368,7 +3501,7 @@ type CollectWeightsResponse struct {
 
 func (x *CollectWeightsResponse) Reset() {
 	*x = CollectWeightsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3380,7 +3513,7 @@ func (x *CollectWeightsResponse) String() string {
 func (*CollectWeightsResponse) ProtoMessage() {}
 
 func (x *CollectWeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3393,7 +3526,7 @@ func (x *CollectWeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectWeightsResponse.ProtoReflect.Descriptor instead.
 func (*CollectWeightsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CollectWeightsResponse) GetNodes() []*NodeWeights {
@@ -3427,7 +3560,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3572,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3585,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Project) GetName() string {
@@ -3520,7 +3653,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3532,7 +3665,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3545,7 +3678,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateProjectRequest) GetProject() *Project {
@@ -3564,7 +3697,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3576,7 +3709,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3589,7 +3722,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetProjectRequest) GetName() string {
@@ -3608,7 +3741,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3620,7 +3753,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3633,7 +3766,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UpdateProjectRequest) GetProject() *Project {
@@ -3652,7 +3785,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3664,7 +3797,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3677,7 +3810,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DeleteProjectRequest) GetName() string {
@@ -3695,7 +3828,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3707,7 +3840,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3720,7 +3853,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
 }
 
 type ListProjectsRequest struct {
@@ -3731,7 +3864,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3743,7 +3876,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3756,7 +3889,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
 }
 
 type ListProjectsResponse struct {
@@ -3768,7 +3901,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3780,7 +3913,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3793,7 +3926,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -3829,7 +3962,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3841,7 +3974,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3854,7 +3987,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ApiKey) GetId() string {
@@ -3942,7 +4075,7 @@ type CreateApiKeyRequest struct {
 
 func (x *CreateApiKeyRequest) Reset() {
 	*x = CreateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3954,7 +4087,7 @@ func (x *CreateApiKeyRequest) String() string {
 func (*CreateApiKeyRequest) ProtoMessage() {}
 
 func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3967,7 +4100,7 @@ func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CreateApiKeyRequest) GetKey() *ApiKey {
@@ -3995,7 +4128,7 @@ type CreateApiKeyResponse struct {
 
 func (x *CreateApiKeyResponse) Reset() {
 	*x = CreateApiKeyResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4007,7 +4140,7 @@ func (x *CreateApiKeyResponse) String() string {
 func (*CreateApiKeyResponse) ProtoMessage() {}
 
 func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4020,7 +4153,7 @@ func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CreateApiKeyResponse) GetKey() *ApiKey {
@@ -4046,7 +4179,7 @@ type GetApiKeyRequest struct {
 
 func (x *GetApiKeyRequest) Reset() {
 	*x = GetApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4191,7 @@ func (x *GetApiKeyRequest) String() string {
 func (*GetApiKeyRequest) ProtoMessage() {}
 
 func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4204,7 @@ func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetApiKeyRequest) GetId() string {
@@ -4092,7 +4225,7 @@ type UpdateApiKeyRequest struct {
 
 func (x *UpdateApiKeyRequest) Reset() {
 	*x = UpdateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4104,7 +4237,7 @@ func (x *UpdateApiKeyRequest) String() string {
 func (*UpdateApiKeyRequest) ProtoMessage() {}
 
 func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4117,7 +4250,7 @@ func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpdateApiKeyRequest) GetId() string {
@@ -4150,7 +4283,7 @@ type RevokeApiKeyRequest struct {
 
 func (x *RevokeApiKeyRequest) Reset() {
 	*x = RevokeApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4162,7 +4295,7 @@ func (x *RevokeApiKeyRequest) String() string {
 func (*RevokeApiKeyRequest) ProtoMessage() {}
 
 func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4175,7 +4308,7 @@ func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RevokeApiKeyRequest) GetId() string {
@@ -4197,7 +4330,7 @@ type ListApiKeysRequest struct {
 
 func (x *ListApiKeysRequest) Reset() {
 	*x = ListApiKeysRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4209,7 +4342,7 @@ func (x *ListApiKeysRequest) String() string {
 func (*ListApiKeysRequest) ProtoMessage() {}
 
 func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4222,7 +4355,7 @@ func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListApiKeysRequest) GetProject() string {
@@ -4248,7 +4381,7 @@ type ListApiKeysResponse struct {
 
 func (x *ListApiKeysResponse) Reset() {
 	*x = ListApiKeysResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4260,7 +4393,7 @@ func (x *ListApiKeysResponse) String() string {
 func (*ListApiKeysResponse) ProtoMessage() {}
 
 func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4273,7 +4406,7 @@ func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListApiKeysResponse) GetKeys() []*ApiKey {
@@ -4320,7 +4453,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4332,7 +4465,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4345,7 +4478,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *Budget) GetProject() string {
@@ -4441,7 +4574,7 @@ type PutBudgetRequest struct {
 
 func (x *PutBudgetRequest) Reset() {
 	*x = PutBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +4586,7 @@ func (x *PutBudgetRequest) String() string {
 func (*PutBudgetRequest) ProtoMessage() {}
 
 func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +4599,7 @@ func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutBudgetRequest.ProtoReflect.Descriptor instead.
 func (*PutBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *PutBudgetRequest) GetBudget() *Budget {
@@ -4486,7 +4619,7 @@ type GetBudgetRequest struct {
 
 func (x *GetBudgetRequest) Reset() {
 	*x = GetBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4498,7 +4631,7 @@ func (x *GetBudgetRequest) String() string {
 func (*GetBudgetRequest) ProtoMessage() {}
 
 func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4511,7 +4644,7 @@ func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBudgetRequest.ProtoReflect.Descriptor instead.
 func (*GetBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetBudgetRequest) GetProject() string {
@@ -4538,7 +4671,7 @@ type DeleteBudgetRequest struct {
 
 func (x *DeleteBudgetRequest) Reset() {
 	*x = DeleteBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4550,7 +4683,7 @@ func (x *DeleteBudgetRequest) String() string {
 func (*DeleteBudgetRequest) ProtoMessage() {}
 
 func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4563,7 +4696,7 @@ func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DeleteBudgetRequest) GetProject() string {
@@ -4588,7 +4721,7 @@ type DeleteBudgetResponse struct {
 
 func (x *DeleteBudgetResponse) Reset() {
 	*x = DeleteBudgetResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4600,7 +4733,7 @@ func (x *DeleteBudgetResponse) String() string {
 func (*DeleteBudgetResponse) ProtoMessage() {}
 
 func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4613,7 +4746,7 @@ func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
 }
 
 type ListBudgetsRequest struct {
@@ -4626,7 +4759,7 @@ type ListBudgetsRequest struct {
 
 func (x *ListBudgetsRequest) Reset() {
 	*x = ListBudgetsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4638,7 +4771,7 @@ func (x *ListBudgetsRequest) String() string {
 func (*ListBudgetsRequest) ProtoMessage() {}
 
 func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4651,7 +4784,7 @@ func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsRequest.ProtoReflect.Descriptor instead.
 func (*ListBudgetsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListBudgetsRequest) GetProject() string {
@@ -4670,7 +4803,7 @@ type ListBudgetsResponse struct {
 
 func (x *ListBudgetsResponse) Reset() {
 	*x = ListBudgetsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4682,7 +4815,7 @@ func (x *ListBudgetsResponse) String() string {
 func (*ListBudgetsResponse) ProtoMessage() {}
 
 func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4695,7 +4828,7 @@ func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsResponse.ProtoReflect.Descriptor instead.
 func (*ListBudgetsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListBudgetsResponse) GetBudgets() []*Budget {
@@ -4713,7 +4846,7 @@ type ListPricesRequest struct {
 
 func (x *ListPricesRequest) Reset() {
 	*x = ListPricesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4725,7 +4858,7 @@ func (x *ListPricesRequest) String() string {
 func (*ListPricesRequest) ProtoMessage() {}
 
 func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4738,7 +4871,7 @@ func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesRequest.ProtoReflect.Descriptor instead.
 func (*ListPricesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
 }
 
 type ModelPrice struct {
@@ -4753,7 +4886,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4765,7 +4898,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4778,7 +4911,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ModelPrice) GetModel() string {
@@ -4813,7 +4946,7 @@ type ListPricesResponse struct {
 
 func (x *ListPricesResponse) Reset() {
 	*x = ListPricesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4825,7 +4958,7 @@ func (x *ListPricesResponse) String() string {
 func (*ListPricesResponse) ProtoMessage() {}
 
 func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4838,7 +4971,7 @@ func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesResponse.ProtoReflect.Descriptor instead.
 func (*ListPricesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListPricesResponse) GetDefaultPrice() *Pricing {
@@ -4870,7 +5003,7 @@ type UsageFilter struct {
 
 func (x *UsageFilter) Reset() {
 	*x = UsageFilter{}
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4882,7 +5015,7 @@ func (x *UsageFilter) String() string {
 func (*UsageFilter) ProtoMessage() {}
 
 func (x *UsageFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4895,7 +5028,7 @@ func (x *UsageFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageFilter.ProtoReflect.Descriptor instead.
 func (*UsageFilter) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *UsageFilter) GetProject() string {
@@ -4937,7 +5070,7 @@ type SummarizeUsageRequest struct {
 
 func (x *SummarizeUsageRequest) Reset() {
 	*x = SummarizeUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4949,7 +5082,7 @@ func (x *SummarizeUsageRequest) String() string {
 func (*SummarizeUsageRequest) ProtoMessage() {}
 
 func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4962,7 +5095,7 @@ func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *SummarizeUsageRequest) GetFilter() *UsageFilter {
@@ -4995,7 +5128,7 @@ type UsageTotal struct {
 
 func (x *UsageTotal) Reset() {
 	*x = UsageTotal{}
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5007,7 +5140,7 @@ func (x *UsageTotal) String() string {
 func (*UsageTotal) ProtoMessage() {}
 
 func (x *UsageTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5020,7 +5153,7 @@ func (x *UsageTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageTotal.ProtoReflect.Descriptor instead.
 func (*UsageTotal) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{82}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *UsageTotal) GetProject() string {
@@ -5081,7 +5214,7 @@ type SummarizeUsageResponse struct {
 
 func (x *SummarizeUsageResponse) Reset() {
 	*x = SummarizeUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[83]
+	mi := &file_api_managev1_manage_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5093,7 +5226,7 @@ func (x *SummarizeUsageResponse) String() string {
 func (*SummarizeUsageResponse) ProtoMessage() {}
 
 func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[83]
+	mi := &file_api_managev1_manage_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5106,7 +5239,7 @@ func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{83}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *SummarizeUsageResponse) GetTotals() []*UsageTotal {
@@ -5129,7 +5262,7 @@ type ListUsageRequest struct {
 
 func (x *ListUsageRequest) Reset() {
 	*x = ListUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[84]
+	mi := &file_api_managev1_manage_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5141,7 +5274,7 @@ func (x *ListUsageRequest) String() string {
 func (*ListUsageRequest) ProtoMessage() {}
 
 func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[84]
+	mi := &file_api_managev1_manage_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5154,7 +5287,7 @@ func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRequest.ProtoReflect.Descriptor instead.
 func (*ListUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{84}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListUsageRequest) GetFilter() *UsageFilter {
@@ -5201,7 +5334,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_api_managev1_manage_proto_msgTypes[85]
+	mi := &file_api_managev1_manage_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5213,7 +5346,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[85]
+	mi := &file_api_managev1_manage_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5226,7 +5359,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{85}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *UsageRow) GetId() int64 {
@@ -5338,7 +5471,7 @@ type ListUsageResponse struct {
 
 func (x *ListUsageResponse) Reset() {
 	*x = ListUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[86]
+	mi := &file_api_managev1_manage_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5350,7 +5483,7 @@ func (x *ListUsageResponse) String() string {
 func (*ListUsageResponse) ProtoMessage() {}
 
 func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[86]
+	mi := &file_api_managev1_manage_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5363,7 +5496,7 @@ func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageResponse.ProtoReflect.Descriptor instead.
 func (*ListUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{86}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListUsageResponse) GetRows() []*UsageRow {
@@ -5390,7 +5523,7 @@ type LoginRequest struct {
 
 func (x *LoginRequest) Reset() {
 	*x = LoginRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[87]
+	mi := &file_api_managev1_manage_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5402,7 +5535,7 @@ func (x *LoginRequest) String() string {
 func (*LoginRequest) ProtoMessage() {}
 
 func (x *LoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[87]
+	mi := &file_api_managev1_manage_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5415,7 +5548,7 @@ func (x *LoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
 func (*LoginRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{87}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *LoginRequest) GetEmail() string {
@@ -5447,7 +5580,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[88]
+	mi := &file_api_managev1_manage_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5459,7 +5592,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[88]
+	mi := &file_api_managev1_manage_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5472,7 +5605,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{88}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *LoginResponse) GetToken() string {
@@ -5518,7 +5651,7 @@ type LogoutRequest struct {
 
 func (x *LogoutRequest) Reset() {
 	*x = LogoutRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[89]
+	mi := &file_api_managev1_manage_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5530,7 +5663,7 @@ func (x *LogoutRequest) String() string {
 func (*LogoutRequest) ProtoMessage() {}
 
 func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[89]
+	mi := &file_api_managev1_manage_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5543,7 +5676,7 @@ func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
 func (*LogoutRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{89}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{91}
 }
 
 type LogoutResponse struct {
@@ -5556,7 +5689,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[90]
+	mi := &file_api_managev1_manage_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5568,7 +5701,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[90]
+	mi := &file_api_managev1_manage_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5581,7 +5714,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{90}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *LogoutResponse) GetTokenId() string {
@@ -5596,7 +5729,7 @@ var File_api_managev1_manage_proto protoreflect.FileDescriptor
 const file_api_managev1_manage_proto_rawDesc = "" +
 	"\n" +
 	"\x19api/managev1/manage.proto\x12\x0fllmgw.manage.v1\x1a\x17api/agentv1/agent.proto\x1a\x15api/specv1/spec.proto\"\x12\n" +
-	"\x10GetStatusRequest\"\xd0\x02\n" +
+	"\x10GetStatusRequest\"\x8c\x03\n" +
 	"\x06Status\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
 	"\vnodes_total\x18\x02 \x01(\x05R\n" +
@@ -5612,7 +5745,16 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"gpus_total\x18\b \x01(\x05R\tgpusTotal\x12\x1b\n" +
 	"\tgpus_used\x18\t \x01(\x05R\bgpusUsed\x12)\n" +
 	"\x02ha\x18\n" +
-	" \x01(\v2\x19.llmgw.manage.v1.HAStatusR\x02ha\"\xc4\x02\n" +
+	" \x01(\v2\x19.llmgw.manage.v1.HAStatusR\x02ha\x12:\n" +
+	"\bholdings\x18\v \x03(\v2\x1e.llmgw.manage.v1.ModelHoldingsR\bholdings\"w\n" +
+	"\rModelHoldings\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x128\n" +
+	"\afabrics\x18\x03 \x03(\v2\x1e.llmgw.manage.v1.FabricHoldingR\afabrics\"W\n" +
+	"\rFabricHolding\x12\x16\n" +
+	"\x06fabric\x18\x01 \x01(\tR\x06fabric\x12\x14\n" +
+	"\x05nodes\x18\x02 \x01(\x05R\x05nodes\x12\x18\n" +
+	"\aholding\x18\x03 \x01(\x05R\aholding\"\xc4\x02\n" +
 	"\bHAStatus\x12\x1f\n" +
 	"\vanswered_by\x18\x01 \x01(\tR\n" +
 	"answeredBy\x12\x16\n" +
@@ -6057,246 +6199,250 @@ func file_api_managev1_manage_proto_rawDescGZIP() []byte {
 	return file_api_managev1_manage_proto_rawDescData
 }
 
-var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
+var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 94)
 var file_api_managev1_manage_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),             // 0: llmgw.manage.v1.GetStatusRequest
 	(*Status)(nil),                       // 1: llmgw.manage.v1.Status
-	(*HAStatus)(nil),                     // 2: llmgw.manage.v1.HAStatus
-	(*ControlPlane)(nil),                 // 3: llmgw.manage.v1.ControlPlane
-	(*ListNodesRequest)(nil),             // 4: llmgw.manage.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),            // 5: llmgw.manage.v1.ListNodesResponse
-	(*GetNodeRequest)(nil),               // 6: llmgw.manage.v1.GetNodeRequest
-	(*Node)(nil),                         // 7: llmgw.manage.v1.Node
-	(*Scaling)(nil),                      // 8: llmgw.manage.v1.Scaling
-	(*Model)(nil),                        // 9: llmgw.manage.v1.Model
-	(*Pricing)(nil),                      // 10: llmgw.manage.v1.Pricing
-	(*ModelStatus)(nil),                  // 11: llmgw.manage.v1.ModelStatus
-	(*CreateModelRequest)(nil),           // 12: llmgw.manage.v1.CreateModelRequest
-	(*GetModelRequest)(nil),              // 13: llmgw.manage.v1.GetModelRequest
-	(*UpdateModelRequest)(nil),           // 14: llmgw.manage.v1.UpdateModelRequest
-	(*DeleteModelRequest)(nil),           // 15: llmgw.manage.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),          // 16: llmgw.manage.v1.DeleteModelResponse
-	(*ListModelsRequest)(nil),            // 17: llmgw.manage.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),           // 18: llmgw.manage.v1.ListModelsResponse
-	(*ListReplicasRequest)(nil),          // 19: llmgw.manage.v1.ListReplicasRequest
-	(*ListReplicasResponse)(nil),         // 20: llmgw.manage.v1.ListReplicasResponse
-	(*Replica)(nil),                      // 21: llmgw.manage.v1.Replica
-	(*Shard)(nil),                        // 22: llmgw.manage.v1.Shard
-	(*ShardFetch)(nil),                   // 23: llmgw.manage.v1.ShardFetch
-	(*ExplainPlacementRequest)(nil),      // 24: llmgw.manage.v1.ExplainPlacementRequest
-	(*PlanPlacementRequest)(nil),         // 25: llmgw.manage.v1.PlanPlacementRequest
-	(*Explanation)(nil),                  // 26: llmgw.manage.v1.Explanation
-	(*ProfileExplanation)(nil),           // 27: llmgw.manage.v1.ProfileExplanation
-	(*NodeVerdict)(nil),                  // 28: llmgw.manage.v1.NodeVerdict
-	(*Fabric)(nil),                       // 29: llmgw.manage.v1.Fabric
-	(*CreateFabricRequest)(nil),          // 30: llmgw.manage.v1.CreateFabricRequest
-	(*GetFabricRequest)(nil),             // 31: llmgw.manage.v1.GetFabricRequest
-	(*UpdateFabricRequest)(nil),          // 32: llmgw.manage.v1.UpdateFabricRequest
-	(*DeleteFabricRequest)(nil),          // 33: llmgw.manage.v1.DeleteFabricRequest
-	(*DeleteFabricResponse)(nil),         // 34: llmgw.manage.v1.DeleteFabricResponse
-	(*ListFabricsRequest)(nil),           // 35: llmgw.manage.v1.ListFabricsRequest
-	(*ListFabricsResponse)(nil),          // 36: llmgw.manage.v1.ListFabricsResponse
-	(*NodeDeclaration)(nil),              // 37: llmgw.manage.v1.NodeDeclaration
-	(*DeclareNodeRequest)(nil),           // 38: llmgw.manage.v1.DeclareNodeRequest
-	(*GetNodeDeclarationRequest)(nil),    // 39: llmgw.manage.v1.GetNodeDeclarationRequest
-	(*ListNodeDeclarationsRequest)(nil),  // 40: llmgw.manage.v1.ListNodeDeclarationsRequest
-	(*ListNodeDeclarationsResponse)(nil), // 41: llmgw.manage.v1.ListNodeDeclarationsResponse
-	(*DrainNodeRequest)(nil),             // 42: llmgw.manage.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),            // 43: llmgw.manage.v1.DrainNodeResponse
-	(*RemoveNodeRequest)(nil),            // 44: llmgw.manage.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),           // 45: llmgw.manage.v1.RemoveNodeResponse
-	(*CheckNodeEnginesRequest)(nil),      // 46: llmgw.manage.v1.CheckNodeEnginesRequest
-	(*CheckNodeEnginesResponse)(nil),     // 47: llmgw.manage.v1.CheckNodeEnginesResponse
-	(*ListWeightsRequest)(nil),           // 48: llmgw.manage.v1.ListWeightsRequest
-	(*ListWeightsResponse)(nil),          // 49: llmgw.manage.v1.ListWeightsResponse
-	(*NodeWeights)(nil),                  // 50: llmgw.manage.v1.NodeWeights
-	(*WeightsEntry)(nil),                 // 51: llmgw.manage.v1.WeightsEntry
-	(*CollectWeightsRequest)(nil),        // 52: llmgw.manage.v1.CollectWeightsRequest
-	(*CollectWeightsResponse)(nil),       // 53: llmgw.manage.v1.CollectWeightsResponse
-	(*Project)(nil),                      // 54: llmgw.manage.v1.Project
-	(*CreateProjectRequest)(nil),         // 55: llmgw.manage.v1.CreateProjectRequest
-	(*GetProjectRequest)(nil),            // 56: llmgw.manage.v1.GetProjectRequest
-	(*UpdateProjectRequest)(nil),         // 57: llmgw.manage.v1.UpdateProjectRequest
-	(*DeleteProjectRequest)(nil),         // 58: llmgw.manage.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),        // 59: llmgw.manage.v1.DeleteProjectResponse
-	(*ListProjectsRequest)(nil),          // 60: llmgw.manage.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),         // 61: llmgw.manage.v1.ListProjectsResponse
-	(*ApiKey)(nil),                       // 62: llmgw.manage.v1.ApiKey
-	(*CreateApiKeyRequest)(nil),          // 63: llmgw.manage.v1.CreateApiKeyRequest
-	(*CreateApiKeyResponse)(nil),         // 64: llmgw.manage.v1.CreateApiKeyResponse
-	(*GetApiKeyRequest)(nil),             // 65: llmgw.manage.v1.GetApiKeyRequest
-	(*UpdateApiKeyRequest)(nil),          // 66: llmgw.manage.v1.UpdateApiKeyRequest
-	(*RevokeApiKeyRequest)(nil),          // 67: llmgw.manage.v1.RevokeApiKeyRequest
-	(*ListApiKeysRequest)(nil),           // 68: llmgw.manage.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),          // 69: llmgw.manage.v1.ListApiKeysResponse
-	(*Budget)(nil),                       // 70: llmgw.manage.v1.Budget
-	(*PutBudgetRequest)(nil),             // 71: llmgw.manage.v1.PutBudgetRequest
-	(*GetBudgetRequest)(nil),             // 72: llmgw.manage.v1.GetBudgetRequest
-	(*DeleteBudgetRequest)(nil),          // 73: llmgw.manage.v1.DeleteBudgetRequest
-	(*DeleteBudgetResponse)(nil),         // 74: llmgw.manage.v1.DeleteBudgetResponse
-	(*ListBudgetsRequest)(nil),           // 75: llmgw.manage.v1.ListBudgetsRequest
-	(*ListBudgetsResponse)(nil),          // 76: llmgw.manage.v1.ListBudgetsResponse
-	(*ListPricesRequest)(nil),            // 77: llmgw.manage.v1.ListPricesRequest
-	(*ModelPrice)(nil),                   // 78: llmgw.manage.v1.ModelPrice
-	(*ListPricesResponse)(nil),           // 79: llmgw.manage.v1.ListPricesResponse
-	(*UsageFilter)(nil),                  // 80: llmgw.manage.v1.UsageFilter
-	(*SummarizeUsageRequest)(nil),        // 81: llmgw.manage.v1.SummarizeUsageRequest
-	(*UsageTotal)(nil),                   // 82: llmgw.manage.v1.UsageTotal
-	(*SummarizeUsageResponse)(nil),       // 83: llmgw.manage.v1.SummarizeUsageResponse
-	(*ListUsageRequest)(nil),             // 84: llmgw.manage.v1.ListUsageRequest
-	(*UsageRow)(nil),                     // 85: llmgw.manage.v1.UsageRow
-	(*ListUsageResponse)(nil),            // 86: llmgw.manage.v1.ListUsageResponse
-	(*LoginRequest)(nil),                 // 87: llmgw.manage.v1.LoginRequest
-	(*LoginResponse)(nil),                // 88: llmgw.manage.v1.LoginResponse
-	(*LogoutRequest)(nil),                // 89: llmgw.manage.v1.LogoutRequest
-	(*LogoutResponse)(nil),               // 90: llmgw.manage.v1.LogoutResponse
-	nil,                                  // 91: llmgw.manage.v1.Node.LabelsEntry
-	(*agentv1.GPU)(nil),                  // 92: llmgw.agent.v1.GPU
-	(*agentv1.FabricVerdict)(nil),        // 93: llmgw.agent.v1.FabricVerdict
-	(*agentv1.EngineStatus)(nil),         // 94: llmgw.agent.v1.EngineStatus
-	(*agentv1.Declaration)(nil),          // 95: llmgw.agent.v1.Declaration
-	(*agentv1.EngineCheck)(nil),          // 96: llmgw.agent.v1.EngineCheck
-	(*specv1.Profile)(nil),               // 97: llmgw.spec.v1.Profile
+	(*ModelHoldings)(nil),                // 2: llmgw.manage.v1.ModelHoldings
+	(*FabricHolding)(nil),                // 3: llmgw.manage.v1.FabricHolding
+	(*HAStatus)(nil),                     // 4: llmgw.manage.v1.HAStatus
+	(*ControlPlane)(nil),                 // 5: llmgw.manage.v1.ControlPlane
+	(*ListNodesRequest)(nil),             // 6: llmgw.manage.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),            // 7: llmgw.manage.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),               // 8: llmgw.manage.v1.GetNodeRequest
+	(*Node)(nil),                         // 9: llmgw.manage.v1.Node
+	(*Scaling)(nil),                      // 10: llmgw.manage.v1.Scaling
+	(*Model)(nil),                        // 11: llmgw.manage.v1.Model
+	(*Pricing)(nil),                      // 12: llmgw.manage.v1.Pricing
+	(*ModelStatus)(nil),                  // 13: llmgw.manage.v1.ModelStatus
+	(*CreateModelRequest)(nil),           // 14: llmgw.manage.v1.CreateModelRequest
+	(*GetModelRequest)(nil),              // 15: llmgw.manage.v1.GetModelRequest
+	(*UpdateModelRequest)(nil),           // 16: llmgw.manage.v1.UpdateModelRequest
+	(*DeleteModelRequest)(nil),           // 17: llmgw.manage.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),          // 18: llmgw.manage.v1.DeleteModelResponse
+	(*ListModelsRequest)(nil),            // 19: llmgw.manage.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),           // 20: llmgw.manage.v1.ListModelsResponse
+	(*ListReplicasRequest)(nil),          // 21: llmgw.manage.v1.ListReplicasRequest
+	(*ListReplicasResponse)(nil),         // 22: llmgw.manage.v1.ListReplicasResponse
+	(*Replica)(nil),                      // 23: llmgw.manage.v1.Replica
+	(*Shard)(nil),                        // 24: llmgw.manage.v1.Shard
+	(*ShardFetch)(nil),                   // 25: llmgw.manage.v1.ShardFetch
+	(*ExplainPlacementRequest)(nil),      // 26: llmgw.manage.v1.ExplainPlacementRequest
+	(*PlanPlacementRequest)(nil),         // 27: llmgw.manage.v1.PlanPlacementRequest
+	(*Explanation)(nil),                  // 28: llmgw.manage.v1.Explanation
+	(*ProfileExplanation)(nil),           // 29: llmgw.manage.v1.ProfileExplanation
+	(*NodeVerdict)(nil),                  // 30: llmgw.manage.v1.NodeVerdict
+	(*Fabric)(nil),                       // 31: llmgw.manage.v1.Fabric
+	(*CreateFabricRequest)(nil),          // 32: llmgw.manage.v1.CreateFabricRequest
+	(*GetFabricRequest)(nil),             // 33: llmgw.manage.v1.GetFabricRequest
+	(*UpdateFabricRequest)(nil),          // 34: llmgw.manage.v1.UpdateFabricRequest
+	(*DeleteFabricRequest)(nil),          // 35: llmgw.manage.v1.DeleteFabricRequest
+	(*DeleteFabricResponse)(nil),         // 36: llmgw.manage.v1.DeleteFabricResponse
+	(*ListFabricsRequest)(nil),           // 37: llmgw.manage.v1.ListFabricsRequest
+	(*ListFabricsResponse)(nil),          // 38: llmgw.manage.v1.ListFabricsResponse
+	(*NodeDeclaration)(nil),              // 39: llmgw.manage.v1.NodeDeclaration
+	(*DeclareNodeRequest)(nil),           // 40: llmgw.manage.v1.DeclareNodeRequest
+	(*GetNodeDeclarationRequest)(nil),    // 41: llmgw.manage.v1.GetNodeDeclarationRequest
+	(*ListNodeDeclarationsRequest)(nil),  // 42: llmgw.manage.v1.ListNodeDeclarationsRequest
+	(*ListNodeDeclarationsResponse)(nil), // 43: llmgw.manage.v1.ListNodeDeclarationsResponse
+	(*DrainNodeRequest)(nil),             // 44: llmgw.manage.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),            // 45: llmgw.manage.v1.DrainNodeResponse
+	(*RemoveNodeRequest)(nil),            // 46: llmgw.manage.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),           // 47: llmgw.manage.v1.RemoveNodeResponse
+	(*CheckNodeEnginesRequest)(nil),      // 48: llmgw.manage.v1.CheckNodeEnginesRequest
+	(*CheckNodeEnginesResponse)(nil),     // 49: llmgw.manage.v1.CheckNodeEnginesResponse
+	(*ListWeightsRequest)(nil),           // 50: llmgw.manage.v1.ListWeightsRequest
+	(*ListWeightsResponse)(nil),          // 51: llmgw.manage.v1.ListWeightsResponse
+	(*NodeWeights)(nil),                  // 52: llmgw.manage.v1.NodeWeights
+	(*WeightsEntry)(nil),                 // 53: llmgw.manage.v1.WeightsEntry
+	(*CollectWeightsRequest)(nil),        // 54: llmgw.manage.v1.CollectWeightsRequest
+	(*CollectWeightsResponse)(nil),       // 55: llmgw.manage.v1.CollectWeightsResponse
+	(*Project)(nil),                      // 56: llmgw.manage.v1.Project
+	(*CreateProjectRequest)(nil),         // 57: llmgw.manage.v1.CreateProjectRequest
+	(*GetProjectRequest)(nil),            // 58: llmgw.manage.v1.GetProjectRequest
+	(*UpdateProjectRequest)(nil),         // 59: llmgw.manage.v1.UpdateProjectRequest
+	(*DeleteProjectRequest)(nil),         // 60: llmgw.manage.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),        // 61: llmgw.manage.v1.DeleteProjectResponse
+	(*ListProjectsRequest)(nil),          // 62: llmgw.manage.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),         // 63: llmgw.manage.v1.ListProjectsResponse
+	(*ApiKey)(nil),                       // 64: llmgw.manage.v1.ApiKey
+	(*CreateApiKeyRequest)(nil),          // 65: llmgw.manage.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),         // 66: llmgw.manage.v1.CreateApiKeyResponse
+	(*GetApiKeyRequest)(nil),             // 67: llmgw.manage.v1.GetApiKeyRequest
+	(*UpdateApiKeyRequest)(nil),          // 68: llmgw.manage.v1.UpdateApiKeyRequest
+	(*RevokeApiKeyRequest)(nil),          // 69: llmgw.manage.v1.RevokeApiKeyRequest
+	(*ListApiKeysRequest)(nil),           // 70: llmgw.manage.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),          // 71: llmgw.manage.v1.ListApiKeysResponse
+	(*Budget)(nil),                       // 72: llmgw.manage.v1.Budget
+	(*PutBudgetRequest)(nil),             // 73: llmgw.manage.v1.PutBudgetRequest
+	(*GetBudgetRequest)(nil),             // 74: llmgw.manage.v1.GetBudgetRequest
+	(*DeleteBudgetRequest)(nil),          // 75: llmgw.manage.v1.DeleteBudgetRequest
+	(*DeleteBudgetResponse)(nil),         // 76: llmgw.manage.v1.DeleteBudgetResponse
+	(*ListBudgetsRequest)(nil),           // 77: llmgw.manage.v1.ListBudgetsRequest
+	(*ListBudgetsResponse)(nil),          // 78: llmgw.manage.v1.ListBudgetsResponse
+	(*ListPricesRequest)(nil),            // 79: llmgw.manage.v1.ListPricesRequest
+	(*ModelPrice)(nil),                   // 80: llmgw.manage.v1.ModelPrice
+	(*ListPricesResponse)(nil),           // 81: llmgw.manage.v1.ListPricesResponse
+	(*UsageFilter)(nil),                  // 82: llmgw.manage.v1.UsageFilter
+	(*SummarizeUsageRequest)(nil),        // 83: llmgw.manage.v1.SummarizeUsageRequest
+	(*UsageTotal)(nil),                   // 84: llmgw.manage.v1.UsageTotal
+	(*SummarizeUsageResponse)(nil),       // 85: llmgw.manage.v1.SummarizeUsageResponse
+	(*ListUsageRequest)(nil),             // 86: llmgw.manage.v1.ListUsageRequest
+	(*UsageRow)(nil),                     // 87: llmgw.manage.v1.UsageRow
+	(*ListUsageResponse)(nil),            // 88: llmgw.manage.v1.ListUsageResponse
+	(*LoginRequest)(nil),                 // 89: llmgw.manage.v1.LoginRequest
+	(*LoginResponse)(nil),                // 90: llmgw.manage.v1.LoginResponse
+	(*LogoutRequest)(nil),                // 91: llmgw.manage.v1.LogoutRequest
+	(*LogoutResponse)(nil),               // 92: llmgw.manage.v1.LogoutResponse
+	nil,                                  // 93: llmgw.manage.v1.Node.LabelsEntry
+	(*agentv1.GPU)(nil),                  // 94: llmgw.agent.v1.GPU
+	(*agentv1.FabricVerdict)(nil),        // 95: llmgw.agent.v1.FabricVerdict
+	(*agentv1.EngineStatus)(nil),         // 96: llmgw.agent.v1.EngineStatus
+	(*agentv1.Declaration)(nil),          // 97: llmgw.agent.v1.Declaration
+	(*agentv1.EngineCheck)(nil),          // 98: llmgw.agent.v1.EngineCheck
+	(*specv1.Profile)(nil),               // 99: llmgw.spec.v1.Profile
 }
 var file_api_managev1_manage_proto_depIdxs = []int32{
-	2,  // 0: llmgw.manage.v1.Status.ha:type_name -> llmgw.manage.v1.HAStatus
-	3,  // 1: llmgw.manage.v1.HAStatus.control_planes:type_name -> llmgw.manage.v1.ControlPlane
-	7,  // 2: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
-	92, // 3: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
-	93, // 4: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	94, // 5: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
-	91, // 6: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
-	95, // 7: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
-	96, // 8: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
-	8,  // 9: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
-	97, // 10: llmgw.manage.v1.Model.profiles:type_name -> llmgw.spec.v1.Profile
-	11, // 11: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
-	10, // 12: llmgw.manage.v1.Model.pricing:type_name -> llmgw.manage.v1.Pricing
-	9,  // 13: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	9,  // 14: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	9,  // 15: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
-	21, // 16: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
-	22, // 17: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
-	23, // 18: llmgw.manage.v1.Shard.fetch:type_name -> llmgw.manage.v1.ShardFetch
-	9,  // 19: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
-	27, // 20: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
-	28, // 21: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
-	29, // 22: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	29, // 23: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	29, // 24: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
-	95, // 25: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
-	37, // 26: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
-	37, // 27: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
-	7,  // 28: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
-	50, // 29: llmgw.manage.v1.ListWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
-	51, // 30: llmgw.manage.v1.NodeWeights.entries:type_name -> llmgw.manage.v1.WeightsEntry
-	50, // 31: llmgw.manage.v1.CollectWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
-	54, // 32: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	54, // 33: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	54, // 34: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
-	62, // 35: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
-	62, // 36: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
-	62, // 37: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
-	70, // 38: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
-	70, // 39: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
-	10, // 40: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
-	10, // 41: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
-	78, // 42: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
-	80, // 43: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	82, // 44: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
-	80, // 45: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	85, // 46: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
-	0,  // 47: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
-	4,  // 48: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
-	6,  // 49: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
-	12, // 50: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
-	13, // 51: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
-	14, // 52: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
-	15, // 53: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
-	17, // 54: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
-	19, // 55: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
-	24, // 56: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
-	25, // 57: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
-	30, // 58: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
-	31, // 59: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
-	32, // 60: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
-	33, // 61: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
-	35, // 62: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
-	38, // 63: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
-	39, // 64: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
-	40, // 65: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
-	42, // 66: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
-	44, // 67: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
-	46, // 68: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
-	48, // 69: llmgw.manage.v1.ManageService.ListWeights:input_type -> llmgw.manage.v1.ListWeightsRequest
-	52, // 70: llmgw.manage.v1.ManageService.CollectWeights:input_type -> llmgw.manage.v1.CollectWeightsRequest
-	55, // 71: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
-	56, // 72: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
-	57, // 73: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
-	58, // 74: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
-	60, // 75: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
-	63, // 76: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
-	65, // 77: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
-	66, // 78: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
-	67, // 79: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
-	68, // 80: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
-	71, // 81: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
-	72, // 82: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
-	73, // 83: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
-	75, // 84: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
-	77, // 85: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
-	81, // 86: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
-	84, // 87: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
-	87, // 88: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
-	89, // 89: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
-	1,  // 90: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
-	5,  // 91: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
-	7,  // 92: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
-	9,  // 93: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
-	9,  // 94: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
-	9,  // 95: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
-	16, // 96: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
-	18, // 97: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
-	20, // 98: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
-	26, // 99: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
-	26, // 100: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
-	29, // 101: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
-	29, // 102: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
-	29, // 103: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
-	34, // 104: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
-	36, // 105: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
-	37, // 106: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
-	37, // 107: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
-	41, // 108: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
-	43, // 109: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
-	45, // 110: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
-	47, // 111: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
-	49, // 112: llmgw.manage.v1.ManageService.ListWeights:output_type -> llmgw.manage.v1.ListWeightsResponse
-	53, // 113: llmgw.manage.v1.ManageService.CollectWeights:output_type -> llmgw.manage.v1.CollectWeightsResponse
-	54, // 114: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
-	54, // 115: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
-	54, // 116: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
-	59, // 117: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
-	61, // 118: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
-	64, // 119: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
-	62, // 120: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
-	62, // 121: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
-	62, // 122: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
-	69, // 123: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
-	70, // 124: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
-	70, // 125: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
-	74, // 126: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
-	76, // 127: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
-	79, // 128: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
-	83, // 129: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
-	86, // 130: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
-	88, // 131: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
-	90, // 132: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
-	90, // [90:133] is the sub-list for method output_type
-	47, // [47:90] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	4,  // 0: llmgw.manage.v1.Status.ha:type_name -> llmgw.manage.v1.HAStatus
+	2,  // 1: llmgw.manage.v1.Status.holdings:type_name -> llmgw.manage.v1.ModelHoldings
+	3,  // 2: llmgw.manage.v1.ModelHoldings.fabrics:type_name -> llmgw.manage.v1.FabricHolding
+	5,  // 3: llmgw.manage.v1.HAStatus.control_planes:type_name -> llmgw.manage.v1.ControlPlane
+	9,  // 4: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
+	94, // 5: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
+	95, // 6: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	96, // 7: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
+	93, // 8: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
+	97, // 9: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
+	98, // 10: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	10, // 11: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
+	99, // 12: llmgw.manage.v1.Model.profiles:type_name -> llmgw.spec.v1.Profile
+	13, // 13: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
+	12, // 14: llmgw.manage.v1.Model.pricing:type_name -> llmgw.manage.v1.Pricing
+	11, // 15: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	11, // 16: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	11, // 17: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
+	23, // 18: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
+	24, // 19: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
+	25, // 20: llmgw.manage.v1.Shard.fetch:type_name -> llmgw.manage.v1.ShardFetch
+	11, // 21: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
+	29, // 22: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
+	30, // 23: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
+	31, // 24: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	31, // 25: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	31, // 26: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
+	97, // 27: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
+	39, // 28: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
+	39, // 29: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
+	9,  // 30: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
+	52, // 31: llmgw.manage.v1.ListWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
+	53, // 32: llmgw.manage.v1.NodeWeights.entries:type_name -> llmgw.manage.v1.WeightsEntry
+	52, // 33: llmgw.manage.v1.CollectWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
+	56, // 34: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	56, // 35: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	56, // 36: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
+	64, // 37: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
+	64, // 38: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
+	64, // 39: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
+	72, // 40: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
+	72, // 41: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
+	12, // 42: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
+	12, // 43: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
+	80, // 44: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
+	82, // 45: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	84, // 46: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
+	82, // 47: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	87, // 48: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
+	0,  // 49: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
+	6,  // 50: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
+	8,  // 51: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
+	14, // 52: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
+	15, // 53: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
+	16, // 54: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
+	17, // 55: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
+	19, // 56: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
+	21, // 57: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
+	26, // 58: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
+	27, // 59: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
+	32, // 60: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
+	33, // 61: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
+	34, // 62: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
+	35, // 63: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
+	37, // 64: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
+	40, // 65: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
+	41, // 66: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
+	42, // 67: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
+	44, // 68: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
+	46, // 69: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
+	48, // 70: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
+	50, // 71: llmgw.manage.v1.ManageService.ListWeights:input_type -> llmgw.manage.v1.ListWeightsRequest
+	54, // 72: llmgw.manage.v1.ManageService.CollectWeights:input_type -> llmgw.manage.v1.CollectWeightsRequest
+	57, // 73: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
+	58, // 74: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
+	59, // 75: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
+	60, // 76: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
+	62, // 77: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
+	65, // 78: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
+	67, // 79: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
+	68, // 80: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
+	69, // 81: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
+	70, // 82: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
+	73, // 83: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
+	74, // 84: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
+	75, // 85: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
+	77, // 86: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
+	79, // 87: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
+	83, // 88: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
+	86, // 89: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
+	89, // 90: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
+	91, // 91: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
+	1,  // 92: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
+	7,  // 93: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
+	9,  // 94: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
+	11, // 95: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
+	11, // 96: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
+	11, // 97: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
+	18, // 98: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
+	20, // 99: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
+	22, // 100: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
+	28, // 101: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
+	28, // 102: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
+	31, // 103: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
+	31, // 104: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
+	31, // 105: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
+	36, // 106: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
+	38, // 107: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
+	39, // 108: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
+	39, // 109: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
+	43, // 110: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
+	45, // 111: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
+	47, // 112: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
+	49, // 113: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
+	51, // 114: llmgw.manage.v1.ManageService.ListWeights:output_type -> llmgw.manage.v1.ListWeightsResponse
+	55, // 115: llmgw.manage.v1.ManageService.CollectWeights:output_type -> llmgw.manage.v1.CollectWeightsResponse
+	56, // 116: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
+	56, // 117: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
+	56, // 118: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
+	61, // 119: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
+	63, // 120: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
+	66, // 121: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
+	64, // 122: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
+	64, // 123: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
+	64, // 124: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
+	71, // 125: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
+	72, // 126: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
+	72, // 127: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
+	76, // 128: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
+	78, // 129: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
+	81, // 130: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
+	85, // 131: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
+	88, // 132: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
+	90, // 133: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
+	92, // 134: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
+	92, // [92:135] is the sub-list for method output_type
+	49, // [49:92] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_api_managev1_manage_proto_init() }
@@ -6304,14 +6450,14 @@ func file_api_managev1_manage_proto_init() {
 	if File_api_managev1_manage_proto != nil {
 		return
 	}
-	file_api_managev1_manage_proto_msgTypes[7].OneofWrappers = []any{}
+	file_api_managev1_manage_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_managev1_manage_proto_rawDesc), len(file_api_managev1_manage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   92,
+			NumMessages:   94,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -180,6 +180,7 @@ func (s *Service) GetStatus(ctx context.Context, _ *managev1.GetStatusRequest) (
 			st.ReplicasReady++
 		}
 	}
+	st.Holdings = s.holdings()
 	return st, nil
 }
 

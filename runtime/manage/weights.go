@@ -206,3 +206,53 @@ func (s *Service) CollectWeights(ctx context.Context, req *managev1.CollectWeigh
 	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Node < out.Nodes[j].Node })
 	return out, nil
 }
+
+// holdings says, for each catalog model whose weights nodes fetch (or find
+// at a local path), how many nodes of each fabric hold them: a model seeded
+// into one fabric shows the others holding none.
+func (s *Service) holdings() []*managev1.ModelHoldings {
+	nodes := s.opts.Fleet.Nodes()
+	perFabric := map[string]int32{}
+	for _, n := range nodes {
+		perFabric[n.Fabric()]++
+	}
+	fabrics := make([]string, 0, len(perFabric))
+	for f := range perFabric {
+		fabrics = append(fabrics, f)
+	}
+	sort.Strings(fabrics)
+	var out []*managev1.ModelHoldings
+	entries := s.opts.Catalog.List()
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Model.Name < entries[j].Model.Name })
+	for _, e := range entries {
+		src, err := spec.ParseSource(e.Model.Source)
+		if err != nil || (!src.Fetched() && src.Kind != spec.SourceLocal) {
+			continue
+		}
+		holding := map[string]int32{}
+		for _, n := range nodes {
+			if n.Holds(e.Model.Source) || holdsLocal(n, src) {
+				holding[n.Fabric()]++
+			}
+		}
+		mh := &managev1.ModelHoldings{Model: e.Model.Name, Source: e.Model.Source}
+		for _, f := range fabrics {
+			mh.Fabrics = append(mh.Fabrics, &managev1.FabricHolding{Fabric: f, Nodes: perFabric[f], Holding: holding[f]})
+		}
+		out = append(out, mh)
+	}
+	return out
+}
+
+// holdsLocal reports whether a node's model_dirs hold a local source.
+func holdsLocal(n fleet.Node, src spec.Source) bool {
+	if src.Kind != spec.SourceLocal {
+		return false
+	}
+	for _, mf := range n.Inventory.GetModels() {
+		if mf.GetPath() == src.Path {
+			return true
+		}
+	}
+	return false
+}

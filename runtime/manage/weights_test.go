@@ -102,6 +102,22 @@ func TestWeightsListAndCollect(t *testing.T) {
 		t.Fatalf("all nodes %v", all.GetNodes())
 	}
 
+	st, err := s.GetStatus(ctx, &managev1.GetStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cat *managev1.ModelHoldings
+	for _, h := range st.GetHoldings() {
+		if h.GetModel() == "cat" {
+			cat = h
+		} else if h.GetModel() == "from-yaml" {
+			t.Errorf("a sim:// model listed with holdings: %v", h)
+		}
+	}
+	if cat == nil || len(cat.GetFabrics()) != 1 || cat.GetFabrics()[0].GetNodes() != 2 || cat.GetFabrics()[0].GetHolding() != 1 {
+		t.Errorf("holdings %v: want cat held by 1 of the 2 nodes outside any fabric", st.GetHoldings())
+	}
+
 	resp, err := s.CollectWeights(ctx, &managev1.CollectWeightsRequest{Node: "gpu01"})
 	if err != nil {
 		t.Fatal(err)
