@@ -88,7 +88,7 @@ func TestAccMirrorWeights(t *testing.T) {
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy: func(*terraform.State) error {
 			if _, err := os.Stat(filepath.Join(dir, "m", "v1")); !os.IsNotExist(err) {
-				return fmt.Errorf("m/v1 is still in the mirror after destroy: %v", err)
+				return fmt.Errorf("m/v1 is still in the mirror after destroy: %w", err)
 			}
 			return nil
 		},
@@ -104,7 +104,7 @@ func TestAccMirrorWeights(t *testing.T) {
 				Check: func(*terraform.State) error {
 					got, err := os.ReadFile(held)
 					if err != nil || string(got) != string(data) {
-						return fmt.Errorf("the mirror does not hold the source's bytes at %s (%v)", held, err)
+						return fmt.Errorf("the mirror does not hold the source's bytes at %s (%w)", held, err)
 					}
 					return nil
 				},

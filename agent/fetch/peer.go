@@ -71,7 +71,7 @@ func (c *Cache) PeerHandler() http.Handler {
 				Files  []mf   `json:"files"`
 			}{Source: e.Source}
 			for _, f := range rec.Files {
-				out.Files = append(out.Files, mf{Path: f.Path, Size: f.Size, SHA256: f.SHA256})
+				out.Files = append(out.Files, mf(f))
 			}
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(out)
