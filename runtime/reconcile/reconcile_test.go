@@ -604,3 +604,21 @@ func TestPlacementPrefersTheNodeHoldingTheWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskIsTheWeightsCaches: min_disk_gb is checked against the free space
+// of the filesystem holding the node's weights cache when the node reports
+// it, not the state directory's.
+func TestDiskIsTheWeightsCaches(t *testing.T) {
+	m := chatModel()
+	m.Source = "http://mirror:8081/chat/v1/w.gguf"
+	m.Profiles[0].MinDiskGB = 100
+	h := newHarness(t, m)
+	for _, n := range []string{"node01", "node02"} {
+		h.fleet.Heartbeat(n, &agentv1.Heartbeat{WeightsCache: &agentv1.WeightsCache{DiskFreeBytes: 10 << 30, DiskTotalBytes: 500 << 30}})
+	}
+	h.rec.Pass()
+	starts := h.startsFor("sim-chat")
+	if len(starts) != 1 || len(starts["node03"]) != 1 {
+		t.Errorf("starts %v: want the replica on node03, the only node whose weights disk has 100 GB free", starts)
+	}
+}
