@@ -43,6 +43,10 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
   check-engines NODE [--wait 60s]
                                  run a node's engine checks again and print them;
                                  exit 1 when an engine cannot start
+  weights [--node N] [--json]    each node's weights cache: entries, who uses them, what could be freed
+  weights --collect [--dry-run] [--node N] [--wait 60s]
+                                 delete the cached weights no catalog model and no live
+                                 shard uses; exit 1 when a node could not collect
   fabrics [--json]               declared fabrics and the nodes in them
   models [--json]                catalog models and whether they are serving
   replicas [--model M] [--json]  replicas, their shards and why failed ones failed
@@ -114,6 +118,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdDrain(ctx, rest)
 	case "check-engines":
 		return a.cmdCheckEngines(ctx, rest)
+	case "weights":
+		return a.cmdWeights(ctx, rest)
 	case "fabrics":
 		return a.cmdFabrics(ctx, rest)
 	case "models":
