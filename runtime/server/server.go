@@ -34,6 +34,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/runtime/router/probe"
 	"github.com/llmgw/llmgw/runtime/sourcecheck"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/tenancy"
@@ -452,10 +453,16 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		s.Reconciler.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		// Replicas the gateway took out after a failed connection return
+		// when their engines answer; engines' load feeds the routing.
+		probe.New(probe.Options{Router: s.Router, Logger: s.log}).Run(ctx)
 	}()
 	go func() {
 		defer wg.Done()
