@@ -51,6 +51,8 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
   model add -f FILE [--update]   create (or update) a model from a YAML definition
   model get NAME [--json]        print a model's definition and status
   model rm NAME                  delete a model stored through the API
+  scale MODEL N [--max M]        keep N replicas running (scaling.min; --min/--max set
+                                 either bound; 0 with a max above it loads on demand)
 
 tenancy (same connection flags; every listing takes --json):
   projects [create|update|delete NAME] [--rpm N] [--tpm N] [--allow M,M]
@@ -124,6 +126,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdExplain(ctx, rest)
 	case "model":
 		return a.cmdModel(ctx, rest)
+	case "scale":
+		return a.cmdScale(ctx, rest)
 	case "cert":
 		return a.cmdCert(rest)
 	case "projects":

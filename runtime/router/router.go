@@ -379,12 +379,14 @@ func (r *Router) Route(model string, req Request) (Lease, error) {
 	var ms *modelState
 	if p != nil {
 		ms = p.model
-	} else {
-		ms = (*r.models.Load())[model]
+	} else if ms = (*r.models.Load())[model]; ms == nil {
+		// A model the reconciler has not configured yet: what was asked of
+		// it still counts.
+		r.mu.Lock()
+		ms = r.modelLocked(model)
+		r.mu.Unlock()
 	}
-	if ms != nil {
-		ms.asked(r.now())
-	}
+	ms.asked(r.now())
 	var cand *Pool
 	down := 0
 	if p != nil {
@@ -392,7 +394,7 @@ func (r *Router) Route(model string, req Request) (Lease, error) {
 	}
 	if cand == nil {
 		e := &NotReadyError{Model: model, Down: down, Tried: len(req.Exclude)}
-		if ms != nil && ms.onDemand.Load() {
+		if ms.onDemand.Load() {
 			e.Loading = true
 			if eta := ms.eta.Load(); eta != 0 {
 				e.ETA = time.Unix(0, eta)

@@ -2,7 +2,10 @@ package router
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Selector is a selection policy: it chooses one upstream of a non-empty pool
@@ -47,8 +50,8 @@ var profiles = map[string]Selector{
 	"round-robin":  RoundRobin{},
 }
 
-// ProfileNames lists the routing profiles, for messages and docs.
-func ProfileNames() []string { return []string{"chat", "prefix", "least-loaded", "round-robin"} }
+// ProfileNames lists the routing profiles (spec.RoutingProfiles).
+func ProfileNames() []string { return slices.Clone(spec.RoutingProfiles) }
 
 // Policy returns the selection policy a routing profile names.
 func Policy(profile string) (Selector, error) {

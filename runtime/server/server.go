@@ -141,7 +141,12 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.Reconciler = reconcile.New(reconcile.Options{
-		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: s.Router, Grace: cfg.Agents.Grace, Logger: s.log,
+		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: s.Router, Routing: s.Router, Grace: cfg.Agents.Grace, Logger: s.log,
+		// The agents' own bound: a session silent for three heartbeats is
+		// replaced by the node's next one; its node is suspect from then.
+		SuspectAfter: 3 * cfg.Agents.HeartbeatInterval,
+		Autoscale: reconcile.Autoscale{UpLoad: cfg.Autoscale.UpLoad, UpAfter: cfg.Autoscale.UpAfter,
+			DownLoad: cfg.Autoscale.DownLoad, DownAfter: cfg.Autoscale.DownAfter, EvictAfter: cfg.Autoscale.EvictAfter},
 		Expected: expected, HoldPlacementUntil: time.Now().Add(cfg.Agents.Settle), OnLiveReplicas: s.recordLiveReplicas,
 	})
 
@@ -203,6 +208,8 @@ func (s *Server) build(ctx context.Context) error {
 		BodyTimeout:           cfg.Timeouts.ClientBody,
 		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
 		GenerationTimeout:     cfg.Timeouts.Generation,
+		StreamIdleTimeout:     cfg.Timeouts.StreamIdle,
+		ColdStartWait:         coldStartWait(cfg.Timeouts.ColdStartWait),
 		Logger:                s.log.With("component", "gateway"),
 	}, gateway.Deps{
 		Catalog:   catalogView{s.Catalog},
@@ -516,4 +523,13 @@ func stopGracefully(srv *grpc.Server, timeout time.Duration) {
 	case <-time.After(timeout):
 		srv.Stop()
 	}
+}
+
+// coldStartWait is timeouts.cold_start_wait as the gateway takes it: 0
+// there means its default, so "answer at once" is negative.
+func coldStartWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
