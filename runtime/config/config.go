@@ -49,6 +49,9 @@ type Server struct {
 	Timeouts Timeouts `koanf:"timeouts" yaml:"timeouts" json:"timeouts"`
 	// Autoscale tunes scaling between scaling.min and scaling.max.
 	Autoscale Autoscale `koanf:"autoscale" yaml:"autoscale" json:"autoscale"`
+	// HA configures the leader lease shared with other control planes on
+	// the same store.
+	HA HA `koanf:"ha" yaml:"ha" json:"ha"`
 	// Models are declared in this file: restored on every start and not
 	// editable through the management API.
 	Models []spec.Model `koanf:"models" yaml:"models,omitempty" json:"models,omitempty"`
@@ -187,6 +190,7 @@ func Default() Server {
 		Timeouts: Timeouts{ClientHeader: 10 * time.Second, ClientBody: 60 * time.Second, ClientIdle: 2 * time.Minute,
 			ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute, StreamIdle: 5 * time.Minute, ColdStartWait: 5 * time.Second},
 		Autoscale: Autoscale{UpLoad: 0.8, UpAfter: 30 * time.Second, DownLoad: 0.3, DownAfter: 5 * time.Minute, EvictAfter: 2 * time.Minute},
+		HA:        DefaultHA(),
 	}
 }
 
@@ -315,6 +319,7 @@ func (s Server) Validate() error {
 	} else if s.Agents.HeartbeatInterval > 0 && s.Agents.Grace <= s.Agents.HeartbeatInterval {
 		add("agents.grace", "%s must be longer than agents.heartbeat_interval %s, or every node is lost between two heartbeats", s.Agents.Grace, s.Agents.HeartbeatInterval)
 	}
+	s.HA.validate(add)
 	if s.Limits.MaxBodyBytes <= 0 {
 		add("limits.max_body_bytes", "must be positive")
 	}

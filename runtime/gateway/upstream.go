@@ -203,6 +203,11 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 // error, having written nothing to the client, only when the request may go
 // to another replica (retryable); every other outcome it answers itself.
 func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, x *exchange, ep router.Endpoint, body []byte) error {
+	if x.ticket == nil { // every spending route admits first (gateway.go, spending)
+		g.log.Error("request reached the engine without admission", "endpoint", x.rec.Endpoint)
+		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request was not admitted"))
+		return nil
+	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	target := strings.TrimSuffix(ep.URL, "/") + r.URL.Path
