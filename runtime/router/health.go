@@ -54,15 +54,28 @@ func (t Target) MarkDown() {
 	}
 }
 
+// InFlight is the requests this router has in flight on the target now.
+func (t Target) InFlight() int64 {
+	if t.st == nil {
+		return 0
+	}
+	return t.st.inflight.Load()
+}
+
 // SetLoad records what the target's engine reported of its load; a load
-// with Known false forgets the last one.
-func (t Target) SetLoad(l EngineLoad) {
+// with Known false forgets the last one. before is InFlight read just
+// before the engine was asked: the requests the engine reports beyond
+// the more of that and of InFlight now were sent by others (a request of
+// this router's in flight when the engine counted is in one of the two).
+func (t Target) SetLoad(l EngineLoad, before int64) {
 	if t.st == nil {
 		return
 	}
 	if !l.Known {
 		t.st.engine.Store(nil)
+		t.st.external.Store(0)
 		return
 	}
 	t.st.engine.Store(&l)
+	t.st.external.Store(max(l.Running+l.Waiting-max(before, t.st.inflight.Load()), 0))
 }

@@ -65,8 +65,10 @@ func PrefixKey(prompt []byte) Key {
 // prompt: a short common header does not pull requests together.
 type PrefixAffinity struct {
 	// Ratio and Slack bound the imbalance affinity may cause (defaults 1.5
-	// and 1: an idle pool lets the affine replica run one request more
-	// than the least loaded, a busy one half as many again).
+	// and 4: an idle pool lets the affine replica run four requests more
+	// than the least loaded, a busy one half as many again). Below its
+	// batch size an engine serves a few more requests at no cost to each,
+	// while a miss costs the whole prefix's prefill.
 	Ratio, Slack float64
 	// MinBlocks is the shortest useful prefix in blocks (default 4, 2 KiB).
 	MinBlocks int
@@ -100,7 +102,7 @@ func (a PrefixAffinity) Select(p *Pool, key Key) *Upstream {
 		ratio = 1.5
 	}
 	if slack <= 0 {
-		slack = 1
+		slack = 4
 	}
 	lu := float64(u.Queue()+1) / float64(u.weight)
 	ll := float64(least.Queue()+1) / float64(least.weight)

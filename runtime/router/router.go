@@ -92,7 +92,10 @@ type upstreamState struct {
 	inflight atomic.Int64
 	down     atomic.Bool
 	// engine is the load the engine last reported; nil when unknown.
-	engine atomic.Pointer[EngineLoad]
+	// external is how many more requests it reported running or waiting
+	// than this router had in flight on it then.
+	engine   atomic.Pointer[EngineLoad]
+	external atomic.Int64
 	// bit stands for the endpoint in its model's prefix index.
 	bit uint64
 }
@@ -116,15 +119,14 @@ func (u *Upstream) Weight() int64 { return u.weight }
 // InFlight returns the number of requests currently leased on the upstream.
 func (u *Upstream) InFlight() int64 { return u.inflight.Load() }
 
-// Queue is the upstream's load in requests: the more of the requests this
-// router has in flight on it and of those its engine last reported running
-// or waiting (which include other gateways' and benchmarks').
+// Queue is the upstream's load in requests: those this router has in
+// flight on it now, plus those others sent (other gateways, benchmarks) as
+// its engine last reported them: the requests it reported running or
+// waiting beyond what this router had in flight on it then. The engine's
+// figure is up to a scrape interval old, so only that difference is taken
+// from it; this router's own count is always current.
 func (u *Upstream) Queue() int64 {
-	q := u.inflight.Load()
-	if e := u.st.engine.Load(); e != nil && e.Running+e.Waiting > q {
-		q = e.Running + e.Waiting
-	}
-	return q
+	return u.inflight.Load() + u.st.external.Load()
 }
 
 // less reports whether a request goes better to u than to o by load: u's

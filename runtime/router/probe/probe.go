@@ -171,21 +171,22 @@ func (p *Prober) health(ctx context.Context, t router.Target) {
 // load reads t's metrics. An engine that publishes none is weighed by the
 // requests the router has in flight on it alone.
 func (p *Prober) load(ctx context.Context, t router.Target) {
+	before := t.InFlight()
 	resp, err := p.get(ctx, strings.TrimSuffix(t.URL, "/")+"/metrics")
 	if err != nil {
-		t.SetLoad(router.EngineLoad{})
+		t.SetLoad(router.EngineLoad{}, 0)
 		return
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.SetLoad(router.EngineLoad{})
+		t.SetLoad(router.EngineLoad{}, 0)
 		return
 	}
 	l, err := ParseLoad(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
 		p.log.Debug("reading engine metrics", "replica", t.ReplicaID, "err", err)
 	}
-	t.SetLoad(l)
+	t.SetLoad(l, before)
 }
 
 // names are the metric names each engine publishes its load under.
