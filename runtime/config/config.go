@@ -182,9 +182,9 @@ func Default() Server {
 		MetricsListen: ":9091",
 		PprofListen:   "127.0.0.1:6060",
 		Auth:          Auth{Enabled: true, Store: "llmgw.db", DefaultMaxTokens: 4096, KeyCacheTTL: 5 * time.Second, LoginTTL: 12 * time.Hour},
-		// A node is suspect (its replicas are replaced at once, the old ones
-		// kept serving) when its session breaks or after three silent
-		// heartbeats, 6 s; lost after 20 s, ten missed heartbeats.
+		// A node unheard for three heartbeats, 6 s, has its replicas
+		// replaced (the old ones keep serving); lost after 20 s, ten missed
+		// heartbeats (docs/routing.md).
 		Agents: Agents{HeartbeatInterval: 2 * time.Second, Grace: 20 * time.Second, Settle: 10 * time.Second},
 		Limits: Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024},
 		Timeouts: Timeouts{ClientHeader: 10 * time.Second, ClientBody: 60 * time.Second, ClientIdle: 2 * time.Minute,

@@ -81,13 +81,16 @@ type Node struct {
 	Draining bool
 	// Suspect is set the moment the node's session ends, or when it has
 	// been silent for longer than ExpireSilent's bound, and cleared when it
-	// is heard from again. A suspect node takes no new work and its
-	// replicas are replaced elsewhere at once, while they keep serving
-	// until the node is lost; SuspectSince and SuspectReason say since when
-	// and why.
+	// is heard from again: a suspect node takes no new work. SuspectSince
+	// and SuspectReason say since when and why.
 	Suspect       bool
 	SuspectSince  time.Time
 	SuspectReason string
+	// Silent is set once the node has not been heard from for longer than
+	// ExpireSilent's bound (whether its session ended or not): its replicas
+	// are then replaced elsewhere, while they keep serving until it is
+	// lost. Cleared with Suspect.
+	Silent bool
 
 	conn   Conn
 	connID uint64
@@ -545,22 +548,23 @@ func (f *Fleet) suspectLocked(n *Node, why string) {
 
 // clearSuspectLocked ends a node's suspicion: it was heard from.
 func (n *Node) clearSuspectLocked() {
-	n.Suspect, n.SuspectSince, n.SuspectReason = false, time.Time{}, ""
+	n.Suspect, n.SuspectSince, n.SuspectReason, n.Silent = false, time.Time{}, "", false
 }
 
-// ExpireSilent makes suspect every connected node not heard from for longer
-// than after, and returns the ids of the newly suspect ones. (A node whose
-// session ended became suspect then.)
+// ExpireSilent marks silent (and suspect) every node not heard from for
+// longer than after, whether its session ended (it became suspect then) or
+// not, and returns the ids of the newly silent ones.
 func (f *Fleet) ExpireSilent(after time.Duration) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []string
 	now := f.now()
 	for id, n := range f.nodes {
-		if n.Suspect || n.State == NodeLost || now.Sub(n.LastSeen) <= after {
+		if n.Silent || n.State == NodeLost || now.Sub(n.LastSeen) <= after {
 			continue
 		}
 		f.suspectLocked(n, "silent since "+n.LastSeen.UTC().Format(time.RFC3339))
+		n.Silent = true
 		out = append(out, id)
 	}
 	if len(out) > 0 {

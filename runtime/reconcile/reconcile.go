@@ -38,10 +38,11 @@ type Options struct {
 	Endpoints Endpoints
 	// Grace is how long a node may go without a heartbeat before it is lost.
 	Grace time.Duration
-	// SuspectAfter is how long a connected node may be silent before it is
-	// suspect (a node whose session ends is suspect at once): its replicas
-	// are replaced elsewhere at once and keep serving until it is lost.
-	// Zero: a third of Grace.
+	// SuspectAfter is how long a node may go unheard before its replicas
+	// are replaced elsewhere (they keep serving until it is lost); a node
+	// whose session ends is suspect at once (it takes no new work) and its
+	// replicas are replaced once it stays away this long. Zero: a third of
+	// Grace.
 	SuspectAfter time.Duration
 	// Routing, when set, is told each model's routing policy and whether
 	// it loads on demand, and is asked what was demanded of each model:
@@ -169,7 +170,7 @@ func (r *Reconciler) Pass() {
 		r.log.Warn("node lost", "node", id, "grace", r.opts.Grace.String())
 	}
 	for _, id := range r.opts.Fleet.ExpireSilent(r.opts.SuspectAfter) {
-		r.log.Warn("node suspect: silent; its replicas are being replaced", "node", id, "after", r.opts.SuspectAfter.String())
+		r.log.Warn("node silent: its replicas are being replaced", "node", id, "after", r.opts.SuspectAfter.String())
 	}
 	entries := byPriority(r.opts.Catalog.List())
 	r.readInflight()
@@ -314,14 +315,14 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 	}
 }
 
-// onDrainingNode reports whether a shard of rep runs on a draining or
-// suspect node: such a replica is replaced like an outdated one, the
-// replacement ready first (a suspect node's replicas keep serving meanwhile,
-// and if the node is heard from again first, the replacement is the one
-// above the count, and is stopped).
+// onDrainingNode reports whether a shard of rep runs on a draining node or
+// one silent for SuspectAfter: such a replica is replaced like an outdated
+// one, the replacement ready first (a silent node's replicas keep serving
+// meanwhile, and if the node is heard from again first, the replacement is
+// the one above the count, and is stopped).
 func onDrainingNode(tx *fleet.Tx, rep *fleet.Replica) bool {
 	for _, s := range rep.Shards {
-		if n := tx.Node(s.Node); n != nil && (n.Draining || n.Suspect) {
+		if n := tx.Node(s.Node); n != nil && (n.Draining || n.Silent) {
 			return true
 		}
 	}

@@ -424,3 +424,44 @@ func TestRoutingProfileSelectsPolicy(t *testing.T) {
 		t.Errorf("picks %s %s %s, want round-robin alternation", first, l2.Endpoint().ReplicaID, l3.Endpoint().ReplicaID)
 	}
 }
+
+// TestAgentRestartReplacesNothing: a node whose session ends is suspect at
+// once (nothing new is placed on it) but its replicas are replaced only
+// when it stays away for SuspectAfter; an agent back within that bound
+// (a restart, an upgrade) costs nothing.
+func TestAgentRestartReplacesNothing(t *testing.T) {
+	h := newRouted(t, chatModel())
+	h.rec.opts.SuspectAfter = 6 * time.Second
+	h.rec.Pass()
+	h.readyAll("sim-chat")
+	h.rec.Pass()
+	rep := h.live("sim-chat")[0]
+	node := rep.Shards[0].Node
+	n, _ := h.fleet.Node(node)
+	// The session that Connect opened: a newer Connect would replace it.
+	id := h.fleet.Connect(&agentv1.Hello{NodeId: node, Address: "127.0.0.1", Inventory: inventory(""),
+		Shards: []*agentv1.ShardStatus{{ShardId: rep.Shards[0].ID, ReplicaId: rep.ID, Model: "sim-chat", State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: rep.Shards[0].Endpoint}}},
+		node, n.Declaration, n.Declared, h.conns[node])
+	h.fleet.Disconnect(node, id)
+	h.now = h.now.Add(3 * time.Second)
+	h.heartbeat(node)
+	h.rec.Pass()
+	if n, _ := h.fleet.Node(node); !n.Suspect || n.Silent {
+		t.Fatalf("node after its session ended: suspect %v silent %v, want suspect, not yet silent", n.Suspect, n.Silent)
+	}
+	if reps := h.live("sim-chat"); len(reps) != 1 {
+		t.Fatalf("%d replicas 3s after the session ended, want the one (no replacement yet)", len(reps))
+	}
+	h.now = h.now.Add(4 * time.Second)
+	h.heartbeat(node)
+	h.rec.Pass()
+	reps := h.live("sim-chat")
+	if len(reps) != 2 {
+		t.Fatalf("%d replicas 7s after the session ended, want a replacement (SuspectAfter 6s)", len(reps))
+	}
+	for _, r := range reps {
+		if r.ID != rep.ID && r.Shards[0].Node == node {
+			t.Fatal("the replacement was placed on the suspect node")
+		}
+	}
+}
