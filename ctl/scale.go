@@ -79,8 +79,7 @@ func (a *app) cmdScale(ctx context.Context, args []string) int {
 		if m.GetOrigin() == "config" {
 			return a.errorf("scaling model %s: it is declared in server.yaml, which is read again on every start; change scaling there", name)
 		}
-		def := proto.Clone(m).(*managev1.Model)
-		def.Origin, def.Generation, def.Status, def.Warnings = "", "", nil, nil
+		def := cloneModel(m)
 		sc := &managev1.Scaling{}
 		if m.GetScaling() != nil {
 			sc = proto.Clone(m.GetScaling()).(*managev1.Scaling)
