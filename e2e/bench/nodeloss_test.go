@@ -66,7 +66,7 @@ func BenchmarkNodeLoss(b *testing.B) {
 	}
 	const m = "sim-chat"
 	c := testcluster.NewCluster(b, llmgw, testcluster.Options{Grace: "20s",
-		Models: "  - name: " + m + "\n    source: sim://chat\n    scaling: { min: 1, max: 1 }\n    profiles:\n      - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }\n",
+		Models:    "  - name: " + m + "\n    source: sim://chat\n    scaling: { min: 1, max: 1 }\n    profiles:\n      - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }\n",
 		Configure: func(s *config.Server) { s.Agents = config.Default().Agents }})
 	start := time.Now()
 	for _, n := range []string{"node01", "node02", "node03"} {

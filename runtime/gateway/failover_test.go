@@ -160,6 +160,7 @@ func TestStreamBrokenMidway(t *testing.T) {
 				tt.after(w, r)
 			}
 			resp := h.post(t.Context(), "/v1/chat/completions", `{"model":"coder","stream":true,"messages":[]}`)
+			defer resp.Body.Close()
 			lines := streamLines(t, resp)
 			if len(lines) != 2 || !strings.Contains(lines[0], "Hel") {
 				t.Fatalf("data lines %q, want the relayed chunk then an error event", lines)

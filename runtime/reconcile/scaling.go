@@ -313,10 +313,10 @@ func (r *Reconciler) configureRouting(entries []models.Entry, now time.Time) {
 	starting := map[string]time.Time{}
 	ready := map[string]bool{}
 	for _, rep := range r.opts.Fleet.Replicas() {
-		switch {
-		case rep.State == fleet.ReplicaReady:
+		switch rep.State {
+		case fleet.ReplicaReady:
 			ready[rep.Model] = true
-		case rep.State == fleet.ReplicaStarting:
+		case fleet.ReplicaStarting:
 			if t, ok := starting[rep.Model]; !ok || rep.Created.Before(t) {
 				starting[rep.Model] = rep.Created
 			}
