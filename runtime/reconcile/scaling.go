@@ -16,6 +16,7 @@ import (
 type Routing interface {
 	SetModel(model string, c router.ModelConfig)
 	Demand(model string) router.Demand
+	TakePending(model string) bool
 	Demanded() <-chan struct{}
 	Snapshot() map[string][]router.EndpointLoad
 }
@@ -142,6 +143,7 @@ func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, 
 		r.scaling[name] = st
 	}
 	d := r.opts.Routing.Demand(name)
+	d.Pending = r.opts.Routing.TakePending(name)
 	ready, live := 0, 0
 	for _, rep := range tx.Replicas() {
 		if rep.Model != name || !rep.Live() || rep.Generation != e.Generation {

@@ -122,7 +122,7 @@ type Demand struct {
 	// none did since the router started.
 	LastRequest time.Time
 	// Pending is true when a request found no endpoint of a model loaded
-	// on demand since the last call (reading it clears it).
+	// on demand since TakePending last cleared it.
 	Pending bool
 	// InFlight is the requests in flight on the model's endpoints; Waiting
 	// those waiting for one to be ready.
@@ -143,7 +143,14 @@ func (d Demand) Load() float64 {
 	return float64(d.Queue+d.Waiting) / float64(d.Capacity)
 }
 
-// Demand reports and clears what was asked of model.
+// TakePending reports whether a request found no endpoint of model (loaded
+// on demand) since the last call, and clears it.
+func (r *Router) TakePending(model string) bool {
+	ms := (*r.models.Load())[model]
+	return ms != nil && ms.pending.Swap(false)
+}
+
+// Demand reports what was asked of model.
 func (r *Router) Demand(model string) Demand {
 	ms := (*r.models.Load())[model]
 	if ms == nil {
@@ -153,7 +160,7 @@ func (r *Router) Demand(model string) Demand {
 	if ns := ms.lastRequest.Load(); ns != 0 {
 		d.LastRequest = time.Unix(0, ns)
 	}
-	d.Pending = ms.pending.Swap(false)
+	d.Pending = ms.pending.Load()
 	d.Waiting = ms.waiting.Load()
 	if p := (*r.table.Load())[model]; p != nil {
 		for _, u := range p.upstreams {

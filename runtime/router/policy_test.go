@@ -250,10 +250,13 @@ func TestDemandAndWait(t *testing.T) {
 	if !d.Pending || !d.LastRequest.Equal(now) {
 		t.Errorf("demand %+v, want pending at %v", d, now)
 	}
+	if !r.TakePending("od") || r.TakePending("od") || r.Demand("od").Pending {
+		t.Error("TakePending did not report the pending demand once and clear it")
+	}
 	// A model that is not on demand is not pending.
 	r.SetModel("fixed", ModelConfig{})
 	_, _ = r.Pick("fixed", "")
-	if r.Demand("fixed").Pending {
+	if r.TakePending("fixed") {
 		t.Error("a model at min >= 1 became pending demand")
 	}
 
@@ -274,6 +277,16 @@ func TestDemandAndWait(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Wait did not return after the model gained an endpoint")
+	}
+	// Its replica failing is not the model loading.
+	for _, tg := range r.Targets() {
+		tg.MarkDown()
+	}
+	if _, err := r.Pick("od", ""); !errors.As(err, &nr) || nr.Loading || nr.Down != 1 {
+		t.Errorf("Pick with the only replica down: %v, want not loading, 1 down", err)
+	}
+	for _, tg := range r.Targets() {
+		tg.MarkUp()
 	}
 	l, _ := r.Pick("od", "")
 	d = r.Demand("od")

@@ -396,7 +396,9 @@ func (r *Router) Route(model string, req Request) (Lease, error) {
 	}
 	if cand == nil {
 		e := &NotReadyError{Model: model, Down: down, Tried: len(req.Exclude)}
-		if ms.onDemand.Load() {
+		// Loading only when it has no replica at all: one whose replicas
+		// failed is not loading, and neither is one the request tried.
+		if ms.onDemand.Load() && p == nil {
 			e.Loading = true
 			if eta := ms.eta.Load(); eta != 0 {
 				e.ETA = time.Unix(0, eta)
