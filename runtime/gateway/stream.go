@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,7 +64,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 				x.rec.Status = statusClientGone
 			case !errors.Is(err, io.EOF) && !x.done:
 				why := "the model's replica failed mid-stream; the answer is incomplete, retry the request"
-				if errors.Is(context.Cause(resp.Request.Context()), errStreamIdle) {
+				if idle != nil && idle.fired.Load() {
 					why = fmt.Sprintf("the model's replica sent nothing for %s; the answer is incomplete, retry the request", g.cfg.StreamIdleTimeout)
 				}
 				g.log.Warn("upstream stream broken", "replica", x.rec.ReplicaID, "model", x.rec.Model, "err", err)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -208,8 +209,6 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request was not admitted"))
 		return nil
 	}
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
 	target := strings.TrimSuffix(ep.URL, "/") + r.URL.Path
 	if r.URL.RawQuery != "" {
 		target += "?" + r.URL.RawQuery
@@ -241,7 +240,8 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		var idle *idleWatch
 		if d := g.cfg.StreamIdleTimeout; d > 0 {
-			idle = &idleWatch{d: d, t: time.AfterFunc(d, func() { stop(errStreamIdle) })}
+			idle = &idleWatch{d: d}
+			idle.t = time.AfterFunc(d, func() { idle.fired.Store(true); resp.Body.Close() })
 			defer idle.t.Stop()
 		}
 		g.relayStream(w, r, x, resp, idle)
@@ -251,14 +251,13 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 	return nil
 }
 
-// errStreamIdle ends a stream whose engine sent nothing for StreamIdleTimeout.
-var errStreamIdle = errors.New("the replica sent nothing for too long")
-
-// idleWatch ends a stream (through its context) when no byte came from the
-// engine for d; kick restarts the wait.
+// idleWatch ends a stream (by closing the engine's response, which ends
+// the read waiting on it) when no byte came from the engine for d; kick
+// restarts the wait, fired says whether it ended the stream.
 type idleWatch struct {
-	d time.Duration
-	t *time.Timer
+	d     time.Duration
+	t     *time.Timer
+	fired atomic.Bool
 }
 
 func (i *idleWatch) kick() {
