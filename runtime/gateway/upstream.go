@@ -100,12 +100,15 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, m
 					x.rec.Status = statusClientGone
 					return
 				}
-				// Ask again: the answer carries the latest ETA.
-				_, err = g.deps.Routes.Route(model, router.Request{Key: key})
-				nr, _ = errors.AsType[*router.NotReadyError](err)
-				if err == nil || nr == nil {
+				// Ask again: the answer carries the latest ETA. A replica
+				// ready just now is picked by the next turn of the loop.
+				var again router.Lease
+				again, err = g.deps.Routes.Route(model, router.Request{Key: key})
+				if err == nil {
+					again.Done()
 					continue
 				}
+				nr, _ = errors.AsType[*router.NotReadyError](err)
 			}
 			g.notRouted(w, x, model, err, nr, len(tried), lastErr)
 			return
