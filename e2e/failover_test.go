@@ -73,3 +73,57 @@ func TestFailoverToAnotherReplica(t *testing.T) {
 		t.Fatalf("the dead engine was tried %d times over 10 requests, want once (then out of the table):\n%s", n, testcluster.Tail(c.Server.Output(), 20))
 	}
 }
+
+// TestOnDemandModel: a model at min 0 runs nothing until asked; the first
+// request places a replica and, the sim engine starting within
+// timeouts.cold_start_wait (5 s), is answered; after idle_timeout with no
+// request the replica stops.
+func TestOnDemandModel(t *testing.T) {
+	c := testcluster.New(t, binary, "30s", `  - name: sim-lazy
+    source: sim://lazy
+    scaling: { min: 0, max: 1, idle_timeout: 3s }
+    profiles:
+      - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }
+`)
+	c.StartAgent(testcluster.NodeSpec{ID: "node01"})
+	mc := c.ManageClient()
+	ctx := context.Background()
+	live := func() (int, string) {
+		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-lazy"})
+		if err != nil {
+			return -1, err.Error()
+		}
+		n := 0
+		var states []string
+		for _, r := range rs.GetReplicas() {
+			states = append(states, r.GetId()+"="+r.GetState())
+			if r.GetState() == "ready" || r.GetState() == "starting" {
+				n++
+			}
+		}
+		return n, strings.Join(states, "; ")
+	}
+	testcluster.WaitFor(t, "node01 ready", 30*time.Second, func() (bool, string) {
+		n, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: "node01"})
+		return err == nil && n.GetState() == "ready", "not yet"
+	})
+	if n, states := live(); n != 0 {
+		t.Fatalf("%d replicas of a model nobody asked for: %s", n, states)
+	}
+	client := openai.NewClient(option.WithBaseURL(c.Client), option.WithAPIKey(c.APIKey), option.WithMaxRetries(0))
+	start := time.Now()
+	if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "sim-lazy",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("wake up")},
+	}); err != nil {
+		t.Fatalf("first request to an on-demand model (answered within the cold-start wait): %v", err)
+	}
+	t.Logf("first request answered after %s, the replica placed and started meanwhile", time.Since(start).Round(time.Millisecond))
+	testcluster.WaitFor(t, "the idle replica stopped", 30*time.Second, func() (bool, string) {
+		n, states := live()
+		return n == 0, states
+	})
+	if !strings.Contains(c.Server.Output(), "idle for 3s (scaling.idle_timeout)") {
+		t.Errorf("the control plane did not log why it stopped the replica:\n%s", testcluster.Tail(c.Server.Output(), 20))
+	}
+}
