@@ -52,7 +52,7 @@ func writeModels(w io.Writer, models []*managev1.Model) error {
 			serving,
 			fmt.Sprintf("%d/%d", st.GetReplicasReady(), st.GetReplicasDesired()),
 			orDash(strings.Join(weights, ",")),
-			orDash(st.GetState()),
+			modelState(st),
 			orDash(strings.Join(m.GetAliases(), ",")),
 		)
 	}
@@ -64,12 +64,27 @@ func writeModels(w io.Writer, models []*managev1.Model) error {
 		if msg := m.GetStatus().GetMessage(); msg != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s: %s", m.GetName(), orDash(m.GetStatus().GetState()), msg))
 		}
+		if st := m.GetStatus().GetStalled(); st != "" {
+			notes = append(notes, fmt.Sprintf("%s: rollout stuck: %s", m.GetName(), st))
+		}
 	}
 	if len(notes) > 0 {
 		_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
 		return err
 	}
 	return nil
+}
+
+// modelState is the STATUS column: the state, with ", rollout stuck" when
+// the current generation cannot be placed while older replicas serve.
+func modelState(st *managev1.ModelStatus) string {
+	s := orDash(st.GetState())
+	if st.GetStalled() != "" {
+		s += ", rollout stuck"
+	} else if st.GetReplicasOutdated() > 0 {
+		s += ", rolling"
+	}
+	return s
 }
 
 // generationNote is " (generation G)" or nothing when the server sent none.
@@ -170,6 +185,12 @@ func writeModelDefinition(w io.Writer, m *managev1.Model) error {
 		orDash(st.GetState()), st.GetReplicasReady(), st.GetReplicasDesired(), st.GetReplicasTotal())
 	if msg := st.GetMessage(); msg != "" {
 		fmt.Fprintf(w, "# %s\n", oneLine(msg, 200))
+	}
+	if n := st.GetReplicasOutdated(); n > 0 {
+		fmt.Fprintf(w, "# rollout: %s of an older generation or on a draining node still serving until replaced\n", plural(int(n), "replica"))
+	}
+	if stalled := st.GetStalled(); stalled != "" {
+		fmt.Fprintf(w, "# rollout stuck: %s\n", oneLine(stalled, 400))
 	}
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)

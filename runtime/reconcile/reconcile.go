@@ -67,16 +67,25 @@ type Options struct {
 	// live replicas whenever that set changes (the server records it for
 	// its next start).
 	OnLiveReplicas func(ids []string)
+	// StallAfter is how long a needed replica must fail to place, with
+	// nothing freeing room, before Stalled and DrainBlocked report it
+	// (DefaultStallAfter when zero).
+	StallAfter time.Duration
 }
 
 // Reconciler drives the fleet towards the catalog.
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
-	// backoffMu guards backoff, which the management API reads.
+	// backoffMu guards backoff and stalls, which the management API reads.
 	backoffMu sync.Mutex
 	backoff   map[string]backoff
-	routed    map[string]bool
+	// stalls are the models whose needed replica did not place in the
+	// last pass that tried (stall.go).
+	stalls map[string]stall
+	// freeing is set during a pass in which room may appear by itself.
+	freeing bool
+	routed  map[string]bool
 	// holdLogged records that the placement hold was announced.
 	holdLogged bool
 	// holding is true while placement waits for expected replicas.
@@ -131,7 +140,10 @@ func New(opts Options) *Reconciler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, routed: map[string]bool{},
+	if opts.StallAfter <= 0 {
+		opts.StallAfter = DefaultStallAfter
+	}
+	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{},
 		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}}
 }
 
@@ -179,6 +191,7 @@ func (r *Reconciler) Pass() {
 		byName[e.Model.Name] = e
 	}
 	now := r.opts.Now()
+	r.forgetStalls(byName)
 	endpoints := map[string][]router.Endpoint{}
 	var live []string
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
@@ -186,6 +199,7 @@ func (r *Reconciler) Pass() {
 		defer func() { r.placing = nil }()
 		r.holding = r.holdPlacement(tx, now)
 		r.retire(tx, byName, now)
+		r.freeing = fleetFreeing(tx)
 		for _, rep := range tx.Replicas() {
 			if e, ok := byName[rep.Model]; ok {
 				followRouting(rep, e)
@@ -427,24 +441,35 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	until := r.backoff[e.Model.Name].until
 	r.backoffMu.Unlock()
 	// Replacements for replicas lost with their node, or on a node now
-	// suspect, wait for no backoff the model earned elsewhere.
+	// silent, wait for no backoff the model earned elsewhere.
 	owed := r.owed[e.Model.Name]
 	for _, rep := range old {
 		if rep.Generation == e.Generation && onDrainingNode(tx, rep) {
 			owed++
 		}
 	}
-	for i := len(current); i < want && (owed > 0 || !now.Before(until)); i++ {
-		rep, ok := r.place(tx, e, now)
-		if !ok {
-			r.evictFor(tx, e, now)
-			break
+	if len(current) < want && (owed > 0 || !now.Before(until)) {
+		var failed *scheduler.Explanation
+		for i := len(current); i < want && (owed > 0 || !now.Before(until)); i++ {
+			rep, ok, expl := r.place(tx, e, now)
+			if !ok {
+				failed = &expl
+				r.evictFor(tx, e, now)
+				break
+			}
+			owed--
+			if r.owed[e.Model.Name] > 0 {
+				r.owed[e.Model.Name]--
+			}
+			current = append(current, rep)
 		}
-		owed--
-		if r.owed[e.Model.Name] > 0 {
-			r.owed[e.Model.Name]--
+		if failed != nil {
+			r.noteStall(tx, e, true, *failed, len(current), old, now)
+		} else {
+			r.noteStall(tx, e, false, scheduler.Explanation{}, 0, nil, now)
 		}
-		current = append(current, rep)
+	} else if len(current) >= want {
+		r.noteStall(tx, e, false, scheduler.Explanation{}, 0, nil, now)
 	}
 	if len(current) >= want {
 		delete(r.owed, e.Model.Name)
@@ -488,7 +513,9 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 // the pass's view to.
 var rebuildEachPlacement = false
 
-func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.Replica, bool) {
+// place places one replica of e; when none places it returns the
+// scheduler's explanation.
+func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.Replica, bool, scheduler.Explanation) {
 	if r.placing == nil || rebuildEachPlacement {
 		r.placing = scheduler.NewFleet(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()))
 	}
@@ -496,7 +523,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 	plan := r.placing.Place(d)
 	if !plan.Placed {
 		r.log.Debug("model not placed", "model", e.Model.Name, "why", plan.Explanation.String())
-		return nil, false
+		return nil, false, plan.Explanation
 	}
 	rep := &fleet.Replica{
 		ID:         newID("r"),
@@ -538,7 +565,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 	if err := tx.Send(r0.Node, startMsg(r0.Start)); err != nil {
 		r.placing = nil // a failed replica no longer counts for spreading
 		tx.Fail(rep, "starting shard "+r0.ID+" on "+r0.Node+": "+err.Error())
-		return rep, true
+		return rep, true, scheduler.Explanation{}
 	}
 	r0.Sent = true
 	nodes := make([]string, len(rep.Shards))
@@ -546,7 +573,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		nodes[i] = s.Node
 	}
 	r.log.Info("replica placed", "model", rep.Model, "replica", rep.ID, "profile", rep.Profile.Name, "nodes", nodes, "fabric", rep.Fabric)
-	return rep, true
+	return rep, true, scheduler.Explanation{}
 }
 
 func startMsg(s *agentv1.StartShard) *agentv1.ControlMessage {

@@ -97,9 +97,11 @@ func NewRecorder(opts RecorderOptions) *Recorder {
 }
 
 // Observe implements gateway.Observer: requests nobody authenticated are
-// no one's usage and are not recorded.
+// no one's usage and are not recorded, nor are requests that named no model
+// of the catalog (an unknown model's 404, a body with no model): they used
+// no model, and a row with an empty model only puzzles (issue 18).
 func (r *Recorder) Observe(rec request.Record) {
-	if rec.Principal.Project == "" {
+	if rec.Principal.Project == "" || rec.Model == "" {
 		return
 	}
 	row := store.UsageRow{
