@@ -55,6 +55,12 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
   model add -f FILE [--update]   create (or update) a model from a YAML definition
   model get NAME [--json]        print a model's definition and status
   model rm NAME                  delete a model stored through the API
+  scale MODEL N [--max M]        keep N replicas running (scaling.min; --min/--max set
+                                 either bound; 0 with a max above it loads on demand)
+  bench MODEL [--save] [--target 1s]
+                                 measure the requests a replica carries at once at a p90
+                                 time to first token (real requests through the client API,
+                                 LLMGW_BASE_URL and LLMGW_API_KEY); --save makes it the weight
 
 tenancy (same connection flags; every listing takes --json):
   projects [create|update|delete NAME] [--rpm N] [--tpm N] [--allow M,M]
@@ -130,6 +136,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdExplain(ctx, rest)
 	case "model":
 		return a.cmdModel(ctx, rest)
+	case "scale":
+		return a.cmdScale(ctx, rest)
+	case "bench":
+		return a.cmdBench(ctx, rest)
 	case "cert":
 		return a.cmdCert(rest)
 	case "projects":

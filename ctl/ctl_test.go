@@ -61,9 +61,9 @@ ib-b    -                         -
 		{
 			name: "models",
 			args: []string{"models"},
-			want: `MODEL                      SERVING  REPLICAS  STATUS   ALIASES
-qwen2.5-coder-3b-instruct  yes      1/1       serving  coder
-llama-3.1-70b              no       0/1       failed   -
+			want: `MODEL                      SERVING  REPLICAS  WEIGHT  STATUS   ALIASES
+qwen2.5-coder-3b-instruct  yes      1/1       cpu:1   serving  coder
+llama-3.1-70b              no       0/1       -       failed   -
 
 llama-3.1-70b: failed: replica r-70b-1 failed: shard 1 exited
 `,

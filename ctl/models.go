@@ -34,17 +34,24 @@ func (a *app) cmdModels(ctx context.Context, args []string) int {
 // model that has one (why it is unplaced or failed).
 func writeModels(w io.Writer, models []*managev1.Model) error {
 	tw := newTable(w)
-	row(tw, "MODEL", "SERVING", "REPLICAS", "STATUS", "ALIASES")
+	row(tw, "MODEL", "SERVING", "REPLICAS", "WEIGHT", "STATUS", "ALIASES")
 	for _, m := range models {
 		st := m.GetStatus()
 		serving := "no"
 		if st.GetReplicasReady() > 0 {
 			serving = "yes"
 		}
+		// Each profile's routing weight: what one replica of it carries
+		// at once (ctl bench --save measures it).
+		var weights []string
+		for _, p := range m.GetProfiles() {
+			weights = append(weights, fmt.Sprintf("%s:%d", p.GetName(), p.GetWeight()))
+		}
 		row(tw,
 			m.GetName(),
 			serving,
 			fmt.Sprintf("%d/%d", st.GetReplicasReady(), st.GetReplicasDesired()),
+			orDash(strings.Join(weights, ",")),
 			modelState(st),
 			orDash(strings.Join(m.GetAliases(), ",")),
 		)

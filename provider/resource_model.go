@@ -115,7 +115,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				Optional:            true,
 				Computed:            true,
 				Default:             stringdefault.StaticString(spec.DefaultRoutingProfile),
-				MarkdownDescription: "How requests are spread over the replicas. Defaults to `" + spec.DefaultRoutingProfile + "`.",
+				MarkdownDescription: "How requests are spread over the replicas: `chat` (the default) and `prefix` send requests that share a prompt prefix to the replica holding it in its cache, unless that replica is loaded well beyond the least loaded one; `least-loaded` sends each request to the replica with the fewest requests per unit of weight; `round-robin` takes the replicas in turn. Changing it restarts nothing.",
 			},
 			"context_length": schema.Int64Attribute{
 				Optional:            true,
@@ -208,7 +208,7 @@ func scalingSchema() map[string]schema.Attribute {
 		},
 		"idle_timeout": schema.StringAttribute{
 			Optional:            true,
-			MarkdownDescription: "Replicas above `min` idle this long are stopped, written like `30s`, `5m` or `1h30m`.",
+			MarkdownDescription: "Once no request has asked for the model this long and none is in flight or waiting, the replicas above `min` are stopped (with `min` 0, every one: the cards go back to the pool). Written like `30s`, `5m` or `1h30m`; unset, 15m.",
 			Validators:          []validator.String{durationSyntax{}},
 		},
 	}

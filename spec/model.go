@@ -24,6 +24,12 @@ const (
 	DefaultStartupTimeout = Duration(10 * time.Minute)
 )
 
+// RoutingProfiles are the values routing_profile may take, each a policy
+// for choosing a replica: chat (the default) and prefix keep requests that
+// share a prompt prefix on the replica that holds it, balanced against
+// load; least-loaded ignores prefixes; round-robin takes replicas in turn.
+var RoutingProfiles = []string{"chat", "prefix", "least-loaded", "round-robin"}
+
 // Model is one model in the catalog.
 type Model struct {
 	// Name is what clients ask for; lowercase letters, digits, '.', '_', '-'.
@@ -223,6 +229,8 @@ func (m Model) Validate() error {
 	}
 	if m.RoutingProfile == "" {
 		ps.add("routing_profile", "is required")
+	} else if !slices.Contains(RoutingProfiles, m.RoutingProfile) {
+		ps.add("routing_profile", fmt.Sprintf("%q is not a routing profile: use one of %s", m.RoutingProfile, strings.Join(RoutingProfiles, ", ")))
 	}
 	checkInt32(&ps, "context_length", m.ContextLength)
 	checkInt32(&ps, "max_output", m.MaxOutput)

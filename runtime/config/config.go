@@ -47,6 +47,8 @@ type Server struct {
 	Limits Limits `koanf:"limits" yaml:"limits" json:"limits"`
 	// Timeouts bounds client connections and proxied requests.
 	Timeouts Timeouts `koanf:"timeouts" yaml:"timeouts" json:"timeouts"`
+	// Autoscale tunes scaling between scaling.min and scaling.max.
+	Autoscale Autoscale `koanf:"autoscale" yaml:"autoscale" json:"autoscale"`
 	// HA configures the leader lease shared with other control planes on
 	// the same store.
 	HA HA `koanf:"ha" yaml:"ha" json:"ha"`
@@ -144,6 +146,33 @@ type Timeouts struct {
 	ResponseHeader time.Duration `koanf:"response_header" yaml:"response_header" json:"response_header"`
 	// Generation is the most a whole response may take.
 	Generation time.Duration `koanf:"generation" yaml:"generation" json:"generation"`
+	// StreamIdle ends a stream whose engine sent nothing for this long,
+	// with an error event.
+	StreamIdle time.Duration `koanf:"stream_idle" yaml:"stream_idle" json:"stream_idle"`
+	// ColdStartWait is how long a request for a model loaded on demand
+	// with no ready replica waits for one; then 503 with Retry-After. 0
+	// answers at once.
+	ColdStartWait time.Duration `koanf:"cold_start_wait" yaml:"cold_start_wait" json:"cold_start_wait"`
+}
+
+// Autoscale says when a model with scaling.max above scaling.min gains or
+// loses a replica, and when an idle replica of a model loaded on demand may
+// be stopped to make room for another model. A model's load is the requests
+// in flight and waiting for it over the sum of its ready replicas' weights
+// (a weight is what one replica carries at its latency target; ctl bench
+// measures it).
+type Autoscale struct {
+	// UpLoad and UpAfter: a replica is added when the load has stayed at
+	// or above UpLoad for UpAfter.
+	UpLoad  float64       `koanf:"up_load" yaml:"up_load" json:"up_load"`
+	UpAfter time.Duration `koanf:"up_after" yaml:"up_after" json:"up_after"`
+	// DownLoad and DownAfter: one is removed when it has stayed at or
+	// below DownLoad for DownAfter.
+	DownLoad  float64       `koanf:"down_load" yaml:"down_load" json:"down_load"`
+	DownAfter time.Duration `koanf:"down_after" yaml:"down_after" json:"down_after"`
+	// EvictAfter is how long a replica of a model loaded on demand must
+	// have run before it may be stopped to make room for another model.
+	EvictAfter time.Duration `koanf:"evict_after" yaml:"evict_after" json:"evict_after"`
 }
 
 // Default returns the configuration before any file is read. Every default
@@ -156,10 +185,14 @@ func Default() Server {
 		MetricsListen: ":9091",
 		PprofListen:   "127.0.0.1:6060",
 		Auth:          Auth{Enabled: true, Store: "llmgw.db", DefaultMaxTokens: 4096, KeyCacheTTL: 5 * time.Second, LoginTTL: 12 * time.Hour},
-		Agents:        Agents{HeartbeatInterval: 5 * time.Second, Grace: 30 * time.Second, Settle: 10 * time.Second},
-		Limits:        Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024},
+		// A node unheard for three heartbeats, 6 s, has its replicas
+		// replaced (the old ones keep serving); lost after 20 s, ten missed
+		// heartbeats (docs/routing.md).
+		Agents: Agents{HeartbeatInterval: 2 * time.Second, Grace: 20 * time.Second, Settle: 10 * time.Second},
+		Limits: Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024},
 		Timeouts: Timeouts{ClientHeader: 10 * time.Second, ClientBody: 60 * time.Second, ClientIdle: 2 * time.Minute,
-			ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute},
+			ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute, StreamIdle: 5 * time.Minute, ColdStartWait: 5 * time.Second},
+		Autoscale:    Autoscale{UpLoad: 0.8, UpAfter: 30 * time.Second, DownLoad: 0.3, DownAfter: 5 * time.Minute, EvictAfter: 2 * time.Minute},
 		HA:           DefaultHA(),
 		SharedLimits: DefaultSharedLimits(),
 	}
@@ -326,6 +359,27 @@ func (s Server) Validate() error {
 	}
 	if s.Timeouts.Generation <= 0 {
 		add("timeouts.generation", "must be positive")
+	}
+	if s.Timeouts.StreamIdle <= 0 {
+		add("timeouts.stream_idle", "must be positive")
+	}
+	if s.Timeouts.ColdStartWait < 0 {
+		add("timeouts.cold_start_wait", "must not be negative (0 answers at once)")
+	}
+	a := s.Autoscale
+	if a.UpLoad <= 0 {
+		add("autoscale.up_load", "must be positive")
+	}
+	if a.DownLoad <= 0 || (a.UpLoad > 0 && a.DownLoad >= a.UpLoad) {
+		add("autoscale.down_load", "%v must be above 0 and below autoscale.up_load %v, or a model would scale up and down in turn", a.DownLoad, a.UpLoad)
+	}
+	for _, d := range []struct {
+		key string
+		val time.Duration
+	}{{"autoscale.up_after", a.UpAfter}, {"autoscale.down_after", a.DownAfter}, {"autoscale.evict_after", a.EvictAfter}} {
+		if d.val < 0 {
+			add(d.key, "must not be negative")
+		}
 	}
 
 	for i, m := range s.Models {

@@ -82,6 +82,18 @@ type Node struct {
 	// PeerAddress is where the node serves its weights cache to the other
 	// nodes of its fabric ("" when it serves none).
 	PeerAddress string
+	// Suspect is set the moment the node's session ends, or when it has
+	// been silent for longer than ExpireSilent's bound, and cleared when it
+	// is heard from again: a suspect node takes no new work. SuspectSince
+	// and SuspectReason say since when and why.
+	Suspect       bool
+	SuspectSince  time.Time
+	SuspectReason string
+	// Silent is set once the node has not been heard from for longer than
+	// ExpireSilent's bound (whether its session ended or not): its replicas
+	// are then replaced elsewhere, while they keep serving until it is
+	// lost. Cleared with Suspect.
+	Silent bool
 
 	conn   Conn
 	connID uint64
@@ -139,6 +151,10 @@ type Replica struct {
 	StopRequested time.Time
 	// Failed records that it failed before being stopped.
 	Failed bool
+	// NodeFailed records that it failed because a node of its shards was
+	// lost or removed, not by a fault of its own: that earns its model no
+	// backoff, and its replacement is placed at once.
+	NodeFailed bool
 	// FetchActivity is the last time a fetch of one of its shards' weights
 	// moved a byte or ended: the engine's start is timed from then, so a
 	// long download is not taken for an engine that never became ready.
@@ -373,6 +389,7 @@ func (f *Fleet) connectLocked(nodeID string, o Opening) *Session {
 	n.LastSeen = f.now()
 	n.ConnectedSince = n.LastSeen
 	n.Connected = true
+	n.clearSuspectLocked()
 	n.Peer = o.Peer
 	if f.drains[nodeID] {
 		n.Draining = true
@@ -529,8 +546,45 @@ func (f *Fleet) Disconnect(nodeID string, connID uint64) {
 	}
 	n.Connected = false
 	n.conn = nil
+	f.suspectLocked(n, "agent session ended")
 	n.releaseCheckWaiters()
 	f.notify()
+}
+
+// suspectLocked makes a node suspect, unless it is already.
+func (f *Fleet) suspectLocked(n *Node, why string) {
+	if n.Suspect {
+		return
+	}
+	n.Suspect, n.SuspectSince, n.SuspectReason = true, f.now(), why
+}
+
+// clearSuspectLocked ends a node's suspicion: it was heard from.
+func (n *Node) clearSuspectLocked() {
+	n.Suspect, n.SuspectSince, n.SuspectReason, n.Silent = false, time.Time{}, "", false
+}
+
+// ExpireSilent marks silent (and suspect) every node not heard from for
+// longer than after, whether its session ended (it became suspect then) or
+// not, and returns the ids of the newly silent ones.
+func (f *Fleet) ExpireSilent(after time.Duration) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	now := f.now()
+	for id, n := range f.nodes {
+		if n.Silent || n.State == NodeLost || now.Sub(n.LastSeen) <= after {
+			continue
+		}
+		f.suspectLocked(n, "silent since "+n.LastSeen.UTC().Format(time.RFC3339))
+		n.Silent = true
+		out = append(out, id)
+	}
+	if len(out) > 0 {
+		sort.Strings(out)
+		f.notify()
+	}
+	return out
 }
 
 // Heartbeat records a heartbeat from the node, whichever session it came
@@ -548,6 +602,10 @@ func (f *Fleet) Heartbeat(nodeID string, hb *agentv1.Heartbeat) {
 
 func (f *Fleet) heartbeatLocked(n *Node, hb *agentv1.Heartbeat) {
 	n.LastSeen = f.now()
+	if n.Suspect && n.Connected {
+		n.clearSuspectLocked()
+		f.notify()
+	}
 	if inv := hb.GetInventory(); inv != nil {
 		n.Inventory = inv
 		assessNode(n)
@@ -586,6 +644,7 @@ func (f *Fleet) ExpireLost(grace time.Duration) []string {
 			for _, s := range r.Shards {
 				if s.Node == id && r.Live() {
 					f.failReplicaLocked(r, "node "+id+" lost")
+					r.NodeFailed = true
 				}
 			}
 		}
@@ -883,6 +942,7 @@ func (f *Fleet) Forget(nodeID, reason string) {
 		for _, s := range r.Shards {
 			if s.Node == nodeID && r.Live() {
 				f.failReplicaLocked(r, "node "+nodeID+" removed: "+reason)
+				r.NodeFailed = true
 				break
 			}
 		}

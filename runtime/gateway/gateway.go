@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/request"
-	"github.com/llmgw/llmgw/runtime/router"
 )
 
 // Defaults for zero Config fields.
@@ -37,6 +36,8 @@ const (
 	DefaultGenerationTimeout     = 30 * time.Minute
 	DefaultRetryAfter            = 5 * time.Second
 	DefaultBodyTimeout           = 60 * time.Second
+	DefaultColdStartWait         = 5 * time.Second
+	DefaultStreamIdleTimeout     = 5 * time.Minute
 )
 
 // Config tunes the gateway. Zero fields take the defaults above.
@@ -54,8 +55,16 @@ type Config struct {
 	ResponseHeaderTimeout time.Duration
 	// GenerationTimeout bounds a whole upstream request, streamed or not.
 	GenerationTimeout time.Duration
-	// RetryAfter is sent with 503 when a model has no ready replica.
+	// RetryAfter is sent with 503 when a model has no ready replica (and
+	// for a model loading on demand whose load time is not known yet).
 	RetryAfter time.Duration
+	// ColdStartWait is how long a request for a model loaded on demand
+	// that has no ready replica waits for one before it gets 503 with
+	// Retry-After; negative answers at once.
+	ColdStartWait time.Duration
+	// StreamIdleTimeout ends a stream whose engine sent nothing for this
+	// long with an error event; negative never does.
+	StreamIdleTimeout time.Duration
 	// Logger receives one debug line per request; nil discards.
 	Logger *slog.Logger
 }
@@ -106,6 +115,12 @@ func New(cfg Config, deps Deps) *Gateway {
 	}
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.ColdStartWait == 0 {
+		cfg.ColdStartWait = DefaultColdStartWait
+	}
+	if cfg.StreamIdleTimeout == 0 {
+		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -509,28 +524,15 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		x.bound = streamBound{perChoice: ticket.MaxTokens(), clientUsage: req.includeUsage}
 	}
 
-	lease, err := g.deps.Routes.Pick(model, "")
-	if err != nil {
-		msg := fmt.Sprintf("model %q has no ready replica; retry later", model)
-		if !errors.Is(err, router.ErrNoReplica) {
-			msg = fmt.Sprintf("model %q cannot be routed now: %v", model, err)
-		}
-		x.fail(w, newError(http.StatusServiceUnavailable, typeUnavailable, "model_not_ready", msg).
-			withRetryAfter(g.cfg.RetryAfter))
-		return
-	}
-	defer lease.Done()
-	ep := lease.Endpoint()
-	x.rec.ReplicaID = ep.ReplicaID
-
 	x.injected = x.rec.Stream && !req.includeUsage
-	body, err = req.rewrite(body, model, x.injected, ticket.MaxTokens())
+	key := req.affinityKey(body, isEmbeddings)
+	body, err := req.rewrite(body, model, x.injected, ticket.MaxTokens())
 	if err != nil {
 		g.log.Warn("rewriting request body", "model", model, "err", err)
 		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request could not be forwarded"))
 		return
 	}
-	g.proxy(w, r, x, ep, body)
+	g.forward(w, r, x, model, key, body)
 }
 
 // admit asks admission for a ticket for the request and gives it to the

@@ -241,6 +241,22 @@ func nodeToProto(n fleet.Node, used map[int]string, replicas int) *managev1.Node
 	if n.Draining && n.State != fleet.NodeLost {
 		pn.State = "draining"
 	}
+	if n.Suspect && n.State != fleet.NodeLost && !n.Draining {
+		// No new replicas go there; once silent its replicas are being
+		// replaced elsewhere (docs/routing.md).
+		pn.State = "suspect"
+		var why []string
+		if n.Connected { // else "agent disconnected" says it below
+			why = append(why, n.SuspectReason)
+		}
+		if n.Silent {
+			why = append(why, "its replicas are being replaced elsewhere")
+		}
+		if pn.Reason != "" {
+			why = append(why, pn.Reason)
+		}
+		pn.Reason = strings.Join(why, "; ")
+	}
 	if !n.Connected && n.State != fleet.NodeLost {
 		if pn.Reason != "" {
 			pn.Reason = "agent disconnected; " + pn.Reason

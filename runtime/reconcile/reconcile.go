@@ -38,6 +38,19 @@ type Options struct {
 	Endpoints Endpoints
 	// Grace is how long a node may go without a heartbeat before it is lost.
 	Grace time.Duration
+	// SuspectAfter is how long a node may go unheard before its replicas
+	// are replaced elsewhere (they keep serving until it is lost); a node
+	// whose session ends is suspect at once (it takes no new work) and its
+	// replicas are replaced once it stays away this long. Zero: a third of
+	// Grace.
+	SuspectAfter time.Duration
+	// Routing, when set, is told each model's routing policy and whether
+	// it loads on demand, and is asked what was demanded of each model:
+	// min-0 models are placed when asked for and stopped when idle, and
+	// models scale between scaling.min and scaling.max with their load.
+	Routing Routing
+	// Autoscale tunes that scaling; zero fields take DefaultAutoscale's.
+	Autoscale Autoscale
 	// Interval is the period of the background pass; changes trigger a pass
 	// sooner.
 	Interval time.Duration
@@ -85,6 +98,22 @@ type Reconciler struct {
 	// and updated as replicas are placed; nil when the fleet changed in a
 	// way it does not follow (a replica retired or failed).
 	placing *scheduler.Fleet
+
+	// What scaling.go keeps: per model, the replica count decided between
+	// min and max; replacements owed for replicas lost with their node
+	// (placed whatever the backoff); replicas being stopped to make room;
+	// when the reconciler started (the idle clock of models nobody asked
+	// for since); the ready replicas seen, and each model's last measured
+	// load time.
+	scaling   map[string]*scaleState
+	owed      map[string]int
+	evicting  map[string]bool
+	started   time.Time
+	readySeen map[string]bool
+	loadTime  map[string]time.Duration
+	// inflight is the requests in flight per replica, read from Routing
+	// once per pass.
+	inflight map[string]int64
 }
 
 type backoff struct {
@@ -101,6 +130,10 @@ func New(opts Options) *Reconciler {
 	if opts.Grace <= 0 {
 		opts.Grace = 30 * time.Second
 	}
+	if opts.SuspectAfter <= 0 {
+		opts.SuspectAfter = opts.Grace / 3
+	}
+	opts.Autoscale = opts.Autoscale.withDefaults()
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -110,7 +143,8 @@ func New(opts Options) *Reconciler {
 	if opts.StallAfter <= 0 {
 		opts.StallAfter = DefaultStallAfter
 	}
-	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{}}
+	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{},
+		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}}
 }
 
 // Run reconciles until ctx ends.
@@ -125,6 +159,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 		case <-t.C:
 		case <-r.opts.Fleet.Changed():
 		case <-r.opts.Catalog.Changed():
+		case <-r.demanded():
 		}
 	}
 }
@@ -146,7 +181,11 @@ func (r *Reconciler) Pass() {
 	for _, id := range r.opts.Fleet.ExpireLost(r.opts.Grace) {
 		r.log.Warn("node lost", "node", id, "grace", r.opts.Grace.String())
 	}
-	entries := r.opts.Catalog.List()
+	for _, id := range r.opts.Fleet.ExpireSilent(r.opts.SuspectAfter) {
+		r.log.Warn("node silent: its replicas are being replaced", "node", id, "after", r.opts.SuspectAfter.String())
+	}
+	entries := byPriority(r.opts.Catalog.List())
+	r.readInflight()
 	byName := make(map[string]models.Entry, len(entries))
 	for _, e := range entries {
 		byName[e.Model.Name] = e
@@ -169,6 +208,7 @@ func (r *Reconciler) Pass() {
 		for _, e := range entries {
 			r.scale(tx, e, now)
 		}
+		r.noteReady(tx, now)
 		for _, rep := range tx.Replicas() {
 			if rep.Live() {
 				live = append(live, rep.ID)
@@ -191,6 +231,7 @@ func (r *Reconciler) Pass() {
 		r.live = live
 		r.opts.OnLiveReplicas(slices.Clone(live))
 	}
+	r.configureRouting(entries, now)
 	if r.opts.Endpoints != nil {
 		for name := range byName {
 			r.opts.Endpoints.SetEndpoints(name, endpoints[name])
@@ -235,6 +276,12 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			r.log.Warn("replica failed", "model", rep.Model, "replica", rep.ID, "error", rep.Error)
 			r.stopShards(tx, rep, "replica failed: "+rep.Error)
 			r.retireReplica(tx, rep, now)
+			if rep.NodeFailed {
+				// Not the replica's fault: no backoff, and its
+				// replacement is placed whatever backoff the model has.
+				r.owed[rep.Model]++
+				continue
+			}
 			r.backoffMu.Lock()
 			b := r.backoff[rep.Model]
 			b.failures++
@@ -282,11 +329,14 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 	}
 }
 
-// onDrainingNode reports whether a shard of rep runs on a draining node: such
-// a replica is replaced like an outdated one, the replacement ready first.
+// onDrainingNode reports whether a shard of rep runs on a draining node or
+// one silent for SuspectAfter: such a replica is replaced like an outdated
+// one, the replacement ready first (a silent node's replicas keep serving
+// meanwhile, and if the node is heard from again first, the replacement is
+// the one above the count, and is stopped).
 func onDrainingNode(tx *fleet.Tx, rep *fleet.Replica) bool {
 	for _, s := range rep.Shards {
-		if n := tx.Node(s.Node); n != nil && n.Draining {
+		if n := tx.Node(s.Node); n != nil && (n.Draining || n.Silent) {
 			return true
 		}
 	}
@@ -369,7 +419,7 @@ func (r *Reconciler) stopShards(tx *fleet.Tx, rep *fleet.Replica, reason string)
 // scale places replicas up to scaling.min for the current generation and,
 // once enough of them are ready, retires the rest.
 func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
-	want := e.Model.Scaling.Min
+	want, why := r.desired(tx, e, now)
 	var current, currentReady, old []*fleet.Replica
 	for _, rep := range tx.Replicas() {
 		if rep.Model != e.Model.Name || !rep.Live() {
@@ -390,13 +440,26 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	r.backoffMu.Lock()
 	until := r.backoff[e.Model.Name].until
 	r.backoffMu.Unlock()
-	if len(current) < want && !now.Before(until) {
+	// Replacements for replicas lost with their node, or on a node now
+	// silent, wait for no backoff the model earned elsewhere.
+	owed := r.owed[e.Model.Name]
+	for _, rep := range old {
+		if rep.Generation == e.Generation && onDrainingNode(tx, rep) {
+			owed++
+		}
+	}
+	if len(current) < want && (owed > 0 || !now.Before(until)) {
 		var failed *scheduler.Explanation
-		for i := len(current); i < want; i++ {
-			rep, ok, why := r.place(tx, e, now)
+		for i := len(current); i < want && (owed > 0 || !now.Before(until)); i++ {
+			rep, ok, expl := r.place(tx, e, now)
 			if !ok {
-				failed = &why
+				failed = &expl
+				r.evictFor(tx, e, now)
 				break
+			}
+			owed--
+			if r.owed[e.Model.Name] > 0 {
+				r.owed[e.Model.Name]--
 			}
 			current = append(current, rep)
 		}
@@ -408,6 +471,9 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	} else if len(current) >= want {
 		r.noteStall(tx, e, false, scheduler.Explanation{}, 0, nil, now)
 	}
+	if len(current) >= want {
+		delete(r.owed, e.Model.Name)
+	}
 	if len(currentReady) >= want {
 		for _, rep := range old {
 			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "replaced (newer definition or draining node)")
@@ -416,11 +482,15 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		}
 	}
 	if extra := len(current) - want; extra > 0 {
-		// Retire the least useful first: not ready, then newest.
+		// Retire the least useful first: not ready, then the fewest
+		// requests in flight, then newest.
 		sort.SliceStable(current, func(i, j int) bool {
 			ri, rj := current[i].State == fleet.ReplicaReady, current[j].State == fleet.ReplicaReady
 			if ri != rj {
 				return !ri
+			}
+			if fi, fj := r.inflight[current[i].ID], r.inflight[current[j].ID]; fi != fj {
+				return fi < fj
 			}
 			return current[i].Created.After(current[j].Created)
 		})
@@ -428,8 +498,8 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			if rep.State == fleet.ReplicaReady && len(currentReady) <= want {
 				break
 			}
-			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "above scaling.min")
-			r.stopShards(tx, rep, "scaled down")
+			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", why)
+			r.stopShards(tx, rep, "scaled down: "+why)
 			r.retireReplica(tx, rep, now)
 			if rep.State == fleet.ReplicaReady {
 				currentReady = currentReady[:len(currentReady)-1]

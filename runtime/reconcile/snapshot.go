@@ -37,6 +37,9 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 			sn.NotReadyReason = "draining"
 		case n.State == fleet.NodeLost:
 			sn.NotReadyReason = "lost: " + n.Reason
+		case n.Suspect:
+			sn.Ready = false
+			sn.NotReadyReason = "suspect: " + n.SuspectReason
 		case !n.Connected:
 			sn.NotReadyReason = "agent disconnected"
 		case n.State != fleet.NodeReady:

@@ -36,6 +36,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/runtime/router/probe"
 	"github.com/llmgw/llmgw/runtime/sourcecheck"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/tenancy"
@@ -155,7 +156,12 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.Reconciler = reconcile.New(reconcile.Options{
-		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: haEndpoints{s}, Grace: cfg.Agents.Grace, Logger: s.log,
+		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: haEndpoints{s}, Routing: s.Router, Grace: cfg.Agents.Grace, Logger: s.log,
+		// The agents' own bound: a session silent for three heartbeats is
+		// replaced by the node's next one; its node is suspect from then.
+		SuspectAfter: 3 * cfg.Agents.HeartbeatInterval,
+		Autoscale: reconcile.Autoscale{UpLoad: cfg.Autoscale.UpLoad, UpAfter: cfg.Autoscale.UpAfter,
+			DownLoad: cfg.Autoscale.DownLoad, DownAfter: cfg.Autoscale.DownAfter, EvictAfter: cfg.Autoscale.EvictAfter},
 		Expected: expected, HoldPlacementUntil: time.Now().Add(cfg.Agents.Settle), OnLiveReplicas: s.recordLiveReplicas,
 	})
 
@@ -241,6 +247,8 @@ func (s *Server) build(ctx context.Context) error {
 		BodyTimeout:           cfg.Timeouts.ClientBody,
 		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
 		GenerationTimeout:     cfg.Timeouts.Generation,
+		StreamIdleTimeout:     cfg.Timeouts.StreamIdle,
+		ColdStartWait:         coldStartWait(cfg.Timeouts.ColdStartWait),
 		Logger:                s.log.With("component", "gateway"),
 	}, gateway.Deps{
 		Catalog:   catalogView{s.Catalog},
@@ -522,7 +530,7 @@ func (s *Server) Run(ctx context.Context) error {
 	electCtx, stopElection := context.WithCancel(context.Background())
 	defer stopElection()
 	go s.ha.el.Run(electCtx)
-	wg.Add(4)
+	wg.Add(5)
 	go func() {
 		defer wg.Done()
 		s.ha.follow(ctx)
@@ -534,6 +542,12 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		pruneContent(ctx, s.Store, PruneEvery, time.Now, s.log)
+	}()
+	go func() {
+		defer wg.Done()
+		// Replicas the gateway took out after a failed connection return
+		// when their engines answer; engines' load feeds the routing.
+		probe.New(probe.Options{Router: s.Router, Logger: s.log}).Run(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -594,6 +608,15 @@ func stopGracefully(srv *grpc.Server, timeout time.Duration) {
 	case <-time.After(timeout):
 		srv.Stop()
 	}
+}
+
+// coldStartWait is timeouts.cold_start_wait as the gateway takes it: 0
+// there means its default, so "answer at once" is negative.
+func coldStartWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // ErrLeadershipLost is Run's error when this control plane stopped
