@@ -1246,6 +1246,18 @@ type EngineCheck struct {
 	LastOutput    []string `protobuf:"bytes,6,rep,name=last_output,json=lastOutput,proto3" json:"last_output,omitempty"`
 	CheckedUnixMs int64    `protobuf:"varint,7,opt,name=checked_unix_ms,json=checkedUnixMs,proto3" json:"checked_unix_ms,omitempty"`
 	DurationMs    int64    `protobuf:"varint,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// The flags the engine's own help lists, sorted ("--port", "-np"), read
+	// from the output of help_command. Trusted only when help_warning is
+	// empty; none when no help was read (an agent from before this field, an
+	// engine that failed, the sim engine): unknown, not "no flags".
+	Flags []string `protobuf:"bytes,9,rep,name=flags,proto3" json:"flags,omitempty"`
+	// The help command that was read, e.g. "vllm serve --help=all".
+	HelpCommand string `protobuf:"bytes,10,opt,name=help_command,json=helpCommand,proto3" json:"help_command,omitempty"`
+	// Why flags cannot be trusted, when they cannot: the help output was cut
+	// short, was only a summary, or could not be had. Flags are then not
+	// checked on this node, and the check says so instead of calling a flag
+	// missing.
+	HelpWarning   string `protobuf:"bytes,11,opt,name=help_warning,json=helpWarning,proto3" json:"help_warning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1334,6 +1346,27 @@ func (x *EngineCheck) GetDurationMs() int64 {
 		return x.DurationMs
 	}
 	return 0
+}
+
+func (x *EngineCheck) GetFlags() []string {
+	if x != nil {
+		return x.Flags
+	}
+	return nil
+}
+
+func (x *EngineCheck) GetHelpCommand() string {
+	if x != nil {
+		return x.HelpCommand
+	}
+	return ""
+}
+
+func (x *EngineCheck) GetHelpWarning() string {
+	if x != nil {
+		return x.HelpWarning
+	}
+	return ""
 }
 
 // EngineChecks is every engine check of the declaration in use; it replaces
@@ -1974,7 +2007,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\x06engine\x18\x01 \x01(\tR\x06engine\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +
 	"\tavailable\x18\x03 \x01(\bR\tavailable\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xe3\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xbf\x02\n" +
 	"\vEngineCheck\x12\x16\n" +
 	"\x06engine\x18\x01 \x01(\tR\x06engine\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x0e\n" +
@@ -1985,7 +2018,11 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"lastOutput\x12&\n" +
 	"\x0fchecked_unix_ms\x18\a \x01(\x03R\rcheckedUnixMs\x12\x1f\n" +
 	"\vduration_ms\x18\b \x01(\x03R\n" +
-	"durationMs\"C\n" +
+	"durationMs\x12\x14\n" +
+	"\x05flags\x18\t \x03(\tR\x05flags\x12!\n" +
+	"\fhelp_command\x18\n" +
+	" \x01(\tR\vhelpCommand\x12!\n" +
+	"\fhelp_warning\x18\v \x01(\tR\vhelpWarning\"C\n" +
 	"\fEngineChecks\x123\n" +
 	"\x06checks\x18\x01 \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\x06checks\"\x0e\n" +
 	"\fCheckEngines\"\x94\x04\n" +
