@@ -370,6 +370,9 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 	var scaling []string
 	for _, w := range ex.GetWarnings() {
+		if flagWarning(m.Name, w, &resp.Diagnostics) {
+			continue
+		}
 		if !strings.HasPrefix(w, "source ") {
 			scaling = append(scaling, w)
 			continue
@@ -616,4 +619,19 @@ func failureHint(r *managev1.Replica) string {
 		}
 	}
 	return "Fix the profile (engine, args, env) or the node, and apply again; the model stays in the catalog."
+}
+
+// flagWarning shows a warning of the control plane's engine flag check
+// (it starts "engine flags: ": a flag some nodes' engine does not take, or
+// a node whose engine help could not be read) on the profiles, and reports
+// whether w was one.
+func flagWarning(model, w string, diags *diag.Diagnostics) bool {
+	rest, ok := strings.CutPrefix(w, "engine flags: ")
+	if !ok {
+		return false
+	}
+	diags.AddAttributeWarning(path.Root("profiles"),
+		fmt.Sprintf("Engine flags of model %s", model),
+		"The control plane looked up each flag of the profiles in the engine's own help on each node: "+rest+".")
+	return true
 }

@@ -324,6 +324,11 @@ func (s *Service) CreateModel(ctx context.Context, req *managev1.CreateModelRequ
 	if err != nil {
 		return nil, err
 	}
+	flagWarnings, err := s.checkFlags("creating model "+m.Name, m)
+	if err != nil {
+		return nil, err
+	}
+	warnings = append(warnings, flagWarnings...)
 	e, err := s.opts.Catalog.Create(ctx, m)
 	if err != nil {
 		return nil, catalogError("creating model "+m.Name, err)
@@ -353,6 +358,11 @@ func (s *Service) UpdateModel(ctx context.Context, req *managev1.UpdateModelRequ
 	if err != nil {
 		return nil, err
 	}
+	flagWarnings, err := s.checkFlags("updating model "+m.Name, m)
+	if err != nil {
+		return nil, err
+	}
+	warnings = append(warnings, flagWarnings...)
 	e, err := s.opts.Catalog.Update(ctx, m)
 	if err != nil {
 		return nil, catalogError("updating model "+m.Name, err)
@@ -451,6 +461,11 @@ func (s *Service) PlanPlacement(ctx context.Context, req *managev1.PlanPlacement
 	if err != nil {
 		return nil, err
 	}
+	flagWarnings, err := s.checkFlags("planning placement of model "+m.Name, m)
+	if err != nil {
+		return nil, err
+	}
+	warnings = append(warnings, flagWarnings...)
 	plan := s.opts.Reconciler.PlanOne(m)
 	out := ExplanationToProto(plan.Explanation, &plan)
 	out.Warnings = append(warnings, s.scalingWarnings(m)...)

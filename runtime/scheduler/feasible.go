@@ -28,6 +28,7 @@ func DefaultCheckers() []Checker {
 		ReadyChecker{},
 		EngineChecker{},
 		EngineCheckChecker{},
+		EngineFlagsChecker{},
 		GPUClassChecker{},
 		FreeGPUsChecker{},
 		MemoryChecker{},
@@ -96,6 +97,27 @@ func (EngineCheckChecker) Check(n *Node, p spec.Profile) (bool, string) {
 		why = p.Engine + " cannot start"
 	}
 	return false, "engine check failed: " + why
+}
+
+// EngineFlagsChecker refuses nodes whose engine does not take a flag the
+// profile's command line would use (the driver's or the profile's args),
+// by that engine's own help as the node's agent read it. Nodes where the
+// help could not be read in full refuse nothing.
+type EngineFlagsChecker struct{}
+
+// Name implements Checker.
+func (EngineFlagsChecker) Name() string { return "engine-flags" }
+
+// Check implements Checker.
+func (EngineFlagsChecker) Check(n *Node, p spec.Profile) (bool, string) {
+	h, known := n.EngineHelp[p.Engine]
+	if !known {
+		return true, ""
+	}
+	if missing, why := h.Missing(p); len(missing) > 0 {
+		return false, why
+	}
+	return true, ""
 }
 
 // GPUClassChecker refuses nodes without any GPU of the profile's class. CPU

@@ -319,6 +319,9 @@ func (f *Fleet) feasible(i int, p spec.Profile) bool {
 	if _, failed := n.EngineFailures[p.Engine]; failed {
 		return false
 	}
+	if ok, _ := (EngineFlagsChecker{}).Check(n, p); !ok {
+		return false
+	}
 	if _, ok := f.state[i].pick(p); !ok {
 		return false
 	}

@@ -10,6 +10,9 @@ import (
 	"github.com/llmgw/llmgw/spec"
 )
 
+// llamaFlags are the flags the llamacpp driver writes, sorted.
+var llamaFlags = []string{"--alias", "--ctx-size", "--host", "--metrics", "--model", "--n-gpu-layers", "--parallel", "--port"}
+
 func TestPlace(t *testing.T) {
 	tp1 := gpuProfile("tp1", "a100-80g", 1)
 	tp2 := gpuProfile("tp2", "a100-80g", 2)
@@ -64,6 +67,23 @@ func TestPlace(t *testing.T) {
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "cpu02"}},
 			summary:  "placed on cpu02 (cpu only)",
 			reasons:  map[string]string{"cpu01": "engine check failed: llama-server cannot start: libgomp.so.1: cannot open shared object file"},
+		},
+		{
+			name: "a node whose engine does not take a flag of the profile is passed over, naming flag, engine, version and help",
+			nodes: []Node{
+				with(node("cpu01", "", 0), func(n *Node) {
+					n.FreeMemoryBytes = 200 << 30
+					n.EngineHelp = map[string]EngineHelp{"llamacpp": {Flags: llamaFlags, Version: "version: 100 (old)", Command: "llama-server --help"}}
+				}),
+				with(node("cpu02", "", 0), func(n *Node) {
+					n.EngineHelp = map[string]EngineHelp{"llamacpp": {Flags: slices.Sorted(slices.Values(append([]string{"--jinja"}, llamaFlags...))), Version: "version: 200 (new)", Command: "llama-server --help"}}
+				}),
+			},
+			profiles: []spec.Profile{with2(cpuProfile("cpu"), func(p *spec.Profile) { p.Args = []string{"--jinja"} })},
+			profile:  "cpu",
+			shards:   []ShardPlacement{{Rank: 0, NodeID: "cpu02"}},
+			summary:  "placed on cpu02 (cpu only)",
+			reasons:  map[string]string{"cpu01": "llama-server (version: 100 (old)) does not take --jinja: `llama-server --help` does not list it"},
 		},
 		{
 			name:     "wrong class and too few free GPUs",

@@ -1,6 +1,11 @@
 package scheduler
 
-import "github.com/llmgw/llmgw/spec"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/llmgw/llmgw/spec"
+)
 
 // GPU is one accelerator on a node.
 type GPU struct {
@@ -38,6 +43,11 @@ type Node struct {
 	// EngineFailures says, for each engine whose check failed on this node,
 	// why it cannot start ("llama-server cannot start: libgomp.so.1: ...").
 	EngineFailures map[string]string
+	// EngineHelp holds, for each engine whose help the node's agent read in
+	// full, the flags it takes: a profile using a flag not among them is
+	// refused here (EngineFlagsChecker). An engine without an entry has
+	// its flags unknown, and no flag is refused for it.
+	EngineHelp map[string]EngineHelp
 	// Fabric is the fabric in service on this node, "" for none. A node
 	// has at most one fabric in service.
 	Fabric string
@@ -48,6 +58,44 @@ type Node struct {
 	// Replicas counts the replicas of each model (by name) already on
 	// this node.
 	Replicas map[string]int
+}
+
+// EngineHelp is what one engine's own help on a node says.
+type EngineHelp struct {
+	// Flags are the flags the help lists, sorted.
+	Flags []string
+	// Version is the engine's version line ("version: 4567 (abcdef0)").
+	Version string
+	// Command is the help command read ("vllm serve --help=all").
+	Command string
+}
+
+// Missing returns the flags of p's command line (spec.LaunchFlags) the
+// engine does not take, and a reason naming them, the engine and its
+// version, and the help they were looked up in; both empty when it takes
+// them all.
+func (h EngineHelp) Missing(p spec.Profile) ([]string, string) {
+	var missing []string
+	for _, f := range spec.LaunchFlags(p) {
+		if !spec.EngineAcceptsFlag(p.Engine, h.Flags, f.Name) {
+			missing = append(missing, f.Name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, ""
+	}
+	name := p.Engine
+	if prog, _, _ := strings.Cut(h.Command, " "); prog != "" {
+		name = prog
+	}
+	if h.Version != "" {
+		name += " (" + h.Version + ")"
+	}
+	them := "it"
+	if len(missing) > 1 {
+		them = "them"
+	}
+	return missing, fmt.Sprintf("%s does not take %s: `%s` does not list %s", name, strings.Join(missing, ", "), h.Command, them)
 }
 
 // Demand asks for one replica of a model.
