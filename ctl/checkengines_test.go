@@ -23,8 +23,8 @@ func TestCheckEngines(t *testing.T) {
 		wantReq *managev1.CheckNodeEnginesRequest
 	}{
 		{
-			name:    "engine fixed",
-			args:    []string{"check-engines", "llmgw-node01"},
+			name: "engine fixed",
+			args: []string{"check-engines", "llmgw-node01"},
 			checks: []*agentv1.EngineCheck{{Engine: "llamacpp", Path: "/opt/llama-server", Ok: true, Version: "version: 4567",
 				Flags: []string{"--host", "--port"}, HelpCommand: "llama-server --help"}, {Engine: "sim", Path: "/usr/local/bin/llmgw", Ok: true}},
 			wantOut: "ENGINE    RESULT  PATH                  FLAGS  DETAIL\nllamacpp  ok      /opt/llama-server     2      version: 4567\nsim       ok      /usr/local/bin/llmgw  -      \n" +
