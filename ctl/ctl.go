@@ -43,6 +43,13 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
   check-engines NODE [--wait 60s]
                                  run a node's engine checks again and print them;
                                  exit 1 when an engine cannot start
+  tool-check MODEL [--extra JSON] [--wait 60s] [--json]
+                                 send a ready replica a chat request with a tool: are
+                                 calls structured, plain text (parser mismatch) or
+                                 refused, and which engine flag fixes it; exit 1 for
+                                 text or refused, 3 when the answer had no call
+  rollout MODEL                  replace the model's stale replicas (profile changed)
+                                 one at a time, each replacement ready first
   fabrics [--json]               declared fabrics and the nodes in them
   models [--json]                catalog models and whether they are serving
   replicas [--model M] [--json]  replicas, their shards and why failed ones failed
@@ -114,6 +121,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdDrain(ctx, rest)
 	case "check-engines":
 		return a.cmdCheckEngines(ctx, rest)
+	case "tool-check":
+		return a.cmdToolCheck(ctx, rest)
+	case "rollout":
+		return a.cmdRollout(ctx, rest)
 	case "fabrics":
 		return a.cmdFabrics(ctx, rest)
 	case "models":

@@ -45,7 +45,7 @@ func writeModels(w io.Writer, models []*managev1.Model) error {
 			m.GetName(),
 			serving,
 			fmt.Sprintf("%d/%d", st.GetReplicasReady(), st.GetReplicasDesired()),
-			orDash(st.GetState()),
+			orDash(st.GetState())+staleNote(st),
 			orDash(strings.Join(m.GetAliases(), ",")),
 		)
 	}
@@ -63,6 +63,15 @@ func writeModels(w io.Writer, models []*managev1.Model) error {
 		return err
 	}
 	return nil
+}
+
+// staleNote is " (N stale)" when replicas of an earlier generation of the
+// model still run, or nothing.
+func staleNote(st *managev1.ModelStatus) string {
+	if n := st.GetReplicasStale(); n > 0 {
+		return fmt.Sprintf(" (%d stale)", n)
+	}
+	return ""
 }
 
 // generationNote is " (generation G)" or nothing when the server sent none.
@@ -159,8 +168,16 @@ func writeModelDefinition(w io.Writer, m *managev1.Model) error {
 	}
 	st := m.GetStatus()
 	fmt.Fprintf(w, "# origin: %s, generation %s\n", orDash(m.GetOrigin()), orDash(m.GetGeneration()))
-	fmt.Fprintf(w, "# status: %s, %d/%d replicas ready (%d total)\n",
-		orDash(st.GetState()), st.GetReplicasReady(), st.GetReplicasDesired(), st.GetReplicasTotal())
+	stale := ""
+	if n := st.GetReplicasStale(); n > 0 {
+		stale = fmt.Sprintf(", %d stale", n)
+	}
+	rollout := ""
+	if r := st.GetRollout(); r != "" {
+		rollout = ", rollout " + r
+	}
+	fmt.Fprintf(w, "# status: %s, %d/%d replicas ready (%d total%s)%s\n",
+		orDash(st.GetState()), st.GetReplicasReady(), st.GetReplicasDesired(), st.GetReplicasTotal(), stale, rollout)
 	if msg := st.GetMessage(); msg != "" {
 		fmt.Fprintf(w, "# %s\n", oneLine(msg, 200))
 	}

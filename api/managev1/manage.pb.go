@@ -629,7 +629,12 @@ type Model struct {
 	// Output only, in CreateModel's and UpdateModel's answers: what the
 	// definition asks that the fleet cannot give now, e.g. a scaling.min above
 	// the replicas the fleet can hold. The model is stored all the same.
-	Warnings      []string `protobuf:"bytes,13,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,13,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// What an edit that changes how replicas are built does to the running
+	// ones: "auto" (or absent) replaces them one at a time, each replacement
+	// ready first; "manual" leaves them serving, marked stale, until
+	// RolloutModel. Changing it restarts nothing.
+	Rollout       string `protobuf:"bytes,14,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -755,6 +760,13 @@ func (x *Model) GetWarnings() []string {
 	return nil
 }
 
+func (x *Model) GetRollout() string {
+	if x != nil {
+		return x.Rollout
+	}
+	return ""
+}
+
 // Pricing is a price per 1,000 tokens, in a unit the operator chooses (the
 // unit budgets are in).
 type Pricing struct {
@@ -815,8 +827,16 @@ type ModelStatus struct {
 	ReplicasReady   int32                  `protobuf:"varint,2,opt,name=replicas_ready,json=replicasReady,proto3" json:"replicas_ready,omitempty"`
 	ReplicasTotal   int32                  `protobuf:"varint,3,opt,name=replicas_total,json=replicasTotal,proto3" json:"replicas_total,omitempty"`
 	// serving | starting | unplaced | failed
-	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
-	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	State   string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// Live replicas placed for an earlier generation of the model: their
+	// profile changed since (engine, args, source, tp, ...). They serve until
+	// replaced, one at a time; with rollout "manual" only once RolloutModel
+	// is called.
+	ReplicasStale int32 `protobuf:"varint,6,opt,name=replicas_stale,json=replicasStale,proto3" json:"replicas_stale,omitempty"`
+	// The model's rollout policy as the control plane applies it: "auto" or
+	// "manual".
+	Rollout       string `protobuf:"bytes,7,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -882,6 +902,20 @@ func (x *ModelStatus) GetState() string {
 func (x *ModelStatus) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *ModelStatus) GetReplicasStale() int32 {
+	if x != nil {
+		return x.ReplicasStale
+	}
+	return 0
+}
+
+func (x *ModelStatus) GetRollout() string {
+	if x != nil {
+		return x.Rollout
 	}
 	return ""
 }
@@ -2725,6 +2759,280 @@ func (x *CheckNodeEnginesRequest) GetTimeoutMs() int64 {
 	return 0
 }
 
+type CheckToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// A JSON object merged into the request body at its top level (e.g.
+	// {"max_tokens": 512}); empty for none.
+	ExtraBodyJson string `protobuf:"bytes,2,opt,name=extra_body_json,json=extraBodyJson,proto3" json:"extra_body_json,omitempty"`
+	// How long the request may take, in milliseconds; 0: 60 s.
+	TimeoutMs     int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckToolsRequest) Reset() {
+	*x = CheckToolsRequest{}
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckToolsRequest) ProtoMessage() {}
+
+func (x *CheckToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckToolsRequest.ProtoReflect.Descriptor instead.
+func (*CheckToolsRequest) Descriptor() ([]byte, []int) {
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *CheckToolsRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *CheckToolsRequest) GetExtraBodyJson() string {
+	if x != nil {
+		return x.ExtraBodyJson
+	}
+	return ""
+}
+
+func (x *CheckToolsRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type ToolCheck struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Model   string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Replica string                 `protobuf:"bytes,2,opt,name=replica,proto3" json:"replica,omitempty"`
+	Engine  string                 `protobuf:"bytes,3,opt,name=engine,proto3" json:"engine,omitempty"`
+	// structured | text | refused | no_call
+	Verdict string `protobuf:"bytes,4,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	// One line saying what the engine answered.
+	Detail string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	// The engine flag (with its value) that fixes a text or refused verdict;
+	// empty otherwise.
+	Fix          string `protobuf:"bytes,6,opt,name=fix,proto3" json:"fix,omitempty"`
+	FinishReason string `protobuf:"bytes,7,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	// The start of the answer's text content, when it had any.
+	Content string `protobuf:"bytes,8,opt,name=content,proto3" json:"content,omitempty"`
+	// The tool calls as the engine returned them: name(arguments).
+	ToolCalls     []string `protobuf:"bytes,9,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCheck) Reset() {
+	*x = ToolCheck{}
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCheck) ProtoMessage() {}
+
+func (x *ToolCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCheck.ProtoReflect.Descriptor instead.
+func (*ToolCheck) Descriptor() ([]byte, []int) {
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ToolCheck) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ToolCheck) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *ToolCheck) GetEngine() string {
+	if x != nil {
+		return x.Engine
+	}
+	return ""
+}
+
+func (x *ToolCheck) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *ToolCheck) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *ToolCheck) GetFix() string {
+	if x != nil {
+		return x.Fix
+	}
+	return ""
+}
+
+func (x *ToolCheck) GetFinishReason() string {
+	if x != nil {
+		return x.FinishReason
+	}
+	return ""
+}
+
+func (x *ToolCheck) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *ToolCheck) GetToolCalls() []string {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+type RolloutModelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutModelRequest) Reset() {
+	*x = RolloutModelRequest{}
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutModelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutModelRequest) ProtoMessage() {}
+
+func (x *RolloutModelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutModelRequest.ProtoReflect.Descriptor instead.
+func (*RolloutModelRequest) Descriptor() ([]byte, []int) {
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *RolloutModelRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RolloutModelResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stale replicas that will be replaced, one at a time.
+	Replicas      []string     `protobuf:"bytes,1,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	Status        *ModelStatus `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutModelResponse) Reset() {
+	*x = RolloutModelResponse{}
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutModelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutModelResponse) ProtoMessage() {}
+
+func (x *RolloutModelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutModelResponse.ProtoReflect.Descriptor instead.
+func (*RolloutModelResponse) Descriptor() ([]byte, []int) {
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *RolloutModelResponse) GetReplicas() []string {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *RolloutModelResponse) GetStatus() *ModelStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 type CheckNodeEnginesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The node after the checks arrived: engine_checks, state and reason.
@@ -2735,7 +3043,7 @@ type CheckNodeEnginesResponse struct {
 
 func (x *CheckNodeEnginesResponse) Reset() {
 	*x = CheckNodeEnginesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +3055,7 @@ func (x *CheckNodeEnginesResponse) String() string {
 func (*CheckNodeEnginesResponse) ProtoMessage() {}
 
 func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +3068,7 @@ func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNodeEnginesResponse.ProtoReflect.Descriptor instead.
 func (*CheckNodeEnginesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CheckNodeEnginesResponse) GetNode() *Node {
@@ -2794,7 +3102,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +3114,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +3127,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Project) GetName() string {
@@ -2887,7 +3195,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3207,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3220,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CreateProjectRequest) GetProject() *Project {
@@ -2931,7 +3239,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3251,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3264,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetProjectRequest) GetName() string {
@@ -2975,7 +3283,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3295,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3308,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UpdateProjectRequest) GetProject() *Project {
@@ -3019,7 +3327,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3339,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3352,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteProjectRequest) GetName() string {
@@ -3062,7 +3370,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3382,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3395,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
 }
 
 type ListProjectsRequest struct {
@@ -3098,7 +3406,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3418,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3431,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
 }
 
 type ListProjectsResponse struct {
@@ -3135,7 +3443,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3455,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3468,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -3196,7 +3504,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3208,7 +3516,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3221,7 +3529,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ApiKey) GetId() string {
@@ -3309,7 +3617,7 @@ type CreateApiKeyRequest struct {
 
 func (x *CreateApiKeyRequest) Reset() {
 	*x = CreateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3629,7 @@ func (x *CreateApiKeyRequest) String() string {
 func (*CreateApiKeyRequest) ProtoMessage() {}
 
 func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,7 +3642,7 @@ func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CreateApiKeyRequest) GetKey() *ApiKey {
@@ -3362,7 +3670,7 @@ type CreateApiKeyResponse struct {
 
 func (x *CreateApiKeyResponse) Reset() {
 	*x = CreateApiKeyResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3374,7 +3682,7 @@ func (x *CreateApiKeyResponse) String() string {
 func (*CreateApiKeyResponse) ProtoMessage() {}
 
 func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3387,7 +3695,7 @@ func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CreateApiKeyResponse) GetKey() *ApiKey {
@@ -3413,7 +3721,7 @@ type GetApiKeyRequest struct {
 
 func (x *GetApiKeyRequest) Reset() {
 	*x = GetApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3733,7 @@ func (x *GetApiKeyRequest) String() string {
 func (*GetApiKeyRequest) ProtoMessage() {}
 
 func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3746,7 @@ func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetApiKeyRequest) GetId() string {
@@ -3459,7 +3767,7 @@ type UpdateApiKeyRequest struct {
 
 func (x *UpdateApiKeyRequest) Reset() {
 	*x = UpdateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3471,7 +3779,7 @@ func (x *UpdateApiKeyRequest) String() string {
 func (*UpdateApiKeyRequest) ProtoMessage() {}
 
 func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3484,7 +3792,7 @@ func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UpdateApiKeyRequest) GetId() string {
@@ -3517,7 +3825,7 @@ type RevokeApiKeyRequest struct {
 
 func (x *RevokeApiKeyRequest) Reset() {
 	*x = RevokeApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3529,7 +3837,7 @@ func (x *RevokeApiKeyRequest) String() string {
 func (*RevokeApiKeyRequest) ProtoMessage() {}
 
 func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3542,7 +3850,7 @@ func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RevokeApiKeyRequest) GetId() string {
@@ -3564,7 +3872,7 @@ type ListApiKeysRequest struct {
 
 func (x *ListApiKeysRequest) Reset() {
 	*x = ListApiKeysRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3576,7 +3884,7 @@ func (x *ListApiKeysRequest) String() string {
 func (*ListApiKeysRequest) ProtoMessage() {}
 
 func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3589,7 +3897,7 @@ func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListApiKeysRequest) GetProject() string {
@@ -3615,7 +3923,7 @@ type ListApiKeysResponse struct {
 
 func (x *ListApiKeysResponse) Reset() {
 	*x = ListApiKeysResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3935,7 @@ func (x *ListApiKeysResponse) String() string {
 func (*ListApiKeysResponse) ProtoMessage() {}
 
 func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3948,7 @@ func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListApiKeysResponse) GetKeys() []*ApiKey {
@@ -3679,7 +3987,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3691,7 +3999,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3704,7 +4012,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Budget) GetProject() string {
@@ -3786,7 +4094,7 @@ type PutBudgetRequest struct {
 
 func (x *PutBudgetRequest) Reset() {
 	*x = PutBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +4106,7 @@ func (x *PutBudgetRequest) String() string {
 func (*PutBudgetRequest) ProtoMessage() {}
 
 func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +4119,7 @@ func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutBudgetRequest.ProtoReflect.Descriptor instead.
 func (*PutBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PutBudgetRequest) GetBudget() *Budget {
@@ -3831,7 +4139,7 @@ type GetBudgetRequest struct {
 
 func (x *GetBudgetRequest) Reset() {
 	*x = GetBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +4151,7 @@ func (x *GetBudgetRequest) String() string {
 func (*GetBudgetRequest) ProtoMessage() {}
 
 func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +4164,7 @@ func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBudgetRequest.ProtoReflect.Descriptor instead.
 func (*GetBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetBudgetRequest) GetProject() string {
@@ -3883,7 +4191,7 @@ type DeleteBudgetRequest struct {
 
 func (x *DeleteBudgetRequest) Reset() {
 	*x = DeleteBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3895,7 +4203,7 @@ func (x *DeleteBudgetRequest) String() string {
 func (*DeleteBudgetRequest) ProtoMessage() {}
 
 func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3908,7 +4216,7 @@ func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DeleteBudgetRequest) GetProject() string {
@@ -3933,7 +4241,7 @@ type DeleteBudgetResponse struct {
 
 func (x *DeleteBudgetResponse) Reset() {
 	*x = DeleteBudgetResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3945,7 +4253,7 @@ func (x *DeleteBudgetResponse) String() string {
 func (*DeleteBudgetResponse) ProtoMessage() {}
 
 func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3958,7 +4266,7 @@ func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
 }
 
 type ListBudgetsRequest struct {
@@ -3971,7 +4279,7 @@ type ListBudgetsRequest struct {
 
 func (x *ListBudgetsRequest) Reset() {
 	*x = ListBudgetsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4291,7 @@ func (x *ListBudgetsRequest) String() string {
 func (*ListBudgetsRequest) ProtoMessage() {}
 
 func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4304,7 @@ func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsRequest.ProtoReflect.Descriptor instead.
 func (*ListBudgetsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListBudgetsRequest) GetProject() string {
@@ -4015,7 +4323,7 @@ type ListBudgetsResponse struct {
 
 func (x *ListBudgetsResponse) Reset() {
 	*x = ListBudgetsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4027,7 +4335,7 @@ func (x *ListBudgetsResponse) String() string {
 func (*ListBudgetsResponse) ProtoMessage() {}
 
 func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4040,7 +4348,7 @@ func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsResponse.ProtoReflect.Descriptor instead.
 func (*ListBudgetsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListBudgetsResponse) GetBudgets() []*Budget {
@@ -4058,7 +4366,7 @@ type ListPricesRequest struct {
 
 func (x *ListPricesRequest) Reset() {
 	*x = ListPricesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4070,7 +4378,7 @@ func (x *ListPricesRequest) String() string {
 func (*ListPricesRequest) ProtoMessage() {}
 
 func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4083,7 +4391,7 @@ func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesRequest.ProtoReflect.Descriptor instead.
 func (*ListPricesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
 }
 
 type ModelPrice struct {
@@ -4098,7 +4406,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4110,7 +4418,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4123,7 +4431,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ModelPrice) GetModel() string {
@@ -4158,7 +4466,7 @@ type ListPricesResponse struct {
 
 func (x *ListPricesResponse) Reset() {
 	*x = ListPricesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4170,7 +4478,7 @@ func (x *ListPricesResponse) String() string {
 func (*ListPricesResponse) ProtoMessage() {}
 
 func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4183,7 +4491,7 @@ func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesResponse.ProtoReflect.Descriptor instead.
 func (*ListPricesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListPricesResponse) GetDefaultPrice() *Pricing {
@@ -4215,7 +4523,7 @@ type UsageFilter struct {
 
 func (x *UsageFilter) Reset() {
 	*x = UsageFilter{}
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4535,7 @@ func (x *UsageFilter) String() string {
 func (*UsageFilter) ProtoMessage() {}
 
 func (x *UsageFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4548,7 @@ func (x *UsageFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageFilter.ProtoReflect.Descriptor instead.
 func (*UsageFilter) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *UsageFilter) GetProject() string {
@@ -4282,7 +4590,7 @@ type SummarizeUsageRequest struct {
 
 func (x *SummarizeUsageRequest) Reset() {
 	*x = SummarizeUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4602,7 @@ func (x *SummarizeUsageRequest) String() string {
 func (*SummarizeUsageRequest) ProtoMessage() {}
 
 func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4615,7 @@ func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SummarizeUsageRequest) GetFilter() *UsageFilter {
@@ -4340,7 +4648,7 @@ type UsageTotal struct {
 
 func (x *UsageTotal) Reset() {
 	*x = UsageTotal{}
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4352,7 +4660,7 @@ func (x *UsageTotal) String() string {
 func (*UsageTotal) ProtoMessage() {}
 
 func (x *UsageTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4365,7 +4673,7 @@ func (x *UsageTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageTotal.ProtoReflect.Descriptor instead.
 func (*UsageTotal) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *UsageTotal) GetProject() string {
@@ -4426,7 +4734,7 @@ type SummarizeUsageResponse struct {
 
 func (x *SummarizeUsageResponse) Reset() {
 	*x = SummarizeUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4438,7 +4746,7 @@ func (x *SummarizeUsageResponse) String() string {
 func (*SummarizeUsageResponse) ProtoMessage() {}
 
 func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4451,7 +4759,7 @@ func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SummarizeUsageResponse) GetTotals() []*UsageTotal {
@@ -4474,7 +4782,7 @@ type ListUsageRequest struct {
 
 func (x *ListUsageRequest) Reset() {
 	*x = ListUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4794,7 @@ func (x *ListUsageRequest) String() string {
 func (*ListUsageRequest) ProtoMessage() {}
 
 func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4807,7 @@ func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRequest.ProtoReflect.Descriptor instead.
 func (*ListUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListUsageRequest) GetFilter() *UsageFilter {
@@ -4546,7 +4854,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4558,7 +4866,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4571,7 +4879,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *UsageRow) GetId() int64 {
@@ -4683,7 +4991,7 @@ type ListUsageResponse struct {
 
 func (x *ListUsageResponse) Reset() {
 	*x = ListUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4695,7 +5003,7 @@ func (x *ListUsageResponse) String() string {
 func (*ListUsageResponse) ProtoMessage() {}
 
 func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4708,7 +5016,7 @@ func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageResponse.ProtoReflect.Descriptor instead.
 func (*ListUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListUsageResponse) GetRows() []*UsageRow {
@@ -4735,7 +5043,7 @@ type LoginRequest struct {
 
 func (x *LoginRequest) Reset() {
 	*x = LoginRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4747,7 +5055,7 @@ func (x *LoginRequest) String() string {
 func (*LoginRequest) ProtoMessage() {}
 
 func (x *LoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4760,7 +5068,7 @@ func (x *LoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
 func (*LoginRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *LoginRequest) GetEmail() string {
@@ -4792,7 +5100,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4804,7 +5112,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4817,7 +5125,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *LoginResponse) GetToken() string {
@@ -4863,7 +5171,7 @@ type LogoutRequest struct {
 
 func (x *LogoutRequest) Reset() {
 	*x = LogoutRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4875,7 +5183,7 @@ func (x *LogoutRequest) String() string {
 func (*LogoutRequest) ProtoMessage() {}
 
 func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4888,7 +5196,7 @@ func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
 func (*LogoutRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{85}
 }
 
 type LogoutResponse struct {
@@ -4901,7 +5209,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4913,7 +5221,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4926,7 +5234,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{82}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *LogoutResponse) GetTokenId() string {
@@ -4995,7 +5303,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\aScaling\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x05R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x05R\x03max\x12!\n" +
-	"\fidle_timeout\x18\x03 \x01(\tR\vidleTimeout\"\xe2\x03\n" +
+	"\fidle_timeout\x18\x03 \x01(\tR\vidleTimeout\"\xfc\x03\n" +
 	"\x05Model\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaliases\x18\x02 \x03(\tR\aaliases\x12\x16\n" +
@@ -5013,16 +5321,19 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"generation\x124\n" +
 	"\x06status\x18\v \x01(\v2\x1c.llmgw.manage.v1.ModelStatusR\x06status\x122\n" +
 	"\apricing\x18\f \x01(\v2\x18.llmgw.manage.v1.PricingR\apricing\x12\x1a\n" +
-	"\bwarnings\x18\r \x03(\tR\bwarnings\"Y\n" +
+	"\bwarnings\x18\r \x03(\tR\bwarnings\x12\x18\n" +
+	"\arollout\x18\x0e \x01(\tR\arollout\"Y\n" +
 	"\aPricing\x12\"\n" +
 	"\rprompt_per_1k\x18\x01 \x01(\x01R\vpromptPer1k\x12*\n" +
-	"\x11completion_per_1k\x18\x02 \x01(\x01R\x0fcompletionPer1k\"\xb6\x01\n" +
+	"\x11completion_per_1k\x18\x02 \x01(\x01R\x0fcompletionPer1k\"\xf7\x01\n" +
 	"\vModelStatus\x12)\n" +
 	"\x10replicas_desired\x18\x01 \x01(\x05R\x0freplicasDesired\x12%\n" +
 	"\x0ereplicas_ready\x18\x02 \x01(\x05R\rreplicasReady\x12%\n" +
 	"\x0ereplicas_total\x18\x03 \x01(\x05R\rreplicasTotal\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"B\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12%\n" +
+	"\x0ereplicas_stale\x18\x06 \x01(\x05R\rreplicasStale\x12\x18\n" +
+	"\arollout\x18\a \x01(\tR\arollout\"B\n" +
 	"\x12CreateModelRequest\x12,\n" +
 	"\x05model\x18\x01 \x01(\v2\x16.llmgw.manage.v1.ModelR\x05model\"%\n" +
 	"\x0fGetModelRequest\x12\x12\n" +
@@ -5134,7 +5445,28 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x17CheckNodeEnginesRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\"E\n" +
+	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\"p\n" +
+	"\x11CheckToolsRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12&\n" +
+	"\x0fextra_body_json\x18\x02 \x01(\tR\rextraBodyJson\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"\xf5\x01\n" +
+	"\tToolCheck\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x18\n" +
+	"\areplica\x18\x02 \x01(\tR\areplica\x12\x16\n" +
+	"\x06engine\x18\x03 \x01(\tR\x06engine\x12\x18\n" +
+	"\averdict\x18\x04 \x01(\tR\averdict\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\x12\x10\n" +
+	"\x03fix\x18\x06 \x01(\tR\x03fix\x12#\n" +
+	"\rfinish_reason\x18\a \x01(\tR\ffinishReason\x12\x18\n" +
+	"\acontent\x18\b \x01(\tR\acontent\x12\x1d\n" +
+	"\n" +
+	"tool_calls\x18\t \x03(\tR\ttoolCalls\")\n" +
+	"\x13RolloutModelRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"h\n" +
+	"\x14RolloutModelResponse\x12\x1a\n" +
+	"\breplicas\x18\x01 \x03(\tR\breplicas\x124\n" +
+	"\x06status\x18\x02 \x01(\v2\x1c.llmgw.manage.v1.ModelStatusR\x06status\"E\n" +
 	"\x18CheckNodeEnginesResponse\x12)\n" +
 	"\x04node\x18\x01 \x01(\v2\x15.llmgw.manage.v1.NodeR\x04node\"\xf1\x01\n" +
 	"\aProject\x12\x12\n" +
@@ -5280,7 +5612,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x05email\x18\x05 \x01(\tR\x05email\"\x0f\n" +
 	"\rLogoutRequest\"+\n" +
 	"\x0eLogoutResponse\x12\x19\n" +
-	"\btoken_id\x18\x01 \x01(\tR\atokenId2\xa3\x1b\n" +
+	"\btoken_id\x18\x01 \x01(\tR\atokenId2\xce\x1c\n" +
 	"\rManageService\x12G\n" +
 	"\tGetStatus\x12!.llmgw.manage.v1.GetStatusRequest\x1a\x17.llmgw.manage.v1.Status\x12R\n" +
 	"\tListNodes\x12!.llmgw.manage.v1.ListNodesRequest\x1a\".llmgw.manage.v1.ListNodesResponse\x12A\n" +
@@ -5305,7 +5637,10 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\tDrainNode\x12!.llmgw.manage.v1.DrainNodeRequest\x1a\".llmgw.manage.v1.DrainNodeResponse\x12U\n" +
 	"\n" +
 	"RemoveNode\x12\".llmgw.manage.v1.RemoveNodeRequest\x1a#.llmgw.manage.v1.RemoveNodeResponse\x12g\n" +
-	"\x10CheckNodeEngines\x12(.llmgw.manage.v1.CheckNodeEnginesRequest\x1a).llmgw.manage.v1.CheckNodeEnginesResponse\x12P\n" +
+	"\x10CheckNodeEngines\x12(.llmgw.manage.v1.CheckNodeEnginesRequest\x1a).llmgw.manage.v1.CheckNodeEnginesResponse\x12L\n" +
+	"\n" +
+	"CheckTools\x12\".llmgw.manage.v1.CheckToolsRequest\x1a\x1a.llmgw.manage.v1.ToolCheck\x12[\n" +
+	"\fRolloutModel\x12$.llmgw.manage.v1.RolloutModelRequest\x1a%.llmgw.manage.v1.RolloutModelResponse\x12P\n" +
 	"\rCreateProject\x12%.llmgw.manage.v1.CreateProjectRequest\x1a\x18.llmgw.manage.v1.Project\x12J\n" +
 	"\n" +
 	"GetProject\x12\".llmgw.manage.v1.GetProjectRequest\x1a\x18.llmgw.manage.v1.Project\x12P\n" +
@@ -5340,7 +5675,7 @@ func file_api_managev1_manage_proto_rawDescGZIP() []byte {
 	return file_api_managev1_manage_proto_rawDescData
 }
 
-var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_api_managev1_manage_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),             // 0: llmgw.manage.v1.GetStatusRequest
 	(*Status)(nil),                       // 1: llmgw.manage.v1.Status
@@ -5387,62 +5722,66 @@ var file_api_managev1_manage_proto_goTypes = []any{
 	(*RemoveNodeRequest)(nil),            // 42: llmgw.manage.v1.RemoveNodeRequest
 	(*RemoveNodeResponse)(nil),           // 43: llmgw.manage.v1.RemoveNodeResponse
 	(*CheckNodeEnginesRequest)(nil),      // 44: llmgw.manage.v1.CheckNodeEnginesRequest
-	(*CheckNodeEnginesResponse)(nil),     // 45: llmgw.manage.v1.CheckNodeEnginesResponse
-	(*Project)(nil),                      // 46: llmgw.manage.v1.Project
-	(*CreateProjectRequest)(nil),         // 47: llmgw.manage.v1.CreateProjectRequest
-	(*GetProjectRequest)(nil),            // 48: llmgw.manage.v1.GetProjectRequest
-	(*UpdateProjectRequest)(nil),         // 49: llmgw.manage.v1.UpdateProjectRequest
-	(*DeleteProjectRequest)(nil),         // 50: llmgw.manage.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),        // 51: llmgw.manage.v1.DeleteProjectResponse
-	(*ListProjectsRequest)(nil),          // 52: llmgw.manage.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),         // 53: llmgw.manage.v1.ListProjectsResponse
-	(*ApiKey)(nil),                       // 54: llmgw.manage.v1.ApiKey
-	(*CreateApiKeyRequest)(nil),          // 55: llmgw.manage.v1.CreateApiKeyRequest
-	(*CreateApiKeyResponse)(nil),         // 56: llmgw.manage.v1.CreateApiKeyResponse
-	(*GetApiKeyRequest)(nil),             // 57: llmgw.manage.v1.GetApiKeyRequest
-	(*UpdateApiKeyRequest)(nil),          // 58: llmgw.manage.v1.UpdateApiKeyRequest
-	(*RevokeApiKeyRequest)(nil),          // 59: llmgw.manage.v1.RevokeApiKeyRequest
-	(*ListApiKeysRequest)(nil),           // 60: llmgw.manage.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),          // 61: llmgw.manage.v1.ListApiKeysResponse
-	(*Budget)(nil),                       // 62: llmgw.manage.v1.Budget
-	(*PutBudgetRequest)(nil),             // 63: llmgw.manage.v1.PutBudgetRequest
-	(*GetBudgetRequest)(nil),             // 64: llmgw.manage.v1.GetBudgetRequest
-	(*DeleteBudgetRequest)(nil),          // 65: llmgw.manage.v1.DeleteBudgetRequest
-	(*DeleteBudgetResponse)(nil),         // 66: llmgw.manage.v1.DeleteBudgetResponse
-	(*ListBudgetsRequest)(nil),           // 67: llmgw.manage.v1.ListBudgetsRequest
-	(*ListBudgetsResponse)(nil),          // 68: llmgw.manage.v1.ListBudgetsResponse
-	(*ListPricesRequest)(nil),            // 69: llmgw.manage.v1.ListPricesRequest
-	(*ModelPrice)(nil),                   // 70: llmgw.manage.v1.ModelPrice
-	(*ListPricesResponse)(nil),           // 71: llmgw.manage.v1.ListPricesResponse
-	(*UsageFilter)(nil),                  // 72: llmgw.manage.v1.UsageFilter
-	(*SummarizeUsageRequest)(nil),        // 73: llmgw.manage.v1.SummarizeUsageRequest
-	(*UsageTotal)(nil),                   // 74: llmgw.manage.v1.UsageTotal
-	(*SummarizeUsageResponse)(nil),       // 75: llmgw.manage.v1.SummarizeUsageResponse
-	(*ListUsageRequest)(nil),             // 76: llmgw.manage.v1.ListUsageRequest
-	(*UsageRow)(nil),                     // 77: llmgw.manage.v1.UsageRow
-	(*ListUsageResponse)(nil),            // 78: llmgw.manage.v1.ListUsageResponse
-	(*LoginRequest)(nil),                 // 79: llmgw.manage.v1.LoginRequest
-	(*LoginResponse)(nil),                // 80: llmgw.manage.v1.LoginResponse
-	(*LogoutRequest)(nil),                // 81: llmgw.manage.v1.LogoutRequest
-	(*LogoutResponse)(nil),               // 82: llmgw.manage.v1.LogoutResponse
-	nil,                                  // 83: llmgw.manage.v1.Node.LabelsEntry
-	(*agentv1.GPU)(nil),                  // 84: llmgw.agent.v1.GPU
-	(*agentv1.FabricVerdict)(nil),        // 85: llmgw.agent.v1.FabricVerdict
-	(*agentv1.EngineStatus)(nil),         // 86: llmgw.agent.v1.EngineStatus
-	(*agentv1.Declaration)(nil),          // 87: llmgw.agent.v1.Declaration
-	(*agentv1.EngineCheck)(nil),          // 88: llmgw.agent.v1.EngineCheck
-	(*specv1.Profile)(nil),               // 89: llmgw.spec.v1.Profile
+	(*CheckToolsRequest)(nil),            // 45: llmgw.manage.v1.CheckToolsRequest
+	(*ToolCheck)(nil),                    // 46: llmgw.manage.v1.ToolCheck
+	(*RolloutModelRequest)(nil),          // 47: llmgw.manage.v1.RolloutModelRequest
+	(*RolloutModelResponse)(nil),         // 48: llmgw.manage.v1.RolloutModelResponse
+	(*CheckNodeEnginesResponse)(nil),     // 49: llmgw.manage.v1.CheckNodeEnginesResponse
+	(*Project)(nil),                      // 50: llmgw.manage.v1.Project
+	(*CreateProjectRequest)(nil),         // 51: llmgw.manage.v1.CreateProjectRequest
+	(*GetProjectRequest)(nil),            // 52: llmgw.manage.v1.GetProjectRequest
+	(*UpdateProjectRequest)(nil),         // 53: llmgw.manage.v1.UpdateProjectRequest
+	(*DeleteProjectRequest)(nil),         // 54: llmgw.manage.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),        // 55: llmgw.manage.v1.DeleteProjectResponse
+	(*ListProjectsRequest)(nil),          // 56: llmgw.manage.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),         // 57: llmgw.manage.v1.ListProjectsResponse
+	(*ApiKey)(nil),                       // 58: llmgw.manage.v1.ApiKey
+	(*CreateApiKeyRequest)(nil),          // 59: llmgw.manage.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),         // 60: llmgw.manage.v1.CreateApiKeyResponse
+	(*GetApiKeyRequest)(nil),             // 61: llmgw.manage.v1.GetApiKeyRequest
+	(*UpdateApiKeyRequest)(nil),          // 62: llmgw.manage.v1.UpdateApiKeyRequest
+	(*RevokeApiKeyRequest)(nil),          // 63: llmgw.manage.v1.RevokeApiKeyRequest
+	(*ListApiKeysRequest)(nil),           // 64: llmgw.manage.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),          // 65: llmgw.manage.v1.ListApiKeysResponse
+	(*Budget)(nil),                       // 66: llmgw.manage.v1.Budget
+	(*PutBudgetRequest)(nil),             // 67: llmgw.manage.v1.PutBudgetRequest
+	(*GetBudgetRequest)(nil),             // 68: llmgw.manage.v1.GetBudgetRequest
+	(*DeleteBudgetRequest)(nil),          // 69: llmgw.manage.v1.DeleteBudgetRequest
+	(*DeleteBudgetResponse)(nil),         // 70: llmgw.manage.v1.DeleteBudgetResponse
+	(*ListBudgetsRequest)(nil),           // 71: llmgw.manage.v1.ListBudgetsRequest
+	(*ListBudgetsResponse)(nil),          // 72: llmgw.manage.v1.ListBudgetsResponse
+	(*ListPricesRequest)(nil),            // 73: llmgw.manage.v1.ListPricesRequest
+	(*ModelPrice)(nil),                   // 74: llmgw.manage.v1.ModelPrice
+	(*ListPricesResponse)(nil),           // 75: llmgw.manage.v1.ListPricesResponse
+	(*UsageFilter)(nil),                  // 76: llmgw.manage.v1.UsageFilter
+	(*SummarizeUsageRequest)(nil),        // 77: llmgw.manage.v1.SummarizeUsageRequest
+	(*UsageTotal)(nil),                   // 78: llmgw.manage.v1.UsageTotal
+	(*SummarizeUsageResponse)(nil),       // 79: llmgw.manage.v1.SummarizeUsageResponse
+	(*ListUsageRequest)(nil),             // 80: llmgw.manage.v1.ListUsageRequest
+	(*UsageRow)(nil),                     // 81: llmgw.manage.v1.UsageRow
+	(*ListUsageResponse)(nil),            // 82: llmgw.manage.v1.ListUsageResponse
+	(*LoginRequest)(nil),                 // 83: llmgw.manage.v1.LoginRequest
+	(*LoginResponse)(nil),                // 84: llmgw.manage.v1.LoginResponse
+	(*LogoutRequest)(nil),                // 85: llmgw.manage.v1.LogoutRequest
+	(*LogoutResponse)(nil),               // 86: llmgw.manage.v1.LogoutResponse
+	nil,                                  // 87: llmgw.manage.v1.Node.LabelsEntry
+	(*agentv1.GPU)(nil),                  // 88: llmgw.agent.v1.GPU
+	(*agentv1.FabricVerdict)(nil),        // 89: llmgw.agent.v1.FabricVerdict
+	(*agentv1.EngineStatus)(nil),         // 90: llmgw.agent.v1.EngineStatus
+	(*agentv1.Declaration)(nil),          // 91: llmgw.agent.v1.Declaration
+	(*agentv1.EngineCheck)(nil),          // 92: llmgw.agent.v1.EngineCheck
+	(*specv1.Profile)(nil),               // 93: llmgw.spec.v1.Profile
 }
 var file_api_managev1_manage_proto_depIdxs = []int32{
 	5,  // 0: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
-	84, // 1: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
-	85, // 2: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	86, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
-	83, // 4: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
-	87, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
-	88, // 6: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	88, // 1: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
+	89, // 2: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	90, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
+	87, // 4: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
+	91, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
+	92, // 6: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
 	6,  // 7: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
-	89, // 8: llmgw.manage.v1.Model.profiles:type_name -> llmgw.spec.v1.Profile
+	93, // 8: llmgw.manage.v1.Model.profiles:type_name -> llmgw.spec.v1.Profile
 	9,  // 9: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
 	8,  // 10: llmgw.manage.v1.Model.pricing:type_name -> llmgw.manage.v1.Pricing
 	7,  // 11: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
@@ -5457,112 +5796,117 @@ var file_api_managev1_manage_proto_depIdxs = []int32{
 	27, // 20: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
 	27, // 21: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
 	27, // 22: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
-	87, // 23: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
+	91, // 23: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
 	35, // 24: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
 	35, // 25: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
-	5,  // 26: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
-	46, // 27: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	46, // 28: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	46, // 29: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
-	54, // 30: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
-	54, // 31: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
-	54, // 32: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
-	62, // 33: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
-	62, // 34: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
-	8,  // 35: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
-	8,  // 36: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
-	70, // 37: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
-	72, // 38: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	74, // 39: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
-	72, // 40: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	77, // 41: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
-	0,  // 42: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
-	2,  // 43: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
-	4,  // 44: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
-	10, // 45: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
-	11, // 46: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
-	12, // 47: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
-	13, // 48: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
-	15, // 49: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
-	17, // 50: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
-	22, // 51: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
-	23, // 52: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
-	28, // 53: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
-	29, // 54: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
-	30, // 55: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
-	31, // 56: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
-	33, // 57: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
-	36, // 58: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
-	37, // 59: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
-	38, // 60: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
-	40, // 61: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
-	42, // 62: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
-	44, // 63: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
-	47, // 64: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
-	48, // 65: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
-	49, // 66: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
-	50, // 67: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
-	52, // 68: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
-	55, // 69: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
-	57, // 70: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
-	58, // 71: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
-	59, // 72: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
-	60, // 73: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
-	63, // 74: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
-	64, // 75: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
-	65, // 76: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
-	67, // 77: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
-	69, // 78: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
-	73, // 79: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
-	76, // 80: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
-	79, // 81: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
-	81, // 82: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
-	1,  // 83: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
-	3,  // 84: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
-	5,  // 85: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
-	7,  // 86: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
-	7,  // 87: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
-	7,  // 88: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
-	14, // 89: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
-	16, // 90: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
-	18, // 91: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
-	24, // 92: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
-	24, // 93: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
-	27, // 94: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
-	27, // 95: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
-	27, // 96: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
-	32, // 97: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
-	34, // 98: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
-	35, // 99: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
-	35, // 100: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
-	39, // 101: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
-	41, // 102: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
-	43, // 103: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
-	45, // 104: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
-	46, // 105: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
-	46, // 106: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
-	46, // 107: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
-	51, // 108: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
-	53, // 109: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
-	56, // 110: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
-	54, // 111: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
-	54, // 112: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
-	54, // 113: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
-	61, // 114: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
-	62, // 115: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
-	62, // 116: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
-	66, // 117: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
-	68, // 118: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
-	71, // 119: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
-	75, // 120: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
-	78, // 121: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
-	80, // 122: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
-	82, // 123: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
-	83, // [83:124] is the sub-list for method output_type
-	42, // [42:83] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	9,  // 26: llmgw.manage.v1.RolloutModelResponse.status:type_name -> llmgw.manage.v1.ModelStatus
+	5,  // 27: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
+	50, // 28: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	50, // 29: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	50, // 30: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
+	58, // 31: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
+	58, // 32: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
+	58, // 33: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
+	66, // 34: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
+	66, // 35: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
+	8,  // 36: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
+	8,  // 37: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
+	74, // 38: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
+	76, // 39: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	78, // 40: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
+	76, // 41: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	81, // 42: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
+	0,  // 43: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
+	2,  // 44: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
+	4,  // 45: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
+	10, // 46: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
+	11, // 47: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
+	12, // 48: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
+	13, // 49: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
+	15, // 50: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
+	17, // 51: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
+	22, // 52: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
+	23, // 53: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
+	28, // 54: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
+	29, // 55: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
+	30, // 56: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
+	31, // 57: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
+	33, // 58: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
+	36, // 59: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
+	37, // 60: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
+	38, // 61: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
+	40, // 62: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
+	42, // 63: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
+	44, // 64: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
+	45, // 65: llmgw.manage.v1.ManageService.CheckTools:input_type -> llmgw.manage.v1.CheckToolsRequest
+	47, // 66: llmgw.manage.v1.ManageService.RolloutModel:input_type -> llmgw.manage.v1.RolloutModelRequest
+	51, // 67: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
+	52, // 68: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
+	53, // 69: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
+	54, // 70: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
+	56, // 71: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
+	59, // 72: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
+	61, // 73: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
+	62, // 74: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
+	63, // 75: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
+	64, // 76: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
+	67, // 77: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
+	68, // 78: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
+	69, // 79: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
+	71, // 80: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
+	73, // 81: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
+	77, // 82: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
+	80, // 83: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
+	83, // 84: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
+	85, // 85: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
+	1,  // 86: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
+	3,  // 87: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
+	5,  // 88: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
+	7,  // 89: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
+	7,  // 90: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
+	7,  // 91: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
+	14, // 92: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
+	16, // 93: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
+	18, // 94: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
+	24, // 95: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
+	24, // 96: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
+	27, // 97: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
+	27, // 98: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
+	27, // 99: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
+	32, // 100: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
+	34, // 101: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
+	35, // 102: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
+	35, // 103: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
+	39, // 104: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
+	41, // 105: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
+	43, // 106: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
+	49, // 107: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
+	46, // 108: llmgw.manage.v1.ManageService.CheckTools:output_type -> llmgw.manage.v1.ToolCheck
+	48, // 109: llmgw.manage.v1.ManageService.RolloutModel:output_type -> llmgw.manage.v1.RolloutModelResponse
+	50, // 110: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
+	50, // 111: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
+	50, // 112: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
+	55, // 113: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
+	57, // 114: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
+	60, // 115: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
+	58, // 116: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
+	58, // 117: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
+	58, // 118: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
+	65, // 119: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
+	66, // 120: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
+	66, // 121: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
+	70, // 122: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
+	72, // 123: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
+	75, // 124: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
+	79, // 125: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
+	82, // 126: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
+	84, // 127: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
+	86, // 128: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
+	86, // [86:129] is the sub-list for method output_type
+	43, // [43:86] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_api_managev1_manage_proto_init() }
@@ -5577,7 +5921,7 @@ func file_api_managev1_manage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_managev1_manage_proto_rawDesc), len(file_api_managev1_manage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   84,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -262,12 +262,18 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 	pm := specpb.ModelToProto(e.Model)
 	pm.Origin = e.Origin
 	pm.Generation = e.Generation
-	st := &managev1.ModelStatus{ReplicasDesired: int32(e.Model.Scaling.Min)}
+	st := &managev1.ModelStatus{ReplicasDesired: int32(e.Model.Scaling.Min), Rollout: spec.RolloutAuto}
+	if e.Model.ManualRollout() {
+		st.Rollout = spec.RolloutManual
+	}
 	for _, r := range s.opts.Fleet.Replicas() {
 		if r.Model != e.Model.Name || !r.Live() {
 			continue
 		}
 		st.ReplicasTotal++
+		if r.Generation != e.Generation {
+			st.ReplicasStale++
+		}
 		if r.State == fleet.ReplicaReady {
 			st.ReplicasReady++
 		}
@@ -281,6 +287,9 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 		st.State = "idle"
 	default:
 		st.State = "unplaced"
+	}
+	if st.ReplicasStale > 0 {
+		st.Message = staleMessage(e.Model, int(st.ReplicasStale))
 	}
 	if s.opts.Reconciler != nil {
 		if last := s.opts.Reconciler.LastFailure(e.Model.Name); last != "" {

@@ -60,10 +60,14 @@ type Options struct {
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
-	// backoffMu guards backoff, which the management API reads.
+	// backoffMu guards backoff, which the management API reads, and
+	// rollouts.
 	backoffMu sync.Mutex
 	backoff   map[string]backoff
-	routed    map[string]bool
+	// rollouts holds, per model whose rollout is manual, the generation an
+	// operator asked its stale replicas to be rolled to (RequestRollout).
+	rollouts map[string]string
+	routed   map[string]bool
 	// holdLogged records that the placement hold was announced.
 	holdLogged bool
 	// holding is true while placement waits for expected replicas.
@@ -352,8 +356,21 @@ func (r *Reconciler) stopShards(tx *fleet.Tx, rep *fleet.Replica, reason string)
 	}
 }
 
-// scale places replicas up to scaling.min for the current generation and,
-// once enough of them are ready, retires the rest.
+// scale places replicas up to scaling.min for the current generation and
+// replaces the others one at a time.
+//
+// A replica is old when it was placed for another generation (its profile,
+// engine, args, source, ... changed since: stale) or runs on a draining
+// node. Missing capacity (fewer live replicas than scaling.min) is placed
+// at once. Old replicas are then replaced one at a time: one replacement
+// is placed only while no replica of the current generation is starting,
+// and an old replica is stopped only when a ready replica of the current
+// generation takes its place (the ready ones and the remaining old ones
+// still make scaling.min). So a rollout never has fewer serving replicas
+// than it started with, and never starts more than one replacement at
+// once. A stale replica of a model whose rollout is manual is not replaced
+// until RequestRollout asked for the current generation; it keeps serving
+// meanwhile (a replica on a draining node is replaced whatever the policy).
 func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	want := e.Model.Scaling.Min
 	var current, currentReady, old []*fleet.Replica
@@ -370,14 +387,40 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			old = append(old, rep)
 		}
 	}
+	// Old replicas that may be replaced now, oldest (and not ready) first.
+	var rollable []*fleet.Replica
+	held := 0
+	manualHeld := e.Model.ManualRollout() && r.rolloutRequested(e.Model.Name) != e.Generation
+	for _, rep := range old {
+		if manualHeld && !onDrainingNode(tx, rep) {
+			held++
+			continue
+		}
+		rollable = append(rollable, rep)
+	}
+	if len(rollable) == 0 && held == 0 {
+		r.clearRollout(e.Model.Name)
+	}
+	sort.SliceStable(rollable, func(i, j int) bool {
+		ri, rj := rollable[i].State == fleet.ReplicaReady, rollable[j].State == fleet.ReplicaReady
+		if ri != rj {
+			return !ri
+		}
+		return rollable[i].Created.Before(rollable[j].Created)
+	})
 	if len(current) < want && r.holding {
 		return
 	}
 	r.backoffMu.Lock()
 	until := r.backoff[e.Model.Name].until
 	r.backoffMu.Unlock()
-	if len(current) < want && !now.Before(until) {
-		for i := len(current); i < want; i++ {
+	if !now.Before(until) {
+		// Missing capacity at once; then one replacement at a time.
+		missing := want - len(current) - len(old)
+		if len(rollable) > 0 && len(current) == len(currentReady) && len(current)+held < want {
+			missing = max(missing, 1)
+		}
+		for range max(missing, 0) {
 			rep, ok := r.place(tx, e, now)
 			if !ok {
 				break
@@ -385,14 +428,19 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			current = append(current, rep)
 		}
 	}
-	if len(currentReady) >= want {
-		for _, rep := range old {
-			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "replaced (newer definition or draining node)")
-			r.stopShards(tx, rep, "replaced (newer definition or draining node)")
-			r.retireReplica(tx, rep, now)
+	// An old replica stops once a ready replica of this generation makes
+	// up for it.
+	remaining := len(old)
+	for _, rep := range rollable {
+		if len(currentReady)+remaining-1 < want {
+			break
 		}
+		r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "replaced (newer definition or draining node)")
+		r.stopShards(tx, rep, "replaced (newer definition or draining node)")
+		r.retireReplica(tx, rep, now)
+		remaining--
 	}
-	if extra := len(current) - want; extra > 0 {
+	if extra := len(current) + held - want; extra > 0 && remaining-held == 0 {
 		// Retire the least useful first: not ready, then newest.
 		sort.SliceStable(current, func(i, j int) bool {
 			ri, rj := current[i].State == fleet.ReplicaReady, current[j].State == fleet.ReplicaReady
@@ -401,8 +449,8 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			}
 			return current[i].Created.After(current[j].Created)
 		})
-		for _, rep := range current[:extra] {
-			if rep.State == fleet.ReplicaReady && len(currentReady) <= want {
+		for _, rep := range current[:min(extra, len(current))] {
+			if rep.State == fleet.ReplicaReady && len(currentReady)+held <= want {
 				break
 			}
 			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "above scaling.min")
@@ -413,6 +461,46 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			}
 		}
 	}
+}
+
+// RequestRollout asks for the stale replicas of a model whose rollout is
+// manual to be replaced, one at a time, by replicas of generation (the
+// model's current one). It returns the ids of the live replicas of another
+// generation, the ones that will be replaced.
+func (r *Reconciler) RequestRollout(model, generation string) []string {
+	var stale []string
+	for _, rep := range r.opts.Fleet.Replicas() {
+		if rep.Model == model && rep.Live() && rep.Generation != generation {
+			stale = append(stale, rep.ID)
+		}
+	}
+	sort.Strings(stale)
+	r.backoffMu.Lock()
+	if len(stale) > 0 {
+		if r.rollouts == nil {
+			r.rollouts = map[string]string{}
+		}
+		r.rollouts[model] = generation
+	}
+	r.backoffMu.Unlock()
+	if len(stale) > 0 {
+		r.log.Info("rollout requested", "model", model, "generation", generation, "stale", len(stale))
+	}
+	return stale
+}
+
+// rolloutRequested returns the generation RequestRollout last asked for.
+func (r *Reconciler) rolloutRequested(model string) string {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	return r.rollouts[model]
+}
+
+// clearRollout forgets a finished rollout request.
+func (r *Reconciler) clearRollout(model string) {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	delete(r.rollouts, model)
 }
 
 // rebuildEachPlacement makes place build its view from the fleet for every
