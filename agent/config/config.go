@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,13 @@ type Agent struct {
 	NodeID string `koanf:"node_id" yaml:"node_id,omitempty" json:"node_id,omitempty"`
 	// Server is the control plane's agent endpoint, host:port. Required.
 	Server string `koanf:"server" yaml:"server" json:"server"`
+	// Servers are further control planes' agent endpoints (host:port),
+	// tried in turn after Server when several control planes share a
+	// store. A standby answers with the leader's address and the agent
+	// dials that, so one address of any of them (or of a load balancer in
+	// front of them) is enough; listing them all keeps the agent going
+	// when the one it knows is down.
+	Servers []string `koanf:"servers" yaml:"servers,omitempty" json:"servers,omitempty"`
 	// ServerName overrides the TLS server name checked in the control
 	// plane's certificate.
 	ServerName string `koanf:"server_name" yaml:"server_name,omitempty" json:"server_name,omitempty"`
@@ -143,6 +151,11 @@ func (a Agent) Validate() error {
 	} else if host, port, err := net.SplitHostPort(a.Server); err != nil || host == "" || !validPort(port) {
 		add("server", "%q is not host:port (e.g. \"cp.internal:7443\")", a.Server)
 	}
+	for i, srv := range a.Servers {
+		if host, port, err := net.SplitHostPort(srv); err != nil || host == "" || !validPort(port) {
+			add(fmt.Sprintf("servers[%d]", i), "%q is not host:port (e.g. \"cp2.internal:7443\")", srv)
+		}
+	}
 	for _, f := range []struct{ key, val string }{
 		{"tls.ca", a.TLS.CA}, {"tls.cert", a.TLS.Cert}, {"tls.key", a.TLS.Key},
 	} {
@@ -192,4 +205,15 @@ func (a Agent) Validate() error {
 func validPort(p string) bool {
 	n, err := strconv.Atoi(p)
 	return err == nil && n > 0 && n <= 65535
+}
+
+// ServerList is Server followed by Servers, each once.
+func (a Agent) ServerList() []string {
+	out := []string{a.Server}
+	for _, s := range a.Servers {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
