@@ -60,6 +60,7 @@ type modelResourceModel struct {
 	Scaling        types.Object `tfsdk:"scaling"`
 	Pricing        types.Object `tfsdk:"pricing"`
 	Profiles       types.List   `tfsdk:"profiles"`
+	Rollout        types.String `tfsdk:"rollout"`
 	PlacementCheck types.String `tfsdk:"placement_check"`
 	WaitForRollout types.Bool   `tfsdk:"wait_for_rollout"`
 	RolloutTimeout types.String `tfsdk:"rollout_timeout"`
@@ -109,6 +110,13 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"source": schema.StringAttribute{
 				Optional:            true,
 				MarkdownDescription: "Where the weights are: an absolute local path (checked on the node, never copied); an `http(s)://` URL of one file, an `http(s)://` URL ending in `/` (a mirror's whole version, read from its manifest) or `hf:org/repo/file`, which each node's agent fetches once into its cache (sha256 verified when the server gives one) and gives the engine as a local path; or a repository id (`org/name`) the engine downloads itself; another scheme (`sim://…`) is given to the engine as written. A relative path, `hf:` without a file or a URL without a host is refused. Plan and apply ask a fetched source (`HEAD` of a file, `GET` of a set's manifest, the hub's resolve `HEAD` for `hf:`) and fail naming it when it answers 404, 410, 401 or 403 (for `hf:`, 404 or 410 only: the control plane holds no hub token); when the control plane cannot reach it they warn that the check was skipped and go on.",
+			},
+			"rollout": schema.StringAttribute{
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(spec.RolloutAuto),
+				Validators:          []validator.String{stringvalidator.OneOf(spec.RolloutAuto, spec.RolloutManual)},
+				MarkdownDescription: "What an edit that changes how replicas are built (engine, args, source, `tp`, ...; not `weight`, `priority`, pricing, aliases or scaling) does to the running replicas, which are then stale: `auto` (the default) replaces them one at a time, each replacement ready before the replica it replaces stops; `manual` leaves them serving, shown as `ready (stale profile)` and counted in `status.replicas_stale`, until `llmgw ctl rollout NAME`. The plan warns which will happen. Changing it restarts nothing.",
 			},
 			"routing_profile": schema.StringAttribute{
 				Optional:            true,
@@ -234,6 +242,7 @@ func statusSchema() map[string]schema.Attribute {
 		"replicas_ready":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Ready replicas."},
 		"replicas_desired": schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas wanted (`scaling.min`)."},
 		"replicas_total":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas starting or ready."},
+		"replicas_stale":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Live replicas placed for an earlier definition of the model (a profile change since): they serve until replaced, by `rollout`."},
 	}
 }
 
@@ -349,6 +358,8 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if known && priorKnown && spec.SameReplicas(old, m) {
 		// What replicas are built from is unchanged: no roll, same generation.
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("generation"), prior.Generation)...)
+	} else if known && priorKnown {
+		staleWarning(m, prior.Status, &resp.Diagnostics)
 	}
 	if r.client == nil || !known {
 		return
@@ -634,4 +645,28 @@ func flagWarning(model, w string, diags *diag.Diagnostics) bool {
 		fmt.Sprintf("Engine flags of model %s", model),
 		"The control plane looked up each flag of the profiles in the engine's own help on each node: "+rest+".")
 	return true
+}
+
+// staleWarning says in the plan of an edit that changes how replicas are
+// built what becomes of the model's running replicas (status, as last
+// read), by its rollout policy: nothing when none runs.
+func staleWarning(m spec.Model, status types.Object, diags *diag.Diagnostics) {
+	running := int64(0)
+	if v, ok := objectAttrs(status)["replicas_total"].(types.Int64); ok && !v.IsUnknown() && !v.IsNull() {
+		running = v.ValueInt64()
+	}
+	if running == 0 {
+		return
+	}
+	replicas, keep := fmt.Sprintf("%d running replicas", running), "keep"
+	if running == 1 {
+		replicas, keep = "the running replica", "keeps"
+	}
+	what := "The control plane replaces " + replicas + " one at a time, each replacement ready before the replica it replaces stops (rollout = \"auto\")."
+	if m.ManualRollout() {
+		what = "With rollout = \"manual\", " + replicas + " " + keep + " serving the earlier definition, shown as `ready (stale profile)` and counted in status.replicas_stale, until `llmgw ctl rollout " + m.Name + "` replaces them one at a time."
+	}
+	diags.AddAttributeWarning(path.Root("profiles"),
+		fmt.Sprintf("Model %s: %s become stale", m.Name, replicas),
+		"This change alters how the model's replicas are built (its generation changes). "+what)
 }

@@ -347,3 +347,42 @@ func TestModelProblems(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleWarning: the plan of an edit that changes how replicas are
+// built says, by the rollout policy, what becomes of the running ones;
+// nothing when none runs.
+func TestStaleWarning(t *testing.T) {
+	status := func(total int64) types.Object {
+		return types.ObjectValueMust(statusTypes, map[string]attr.Value{
+			"state": types.StringValue("serving"), "message": types.StringValue(""),
+			"replicas_ready": types.Int64Value(total), "replicas_desired": types.Int64Value(total),
+			"replicas_total": types.Int64Value(total), "replicas_stale": types.Int64Value(0),
+		})
+	}
+	for _, tt := range []struct {
+		rollout string
+		total   int64
+		want    string
+	}{
+		{"", 2, "replaces 2 running replicas one at a time, each replacement ready before the replica it replaces stops"},
+		{"manual", 1, "the running replica keeps serving the earlier definition, shown as `ready (stale profile)`"},
+		{"manual", 0, ""},
+	} {
+		var d diag.Diagnostics
+		staleWarning(spec.Model{Name: "coder", Rollout: tt.rollout}, status(tt.total), &d)
+		if tt.want == "" {
+			if len(d) != 0 {
+				t.Errorf("no replica running: %v", d)
+			}
+			continue
+		}
+		if len(d) != 1 || d[0].Severity() != diag.SeverityWarning || !strings.Contains(d[0].Detail(), tt.want) || !strings.Contains(d[0].Summary(), "become stale") {
+			t.Errorf("rollout %q, %d running: %v; want a warning with %q", tt.rollout, tt.total, d, tt.want)
+		}
+	}
+	var d diag.Diagnostics
+	staleWarning(spec.Model{Name: "coder"}, types.ObjectNull(statusTypes), &d)
+	if len(d) != 0 {
+		t.Errorf("unknown status: %v", d)
+	}
+}
