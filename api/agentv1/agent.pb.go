@@ -914,10 +914,18 @@ type GPU struct {
 	UtilizationPct *float64               `protobuf:"fixed64,6,opt,name=utilization_pct,json=utilizationPct,proto3,oneof" json:"utilization_pct,omitempty"`
 	TemperatureC   *float64               `protobuf:"fixed64,7,opt,name=temperature_c,json=temperatureC,proto3,oneof" json:"temperature_c,omitempty"`
 	EccErrors      *uint64                `protobuf:"varint,8,opt,name=ecc_errors,json=eccErrors,proto3,oneof" json:"ecc_errors,omitempty"`
-	NvlinkPeers    []int32                `protobuf:"varint,9,rep,packed,name=nvlink_peers,json=nvlinkPeers,proto3" json:"nvlink_peers,omitempty"`
+	// The indices of the GPUs this one has an active NVLink to, as NVML
+	// reports them. Meaningful only with nvlink_known: without it an empty
+	// list means the topology is unknown, not that there is no NVLink.
+	NvlinkPeers []int32 `protobuf:"varint,9,rep,packed,name=nvlink_peers,json=nvlinkPeers,proto3" json:"nvlink_peers,omitempty"`
 	// Framebuffer memory in use (nvidia-smi memory.used); absent when the
 	// driver does not report it.
 	MemoryUsedMib *uint64 `protobuf:"varint,10,opt,name=memory_used_mib,json=memoryUsedMib,proto3,oneof" json:"memory_used_mib,omitempty"`
+	// True when the agent read this GPU's NVLink links (the agent built with
+	// the nvml tag, the driver's NVML present): nvlink_peers is then the
+	// whole truth, and empty means no NVLink. Absent: unknown (the portable
+	// build, which cannot see the topology).
+	NvlinkKnown   *bool `protobuf:"varint,11,opt,name=nvlink_known,json=nvlinkKnown,proto3,oneof" json:"nvlink_known,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1020,6 +1028,13 @@ func (x *GPU) GetMemoryUsedMib() uint64 {
 		return *x.MemoryUsedMib
 	}
 	return 0
+}
+
+func (x *GPU) GetNvlinkKnown() bool {
+	if x != nil && x.NvlinkKnown != nil {
+		return *x.NvlinkKnown
+	}
+	return false
 }
 
 type FabricVerdict struct {
@@ -1972,7 +1987,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\aengines\x18\f \x03(\v2\x1c.llmgw.agent.v1.EngineStatusR\aengines\x12\x1b\n" +
 	"\tcpu_flags\x18\r \x03(\tR\bcpuFlags\x12\x1e\n" +
 	"\bhas_avx2\x18\x0e \x01(\bH\x00R\ahasAvx2\x88\x01\x01B\v\n" +
-	"\t_has_avx2\"\x8d\x03\n" +
+	"\t_has_avx2\"\xc6\x03\n" +
 	"\x03GPU\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x12\n" +
@@ -1986,11 +2001,13 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"ecc_errors\x18\b \x01(\x04H\x02R\teccErrors\x88\x01\x01\x12!\n" +
 	"\fnvlink_peers\x18\t \x03(\x05R\vnvlinkPeers\x12+\n" +
 	"\x0fmemory_used_mib\x18\n" +
-	" \x01(\x04H\x03R\rmemoryUsedMib\x88\x01\x01B\x12\n" +
+	" \x01(\x04H\x03R\rmemoryUsedMib\x88\x01\x01\x12&\n" +
+	"\fnvlink_known\x18\v \x01(\bH\x04R\vnvlinkKnown\x88\x01\x01B\x12\n" +
 	"\x10_utilization_pctB\x10\n" +
 	"\x0e_temperature_cB\r\n" +
 	"\v_ecc_errorsB\x12\n" +
-	"\x10_memory_used_mib\"\x97\x01\n" +
+	"\x10_memory_used_mibB\x0f\n" +
+	"\r_nvlink_known\"\x97\x01\n" +
 	"\rFabricVerdict\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\badapters\x18\x02 \x03(\tR\badapters\x12\x1d\n" +

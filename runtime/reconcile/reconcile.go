@@ -566,6 +566,11 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		nodes[i] = s.Node
 	}
 	r.log.Info("replica placed", "model", rep.Model, "replica", rep.ID, "profile", rep.Profile.Name, "nodes", nodes, "fabric", rep.Fabric)
+	for _, sh := range plan.Shards {
+		if sh.TopologyNote != "" {
+			r.log.Warn("gpus not grouped by nvlink", "model", rep.Model, "replica", rep.ID, "node", sh.NodeID, "gpus", sh.GPUIndices, "why", sh.TopologyNote)
+		}
+	}
 	return rep, true
 }
 

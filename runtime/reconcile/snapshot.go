@@ -49,8 +49,15 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 			sn.Labels = d.GetLabels()
 		}
 		if inv := n.Inventory; inv != nil {
+			sn.NVLinkKnown = len(inv.GetGpus()) > 0
 			for _, g := range inv.GetGpus() {
-				sn.GPUs = append(sn.GPUs, scheduler.GPU{Index: int(g.GetIndex()), Class: g.GetClass(), MemoryMiB: g.GetMemoryMib()})
+				sg := scheduler.GPU{Index: int(g.GetIndex()), Class: g.GetClass(), MemoryMiB: g.GetMemoryMib()}
+				for _, p := range g.GetNvlinkPeers() {
+					sg.NVLinkPeers = append(sg.NVLinkPeers, int(p))
+				}
+				sn.GPUs = append(sn.GPUs, sg)
+				// The topology is known only when every GPU's links were read.
+				sn.NVLinkKnown = sn.NVLinkKnown && g.GetNvlinkKnown()
 			}
 			sn.MemoryBytes = inv.GetMemoryTotalBytes()
 			sn.FreeMemoryBytes = inv.GetMemoryAvailableBytes()

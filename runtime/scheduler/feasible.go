@@ -316,7 +316,7 @@ func pickGPUs(n *Node, p spec.Profile) ([]int, bool) {
 		if len(idx) < p.TP {
 			return nil, false
 		}
-		return slices.Clone(idx[:p.TP]), true
+		return slices.Clone(groupGPUs(n, idx, p.TP)), true
 	}
 	var best []int
 	for _, idx := range free {
@@ -327,7 +327,7 @@ func pickGPUs(n *Node, p spec.Profile) ([]int, bool) {
 	if best == nil {
 		return nil, false
 	}
-	return slices.Clone(best[:p.TP]), true
+	return slices.Clone(groupGPUs(n, best, p.TP)), true
 }
 
 // gb converts a count of GB (2^30 bytes) to bytes; negative counts are 0.

@@ -51,7 +51,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01", GPUIndices: []int{1, 3}}},
-			summary:  "placed on node01 (gpus 1,3)",
+			summary:  "placed on node01 (gpus 1,3; NVLink topology unknown: lowest free GPUs taken)",
 		},
 		{
 			name: "a node whose engine cannot start is passed over, with the check's reason",
@@ -122,7 +122,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{withLabels},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
-			summary:  "placed on node02 (gpus 0,1)",
+			summary:  "placed on node02 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)",
 			reasons: map[string]string{
 				"node01": "missing label zone=eu",
 				"node03": "label zone=us, needs zone=eu",
@@ -159,7 +159,7 @@ func TestPlace(t *testing.T) {
 				{Rank: 0, NodeID: "node01", GPUIndices: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 				{Rank: 1, NodeID: "node02", GPUIndices: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 			},
-			summary: "placed on node01 (gpus 0,1,2,3,4,5,6,7), node02 (gpus 0,1,2,3,4,5,6,7) in fabric ib-a",
+			summary: "placed on node01 (gpus 0,1,2,3,4,5,6,7; NVLink topology unknown: lowest free GPUs taken), node02 (gpus 0,1,2,3,4,5,6,7; NVLink topology unknown: lowest free GPUs taken) in fabric ib-a",
 			reasons: map[string]string{"node04": "no fabric in service: multi-node profiles need one"},
 		},
 		{
@@ -177,7 +177,7 @@ func TestPlace(t *testing.T) {
 				{Rank: 0, NodeID: "node03", GPUIndices: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 				{Rank: 1, NodeID: "node04", GPUIndices: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 			},
-			summary: "placed on node03 (gpus 0,1,2,3,4,5,6,7), node04 (gpus 0,1,2,3,4,5,6,7) in fabric ib-b",
+			summary: "placed on node03 (gpus 0,1,2,3,4,5,6,7; NVLink topology unknown: lowest free GPUs taken), node04 (gpus 0,1,2,3,4,5,6,7; NVLink topology unknown: lowest free GPUs taken) in fabric ib-b",
 		},
 		{
 			name: "multi-node refused when the two feasible nodes are in different fabrics",
@@ -202,7 +202,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{4, 5}}},
-			summary:  "placed on node02 (gpus 4,5)",
+			summary:  "placed on node02 (gpus 4,5; NVLink topology unknown: lowest free GPUs taken)",
 		},
 		{
 			name: "weights present preferred",
@@ -214,7 +214,7 @@ func TestPlace(t *testing.T) {
 			source:   "hf://org/m",
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
-			summary:  "placed on node02 (gpus 0,1)",
+			summary:  "placed on node02 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)",
 		},
 		{
 			name: "spread prefers a node without a replica of the model",
@@ -225,7 +225,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
-			summary:  "placed on node02 (gpus 0,1)",
+			summary:  "placed on node02 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)",
 		},
 		{
 			name: "a second replica on one node is allowed",
@@ -235,7 +235,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01", GPUIndices: []int{0, 1}}},
-			summary:  "placed on node01 (gpus 0,1)",
+			summary:  "placed on node01 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)",
 		},
 		{
 			name:     "ties go to the lower node id",
@@ -243,7 +243,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01", GPUIndices: []int{0, 1}}},
-			summary:  "placed on node01 (gpus 0,1)",
+			summary:  "placed on node01 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)",
 		},
 		{
 			name: "not ready nodes are grouped by reason",
@@ -278,7 +278,12 @@ func TestPlace(t *testing.T) {
 			if i := slices.IndexFunc(tt.profiles, func(p spec.Profile) bool { return p.Name == tt.profile }); i >= 0 && !reflect.DeepEqual(plan.Profile, tt.profiles[i]) {
 				t.Errorf("Place handed back profile %+v, want the demand's %+v", plan.Profile, tt.profiles[i])
 			}
-			if !reflect.DeepEqual(plan.Shards, tt.shards) {
+			// The notes are the summary's to check.
+			shards := slices.Clone(plan.Shards)
+			for i := range shards {
+				shards[i].TopologyNote = ""
+			}
+			if !reflect.DeepEqual(shards, tt.shards) {
 				t.Errorf("shards = %+v, want %+v", plan.Shards, tt.shards)
 			}
 			profiles := plan.Explanation.Profiles
@@ -352,7 +357,7 @@ func TestExplanationString(t *testing.T) {
 	got := Explain(s, d).String()
 	want := `model m: placed with profile tp2
 
-profile tp2: placed on node02 (gpus 2,3)
+profile tp2: placed on node02 (gpus 2,3; NVLink topology unknown: lowest free GPUs taken)
   NODE    FEASIBLE  SCORE  REASON
   node01  no        -      1 free GPU, needs 2
   node02  yes       0.667
@@ -418,7 +423,7 @@ func TestAssumePlacesReplicasUntilFull(t *testing.T) {
 		got = append(got, plan.Explanation.Profiles[0].Summary)
 		s = Assume(s, d, plan)
 	}
-	want := []string{"placed on node02 (gpus 0,1)", "placed on node01 (gpus 1,2)"}
+	want := []string{"placed on node02 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)", "placed on node01 (gpus 1,2; NVLink topology unknown: lowest free GPUs taken)"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("successive placements = %v, want %v", got, want)
 	}

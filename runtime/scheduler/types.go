@@ -15,6 +15,9 @@ type GPU struct {
 	Class string
 	// MemoryMiB is the device memory.
 	MemoryMiB uint64
+	// NVLinkPeers are the indices of the GPUs this one has an active
+	// NVLink to; read only when the node's NVLinkKnown is set.
+	NVLinkPeers []int
 }
 
 // Node is the scheduler's view of one node, converted by the control plane
@@ -28,6 +31,10 @@ type Node struct {
 	NotReadyReason string
 	// GPUs lists the node's accelerators.
 	GPUs []GPU
+	// NVLinkKnown says the node's agent read its NVLink topology (NVML):
+	// GPUs' NVLinkPeers then say which cards are linked, and an empty list
+	// means none. When false the topology is unknown, never "no NVLink".
+	NVLinkKnown bool
 	// UsedGPUs maps a GPU index to the id of the shard holding it.
 	UsedGPUs map[int]string
 	// MemoryBytes is the node's total memory.
@@ -127,6 +134,10 @@ type ShardPlacement struct {
 	// GPUIndices are the GPUs the shard holds, ascending; empty for CPU
 	// profiles.
 	GPUIndices []int
+	// TopologyNote says, for a shard of several GPUs not grouped by NVLink,
+	// why: the node's NVLink topology is unknown, or no NVLink-connected
+	// group was free. Empty otherwise.
+	TopologyNote string
 }
 
 // Plan is the scheduler's answer for one Demand.
