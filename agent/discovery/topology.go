@@ -1,0 +1,23 @@
+package discovery
+
+// The NVLink topology of a node's GPUs. NVML is its only source, and NVML's
+// bindings need cgo, so only an agent built with the nvml tag reads it
+// (topology_nvml.go, nvml.go); the portable build says it is unknown
+// (topology_portable.go). Unknown is never reported as "no NVLink": a GPU
+// whose NVLinkKnown is false has an empty NVLinkPeers because nobody looked.
+
+// TopologyUnknownPortable is the reason the portable build gives.
+const TopologyUnknownPortable = "NVLink topology unknown: this agent was built without the nvml tag (NVML needs cgo)"
+
+// applyTopology sets on each GPU of gpus its NVLink peers from peers (by
+// GPU UUID: peer indices), marking the GPUs present in peers as known.
+func applyTopology(gpus []GPU, peers map[string][]int) {
+	for i := range gpus {
+		p, ok := peers[gpus[i].UUID]
+		if !ok {
+			continue
+		}
+		gpus[i].NVLinkKnown = true
+		gpus[i].NVLinkPeers = append([]int(nil), p...)
+	}
+}
