@@ -8,16 +8,3 @@ package discovery
 
 // TopologyUnknownPortable is the reason the portable build gives.
 const TopologyUnknownPortable = "NVLink topology unknown: this agent was built without the nvml tag (NVML needs cgo)"
-
-// applyTopology sets on each GPU of gpus its NVLink peers from peers (by
-// GPU UUID: peer indices), marking the GPUs present in peers as known.
-func applyTopology(gpus []GPU, peers map[string][]int) {
-	for i := range gpus {
-		p, ok := peers[gpus[i].UUID]
-		if !ok {
-			continue
-		}
-		gpus[i].NVLinkKnown = true
-		gpus[i].NVLinkPeers = append([]int(nil), p...)
-	}
-}

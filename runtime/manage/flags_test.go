@@ -72,7 +72,7 @@ func TestFlagCheck(t *testing.T) {
 	// cpu01's help is cut short now: not checked there, said so, not refused.
 	f.ApplyEngineChecks("cpu01", check("version: 100 (old)", llamaHelpFlags[:3], "the output of `llama-server --help` was cut short; a flag it does not list is not called missing"))
 	f.ApplyEngineChecks("cpu02", check("version: 100 (old)", llamaHelpFlags, ""))
-	ex, err = s.PlanPlacement(ctx, &managev1.PlanPlacementRequest{Model: model("fa", "--flash-attn", "on")})
+	_, err = s.PlanPlacement(ctx, &managev1.PlanPlacementRequest{Model: model("fa", "--flash-attn", "on")})
 	if code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "on node cpu02") || strings.Contains(err.Error(), "cpu01") {
 		t.Fatalf("plan with only cpu02 checked and lacking the flag: %v", err)
 	}
