@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
+	specv1 "github.com/llmgw/llmgw/api/specv1"
 	"github.com/llmgw/llmgw/testkit/gguf"
 	"github.com/llmgw/llmgw/testkit/testcluster"
 )
@@ -99,4 +102,25 @@ func TestToolCheckLlamaCpp(t *testing.T) {
 	if _, res, _ := check("tools-jinja"); len(res.GetToolCalls()) == 0 || !strings.HasPrefix(res.GetToolCalls()[0], "get_weather(") {
 		t.Errorf("structured calls %q, want get_weather(...)", res.GetToolCalls())
 	}
+
+	// The agent read the real llama-server's --help in its engine check: a
+	// model whose profile uses a flag that help does not list is refused
+	// when added, naming the flag, the engine and its version, and the node.
+	t.Run("unknown flag refused", func(t *testing.T) {
+		_, err := mc.CreateModel(t.Context(), &managev1.CreateModelRequest{Model: &managev1.Model{
+			Name: "bad-flag", Source: model, Scaling: &managev1.Scaling{Min: 1, Max: 1},
+			Profiles: []*specv1.Profile{{Name: "cpu", Engine: "llamacpp", StartupTimeout: "2m", Args: []string{"--no-such-flag", "--jinja"}}},
+		}})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("create with --no-such-flag: %v, want InvalidArgument", err)
+		}
+		for _, want := range []string{"--no-such-flag", "llama-server (version: ", "on node node01", "`llama-server --help` does not list it"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "--jinja") {
+			t.Errorf("error %q names --jinja, which llama-server takes", err)
+		}
+	})
 }
