@@ -27,7 +27,7 @@ func TestStaleStatusAndRollout(t *testing.T) {
 	if err != nil || got.GetStatus().GetReplicasTotal() != 1 || got.GetStatus().GetReplicasStale() != 0 || got.GetStatus().GetRollout() != "manual" || got.GetRollout() != "manual" {
 		t.Fatalf("after placement: %v, %v", got.GetStatus(), err)
 	}
-	m.Profiles[0].Args = []string{"--tokens-per-second", "99"}
+	m.Profiles[0].Args = []string{"--decode-tps", "99"}
 	if _, err := s.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: m}); err != nil {
 		t.Fatal(err)
 	}

@@ -260,7 +260,10 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			}
 			r.startWorkers(tx, rep)
 		}
-		if rep.State == fleet.ReplicaReady {
+		// Only a ready replica of the current generation clears the
+		// backoff: the old replicas serving through a rollout must not
+		// hide that every replacement fails.
+		if rep.State == fleet.ReplicaReady && rep.Generation == byName[rep.Model].Generation {
 			r.backoffMu.Lock()
 			if b, ok := r.backoff[rep.Model]; ok && b.failures > 0 {
 				b.failures = 0

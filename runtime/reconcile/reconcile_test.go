@@ -665,3 +665,61 @@ func TestRolloutOneAtATime(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestRolloutReplacementFailuresBackOff: a replacement that fails waits out
+// the model's backoff before the next one is placed, although the old
+// replica serving meanwhile is ready (it used to clear the backoff on
+// every pass, so a broken edit was retried as fast as passes ran).
+func TestRolloutReplacementFailuresBackOff(t *testing.T) {
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.rec.opts.Catalog = reg
+	ctx := context.Background()
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 1}
+	if _, err := reg.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	starts := func() []*agentv1.StartShard {
+		var out []*agentv1.StartShard
+		for _, ss := range h.startsFor("sim-chat") {
+			out = append(out, ss...)
+		}
+		return out
+	}
+	first := starts()[0]
+	for node := range h.startsFor("sim-chat") {
+		h.report(node, first, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = "127.0.0.1:9600" })
+	}
+	h.rec.Pass()
+	m.Profiles[0].Args = []string{"--broken"}
+	if _, err := reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	if n := len(starts()); n != 2 {
+		t.Fatalf("%d starts after the edit, want the replacement", n)
+	}
+	repl := starts()[1]
+	for node, ss := range h.startsFor("sim-chat") {
+		for _, s := range ss {
+			if s.GetShardId() == repl.GetShardId() {
+				h.report(node, s, agentv1.ShardState_SHARD_STATE_FAILED, func(st *agentv1.ShardStatus) { st.Error = "exit status 1" })
+			}
+		}
+	}
+	h.rec.Pass()
+	h.rec.Pass()
+	if n := len(starts()); n != 2 {
+		t.Fatalf("%d starts right after the replacement failed, want none more before the backoff", n)
+	}
+	h.now = h.now.Add(2 * time.Second)
+	h.rec.Pass()
+	if n := len(starts()); n != 3 {
+		t.Fatalf("%d starts after the backoff, want the next replacement", n)
+	}
+}
