@@ -39,7 +39,7 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
   logout                         revoke the token from login that LLMGW_TOKEN holds
   status                         version, nodes, models, replicas, GPUs in use
   nodes [--json]                 nodes with their GPUs, memory, fabrics and replicas
-  drain NODE [--cancel]          move a node's replicas elsewhere (or stop doing so)
+  drain NODE [--cancel|--force]  move a node's replicas elsewhere (or stop doing so)
   check-engines NODE [--wait 60s]
                                  run a node's engine checks again and print them;
                                  exit 1 when an engine cannot start

@@ -45,7 +45,7 @@ func writeModels(w io.Writer, models []*managev1.Model) error {
 			m.GetName(),
 			serving,
 			fmt.Sprintf("%d/%d", st.GetReplicasReady(), st.GetReplicasDesired()),
-			orDash(st.GetState())+staleNote(st),
+			modelState(st),
 			orDash(strings.Join(m.GetAliases(), ",")),
 		)
 	}
@@ -57,6 +57,9 @@ func writeModels(w io.Writer, models []*managev1.Model) error {
 		if msg := m.GetStatus().GetMessage(); msg != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s: %s", m.GetName(), orDash(m.GetStatus().GetState()), msg))
 		}
+		if st := m.GetStatus().GetStalled(); st != "" {
+			notes = append(notes, fmt.Sprintf("%s: rollout stuck: %s", m.GetName(), st))
+		}
 	}
 	if len(notes) > 0 {
 		_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
@@ -65,13 +68,23 @@ func writeModels(w io.Writer, models []*managev1.Model) error {
 	return nil
 }
 
-// staleNote is " (N stale)" when replicas of an earlier generation of the
-// model still run, or nothing.
-func staleNote(st *managev1.ModelStatus) string {
-	if n := st.GetReplicasStale(); n > 0 {
-		return fmt.Sprintf(" (%d stale)", n)
+// modelState is the STATUS column: the state, with ", rollout stuck" when
+// the current generation cannot be placed while older replicas serve,
+// ", rolling" while outdated replicas are being replaced, and " (N stale)"
+// while replicas of an earlier definition run (with rollout manual they
+// wait for llmgw ctl rollout, and nothing rolls).
+func modelState(st *managev1.ModelStatus) string {
+	s := orDash(st.GetState())
+	held := st.GetRollout() == "manual" && st.GetReplicasStale() > 0
+	if st.GetStalled() != "" {
+		s += ", rollout stuck"
+	} else if st.GetReplicasOutdated() > 0 && !held {
+		s += ", rolling"
 	}
-	return ""
+	if n := st.GetReplicasStale(); n > 0 {
+		s += fmt.Sprintf(" (%d stale)", n)
+	}
+	return s
 }
 
 // generationNote is " (generation G)" or nothing when the server sent none.
@@ -180,6 +193,12 @@ func writeModelDefinition(w io.Writer, m *managev1.Model) error {
 		orDash(st.GetState()), st.GetReplicasReady(), st.GetReplicasDesired(), st.GetReplicasTotal(), stale, rollout)
 	if msg := st.GetMessage(); msg != "" {
 		fmt.Fprintf(w, "# %s\n", oneLine(msg, 200))
+	}
+	if n := st.GetReplicasOutdated(); n > 0 {
+		fmt.Fprintf(w, "# rollout: %s of an older generation or on a draining node still serving until replaced\n", plural(int(n), "replica"))
+	}
+	if stalled := st.GetStalled(); stalled != "" {
+		fmt.Fprintf(w, "# rollout stuck: %s\n", oneLine(stalled, 400))
 	}
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)

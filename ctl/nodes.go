@@ -55,8 +55,13 @@ func writeNodes(w io.Writer, nodes []*managev1.Node, now time.Time) error {
 		if r := n.GetReason(); r != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s: %s", n.GetId(), orDash(n.GetState()), r))
 		}
-		if e := n.GetGpuError(); e != "" {
+		// The control plane puts the GPU error in the reason too: once is
+		// enough (issue 18 saw it twice).
+		if e := n.GetGpuError(); e != "" && !strings.Contains(n.GetReason(), e) {
 			notes = append(notes, fmt.Sprintf("%s: GPU discovery: %s", n.GetId(), e))
+		}
+		for line := range strings.Lines(n.GetDrainBlocked()) {
+			notes = append(notes, fmt.Sprintf("%s: drain blocked: %s", n.GetId(), strings.TrimSpace(line)))
 		}
 		for _, f := range n.GetFabrics() {
 			if !f.GetInService() {

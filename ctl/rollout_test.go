@@ -1,59 +1,62 @@
 package ctl
 
 import (
-	"context"
 	"strings"
 	"testing"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/llmgw/llmgw/api/managev1"
 )
 
-// rolloutManage answers RolloutModel and CheckTools as the control plane
-// does, for the model "coder" only.
-type rolloutManage struct {
-	*fakeManage
-	tool *managev1.ToolCheck
-	req  *managev1.CheckToolsRequest
-}
+const blockedReplica = "replica r-1 of model sim-2node (on llmgw-node02, llmgw-node01) cannot move: profile x2: needs 2 nodes in one fabric; fabric ib-a has 1 feasible node of 2 (llmgw-node01); rejected llmgw-node02: not ready: draining"
 
-func (f *rolloutManage) RolloutModel(_ context.Context, req *managev1.RolloutModelRequest) (*managev1.RolloutModelResponse, error) {
-	if req.GetName() != "coder" {
-		return nil, status.Errorf(codes.NotFound, "model %q is not in the catalog", req.GetName())
-	}
-	return &managev1.RolloutModelResponse{Replicas: []string{"r-1", "r-2"}}, nil
-}
-
-func (f *rolloutManage) CheckTools(_ context.Context, req *managev1.CheckToolsRequest) (*managev1.ToolCheck, error) {
-	f.req = req
-	return f.tool, nil
-}
-
-func TestRolloutAndToolCheck(t *testing.T) {
-	f := &rolloutManage{fakeManage: cannedManage(), tool: &managev1.ToolCheck{Model: "coder", Replica: "r-1", Engine: "vllm", Verdict: "text",
-		Detail: "the engine answered with the call as plain text", Content: "<tool_call>{...}", Fix: "--enable-auto-tool-choice --tool-call-parser hermes"}}
+// TestDrainThatCannotFinish: the control plane refuses a drain whose
+// replica cannot move; ctl prints its reason and fails. --force drains
+// anyway and lists what stays; ctl nodes then says why the drain is
+// blocked.
+func TestDrainThatCannotFinish(t *testing.T) {
+	f := cannedManage()
+	f.nodes[1].DrainBlocked = blockedReplica
 	env := startServer(t, f)
+	code, out, errOut := runCtl(t, env, "drain", "llmgw-node02")
+	if code != 1 || out != "" || !strings.Contains(errOut, "draining node llmgw-node02: node llmgw-node02 cannot be drained") || !strings.Contains(errOut, blockedReplica) {
+		t.Errorf("drain: exit %d, stdout %q, stderr %q; want exit 1 naming the replica", code, out, errOut)
+	}
+	code, out, errOut = runCtl(t, env, "drain", "llmgw-node02", "--force")
+	want := "draining llmgw-node02: 1 replica to move; watch with llmgw ctl nodes\n  stays until a node can take it: " + blockedReplica + "\n"
+	if code != 0 || out != want {
+		t.Errorf("drain --force: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
+	}
+	if got := f.drains[len(f.drains)-1]; !got.GetForce() {
+		t.Errorf("drain --force asked %v", got)
+	}
+	_, out, _ = runCtl(t, env, "nodes")
+	if !strings.Contains(out, "llmgw-node02: drain blocked: "+blockedReplica+"\n") {
+		t.Errorf("ctl nodes does not say why the drain is blocked:\n%s", out)
+	}
+}
 
-	code, out, errOut := runCtl(t, env, "rollout", "coder")
-	if code != 0 || out != "model coder: replacing 2 stale replicas one at a time, each replacement ready first: r-1, r-2\nfollow it with: llmgw ctl replicas --model coder\n" {
-		t.Errorf("rollout: exit %d\n%s%s", code, out, errOut)
+// TestModelsShowStuckRollout is issue 18's tp 1 → 9: the old replica keeps
+// the model serving, and ctl models and ctl model get say the new
+// generation is stuck and why.
+func TestModelsShowStuckRollout(t *testing.T) {
+	f := cannedManage()
+	stalled := "generation 9a1b cannot be placed: no node can hold profile cpu: llmgw-node01: 7 free GPUs, needs 9; replica r-1 (generation 5f2c, on llmgw-node01) keeps serving until it can"
+	st := f.models[0].Status
+	st.Stalled, st.ReplicasOutdated = stalled, 1
+	env := startServer(t, f)
+	_, out, _ := runCtl(t, env, "models")
+	for _, want := range []string{"serving, rollout stuck", "qwen2.5-coder-3b-instruct: rollout stuck: " + stalled} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ctl models lacks %q:\n%s", want, out)
+		}
 	}
-	if code, _, errOut := runCtl(t, env, "rollout", "nope"); code != 1 || !strings.Contains(errOut, `rolling out model nope: model "nope" is not in the catalog`) {
-		t.Errorf("rollout of an unknown model: exit %d %s", code, errOut)
+	_, out, _ = runCtl(t, env, "model", "get", "qwen2.5-coder-3b-instruct")
+	for _, want := range []string{"# rollout: 1 replica of an older generation or on a draining node still serving until replaced\n", "# rollout stuck: " + stalled + "\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ctl model get lacks %q:\n%s", want, out)
+		}
 	}
-
-	code, out, errOut = runCtl(t, env, "tool-check", "coder", "--extra", `{"max_tokens":512}`)
-	want := "model coder, replica r-1 (vllm): text\nthe engine answered with the call as plain text\ncontent: <tool_call>{...}\nfix: add to the profile's args: --enable-auto-tool-choice --tool-call-parser hermes\n"
-	if code != 1 || out != want || f.req.GetExtraBodyJson() != `{"max_tokens":512}` || f.req.GetTimeoutMs() != 60_000 {
-		t.Errorf("tool-check: exit %d, asked %v\n got %q\nwant %q\n%s", code, f.req, out, want, errOut)
-	}
-	f.tool = &managev1.ToolCheck{Model: "coder", Replica: "r-1", Engine: "vllm", Verdict: "structured", Detail: "the engine answered with 1 structured tool call(s): get_weather({})"}
-	if code, _, _ := runCtl(t, env, "tool-check", "coder"); code != 0 {
-		t.Errorf("structured: exit %d, want 0", code)
-	}
-	if code, _, errOut := runCtl(t, env, "tool-check", "coder", "--extra", "[1]"); code != 2 || !strings.Contains(errOut, "--extra must be a JSON object") {
-		t.Errorf("bad --extra: exit %d %s", code, errOut)
+	st.Stalled = ""
+	_, out, _ = runCtl(t, env, "models")
+	if !strings.Contains(out, "serving, rolling") {
+		t.Errorf("ctl models with an outdated replica and no stall lacks \"serving, rolling\":\n%s", out)
 	}
 }

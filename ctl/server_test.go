@@ -140,6 +140,14 @@ func (f *fakeManage) DrainNode(_ context.Context, req *managev1.DrainNodeRequest
 			if req.GetCancel() {
 				return &managev1.DrainNodeResponse{}, nil
 			}
+			// A node whose drain_blocked is set stands for one whose
+			// replica cannot move: refused unless forced.
+			if b := n.GetDrainBlocked(); b != "" {
+				if !req.GetForce() {
+					return nil, status.Errorf(codes.FailedPrecondition, "node %s cannot be drained: no other node can take what it runs:\n  %s", n.GetId(), b)
+				}
+				return &managev1.DrainNodeResponse{Replicas: n.GetReplicas(), Blocked: []string{b}}, nil
+			}
 			return &managev1.DrainNodeResponse{Replicas: n.GetReplicas()}, nil
 		}
 	}

@@ -67,6 +67,7 @@ type modelResourceModel struct {
 	Generation     types.String `tfsdk:"generation"`
 	Origin         types.String `tfsdk:"origin"`
 	Status         types.Object `tfsdk:"status"`
+	RolloutPlan    types.String `tfsdk:"rollout_plan"`
 }
 
 // The attribute types of the nested objects, from their schemas.
@@ -192,6 +193,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				MarkdownDescription: "The model's status when last read.",
 				Attributes:          statusSchema(),
 			},
+			"rollout_plan": rolloutPlanSchema(),
 		},
 	}
 }
@@ -365,7 +367,14 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		return
 	}
 	check := plan.PlacementCheck.ValueString()
-	if plan.PlacementCheck.IsUnknown() || check == "off" {
+	dryRun := !plan.PlacementCheck.IsUnknown() && check != "off"
+	// rollout_plan: what happens to running replicas, where new ones go.
+	ex, err := r.planRollout(ctx, resp, m, old, priorKnown, dryRun)
+	if err != nil {
+		resp.Diagnostics.Append(r.client.Diag("planning placement of model "+m.Name, err))
+		return
+	}
+	if !dryRun {
 		return
 	}
 	sameProfiles := priorKnown && slices.EqualFunc(old.Profiles, m.Profiles, spec.Profile.Equal)
@@ -374,10 +383,12 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 	// The dry run also checks the source (runtime/sourcecheck): a clear
 	// miss is its error, a check it could not make one of its warnings.
-	ex, err := r.client.PlanPlacement(ctx, specpb.ModelToProto(m))
-	if err != nil {
-		resp.Diagnostics.Append(r.client.Diag("planning placement of model "+m.Name, err))
-		return
+	if ex == nil {
+		ex, err = r.client.PlanPlacement(ctx, specpb.ModelToProto(m))
+		if err != nil {
+			resp.Diagnostics.Append(r.client.Diag("planning placement of model "+m.Name, err))
+			return
+		}
 	}
 	var scaling []string
 	for _, w := range ex.GetWarnings() {
@@ -398,8 +409,8 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 			resp.Diagnostics.AddAttributeWarning(path.Root("scaling").AtName("min"),
 				fmt.Sprintf("Model %s asks for more replicas than the fleet holds", m.Name),
 				"The control plane's dry run of the planned definition: "+w+".\n\n"+
-					"Apply will store the model and place the replicas that fit (with wait_for_rollout it then waits for all of them until rollout_timeout); "+
-					"lower scaling.min, or add nodes, to have them all.")
+					"Apply will store the model and place the replicas that fit; with wait_for_rollout it then fails, once the others have found no node for "+stallBound+", naming why "+
+					"(the model stays in the catalog and the rest are placed when nodes can hold them). Lower scaling.min, or add nodes, to have them all.")
 		}
 		return
 	}
@@ -411,7 +422,7 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		return
 	}
 	resp.Diagnostics.AddAttributeWarning(path.Root("profiles"), summary,
-		detail+"\n\nApply will store the model; it is placed when a node can hold it.")
+		detail+"\n\n"+unplacedApplyNote(plan.WaitForRollout.ValueBool(), !req.State.Raw.IsNull()))
 }
 
 func (r *modelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -563,6 +574,9 @@ func waitRollout(ctx context.Context, c *Client, name, generation string, want i
 		case st.GetState() == "failed" || (st.GetState() == "unplaced" && st.GetMessage() != ""):
 			diags.AddError(fmt.Sprintf("Rollout of model %s cannot proceed", name),
 				fmt.Sprintf("The model is %s: %s\n\nFix the profile or the fleet and apply again; the model stays in the catalog.", st.GetState(), strings.TrimSpace(st.GetMessage())))
+			return pm, diags
+		case st.GetStalled() != "":
+			diags.Append(rolloutStalled(name, st))
 			return pm, diags
 		case time.Now().After(deadline):
 			detail := fmt.Sprintf("%d of %d replicas of generation %s were ready after %s; the model is %s", ready, want, generation, timeout, st.GetState())

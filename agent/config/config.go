@@ -122,19 +122,36 @@ func Default() Agent {
 // is "") and validates it.
 func Load(path string) (Agent, error) {
 	a := Default()
-	if err := konfig.Load(path, EnvPrefix, &a); err != nil {
-		return Agent{}, err
+	// Every problem at once: those of single keys, then the value checks
+	// on every other key.
+	kerr := konfig.Load(path, EnvPrefix, &a)
+	if kerr != nil && !konfig.Partial(kerr) {
+		return Agent{}, kerr
 	}
 	if err := a.Validate(); err != nil {
 		source := path
 		if source == "" {
 			source = "configuration"
 		}
-		lines := strings.Split(err.Error(), "\n")
-		for i := range lines {
-			lines[i] = source + ": " + lines[i]
+		// A key konfig reported kept its default: its value problem is a
+		// consequence, not news.
+		var reported []string
+		for _, p := range konfig.Problems(kerr) {
+			reported = append(reported, p.Key)
 		}
-		return Agent{}, errors.New(strings.Join(lines, "\n"))
+		var lines []string
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			key, _, _ := strings.Cut(line, ": ")
+			if !spec.KeyWithin(key, reported) {
+				lines = append(lines, source+": "+line)
+			}
+		}
+		if len(lines) > 0 {
+			return Agent{}, errors.Join(kerr, errors.New(strings.Join(lines, "\n")))
+		}
+	}
+	if kerr != nil {
+		return Agent{}, kerr
 	}
 	return a, nil
 }

@@ -554,8 +554,12 @@ type Node struct {
 	// plane's clock); 0 when no agent ever connected. A session newer than
 	// one seen before tells a rebuilt machine's agent from the old one's.
 	ConnectedSinceUnixMs int64 `protobuf:"varint,25,opt,name=connected_since_unix_ms,json=connectedSinceUnixMs,proto3" json:"connected_since_unix_ms,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// While the node drains: why it cannot finish, naming each replica that
+	// no other node can take and the scheduler's reason; set once that has
+	// lasted a few seconds (nothing else is freeing room). Empty otherwise.
+	DrainBlocked  string `protobuf:"bytes,26,opt,name=drain_blocked,json=drainBlocked,proto3" json:"drain_blocked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -761,6 +765,13 @@ func (x *Node) GetConnectedSinceUnixMs() int64 {
 		return x.ConnectedSinceUnixMs
 	}
 	return 0
+}
+
+func (x *Node) GetDrainBlocked() string {
+	if x != nil {
+		return x.DrainBlocked
+	}
+	return ""
 }
 
 type Scaling struct {
@@ -1047,14 +1058,22 @@ type ModelStatus struct {
 	// serving | starting | unplaced | failed
 	State   string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// Why the current generation cannot be placed while replicas of an older
+	// one (or on a draining node) keep serving: the rollout is stuck. Set once
+	// that has lasted a few seconds with nothing freeing room; empty
+	// otherwise.
+	Stalled string `protobuf:"bytes,6,opt,name=stalled,proto3" json:"stalled,omitempty"`
+	// Live replicas of an older generation, or on a draining node, waiting
+	// for their replacements.
+	ReplicasOutdated int32 `protobuf:"varint,7,opt,name=replicas_outdated,json=replicasOutdated,proto3" json:"replicas_outdated,omitempty"`
 	// Live replicas placed for an earlier generation of the model: their
 	// profile changed since (engine, args, source, tp, ...). They serve until
 	// replaced, one at a time; with rollout "manual" only once RolloutModel
 	// is called.
-	ReplicasStale int32 `protobuf:"varint,6,opt,name=replicas_stale,json=replicasStale,proto3" json:"replicas_stale,omitempty"`
+	ReplicasStale int32 `protobuf:"varint,8,opt,name=replicas_stale,json=replicasStale,proto3" json:"replicas_stale,omitempty"`
 	// The model's rollout policy as the control plane applies it: "auto" or
 	// "manual".
-	Rollout       string `protobuf:"bytes,7,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Rollout       string `protobuf:"bytes,9,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1122,6 +1141,20 @@ func (x *ModelStatus) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *ModelStatus) GetStalled() string {
+	if x != nil {
+		return x.Stalled
+	}
+	return ""
+}
+
+func (x *ModelStatus) GetReplicasOutdated() int32 {
+	if x != nil {
+		return x.ReplicasOutdated
+	}
+	return 0
 }
 
 func (x *ModelStatus) GetReplicasStale() int32 {
@@ -2741,7 +2774,12 @@ type DrainNodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Stop draining and let the node take work again.
-	Cancel        bool `protobuf:"varint,2,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	Cancel bool `protobuf:"varint,2,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// Drain even when a replica on the node cannot move (no other node can
+	// hold its replacement): it stays until one can or its model is removed.
+	// Without force such a drain is refused (FailedPrecondition) naming the
+	// replica and why.
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2790,10 +2828,19 @@ func (x *DrainNodeRequest) GetCancel() bool {
 	return false
 }
 
+func (x *DrainNodeRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 type DrainNodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Replicas with a shard on the node when the drain started.
-	Replicas      int32 `protobuf:"varint,1,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas int32 `protobuf:"varint,1,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// With force: each replica that cannot move now and why.
+	Blocked       []string `protobuf:"bytes,2,rep,name=blocked,proto3" json:"blocked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2833,6 +2880,13 @@ func (x *DrainNodeResponse) GetReplicas() int32 {
 		return x.Replicas
 	}
 	return 0
+}
+
+func (x *DrainNodeResponse) GetBlocked() []string {
+	if x != nil {
+		return x.Blocked
+	}
+	return nil
 }
 
 type RemoveNodeRequest struct {
@@ -5533,7 +5587,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.llmgw.manage.v1.NodeR\x05nodes\" \n" +
 	"\x0eGetNodeRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x8b\b\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xb0\b\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
@@ -5560,7 +5614,8 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\rengine_checks\x18\x16 \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\fengineChecks\x12\x1a\n" +
 	"\bwarnings\x18\x17 \x03(\tR\bwarnings\x12\x1c\n" +
 	"\tconnected\x18\x18 \x01(\bR\tconnected\x125\n" +
-	"\x17connected_since_unix_ms\x18\x19 \x01(\x03R\x14connectedSinceUnixMs\x1a9\n" +
+	"\x17connected_since_unix_ms\x18\x19 \x01(\x03R\x14connectedSinceUnixMs\x12#\n" +
+	"\rdrain_blocked\x18\x1a \x01(\tR\fdrainBlocked\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
@@ -5590,15 +5645,17 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\arollout\x18\x0e \x01(\tR\arollout\"Y\n" +
 	"\aPricing\x12\"\n" +
 	"\rprompt_per_1k\x18\x01 \x01(\x01R\vpromptPer1k\x12*\n" +
-	"\x11completion_per_1k\x18\x02 \x01(\x01R\x0fcompletionPer1k\"\xf7\x01\n" +
+	"\x11completion_per_1k\x18\x02 \x01(\x01R\x0fcompletionPer1k\"\xbe\x02\n" +
 	"\vModelStatus\x12)\n" +
 	"\x10replicas_desired\x18\x01 \x01(\x05R\x0freplicasDesired\x12%\n" +
 	"\x0ereplicas_ready\x18\x02 \x01(\x05R\rreplicasReady\x12%\n" +
 	"\x0ereplicas_total\x18\x03 \x01(\x05R\rreplicasTotal\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\x12%\n" +
-	"\x0ereplicas_stale\x18\x06 \x01(\x05R\rreplicasStale\x12\x18\n" +
-	"\arollout\x18\a \x01(\tR\arollout\"B\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x18\n" +
+	"\astalled\x18\x06 \x01(\tR\astalled\x12+\n" +
+	"\x11replicas_outdated\x18\a \x01(\x05R\x10replicasOutdated\x12%\n" +
+	"\x0ereplicas_stale\x18\b \x01(\x05R\rreplicasStale\x12\x18\n" +
+	"\arollout\x18\t \x01(\tR\arollout\"B\n" +
 	"\x12CreateModelRequest\x12,\n" +
 	"\x05model\x18\x01 \x01(\v2\x16.llmgw.manage.v1.ModelR\x05model\"%\n" +
 	"\x0fGetModelRequest\x12\x12\n" +
@@ -5697,12 +5754,14 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x1d\n" +
 	"\x1bListNodeDeclarationsRequest\"V\n" +
 	"\x1cListNodeDeclarationsResponse\x126\n" +
-	"\x05nodes\x18\x01 \x03(\v2 .llmgw.manage.v1.NodeDeclarationR\x05nodes\">\n" +
+	"\x05nodes\x18\x01 \x03(\v2 .llmgw.manage.v1.NodeDeclarationR\x05nodes\"T\n" +
 	"\x10DrainNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06cancel\x18\x02 \x01(\bR\x06cancel\"/\n" +
+	"\x06cancel\x18\x02 \x01(\bR\x06cancel\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"I\n" +
 	"\x11DrainNodeResponse\x12\x1a\n" +
-	"\breplicas\x18\x01 \x01(\x05R\breplicas\"?\n" +
+	"\breplicas\x18\x01 \x01(\x05R\breplicas\x12\x18\n" +
+	"\ablocked\x18\x02 \x03(\tR\ablocked\"?\n" +
 	"\x11RemoveNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06revoke\x18\x02 \x01(\bR\x06revoke\"\x14\n" +

@@ -50,6 +50,9 @@ type Server struct {
 	// HA configures the leader lease shared with other control planes on
 	// the same store.
 	HA HA `koanf:"ha" yaml:"ha" json:"ha"`
+	// SharedLimits configures how control planes on one PostgreSQL store
+	// share rate limits and budgets.
+	SharedLimits SharedLimits `koanf:"shared_limits" yaml:"shared_limits" json:"shared_limits"`
 	// Models are declared in this file: restored on every start and not
 	// editable through the management API.
 	Models []spec.Model `koanf:"models" yaml:"models,omitempty" json:"models,omitempty"`
@@ -157,17 +160,24 @@ func Default() Server {
 		Limits:        Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024},
 		Timeouts: Timeouts{ClientHeader: 10 * time.Second, ClientBody: 60 * time.Second, ClientIdle: 2 * time.Minute,
 			ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute},
-		HA: DefaultHA(),
+		HA:           DefaultHA(),
+		SharedLimits: DefaultSharedLimits(),
 	}
 }
 
 // Load reads server.yaml at path (or only defaults and environment when path
 // is ""), normalizes the declared models and validates everything. Errors
 // name the file (or environment variable) and the key.
+//
+// Every problem is reported at once: those of single keys (syntax within a
+// value, unknown keys, wrong types) and, checked on every other key, those
+// of values together (a non-loopback pprof_listen, ports reused, model
+// rules).
 func Load(path string) (Server, error) {
 	s := Default()
-	if err := konfig.Load(path, EnvPrefix, &s); err != nil {
-		return Server{}, err
+	kerr := konfig.Load(path, EnvPrefix, &s)
+	if kerr != nil && !konfig.Partial(kerr) {
+		return Server{}, kerr
 	}
 	s.Normalize()
 	if err := s.Validate(); err != nil {
@@ -176,10 +186,15 @@ func Load(path string) (Server, error) {
 			source = "configuration"
 		}
 		var ps spec.Problems
-		if errors.As(err, &ps) {
-			return Server{}, ps.Prefixed(source)
+		if !errors.As(err, &ps) {
+			return Server{}, errors.Join(kerr, fmt.Errorf("%s: %w", source, err))
 		}
-		return Server{}, fmt.Errorf("%s: %w", source, err)
+		if ps = unreported(ps, kerr); len(ps) > 0 {
+			return Server{}, errors.Join(kerr, ps.Prefixed(source))
+		}
+	}
+	if kerr != nil {
+		return Server{}, kerr
 	}
 	return s, nil
 }
@@ -287,6 +302,7 @@ func (s Server) Validate() error {
 		add("agents.grace", "%s must be longer than agents.heartbeat_interval %s, or every node is lost between two heartbeats", s.Agents.Grace, s.Agents.HeartbeatInterval)
 	}
 	s.HA.validate(add)
+	s.SharedLimits.validate(add)
 	if s.Limits.MaxBodyBytes <= 0 {
 		add("limits.max_body_bytes", "must be positive")
 	}
@@ -361,4 +377,26 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// unreported drops from ps the problems of keys konfig already reported in
+// kerr (such a key kept its default, so its value problem would be a
+// consequence, not news).
+func unreported(ps spec.Problems, kerr error) spec.Problems {
+	if kerr == nil {
+		return ps
+	}
+	var keys []string
+	for _, p := range konfig.Problems(kerr) {
+		if p.Key != "" {
+			keys = append(keys, p.Key)
+		}
+	}
+	var out spec.Problems
+	for _, p := range ps {
+		if !spec.KeyWithin(p.Key, keys) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

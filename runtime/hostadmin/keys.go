@@ -32,7 +32,7 @@ func Keys(ctx context.Context, args []string, io IO) int {
 	}
 	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Err)
-	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
+	cfgPath := fs.String("c", "", configFlagHelp)
 	name := fs.String("name", "", "a name to recognise the key by")
 	expires := fs.Duration("expires", 0, "lifetime of the key (e.g. 720h); 0 never expires")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -40,7 +40,11 @@ func Keys(ctx context.Context, args []string, io IO) int {
 	if err != nil {
 		return 2
 	}
-	cfg, err := config.Load(*cfgPath)
+	path, err := configPath(fs, *cfgPath)
+	if err != nil {
+		return io.fail("keys", err)
+	}
+	cfg, err := config.Load(path)
 	if err != nil {
 		return io.fail("keys", err)
 	}

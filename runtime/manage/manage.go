@@ -189,7 +189,9 @@ func (s *Service) ListNodes(context.Context, *managev1.ListNodesRequest) (*manag
 	perNode := s.replicasPerNode()
 	out := &managev1.ListNodesResponse{}
 	for _, n := range s.opts.Fleet.Nodes() {
-		out.Nodes = append(out.Nodes, nodeToProto(n, used[n.ID], perNode[n.ID]))
+		pn := nodeToProto(n, used[n.ID], perNode[n.ID])
+		pn.DrainBlocked = s.drainBlocked(n)
+		out.Nodes = append(out.Nodes, pn)
 	}
 	return out, nil
 }
@@ -200,7 +202,9 @@ func (s *Service) GetNode(_ context.Context, req *managev1.GetNodeRequest) (*man
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "node %q is not known: no agent with that identity has connected", req.GetId())
 	}
-	return nodeToProto(n, s.opts.Fleet.UsedGPUs()[n.ID], s.replicasPerNode()[n.ID]), nil
+	pn := nodeToProto(n, s.opts.Fleet.UsedGPUs()[n.ID], s.replicasPerNode()[n.ID])
+	pn.DrainBlocked = s.drainBlocked(n)
+	return pn, nil
 }
 
 func (s *Service) replicasPerNode() map[string]int {
@@ -317,6 +321,7 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 			}
 		}
 	}
+	s.rolloutStatus(st, e)
 	pm.Status = st
 	return pm
 }
@@ -464,7 +469,9 @@ func (s *Service) ExplainPlacement(_ context.Context, req *managev1.ExplainPlace
 	}
 	e, _ := s.opts.Catalog.Get(name)
 	plan := s.opts.Reconciler.PlanOne(e.Model)
-	return ExplanationToProto(plan.Explanation, &plan), nil
+	out := ExplanationToProto(plan.Explanation, &plan)
+	out.Text = explainHeadline(out.GetText(), name, s.liveReplicas(name), plan.Placed, plan.Profile.Name, len(plan.Explanation.Profiles))
+	return out, nil
 }
 
 // PlanPlacement dry-runs placement of a definition that need not be in the

@@ -54,20 +54,29 @@ type Options struct {
 	// live replicas whenever that set changes (the server records it for
 	// its next start).
 	OnLiveReplicas func(ids []string)
+	// StallAfter is how long a needed replica must fail to place, with
+	// nothing freeing room, before Stalled and DrainBlocked report it
+	// (DefaultStallAfter when zero).
+	StallAfter time.Duration
 }
 
 // Reconciler drives the fleet towards the catalog.
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
-	// backoffMu guards backoff, which the management API reads, and
-	// rollouts.
+	// backoffMu guards backoff, stalls and rollouts, which the management
+	// API reads.
 	backoffMu sync.Mutex
 	backoff   map[string]backoff
+	// stalls are the models whose needed replica did not place in the
+	// last pass that tried (stall.go).
+	stalls map[string]stall
 	// rollouts holds, per model whose rollout is manual, the generation an
 	// operator asked its stale replicas to be rolled to (RequestRollout).
 	rollouts map[string]string
-	routed   map[string]bool
+	// freeing is set during a pass in which room may appear by itself.
+	freeing bool
+	routed  map[string]bool
 	// holdLogged records that the placement hold was announced.
 	holdLogged bool
 	// holding is true while placement waits for expected replicas.
@@ -102,7 +111,10 @@ func New(opts Options) *Reconciler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, routed: map[string]bool{}}
+	if opts.StallAfter <= 0 {
+		opts.StallAfter = DefaultStallAfter
+	}
+	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{}}
 }
 
 // Run reconciles until ctx ends.
@@ -144,6 +156,7 @@ func (r *Reconciler) Pass() {
 		byName[e.Model.Name] = e
 	}
 	now := r.opts.Now()
+	r.forgetStalls(byName)
 	endpoints := map[string][]router.Endpoint{}
 	var live []string
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
@@ -151,6 +164,7 @@ func (r *Reconciler) Pass() {
 		defer func() { r.placing = nil }()
 		r.holding = r.holdPlacement(tx, now)
 		r.retire(tx, byName, now)
+		r.freeing = fleetFreeing(tx)
 		for _, rep := range tx.Replicas() {
 			if e, ok := byName[rep.Model]; ok {
 				followRouting(rep, e)
@@ -417,19 +431,30 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	r.backoffMu.Lock()
 	until := r.backoff[e.Model.Name].until
 	r.backoffMu.Unlock()
-	if !now.Before(until) {
-		// Missing capacity at once; then one replacement at a time.
-		missing := want - len(current) - len(old)
-		if len(rollable) > 0 && len(current) == len(currentReady) && len(current)+held < want {
-			missing = max(missing, 1)
-		}
-		for range max(missing, 0) {
-			rep, ok := r.place(tx, e, now)
+	// Missing capacity at once; then one replacement at a time.
+	missing := want - len(current) - len(old)
+	if len(rollable) > 0 && len(current) == len(currentReady) && len(current)+held < want {
+		missing = max(missing, 1)
+	}
+	if missing > 0 && !now.Before(until) {
+		var failed *scheduler.Explanation
+		for range missing {
+			rep, ok, why := r.place(tx, e, now)
 			if !ok {
+				failed = &why
 				break
 			}
 			current = append(current, rep)
 		}
+		if failed != nil {
+			r.noteStall(tx, e, true, *failed, len(current), old, now)
+		} else {
+			r.noteStall(tx, e, false, scheduler.Explanation{}, 0, nil, now)
+		}
+	} else if len(current)+held >= want {
+		// Nothing more is needed (stale replicas held by a manual rollout
+		// count): nothing is stuck.
+		r.noteStall(tx, e, false, scheduler.Explanation{}, 0, nil, now)
 	}
 	// An old replica stops once a ready replica of this generation makes
 	// up for it.
@@ -511,7 +536,9 @@ func (r *Reconciler) clearRollout(model string) {
 // the pass's view to.
 var rebuildEachPlacement = false
 
-func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.Replica, bool) {
+// place places one replica of e; when none places it returns the
+// scheduler's explanation.
+func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.Replica, bool, scheduler.Explanation) {
 	if r.placing == nil || rebuildEachPlacement {
 		r.placing = scheduler.NewFleet(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()))
 	}
@@ -519,7 +546,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 	plan := r.placing.Place(d)
 	if !plan.Placed {
 		r.log.Debug("model not placed", "model", e.Model.Name, "why", plan.Explanation.String())
-		return nil, false
+		return nil, false, plan.Explanation
 	}
 	rep := &fleet.Replica{
 		ID:         newID("r"),
@@ -561,7 +588,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 	if err := tx.Send(r0.Node, startMsg(r0.Start)); err != nil {
 		r.placing = nil // a failed replica no longer counts for spreading
 		tx.Fail(rep, "starting shard "+r0.ID+" on "+r0.Node+": "+err.Error())
-		return rep, true
+		return rep, true, scheduler.Explanation{}
 	}
 	r0.Sent = true
 	nodes := make([]string, len(rep.Shards))
@@ -574,7 +601,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 			r.log.Warn("gpus not grouped by nvlink", "model", rep.Model, "replica", rep.ID, "node", sh.NodeID, "gpus", sh.GPUIndices, "why", sh.TopologyNote)
 		}
 	}
-	return rep, true
+	return rep, true, scheduler.Explanation{}
 }
 
 func startMsg(s *agentv1.StartShard) *agentv1.ControlMessage {

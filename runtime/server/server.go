@@ -5,6 +5,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -180,18 +182,35 @@ func (s *Server) build(ctx context.Context) error {
 	// Tenancy: limits and budgets at admission, a usage row per request.
 	// Both price with the same Prices; the recorder is made first, as
 	// admission counts its unwritten rows against budgets.
+	// On PostgreSQL, which several control planes may share, limits and
+	// budgets are counted in slices leased from the store; on SQLite (one
+	// control plane) in memory.
 	prices := tenancy.Prices{Models: s.Catalog, Default: cfg.Auth.DefaultPrice}
-	s.recorder = tenancy.NewRecorder(tenancy.RecorderOptions{
+	var shared *tenancy.Shared
+	if store.SharesLimits(s.Store) {
+		sl := cfg.SharedLimits
+		// The holder is this process: a restarted control plane does not
+		// inherit the slices its predecessor leased (they expire).
+		var id [8]byte
+		_, _ = rand.Read(id[:])
+		shared = &tenancy.Shared{Store: s.Store, Holder: hex.EncodeToString(id[:]),
+			BudgetSlice: sl.BudgetSlice, RateSlice: sl.RateSlice, TTL: sl.SliceTTL, Idle: sl.IdleReturn}
+	}
+	ropts := tenancy.RecorderOptions{
 		Store:      s.Store,
 		Price:      prices.Cost,
 		Logger:     s.log,
 		Registerer: s.Metrics.Registerer(),
-	})
+	}
+	if shared != nil {
+		ropts.Holder = shared.Holder
+	}
+	s.recorder = tenancy.NewRecorder(ropts)
 	s.admission = tenancy.NewAdmission(tenancy.Options{
 		Store: s.Store, Models: s.Catalog, Pending: s.recorder,
 		DefaultRPM: cfg.Auth.DefaultRPM, DefaultTPM: cfg.Auth.DefaultTPM,
 		DefaultMaxTokens: cfg.Auth.DefaultMaxTokens, DefaultPrice: cfg.Auth.DefaultPrice,
-		CacheTTL: cfg.Auth.KeyCacheTTL, Logger: s.log,
+		CacheTTL: cfg.Auth.KeyCacheTTL, Logger: s.log, Shared: shared,
 	})
 	s.warnUnpricedBudgets(ctx, prices)
 	if err := s.Metrics.Register(s.admission.Collector()); err != nil {
@@ -296,6 +315,11 @@ func (s *Server) release() {
 	if s.recorder != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = s.recorder.Close(ctx)
+		cancel()
+	}
+	if s.admission != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.admission.Close(ctx)
 		cancel()
 	}
 	if s.gateway != nil {
@@ -538,6 +562,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.recorder.Close(flushCtx); err != nil {
 		s.log.Error("writing usage at shutdown", "err", err)
 	}
+	// Give back the slices of shared limits, now that what they were
+	// spent on is recorded.
+	s.admission.Close(flushCtx)
 	flushDone()
 	_ = s.metricsSrv.Shutdown(shutdownCtx)
 	_ = s.pprofSrv.Shutdown(shutdownCtx)

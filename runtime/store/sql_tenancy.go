@@ -366,6 +366,9 @@ func (s *sqlStore) InsertUsage(ctx context.Context, rows []UsageRow) (err error)
 			return fmt.Errorf("recording %d usage rows: %w", len(rows), err)
 		}
 	}
+	if err := s.chargeSlices(ctx, tx, rows); err != nil {
+		return fmt.Errorf("recording %d usage rows: %w", len(rows), err)
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("recording %d usage rows: %w", len(rows), err)
 	}

@@ -54,6 +54,7 @@ type Store interface {
 	FabricStore
 	TenancyStore
 	LeaseStore
+	QuotaStore
 	// Close releases the database. The Store must not be used afterwards.
 	Close() error
 }

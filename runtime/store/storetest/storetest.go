@@ -57,6 +57,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LeaseTakeover", testLeaseTakeover},
 		{"LeaseRace", testLeaseRace},
 		{"DrainsAndControlPlanes", testDrainsAndControlPlanes},
+		{"QuotaSlices", testQuotaSlices},
+		{"QuotaSliceRace", testQuotaSliceRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
