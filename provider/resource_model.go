@@ -360,8 +360,6 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if known && priorKnown && spec.SameReplicas(old, m) {
 		// What replicas are built from is unchanged: no roll, same generation.
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("generation"), prior.Generation)...)
-	} else if known && priorKnown {
-		staleWarning(m, prior.Status, &resp.Diagnostics)
 	}
 	if r.client == nil || !known {
 		return
@@ -659,28 +657,4 @@ func flagWarning(model, w string, diags *diag.Diagnostics) bool {
 		fmt.Sprintf("Engine flags of model %s", model),
 		"The control plane looked up each flag of the profiles in the engine's own help on each node: "+rest+".")
 	return true
-}
-
-// staleWarning says in the plan of an edit that changes how replicas are
-// built what becomes of the model's running replicas (status, as last
-// read), by its rollout policy: nothing when none runs.
-func staleWarning(m spec.Model, status types.Object, diags *diag.Diagnostics) {
-	running := int64(0)
-	if v, ok := objectAttrs(status)["replicas_total"].(types.Int64); ok && !v.IsUnknown() && !v.IsNull() {
-		running = v.ValueInt64()
-	}
-	if running == 0 {
-		return
-	}
-	replicas, keep := fmt.Sprintf("%d running replicas", running), "keep"
-	if running == 1 {
-		replicas, keep = "the running replica", "keeps"
-	}
-	what := "The control plane replaces " + replicas + " one at a time, each replacement ready before the replica it replaces stops (rollout = \"auto\")."
-	if m.ManualRollout() {
-		what = "With rollout = \"manual\", " + replicas + " " + keep + " serving the earlier definition, shown as `ready (stale profile)` and counted in status.replicas_stale, until `llmgw ctl rollout " + m.Name + "` replaces them one at a time."
-	}
-	diags.AddAttributeWarning(path.Root("profiles"),
-		fmt.Sprintf("Model %s: %s become stale", m.Name, replicas),
-		"This change alters how the model's replicas are built (its generation changes). "+what)
 }
