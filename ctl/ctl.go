@@ -50,6 +50,10 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
                                  text or refused, 3 when the answer had no call
   rollout MODEL                  replace the model's stale replicas (profile changed)
                                  one at a time, each replacement ready first
+  weights [--node N] [--json]    each node's weights cache: entries, who uses them, what could be freed
+  weights --collect [--dry-run] [--node N] [--wait 60s]
+                                 delete the cached weights no catalog model and no live
+                                 shard uses; exit 1 when a node could not collect
   fabrics [--json]               declared fabrics and the nodes in them
   models [--json]                catalog models and whether they are serving
   replicas [--model M] [--json]  replicas, their shards and why failed ones failed
@@ -125,6 +129,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdToolCheck(ctx, rest)
 	case "rollout":
 		return a.cmdRollout(ctx, rest)
+	case "weights":
+		return a.cmdWeights(ctx, rest)
 	case "fabrics":
 		return a.cmdFabrics(ctx, rest)
 	case "models":

@@ -32,8 +32,9 @@ type Model struct {
 	Aliases []string `koanf:"aliases" yaml:"aliases,omitempty" json:"aliases,omitempty"`
 	// Source says where the weights are (ParseSource): an absolute local
 	// path, given to the engine as is; an http(s) URL of one file, an
-	// http(s) URL ending in "/" (a mirror's whole version) or
-	// hf:org/repo/file, which the agent fetches once per node into its
+	// http(s) URL ending in "/" (a mirror's whole version),
+	// hf:org/repo[@rev]/file, hf:org/repo[@rev] (a whole revision),
+	// s3://bucket/key or s3://bucket/prefix/, which the agent fetches once per node into its
 	// cache and gives the engine as a local path; a repository id
 	// (org/name) or another scheme (sim://…), given to the engine as is.
 	Source string `koanf:"source" yaml:"source,omitempty" json:"source,omitempty"`

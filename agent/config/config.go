@@ -59,6 +59,10 @@ type Agent struct {
 	WeightsDir string `koanf:"weights_dir" yaml:"weights_dir,omitempty" json:"weights_dir,omitempty"`
 	// Fetch tunes how weights are fetched.
 	Fetch Fetch `koanf:"fetch" yaml:"fetch" json:"fetch"`
+	// PeerListen is where the agent serves its complete cache entries to
+	// the other nodes of its fabric (host:port, mutual TLS with node
+	// certificates); "" serves none. Peers reach it at address and its port.
+	PeerListen string `koanf:"peer_listen" yaml:"peer_listen,omitempty" json:"peer_listen,omitempty"`
 
 	// Declaration is what the operator says the node is: fabrics, engines,
 	// labels, model_dirs and discovery are top-level keys of agent.yaml.
@@ -86,6 +90,12 @@ type Fetch struct {
 	HFEndpoint string `koanf:"hf_endpoint" yaml:"hf_endpoint,omitempty" json:"hf_endpoint,omitempty"`
 	// HFTokenFile names a file holding a hub token, sent to HFEndpoint.
 	HFTokenFile string `koanf:"hf_token_file" yaml:"hf_token_file,omitempty" json:"hf_token_file,omitempty"`
+	// S3Endpoint is the S3 endpoint for s3:// sources; "" means
+	// $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS. The credentials
+	// are the standard AWS_* variables of the agent's environment.
+	S3Endpoint string `koanf:"s3_endpoint" yaml:"s3_endpoint,omitempty" json:"s3_endpoint,omitempty"`
+	// S3Region is the S3 region; "" means $AWS_REGION, $AWS_DEFAULT_REGION.
+	S3Region string `koanf:"s3_region" yaml:"s3_region,omitempty" json:"s3_region,omitempty"`
 }
 
 // WeightsPath is the weights cache directory: weights_dir, or
@@ -209,6 +219,14 @@ func (a Agent) Validate() error {
 	}
 	if u := a.Fetch.HFEndpoint; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		add("fetch.hf_endpoint", "%q is not an http(s) URL", u)
+	}
+	if u := a.Fetch.S3Endpoint; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		add("fetch.s3_endpoint", "%q is not an http(s) URL", u)
+	}
+	if l := a.PeerListen; l != "" {
+		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
+			add("peer_listen", "%q is not host:port (e.g. \":7444\")", l)
+		}
 	}
 	if err := a.Declaration.Validate(); err != nil {
 		problems = append(problems, err.Error())

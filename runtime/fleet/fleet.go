@@ -79,6 +79,9 @@ type Node struct {
 	ConnectedSince time.Time
 	// Draining nodes take no new work; their replicas are moved elsewhere.
 	Draining bool
+	// PeerAddress is where the node serves its weights cache to the other
+	// nodes of its fabric ("" when it serves none).
+	PeerAddress string
 
 	conn   Conn
 	connID uint64
@@ -101,6 +104,9 @@ type Shard struct {
 	// Fetch is how far the download of the shard's weights is, while its
 	// node fetches them; nil otherwise.
 	Fetch *agentv1.FetchProgress
+	// Source is the model's source the shard was started with ("" for a
+	// shard adopted after a restart: its agent does not echo it).
+	Source string
 	// Start is the command that starts this shard; kept so workers can be
 	// started once rank 0 reports its rendezvous address.
 	Start *agentv1.StartShard
@@ -163,6 +169,11 @@ type Fleet struct {
 	nextConn uint64
 	changed  chan struct{}
 	now      func() time.Time
+	// collects are the CollectWeights requests awaiting an answer, by
+	// request id (guarded by collectMu, not mu: an answer is delivered
+	// without holding the fleet).
+	collectMu sync.Mutex
+	collects  map[string]chan *agentv1.WeightsCollected
 }
 
 // maxFailedKept bounds the list of recent failed replicas.
@@ -184,6 +195,7 @@ func New() *Fleet {
 		pending:  map[string]*agentv1.Declaration{},
 		changed:  make(chan struct{}, 1),
 		now:      time.Now,
+		collects: map[string]chan *agentv1.WeightsCollected{},
 	}
 }
 
@@ -353,6 +365,7 @@ func (f *Fleet) connectLocked(nodeID string, o Opening) *Session {
 	}
 	n.Address = hello.GetAddress()
 	n.Version = hello.GetVersion()
+	n.PeerAddress = hello.GetPeerAddress()
 	n.Inventory = hello.GetInventory()
 	n.EngineChecks = hello.GetEngineChecks()
 	n.Declaration = decl
@@ -547,6 +560,7 @@ func (f *Fleet) heartbeatLocked(n *Node, hb *agentv1.Heartbeat) {
 		if m := hb.GetMemoryAvailableBytes(); m > 0 {
 			n.Inventory.MemoryAvailableBytes = m
 		}
+		f.weightsCacheLocked(n, hb.GetWeightsCache())
 	}
 	if n.State == NodeLost {
 		assessNode(n)

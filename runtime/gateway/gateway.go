@@ -71,6 +71,9 @@ type Deps struct {
 	Admission Admission
 	// Observer receives a Record per inference request; nil discards.
 	Observer Observer
+	// Content keeps what projects that opted in keep: stored responses
+	// (/v1/responses with store) and threads; nil keeps none.
+	Content Content
 	// Ready reports whether this process serves (leader, caches warm);
 	// /ready answers 503 when it returns false. Nil means always ready.
 	Ready func() bool
@@ -149,6 +152,13 @@ func (g *Gateway) routeTable() []route {
 		g.spending("/v1/chat/completions", g.serveInference),
 		g.spending("/v1/completions", g.serveInference),
 		g.spending("/v1/embeddings", g.serveInference),
+		g.spending("/v1/messages", g.serveMessages),
+		g.spending("/v1/responses", g.serveResponses),
+		plain("/v1/responses/", g.serveResponse),
+		plain("/v1/threads/", g.serveThreadDelete),
+		plain("/v1/memory", g.serveMemory),
+		plain("/v1/memory/", g.serveMemory),
+		{pattern: "/mcp", handler: g.mcpHandler()},
 		plain("/v1/models", g.serveModels),
 		plain("/v1/models/", g.serveModel),
 		plain("/health", g.serveHealth),
@@ -390,6 +400,9 @@ type exchange struct {
 	// bound holds a stream to the completion tokens per choice the ticket
 	// reserved (see stream.go); 0 leaves it unbounded.
 	bound streamBound
+	// shape is the client API translated onto the engine's chat
+	// completions (translate.go); nil when the request is passed through.
+	shape shape
 }
 
 // settle settles the request's ticket, once, with what it used.
@@ -402,14 +415,36 @@ func (x *exchange) settle() {
 
 func (x *exchange) fail(w http.ResponseWriter, e *apiError) {
 	x.rec.Status = e.status
+	if x.shape != nil {
+		x.shape.writeError(w, x, e)
+		return
+	}
 	writeError(w, e)
 }
 
-// serveInference handles the chat, completions and embeddings endpoints.
+// serveInference handles the chat, completions and embeddings endpoints;
+// a chat completion that names a thread continues it (threads.go).
 func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, x *exchange) {
+	if id := r.Header.Get(threadHeader); id != "" {
+		if r.URL.Path != "/v1/chat/completions" {
+			g.closeUnread(w, r)
+			x.fail(w, newError(http.StatusBadRequest, typeInvalidRequest, "unsupported_header",
+				fmt.Sprintf("x-llmgw-thread is read on /v1/chat/completions only, not on %s", r.URL.Path)))
+			return
+		}
+		x.shape = &threadShape{id: id}
+	}
+	g.serve(w, r, x)
+}
+
+// serve is the path of every spending route: authentication, the body
+// (turned into a chat completions body by x.shape when the route
+// translates another API), the model, admission, a replica, the engine.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Method != http.MethodPost {
-		x.rec.Status = http.StatusMethodNotAllowed
-		methodNotAllowed(w, r, http.MethodPost)
+		w.Header().Set("Allow", http.MethodPost)
+		x.fail(w, newError(http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
+			fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, http.MethodPost)))
 		return
 	}
 	p, aerr := g.authenticate(w, r)
@@ -422,6 +457,12 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, x *exch
 	if aerr != nil {
 		x.fail(w, aerr)
 		return
+	}
+	if x.shape != nil {
+		if body, aerr = x.shape.toChat(r.Context(), g, x, body); aerr != nil {
+			x.fail(w, aerr)
+			return
+		}
 	}
 	req, aerr := parseRequest(body)
 	if aerr != nil {
@@ -452,6 +493,16 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, x *exch
 	})
 	if !ok {
 		return
+	}
+	if x.rec.Requested != "" {
+		if rf, ok := x.shape.(refitter); ok {
+			// A budget's fallback model may hold less: the shape fits its
+			// body to it (never larger than what was admitted).
+			if body, req, aerr = rf.refit(g, x.rec.Model, req.maxTokens); aerr != nil {
+				x.fail(w, aerr)
+				return
+			}
+		}
 	}
 	model = x.rec.Model
 	if x.rec.Stream {

@@ -71,8 +71,12 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.GenerationTimeout)
 	defer cancel()
-	target := strings.TrimSuffix(ep.URL, "/") + r.URL.Path
-	if r.URL.RawQuery != "" {
+	path := r.URL.Path
+	if x.shape != nil {
+		path = "/v1/chat/completions"
+	}
+	target := strings.TrimSuffix(ep.URL, "/") + path
+	if r.URL.RawQuery != "" && x.shape == nil {
 		target += "?" + r.URL.RawQuery
 	}
 	up, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
@@ -96,6 +100,10 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 	}
 	defer resp.Body.Close()
 
+	if x.shape != nil {
+		g.relayShaped(w, r, x, ep, resp)
+		return
+	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		g.relayStream(w, r, x, resp)
 		return

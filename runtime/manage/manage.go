@@ -180,6 +180,7 @@ func (s *Service) GetStatus(ctx context.Context, _ *managev1.GetStatusRequest) (
 			st.ReplicasReady++
 		}
 	}
+	st.Holdings = s.holdings()
 	return st, nil
 }
 
@@ -257,6 +258,10 @@ func nodeToProto(n fleet.Node, used map[int]string, replicas int) *managev1.Node
 		pn.Avx2 = inv.GetAvx2()
 		pn.HasAvx2 = inv.HasAvx2
 		pn.Engines = inv.GetEngines()
+		if wc := inv.GetWeightsCache(); wc != nil && wc.GetDiskTotalBytes() > 0 {
+			free, total := wc.GetDiskFreeBytes(), wc.GetDiskTotalBytes()
+			pn.WeightsDiskFreeBytes, pn.WeightsDiskTotalBytes = &free, &total
+		}
 	}
 	pn.EngineChecks = n.EngineChecks
 	pn.Warnings = n.Warnings

@@ -558,6 +558,11 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 	}
 	// Every shard carries the profile itself; its nodes is the world size.
 	profile := specpb.ProfileToProto(plan.Profile)
+	fetched := false
+	if src, err := spec.ParseSource(e.Model.Source); err == nil && src.Fetched() {
+		fetched = true
+	}
+	var placedNodes []string
 	for _, sp := range plan.Shards {
 		gpus := make([]int32, len(sp.GPUIndices))
 		for i, g := range sp.GPUIndices {
@@ -575,9 +580,13 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 			ModelGeneration: e.Generation,
 			Profile:         profile,
 		}
+		if fetched {
+			start.WeightsPeers = weightsPeers(tx, sp.NodeID, e.Model.Source, placedNodes)
+		}
+		placedNodes = append(placedNodes, sp.NodeID)
 		rep.Shards = append(rep.Shards, &fleet.Shard{
 			ID: start.ShardId, Rank: sp.Rank, Node: sp.NodeID, GPUs: append([]int(nil), sp.GPUIndices...),
-			State: agentv1.ShardState_SHARD_STATE_STARTING, Start: start,
+			State: agentv1.ShardState_SHARD_STATE_STARTING, Start: start, Source: e.Model.Source,
 		})
 	}
 	tx.Add(rep)
@@ -591,6 +600,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		return rep, true, scheduler.Explanation{}
 	}
 	r0.Sent = true
+	r.fetchAhead(tx, rep, e.Model.Source)
 	nodes := make([]string, len(rep.Shards))
 	for i, s := range rep.Shards {
 		nodes[i] = s.Node
@@ -645,4 +655,74 @@ func newID(prefix string) string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// fetchAhead asks the nodes of a multi-node replica's workers to fetch the
+// weights now, while rank 0 fetches and starts: a worker's StartShard comes
+// only once rank 0 has its rendezvous address, and would otherwise begin
+// its download then. A node that misses the message fetches when its shard
+// starts, as it would have.
+func (r *Reconciler) fetchAhead(tx *fleet.Tx, rep *fleet.Replica, source string) {
+	if len(rep.Shards) < 2 {
+		return
+	}
+	if src, err := spec.ParseSource(source); err != nil || !src.Fetched() {
+		return
+	}
+	for _, s := range rep.Shards[1:] {
+		msg := &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_FetchWeights{FetchWeights: &agentv1.FetchWeights{Source: source, Reason: "worker " + s.ID + " of replica " + rep.ID, Peers: s.Start.GetWeightsPeers()}}}
+		if err := tx.Send(s.Node, msg); err != nil {
+			r.log.Debug("fetch ahead not delivered", "node", s.Node, "shard", s.ID, "err", err)
+		}
+	}
+}
+
+// maxWeightsPeers bounds the peers a node is told to ask before the source.
+const maxWeightsPeers = 3
+
+// weightsPeers are the nodes of node's fabric a fetch of source asks before
+// the source itself: first those whose cache holds it, then those fetching
+// it (a live shard of that source, or a shard of this replica placed
+// before, named in placedNow), each serving peers. A node outside any
+// fabric asks no one: the fabric is what makes a peer near.
+func weightsPeers(tx *fleet.Tx, node, source string, placedNow []string) []*agentv1.WeightsPeer {
+	nodes := tx.Nodes()
+	fabric := ""
+	for _, n := range nodes {
+		if n.ID == node {
+			fabric = n.Fabric()
+		}
+	}
+	if fabric == "" {
+		return nil
+	}
+	fetching := map[string]bool{}
+	for _, id := range placedNow {
+		fetching[id] = true
+	}
+	for _, r := range tx.Replicas() {
+		if !r.Live() {
+			continue
+		}
+		for _, s := range r.Shards {
+			if s.Source == source && s.State != agentv1.ShardState_SHARD_STATE_STOPPED && s.State != agentv1.ShardState_SHARD_STATE_FAILED {
+				fetching[s.Node] = true
+			}
+		}
+	}
+	var holders, others []*agentv1.WeightsPeer
+	for _, n := range nodes {
+		if n.ID == node || !n.Connected || n.PeerAddress == "" || n.Fabric() != fabric {
+			continue
+		}
+		p := &agentv1.WeightsPeer{Node: n.ID, Address: n.PeerAddress}
+		switch {
+		case n.Holds(source):
+			holders = append(holders, p)
+		case fetching[n.ID]:
+			others = append(others, p)
+		}
+	}
+	out := append(holders, others...)
+	return out[:min(len(out), maxWeightsPeers)]
 }

@@ -250,6 +250,8 @@ func (s *Server) build(ctx context.Context) error {
 		// A usage row per request; requests, latency, tokens and
 		// admission outcomes as metrics.
 		Observer: gateway.Observers{s.recorder, s.observer},
+		// Stored responses of projects that keep conversations.
+		Content: s.Store,
 		// Serving once the reconciler drives the fleet (after a restart:
 		// once the engines that were running have been reported again), or,
 		// on a standby, while it follows the leader's routes.
@@ -520,7 +522,7 @@ func (s *Server) Run(ctx context.Context) error {
 	electCtx, stopElection := context.WithCancel(context.Background())
 	defer stopElection()
 	go s.ha.el.Run(electCtx)
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		s.ha.follow(ctx)
@@ -528,6 +530,10 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		s.ha.publish(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		pruneContent(ctx, s.Store, PruneEvery, time.Now, s.log)
 	}()
 	go func() {
 		defer wg.Done()

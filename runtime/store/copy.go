@@ -25,6 +25,10 @@ var copyTables = []string{
 	"budgets",
 	"users",
 	"usage_records",
+	"content_retention",
+	"stored_responses",
+	"threads",
+	"memory_notes",
 	"node_drains",
 }
 

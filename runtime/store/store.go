@@ -53,6 +53,7 @@ type Store interface {
 	MetaStore
 	FabricStore
 	TenancyStore
+	ContentStore
 	LeaseStore
 	QuotaStore
 	// Close releases the database. The Store must not be used afterwards.
