@@ -31,6 +31,7 @@ import (
 	"github.com/llmgw/llmgw/agent/supervisor"
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/internal/buildinfo"
 	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -131,6 +132,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	conn, err := grpc.NewClient(a.cfg.Server,
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithUserAgent(buildinfo.UserAgent("llmgw-agent")),
 	)
 	if err != nil {
 		return fmt.Errorf("dialling control plane %s: %w", a.cfg.Server, err)

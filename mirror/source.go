@@ -14,6 +14,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/llmgw/llmgw/internal/buildinfo"
 )
 
 // remoteFile is one file a source offers.
@@ -139,6 +141,7 @@ func (f *Fetcher) httpOpener(u string, header http.Header) func(context.Context,
 		if err != nil {
 			return nil, openInfo{}, permanent(err)
 		}
+		req.Header.Set("User-Agent", buildinfo.UserAgent("llmgw-mirror"))
 		for k, v := range header {
 			req.Header[k] = v
 		}
@@ -390,6 +393,7 @@ func (f *Fetcher) getJSONLink(ctx context.Context, u string, header http.Header,
 	if err != nil {
 		return "", permanent(err)
 	}
+	req.Header.Set("User-Agent", buildinfo.UserAgent("llmgw-mirror"))
 	for k, vs := range header {
 		req.Header[k] = vs
 	}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llmgw/llmgw/internal/buildinfo"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -386,6 +387,7 @@ func (d *download) get(f *remote, have int64) (*http.Response, http.Header, erro
 	if err != nil {
 		return nil, nil, permanent{fmt.Errorf("GET %s: %w", f.url, err)}
 	}
+	req.Header.Set("User-Agent", buildinfo.UserAgent("llmgw-agent"))
 	if have > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
 	}
