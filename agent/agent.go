@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -71,6 +72,11 @@ type Agent struct {
 	// gpus are the GPUs the last discovery listed; heartbeats refresh
 	// their readings.
 	gpus []*agentv1.GPU
+	// fencing is the highest leader fencing token seen: a session from a
+	// control plane with a lower one (deposed) is refused.
+	fencing int64
+	// conns are the connections to the control planes, closed by Run.
+	conns []*grpc.ClientConn
 }
 
 // New returns an agent; Run starts it.
@@ -129,45 +135,101 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("loading the agent's TLS identity: %w", err)
 	}
-	conn, err := grpc.NewClient(a.cfg.Server,
-		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}),
-		grpc.WithUserAgent(buildinfo.UserAgent("llmgw-agent")),
-	)
-	if err != nil {
-		return fmt.Errorf("dialling control plane %s: %w", a.cfg.Server, err)
+	servers := a.cfg.ServerList()
+	clients := map[string]agentv1.AgentServiceClient{}
+	defer func() {
+		for _, c := range a.conns {
+			_ = c.Close()
+		}
+	}()
+	dial := func(addr string) (agentv1.AgentServiceClient, error) {
+		if c, ok := clients[addr]; ok {
+			return c, nil
+		}
+		conn, err := grpc.NewClient(addr,
+			grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}),
+			grpc.WithUserAgent(buildinfo.UserAgent("llmgw-agent")),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("dialling control plane %s: %w", addr, err)
+		}
+		a.conns = append(a.conns, conn)
+		clients[addr] = agentv1.NewAgentServiceClient(conn)
+		return clients[addr], nil
 	}
-	defer conn.Close()
-	client := agentv1.NewAgentServiceClient(conn)
-	a.log.Info("agent starting", "server", a.cfg.Server, "address", a.cfg.Address)
+	a.log.Info("agent starting", "server", a.cfg.Server, "servers", len(servers), "address", a.cfg.Address)
 	a.adopt()
 	// The first hello carries the checks of the declaration in use; later
 	// ones run beside the session.
 	a.runChecks(ctx)
 	go a.checkLoop(ctx)
 	attempt := 0
+	next, redirect := 0, ""
+	var electing time.Time
 	for {
+		addr := redirect
+		if addr == "" {
+			addr = servers[next%len(servers)]
+		}
+		redirect = ""
+		client, err := dial(addr)
+		if err != nil {
+			return err
+		}
 		started := time.Now()
-		err := a.session(ctx, client)
+		err = a.session(ctx, client, addr)
 		if ctx.Err() != nil {
 			return nil
 		}
+		var sb *standbyError
+		if errors.As(err, &sb) {
+			// A standby answered: the cluster is there and names its
+			// leader, or is electing one. Not a failure to back off from.
+			electing = time.Now()
+			wait := 200*time.Millisecond + rand.N(300*time.Millisecond)
+			if sb.leader != "" && sb.leader != addr {
+				redirect = sb.leader
+				a.log.Info("control plane is a standby; dialling the leader", "server", addr, "leader", sb.leader)
+			} else {
+				next++
+				wait += 500 * time.Millisecond
+				a.log.Info("control plane is a standby and knows no leader yet", "server", addr, "retry_in", wait.String())
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+			continue
+		}
+		// The next attempt goes to the next control plane listed.
+		next++
 		if time.Since(started) > 30*time.Second {
 			attempt = 0
 		}
 		attempt++
 		wait := backoff(attempt)
+		if time.Since(electing) < 30*time.Second {
+			// A leader just went away and a standby is taking over: keep
+			// the wait short so the new leader hears from this node soon.
+			wait = min(wait, time.Second)
+		}
 		st, _ := status.FromError(err)
 		switch st.Code() {
 		case codes.PermissionDenied, codes.Unauthenticated:
-			a.log.Error("refused by control plane", "reason", st.Message(), "retry_in", wait.String())
+			a.log.Error("refused by control plane", "server", addr, "reason", st.Message(), "retry_in", wait.String())
 		case codes.AlreadyExists:
 			// Another agent holds this node's session: a second agent with
 			// this node's certificate, or this agent's previous session
 			// that the control plane has not yet seen go silent.
-			a.log.Error("refused by control plane", "code", st.Code().String(), "reason", st.Message(), "retry_in", wait.String())
+			a.log.Error("refused by control plane", "server", addr, "code", st.Code().String(), "reason", st.Message(), "retry_in", wait.String())
 		default:
-			a.log.Warn("control plane session ended", "err", err, "retry_in", wait.String())
+			a.log.Warn("control plane session ended", "server", addr, "err", err, "retry_in", wait.String())
+		}
+		if len(servers) > 1 {
+			// Another control plane is listed: it answers at once.
+			wait = min(wait, time.Second)
 		}
 		select {
 		case <-ctx.Done():
@@ -175,6 +237,29 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// standbyError is a standby's refusal: leader is the agent address of the
+// control plane that leads, "" while none is known.
+type standbyError struct {
+	leader string
+	msg    string
+}
+
+func (e *standbyError) Error() string { return e.msg }
+
+// asStandby turns a FailedPrecondition refusal into a standbyError, reading
+// the leader's address from the stream's trailer.
+func asStandby(err error, stream grpc.ClientStream) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.FailedPrecondition {
+		return err
+	}
+	var leader string
+	if v := stream.Trailer().Get(agentv1.MetadataLeaderAddr); len(v) > 0 {
+		leader = v[0]
+	}
+	return &standbyError{leader: leader, msg: st.Message()}
 }
 
 // backoff returns the wait before reconnect attempt n: exponential from
@@ -186,7 +271,7 @@ func backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) error {
+func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient, addr string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := client.Connect(ctx)
@@ -221,6 +306,12 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 		a.send = send
 	}
 	a.mu.Unlock()
+	if errors.Is(err, io.EOF) {
+		// The control plane ended the stream (a standby refuses before the
+		// hello): its status comes from Recv.
+		_, err = stream.Recv()
+		return asStandby(err, stream)
+	}
 	if err != nil {
 		return fmt.Errorf("sending hello: %w", err)
 	}
@@ -231,11 +322,14 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient) 
 	}()
 	first, err := stream.Recv()
 	if err != nil {
-		return err
+		return asStandby(err, stream)
 	}
 	welcome := first.GetWelcome()
 	if welcome == nil {
 		return errors.New("control plane did not answer the hello with a welcome")
+	}
+	if err := a.checkFencing(stream, addr); err != nil {
+		return err
 	}
 	interval := time.Duration(welcome.GetHeartbeatIntervalMs()) * time.Millisecond
 	if interval <= 0 {

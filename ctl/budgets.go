@@ -13,8 +13,10 @@ import (
 
 const budgetsUsage = `usage: llmgw ctl budgets [list|set|delete] ...
   budgets [--project P] [--json]     list budgets with what was spent this period
-  budgets set PROJECT --period day|month|total --amount X [--on-exhausted refuse|fallback] [--fallback MODEL] [--json]
-                                     create or replace the project's budget for the period
+  budgets set PROJECT --period day|month|total --amount X [--on-exhausted refuse|fallback] [--fallback MODEL]
+              [--fallback-allowance Y] [--json]
+                                     create or replace the project's budget for the period; once X is
+                                     spent, MODEL serves until Y more is spent (0: only a free MODEL)
   budgets delete PROJECT --period P  remove a budget
 `
 
@@ -45,7 +47,7 @@ func money(x float64) string {
 
 func budgetAction(b *managev1.Budget) string {
 	if b.GetOnExhausted() == "fallback" {
-		return "fallback to " + b.GetFallbackModel()
+		return fmt.Sprintf("fallback to %s (allowance %s, %.4g used)", b.GetFallbackModel(), money(b.GetFallbackAllowance()), b.GetFallbackSpent())
 	}
 	return orDash(b.GetOnExhausted())
 }
@@ -72,11 +74,12 @@ func writeBudgets(w io.Writer, budgets []*managev1.Budget) error {
 }
 
 func (a *app) budgetSet(ctx context.Context, args []string) int {
-	fs, conn := a.newAPIFlagSet("budgets set", "budgets set PROJECT --period day|month|total --amount X [--on-exhausted refuse|fallback] [--fallback MODEL] [--json]")
+	fs, conn := a.newAPIFlagSet("budgets set", "budgets set PROJECT --period day|month|total --amount X [--on-exhausted refuse|fallback] [--fallback MODEL] [--fallback-allowance Y] [--json]")
 	period := fs.String("period", "", "day, month or total (UTC calendar days and months)")
 	amount := fs.Float64("amount", -1, "what the project may spend in the period, in the unit models are priced in")
 	onExhausted := fs.String("on-exhausted", "refuse", "what a spent budget does: refuse (402) or fallback")
-	fallback := fs.String("fallback", "", "the model requests go to once the budget is spent (with --on-exhausted fallback)")
+	fallback := fs.String("fallback", "", "the model requests go to once the budget is spent (with --on-exhausted fallback); an alias is stored as the model's own name")
+	allowance := fs.Float64("fallback-allowance", 0, "what the fallback model may spend in the period beyond --amount, in the same unit (0: only a free fallback serves)")
 	asJSON := fs.Bool("json", false, "print the budget as JSON")
 	pos, code, ok := a.parse(fs, args, 1, "the project")
 	if !ok {
@@ -91,10 +94,14 @@ func (a *app) budgetSet(ctx context.Context, args []string) int {
 	if problem := spec.CheckBudgetAmount(*amount); problem != "" {
 		return a.usageErrorf(fs, "--amount %s: %s", fs.Lookup("amount").Value, problem)
 	}
+	if problem := spec.CheckBudgetAmount(*allowance); problem != "" {
+		return a.usageErrorf(fs, "--fallback-allowance %s: %s", fs.Lookup("fallback-allowance").Value, problem)
+	}
 	if *fallback != "" && !isSet(fs, "on-exhausted") {
 		*onExhausted = "fallback"
 	}
-	b := &managev1.Budget{Project: pos[0], Period: *period, Amount: *amount, OnExhausted: *onExhausted, FallbackModel: *fallback}
+	b := &managev1.Budget{Project: pos[0], Period: *period, Amount: *amount, OnExhausted: *onExhausted, FallbackModel: *fallback,
+		FallbackAllowance: *allowance}
 	return mutation(ctx, a, fs, conn, asJSON, fmt.Sprintf("setting budget %s/%s", pos[0], *period), func(ctx context.Context, c *client) (*managev1.Budget, error) {
 		return c.PutBudget(ctx, &managev1.PutBudgetRequest{Budget: b})
 	}, func(w io.Writer, b *managev1.Budget) {

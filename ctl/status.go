@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/llmgw/llmgw/api/managev1"
 )
@@ -17,18 +18,49 @@ func (a *app) cmdStatus(ctx context.Context, args []string) int {
 		call: func(ctx context.Context, c *client, _ string) (*managev1.Status, error) {
 			return c.GetStatus(ctx, &managev1.GetStatusRequest{})
 		},
-		json:  writeJSONOne[*managev1.Status],
-		table: writeStatus,
+		json: writeJSONOne[*managev1.Status],
+		table: func(w io.Writer, st *managev1.Status) error {
+			return writeStatus(w, st, a.now())
+		},
 	})
 }
 
-// writeStatus prints the cluster summary: version and ready/total counts.
-func writeStatus(w io.Writer, st *managev1.Status) error {
+// writeStatus prints the cluster summary: version and ready/total counts,
+// then, when control planes share the store, the leader, its lease and
+// every control plane.
+func writeStatus(w io.Writer, st *managev1.Status, now time.Time) error {
 	tw := newTable(w)
 	row(tw, "version:", orDash(st.GetVersion()))
 	row(tw, "nodes:", fmt.Sprintf("%d/%d ready, %d lost", st.GetNodesReady(), st.GetNodesTotal(), st.GetNodesLost()))
 	row(tw, "models:", fmt.Sprint(st.GetModels()))
 	row(tw, "replicas:", fmt.Sprintf("%d/%d ready", st.GetReplicasReady(), st.GetReplicasTotal()))
 	row(tw, "gpus:", fmt.Sprintf("%d/%d used", st.GetGpusUsed(), st.GetGpusTotal()))
+	if ha := st.GetHa(); ha != nil {
+		leader := "none (an election is under way)"
+		if ha.GetLeader() != "" {
+			ends := "ended " + humanAgo(now, ha.GetLeaseExpiresUnixMs()) + " ago"
+			if left := time.UnixMilli(ha.GetLeaseExpiresUnixMs()).Sub(now); left > 0 {
+				ends = "ends in " + humanDuration(left)
+			}
+			leader = fmt.Sprintf("%s (token %d, since %s ago, lease %s; %s lease renewed every %s)", ha.GetLeader(), ha.GetToken(),
+				humanAgo(now, ha.GetLeaseAcquiredUnixMs()), ends,
+				humanDuration(time.Duration(ha.GetLeaseTtlMs())*time.Millisecond), humanDuration(time.Duration(ha.GetRenewMs())*time.Millisecond))
+		}
+		row(tw, "leader:", leader)
+		row(tw, "answered by:", orDash(ha.GetAnsweredBy()))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(ha.GetControlPlanes()) == 0 {
+			return nil
+		}
+		fmt.Fprintln(w)
+		tw = newTable(w)
+		row(tw, "CONTROL PLANE", "ROLE", "AGENTS", "MANAGE", "CLIENT", "VERSION", "LAST SEEN")
+		for _, cp := range ha.GetControlPlanes() {
+			row(tw, cp.GetName(), cp.GetRole(), orDash(cp.GetAgentAddr()), orDash(cp.GetManageAddr()), orDash(cp.GetClientAddr()),
+				orDash(cp.GetVersion()), humanAgo(now, cp.GetLastSeenUnixMs()))
+		}
+	}
 	return tw.Flush()
 }

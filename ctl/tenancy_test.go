@@ -166,12 +166,17 @@ func TestBudgetsPricesUsageCommands(t *testing.T) {
 		manageapi.Usage{At: testNow.Add(-time.Hour), Project: "default", Model: "small", Status: 402},
 	)
 	out, _ := mustCtl(t, env, exitOK, "budgets", "set", "default", "--period", "day", "--amount", "5", "--fallback", "small")
-	if out != "budget default/day: amount 5, 2 spent this period; when spent: fallback to small\n" {
+	if !strings.HasPrefix(out, "budget default/day: amount 5, 2 spent this period; when spent: fallback to small (allowance 0, 0 used)\n") ||
+		!strings.Contains(out, `warning: budget default/day: fallback model "small" has a price and fallback_allowance is 0`) {
+		t.Fatalf("budgets set said %q", out)
+	}
+	out, _ = mustCtl(t, env, exitOK, "budgets", "set", "default", "--period", "day", "--amount", "1.5", "--fallback", "small", "--fallback-allowance", "1.25")
+	if out != "budget default/day: amount 1.5, 2 spent this period; when spent: fallback to small (allowance 1.25, 0.5 used)\n" {
 		t.Fatalf("budgets set said %q", out)
 	}
 	out, _ = mustCtl(t, env, exitOK, "budgets")
 	want := `PROJECT  PERIOD  AMOUNT  SPENT  RESETS                WHEN SPENT
-default  day     5       2      2026-12-01T00:00:00Z  fallback to small
+default  day     1.5     2      2026-12-01T00:00:00Z  fallback to small (allowance 1.25, 0.5 used)
 `
 	if out != want {
 		t.Fatalf("budgets table:\n%s\nwant:\n%s", out, want)
@@ -182,7 +187,15 @@ default  day     5       2      2026-12-01T00:00:00Z  fallback to small
 			t.Fatalf("--amount %s said %q", amount, errOut)
 		}
 	}
-	_, errOut := mustCtl(t, env, exitError, "budgets", "set", "default", "--period", "week", "--amount", "1")
+	_, errOut := mustCtl(t, env, exitUsage, "budgets", "set", "default", "--period", "day", "--amount", "1", "--fallback", "small", "--fallback-allowance", "-2")
+	if !strings.Contains(errOut, "--fallback-allowance -2: must be a finite number of at least 0") {
+		t.Fatalf("negative --fallback-allowance said %q", errOut)
+	}
+	_, errOut = mustCtl(t, env, exitError, "budgets", "set", "default", "--period", "day", "--amount", "1", "--fallback-allowance", "2")
+	if !strings.Contains(errOut, "fallback_allowance: is only used when on_exhausted is fallback") {
+		t.Fatalf("--fallback-allowance without a fallback said %q", errOut)
+	}
+	_, errOut = mustCtl(t, env, exitError, "budgets", "set", "default", "--period", "week", "--amount", "1")
 	if !strings.Contains(errOut, `period: "week" is not a period`) {
 		t.Fatalf("bad period said %q", errOut)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -42,6 +43,8 @@ type budgetResourceModel struct {
 	Amount        types.Float64 `tfsdk:"amount"`
 	OnExhausted   types.String  `tfsdk:"on_exhausted"`
 	FallbackModel types.String  `tfsdk:"fallback_model"`
+	// FallbackAllowance is what the fallback model may spend beyond amount.
+	FallbackAllowance types.Float64 `tfsdk:"fallback_allowance"`
 }
 
 func (r *budgetResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -52,7 +55,8 @@ func (r *budgetResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A project's budget for one period: a project has at most one budget per period (day, month, total). " +
 			"Requests are charged at the models' prices (`pricing` on `llmgw_model`, else the control plane's `auth.default_price`); " +
-			"admission reserves the worst case, so parallel requests cannot overspend it. " +
+			"admission reserves the worst case and never charges more than it reserved, so parallel requests cannot overspend it: " +
+			"the project's spend in the period stays within `amount` + `fallback_allowance`. " +
 			"When no model the project may use has a price, apply shows a warning: such a budget never binds. " +
 			"Import with `PROJECT/PERIOD`, e.g. `team-a/month`.",
 		Attributes: map[string]schema.Attribute{
@@ -86,9 +90,18 @@ func (r *budgetResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Validators: []validator.String{stringvalidator.OneOf(spec.OnExhaustedActions...)},
 			},
 			"fallback_model": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "The catalog model requests go to once the budget is spent; required with `on_exhausted = \"fallback\"`, not allowed otherwise.",
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+				Optional: true,
+				MarkdownDescription: "The catalog model requests go to once the budget is spent; required with `on_exhausted = \"fallback\"`, not allowed otherwise. " +
+					"An alias is accepted; the control plane stores (and serves, and labels metrics with) the model's own name.",
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"fallback_allowance": schema.Float64Attribute{
+				Optional: true, Computed: true, Default: float64default.StaticFloat64(0),
+				MarkdownDescription: "What requests served by `fallback_model` may spend in the period beyond `amount`, in the same unit " +
+					"(the fallback is charged at its own price). Once that is spent too, requests get HTTP 402. " +
+					"The default 0 lets only a free fallback model serve: a priced one is refused, and apply warns. " +
+					"Only with `on_exhausted = \"fallback\"`.",
+				Validators: []validator.Float64{float64validator.AtLeast(0)},
 			},
 		},
 	}
@@ -99,10 +112,14 @@ func (r *budgetResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 func (r *budgetResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var cfg budgetResourceModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
-	if resp.Diagnostics.HasError() || cfg.OnExhausted.IsUnknown() || cfg.FallbackModel.IsUnknown() {
+	if resp.Diagnostics.HasError() || cfg.OnExhausted.IsUnknown() || cfg.FallbackModel.IsUnknown() || cfg.FallbackAllowance.IsUnknown() {
 		return
 	}
 	fallback := cfg.OnExhausted.ValueString() == "fallback"
+	if !fallback && !cfg.FallbackAllowance.IsNull() && cfg.FallbackAllowance.ValueFloat64() != 0 {
+		resp.Diagnostics.AddAttributeError(path.Root("fallback_allowance"), "fallback_allowance needs on_exhausted = \"fallback\"",
+			"fallback_allowance bounds what fallback_model spends once the budget is spent: set on_exhausted = \"fallback\" and fallback_model, or remove it.")
+	}
 	switch {
 	case fallback && cfg.FallbackModel.IsNull():
 		resp.Diagnostics.AddAttributeError(path.Root("fallback_model"), "fallback_model is required",
@@ -133,6 +150,7 @@ func budgetFromAPI(b *managev1.Budget) budgetResourceModel {
 		ID: types.StringValue(b.GetProject() + "/" + b.GetPeriod()), Project: types.StringValue(b.GetProject()),
 		Period: types.StringValue(b.GetPeriod()), Amount: types.Float64Value(b.GetAmount()),
 		OnExhausted: types.StringValue(b.GetOnExhausted()), FallbackModel: types.StringNull(),
+		FallbackAllowance: types.Float64Value(b.GetFallbackAllowance()),
 	}
 	if b.GetFallbackModel() != "" {
 		out.FallbackModel = types.StringValue(b.GetFallbackModel())
@@ -142,7 +160,32 @@ func budgetFromAPI(b *managev1.Budget) budgetResourceModel {
 
 func (m budgetResourceModel) toAPI() *managev1.Budget {
 	return &managev1.Budget{Project: m.Project.ValueString(), Period: m.Period.ValueString(), Amount: m.Amount.ValueFloat64(),
-		OnExhausted: m.OnExhausted.ValueString(), FallbackModel: m.FallbackModel.ValueString()}
+		OnExhausted: m.OnExhausted.ValueString(), FallbackModel: m.FallbackModel.ValueString(),
+		FallbackAllowance: m.FallbackAllowance.ValueFloat64()}
+}
+
+// stateFrom is the state for budget b as the control plane holds it,
+// keeping the fallback model's name as the configuration wrote it when it
+// is an alias of the model the control plane stored (which stores the
+// model's own name), so that an alias is no perpetual difference.
+func (r *budgetResource) stateFrom(ctx context.Context, b *managev1.Budget, written types.String) (budgetResourceModel, error) {
+	out := budgetFromAPI(b)
+	if written.IsNull() || written.IsUnknown() || out.FallbackModel.IsNull() || written.ValueString() == out.FallbackModel.ValueString() {
+		return out, nil
+	}
+	m, err := r.client.GetModel(ctx, b.GetFallbackModel())
+	if IsNotFound(err) {
+		return out, nil // the model left the catalog: show what is stored
+	}
+	if err != nil {
+		return out, err
+	}
+	for _, a := range m.GetAliases() {
+		if a == written.ValueString() {
+			out.FallbackModel = written
+		}
+	}
+	return out, nil
 }
 
 func (m budgetResourceModel) what() string {
@@ -172,7 +215,11 @@ func (r *budgetResource) Create(ctx context.Context, req resource.CreateRequest,
 		return
 	}
 	addWarnings(&resp.Diagnostics, plan.what(), b.GetWarnings())
-	resp.Diagnostics.Append(resp.State.Set(ctx, budgetFromAPI(b))...)
+	state, err := r.stateFrom(ctx, b, plan.FallbackModel)
+	if err != nil {
+		resp.Diagnostics.Append(r.client.Diag("reading the fallback model of "+plan.what(), err))
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }
 
 func (r *budgetResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -190,7 +237,12 @@ func (r *budgetResource) Read(ctx context.Context, req resource.ReadRequest, res
 		resp.Diagnostics.Append(r.client.Diag("reading "+prior.what(), err))
 		return
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, budgetFromAPI(b))...)
+	state, err := r.stateFrom(ctx, b, prior.FallbackModel)
+	if err != nil {
+		resp.Diagnostics.Append(r.client.Diag("reading the fallback model of "+prior.what(), err))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }
 
 func (r *budgetResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -205,7 +257,11 @@ func (r *budgetResource) Update(ctx context.Context, req resource.UpdateRequest,
 		return
 	}
 	addWarnings(&resp.Diagnostics, plan.what(), b.GetWarnings())
-	resp.Diagnostics.Append(resp.State.Set(ctx, budgetFromAPI(b))...)
+	state, err := r.stateFrom(ctx, b, plan.FallbackModel)
+	if err != nil {
+		resp.Diagnostics.Append(r.client.Diag("reading the fallback model of "+plan.what(), err))
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }
 
 func (r *budgetResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

@@ -32,13 +32,24 @@ resource "llmgw_budget" "b" {
 `, period, body)
 }
 
+// aliasedModel is a catalog model known by an alias too.
+const aliasedModel = `  - name: cheap
+    aliases: [cheap-alias]
+    source: sim://cheap
+    scaling: { min: 0, max: 1 }
+    profiles:
+      - { name: cpu, engine: sim }
+`
+
 // TestAccBudget walks create → import by PROJECT/PERIOD with verify → a
 // switch to fallback in place → an empty plan → a period change that
-// replaces it, and checks at plan time that fallback_model goes with
+// replaces it, a fallback allowance and a fallback named by an alias
+// (stored by the model's own name, no difference in the next plan), and
+// checks at plan time that fallback_model goes with
 // on_exhausted = "fallback" and that the control plane refuses a fallback
 // model that is not in the catalog.
 func TestAccBudget(t *testing.T) {
-	c := newAccCluster(t, declaredModel)
+	c := newAccCluster(t, declaredModel+aliasedModel)
 	p := c.providerBlock()
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
@@ -67,6 +78,32 @@ func TestAccBudget(t *testing.T) {
 			{
 				Config:   p + budgetHCL("day", "  amount = 12.5\n  on_exhausted = \"fallback\"\n  fallback_model = \"from-config\"\n"),
 				PlanOnly: true,
+			},
+			{
+				Config: p + budgetHCL("day", "  amount = 12.5\n  on_exhausted = \"fallback\"\n  fallback_model = \"cheap-alias\"\n  fallback_allowance = 2.5\n"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("llmgw_budget.b", tfjsonpath.New("fallback_model"), knownvalue.StringExact("cheap-alias")),
+					statecheck.ExpectKnownValue("llmgw_budget.b", tfjsonpath.New("fallback_allowance"), knownvalue.Float64Exact(2.5)),
+				},
+				Check: func(*terraform.State) error {
+					b, err := c.ManageClient().GetBudget(context.Background(), &managev1.GetBudgetRequest{Project: "team-b", Period: "day"})
+					if err != nil {
+						return fmt.Errorf("reading budget team-b/day: %w", err)
+					}
+					if b.GetFallbackModel() != "cheap" || b.GetFallbackAllowance() != 2.5 {
+						return fmt.Errorf("stored budget = %v; want fallback cheap (the alias resolved) and allowance 2.5", b)
+					}
+					return nil
+				},
+			},
+			{
+				Config:   p + budgetHCL("day", "  amount = 12.5\n  on_exhausted = \"fallback\"\n  fallback_model = \"cheap-alias\"\n  fallback_allowance = 2.5\n"),
+				PlanOnly: true,
+			},
+			{
+				Config:      p + budgetHCL("day", "  amount = 1\n  fallback_allowance = 1\n"),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`fallback_allowance needs on_exhausted = "fallback"`),
 			},
 			{
 				Config:      p + budgetHCL("day", "  amount = 1\n  on_exhausted = \"fallback\"\n"),

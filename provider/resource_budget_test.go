@@ -18,7 +18,7 @@ func TestBudgetFromAPI(t *testing.T) {
 		in   *managev1.Budget
 	}{
 		{"refuse", &managev1.Budget{Project: "p", Period: "day", Amount: 5, OnExhausted: "refuse"}},
-		{"fallback", &managev1.Budget{Project: "p", Period: "month", Amount: 0.5, OnExhausted: "fallback", FallbackModel: "small"}},
+		{"fallback", &managev1.Budget{Project: "p", Period: "month", Amount: 0.5, OnExhausted: "fallback", FallbackModel: "small", FallbackAllowance: 0.25}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -30,7 +30,8 @@ func TestBudgetFromAPI(t *testing.T) {
 				t.Errorf("fallback_model = %s: null when the API has none", m.FallbackModel)
 			}
 			back := m.toAPI()
-			if back.GetAmount() != tt.in.GetAmount() || back.GetOnExhausted() != tt.in.GetOnExhausted() || back.GetFallbackModel() != tt.in.GetFallbackModel() {
+			if back.GetAmount() != tt.in.GetAmount() || back.GetOnExhausted() != tt.in.GetOnExhausted() || back.GetFallbackModel() != tt.in.GetFallbackModel() ||
+				back.GetFallbackAllowance() != tt.in.GetFallbackAllowance() {
 				t.Errorf("round trip = %v, want %v", back, tt.in)
 			}
 		})
@@ -38,8 +39,8 @@ func TestBudgetFromAPI(t *testing.T) {
 }
 
 // budgetConfig is a configuration of llmgw_budget with the given
-// on_exhausted and fallback_model (nil: not set).
-func budgetConfig(t *testing.T, onExhausted, fallback *string) tfsdk.Config {
+// on_exhausted, fallback_model and fallback_allowance (nil: not set).
+func budgetConfig(t *testing.T, onExhausted, fallback *string, allowance *float64) tfsdk.Config {
 	t.Helper()
 	var s resource.SchemaResponse
 	newBudgetResource().Schema(context.Background(), resource.SchemaRequest{}, &s)
@@ -57,16 +58,24 @@ func budgetConfig(t *testing.T, onExhausted, fallback *string) tfsdk.Config {
 		"amount":         tftypes.NewValue(tftypes.Number, 1),
 		"on_exhausted":   str(onExhausted),
 		"fallback_model": str(fallback),
+		"fallback_allowance": func() tftypes.Value {
+			if allowance == nil {
+				return tftypes.NewValue(tftypes.Number, nil)
+			}
+			return tftypes.NewValue(tftypes.Number, *allowance)
+		}(),
 	})
 	return tfsdk.Config{Schema: s.Schema, Raw: raw}
 }
 
 func TestBudgetValidateConfig(t *testing.T) {
 	ptr := func(s string) *string { return &s }
+	fptr := func(f float64) *float64 { return &f }
 	tests := []struct {
 		name        string
 		onExhausted *string
 		fallback    *string
+		allowance   *float64
 		want        string
 	}{
 		{name: "refuse by default"},
@@ -75,11 +84,14 @@ func TestBudgetValidateConfig(t *testing.T) {
 		{name: "fallback without a model", onExhausted: ptr("fallback"), want: "fallback_model is required"},
 		{name: "a model without fallback", fallback: ptr("small"), want: `fallback_model needs on_exhausted = "fallback"`},
 		{name: "a model with refuse", onExhausted: ptr("refuse"), fallback: ptr("small"), want: `fallback_model needs on_exhausted = "fallback"`},
+		{name: "fallback with an allowance", onExhausted: ptr("fallback"), fallback: ptr("small"), allowance: fptr(2.5)},
+		{name: "a zero allowance with refuse", onExhausted: ptr("refuse"), allowance: fptr(0)},
+		{name: "an allowance with refuse", onExhausted: ptr("refuse"), allowance: fptr(1), want: `fallback_allowance needs on_exhausted = "fallback"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var resp resource.ValidateConfigResponse
-			(&budgetResource{}).ValidateConfig(context.Background(), resource.ValidateConfigRequest{Config: budgetConfig(t, tt.onExhausted, tt.fallback)}, &resp)
+			(&budgetResource{}).ValidateConfig(context.Background(), resource.ValidateConfigRequest{Config: budgetConfig(t, tt.onExhausted, tt.fallback, tt.allowance)}, &resp)
 			if tt.want == "" {
 				if resp.Diagnostics.HasError() {
 					t.Fatalf("unexpected: %v", resp.Diagnostics)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,10 @@ type Agent struct {
 	// Default: required.
 	// Type: address.
 	Server string `koanf:"server" yaml:"server" json:"server"`
+	// Servers are further control planes' agent addresses (host:port), tried
+	// in turn after `server` when one is down; a standby answers with the
+	// leader's address, which the agent dials (ha.md).
+	Servers []string `koanf:"servers" yaml:"servers,omitempty" json:"servers,omitempty"`
 	// ServerName is the name checked in the control plane's certificate, when
 	// it differs from the host dialled.
 	// Default: the host of `server`.
@@ -169,6 +174,11 @@ func (a Agent) Validate() error {
 	} else if host, port, err := net.SplitHostPort(a.Server); err != nil || host == "" || !validPort(port) {
 		add("server", "%q is not host:port (e.g. \"cp.internal:7443\")", a.Server)
 	}
+	for i, srv := range a.Servers {
+		if host, port, err := net.SplitHostPort(srv); err != nil || host == "" || !validPort(port) {
+			add(fmt.Sprintf("servers[%d]", i), "%q is not host:port (e.g. \"cp2.internal:7443\")", srv)
+		}
+	}
 	for _, f := range []struct{ key, val string }{
 		{"tls.ca", a.TLS.CA}, {"tls.cert", a.TLS.Cert}, {"tls.key", a.TLS.Key},
 	} {
@@ -218,4 +228,15 @@ func (a Agent) Validate() error {
 func validPort(p string) bool {
 	n, err := strconv.Atoi(p)
 	return err == nil && n > 0 && n <= 65535
+}
+
+// ServerList is Server followed by Servers, each once.
+func (a Agent) ServerList() []string {
+	out := []string{a.Server}
+	for _, s := range a.Servers {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -17,6 +17,7 @@ func everyKey() Agent {
 	a := Default()
 	a.NodeID = "gpu-07"
 	a.Server = "cp.internal:7443"
+	a.Servers = []string{"cp2.internal:7443"}
 	a.ServerName = "llmgw-cp"
 	a.TLS = TLS{CA: "/etc/llmgw/ca.pem", Cert: "/etc/llmgw/gpu-07.pem", Key: "/etc/llmgw/gpu-07-key.pem"}
 	a.Address = "10.0.3.7"

@@ -74,6 +74,9 @@ type Status struct {
 	ReplicasTotal int32                  `protobuf:"varint,7,opt,name=replicas_total,json=replicasTotal,proto3" json:"replicas_total,omitempty"`
 	GpusTotal     int32                  `protobuf:"varint,8,opt,name=gpus_total,json=gpusTotal,proto3" json:"gpus_total,omitempty"`
 	GpusUsed      int32                  `protobuf:"varint,9,opt,name=gpus_used,json=gpusUsed,proto3" json:"gpus_used,omitempty"`
+	// The leader election among the control planes sharing the store; absent
+	// from a control plane that does not take part in one.
+	Ha            *HAStatus `protobuf:"bytes,10,opt,name=ha,proto3" json:"ha,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -171,6 +174,221 @@ func (x *Status) GetGpusUsed() int32 {
 	return 0
 }
 
+func (x *Status) GetHa() *HAStatus {
+	if x != nil {
+		return x.Ha
+	}
+	return nil
+}
+
+// HAStatus is who owns the fleet: the leader lease and every control plane
+// seen on the store.
+type HAStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The control plane that answered (through a standby's relay, the
+	// leader).
+	AnsweredBy string `protobuf:"bytes,1,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	// The lease holder's name, its fencing token, and when its lease was
+	// taken and ends (Unix milliseconds, the database's clock).
+	Leader              string `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	Token               int64  `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	LeaseAcquiredUnixMs int64  `protobuf:"varint,4,opt,name=lease_acquired_unix_ms,json=leaseAcquiredUnixMs,proto3" json:"lease_acquired_unix_ms,omitempty"`
+	LeaseExpiresUnixMs  int64  `protobuf:"varint,5,opt,name=lease_expires_unix_ms,json=leaseExpiresUnixMs,proto3" json:"lease_expires_unix_ms,omitempty"`
+	// How long a lease lasts without renewal, and how often it is renewed.
+	LeaseTtlMs    int64           `protobuf:"varint,6,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
+	RenewMs       int64           `protobuf:"varint,7,opt,name=renew_ms,json=renewMs,proto3" json:"renew_ms,omitempty"`
+	ControlPlanes []*ControlPlane `protobuf:"bytes,8,rep,name=control_planes,json=controlPlanes,proto3" json:"control_planes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HAStatus) Reset() {
+	*x = HAStatus{}
+	mi := &file_api_managev1_manage_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HAStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HAStatus) ProtoMessage() {}
+
+func (x *HAStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_api_managev1_manage_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HAStatus.ProtoReflect.Descriptor instead.
+func (*HAStatus) Descriptor() ([]byte, []int) {
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *HAStatus) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+func (x *HAStatus) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *HAStatus) GetToken() int64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *HAStatus) GetLeaseAcquiredUnixMs() int64 {
+	if x != nil {
+		return x.LeaseAcquiredUnixMs
+	}
+	return 0
+}
+
+func (x *HAStatus) GetLeaseExpiresUnixMs() int64 {
+	if x != nil {
+		return x.LeaseExpiresUnixMs
+	}
+	return 0
+}
+
+func (x *HAStatus) GetLeaseTtlMs() int64 {
+	if x != nil {
+		return x.LeaseTtlMs
+	}
+	return 0
+}
+
+func (x *HAStatus) GetRenewMs() int64 {
+	if x != nil {
+		return x.RenewMs
+	}
+	return 0
+}
+
+func (x *HAStatus) GetControlPlanes() []*ControlPlane {
+	if x != nil {
+		return x.ControlPlanes
+	}
+	return nil
+}
+
+type ControlPlane struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// leader | standby | gone (not seen for three lease durations)
+	Role           string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	AgentAddr      string `protobuf:"bytes,3,opt,name=agent_addr,json=agentAddr,proto3" json:"agent_addr,omitempty"`
+	ManageAddr     string `protobuf:"bytes,4,opt,name=manage_addr,json=manageAddr,proto3" json:"manage_addr,omitempty"`
+	ClientAddr     string `protobuf:"bytes,5,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
+	Version        string `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`
+	LastSeenUnixMs int64  `protobuf:"varint,7,opt,name=last_seen_unix_ms,json=lastSeenUnixMs,proto3" json:"last_seen_unix_ms,omitempty"`
+	StartedUnixMs  int64  `protobuf:"varint,8,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ControlPlane) Reset() {
+	*x = ControlPlane{}
+	mi := &file_api_managev1_manage_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControlPlane) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControlPlane) ProtoMessage() {}
+
+func (x *ControlPlane) ProtoReflect() protoreflect.Message {
+	mi := &file_api_managev1_manage_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControlPlane.ProtoReflect.Descriptor instead.
+func (*ControlPlane) Descriptor() ([]byte, []int) {
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ControlPlane) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ControlPlane) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ControlPlane) GetAgentAddr() string {
+	if x != nil {
+		return x.AgentAddr
+	}
+	return ""
+}
+
+func (x *ControlPlane) GetManageAddr() string {
+	if x != nil {
+		return x.ManageAddr
+	}
+	return ""
+}
+
+func (x *ControlPlane) GetClientAddr() string {
+	if x != nil {
+		return x.ClientAddr
+	}
+	return ""
+}
+
+func (x *ControlPlane) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ControlPlane) GetLastSeenUnixMs() int64 {
+	if x != nil {
+		return x.LastSeenUnixMs
+	}
+	return 0
+}
+
+func (x *ControlPlane) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
 type ListNodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -179,7 +397,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[2]
+	mi := &file_api_managev1_manage_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -191,7 +409,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[2]
+	mi := &file_api_managev1_manage_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -204,7 +422,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{2}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{4}
 }
 
 type ListNodesResponse struct {
@@ -216,7 +434,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[3]
+	mi := &file_api_managev1_manage_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -228,7 +446,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[3]
+	mi := &file_api_managev1_manage_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -241,7 +459,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{3}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -260,7 +478,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[4]
+	mi := &file_api_managev1_manage_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -272,7 +490,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[4]
+	mi := &file_api_managev1_manage_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -285,7 +503,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{4}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetNodeRequest) GetId() string {
@@ -342,7 +560,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_managev1_manage_proto_msgTypes[5]
+	mi := &file_api_managev1_manage_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +572,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[5]
+	mi := &file_api_managev1_manage_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +585,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{5}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Node) GetId() string {
@@ -556,7 +774,7 @@ type Scaling struct {
 
 func (x *Scaling) Reset() {
 	*x = Scaling{}
-	mi := &file_api_managev1_manage_proto_msgTypes[6]
+	mi := &file_api_managev1_manage_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +786,7 @@ func (x *Scaling) String() string {
 func (*Scaling) ProtoMessage() {}
 
 func (x *Scaling) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[6]
+	mi := &file_api_managev1_manage_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +799,7 @@ func (x *Scaling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scaling.ProtoReflect.Descriptor instead.
 func (*Scaling) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{6}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Scaling) GetMin() int32 {
@@ -636,7 +854,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_api_managev1_manage_proto_msgTypes[7]
+	mi := &file_api_managev1_manage_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +866,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[7]
+	mi := &file_api_managev1_manage_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +879,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{7}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Model) GetName() string {
@@ -767,7 +985,7 @@ type Pricing struct {
 
 func (x *Pricing) Reset() {
 	*x = Pricing{}
-	mi := &file_api_managev1_manage_proto_msgTypes[8]
+	mi := &file_api_managev1_manage_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +997,7 @@ func (x *Pricing) String() string {
 func (*Pricing) ProtoMessage() {}
 
 func (x *Pricing) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[8]
+	mi := &file_api_managev1_manage_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +1010,7 @@ func (x *Pricing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pricing.ProtoReflect.Descriptor instead.
 func (*Pricing) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{8}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Pricing) GetPromptPer_1K() float64 {
@@ -823,7 +1041,7 @@ type ModelStatus struct {
 
 func (x *ModelStatus) Reset() {
 	*x = ModelStatus{}
-	mi := &file_api_managev1_manage_proto_msgTypes[9]
+	mi := &file_api_managev1_manage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +1053,7 @@ func (x *ModelStatus) String() string {
 func (*ModelStatus) ProtoMessage() {}
 
 func (x *ModelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[9]
+	mi := &file_api_managev1_manage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +1066,7 @@ func (x *ModelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelStatus.ProtoReflect.Descriptor instead.
 func (*ModelStatus) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{9}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ModelStatus) GetReplicasDesired() int32 {
@@ -895,7 +1113,7 @@ type CreateModelRequest struct {
 
 func (x *CreateModelRequest) Reset() {
 	*x = CreateModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[10]
+	mi := &file_api_managev1_manage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1125,7 @@ func (x *CreateModelRequest) String() string {
 func (*CreateModelRequest) ProtoMessage() {}
 
 func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[10]
+	mi := &file_api_managev1_manage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1138,7 @@ func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelRequest.ProtoReflect.Descriptor instead.
 func (*CreateModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{10}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateModelRequest) GetModel() *Model {
@@ -939,7 +1157,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[11]
+	mi := &file_api_managev1_manage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1169,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[11]
+	mi := &file_api_managev1_manage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1182,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{11}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetModelRequest) GetName() string {
@@ -983,7 +1201,7 @@ type UpdateModelRequest struct {
 
 func (x *UpdateModelRequest) Reset() {
 	*x = UpdateModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[12]
+	mi := &file_api_managev1_manage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1213,7 @@ func (x *UpdateModelRequest) String() string {
 func (*UpdateModelRequest) ProtoMessage() {}
 
 func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[12]
+	mi := &file_api_managev1_manage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1226,7 @@ func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelRequest.ProtoReflect.Descriptor instead.
 func (*UpdateModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{12}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateModelRequest) GetModel() *Model {
@@ -1027,7 +1245,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[13]
+	mi := &file_api_managev1_manage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1257,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[13]
+	mi := &file_api_managev1_manage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1270,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{13}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteModelRequest) GetName() string {
@@ -1070,7 +1288,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[14]
+	mi := &file_api_managev1_manage_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1300,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[14]
+	mi := &file_api_managev1_manage_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1313,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{14}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{16}
 }
 
 type ListModelsRequest struct {
@@ -1106,7 +1324,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[15]
+	mi := &file_api_managev1_manage_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1336,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[15]
+	mi := &file_api_managev1_manage_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1349,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{15}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{17}
 }
 
 type ListModelsResponse struct {
@@ -1143,7 +1361,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[16]
+	mi := &file_api_managev1_manage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1373,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[16]
+	mi := &file_api_managev1_manage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1386,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{16}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -1188,7 +1406,7 @@ type ListReplicasRequest struct {
 
 func (x *ListReplicasRequest) Reset() {
 	*x = ListReplicasRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[17]
+	mi := &file_api_managev1_manage_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1418,7 @@ func (x *ListReplicasRequest) String() string {
 func (*ListReplicasRequest) ProtoMessage() {}
 
 func (x *ListReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[17]
+	mi := &file_api_managev1_manage_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1431,7 @@ func (x *ListReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ListReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{17}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListReplicasRequest) GetModel() string {
@@ -1232,7 +1450,7 @@ type ListReplicasResponse struct {
 
 func (x *ListReplicasResponse) Reset() {
 	*x = ListReplicasResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[18]
+	mi := &file_api_managev1_manage_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1462,7 @@ func (x *ListReplicasResponse) String() string {
 func (*ListReplicasResponse) ProtoMessage() {}
 
 func (x *ListReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[18]
+	mi := &file_api_managev1_manage_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1475,7 @@ func (x *ListReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ListReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{18}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListReplicasResponse) GetReplicas() []*Replica {
@@ -1286,7 +1504,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_api_managev1_manage_proto_msgTypes[19]
+	mi := &file_api_managev1_manage_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1516,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[19]
+	mi := &file_api_managev1_manage_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1529,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{19}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Replica) GetId() string {
@@ -1403,7 +1621,7 @@ type Shard struct {
 
 func (x *Shard) Reset() {
 	*x = Shard{}
-	mi := &file_api_managev1_manage_proto_msgTypes[20]
+	mi := &file_api_managev1_manage_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1633,7 @@ func (x *Shard) String() string {
 func (*Shard) ProtoMessage() {}
 
 func (x *Shard) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[20]
+	mi := &file_api_managev1_manage_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1646,7 @@ func (x *Shard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shard.ProtoReflect.Descriptor instead.
 func (*Shard) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{20}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Shard) GetId() string {
@@ -1512,7 +1730,7 @@ type ShardFetch struct {
 
 func (x *ShardFetch) Reset() {
 	*x = ShardFetch{}
-	mi := &file_api_managev1_manage_proto_msgTypes[21]
+	mi := &file_api_managev1_manage_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1742,7 @@ func (x *ShardFetch) String() string {
 func (*ShardFetch) ProtoMessage() {}
 
 func (x *ShardFetch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[21]
+	mi := &file_api_managev1_manage_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1755,7 @@ func (x *ShardFetch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardFetch.ProtoReflect.Descriptor instead.
 func (*ShardFetch) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{21}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ShardFetch) GetSource() string {
@@ -1591,7 +1809,7 @@ type ExplainPlacementRequest struct {
 
 func (x *ExplainPlacementRequest) Reset() {
 	*x = ExplainPlacementRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[22]
+	mi := &file_api_managev1_manage_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1821,7 @@ func (x *ExplainPlacementRequest) String() string {
 func (*ExplainPlacementRequest) ProtoMessage() {}
 
 func (x *ExplainPlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[22]
+	mi := &file_api_managev1_manage_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1834,7 @@ func (x *ExplainPlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainPlacementRequest.ProtoReflect.Descriptor instead.
 func (*ExplainPlacementRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{22}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExplainPlacementRequest) GetModel() string {
@@ -1635,7 +1853,7 @@ type PlanPlacementRequest struct {
 
 func (x *PlanPlacementRequest) Reset() {
 	*x = PlanPlacementRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[23]
+	mi := &file_api_managev1_manage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1865,7 @@ func (x *PlanPlacementRequest) String() string {
 func (*PlanPlacementRequest) ProtoMessage() {}
 
 func (x *PlanPlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[23]
+	mi := &file_api_managev1_manage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1878,7 @@ func (x *PlanPlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPlacementRequest.ProtoReflect.Descriptor instead.
 func (*PlanPlacementRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{23}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PlanPlacementRequest) GetModel() *Model {
@@ -1687,7 +1905,7 @@ type Explanation struct {
 
 func (x *Explanation) Reset() {
 	*x = Explanation{}
-	mi := &file_api_managev1_manage_proto_msgTypes[24]
+	mi := &file_api_managev1_manage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1917,7 @@ func (x *Explanation) String() string {
 func (*Explanation) ProtoMessage() {}
 
 func (x *Explanation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[24]
+	mi := &file_api_managev1_manage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1930,7 @@ func (x *Explanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Explanation.ProtoReflect.Descriptor instead.
 func (*Explanation) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{24}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Explanation) GetModel() string {
@@ -1769,7 +1987,7 @@ type ProfileExplanation struct {
 
 func (x *ProfileExplanation) Reset() {
 	*x = ProfileExplanation{}
-	mi := &file_api_managev1_manage_proto_msgTypes[25]
+	mi := &file_api_managev1_manage_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1999,7 @@ func (x *ProfileExplanation) String() string {
 func (*ProfileExplanation) ProtoMessage() {}
 
 func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[25]
+	mi := &file_api_managev1_manage_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +2012,7 @@ func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileExplanation.ProtoReflect.Descriptor instead.
 func (*ProfileExplanation) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{25}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ProfileExplanation) GetProfile() string {
@@ -1837,7 +2055,7 @@ type NodeVerdict struct {
 
 func (x *NodeVerdict) Reset() {
 	*x = NodeVerdict{}
-	mi := &file_api_managev1_manage_proto_msgTypes[26]
+	mi := &file_api_managev1_manage_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +2067,7 @@ func (x *NodeVerdict) String() string {
 func (*NodeVerdict) ProtoMessage() {}
 
 func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[26]
+	mi := &file_api_managev1_manage_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +2080,7 @@ func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeVerdict.ProtoReflect.Descriptor instead.
 func (*NodeVerdict) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{26}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeVerdict) GetNode() string {
@@ -1905,7 +2123,7 @@ type Fabric struct {
 
 func (x *Fabric) Reset() {
 	*x = Fabric{}
-	mi := &file_api_managev1_manage_proto_msgTypes[27]
+	mi := &file_api_managev1_manage_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2135,7 @@ func (x *Fabric) String() string {
 func (*Fabric) ProtoMessage() {}
 
 func (x *Fabric) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[27]
+	mi := &file_api_managev1_manage_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2148,7 @@ func (x *Fabric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fabric.ProtoReflect.Descriptor instead.
 func (*Fabric) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{27}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Fabric) GetName() string {
@@ -1963,7 +2181,7 @@ type CreateFabricRequest struct {
 
 func (x *CreateFabricRequest) Reset() {
 	*x = CreateFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[28]
+	mi := &file_api_managev1_manage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2193,7 @@ func (x *CreateFabricRequest) String() string {
 func (*CreateFabricRequest) ProtoMessage() {}
 
 func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[28]
+	mi := &file_api_managev1_manage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2206,7 @@ func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateFabricRequest.ProtoReflect.Descriptor instead.
 func (*CreateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{28}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateFabricRequest) GetFabric() *Fabric {
@@ -2007,7 +2225,7 @@ type GetFabricRequest struct {
 
 func (x *GetFabricRequest) Reset() {
 	*x = GetFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_api_managev1_manage_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2237,7 @@ func (x *GetFabricRequest) String() string {
 func (*GetFabricRequest) ProtoMessage() {}
 
 func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_api_managev1_manage_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2250,7 @@ func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFabricRequest.ProtoReflect.Descriptor instead.
 func (*GetFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{29}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetFabricRequest) GetName() string {
@@ -2051,7 +2269,7 @@ type UpdateFabricRequest struct {
 
 func (x *UpdateFabricRequest) Reset() {
 	*x = UpdateFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_api_managev1_manage_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2281,7 @@ func (x *UpdateFabricRequest) String() string {
 func (*UpdateFabricRequest) ProtoMessage() {}
 
 func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_api_managev1_manage_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2294,7 @@ func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFabricRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{30}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateFabricRequest) GetFabric() *Fabric {
@@ -2095,7 +2313,7 @@ type DeleteFabricRequest struct {
 
 func (x *DeleteFabricRequest) Reset() {
 	*x = DeleteFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_api_managev1_manage_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2325,7 @@ func (x *DeleteFabricRequest) String() string {
 func (*DeleteFabricRequest) ProtoMessage() {}
 
 func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_api_managev1_manage_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2338,7 @@ func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricRequest.ProtoReflect.Descriptor instead.
 func (*DeleteFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{31}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteFabricRequest) GetName() string {
@@ -2138,7 +2356,7 @@ type DeleteFabricResponse struct {
 
 func (x *DeleteFabricResponse) Reset() {
 	*x = DeleteFabricResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_api_managev1_manage_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2368,7 @@ func (x *DeleteFabricResponse) String() string {
 func (*DeleteFabricResponse) ProtoMessage() {}
 
 func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_api_managev1_manage_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2381,7 @@ func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricResponse.ProtoReflect.Descriptor instead.
 func (*DeleteFabricResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{32}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{34}
 }
 
 type ListFabricsRequest struct {
@@ -2174,7 +2392,7 @@ type ListFabricsRequest struct {
 
 func (x *ListFabricsRequest) Reset() {
 	*x = ListFabricsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_api_managev1_manage_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2404,7 @@ func (x *ListFabricsRequest) String() string {
 func (*ListFabricsRequest) ProtoMessage() {}
 
 func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_api_managev1_manage_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2417,7 @@ func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsRequest.ProtoReflect.Descriptor instead.
 func (*ListFabricsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{33}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{35}
 }
 
 type ListFabricsResponse struct {
@@ -2211,7 +2429,7 @@ type ListFabricsResponse struct {
 
 func (x *ListFabricsResponse) Reset() {
 	*x = ListFabricsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_api_managev1_manage_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2441,7 @@ func (x *ListFabricsResponse) String() string {
 func (*ListFabricsResponse) ProtoMessage() {}
 
 func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_api_managev1_manage_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2454,7 @@ func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsResponse.ProtoReflect.Descriptor instead.
 func (*ListFabricsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{34}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListFabricsResponse) GetFabrics() []*Fabric {
@@ -2261,7 +2479,7 @@ type NodeDeclaration struct {
 
 func (x *NodeDeclaration) Reset() {
 	*x = NodeDeclaration{}
-	mi := &file_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_api_managev1_manage_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2491,7 @@ func (x *NodeDeclaration) String() string {
 func (*NodeDeclaration) ProtoMessage() {}
 
 func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_api_managev1_manage_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2504,7 @@ func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDeclaration.ProtoReflect.Descriptor instead.
 func (*NodeDeclaration) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{35}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *NodeDeclaration) GetName() string {
@@ -2326,7 +2544,7 @@ type DeclareNodeRequest struct {
 
 func (x *DeclareNodeRequest) Reset() {
 	*x = DeclareNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_api_managev1_manage_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2556,7 @@ func (x *DeclareNodeRequest) String() string {
 func (*DeclareNodeRequest) ProtoMessage() {}
 
 func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_api_managev1_manage_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2569,7 @@ func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeclareNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{36}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeclareNodeRequest) GetNode() *NodeDeclaration {
@@ -2370,7 +2588,7 @@ type GetNodeDeclarationRequest struct {
 
 func (x *GetNodeDeclarationRequest) Reset() {
 	*x = GetNodeDeclarationRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_api_managev1_manage_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2600,7 @@ func (x *GetNodeDeclarationRequest) String() string {
 func (*GetNodeDeclarationRequest) ProtoMessage() {}
 
 func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_api_managev1_manage_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2613,7 @@ func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeDeclarationRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeDeclarationRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{37}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetNodeDeclarationRequest) GetName() string {
@@ -2413,7 +2631,7 @@ type ListNodeDeclarationsRequest struct {
 
 func (x *ListNodeDeclarationsRequest) Reset() {
 	*x = ListNodeDeclarationsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_api_managev1_manage_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2643,7 @@ func (x *ListNodeDeclarationsRequest) String() string {
 func (*ListNodeDeclarationsRequest) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_api_managev1_manage_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2656,7 @@ func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{38}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{40}
 }
 
 type ListNodeDeclarationsResponse struct {
@@ -2450,7 +2668,7 @@ type ListNodeDeclarationsResponse struct {
 
 func (x *ListNodeDeclarationsResponse) Reset() {
 	*x = ListNodeDeclarationsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_api_managev1_manage_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2680,7 @@ func (x *ListNodeDeclarationsResponse) String() string {
 func (*ListNodeDeclarationsResponse) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_api_managev1_manage_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2693,7 @@ func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{39}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListNodeDeclarationsResponse) GetNodes() []*NodeDeclaration {
@@ -2496,7 +2714,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_api_managev1_manage_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2726,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_api_managev1_manage_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2739,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{40}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DrainNodeRequest) GetName() string {
@@ -2548,7 +2766,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_api_managev1_manage_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2778,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_api_managev1_manage_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2791,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{41}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DrainNodeResponse) GetReplicas() int32 {
@@ -2594,7 +2812,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_api_managev1_manage_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2824,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_api_managev1_manage_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2837,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{42}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RemoveNodeRequest) GetName() string {
@@ -2644,7 +2862,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[43]
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2874,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[43]
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2887,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{43}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
 }
 
 type CheckNodeEnginesRequest struct {
@@ -2683,7 +2901,7 @@ type CheckNodeEnginesRequest struct {
 
 func (x *CheckNodeEnginesRequest) Reset() {
 	*x = CheckNodeEnginesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[44]
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +2913,7 @@ func (x *CheckNodeEnginesRequest) String() string {
 func (*CheckNodeEnginesRequest) ProtoMessage() {}
 
 func (x *CheckNodeEnginesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[44]
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +2926,7 @@ func (x *CheckNodeEnginesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNodeEnginesRequest.ProtoReflect.Descriptor instead.
 func (*CheckNodeEnginesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{44}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CheckNodeEnginesRequest) GetName() string {
@@ -2735,7 +2953,7 @@ type CheckNodeEnginesResponse struct {
 
 func (x *CheckNodeEnginesResponse) Reset() {
 	*x = CheckNodeEnginesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2965,7 @@ func (x *CheckNodeEnginesResponse) String() string {
 func (*CheckNodeEnginesResponse) ProtoMessage() {}
 
 func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2978,7 @@ func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNodeEnginesResponse.ProtoReflect.Descriptor instead.
 func (*CheckNodeEnginesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CheckNodeEnginesResponse) GetNode() *Node {
@@ -2794,7 +3012,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +3024,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +3037,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Project) GetName() string {
@@ -2887,7 +3105,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3117,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3130,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CreateProjectRequest) GetProject() *Project {
@@ -2931,7 +3149,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3161,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3174,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetProjectRequest) GetName() string {
@@ -2975,7 +3193,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3205,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3218,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateProjectRequest) GetProject() *Project {
@@ -3019,7 +3237,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3249,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3262,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteProjectRequest) GetName() string {
@@ -3062,7 +3280,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3292,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3305,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
 }
 
 type ListProjectsRequest struct {
@@ -3098,7 +3316,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3328,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3341,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
 }
 
 type ListProjectsResponse struct {
@@ -3135,7 +3353,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3365,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3378,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -3196,7 +3414,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3208,7 +3426,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3221,7 +3439,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ApiKey) GetId() string {
@@ -3309,7 +3527,7 @@ type CreateApiKeyRequest struct {
 
 func (x *CreateApiKeyRequest) Reset() {
 	*x = CreateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3539,7 @@ func (x *CreateApiKeyRequest) String() string {
 func (*CreateApiKeyRequest) ProtoMessage() {}
 
 func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,7 +3552,7 @@ func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateApiKeyRequest) GetKey() *ApiKey {
@@ -3362,7 +3580,7 @@ type CreateApiKeyResponse struct {
 
 func (x *CreateApiKeyResponse) Reset() {
 	*x = CreateApiKeyResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3374,7 +3592,7 @@ func (x *CreateApiKeyResponse) String() string {
 func (*CreateApiKeyResponse) ProtoMessage() {}
 
 func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3387,7 +3605,7 @@ func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateApiKeyResponse) GetKey() *ApiKey {
@@ -3413,7 +3631,7 @@ type GetApiKeyRequest struct {
 
 func (x *GetApiKeyRequest) Reset() {
 	*x = GetApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3643,7 @@ func (x *GetApiKeyRequest) String() string {
 func (*GetApiKeyRequest) ProtoMessage() {}
 
 func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3656,7 @@ func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetApiKeyRequest) GetId() string {
@@ -3459,7 +3677,7 @@ type UpdateApiKeyRequest struct {
 
 func (x *UpdateApiKeyRequest) Reset() {
 	*x = UpdateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3471,7 +3689,7 @@ func (x *UpdateApiKeyRequest) String() string {
 func (*UpdateApiKeyRequest) ProtoMessage() {}
 
 func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3484,7 +3702,7 @@ func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *UpdateApiKeyRequest) GetId() string {
@@ -3517,7 +3735,7 @@ type RevokeApiKeyRequest struct {
 
 func (x *RevokeApiKeyRequest) Reset() {
 	*x = RevokeApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3529,7 +3747,7 @@ func (x *RevokeApiKeyRequest) String() string {
 func (*RevokeApiKeyRequest) ProtoMessage() {}
 
 func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3542,7 +3760,7 @@ func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RevokeApiKeyRequest) GetId() string {
@@ -3564,7 +3782,7 @@ type ListApiKeysRequest struct {
 
 func (x *ListApiKeysRequest) Reset() {
 	*x = ListApiKeysRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3576,7 +3794,7 @@ func (x *ListApiKeysRequest) String() string {
 func (*ListApiKeysRequest) ProtoMessage() {}
 
 func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3589,7 +3807,7 @@ func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListApiKeysRequest) GetProject() string {
@@ -3615,7 +3833,7 @@ type ListApiKeysResponse struct {
 
 func (x *ListApiKeysResponse) Reset() {
 	*x = ListApiKeysResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3845,7 @@ func (x *ListApiKeysResponse) String() string {
 func (*ListApiKeysResponse) ProtoMessage() {}
 
 func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3858,7 @@ func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListApiKeysResponse) GetKeys() []*ApiKey {
@@ -3672,14 +3890,22 @@ type Budget struct {
 	ResetsUnixMs int64 `protobuf:"varint,9,opt,name=resets_unix_ms,json=resetsUnixMs,proto3" json:"resets_unix_ms,omitempty"`
 	// Output only: why the budget may not do what it says, e.g. that no model
 	// has a price.
-	Warnings      []string `protobuf:"bytes,10,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,10,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// What requests served by fallback_model may spend in the period beyond
+	// amount, in the same unit: the project's spend never passes amount +
+	// fallback_allowance. 0 (the default) serves the fallback only while it
+	// is free. Only with on_exhausted = fallback.
+	FallbackAllowance float64 `protobuf:"fixed64,11,opt,name=fallback_allowance,json=fallbackAllowance,proto3" json:"fallback_allowance,omitempty"`
+	// Output only: what was spent in the period beyond amount (at most
+	// fallback_allowance).
+	FallbackSpent float64 `protobuf:"fixed64,12,opt,name=fallback_spent,json=fallbackSpent,proto3" json:"fallback_spent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3691,7 +3917,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3704,7 +3930,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Budget) GetProject() string {
@@ -3777,6 +4003,20 @@ func (x *Budget) GetWarnings() []string {
 	return nil
 }
 
+func (x *Budget) GetFallbackAllowance() float64 {
+	if x != nil {
+		return x.FallbackAllowance
+	}
+	return 0
+}
+
+func (x *Budget) GetFallbackSpent() float64 {
+	if x != nil {
+		return x.FallbackSpent
+	}
+	return 0
+}
+
 type PutBudgetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Budget        *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
@@ -3786,7 +4026,7 @@ type PutBudgetRequest struct {
 
 func (x *PutBudgetRequest) Reset() {
 	*x = PutBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +4038,7 @@ func (x *PutBudgetRequest) String() string {
 func (*PutBudgetRequest) ProtoMessage() {}
 
 func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +4051,7 @@ func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutBudgetRequest.ProtoReflect.Descriptor instead.
 func (*PutBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *PutBudgetRequest) GetBudget() *Budget {
@@ -3831,7 +4071,7 @@ type GetBudgetRequest struct {
 
 func (x *GetBudgetRequest) Reset() {
 	*x = GetBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +4083,7 @@ func (x *GetBudgetRequest) String() string {
 func (*GetBudgetRequest) ProtoMessage() {}
 
 func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +4096,7 @@ func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBudgetRequest.ProtoReflect.Descriptor instead.
 func (*GetBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetBudgetRequest) GetProject() string {
@@ -3883,7 +4123,7 @@ type DeleteBudgetRequest struct {
 
 func (x *DeleteBudgetRequest) Reset() {
 	*x = DeleteBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3895,7 +4135,7 @@ func (x *DeleteBudgetRequest) String() string {
 func (*DeleteBudgetRequest) ProtoMessage() {}
 
 func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3908,7 +4148,7 @@ func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DeleteBudgetRequest) GetProject() string {
@@ -3933,7 +4173,7 @@ type DeleteBudgetResponse struct {
 
 func (x *DeleteBudgetResponse) Reset() {
 	*x = DeleteBudgetResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3945,7 +4185,7 @@ func (x *DeleteBudgetResponse) String() string {
 func (*DeleteBudgetResponse) ProtoMessage() {}
 
 func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3958,7 +4198,7 @@ func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
 }
 
 type ListBudgetsRequest struct {
@@ -3971,7 +4211,7 @@ type ListBudgetsRequest struct {
 
 func (x *ListBudgetsRequest) Reset() {
 	*x = ListBudgetsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4223,7 @@ func (x *ListBudgetsRequest) String() string {
 func (*ListBudgetsRequest) ProtoMessage() {}
 
 func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4236,7 @@ func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsRequest.ProtoReflect.Descriptor instead.
 func (*ListBudgetsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListBudgetsRequest) GetProject() string {
@@ -4015,7 +4255,7 @@ type ListBudgetsResponse struct {
 
 func (x *ListBudgetsResponse) Reset() {
 	*x = ListBudgetsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4027,7 +4267,7 @@ func (x *ListBudgetsResponse) String() string {
 func (*ListBudgetsResponse) ProtoMessage() {}
 
 func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4040,7 +4280,7 @@ func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsResponse.ProtoReflect.Descriptor instead.
 func (*ListBudgetsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListBudgetsResponse) GetBudgets() []*Budget {
@@ -4058,7 +4298,7 @@ type ListPricesRequest struct {
 
 func (x *ListPricesRequest) Reset() {
 	*x = ListPricesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4070,7 +4310,7 @@ func (x *ListPricesRequest) String() string {
 func (*ListPricesRequest) ProtoMessage() {}
 
 func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4083,7 +4323,7 @@ func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesRequest.ProtoReflect.Descriptor instead.
 func (*ListPricesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
 }
 
 type ModelPrice struct {
@@ -4098,7 +4338,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4110,7 +4350,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4123,7 +4363,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ModelPrice) GetModel() string {
@@ -4158,7 +4398,7 @@ type ListPricesResponse struct {
 
 func (x *ListPricesResponse) Reset() {
 	*x = ListPricesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4170,7 +4410,7 @@ func (x *ListPricesResponse) String() string {
 func (*ListPricesResponse) ProtoMessage() {}
 
 func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4183,7 +4423,7 @@ func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesResponse.ProtoReflect.Descriptor instead.
 func (*ListPricesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListPricesResponse) GetDefaultPrice() *Pricing {
@@ -4215,7 +4455,7 @@ type UsageFilter struct {
 
 func (x *UsageFilter) Reset() {
 	*x = UsageFilter{}
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4467,7 @@ func (x *UsageFilter) String() string {
 func (*UsageFilter) ProtoMessage() {}
 
 func (x *UsageFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4480,7 @@ func (x *UsageFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageFilter.ProtoReflect.Descriptor instead.
 func (*UsageFilter) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *UsageFilter) GetProject() string {
@@ -4282,7 +4522,7 @@ type SummarizeUsageRequest struct {
 
 func (x *SummarizeUsageRequest) Reset() {
 	*x = SummarizeUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4534,7 @@ func (x *SummarizeUsageRequest) String() string {
 func (*SummarizeUsageRequest) ProtoMessage() {}
 
 func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4547,7 @@ func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SummarizeUsageRequest) GetFilter() *UsageFilter {
@@ -4340,7 +4580,7 @@ type UsageTotal struct {
 
 func (x *UsageTotal) Reset() {
 	*x = UsageTotal{}
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4352,7 +4592,7 @@ func (x *UsageTotal) String() string {
 func (*UsageTotal) ProtoMessage() {}
 
 func (x *UsageTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4365,7 +4605,7 @@ func (x *UsageTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageTotal.ProtoReflect.Descriptor instead.
 func (*UsageTotal) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *UsageTotal) GetProject() string {
@@ -4426,7 +4666,7 @@ type SummarizeUsageResponse struct {
 
 func (x *SummarizeUsageResponse) Reset() {
 	*x = SummarizeUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4438,7 +4678,7 @@ func (x *SummarizeUsageResponse) String() string {
 func (*SummarizeUsageResponse) ProtoMessage() {}
 
 func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4451,7 +4691,7 @@ func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SummarizeUsageResponse) GetTotals() []*UsageTotal {
@@ -4474,7 +4714,7 @@ type ListUsageRequest struct {
 
 func (x *ListUsageRequest) Reset() {
 	*x = ListUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4726,7 @@ func (x *ListUsageRequest) String() string {
 func (*ListUsageRequest) ProtoMessage() {}
 
 func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4739,7 @@ func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRequest.ProtoReflect.Descriptor instead.
 func (*ListUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListUsageRequest) GetFilter() *UsageFilter {
@@ -4546,7 +4786,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4558,7 +4798,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4571,7 +4811,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *UsageRow) GetId() int64 {
@@ -4683,7 +4923,7 @@ type ListUsageResponse struct {
 
 func (x *ListUsageResponse) Reset() {
 	*x = ListUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4695,7 +4935,7 @@ func (x *ListUsageResponse) String() string {
 func (*ListUsageResponse) ProtoMessage() {}
 
 func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4708,7 +4948,7 @@ func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageResponse.ProtoReflect.Descriptor instead.
 func (*ListUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListUsageResponse) GetRows() []*UsageRow {
@@ -4735,7 +4975,7 @@ type LoginRequest struct {
 
 func (x *LoginRequest) Reset() {
 	*x = LoginRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4747,7 +4987,7 @@ func (x *LoginRequest) String() string {
 func (*LoginRequest) ProtoMessage() {}
 
 func (x *LoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4760,7 +5000,7 @@ func (x *LoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
 func (*LoginRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *LoginRequest) GetEmail() string {
@@ -4792,7 +5032,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4804,7 +5044,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4817,7 +5057,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *LoginResponse) GetToken() string {
@@ -4863,7 +5103,7 @@ type LogoutRequest struct {
 
 func (x *LogoutRequest) Reset() {
 	*x = LogoutRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4875,7 +5115,7 @@ func (x *LogoutRequest) String() string {
 func (*LogoutRequest) ProtoMessage() {}
 
 func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4888,7 +5128,7 @@ func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
 func (*LogoutRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{83}
 }
 
 type LogoutResponse struct {
@@ -4901,7 +5141,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4913,7 +5153,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4926,7 +5166,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{82}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *LogoutResponse) GetTokenId() string {
@@ -4941,7 +5181,7 @@ var File_api_managev1_manage_proto protoreflect.FileDescriptor
 const file_api_managev1_manage_proto_rawDesc = "" +
 	"\n" +
 	"\x19api/managev1/manage.proto\x12\x0fllmgw.manage.v1\x1a\x17api/agentv1/agent.proto\x1a\x15api/specv1/spec.proto\"\x12\n" +
-	"\x10GetStatusRequest\"\xa5\x02\n" +
+	"\x10GetStatusRequest\"\xd0\x02\n" +
 	"\x06Status\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
 	"\vnodes_total\x18\x02 \x01(\x05R\n" +
@@ -4955,7 +5195,32 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x0ereplicas_total\x18\a \x01(\x05R\rreplicasTotal\x12\x1d\n" +
 	"\n" +
 	"gpus_total\x18\b \x01(\x05R\tgpusTotal\x12\x1b\n" +
-	"\tgpus_used\x18\t \x01(\x05R\bgpusUsed\"\x12\n" +
+	"\tgpus_used\x18\t \x01(\x05R\bgpusUsed\x12)\n" +
+	"\x02ha\x18\n" +
+	" \x01(\v2\x19.llmgw.manage.v1.HAStatusR\x02ha\"\xc4\x02\n" +
+	"\bHAStatus\x12\x1f\n" +
+	"\vanswered_by\x18\x01 \x01(\tR\n" +
+	"answeredBy\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x03R\x05token\x123\n" +
+	"\x16lease_acquired_unix_ms\x18\x04 \x01(\x03R\x13leaseAcquiredUnixMs\x121\n" +
+	"\x15lease_expires_unix_ms\x18\x05 \x01(\x03R\x12leaseExpiresUnixMs\x12 \n" +
+	"\flease_ttl_ms\x18\x06 \x01(\x03R\n" +
+	"leaseTtlMs\x12\x19\n" +
+	"\brenew_ms\x18\a \x01(\x03R\arenewMs\x12D\n" +
+	"\x0econtrol_planes\x18\b \x03(\v2\x1d.llmgw.manage.v1.ControlPlaneR\rcontrolPlanes\"\x84\x02\n" +
+	"\fControlPlane\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1d\n" +
+	"\n" +
+	"agent_addr\x18\x03 \x01(\tR\tagentAddr\x12\x1f\n" +
+	"\vmanage_addr\x18\x04 \x01(\tR\n" +
+	"manageAddr\x12\x1f\n" +
+	"\vclient_addr\x18\x05 \x01(\tR\n" +
+	"clientAddr\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\tR\aversion\x12)\n" +
+	"\x11last_seen_unix_ms\x18\a \x01(\x03R\x0elastSeenUnixMs\x12&\n" +
+	"\x0fstarted_unix_ms\x18\b \x01(\x03R\rstartedUnixMs\"\x12\n" +
 	"\x10ListNodesRequest\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.llmgw.manage.v1.NodeR\x05nodes\" \n" +
@@ -5188,7 +5453,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12'\n" +
 	"\x0finclude_revoked\x18\x02 \x01(\bR\x0eincludeRevoked\"B\n" +
 	"\x13ListApiKeysResponse\x12+\n" +
-	"\x04keys\x18\x01 \x03(\v2\x17.llmgw.manage.v1.ApiKeyR\x04keys\"\xc4\x02\n" +
+	"\x04keys\x18\x01 \x03(\v2\x17.llmgw.manage.v1.ApiKeyR\x04keys\"\x9a\x03\n" +
 	"\x06Budget\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x16\n" +
 	"\x06period\x18\x02 \x01(\tR\x06period\x12\x16\n" +
@@ -5200,7 +5465,9 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x05spent\x18\b \x01(\x01R\x05spent\x12$\n" +
 	"\x0eresets_unix_ms\x18\t \x01(\x03R\fresetsUnixMs\x12\x1a\n" +
 	"\bwarnings\x18\n" +
-	" \x03(\tR\bwarnings\"C\n" +
+	" \x03(\tR\bwarnings\x12-\n" +
+	"\x12fallback_allowance\x18\v \x01(\x01R\x11fallbackAllowance\x12%\n" +
+	"\x0efallback_spent\x18\f \x01(\x01R\rfallbackSpent\"C\n" +
 	"\x10PutBudgetRequest\x12/\n" +
 	"\x06budget\x18\x01 \x01(\v2\x17.llmgw.manage.v1.BudgetR\x06budget\"D\n" +
 	"\x10GetBudgetRequest\x12\x18\n" +
@@ -5340,229 +5607,233 @@ func file_api_managev1_manage_proto_rawDescGZIP() []byte {
 	return file_api_managev1_manage_proto_rawDescData
 }
 
-var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_api_managev1_manage_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),             // 0: llmgw.manage.v1.GetStatusRequest
 	(*Status)(nil),                       // 1: llmgw.manage.v1.Status
-	(*ListNodesRequest)(nil),             // 2: llmgw.manage.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),            // 3: llmgw.manage.v1.ListNodesResponse
-	(*GetNodeRequest)(nil),               // 4: llmgw.manage.v1.GetNodeRequest
-	(*Node)(nil),                         // 5: llmgw.manage.v1.Node
-	(*Scaling)(nil),                      // 6: llmgw.manage.v1.Scaling
-	(*Model)(nil),                        // 7: llmgw.manage.v1.Model
-	(*Pricing)(nil),                      // 8: llmgw.manage.v1.Pricing
-	(*ModelStatus)(nil),                  // 9: llmgw.manage.v1.ModelStatus
-	(*CreateModelRequest)(nil),           // 10: llmgw.manage.v1.CreateModelRequest
-	(*GetModelRequest)(nil),              // 11: llmgw.manage.v1.GetModelRequest
-	(*UpdateModelRequest)(nil),           // 12: llmgw.manage.v1.UpdateModelRequest
-	(*DeleteModelRequest)(nil),           // 13: llmgw.manage.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),          // 14: llmgw.manage.v1.DeleteModelResponse
-	(*ListModelsRequest)(nil),            // 15: llmgw.manage.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),           // 16: llmgw.manage.v1.ListModelsResponse
-	(*ListReplicasRequest)(nil),          // 17: llmgw.manage.v1.ListReplicasRequest
-	(*ListReplicasResponse)(nil),         // 18: llmgw.manage.v1.ListReplicasResponse
-	(*Replica)(nil),                      // 19: llmgw.manage.v1.Replica
-	(*Shard)(nil),                        // 20: llmgw.manage.v1.Shard
-	(*ShardFetch)(nil),                   // 21: llmgw.manage.v1.ShardFetch
-	(*ExplainPlacementRequest)(nil),      // 22: llmgw.manage.v1.ExplainPlacementRequest
-	(*PlanPlacementRequest)(nil),         // 23: llmgw.manage.v1.PlanPlacementRequest
-	(*Explanation)(nil),                  // 24: llmgw.manage.v1.Explanation
-	(*ProfileExplanation)(nil),           // 25: llmgw.manage.v1.ProfileExplanation
-	(*NodeVerdict)(nil),                  // 26: llmgw.manage.v1.NodeVerdict
-	(*Fabric)(nil),                       // 27: llmgw.manage.v1.Fabric
-	(*CreateFabricRequest)(nil),          // 28: llmgw.manage.v1.CreateFabricRequest
-	(*GetFabricRequest)(nil),             // 29: llmgw.manage.v1.GetFabricRequest
-	(*UpdateFabricRequest)(nil),          // 30: llmgw.manage.v1.UpdateFabricRequest
-	(*DeleteFabricRequest)(nil),          // 31: llmgw.manage.v1.DeleteFabricRequest
-	(*DeleteFabricResponse)(nil),         // 32: llmgw.manage.v1.DeleteFabricResponse
-	(*ListFabricsRequest)(nil),           // 33: llmgw.manage.v1.ListFabricsRequest
-	(*ListFabricsResponse)(nil),          // 34: llmgw.manage.v1.ListFabricsResponse
-	(*NodeDeclaration)(nil),              // 35: llmgw.manage.v1.NodeDeclaration
-	(*DeclareNodeRequest)(nil),           // 36: llmgw.manage.v1.DeclareNodeRequest
-	(*GetNodeDeclarationRequest)(nil),    // 37: llmgw.manage.v1.GetNodeDeclarationRequest
-	(*ListNodeDeclarationsRequest)(nil),  // 38: llmgw.manage.v1.ListNodeDeclarationsRequest
-	(*ListNodeDeclarationsResponse)(nil), // 39: llmgw.manage.v1.ListNodeDeclarationsResponse
-	(*DrainNodeRequest)(nil),             // 40: llmgw.manage.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),            // 41: llmgw.manage.v1.DrainNodeResponse
-	(*RemoveNodeRequest)(nil),            // 42: llmgw.manage.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),           // 43: llmgw.manage.v1.RemoveNodeResponse
-	(*CheckNodeEnginesRequest)(nil),      // 44: llmgw.manage.v1.CheckNodeEnginesRequest
-	(*CheckNodeEnginesResponse)(nil),     // 45: llmgw.manage.v1.CheckNodeEnginesResponse
-	(*Project)(nil),                      // 46: llmgw.manage.v1.Project
-	(*CreateProjectRequest)(nil),         // 47: llmgw.manage.v1.CreateProjectRequest
-	(*GetProjectRequest)(nil),            // 48: llmgw.manage.v1.GetProjectRequest
-	(*UpdateProjectRequest)(nil),         // 49: llmgw.manage.v1.UpdateProjectRequest
-	(*DeleteProjectRequest)(nil),         // 50: llmgw.manage.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),        // 51: llmgw.manage.v1.DeleteProjectResponse
-	(*ListProjectsRequest)(nil),          // 52: llmgw.manage.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),         // 53: llmgw.manage.v1.ListProjectsResponse
-	(*ApiKey)(nil),                       // 54: llmgw.manage.v1.ApiKey
-	(*CreateApiKeyRequest)(nil),          // 55: llmgw.manage.v1.CreateApiKeyRequest
-	(*CreateApiKeyResponse)(nil),         // 56: llmgw.manage.v1.CreateApiKeyResponse
-	(*GetApiKeyRequest)(nil),             // 57: llmgw.manage.v1.GetApiKeyRequest
-	(*UpdateApiKeyRequest)(nil),          // 58: llmgw.manage.v1.UpdateApiKeyRequest
-	(*RevokeApiKeyRequest)(nil),          // 59: llmgw.manage.v1.RevokeApiKeyRequest
-	(*ListApiKeysRequest)(nil),           // 60: llmgw.manage.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),          // 61: llmgw.manage.v1.ListApiKeysResponse
-	(*Budget)(nil),                       // 62: llmgw.manage.v1.Budget
-	(*PutBudgetRequest)(nil),             // 63: llmgw.manage.v1.PutBudgetRequest
-	(*GetBudgetRequest)(nil),             // 64: llmgw.manage.v1.GetBudgetRequest
-	(*DeleteBudgetRequest)(nil),          // 65: llmgw.manage.v1.DeleteBudgetRequest
-	(*DeleteBudgetResponse)(nil),         // 66: llmgw.manage.v1.DeleteBudgetResponse
-	(*ListBudgetsRequest)(nil),           // 67: llmgw.manage.v1.ListBudgetsRequest
-	(*ListBudgetsResponse)(nil),          // 68: llmgw.manage.v1.ListBudgetsResponse
-	(*ListPricesRequest)(nil),            // 69: llmgw.manage.v1.ListPricesRequest
-	(*ModelPrice)(nil),                   // 70: llmgw.manage.v1.ModelPrice
-	(*ListPricesResponse)(nil),           // 71: llmgw.manage.v1.ListPricesResponse
-	(*UsageFilter)(nil),                  // 72: llmgw.manage.v1.UsageFilter
-	(*SummarizeUsageRequest)(nil),        // 73: llmgw.manage.v1.SummarizeUsageRequest
-	(*UsageTotal)(nil),                   // 74: llmgw.manage.v1.UsageTotal
-	(*SummarizeUsageResponse)(nil),       // 75: llmgw.manage.v1.SummarizeUsageResponse
-	(*ListUsageRequest)(nil),             // 76: llmgw.manage.v1.ListUsageRequest
-	(*UsageRow)(nil),                     // 77: llmgw.manage.v1.UsageRow
-	(*ListUsageResponse)(nil),            // 78: llmgw.manage.v1.ListUsageResponse
-	(*LoginRequest)(nil),                 // 79: llmgw.manage.v1.LoginRequest
-	(*LoginResponse)(nil),                // 80: llmgw.manage.v1.LoginResponse
-	(*LogoutRequest)(nil),                // 81: llmgw.manage.v1.LogoutRequest
-	(*LogoutResponse)(nil),               // 82: llmgw.manage.v1.LogoutResponse
-	nil,                                  // 83: llmgw.manage.v1.Node.LabelsEntry
-	(*agentv1.GPU)(nil),                  // 84: llmgw.agent.v1.GPU
-	(*agentv1.FabricVerdict)(nil),        // 85: llmgw.agent.v1.FabricVerdict
-	(*agentv1.EngineStatus)(nil),         // 86: llmgw.agent.v1.EngineStatus
-	(*agentv1.Declaration)(nil),          // 87: llmgw.agent.v1.Declaration
-	(*agentv1.EngineCheck)(nil),          // 88: llmgw.agent.v1.EngineCheck
-	(*specv1.Profile)(nil),               // 89: llmgw.spec.v1.Profile
+	(*HAStatus)(nil),                     // 2: llmgw.manage.v1.HAStatus
+	(*ControlPlane)(nil),                 // 3: llmgw.manage.v1.ControlPlane
+	(*ListNodesRequest)(nil),             // 4: llmgw.manage.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),            // 5: llmgw.manage.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),               // 6: llmgw.manage.v1.GetNodeRequest
+	(*Node)(nil),                         // 7: llmgw.manage.v1.Node
+	(*Scaling)(nil),                      // 8: llmgw.manage.v1.Scaling
+	(*Model)(nil),                        // 9: llmgw.manage.v1.Model
+	(*Pricing)(nil),                      // 10: llmgw.manage.v1.Pricing
+	(*ModelStatus)(nil),                  // 11: llmgw.manage.v1.ModelStatus
+	(*CreateModelRequest)(nil),           // 12: llmgw.manage.v1.CreateModelRequest
+	(*GetModelRequest)(nil),              // 13: llmgw.manage.v1.GetModelRequest
+	(*UpdateModelRequest)(nil),           // 14: llmgw.manage.v1.UpdateModelRequest
+	(*DeleteModelRequest)(nil),           // 15: llmgw.manage.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),          // 16: llmgw.manage.v1.DeleteModelResponse
+	(*ListModelsRequest)(nil),            // 17: llmgw.manage.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),           // 18: llmgw.manage.v1.ListModelsResponse
+	(*ListReplicasRequest)(nil),          // 19: llmgw.manage.v1.ListReplicasRequest
+	(*ListReplicasResponse)(nil),         // 20: llmgw.manage.v1.ListReplicasResponse
+	(*Replica)(nil),                      // 21: llmgw.manage.v1.Replica
+	(*Shard)(nil),                        // 22: llmgw.manage.v1.Shard
+	(*ShardFetch)(nil),                   // 23: llmgw.manage.v1.ShardFetch
+	(*ExplainPlacementRequest)(nil),      // 24: llmgw.manage.v1.ExplainPlacementRequest
+	(*PlanPlacementRequest)(nil),         // 25: llmgw.manage.v1.PlanPlacementRequest
+	(*Explanation)(nil),                  // 26: llmgw.manage.v1.Explanation
+	(*ProfileExplanation)(nil),           // 27: llmgw.manage.v1.ProfileExplanation
+	(*NodeVerdict)(nil),                  // 28: llmgw.manage.v1.NodeVerdict
+	(*Fabric)(nil),                       // 29: llmgw.manage.v1.Fabric
+	(*CreateFabricRequest)(nil),          // 30: llmgw.manage.v1.CreateFabricRequest
+	(*GetFabricRequest)(nil),             // 31: llmgw.manage.v1.GetFabricRequest
+	(*UpdateFabricRequest)(nil),          // 32: llmgw.manage.v1.UpdateFabricRequest
+	(*DeleteFabricRequest)(nil),          // 33: llmgw.manage.v1.DeleteFabricRequest
+	(*DeleteFabricResponse)(nil),         // 34: llmgw.manage.v1.DeleteFabricResponse
+	(*ListFabricsRequest)(nil),           // 35: llmgw.manage.v1.ListFabricsRequest
+	(*ListFabricsResponse)(nil),          // 36: llmgw.manage.v1.ListFabricsResponse
+	(*NodeDeclaration)(nil),              // 37: llmgw.manage.v1.NodeDeclaration
+	(*DeclareNodeRequest)(nil),           // 38: llmgw.manage.v1.DeclareNodeRequest
+	(*GetNodeDeclarationRequest)(nil),    // 39: llmgw.manage.v1.GetNodeDeclarationRequest
+	(*ListNodeDeclarationsRequest)(nil),  // 40: llmgw.manage.v1.ListNodeDeclarationsRequest
+	(*ListNodeDeclarationsResponse)(nil), // 41: llmgw.manage.v1.ListNodeDeclarationsResponse
+	(*DrainNodeRequest)(nil),             // 42: llmgw.manage.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),            // 43: llmgw.manage.v1.DrainNodeResponse
+	(*RemoveNodeRequest)(nil),            // 44: llmgw.manage.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),           // 45: llmgw.manage.v1.RemoveNodeResponse
+	(*CheckNodeEnginesRequest)(nil),      // 46: llmgw.manage.v1.CheckNodeEnginesRequest
+	(*CheckNodeEnginesResponse)(nil),     // 47: llmgw.manage.v1.CheckNodeEnginesResponse
+	(*Project)(nil),                      // 48: llmgw.manage.v1.Project
+	(*CreateProjectRequest)(nil),         // 49: llmgw.manage.v1.CreateProjectRequest
+	(*GetProjectRequest)(nil),            // 50: llmgw.manage.v1.GetProjectRequest
+	(*UpdateProjectRequest)(nil),         // 51: llmgw.manage.v1.UpdateProjectRequest
+	(*DeleteProjectRequest)(nil),         // 52: llmgw.manage.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),        // 53: llmgw.manage.v1.DeleteProjectResponse
+	(*ListProjectsRequest)(nil),          // 54: llmgw.manage.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),         // 55: llmgw.manage.v1.ListProjectsResponse
+	(*ApiKey)(nil),                       // 56: llmgw.manage.v1.ApiKey
+	(*CreateApiKeyRequest)(nil),          // 57: llmgw.manage.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),         // 58: llmgw.manage.v1.CreateApiKeyResponse
+	(*GetApiKeyRequest)(nil),             // 59: llmgw.manage.v1.GetApiKeyRequest
+	(*UpdateApiKeyRequest)(nil),          // 60: llmgw.manage.v1.UpdateApiKeyRequest
+	(*RevokeApiKeyRequest)(nil),          // 61: llmgw.manage.v1.RevokeApiKeyRequest
+	(*ListApiKeysRequest)(nil),           // 62: llmgw.manage.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),          // 63: llmgw.manage.v1.ListApiKeysResponse
+	(*Budget)(nil),                       // 64: llmgw.manage.v1.Budget
+	(*PutBudgetRequest)(nil),             // 65: llmgw.manage.v1.PutBudgetRequest
+	(*GetBudgetRequest)(nil),             // 66: llmgw.manage.v1.GetBudgetRequest
+	(*DeleteBudgetRequest)(nil),          // 67: llmgw.manage.v1.DeleteBudgetRequest
+	(*DeleteBudgetResponse)(nil),         // 68: llmgw.manage.v1.DeleteBudgetResponse
+	(*ListBudgetsRequest)(nil),           // 69: llmgw.manage.v1.ListBudgetsRequest
+	(*ListBudgetsResponse)(nil),          // 70: llmgw.manage.v1.ListBudgetsResponse
+	(*ListPricesRequest)(nil),            // 71: llmgw.manage.v1.ListPricesRequest
+	(*ModelPrice)(nil),                   // 72: llmgw.manage.v1.ModelPrice
+	(*ListPricesResponse)(nil),           // 73: llmgw.manage.v1.ListPricesResponse
+	(*UsageFilter)(nil),                  // 74: llmgw.manage.v1.UsageFilter
+	(*SummarizeUsageRequest)(nil),        // 75: llmgw.manage.v1.SummarizeUsageRequest
+	(*UsageTotal)(nil),                   // 76: llmgw.manage.v1.UsageTotal
+	(*SummarizeUsageResponse)(nil),       // 77: llmgw.manage.v1.SummarizeUsageResponse
+	(*ListUsageRequest)(nil),             // 78: llmgw.manage.v1.ListUsageRequest
+	(*UsageRow)(nil),                     // 79: llmgw.manage.v1.UsageRow
+	(*ListUsageResponse)(nil),            // 80: llmgw.manage.v1.ListUsageResponse
+	(*LoginRequest)(nil),                 // 81: llmgw.manage.v1.LoginRequest
+	(*LoginResponse)(nil),                // 82: llmgw.manage.v1.LoginResponse
+	(*LogoutRequest)(nil),                // 83: llmgw.manage.v1.LogoutRequest
+	(*LogoutResponse)(nil),               // 84: llmgw.manage.v1.LogoutResponse
+	nil,                                  // 85: llmgw.manage.v1.Node.LabelsEntry
+	(*agentv1.GPU)(nil),                  // 86: llmgw.agent.v1.GPU
+	(*agentv1.FabricVerdict)(nil),        // 87: llmgw.agent.v1.FabricVerdict
+	(*agentv1.EngineStatus)(nil),         // 88: llmgw.agent.v1.EngineStatus
+	(*agentv1.Declaration)(nil),          // 89: llmgw.agent.v1.Declaration
+	(*agentv1.EngineCheck)(nil),          // 90: llmgw.agent.v1.EngineCheck
+	(*specv1.Profile)(nil),               // 91: llmgw.spec.v1.Profile
 }
 var file_api_managev1_manage_proto_depIdxs = []int32{
-	5,  // 0: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
-	84, // 1: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
-	85, // 2: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	86, // 3: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
-	83, // 4: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
-	87, // 5: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
-	88, // 6: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
-	6,  // 7: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
-	89, // 8: llmgw.manage.v1.Model.profiles:type_name -> llmgw.spec.v1.Profile
-	9,  // 9: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
-	8,  // 10: llmgw.manage.v1.Model.pricing:type_name -> llmgw.manage.v1.Pricing
-	7,  // 11: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	7,  // 12: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
-	7,  // 13: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
-	19, // 14: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
-	20, // 15: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
-	21, // 16: llmgw.manage.v1.Shard.fetch:type_name -> llmgw.manage.v1.ShardFetch
-	7,  // 17: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
-	25, // 18: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
-	26, // 19: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
-	27, // 20: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	27, // 21: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	27, // 22: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
-	87, // 23: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
-	35, // 24: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
-	35, // 25: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
-	5,  // 26: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
-	46, // 27: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	46, // 28: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	46, // 29: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
-	54, // 30: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
-	54, // 31: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
-	54, // 32: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
-	62, // 33: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
-	62, // 34: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
-	8,  // 35: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
-	8,  // 36: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
-	70, // 37: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
-	72, // 38: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	74, // 39: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
-	72, // 40: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	77, // 41: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
-	0,  // 42: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
-	2,  // 43: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
-	4,  // 44: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
-	10, // 45: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
-	11, // 46: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
-	12, // 47: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
-	13, // 48: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
-	15, // 49: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
-	17, // 50: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
-	22, // 51: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
-	23, // 52: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
-	28, // 53: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
-	29, // 54: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
-	30, // 55: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
-	31, // 56: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
-	33, // 57: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
-	36, // 58: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
-	37, // 59: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
-	38, // 60: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
-	40, // 61: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
-	42, // 62: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
-	44, // 63: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
-	47, // 64: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
-	48, // 65: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
-	49, // 66: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
-	50, // 67: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
-	52, // 68: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
-	55, // 69: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
-	57, // 70: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
-	58, // 71: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
-	59, // 72: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
-	60, // 73: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
-	63, // 74: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
-	64, // 75: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
-	65, // 76: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
-	67, // 77: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
-	69, // 78: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
-	73, // 79: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
-	76, // 80: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
-	79, // 81: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
-	81, // 82: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
-	1,  // 83: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
-	3,  // 84: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
-	5,  // 85: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
-	7,  // 86: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
-	7,  // 87: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
-	7,  // 88: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
-	14, // 89: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
-	16, // 90: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
-	18, // 91: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
-	24, // 92: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
-	24, // 93: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
-	27, // 94: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
-	27, // 95: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
-	27, // 96: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
-	32, // 97: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
-	34, // 98: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
-	35, // 99: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
-	35, // 100: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
-	39, // 101: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
-	41, // 102: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
-	43, // 103: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
-	45, // 104: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
-	46, // 105: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
-	46, // 106: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
-	46, // 107: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
-	51, // 108: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
-	53, // 109: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
-	56, // 110: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
-	54, // 111: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
-	54, // 112: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
-	54, // 113: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
-	61, // 114: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
-	62, // 115: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
-	62, // 116: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
-	66, // 117: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
-	68, // 118: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
-	71, // 119: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
-	75, // 120: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
-	78, // 121: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
-	80, // 122: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
-	82, // 123: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
-	83, // [83:124] is the sub-list for method output_type
-	42, // [42:83] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	2,  // 0: llmgw.manage.v1.Status.ha:type_name -> llmgw.manage.v1.HAStatus
+	3,  // 1: llmgw.manage.v1.HAStatus.control_planes:type_name -> llmgw.manage.v1.ControlPlane
+	7,  // 2: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
+	86, // 3: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
+	87, // 4: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	88, // 5: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
+	85, // 6: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
+	89, // 7: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
+	90, // 8: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	8,  // 9: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
+	91, // 10: llmgw.manage.v1.Model.profiles:type_name -> llmgw.spec.v1.Profile
+	11, // 11: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
+	10, // 12: llmgw.manage.v1.Model.pricing:type_name -> llmgw.manage.v1.Pricing
+	9,  // 13: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	9,  // 14: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
+	9,  // 15: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
+	21, // 16: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
+	22, // 17: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
+	23, // 18: llmgw.manage.v1.Shard.fetch:type_name -> llmgw.manage.v1.ShardFetch
+	9,  // 19: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
+	27, // 20: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
+	28, // 21: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
+	29, // 22: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	29, // 23: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	29, // 24: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
+	89, // 25: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
+	37, // 26: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
+	37, // 27: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
+	7,  // 28: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
+	48, // 29: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	48, // 30: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	48, // 31: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
+	56, // 32: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
+	56, // 33: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
+	56, // 34: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
+	64, // 35: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
+	64, // 36: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
+	10, // 37: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
+	10, // 38: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
+	72, // 39: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
+	74, // 40: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	76, // 41: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
+	74, // 42: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	79, // 43: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
+	0,  // 44: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
+	4,  // 45: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
+	6,  // 46: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
+	12, // 47: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
+	13, // 48: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
+	14, // 49: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
+	15, // 50: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
+	17, // 51: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
+	19, // 52: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
+	24, // 53: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
+	25, // 54: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
+	30, // 55: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
+	31, // 56: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
+	32, // 57: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
+	33, // 58: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
+	35, // 59: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
+	38, // 60: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
+	39, // 61: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
+	40, // 62: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
+	42, // 63: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
+	44, // 64: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
+	46, // 65: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
+	49, // 66: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
+	50, // 67: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
+	51, // 68: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
+	52, // 69: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
+	54, // 70: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
+	57, // 71: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
+	59, // 72: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
+	60, // 73: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
+	61, // 74: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
+	62, // 75: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
+	65, // 76: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
+	66, // 77: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
+	67, // 78: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
+	69, // 79: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
+	71, // 80: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
+	75, // 81: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
+	78, // 82: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
+	81, // 83: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
+	83, // 84: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
+	1,  // 85: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
+	5,  // 86: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
+	7,  // 87: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
+	9,  // 88: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
+	9,  // 89: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
+	9,  // 90: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
+	16, // 91: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
+	18, // 92: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
+	20, // 93: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
+	26, // 94: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
+	26, // 95: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
+	29, // 96: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
+	29, // 97: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
+	29, // 98: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
+	34, // 99: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
+	36, // 100: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
+	37, // 101: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
+	37, // 102: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
+	41, // 103: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
+	43, // 104: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
+	45, // 105: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
+	47, // 106: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
+	48, // 107: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
+	48, // 108: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
+	48, // 109: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
+	53, // 110: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
+	55, // 111: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
+	58, // 112: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
+	56, // 113: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
+	56, // 114: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
+	56, // 115: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
+	63, // 116: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
+	64, // 117: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
+	64, // 118: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
+	68, // 119: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
+	70, // 120: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
+	73, // 121: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
+	77, // 122: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
+	80, // 123: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
+	82, // 124: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
+	84, // 125: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
+	85, // [85:126] is the sub-list for method output_type
+	44, // [44:85] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_api_managev1_manage_proto_init() }
@@ -5570,14 +5841,14 @@ func file_api_managev1_manage_proto_init() {
 	if File_api_managev1_manage_proto != nil {
 		return
 	}
-	file_api_managev1_manage_proto_msgTypes[5].OneofWrappers = []any{}
+	file_api_managev1_manage_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_managev1_manage_proto_rawDesc), len(file_api_managev1_manage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   84,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

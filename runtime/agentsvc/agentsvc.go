@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -49,7 +51,20 @@ type Options struct {
 	// does, a second session of the node is refused; past it, a new session
 	// replaces it. 0 means three heartbeat intervals.
 	SessionSilence time.Duration
-	Logger         *slog.Logger
+	// Leadership, when set, says whether this control plane owns the
+	// fleet; only the leader takes agent sessions.
+	Leadership func() Leadership
+	Logger     *slog.Logger
+}
+
+// Leadership is what an agent session needs to know of the election.
+type Leadership struct {
+	Leading bool
+	// Token is the leader's fencing token, sent to the agent.
+	Token int64
+	// Leader names the control plane that leads and LeaderAddr is its agent
+	// address; both empty while none is known.
+	Leader, LeaderAddr string
 }
 
 // Service implements agentv1.AgentServiceServer.
@@ -194,6 +209,14 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 		return status.Errorf(codes.Unauthenticated, "agent refused: %v", err)
 	}
 	cn := cert.Subject.CommonName
+	var token int64
+	if s.opts.Leadership != nil {
+		l := s.opts.Leadership()
+		if !l.Leading {
+			return s.refuseStandby(stream, cn, remote, l)
+		}
+		token = l.Token
+	}
 	hello, err := s.awaitHello(stream)
 	if err != nil {
 		s.log.Warn("agent refused", "node", cn, "remote", remote, "reason", err.Error())
@@ -248,7 +271,13 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 			"replaced_since", r.Since.UTC().Format(time.RFC3339), "replaced_silent", r.Silent.Round(time.Millisecond).String())
 	}
 	// The welcome goes first, on this goroutine; everything after it
-	// through the queue (what the fleet sent meanwhile waits there).
+	// through the queue (what the fleet sent meanwhile waits there). The
+	// fencing token rides in its header.
+	if token > 0 {
+		if err := stream.SendHeader(metadata.Pairs(agentv1.MetadataFencingToken, strconv.FormatInt(token, 10))); err != nil {
+			return err
+		}
+	}
 	if err := stream.Send(&agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Welcome{Welcome: &agentv1.Welcome{
 		Declaration:         decl,
 		HeartbeatIntervalMs: s.opts.HeartbeatInterval.Milliseconds(),
@@ -362,4 +391,16 @@ func (s *Service) awaitHello(stream agentv1.AgentService_ConnectServer) (*agentv
 	case <-time.After(s.opts.HelloTimeout):
 		return nil, fmt.Errorf("no hello within %s", s.opts.HelloTimeout)
 	}
+}
+
+// refuseStandby ends a session on a standby: the agent is told which
+// control plane leads and, in the trailer, where to dial it.
+func (s *Service) refuseStandby(stream agentv1.AgentService_ConnectServer, cn, remote string, l Leadership) error {
+	if l.LeaderAddr == "" {
+		s.log.Debug("agent refused", "node", cn, "remote", remote, "reason", "standby, no leader known")
+		return status.Error(codes.FailedPrecondition, "this control plane is a standby and no leader is known yet (an election is under way); retry")
+	}
+	stream.SetTrailer(metadata.Pairs(agentv1.MetadataLeaderAddr, l.LeaderAddr))
+	s.log.Debug("agent refused", "node", cn, "remote", remote, "reason", "standby", "leader", l.Leader, "leader_addr", l.LeaderAddr)
+	return status.Errorf(codes.FailedPrecondition, "this control plane is a standby; the leader is %s at %s", l.Leader, l.LeaderAddr)
 }

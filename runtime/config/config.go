@@ -54,6 +54,9 @@ type Server struct {
 	Limits Limits `koanf:"limits" yaml:"limits" json:"limits"`
 	// Timeouts bounds client connections and proxied requests.
 	Timeouts Timeouts `koanf:"timeouts" yaml:"timeouts" json:"timeouts"`
+	// HA configures the leader lease shared with other control planes on
+	// the same store.
+	HA HA `koanf:"ha" yaml:"ha" json:"ha"`
 	// Models are model definitions declared in this file: in the catalog on
 	// every start, not editable through the management API.
 	Models []spec.Model `koanf:"models" yaml:"models,omitempty" json:"models,omitempty"`
@@ -190,6 +193,7 @@ func Default() Server {
 		Limits:        Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024},
 		Timeouts: Timeouts{ClientHeader: 10 * time.Second, ClientBody: 60 * time.Second, ClientIdle: 2 * time.Minute,
 			ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute},
+		HA: DefaultHA(),
 	}
 }
 
@@ -318,6 +322,7 @@ func (s Server) Validate() error {
 	} else if s.Agents.HeartbeatInterval > 0 && s.Agents.Grace <= s.Agents.HeartbeatInterval {
 		add("agents.grace", "%s must be longer than agents.heartbeat_interval %s, or every node is lost between two heartbeats", s.Agents.Grace, s.Agents.HeartbeatInterval)
 	}
+	s.HA.validate(add)
 	if s.Limits.MaxBodyBytes <= 0 {
 		add("limits.max_body_bytes", "must be positive")
 	}

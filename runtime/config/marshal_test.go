@@ -24,6 +24,8 @@ func everyKey() Server {
 	s.Limits = Limits{MaxBodyBytes: 1 << 20, MaxUnauthenticatedConns: 64}
 	s.Timeouts = Timeouts{ClientHeader: 3 * time.Second, ClientBody: 20 * time.Second, ClientIdle: 30 * time.Second,
 		ResponseHeader: 5 * time.Second, Generation: 90 * time.Second}
+	s.HA = HA{Name: "cp1", AdvertiseAgents: "cp1.internal:7443", AdvertiseManage: "cp1.internal:9090", AdvertiseClient: "cp1.internal:8080",
+		Lease: 9 * time.Second, Renew: 3 * time.Second, Retry: 2 * time.Second, ManageCA: "/pki/ca.pem"}
 	s.Models = []spec.Model{{
 		Name: "sim-chat", Aliases: []string{"chat"}, Source: "sim://chat", RoutingProfile: "chat", ContextLength: 8192, MaxOutput: 1024,
 		Pricing: &spec.Pricing{PromptPer1K: 1, CompletionPer1K: 2},

@@ -156,7 +156,10 @@ type Fleet struct {
 	// pending holds declarations stored for nodes whose session was not yet
 	// registered: a session that read the store just before must not miss
 	// them.
-	pending  map[string]*agentv1.Declaration
+	pending map[string]*agentv1.Declaration
+	// drains are nodes drained before this fleet saw them (a drain a
+	// previous leader recorded): each is draining from its first session.
+	drains   map[string]bool
 	nextConn uint64
 	changed  chan struct{}
 	now      func() time.Time
@@ -358,6 +361,9 @@ func (f *Fleet) connectLocked(nodeID string, o Opening) *Session {
 	n.ConnectedSince = n.LastSeen
 	n.Connected = true
 	n.Peer = o.Peer
+	if f.drains[nodeID] {
+		n.Draining = true
+	}
 	n.conn = conn
 	n.connID = f.nextConn
 	assessNode(n)
@@ -820,6 +826,9 @@ func (f *Fleet) SetDraining(nodeID string, draining bool) (int, bool) {
 		return 0, false
 	}
 	n.Draining = draining
+	if !draining {
+		f.forgetDrainLocked(nodeID)
+	}
 	count := 0
 	for _, r := range f.replicas {
 		for _, s := range r.Shards {

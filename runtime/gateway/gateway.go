@@ -117,19 +117,62 @@ func New(cfg Config, deps Deps) *Gateway {
 		transport: newTransport(cfg.ResponseHeaderTimeout),
 	}
 	mux := http.NewServeMux()
-	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
-		mux.HandleFunc(p, g.serveInference)
+	for _, rt := range g.routeTable() {
+		mux.Handle(rt.pattern, rt.handler)
 	}
-	mux.HandleFunc("/v1/models", g.serveModels)
-	mux.HandleFunc("/v1/models/", g.serveModel)
-	mux.HandleFunc("/health", g.serveHealth)
-	mux.HandleFunc("/ready", g.serveReady)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusNotFound, typeInvalidRequest, "unknown_url",
 			fmt.Sprintf("unknown URL: %s %s", r.Method, r.URL.Path)))
 	})
 	g.handler = withRequestID(g.withBodyDeadline(mux))
 	return g
+}
+
+// route is one path of the client API.
+type route struct {
+	pattern string
+	// spends is set for a route whose requests can reach an engine; it
+	// was made by spending, so each of its requests is admitted and
+	// settled.
+	spends  bool
+	handler http.Handler
+}
+
+// routeTable is every path the gateway serves: New registers these and
+// nothing else. A route whose requests can reach an engine (and so cost
+// something) must be made with spending; TestEveryRouteCounts sends a
+// request to each route of this table and fails when one reaches an
+// engine without admission and settlement.
+func (g *Gateway) routeTable() []route {
+	plain := func(pattern string, h http.HandlerFunc) route { return route{pattern: pattern, handler: h} }
+	return []route{
+		g.spending("/v1/chat/completions", g.serveInference),
+		g.spending("/v1/completions", g.serveInference),
+		g.spending("/v1/embeddings", g.serveInference),
+		plain("/v1/models", g.serveModels),
+		plain("/v1/models/", g.serveModel),
+		plain("/health", g.serveHealth),
+		plain("/ready", g.serveReady),
+	}
+}
+
+// spending makes the route of a handler whose requests can reach an
+// engine. The route owns the request's exchange: it reports the request to
+// the Observer when it ends and settles the ticket admission gave it (see
+// admit), with what the request used; proxy forwards nothing without a
+// ticket. So no request reaches an engine unadmitted or ends unsettled,
+// whichever route it came by.
+func (g *Gateway) spending(pattern string, h func(http.ResponseWriter, *http.Request, *exchange)) route {
+	return route{pattern: pattern, spends: true, handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.inflight.Add(1)
+		defer g.inflight.Done()
+		x := &exchange{start: time.Now()}
+		x.rec.Endpoint = r.URL.Path
+		x.rec.RequestID = w.Header().Get(requestIDHeader)
+		defer g.finish(x)
+		defer x.settle()
+		h(w, r, x)
+	})}
 }
 
 // Handler returns the HTTP handler serving the client API.
@@ -340,6 +383,21 @@ type exchange struct {
 	// done is set once the engine's final [DONE] event reached the client:
 	// the answer is whole, whatever the connection does next.
 	done bool
+	// ticket is admission's claim for the request, settled when it ends;
+	// settled is set once it was.
+	ticket  request.Ticket
+	settled bool
+	// bound holds a stream to the completion tokens per choice the ticket
+	// reserved (see stream.go); 0 leaves it unbounded.
+	bound streamBound
+}
+
+// settle settles the request's ticket, once, with what it used.
+func (x *exchange) settle() {
+	if x.ticket != nil && !x.settled {
+		x.settled = true
+		x.usage = x.ticket.Settle(x.finalUsage())
+	}
 }
 
 func (x *exchange) fail(w http.ResponseWriter, e *apiError) {
@@ -348,14 +406,7 @@ func (x *exchange) fail(w http.ResponseWriter, e *apiError) {
 }
 
 // serveInference handles the chat, completions and embeddings endpoints.
-func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
-	g.inflight.Add(1)
-	defer g.inflight.Done()
-	x := &exchange{start: time.Now()}
-	x.rec.Endpoint = r.URL.Path
-	x.rec.RequestID = w.Header().Get(requestIDHeader)
-	defer g.finish(x)
-
+func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Method != http.MethodPost {
 		x.rec.Status = http.StatusMethodNotAllowed
 		methodNotAllowed(w, r, http.MethodPost)
@@ -394,32 +445,17 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 	}
 	x.promptEstimate = request.EstimatePromptTokens(len(body), req.tokenIDs)
 
-	ticket, err := g.deps.Admission.Admit(r.Context(), p, model, request.Info{
+	ticket, ok := g.admit(w, r, x, p, model, request.Info{
 		Endpoint: r.URL.Path, Stream: x.rec.Stream, MaxTokens: req.maxTokens, N: req.n, BestOf: req.bestOf,
 		Prompts: req.prompts, BodyBytes: len(body),
 		PromptEstimate: x.promptEstimate,
 	})
-	if err != nil {
-		if rej, ok := errors.AsType[*request.Rejection](err); ok {
-			x.rec.Admission = rej.Reason
-			if x.rec.Admission == "" {
-				x.rec.Admission = rej.Code
-			}
-			for k, v := range rej.Header {
-				w.Header()[k] = v
-			}
-			x.fail(w, newError(rej.Status, rej.Type, rej.Code, rej.Message).withRetryAfter(rej.RetryAfter))
-			return
-		}
-		g.log.Warn("admitting request", "model", model, "err", err)
-		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request could not be admitted; try again"))
+	if !ok {
 		return
 	}
-	defer func() { x.usage = ticket.Settle(x.finalUsage()) }()
-	ticket.SetHeaders(w.Header())
-	if served := ticket.Model(); served != model {
-		x.rec.Requested, model = model, served
-		x.rec.Model = model
+	model = x.rec.Model
+	if x.rec.Stream {
+		x.bound = streamBound{perChoice: ticket.MaxTokens(), clientUsage: req.includeUsage}
 	}
 
 	lease, err := g.deps.Routes.Pick(model, "")
@@ -444,6 +480,37 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.proxy(w, r, x, ep, body)
+}
+
+// admit asks admission for a ticket for the request and gives it to the
+// exchange, which settles it when the request ends; it sets the
+// admission's headers and, when a budget's fallback serves the request,
+// the record's model. A refusal is answered here: ok is false.
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, x *exchange, p request.Principal, model string, info request.Info) (request.Ticket, bool) {
+	ticket, err := g.deps.Admission.Admit(r.Context(), p, model, info)
+	if err != nil {
+		if rej, ok := errors.AsType[*request.Rejection](err); ok {
+			x.rec.Admission = rej.Reason
+			if x.rec.Admission == "" {
+				x.rec.Admission = rej.Code
+			}
+			for k, v := range rej.Header {
+				w.Header()[k] = v
+			}
+			x.fail(w, newError(rej.Status, rej.Type, rej.Code, rej.Message).withRetryAfter(rej.RetryAfter))
+			return nil, false
+		}
+		g.log.Warn("admitting request", "model", model, "err", err)
+		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request could not be admitted; try again"))
+		return nil, false
+	}
+	x.ticket = ticket
+	ticket.SetHeaders(w.Header())
+	if served := ticket.Model(); served != model {
+		x.rec.Requested = model
+		x.rec.Model = served
+	}
+	return ticket, true
 }
 
 // finalUsage returns the request's usage once it has ended. When the engine

@@ -5,9 +5,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
+
+	"github.com/llmgw/llmgw/runtime/request"
 )
 
 // relayStream relays a server-sent-event response event by event and reads
@@ -60,8 +64,11 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 			continue
 		}
 		if !g.emit(w, rc, x, event, br.Buffered() == 0) {
-			// The client went away; returning cancels the upstream.
-			x.rec.Status = statusClientGone
+			// The client went away, or the stream reached its bound and
+			// was ended; returning cancels the upstream.
+			if !x.bound.cut {
+				x.rec.Status = statusClientGone
+			}
 			return
 		}
 		event = event[:0]
@@ -80,13 +87,17 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 			return true
 		}
 	}
+	content := contentEvent(event)
+	if content && x.bound.perChoice > 0 && x.bound.exceeds(event) {
+		g.cutStream(w, rc, x)
+		return false
+	}
 	if x.rec.TTFT == 0 {
 		x.rec.TTFT = time.Since(x.start)
 	}
 	if _, err := w.Write(event); err != nil {
 		return false
 	}
-	content := contentEvent(event)
 	if content {
 		x.events++
 	}
@@ -151,4 +162,181 @@ func eventUsage(event []byte) (*usageJSON, bool) {
 		return c.Usage, len(c.Choices) == 0
 	}
 	return nil, false
+}
+
+// streamBound holds a stream to the completion tokens per choice that
+// admission reserved. The engine was told that bound (max_tokens); one
+// that generates past it anyway is cut off: the event that would pass
+// the bound is not relayed, each choice still open gets a final chunk
+// with finish_reason "length" (and the client its usage chunk, if it
+// asked for one), the stream ends with [DONE] and the upstream request is
+// cancelled. Tokens are counted one per event that carries generated
+// text, reasoning or tool-call arguments, which is how vLLM, SGLang,
+// llama.cpp and the sim engine stream; settlement caps the charge at the
+// reservation in any case.
+type streamBound struct {
+	// perChoice is the bound; 0 leaves the stream unbounded.
+	perChoice int
+	// clientUsage is set when the client asked for the usage chunk.
+	clientUsage bool
+	// tokens counts the tokens relayed per choice index; finished holds
+	// the choices whose finish_reason was relayed.
+	tokens   map[int]int
+	finished map[int]bool
+	// id, object, created and model are the stream's, for the chunks the
+	// gateway writes itself.
+	id, object, model string
+	created           int64
+	// cut is set once the gateway ended the stream at the bound.
+	cut bool
+}
+
+// streamChunk is what the bound reads of a chat.completion.chunk or a
+// streamed text_completion.
+type streamChunk struct {
+	ID      string         `json:"id"`
+	Object  string         `json:"object"`
+	Created int64          `json:"created"`
+	Model   string         `json:"model"`
+	Choices []streamChoice `json:"choices"`
+}
+
+type streamChoice struct {
+	Index int     `json:"index"`
+	Text  *string `json:"text"`
+	Delta *struct {
+		Content          *string           `json:"content"`
+		ReasoningContent *string           `json:"reasoning_content"`
+		Reasoning        *string           `json:"reasoning"`
+		ToolCalls        []json.RawMessage `json:"tool_calls"`
+	} `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+// carries reports whether a streamed choice holds a generated token.
+func (ch *streamChoice) carries() bool {
+	nonEmpty := func(s *string) bool { return s != nil && *s != "" }
+	if nonEmpty(ch.Text) {
+		return true
+	}
+	d := ch.Delta
+	return d != nil && (nonEmpty(d.Content) || nonEmpty(d.ReasoningContent) || nonEmpty(d.Reasoning) || len(d.ToolCalls) > 0)
+}
+
+// exceeds counts the tokens an event carries and reports whether relaying
+// it would pass the bound for one of its choices; an event that does not
+// pass it is counted.
+func (b *streamBound) exceeds(event []byte) bool {
+	data := eventData(event)
+	if len(data) == 0 || data[0] != '{' {
+		return false
+	}
+	var c streamChunk
+	if json.Unmarshal(data, &c) != nil {
+		return false
+	}
+	if b.tokens == nil {
+		b.tokens, b.finished = map[int]int{}, map[int]bool{}
+	}
+	if b.id == "" {
+		b.id, b.object, b.created, b.model = c.ID, c.Object, c.Created, c.Model
+	}
+	for i := range c.Choices {
+		if ch := &c.Choices[i]; ch.carries() && b.tokens[ch.Index]+1 > b.perChoice {
+			return true
+		}
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.carries() {
+			b.tokens[ch.Index]++
+		} else if _, seen := b.tokens[ch.Index]; !seen {
+			b.tokens[ch.Index] = 0
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			b.finished[ch.Index] = true
+		}
+	}
+	return false
+}
+
+// relayed is the completion tokens relayed, all choices together.
+func (b *streamBound) relayed() int {
+	n := 0
+	for _, t := range b.tokens {
+		n += t
+	}
+	return n
+}
+
+// eventData returns the data of an event's first data line.
+func eventData(event []byte) []byte {
+	for len(event) > 0 {
+		line := event
+		if i := bytes.IndexByte(event, '\n'); i >= 0 {
+			line, event = event[:i], event[i+1:]
+		} else {
+			event = nil
+		}
+		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			return bytes.TrimSpace(data)
+		}
+	}
+	return nil
+}
+
+// cutStream ends a stream that reached its bound: a final chunk with
+// finish_reason "length" for each choice still open, the usage chunk when
+// the client asked for it, and [DONE]. The request is settled here, on
+// the tokens relayed and the prompt's bound, so that the usage chunk says
+// what was charged.
+func (g *Gateway) cutStream(w http.ResponseWriter, rc *http.ResponseController, x *exchange) {
+	b := &x.bound
+	b.cut = true
+	x.usage = request.Usage{PromptTokens: x.promptEstimate, CompletionTokens: b.relayed(), Estimated: true}
+	x.usage.TotalTokens = x.usage.PromptTokens + x.usage.CompletionTokens
+	x.settle()
+	g.log.Warn("stream cut at its reserved completion tokens", "model", x.rec.Model, "replica", x.rec.ReplicaID,
+		"max_tokens", b.perChoice, "completion_tokens", b.relayed())
+	object := b.object
+	if object == "" {
+		object = "chat.completion.chunk"
+	}
+	head := func() map[string]any {
+		return map[string]any{"id": b.id, "object": object, "created": b.created, "model": b.model}
+	}
+	var out bytes.Buffer
+	write := func(v any) {
+		data, _ := json.Marshal(v) // maps of strings, numbers and slices always encode
+		fmt.Fprintf(&out, "data: %s\n\n", data)
+	}
+	open := make([]int, 0, len(b.tokens))
+	for i := range b.tokens {
+		if !b.finished[i] {
+			open = append(open, i)
+		}
+	}
+	slices.Sort(open)
+	for _, i := range open {
+		choice := map[string]any{"index": i, "logprobs": nil, "finish_reason": "length"}
+		if object == "text_completion" {
+			choice["text"] = ""
+		} else {
+			choice["delta"] = map[string]any{}
+		}
+		c := head()
+		c["choices"] = []any{choice}
+		write(c)
+	}
+	if b.clientUsage {
+		u := x.usage
+		c := head()
+		c["choices"] = []any{}
+		c["usage"] = map[string]int{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.PromptTokens + u.CompletionTokens}
+		write(c)
+	}
+	out.WriteString("data: [DONE]\n\n")
+	if _, err := w.Write(out.Bytes()); err == nil && rc.Flush() == nil {
+		x.done = true
+	}
 }

@@ -64,6 +64,11 @@ func copyResponseHeaders(dst, src http.Header) {
 
 // proxy sends body to the endpoint and relays the answer.
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, x *exchange, ep router.Endpoint, body []byte) {
+	if x.ticket == nil { // every spending route admits first (gateway.go, spending)
+		g.log.Error("request reached the engine without admission", "endpoint", x.rec.Endpoint)
+		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request was not admitted"))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.GenerationTimeout)
 	defer cancel()
 	target := strings.TrimSuffix(ep.URL, "/") + r.URL.Path

@@ -55,11 +55,22 @@ func (s *Service) budgetFromProto(b *managev1.Budget) (store.Budget, error) {
 	case out.OnExhausted == store.OnExhaustedRefuse && fb != "":
 		return store.Budget{}, invalid(what+" fallback_model", "is only used when on_exhausted is fallback; remove it or set on_exhausted = fallback")
 	case fb != "":
-		if _, ok := s.opts.Catalog.Resolve(fb); !ok {
+		// Stored by its canonical name, so that admission serves (and
+		// metrics label) the model itself, whatever alias named it.
+		canon, ok := s.opts.Catalog.Resolve(fb)
+		if !ok {
 			return store.Budget{}, status.Errorf(codes.FailedPrecondition, "%s fallback_model: model %q is not in the catalog", what, fb)
 		}
-		out.FallbackModel = fb
+		out.FallbackModel = canon
 	}
+	allowance := b.GetFallbackAllowance()
+	if problem := spec.CheckBudgetAmount(allowance); problem != "" {
+		return store.Budget{}, invalid(what+" fallback_allowance", "%s", problem)
+	}
+	if allowance != 0 && out.OnExhausted != store.OnExhaustedFallback {
+		return store.Budget{}, invalid(what+" fallback_allowance", "is only used when on_exhausted is fallback; remove it or set on_exhausted = fallback")
+	}
+	out.FallbackAllowance = allowance
 	return out, nil
 }
 
@@ -82,6 +93,9 @@ func (s *Service) budgetWarnings(ctx context.Context, b store.Budget) []string {
 	if p, err := s.opts.Store.GetProject(ctx, b.Project); err == nil && len(p.AllowedModels) > 0 {
 		allowed = map[string]bool{}
 		for _, m := range p.AllowedModels {
+			if c, ok := s.opts.Catalog.Resolve(m); ok {
+				m = c // allowed_models may name a model by an alias
+			}
 			allowed[m] = true
 		}
 	}
@@ -109,13 +123,20 @@ func (s *Service) budgetWarnings(ctx context.Context, b store.Budget) []string {
 			warn = append(warn, fmt.Sprintf("budget %s/%s: fallback model %q is not among the project's allowed_models: requests that fall back to it are refused", b.Project, b.Period, b.FallbackModel))
 		}
 	}
+	if b.FallbackModel != "" && b.FallbackAllowance == 0 {
+		if e, ok := s.opts.Catalog.Get(b.FallbackModel); ok {
+			if p, _ := s.effectivePrice(e.Model); !p.Free() {
+				warn = append(warn, fmt.Sprintf("budget %s/%s: fallback model %q has a price and fallback_allowance is 0: once the budget is spent, requests are refused (402) instead of falling back; set fallback_allowance to what the fallback may spend in the period", b.Project, b.Period, b.FallbackModel))
+			}
+		}
+	}
 	return warn
 }
 
 func (s *Service) budgetProto(ctx context.Context, b store.Budget) (*managev1.Budget, error) {
 	out := &managev1.Budget{
 		Project: b.Project, Period: b.Period, Amount: b.Amount, OnExhausted: b.OnExhausted, FallbackModel: b.FallbackModel,
-		CreatedUnixMs: unixMs(b.CreatedAt), UpdatedUnixMs: unixMs(b.UpdatedAt),
+		FallbackAllowance: b.FallbackAllowance, CreatedUnixMs: unixMs(b.CreatedAt), UpdatedUnixMs: unixMs(b.UpdatedAt),
 		Warnings: s.budgetWarnings(ctx, b),
 	}
 	start := tenancy.PeriodStart(b.Period, s.now())
@@ -125,6 +146,9 @@ func (s *Service) budgetProto(ctx context.Context, b store.Budget) (*managev1.Bu
 		return nil, tenancyError(fmt.Sprintf("reading the spend of project %s", b.Project), err)
 	}
 	out.Spent = spent
+	if b.OnExhausted == store.OnExhaustedFallback {
+		out.FallbackSpent = max(spent-b.Amount, 0)
+	}
 	out.ResetsUnixMs = unixMs(end)
 	return out, nil
 }
@@ -150,7 +174,8 @@ func (s *Service) PutBudget(ctx context.Context, req *managev1.PutBudgetRequest)
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("budget set", "project", b.Project, "period", b.Period, "amount", b.Amount, "on_exhausted", b.OnExhausted)
+	s.log.Info("budget set", "project", b.Project, "period", b.Period, "amount", b.Amount, "on_exhausted", b.OnExhausted,
+		"fallback_model", b.FallbackModel, "fallback_allowance", b.FallbackAllowance)
 	s.tenancyChanged(b.Project)
 	for _, w := range pb.Warnings {
 		s.log.Warn("budget warning", "project", b.Project, "period", b.Period, "warning", w)

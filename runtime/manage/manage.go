@@ -54,6 +54,11 @@ type Options struct {
 	// Sources checks a model's fetched source when it is created, updated
 	// or planned (a *sourcecheck.Checker); nil checks nothing.
 	Sources SourceChecker
+	// HA, when set, reports the leader election for GetStatus.
+	HA func(ctx context.Context) (*managev1.HAStatus, error)
+	// OnDrain, when set, records a drain (or its cancellation) so that it
+	// outlives this control plane's leadership; an error undoes the drain.
+	OnDrain func(ctx context.Context, node string, draining bool) error
 	Logger  *slog.Logger
 }
 
@@ -143,8 +148,15 @@ func (s *Service) authenticate(ctx context.Context) (store.AdminToken, error) {
 }
 
 // GetStatus summarises the cluster.
-func (s *Service) GetStatus(context.Context, *managev1.GetStatusRequest) (*managev1.Status, error) {
+func (s *Service) GetStatus(ctx context.Context, _ *managev1.GetStatusRequest) (*managev1.Status, error) {
 	st := &managev1.Status{Version: s.opts.Version, Models: int32(len(s.opts.Catalog.List()))}
+	if s.opts.HA != nil {
+		ha, err := s.opts.HA(ctx)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "reading the leader lease: %v", err)
+		}
+		st.Ha = ha
+	}
 	used := s.opts.Fleet.UsedGPUs()
 	for _, n := range s.opts.Fleet.Nodes() {
 		st.NodesTotal++

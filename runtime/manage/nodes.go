@@ -105,10 +105,16 @@ func (s *Service) ListNodeDeclarations(ctx context.Context, _ *managev1.ListNode
 }
 
 // DrainNode starts (or cancels) moving a node's replicas elsewhere.
-func (s *Service) DrainNode(_ context.Context, req *managev1.DrainNodeRequest) (*managev1.DrainNodeResponse, error) {
+func (s *Service) DrainNode(ctx context.Context, req *managev1.DrainNodeRequest) (*managev1.DrainNodeResponse, error) {
 	n, ok := s.opts.Fleet.SetDraining(req.GetName(), !req.GetCancel())
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "node %q is not connected: nothing to drain", req.GetName())
+	}
+	if s.opts.OnDrain != nil {
+		if err := s.opts.OnDrain(ctx, req.GetName(), !req.GetCancel()); err != nil {
+			s.opts.Fleet.SetDraining(req.GetName(), req.GetCancel())
+			return nil, status.Errorf(codes.Unavailable, "recording the drain of node %q: %v", req.GetName(), err)
+		}
 	}
 	if req.GetCancel() {
 		s.log.Info("drain cancelled", "node", req.GetName())

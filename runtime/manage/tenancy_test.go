@@ -261,6 +261,19 @@ func TestBudgets(t *testing.T) {
 	if b.GetSpent() != 1.5 || b.GetFallbackModel() != "small" || b.GetResetsUnixMs() != time.Date(2026, 3, 16, 0, 0, 0, 0, time.UTC).UnixMilli() {
 		t.Fatalf("day budget = %v", b)
 	}
+	// A fallback named by an alias is stored by the model's own name, with
+	// its allowance; what was spent beyond the amount is shown.
+	b, err = s.PutBudget(ctx, &managev1.PutBudgetRequest{Budget: &managev1.Budget{Project: "p1", Period: "day", Amount: 1,
+		OnExhausted: "fallback", FallbackModel: "large", FallbackAllowance: 0.75}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.GetFallbackModel() != "big" || b.GetFallbackAllowance() != 0.75 || b.GetFallbackSpent() != 0.5 {
+		t.Fatalf("day budget with a fallback alias = %v; want fallback big, allowance 0.75, 0.5 spent beyond the amount", b)
+	}
+	if got, err := st.GetBudget(ctx, "p1", "day"); err != nil || got.FallbackModel != "big" || got.FallbackAllowance != 0.75 {
+		t.Fatalf("stored day budget = %+v, %v", got, err)
+	}
 	b, err = s.PutBudget(ctx, &managev1.PutBudgetRequest{Budget: &managev1.Budget{Project: "p1", Period: "total", Amount: 1000}})
 	if err != nil || b.GetSpent() != 104.5 || b.GetResetsUnixMs() != 0 {
 		t.Fatalf("total budget = %v, %v", b, err)
@@ -304,6 +317,12 @@ func TestBudgetInvalid(t *testing.T) {
 		{"model without fallback", &managev1.Budget{Project: "default", Period: "day", FallbackModel: "small"}, codes.InvalidArgument, "fallback_model: is only used when on_exhausted is fallback"},
 		{"unknown fallback", &managev1.Budget{Project: "default", Period: "day", OnExhausted: "fallback", FallbackModel: "tiny"}, codes.FailedPrecondition, `fallback_model: model "tiny" is not in the catalog`},
 		{"unknown project", &managev1.Budget{Project: "ghost", Period: "day", Amount: 1}, codes.NotFound, "budget ghost/day"},
+		{"negative allowance", &managev1.Budget{Project: "default", Period: "day", OnExhausted: "fallback", FallbackModel: "small", FallbackAllowance: -1},
+			codes.InvalidArgument, "budget default/day fallback_allowance: must be a finite number of at least 0, got -1"},
+		{"NaN allowance", &managev1.Budget{Project: "default", Period: "day", OnExhausted: "fallback", FallbackModel: "small", FallbackAllowance: math.NaN()},
+			codes.InvalidArgument, "fallback_allowance: must be a finite number of at least 0, got NaN"},
+		{"allowance without fallback", &managev1.Budget{Project: "default", Period: "day", FallbackAllowance: 1},
+			codes.InvalidArgument, "fallback_allowance: is only used when on_exhausted is fallback"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -333,6 +352,13 @@ func TestBudgetWarnings(t *testing.T) {
 		{name: "fallback not allowed", priced: true, allowed: []string{"big"},
 			budget: &managev1.Budget{Period: "month", Amount: 1, OnExhausted: "fallback", FallbackModel: "small"},
 			want:   []string{`fallback model "small" is not among the project's allowed_models`}},
+		{name: "fallback allowed by its alias", priced: true, allowed: []string{"large"},
+			budget: &managev1.Budget{Period: "month", Amount: 1, OnExhausted: "fallback", FallbackModel: "big", FallbackAllowance: 1}},
+		{name: "priced fallback without allowance", priced: true,
+			budget: &managev1.Budget{Period: "month", Amount: 1, OnExhausted: "fallback", FallbackModel: "large"},
+			want:   []string{`fallback model "big" has a price and fallback_allowance is 0: once the budget is spent, requests are refused (402)`}},
+		{name: "free fallback without allowance", priced: true,
+			budget: &managev1.Budget{Period: "month", Amount: 1, OnExhausted: "fallback", FallbackModel: "small"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

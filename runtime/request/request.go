@@ -48,23 +48,35 @@ type Info struct {
 	Prompts int
 	// BodyBytes is the size of the request body.
 	BodyBytes int
-	// PromptEstimate is the gateway's estimate of the prompt's tokens made
-	// before the engine has counted them (see EstimatePromptTokens).
+	// PromptEstimate is the gateway's upper bound of the prompt's tokens,
+	// made before the engine has counted them (see EstimatePromptTokens).
 	PromptEstimate int
 }
 
-// EstimatePromptTokens estimates the prompt tokens of a request body before
-// an engine has tokenized it: a quarter of its bytes, rounded up, the usual
-// rule of thumb for English text. It is not an upper bound: dense text
-// (digits, code, most non-Latin scripts) and the engine's chat template
-// can make more tokens. A prompt given as token ids takes at least two
-// bytes a token ("7,"), so it is half the bytes, at least one per id.
-// Admission reserves on it and settles on the engine's own count.
+// PromptTemplateAllowance is what EstimatePromptTokens adds to a body's
+// own size for the text an engine's chat template puts around the
+// messages: a default system prompt, tool-calling instructions, turn
+// markers (Qwen2.5's and Llama 3.1's come to about 120 tokens with tools).
+const PromptTemplateAllowance = 256
+
+// EstimatePromptTokens bounds the prompt tokens of a request body before
+// an engine has tokenized it, from above: one token per byte of the body
+// plus PromptTemplateAllowance. Byte-level BPE tokenizers (GPT-2, Llama 3,
+// Qwen) and SentencePiece with byte fallback never make more tokens of a
+// text than it has UTF-8 bytes, and the body holds every byte of the
+// prompt's text plus at least the JSON quoting around it (escapes only
+// make it longer), which pays for a SentencePiece word-start marker and a
+// chat template's per-message markers. A prompt given as token ids takes
+// at least two bytes an id ("7,"), so it is half the bytes plus the
+// allowance. Admission caps the bound at the model's context_length (an
+// engine refuses a longer prompt) and never charges more than it
+// reserved, so a prompt that counts more (an image given by URL) is
+// charged at most the bound.
 func EstimatePromptTokens(bodyBytes int, tokenIDs bool) int {
 	if tokenIDs {
-		return (bodyBytes + 1) / 2
+		return (bodyBytes+1)/2 + PromptTemplateAllowance
 	}
-	return (bodyBytes + 3) / 4
+	return bodyBytes + PromptTemplateAllowance
 }
 
 // Usage is the token usage the engine reported for a request.

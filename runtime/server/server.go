@@ -71,6 +71,15 @@ type Server struct {
 	metaKick    chan struct{}
 	metaPending string
 
+	// ha is this control plane's part in the leader election; runCtx and
+	// leaderCtx are Run's context and the one the reconciler runs under
+	// while leading (stopLeading cancels it); wg counts Run's goroutines.
+	ha           *ha
+	runCtx       context.Context
+	leaderCtx    context.Context
+	cancelLeader context.CancelFunc
+	wg           sync.WaitGroup
+
 	listeners map[string]net.Listener
 	addrs     map[string]string
 	mu        sync.Mutex
@@ -116,6 +125,10 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 		s.release()
 		return nil, err
 	}
+	if s.ha, err = newHA(s); err != nil {
+		s.release()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -140,7 +153,7 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.Reconciler = reconcile.New(reconcile.Options{
-		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: s.Router, Grace: cfg.Agents.Grace, Logger: s.log,
+		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: haEndpoints{s}, Grace: cfg.Agents.Grace, Logger: s.log,
 		Expected: expected, HoldPlacementUntil: time.Now().Add(cfg.Agents.Settle), OnLiveReplicas: s.recordLiveReplicas,
 	})
 
@@ -161,6 +174,7 @@ func (s *Server) build(ctx context.Context) error {
 	agentv1.RegisterAgentServiceServer(s.agentSrv, agentsvc.New(agentsvc.Options{
 		Fleet: s.Fleet, Declarations: storeDeclarations{s.Store}, RequireDeclared: cfg.Agents.RequireDeclared,
 		HeartbeatInterval: cfg.Agents.HeartbeatInterval, Logger: s.log,
+		Leadership: func() agentsvc.Leadership { return s.ha.leadership() },
 	}))
 
 	// Tenancy: limits and budgets at admission, a usage row per request.
@@ -187,8 +201,14 @@ func (s *Server) build(ctx context.Context) error {
 	// Management API: TLS and a bearer admin token.
 	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Store: s.Store, DefaultPrice: cfg.Auth.DefaultPrice, TenancyChanged: s.admission.Invalidate,
 		Users: users.New(s.Store, 0), LoginTTL: cfg.Auth.LoginTTL, Logger: s.log,
-		Sources: &sourcecheck.Checker{Logger: s.log.With("component", "sourcecheck")}})
-	s.manageSrv = grpc.NewServer(grpc.Creds(credentials.NewTLS(manageTLS)), grpc.UnaryInterceptor(msvc.AuthInterceptor()))
+		Sources: &sourcecheck.Checker{Logger: s.log.With("component", "sourcecheck")},
+		HA:      func(ctx context.Context) (*managev1.HAStatus, error) { return s.ha.status(ctx) },
+		OnDrain: func(ctx context.Context, node string, draining bool) error { return s.ha.drained(ctx, node, draining) }})
+	// A standby relays every call to the leader, which authenticates it.
+	s.manageSrv = grpc.NewServer(grpc.Creds(credentials.NewTLS(manageTLS)), grpc.ChainUnaryInterceptor(
+		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			return s.ha.relay(ctx, req, info, handler)
+		}, msvc.AuthInterceptor()))
 	managev1.RegisterManageServiceServer(s.manageSrv, msvc)
 
 	// Client API.
@@ -212,8 +232,9 @@ func (s *Server) build(ctx context.Context) error {
 		// admission outcomes as metrics.
 		Observer: gateway.Observers{s.recorder, s.observer},
 		// Serving once the reconciler drives the fleet (after a restart:
-		// once the engines that were running have been reported again).
-		Ready: s.Reconciler.Ready,
+		// once the engines that were running have been reported again), or,
+		// on a standby, while it follows the leader's routes.
+		Ready: func() bool { return s.ha.ready() },
 	})
 	// The gateway bounds the body (timeouts.client_body, answering 408)
 	// and lifts the bound once the body is in; there is no ReadTimeout,
@@ -289,7 +310,14 @@ const metaLiveReplicas = "live_replicas"
 // liveReplicasHint returns the replicas that were live when the control
 // plane last ran: after a restart, placement waits for their agents.
 func (s *Server) liveReplicasHint(ctx context.Context) ([]string, error) {
-	v, err := s.Store.GetMeta(ctx, metaLiveReplicas)
+	var v string
+	fs, err := s.Store.GetFleetState(ctx, fleetLiveReplicas)
+	if err == nil {
+		v = fs.Value
+	} else if errors.Is(err, store.ErrNotFound) {
+		// Written by a release before the leader lease.
+		v, err = s.Store.GetMeta(ctx, metaLiveReplicas)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -328,11 +356,19 @@ func (s *Server) writeMeta(ctx context.Context) {
 			s.mu.Lock()
 			v := s.metaPending
 			s.mu.Unlock()
+			token, leading := s.ha.leading()
+			if !leading {
+				continue
+			}
 			wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := s.Store.PutMeta(wctx, metaLiveReplicas, v); err != nil {
+			err := s.Store.PutFleetState(wctx, token, fleetLiveReplicas, v)
+			cancel()
+			switch {
+			case errors.Is(err, store.ErrFenced):
+				s.ha.el.Abdicate("the store refused the live replicas: " + err.Error())
+			case err != nil:
 				s.log.Warn("recording live replicas", "err", err)
 			}
-			cancel()
 		}
 	}
 }
@@ -425,10 +461,13 @@ func (c catalogView) List() []gateway.ModelInfo {
 func (s *Server) Run(ctx context.Context) error {
 	defer s.Store.Close()
 	defer s.gateway.Close()
+	defer s.ha.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.runCtx = ctx
+	s.leaderCtx, s.cancelLeader = context.WithCancel(ctx)
 	errc := make(chan error, 8)
-	var wg sync.WaitGroup
+	wg := &s.wg
 	serves := []struct {
 		name  string
 		serve func(net.Listener) error
@@ -452,10 +491,19 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	wg.Add(2)
+	// The election runs until the agents' sessions have stopped, so that
+	// its lease is released only once this control plane no longer acts.
+	electCtx, stopElection := context.WithCancel(context.Background())
+	defer stopElection()
+	go s.ha.el.Run(electCtx)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		s.Reconciler.Run(ctx)
+		s.ha.follow(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.ha.publish(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -468,6 +516,8 @@ func (s *Server) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case runErr = <-errc:
+	case reason := <-s.ha.lost:
+		runErr = fmt.Errorf("%w: %s", ErrLeadershipLost, reason)
 	}
 	cancel()
 	shutdownCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
@@ -491,7 +541,9 @@ func (s *Server) Run(ctx context.Context) error {
 	flushDone()
 	_ = s.metricsSrv.Shutdown(shutdownCtx)
 	_ = s.pprofSrv.Shutdown(shutdownCtx)
-	s.agentSrv.Stop()
+	s.stopLeading()
+	stopElection()
+	<-s.ha.el.Done()
 	stopGracefully(s.manageSrv, 5*time.Second)
 	wg.Wait()
 	s.log.Info("control plane stopped")
@@ -509,4 +561,27 @@ func stopGracefully(srv *grpc.Server, timeout time.Duration) {
 	case <-time.After(timeout):
 		srv.Stop()
 	}
+}
+
+// ErrLeadershipLost is Run's error when this control plane stopped
+// leading while it ran: another took the fleet over, or the store could
+// not be reached to renew the lease. The process should exit and be
+// started again by its supervisor; it then comes back as a standby.
+var ErrLeadershipLost = errors.New("leadership lost")
+
+// stopLeading stops acting for the fleet at once: the reconciler stops and
+// every agent session ends.
+func (s *Server) stopLeading() {
+	if s.cancelLeader != nil {
+		s.cancelLeader()
+	}
+	s.agentSrv.Stop()
+}
+
+// haEndpoints hands the reconciler's routes to the election's part, which
+// passes them on only while they are the fleet's.
+type haEndpoints struct{ s *Server }
+
+func (e haEndpoints) SetEndpoints(model string, eps []router.Endpoint) {
+	e.s.ha.SetEndpoints(model, eps)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/runtime/config"
+	"github.com/llmgw/llmgw/runtime/leader"
 	"github.com/llmgw/llmgw/runtime/store"
 )
 
@@ -26,6 +27,20 @@ func TestLiveReplicasHintRoundTrip(t *testing.T) {
 	if ids, err := s.liveReplicasHint(ctx); err != nil || ids != nil {
 		t.Fatalf("hint on a new store = %v, %v; want none", ids, err)
 	}
+	// Written by a release before the lease: still read.
+	if err := st.PutMeta(ctx, metaLiveReplicas, `["r-0"]`); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.liveReplicasHint(ctx); err != nil || len(ids) != 1 || ids[0] != "r-0" {
+		t.Fatalf("hint from meta = %v, %v; want [r-0]", ids, err)
+	}
+	// Only the leader records the live replicas, under its token.
+	elected := make(chan int64, 1)
+	s.ha = &ha{s: s, el: leader.New(leader.Options{Store: st, Name: "cp", OnElected: func(tok int64) { elected <- tok }})}
+	ectx, stopElection := context.WithCancel(ctx)
+	defer stopElection()
+	go s.ha.el.Run(ectx)
+	token := <-elected
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { s.writeMeta(wctx); close(done) }()
@@ -44,7 +59,7 @@ func TestLiveReplicasHintRoundTrip(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if err := st.PutMeta(ctx, metaLiveReplicas, "not json"); err != nil {
+	if err := st.PutFleetState(ctx, token, fleetLiveReplicas, "not json"); err != nil {
 		t.Fatal(err)
 	}
 	if ids, err := s.liveReplicasHint(ctx); err != nil || ids != nil {

@@ -25,7 +25,14 @@ var copyTables = []string{
 	"budgets",
 	"users",
 	"usage_records",
+	"node_drains",
 }
+
+// liveTables hold what running control planes coordinate with (the leader
+// lease, who is running, the routes the leader published): they describe
+// the processes on the source, not the installation, and are not copied;
+// the control planes on the destination write them again.
+var liveTables = []string{"leader_leases", "control_planes", "fleet_state"}
 
 // seedRows matches, per table, the rows a migration puts into a new store.
 // They do not make a destination non-empty, and Copy replaces them with the
@@ -102,7 +109,7 @@ func checkCopySchemas(ctx context.Context, d, s *sqlStore) error {
 		return fmt.Errorf("source: %w", err)
 	}
 	for _, t := range tables {
-		if t != "schema_migrations" && !slices.Contains(copyTables, t) {
+		if t != "schema_migrations" && !slices.Contains(copyTables, t) && !slices.Contains(liveTables, t) {
 			return fmt.Errorf("the source holds table %q, which this llmgw does not know how to copy", t)
 		}
 	}

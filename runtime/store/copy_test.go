@@ -204,7 +204,7 @@ func TestCopyRoundTripThroughPostgres(t *testing.T) {
 	t.Cleanup(func() { pg.Close() })
 	counts := copyStore(t, pg, src)
 	wantCounts := map[string]int64{"models": 2, "api_keys": 2, "admin_tokens": 3, "nodes": 2, "node_revocations": 1,
-		"meta": 2, "fabrics": 1, "projects": 2, "budgets": 2, "users": 2, "usage_records": usageRows}
+		"meta": 2, "fabrics": 1, "projects": 2, "budgets": 2, "users": 2, "usage_records": usageRows, "node_drains": 0}
 	for _, c := range counts {
 		if w, ok := wantCounts[c.Table]; !ok || c.Rows != w {
 			t.Errorf("Copy wrote %d rows to %s, want %d", c.Rows, c.Table, w)

@@ -32,6 +32,14 @@ type dialect struct {
 	// afterCopy, when set, runs in Copy's destination transaction after
 	// the rows are written.
 	afterCopy func(ctx context.Context, tx *sql.Tx) error
+	// nowMicros is an expression for the database's clock in microseconds
+	// since the epoch: leases are timed by it, so control planes on
+	// machines whose clocks differ agree on when a lease ends.
+	nowMicros string
+	// forShare locks the rows a SELECT read until the transaction ends
+	// (PostgreSQL); SQLite needs none, its write transactions are
+	// exclusive.
+	forShare string
 }
 
 // rebind returns query with its ? placeholders in the dialect's style. A ?

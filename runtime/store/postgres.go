@@ -45,6 +45,8 @@ var postgresDialect = dialect{
 	tablesQuery: `SELECT table_name FROM information_schema.tables
 		WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`,
 	afterCopy: resetPostgresSequences,
+	nowMicros: `CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000 AS BIGINT)`,
+	forShare:  ` FOR SHARE`,
 }
 
 // pgUniqueViolation is SQLSTATE unique_violation.

@@ -163,7 +163,7 @@ func scanProject(r scanner) (Project, error) {
 
 // ---- budgets ----------------------------------------------------------
 
-const budgetColumns = `project, period, amount, on_exhausted, fallback_model, created_at, updated_at`
+const budgetColumns = `project, period, amount, on_exhausted, fallback_model, fallback_allowance, created_at, updated_at`
 
 func checkBudget(b Budget) error {
 	switch b.Period {
@@ -174,10 +174,16 @@ func checkBudget(b Budget) error {
 	if b.Amount < 0 {
 		return fmt.Errorf("budget of project %q: amount must not be negative", b.Project)
 	}
+	if b.FallbackAllowance < 0 {
+		return fmt.Errorf("budget of project %q: fallback_allowance must not be negative", b.Project)
+	}
 	switch b.OnExhausted {
 	case OnExhaustedRefuse:
 		if b.FallbackModel != "" {
 			return fmt.Errorf("budget of project %q: fallback_model is set but on_exhausted is %q", b.Project, b.OnExhausted)
+		}
+		if b.FallbackAllowance != 0 {
+			return fmt.Errorf("budget of project %q: fallback_allowance is set but on_exhausted is %q", b.Project, b.OnExhausted)
 		}
 	case OnExhaustedFallback:
 		if b.FallbackModel == "" {
@@ -196,11 +202,13 @@ func (s *sqlStore) PutBudget(ctx context.Context, b Budget) error {
 	}
 	now := toDB(s.now())
 	res, err := s.exec(ctx, `INSERT INTO budgets (`+budgetColumns+`)
-		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS DOUBLE PRECISION), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT)
+		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS DOUBLE PRECISION), CAST(? AS TEXT), CAST(? AS TEXT),
+			CAST(? AS DOUBLE PRECISION), CAST(? AS BIGINT), CAST(? AS BIGINT)
 		WHERE EXISTS (SELECT 1 FROM projects WHERE name = ?)
 		ON CONFLICT (project, period) DO UPDATE SET amount = excluded.amount, on_exhausted = excluded.on_exhausted,
-			fallback_model = excluded.fallback_model, updated_at = excluded.updated_at`,
-		b.Project, b.Period, b.Amount, b.OnExhausted, b.FallbackModel, now, now, b.Project)
+			fallback_model = excluded.fallback_model, fallback_allowance = excluded.fallback_allowance,
+			updated_at = excluded.updated_at`,
+		b.Project, b.Period, b.Amount, b.OnExhausted, b.FallbackModel, b.FallbackAllowance, now, now, b.Project)
 	if err == nil {
 		var n int64
 		if n, err = res.RowsAffected(); err == nil && n == 0 {
@@ -244,7 +252,7 @@ func (s *sqlStore) DeleteBudget(ctx context.Context, project, period string) err
 func scanBudget(r scanner) (Budget, error) {
 	var b Budget
 	var created, updated int64
-	if err := r.Scan(&b.Project, &b.Period, &b.Amount, &b.OnExhausted, &b.FallbackModel, &created, &updated); err != nil {
+	if err := r.Scan(&b.Project, &b.Period, &b.Amount, &b.OnExhausted, &b.FallbackModel, &b.FallbackAllowance, &created, &updated); err != nil {
 		return Budget{}, err
 	}
 	b.CreatedAt, b.UpdatedAt = fromDB(created), fromDB(updated)

@@ -28,6 +28,7 @@ var sqliteDialect = dialect{
 	isUniqueViolation: isSQLiteUniqueViolation,
 	migrationsDir:     "migrations/sqlite",
 	tablesQuery:       `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`,
+	nowMicros:         `CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)`,
 }
 
 func isSQLiteUniqueViolation(err error) bool {

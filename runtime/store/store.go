@@ -53,6 +53,7 @@ type Store interface {
 	MetaStore
 	FabricStore
 	TenancyStore
+	LeaseStore
 	// Close releases the database. The Store must not be used afterwards.
 	Close() error
 }

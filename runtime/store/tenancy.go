@@ -77,8 +77,13 @@ type Budget struct {
 	// FallbackModel is the model requests go to once the budget is spent,
 	// when OnExhausted is OnExhaustedFallback.
 	FallbackModel string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// FallbackAllowance is what requests served by FallbackModel may spend
+	// beyond Amount in the period, in the same unit: a project's spend in
+	// the period never passes Amount + FallbackAllowance. 0 lets only a
+	// free fallback model serve. Only with OnExhaustedFallback.
+	FallbackAllowance float64
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 // BudgetStore holds budgets.

@@ -85,6 +85,9 @@ type Admission struct {
 	projs   map[string]*meter
 	ledgers map[ledgerKey]*ledger
 	sweepAt int64
+	// overshoot counts, per model, the tokens engines reported beyond
+	// what was reserved (never charged).
+	overshoot map[overshootKey]int64
 }
 
 // NewAdmission returns an Admission.
@@ -102,13 +105,14 @@ func NewAdmission(opts Options) *Admission {
 		opts.CacheTTL = 5 * time.Second
 	}
 	a := &Admission{
-		opts:    opts,
-		log:     opts.Logger.With("component", "admission"),
-		now:     opts.Now,
-		keys:    map[string]*meter{},
-		projs:   map[string]*meter{},
-		ledgers: map[ledgerKey]*ledger{},
-		prices:  Prices{Models: opts.Models, Default: opts.DefaultPrice},
+		opts:      opts,
+		log:       opts.Logger.With("component", "admission"),
+		now:       opts.Now,
+		keys:      map[string]*meter{},
+		projs:     map[string]*meter{},
+		ledgers:   map[ledgerKey]*ledger{},
+		overshoot: map[overshootKey]int64{},
+		prices:    Prices{Models: opts.Models, Default: opts.DefaultPrice},
 	}
 	a.dir = newDirectory(opts.Store, opts.CacheTTL, opts.Now, a.log)
 	return a
@@ -217,6 +221,31 @@ func (a *Admission) perChoice(model string, req request.Info) int {
 	return n
 }
 
+// promptBound is the most prompt tokens the request may count: the
+// gateway's bound (request.EstimatePromptTokens), never more than the
+// model's context_length, since an engine refuses a longer prompt.
+func (a *Admission) promptBound(model string, req request.Info) int64 {
+	n := min(max(int64(req.PromptEstimate), 0), maxWorst)
+	if a.opts.Models != nil {
+		if _, l, ok := a.opts.Models.Terms(model); ok && l.ContextLength > 0 {
+			n = min(n, int64(l.ContextLength))
+		}
+	}
+	return n
+}
+
+// canonical returns a model's canonical name when the catalog knows it as
+// an alias (a budget stored before fallback models were resolved at set
+// time), else the name itself.
+func (a *Admission) canonical(name string) string {
+	if r, ok := a.opts.Models.(interface{ Resolve(string) (string, bool) }); ok && name != "" {
+		if c, ok := r.Resolve(name); ok {
+			return c
+		}
+	}
+	return name
+}
+
 // completionCap is the most completion tokens the request may produce:
 // perChoice for each choice of each prompt.
 func (a *Admission) completionCap(perChoice int, req request.Info) int64 {
@@ -268,7 +297,7 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 		return nil, err
 	}
 
-	prompt := min(max(int64(req.PromptEstimate), 0), maxWorst)
+	prompt := a.promptBound(model, req)
 	perChoice := a.perChoice(model, req)
 	completion := a.completionCap(perChoice, req)
 	worst := prompt + completion
@@ -313,34 +342,40 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 		}
 	}
 
-	// Budgets: every budget of the project must hold the worst case.
-	served := model
-	cost := a.price(model).Cost(prompt, completion)
-	var held []*ledger
+	// Budgets: every budget of the project must hold the worst case of
+	// the model served (budgets.go decides which).
+	var lines []budgetLine
 	for _, b := range proj.budgets {
 		l := a.ledgers[ledgerKey{p.Project, b.Period}]
 		if l == nil {
 			continue // loaded above; deleted meanwhile
 		}
 		l.roll(now)
-		held = append(held, l)
-		if l.spent+l.reserved+cost <= b.Amount {
-			continue
+		lines = append(lines, budgetLine{budget: b, ledger: l, fallback: a.canonical(b.FallbackModel)})
+	}
+	served := model
+	cost := a.price(model).Cost(prompt, completion)
+	if len(lines) > 0 {
+		fbPerChoice := perChoice
+		fallbackCost := func(fb string) float64 {
+			// The rate windows were checked for perChoice: the fallback
+			// gets no more, and less when it can produce less.
+			fbPerChoice = min(perChoice, a.perChoice(fb, req))
+			return a.price(fb).Cost(prompt, a.completionCap(fbPerChoice, req))
 		}
-		if b.OnExhausted == store.OnExhaustedFallback && b.FallbackModel != "" && a.allowed(proj.project, b.FallbackModel) {
-			if served == model {
-				// The rate windows were checked for perChoice: the
-				// fallback gets no more, and less when it can
-				// produce less.
-				served = b.FallbackModel
-				perChoice = min(perChoice, a.perChoice(served, req))
-				completion = a.completionCap(perChoice, req)
-				cost = a.price(served).Cost(prompt, completion)
-			}
-			continue
+		d := decideBudgets(lines, cost, fallbackCost, func(m string) bool { return a.allowed(proj.project, m) })
+		if d.refused != nil {
+			return nil, &request.Rejection{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "budget_exceeded",
+				Reason: "budget", Message: budgetMessage(p.Project, d)}
 		}
-		return nil, &request.Rejection{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "budget_exceeded",
-			Reason: "budget", Message: budgetMessage(p.Project, b, l)}
+		if d.served != "" {
+			served, cost, perChoice = d.served, d.cost, fbPerChoice
+			completion = a.completionCap(perChoice, req)
+		}
+	}
+	held := make([]*ledger, 0, len(lines))
+	for _, bl := range lines {
+		held = append(held, bl.ledger)
 	}
 
 	// Everything passed: reserve.
@@ -358,19 +393,10 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 	}
 	t.windows = append(t.windows, &pm.tokens)
 	for _, l := range held {
-		l.reserved += cost
+		l.reserve(cost)
 	}
 	t.ledgers = held
 	return t, nil
-}
-
-func budgetMessage(project string, b store.Budget, l *ledger) string {
-	reset := "it does not reset; raise the budget to continue"
-	if next, ok := PeriodEnd(b.Period, l.start); ok {
-		reset = "it resets at " + next.Format(time.RFC3339)
-	}
-	return fmt.Sprintf("the %s budget of project %q (%s) is spent: %s spent, %s reserved by requests in flight; %s",
-		b.Period, project, money(b.Amount), money(l.spent), money(l.reserved), reset)
 }
 
 func money(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
@@ -441,10 +467,13 @@ func (t *ticket) SetHeaders(h http.Header) {
 	}
 }
 
-// Settle replaces the reservation with what the request used. A request
-// abandoned before anything could be counted is charged its reservation.
-// The spend goes to every budget the project has now, including one added
-// while the request ran.
+// Settle replaces the reservation with what the request used, never more
+// than was reserved: usage above the reservation (an engine that
+// generated past max_tokens, a prompt that counted more than its bound) is
+// not charged, but counted as overshoot (llmgw_usage_overshoot_tokens_total)
+// and logged. A request abandoned before anything could be counted is
+// charged its reservation. The spend goes to every budget the project has
+// now, including one added while the request ran.
 func (t *ticket) Settle(u request.Usage) request.Usage {
 	t.once.Do(func() {
 		var prompt, completion int64
@@ -456,7 +485,16 @@ func (t *ticket) Settle(u request.Usage) request.Usage {
 		case u.Reported || u.Estimated:
 			prompt, completion = max(int64(u.PromptTokens), 0), max(int64(u.CompletionTokens), 0)
 		}
-		actual := t.a.price(t.model).Cost(prompt, completion)
+		overPrompt, overCompletion := max(prompt-t.prompt, 0), max(completion-t.completion, 0)
+		if overPrompt > 0 || overCompletion > 0 {
+			prompt, completion = prompt-overPrompt, completion-overCompletion
+			u.PromptTokens, u.CompletionTokens = int(prompt), int(completion)
+			u.TotalTokens = int(prompt + completion)
+			t.a.overshot(t.model, overPrompt, overCompletion, u.Reported)
+		}
+		// A price raised while the request ran does not charge more than
+		// was reserved either.
+		actual := min(t.a.price(t.model).Cost(prompt, completion), t.cost)
 		now := t.a.now()
 		t.a.mu.Lock()
 		defer t.a.mu.Unlock()
@@ -464,16 +502,12 @@ func (t *ticket) Settle(u request.Usage) request.Usage {
 			w.add(t.sec, now.Unix(), prompt+completion-t.worst)
 		}
 		for _, l := range t.ledgers {
-			// Costs are never negative (token counts and prices are
-			// bounded and checked), so only float rounding is cleared.
-			if l.reserved -= t.cost; l.reserved < 1e-9 {
-				l.reserved = 0
-			}
+			l.release(t.cost)
 		}
 		for _, period := range []string{store.PeriodDay, store.PeriodMonth, store.PeriodTotal} {
 			if l := t.a.ledgers[ledgerKey{t.project, period}]; l != nil {
 				l.roll(now)
-				l.spent += actual
+				l.charge(actual)
 			}
 		}
 		t.charged = u

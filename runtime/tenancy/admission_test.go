@@ -593,7 +593,7 @@ func TestReservationBoundedByModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := st.PutBudget(ctx, store.Budget{Project: proj, Period: store.PeriodTotal, Amount: 1e-9,
-			OnExhausted: store.OnExhaustedFallback, FallbackModel: fb.model}); err != nil {
+			OnExhausted: store.OnExhaustedFallback, FallbackModel: fb.model, FallbackAllowance: 100}); err != nil {
 			t.Fatal(err)
 		}
 		tk, err := a.Admit(ctx, request.Principal{Project: proj}, "out", chat(fb.maxTokens, 0))

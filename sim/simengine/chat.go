@@ -172,7 +172,8 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 		tc := buildToolCall(prompt, fn)
 		out = chatOutput{tool: &tc, fragments: splitFragments(tc.Function.Arguments, 8), finish: "tool_calls"}
 	} else {
-		plan := planCompletion(maxTokens, len(prompt), e.cfg.MaxModelLen, e.cfg.EOSAfter, req.IgnoreEOS)
+		plan := overshoot(planCompletion(maxTokens, len(prompt), e.cfg.MaxModelLen, e.cfg.EOSAfter, req.IgnoreEOS),
+			maxTokens, e.cfg.OvershootTokens)
 		src := newWordSource(hashTokens(prompt))
 		out = chatOutput{words: make([]string, plan.tokens), finish: plan.finishReason}
 		for i := range out.words {

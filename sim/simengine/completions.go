@@ -60,7 +60,8 @@ func (e *Engine) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		if !e.checkPrompt(w, len(p), req.MaxTokens, "prompt", "max_tokens") {
 			return
 		}
-		plans[i] = planCompletion(req.MaxTokens, len(p), e.cfg.MaxModelLen, e.cfg.EOSAfter, req.IgnoreEOS)
+		plans[i] = overshoot(planCompletion(req.MaxTokens, len(p), e.cfg.MaxModelLen, e.cfg.EOSAfter, req.IgnoreEOS),
+			req.MaxTokens, e.cfg.OvershootTokens)
 	}
 
 	id := newID("cmpl")

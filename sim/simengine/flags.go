@@ -52,6 +52,12 @@ type Config struct {
 	// the request asks for fewer or sets ignore_eos (vLLM's parameter);
 	// 0 never does, so answers run to max_tokens.
 	EOSAfter int
+	// OvershootTokens makes the engine misbehave as an engine that does not
+	// honour max_tokens: an answer cut by the request's max_tokens (or
+	// max_completion_tokens) runs this many tokens past it, and its usage
+	// says so. 0 (the default) honours the bound. For testing that the
+	// gateway bounds what such an engine can cost.
+	OvershootTokens int
 	// PrefixCacheBlocks bounds the prefix cache (default 1024, negative
 	// disables it); BlockSize is the number of tokens per block (default 16).
 	PrefixCacheBlocks int
@@ -85,6 +91,7 @@ func ParseFlags(args []string) (Config, error) {
 	fs.Float64Var(&c.PrefillTokensPerSec, "prefill-tps", 0, "prefill tokens per second (0 = instantaneous)")
 	fs.Float64Var(&c.DecodeTokensPerSec, "decode-tps", 0, "decode tokens per second (0 = instantaneous)")
 	fs.IntVar(&c.EOSAfter, "eos-after", 0, "end answers after this many tokens (finish_reason stop) unless the request sets ignore_eos; 0 = run to max_tokens")
+	fs.IntVar(&c.OvershootTokens, "overshoot-tokens", 0, "generate this many tokens past the request's max_tokens (an engine that ignores it; for tests); 0 = honour it")
 	fs.IntVar(&c.PrefixCacheBlocks, "prefix-cache-blocks", DefaultPrefixCacheBlocks, "prefix cache capacity in blocks (negative disables)")
 	fs.IntVar(&c.BlockSize, "block-size", DefaultBlockSize, "tokens per prefix cache block")
 	fs.IntVar(&c.MaxModelLen, "max-model-len", DefaultMaxModelLen, "maximum prompt plus completion tokens")
@@ -176,6 +183,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--prefill-tps must not be negative, got %g", c.PrefillTokensPerSec)
 	case c.EOSAfter < 0:
 		return fmt.Errorf("--eos-after must not be negative, got %d", c.EOSAfter)
+	case c.OvershootTokens < 0:
+		return fmt.Errorf("--overshoot-tokens must not be negative, got %d", c.OvershootTokens)
 	case c.DecodeTokensPerSec < 0:
 		return fmt.Errorf("--decode-tps must not be negative, got %g", c.DecodeTokensPerSec)
 	case c.BlockSize < 1:

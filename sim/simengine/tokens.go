@@ -92,3 +92,13 @@ func planCompletion(maxTokens *int, promptTokens, maxModelLen, eosAfter int, ign
 	}
 	return p
 }
+
+// overshoot lengthens a plan the request's max_tokens cut short by
+// overshootTokens (Config.OvershootTokens): an engine that does not honour
+// the bound. The finish reason stays "length".
+func overshoot(p completionPlan, maxTokens *int, overshootTokens int) completionPlan {
+	if overshootTokens > 0 && maxTokens != nil && p.finishReason == "length" && p.tokens == *maxTokens {
+		p.tokens += overshootTokens
+	}
+	return p
+}

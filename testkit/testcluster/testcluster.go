@@ -159,6 +159,10 @@ type Cluster struct {
 	NodeDirs map[string]string
 	Ports    map[string][2]int
 
+	// opts are what the cluster was started with; extra control planes
+	// (AddControlPlane) are configured from them.
+	opts Options
+
 	secretsMu   sync.Mutex
 	secrets     []string
 	allProcs    []*Proc
@@ -184,6 +188,10 @@ type NodeSpec struct {
 	// CPUInfo is a /proc/cpuinfo-shaped file for the CPU probe
 	// (simhw.WriteCPUInfo); empty reads the machine's.
 	CPUInfo string
+	// Servers are the control planes' agent addresses the agent dials, the
+	// first as agent.yaml's server and the rest as servers; empty is the
+	// cluster's first control plane alone.
+	Servers []string
 }
 
 // New starts a control plane whose server.yaml lists models (YAML list
@@ -227,7 +235,7 @@ type Options struct {
 func NewCluster(t testing.TB, binary string, opts Options) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
-	c := &Cluster{t: t, Binary: binary, Dir: dir, PKIDir: filepath.Join(dir, "pki"), Nodes: map[string]*Proc{}, NodeDirs: map[string]string{}, Ports: map[string][2]int{}}
+	c := &Cluster{t: t, Binary: binary, Dir: dir, PKIDir: filepath.Join(dir, "pki"), Nodes: map[string]*Proc{}, NodeDirs: map[string]string{}, Ports: map[string][2]int{}, opts: opts}
 	if err := os.MkdirAll(c.PKIDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +296,9 @@ func serverConfig(c *Cluster, p []int, opts Options) (config.Server, error) {
 		return s, fmt.Errorf("testcluster.Options.Grace: %w", err)
 	}
 	s.Agents.Grace = grace
+	// Control planes of one cluster run on one host: each needs its own
+	// name (AddControlPlane names the others).
+	s.HA.Name = "cp-1"
 	var frag string
 	if opts.AuthYAML != "" {
 		frag += "auth:\n" + opts.AuthYAML
@@ -433,6 +444,9 @@ func (c *Cluster) StartAgent(n NodeSpec) *Proc {
 	a := agentconfig.Default()
 	a.NodeID = n.ID
 	a.Server = c.AgentAddr
+	if len(n.Servers) > 0 {
+		a.Server, a.Servers = n.Servers[0], n.Servers[1:]
+	}
 	a.TLS = agentconfig.TLS{CA: filepath.Join(c.PKIDir, "ca.pem"), Cert: filepath.Join(c.PKIDir, cn+".pem"), Key: filepath.Join(c.PKIDir, cn+"-key.pem")}
 	a.Address = "127.0.0.1"
 	a.StateDir = filepath.Join(nd, "state")

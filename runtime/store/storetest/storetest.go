@@ -54,6 +54,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UsageInsertAndQuery", testUsageInsertAndQuery},
 		{"UsageLargeBatch", testUsageLargeBatch},
 		{"ProjectDeleteRacesKeyCreate", testProjectDeleteRacesKeyCreate},
+		{"LeaseTakeover", testLeaseTakeover},
+		{"LeaseRace", testLeaseRace},
+		{"DrainsAndControlPlanes", testDrainsAndControlPlanes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -140,7 +140,7 @@ func testBudgetCRUD(t *testing.T, s store.Store) {
 	if err := s.PutBudget(ctx, b); err != nil {
 		t.Fatalf("PutBudget: %v", err)
 	}
-	b.Amount, b.OnExhausted, b.FallbackModel = 20, store.OnExhaustedFallback, "small"
+	b.Amount, b.OnExhausted, b.FallbackModel, b.FallbackAllowance = 20, store.OnExhaustedFallback, "small", 2.5
 	if err := s.PutBudget(ctx, b); err != nil {
 		t.Fatalf("PutBudget replace: %v", err)
 	}
@@ -151,7 +151,7 @@ func testBudgetCRUD(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatalf("GetBudget: %v", err)
 	}
-	if got.Amount != 20 || got.OnExhausted != store.OnExhaustedFallback || got.FallbackModel != "small" {
+	if got.Amount != 20 || got.OnExhausted != store.OnExhaustedFallback || got.FallbackModel != "small" || got.FallbackAllowance != 2.5 {
 		t.Errorf("GetBudget = %+v", got)
 	}
 	list, err := s.ListBudgets(ctx, store.DefaultProject)
@@ -163,6 +163,8 @@ func testBudgetCRUD(t *testing.T, s store.Store) {
 		{Project: store.DefaultProject, Period: store.PeriodDay, Amount: -1, OnExhausted: store.OnExhaustedRefuse},
 		{Project: store.DefaultProject, Period: store.PeriodDay, Amount: 1, OnExhausted: store.OnExhaustedFallback},
 		{Project: store.DefaultProject, Period: store.PeriodDay, Amount: 1, OnExhausted: "shrug"},
+		{Project: store.DefaultProject, Period: store.PeriodDay, Amount: 1, OnExhausted: store.OnExhaustedRefuse, FallbackAllowance: 1},
+		{Project: store.DefaultProject, Period: store.PeriodDay, Amount: 1, OnExhausted: store.OnExhaustedFallback, FallbackModel: "small", FallbackAllowance: -1},
 	}
 	for _, b := range bad {
 		if err := s.PutBudget(ctx, b); err == nil {

@@ -1,0 +1,47 @@
+-- Two or more control planes on one store. leader_leases holds the fleet's
+-- leader lease: its holder, the fencing token (one more at every change of
+-- holder) and its expiry, all times in microseconds of the database's own
+-- clock so that control planes on different machines agree on them.
+CREATE TABLE leader_leases (
+    name        TEXT PRIMARY KEY,
+    holder      TEXT NOT NULL,
+    instance    TEXT NOT NULL,
+    token       BIGINT NOT NULL,
+    agent_addr  TEXT NOT NULL,
+    client_addr TEXT NOT NULL,
+    manage_addr TEXT NOT NULL,
+    acquired_at BIGINT NOT NULL,
+    renewed_at  BIGINT NOT NULL,
+    expires_at  BIGINT NOT NULL
+);
+
+-- Every control plane that runs on this store, leader or standby, with when
+-- it was last seen (for `ctl status`).
+CREATE TABLE control_planes (
+    name        TEXT PRIMARY KEY,
+    instance    TEXT NOT NULL,
+    version     TEXT NOT NULL,
+    agent_addr  TEXT NOT NULL,
+    client_addr TEXT NOT NULL,
+    manage_addr TEXT NOT NULL,
+    started_at  BIGINT NOT NULL,
+    seen_at     BIGINT NOT NULL
+);
+
+-- What the leader decided about the fleet and standbys need (the routes,
+-- the live replicas), each written under the fencing token of the lease it
+-- held.
+CREATE TABLE fleet_state (
+    key        TEXT PRIMARY KEY,
+    token      BIGINT NOT NULL,
+    value      TEXT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+
+-- Nodes an operator drained: a new leader drains them again when their
+-- agents connect.
+CREATE TABLE node_drains (
+    node       TEXT PRIMARY KEY,
+    token      BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
