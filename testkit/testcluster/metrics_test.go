@@ -14,8 +14,10 @@ type recorder struct {
 	errors []string
 }
 
-func (r *recorder) Errorf(format string, args ...any) { r.errors = append(r.errors, fmt.Sprintf(format, args...)) }
-func (r *recorder) Helper()                           {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Helper() {}
 
 // TestSecretScanMetricsCannotPassEmpty: the metrics half of the secret scan
 // fails the test when a running control plane's metrics cannot be read,
