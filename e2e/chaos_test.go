@@ -152,3 +152,115 @@ func TestAgentKill9TenTimes(t *testing.T) {
 		t.Errorf("%d placements; killing the agent must never place the replica anew:\n%s", n, testcluster.Tail(c.Server.Output(), 20))
 	}
 }
+
+// TestNodeCutOffAndBack stops a node's processes (its agent and its
+// engine, SIGSTOP: the node is cut off, nothing answers) until the control
+// plane declares it lost and rebuilds its replica on the other node, then
+// lets them run again: the node comes back, and the model still has
+// exactly one live replica — the rebuilt one; the lost one stays listed as
+// failed — while the returning node's stale engine is stopped, not
+// counted twice.
+func TestNodeCutOffAndBack(t *testing.T) {
+	c := testcluster.New(t, binary, "4s", `  - name: sim-chat
+    source: sim://chat
+    scaling: { min: 1, max: 1 }
+    profiles:
+      - { name: h100, engine: sim, gpu_class: h100-80g, tp: 1, startup_timeout: 1m }
+`)
+	agents := map[string]*testcluster.Proc{}
+	for _, n := range []string{"node01", "node02"} {
+		agents[n] = c.StartAgent(testcluster.NodeSpec{ID: n})
+	}
+	mc := c.ManageClient()
+	ctx := context.Background()
+	replicas := func() ([]*managev1.Replica, string) {
+		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
+		if err != nil {
+			return nil, err.Error()
+		}
+		var states []string
+		for _, r := range rs.GetReplicas() {
+			states = append(states, r.GetId()+"="+r.GetState()+"@"+r.GetShards()[0].GetNode())
+		}
+		return rs.GetReplicas(), strings.Join(states, "; ")
+	}
+	var first *managev1.Replica
+	testcluster.WaitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
+		rs, why := replicas()
+		if len(rs) == 1 && rs[0].GetState() == "ready" {
+			first = rs[0]
+			return true, ""
+		}
+		return false, why
+	})
+	cut := first.GetShards()[0].GetNode()
+	other := map[string]string{"node01": "node02", "node02": "node01"}[cut]
+	engines := enginePIDs(t, c, cut)
+	if len(engines) != 1 {
+		t.Fatalf("engines on %s: %v, want one", cut, engines)
+	}
+	procs := []int{agents[cut].Cmd.Process.Pid, engines[0]}
+	for _, pid := range procs {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopped := true
+	cont := func() {
+		if stopped {
+			stopped = false
+			for _, pid := range procs {
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+			}
+		}
+	}
+	defer cont()
+
+	var rebuilt *managev1.Replica
+	testcluster.WaitFor(t, "the replica rebuilt on "+other, 60*time.Second, func() (bool, string) {
+		rs, why := replicas()
+		for _, r := range rs {
+			if r.GetState() == "ready" && r.GetShards()[0].GetNode() == other {
+				rebuilt = r
+				return true, ""
+			}
+		}
+		return false, why
+	})
+	cont()
+
+	// The node is back: connected again, its stale engine stopped, and one
+	// replica serving, the rebuilt one.
+	testcluster.WaitFor(t, cut+" back", 60*time.Second, func() (bool, string) {
+		n, err := mc.GetNode(ctx, &managev1.GetNodeRequest{Id: cut})
+		if err != nil {
+			return false, err.Error()
+		}
+		return n.GetState() == "ready", n.GetState() + " " + n.GetReason()
+	})
+	testcluster.WaitFor(t, "the stale engine on "+cut+" stopped", 60*time.Second, func() (bool, string) {
+		return syscall.Kill(engines[0], 0) != nil, "engine still running"
+	})
+	// Hold the answer for a few reconciler passes: no second replica.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		rs, why := replicas()
+		var live []string
+		for _, r := range rs {
+			if st := r.GetState(); st != "failed" && st != "stopped" {
+				live = append(live, r.GetId())
+			}
+		}
+		if len(live) != 1 || live[0] != rebuilt.GetId() {
+			t.Fatalf("after %s came back the model has %s; want one live replica, the rebuilt %s (the lost one may stay listed as failed)", cut, why, rebuilt.GetId())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	client := openai.NewClient(option.WithBaseURL(c.Client), option.WithAPIKey(c.APIKey), option.WithMaxRetries(0))
+	if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "sim-chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("after the node came back")},
+	}); err != nil {
+		t.Fatalf("request after the node came back: %v", err)
+	}
+}
