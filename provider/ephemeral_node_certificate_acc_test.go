@@ -74,7 +74,7 @@ func TestAccNodeCertificateEphemeral(t *testing.T) {
 		roots := x509.NewCertPool()
 		roots.AppendCertsFromPEM(caPEM)
 		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil || cert.Subject.CommonName != "gpu-142" {
-			return fmt.Errorf("certificate %q does not verify as a node certificate of the CA: %v", cert.Subject.CommonName, err)
+			return fmt.Errorf("certificate %q does not verify as a node certificate of the CA: %w", cert.Subject.CommonName, err)
 		}
 		key, err := pki.ParsePrivateKey([]byte(keyPEM))
 		if err != nil {

@@ -105,7 +105,7 @@ func walk(v reflect.Value, prefix string, docs map[string]string, rows *[]Row) {
 			if fv.IsNil() {
 				fv = reflect.New(ft.Elem())
 			}
-			ft, fv = ft.Elem(), fv.Elem()
+			fv = fv.Elem()
 			if meaning != "" {
 				if !hasDef {
 					def = "none"
