@@ -6,6 +6,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,7 @@ import (
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/specpb"
 	"github.com/llmgw/llmgw/internal/buildinfo"
+	"github.com/llmgw/llmgw/internal/download"
 	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -72,6 +74,14 @@ type Agent struct {
 	// gpus are the GPUs the last discovery listed; heartbeats refresh
 	// their readings.
 	gpus []*agentv1.GPU
+	// cacheSent is the weights cache generation last reported.
+	cacheSent uint64
+	// runCtx is Run's context: fetches ahead of a shard outlive a session.
+	runCtx context.Context
+	// peerTLS serves the cache to peers; peerAddr is where they reach it
+	// ("" when the agent serves none).
+	peerTLS  *tls.Config
+	peerAddr string
 	// fencing is the highest leader fencing token seen: a session from a
 	// control plane with a lower one (deposed) is refused.
 	fencing int64
@@ -103,7 +113,24 @@ func New(opts Options) (*Agent, error) {
 		}
 		token = strings.TrimSpace(string(b))
 	}
+	s3 := download.S3ConfigFromEnv(os.Getenv)
+	if e := opts.Config.Fetch.S3Endpoint; e != "" {
+		s3.Endpoint = e
+	}
+	if r := opts.Config.Fetch.S3Region; r != "" {
+		s3.Region = r
+	}
+	var peerServer, peerClient func(string) *tls.Config
+	if c := opts.Config.TLS; c.CA != "" && c.Cert != "" && c.Key != "" {
+		var perr error
+		peerServer, peerClient, perr = fetch.PeerTLS(c.CA, c.Cert, c.Key)
+		if perr != nil {
+			log.Warn("weights peers off: the node identity does not load", "err", perr)
+		}
+	}
 	weights, err := fetch.New(fetch.Options{
+		PeerClient:  peerClient,
+		S3:          s3,
 		Dir:         opts.Config.WeightsPath(),
 		HFEndpoint:  opts.Config.Fetch.HFEndpoint,
 		HFToken:     token,
@@ -123,6 +150,9 @@ func New(opts Options) (*Agent, error) {
 		decl:    opts.Config.Declaration,
 		shards:  map[string]*shardState{},
 		recheck: make(chan struct{}, 1),
+	}
+	if peerServer != nil {
+		a.peerTLS = peerServer("")
 	}
 	return a, nil
 }
@@ -159,6 +189,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return clients[addr], nil
 	}
 	a.log.Info("agent starting", "server", a.cfg.Server, "servers", len(servers), "address", a.cfg.Address)
+	a.runCtx = ctx
+	if err := a.servePeers(ctx); err != nil {
+		return err
+	}
 	a.adopt()
 	// The first hello carries the checks of the declaration in use; later
 	// ones run beside the session.
@@ -300,6 +334,7 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient, 
 		Declaration:  specpb.DeclarationToProto(decl),
 		Shards:       a.shardStatusesLocked(),
 		EngineChecks: a.checks,
+		PeerAddress:  a.peerAddr,
 	}
 	err = send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_Hello{Hello: hello}})
 	if err == nil {
@@ -359,6 +394,15 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient, 
 		case *agentv1.ControlMessage_CheckEngines:
 			a.log.Info("engine check asked for by the control plane")
 			a.requestChecks()
+		case *agentv1.ControlMessage_FetchWeights:
+			a.prefetch(a.runCtx, m.FetchWeights)
+		case *agentv1.ControlMessage_CollectWeights:
+			go func() {
+				ans := a.collect(m.CollectWeights)
+				if err := send(&agentv1.AgentMessage{Msg: &agentv1.AgentMessage_WeightsCollected{WeightsCollected: ans}}); err != nil {
+					a.log.Debug("weights collection not reported", "err", err)
+				}
+			}()
 		}
 	}
 }
@@ -396,7 +440,7 @@ func (a *Agent) heartbeats(ctx context.Context, send func(*agentv1.AgentMessage)
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			hb := &agentv1.Heartbeat{UnixMs: time.Now().UnixMilli()}
+			hb := &agentv1.Heartbeat{UnixMs: time.Now().UnixMilli(), WeightsCache: a.cacheChanged()}
 			select {
 			case hb.Gpus = <-readings:
 			default:
@@ -478,8 +522,11 @@ func (a *Agent) discover(ctx context.Context, decl spec.Declaration) *agentv1.In
 	inv := discovery.Discover(ctx, decl, opts)
 	out := InventoryToProto(inv)
 	out.Engines = a.engineStatuses(decl)
+	wc, gen := a.cacheReport()
+	out.WeightsCache = wc
 	a.mu.Lock()
 	a.gpus = out.GetGpus()
+	a.cacheSent = gen
 	a.mu.Unlock()
 	return out
 }

@@ -27,6 +27,9 @@ type shardState struct {
 	// ports are the ports handed to this shard's engine; no other shard
 	// gets them while this one exists, even before its engine binds them.
 	ports []int
+	// source is the model's source as the StartShard wrote it (the
+	// engine is given the cache's path for a fetched one).
+	source string
 }
 
 // shardStatusesLocked returns the current status of every shard, for a
@@ -89,7 +92,7 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 		return // a repeated command: already running or done
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a.shards[id] = &shardState{cancel: cancel, status: statusFor(ss)}
+	a.shards[id] = &shardState{cancel: cancel, status: statusFor(ss), source: ss.Source}
 	decl := a.decl
 	a.mu.Unlock()
 
@@ -132,7 +135,7 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 	// A fetch may take hours: it runs beside the session, and the engine
 	// is launched with the cache's local path once it is done.
 	go func() {
-		path, err := a.weights.Resolve(ctx, ss.Source, func(p fetch.Progress) {
+		path, err := a.weights.ResolveFrom(ctx, ss.Source, peersFromProto(m.GetWeightsPeers()), func(p fetch.Progress) {
 			a.setStatus(id, func(st *agentv1.ShardStatus) { st.Fetch = fetchToProto(p) })
 		})
 		if err != nil {
@@ -143,6 +146,7 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 			return
 		}
 		a.log.Info("weights in place", "shard", id, "source", ss.Source, "path", path)
+		a.sendCacheIfChanged()
 		a.setStatus(id, func(st *agentv1.ShardStatus) { st.Fetch = nil })
 		ss.Source = path
 		a.launch(ctx, id, ss, drv, decl, m)

@@ -60,7 +60,7 @@ func writeBudgets(w io.Writer, budgets []*managev1.Budget) error {
 		if b.GetResetsUnixMs() != 0 {
 			resets = timeText(b.GetResetsUnixMs())
 		}
-		row(tw, b.GetProject(), b.GetPeriod(), money(b.GetAmount()), fmt.Sprintf("%.4g", b.GetSpent()), resets, budgetAction(b))
+		row(tw, b.GetProject(), b.GetPeriod(), money(b.GetAmount()), costText(b.GetSpent()), resets, budgetAction(b))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -105,8 +105,8 @@ func (a *app) budgetSet(ctx context.Context, args []string) int {
 	return mutation(ctx, a, fs, conn, asJSON, fmt.Sprintf("setting budget %s/%s", pos[0], *period), func(ctx context.Context, c *client) (*managev1.Budget, error) {
 		return c.PutBudget(ctx, &managev1.PutBudgetRequest{Budget: b})
 	}, func(w io.Writer, b *managev1.Budget) {
-		fmt.Fprintf(w, "budget %s/%s: amount %s, %.4g spent this period; when spent: %s\n",
-			b.GetProject(), b.GetPeriod(), money(b.GetAmount()), b.GetSpent(), budgetAction(b))
+		fmt.Fprintf(w, "budget %s/%s: amount %s, %s spent this period; when spent: %s\n",
+			b.GetProject(), b.GetPeriod(), money(b.GetAmount()), costText(b.GetSpent()), budgetAction(b))
 		printWarnings(w, b.GetWarnings())
 	})
 }

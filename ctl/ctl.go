@@ -39,10 +39,14 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
   logout                         revoke the token from login that LLMGW_TOKEN holds
   status                         version, nodes, models, replicas, GPUs in use
   nodes [--json]                 nodes with their GPUs, memory, fabrics and replicas
-  drain NODE [--cancel]          move a node's replicas elsewhere (or stop doing so)
+  drain NODE [--cancel|--force]  move a node's replicas elsewhere (or stop doing so)
   check-engines NODE [--wait 60s]
                                  run a node's engine checks again and print them;
                                  exit 1 when an engine cannot start
+  weights [--node N] [--json]    each node's weights cache: entries, who uses them, what could be freed
+  weights --collect [--dry-run] [--node N] [--wait 60s]
+                                 delete the cached weights no catalog model and no live
+                                 shard uses; exit 1 when a node could not collect
   fabrics [--json]               declared fabrics and the nodes in them
   models [--json]                catalog models and whether they are serving
   replicas [--model M] [--json]  replicas, their shards and why failed ones failed
@@ -51,6 +55,12 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
   model add -f FILE [--update]   create (or update) a model from a YAML definition
   model get NAME [--json]        print a model's definition and status
   model rm NAME                  delete a model stored through the API
+  scale MODEL N [--max M]        keep N replicas running (scaling.min; --min/--max set
+                                 either bound; 0 with a max above it loads on demand)
+  bench MODEL [--save] [--target 1s]
+                                 measure the requests a replica carries at once at a p90
+                                 time to first token (real requests through the client API,
+                                 LLMGW_BASE_URL and LLMGW_API_KEY); --save makes it the weight
 
 tenancy (same connection flags; every listing takes --json):
   projects [create|update|delete NAME] [--rpm N] [--tpm N] [--allow M,M]
@@ -114,6 +124,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdDrain(ctx, rest)
 	case "check-engines":
 		return a.cmdCheckEngines(ctx, rest)
+	case "weights":
+		return a.cmdWeights(ctx, rest)
 	case "fabrics":
 		return a.cmdFabrics(ctx, rest)
 	case "models":
@@ -124,6 +136,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdExplain(ctx, rest)
 	case "model":
 		return a.cmdModel(ctx, rest)
+	case "scale":
+		return a.cmdScale(ctx, rest)
+	case "bench":
+		return a.cmdBench(ctx, rest)
 	case "cert":
 		return a.cmdCert(rest)
 	case "projects":

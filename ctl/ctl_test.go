@@ -41,10 +41,10 @@ gpus:      2/16 used
 		{
 			name: "nodes",
 			args: []string{"nodes"},
-			want: `NODE          STATE               GPUS      MEM    CLASSES   FABRICS         REPLICAS  LAST SEEN
-llmgw-node01  ready (undeclared)  8/8 free  503G   h100-80g  ib-a            0         2s
-llmgw-node02  ready (undeclared)  6/8 free  1007G  h100-80g  ib-a(out),roce  1         1m
-cpu01         lost (undeclared)   -         62G    -         -               0         3h
+			want: `NODE          STATE               GPUS      MEM    DISK       CLASSES   FABRICS         REPLICAS  LAST SEEN
+llmgw-node01  ready (undeclared)  8/8 free  503G   120G/400G  h100-80g  ib-a            0         2s
+llmgw-node02  ready (undeclared)  6/8 free  1007G  -          h100-80g  ib-a(out),roce  1         1m
+cpu01         lost (undeclared)   -         62G    -          -         -               0         3h
 
 llmgw-node02: fabric ib-a out of service: mlx5_1 port 1 is DOWN
 cpu01: lost: no heartbeat since 3h
@@ -61,9 +61,9 @@ ib-b    -                         -
 		{
 			name: "models",
 			args: []string{"models"},
-			want: `MODEL                      SERVING  REPLICAS  STATUS   ALIASES
-qwen2.5-coder-3b-instruct  yes      1/1       serving  coder
-llama-3.1-70b              no       0/1       failed   -
+			want: `MODEL                      SERVING  REPLICAS  WEIGHT  STATUS   ALIASES
+qwen2.5-coder-3b-instruct  yes      1/1       cpu:1   serving  coder
+llama-3.1-70b              no       0/1       -       failed   -
 
 llama-3.1-70b: failed: replica r-70b-1 failed: shard 1 exited
 `,
@@ -611,11 +611,11 @@ func TestUsage(t *testing.T) {
 		{"explain without a model", []string{"explain-placement", "--json"}, 2, "", "missing the model name"},
 		{"explain with two models", []string{"explain-placement", "a", "b"}, 2, "", "unexpected argument \"b\""},
 		{"nodes with an argument", []string{"nodes", "extra"}, 2, "", "unexpected argument \"extra\""},
-		{"help lists drain", []string{"help"}, 0, "drain NODE [--cancel]", ""},
+		{"help lists drain", []string{"help"}, 0, "drain NODE [--cancel|--force]", ""},
 		{"help lists fabrics", []string{"help"}, 0, "fabrics [--json]", ""},
 		{"drain without a node", []string{"drain", "--cancel"}, 2, "", "missing the node name"},
 		{"drain with two nodes", []string{"drain", "a", "b"}, 2, "", "unexpected argument \"b\""},
-		{"drain help", []string{"drain", "-h"}, 0, "", "usage: llmgw ctl drain NODE [--cancel]"},
+		{"drain help", []string{"drain", "-h"}, 0, "", "usage: llmgw ctl drain NODE [--cancel | --force]"},
 		{"fabrics with an argument", []string{"fabrics", "ib-a"}, 2, "", "unexpected argument \"ib-a\""},
 		{"unknown flag", []string{"nodes", "--wide"}, 2, "", "flag provided but not defined: -wide"},
 		{"subcommand help", []string{"replicas", "-h"}, 0, "", "usage: llmgw ctl replicas [--model M] [--json]"},

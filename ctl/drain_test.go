@@ -85,7 +85,7 @@ func TestNodesShowDraining(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	want := "llmgw-node02  draining (undeclared)  6/8 free  1007G  h100-80g  ib-a(out),roce  1         1m\n"
+	want := "llmgw-node02  draining (undeclared)  6/8 free  1007G  -          h100-80g  ib-a(out),roce  1         1m\n"
 	if !strings.Contains(out, want) {
 		t.Errorf("stdout lacks %q:\n%s", want, out)
 	}

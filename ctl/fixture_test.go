@@ -4,6 +4,7 @@ import (
 	"github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/api/specv1"
+	"google.golang.org/protobuf/proto"
 )
 
 const gib = 1 << 30
@@ -34,9 +35,10 @@ func cannedManage() *fakeManage {
 		nodes: []*managev1.Node{
 			{
 				Id: "llmgw-node01", State: "ready", LastSeenUnixMs: ms(2_400),
-				Gpus:             h100s(8),
-				Fabrics:          []*agentv1.FabricVerdict{{Name: "ib-a", Adapters: []string{"mlx5_0"}, InService: true, RateGbps: 400}},
-				MemoryTotalBytes: 503*gib + 123_456_789,
+				Gpus:                 h100s(8),
+				Fabrics:              []*agentv1.FabricVerdict{{Name: "ib-a", Adapters: []string{"mlx5_0"}, InService: true, RateGbps: 400}},
+				MemoryTotalBytes:     503*gib + 123_456_789,
+				WeightsDiskFreeBytes: proto.Uint64(120 * gib), WeightsDiskTotalBytes: proto.Uint64(400 * gib),
 			},
 			{
 				Id: "llmgw-node02", State: "ready", LastSeenUnixMs: ms(75_000),

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -119,4 +121,18 @@ func oneLine(s string, max int) string {
 		return s
 	}
 	return strings.TrimRight(string(r[:max-1]), " ") + "…"
+}
+
+// costText renders a cost or an amount spent with four significant digits
+// in plain decimal notation: 0.000033, 1.235, 12346; never 3.3e-05.
+func costText(x float64) string {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	decimals := max(0, 3-int(math.Floor(math.Log10(math.Abs(x)))))
+	s := strconv.FormatFloat(x, 'f', decimals, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
 }

@@ -34,18 +34,25 @@ func (a *app) cmdModels(ctx context.Context, args []string) int {
 // model that has one (why it is unplaced or failed).
 func writeModels(w io.Writer, models []*managev1.Model) error {
 	tw := newTable(w)
-	row(tw, "MODEL", "SERVING", "REPLICAS", "STATUS", "ALIASES")
+	row(tw, "MODEL", "SERVING", "REPLICAS", "WEIGHT", "STATUS", "ALIASES")
 	for _, m := range models {
 		st := m.GetStatus()
 		serving := "no"
 		if st.GetReplicasReady() > 0 {
 			serving = "yes"
 		}
+		// Each profile's routing weight: what one replica of it carries
+		// at once (ctl bench --save measures it).
+		var weights []string
+		for _, p := range m.GetProfiles() {
+			weights = append(weights, fmt.Sprintf("%s:%d", p.GetName(), p.GetWeight()))
+		}
 		row(tw,
 			m.GetName(),
 			serving,
 			fmt.Sprintf("%d/%d", st.GetReplicasReady(), st.GetReplicasDesired()),
-			orDash(st.GetState()),
+			orDash(strings.Join(weights, ",")),
+			modelState(st),
 			orDash(strings.Join(m.GetAliases(), ",")),
 		)
 	}
@@ -57,12 +64,27 @@ func writeModels(w io.Writer, models []*managev1.Model) error {
 		if msg := m.GetStatus().GetMessage(); msg != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s: %s", m.GetName(), orDash(m.GetStatus().GetState()), msg))
 		}
+		if st := m.GetStatus().GetStalled(); st != "" {
+			notes = append(notes, fmt.Sprintf("%s: rollout stuck: %s", m.GetName(), st))
+		}
 	}
 	if len(notes) > 0 {
 		_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
 		return err
 	}
 	return nil
+}
+
+// modelState is the STATUS column: the state, with ", rollout stuck" when
+// the current generation cannot be placed while older replicas serve.
+func modelState(st *managev1.ModelStatus) string {
+	s := orDash(st.GetState())
+	if st.GetStalled() != "" {
+		s += ", rollout stuck"
+	} else if st.GetReplicasOutdated() > 0 {
+		s += ", rolling"
+	}
+	return s
 }
 
 // generationNote is " (generation G)" or nothing when the server sent none.
@@ -163,6 +185,12 @@ func writeModelDefinition(w io.Writer, m *managev1.Model) error {
 		orDash(st.GetState()), st.GetReplicasReady(), st.GetReplicasDesired(), st.GetReplicasTotal())
 	if msg := st.GetMessage(); msg != "" {
 		fmt.Fprintf(w, "# %s\n", oneLine(msg, 200))
+	}
+	if n := st.GetReplicasOutdated(); n > 0 {
+		fmt.Fprintf(w, "# rollout: %s of an older generation or on a draining node still serving until replaced\n", plural(int(n), "replica"))
+	}
+	if stalled := st.GetStalled(); stalled != "" {
+		fmt.Fprintf(w, "# rollout stuck: %s\n", oneLine(stalled, 400))
 	}
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)

@@ -34,13 +34,14 @@ func (a *app) cmdNodes(ctx context.Context, args []string) int {
 // out of service).
 func writeNodes(w io.Writer, nodes []*managev1.Node, now time.Time) error {
 	tw := newTable(w)
-	row(tw, "NODE", "STATE", "GPUS", "MEM", "CLASSES", "FABRICS", "REPLICAS", "LAST SEEN")
+	row(tw, "NODE", "STATE", "GPUS", "MEM", "DISK", "CLASSES", "FABRICS", "REPLICAS", "LAST SEEN")
 	for _, n := range nodes {
 		row(tw,
 			n.GetId(),
 			nodeState(n),
 			nodeGPUs(n),
 			humanBytes(n.GetMemoryTotalBytes()),
+			nodeDisk(n),
 			orDash(strings.Join(nodeClasses(n), ",")),
 			orDash(nodeFabrics(n)),
 			fmt.Sprint(n.GetReplicas()),
@@ -55,8 +56,13 @@ func writeNodes(w io.Writer, nodes []*managev1.Node, now time.Time) error {
 		if r := n.GetReason(); r != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s: %s", n.GetId(), orDash(n.GetState()), r))
 		}
-		if e := n.GetGpuError(); e != "" {
+		// The control plane puts the GPU error in the reason too: once is
+		// enough (issue 18 saw it twice).
+		if e := n.GetGpuError(); e != "" && !strings.Contains(n.GetReason(), e) {
 			notes = append(notes, fmt.Sprintf("%s: GPU discovery: %s", n.GetId(), e))
+		}
+		for line := range strings.Lines(n.GetDrainBlocked()) {
+			notes = append(notes, fmt.Sprintf("%s: drain blocked: %s", n.GetId(), strings.TrimSpace(line)))
 		}
 		for _, f := range n.GetFabrics() {
 			if !f.GetInService() {
@@ -123,4 +129,14 @@ func nodeFabrics(n *managev1.Node) string {
 		}
 	}
 	return strings.Join(names, ",")
+}
+
+// nodeDisk is the free space of the filesystem holding the node's weights
+// cache against its size, "120G/400G"; a dash when the node did not report
+// it (not that it has no space).
+func nodeDisk(n *managev1.Node) string {
+	if n.WeightsDiskTotalBytes == nil {
+		return "-"
+	}
+	return humanBytes(n.GetWeightsDiskFreeBytes()) + "/" + humanBytes(n.GetWeightsDiskTotalBytes())
 }

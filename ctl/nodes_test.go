@@ -17,10 +17,10 @@ func TestNodesMarkUndeclared(t *testing.T) {
 		{
 			name:     "a declared and an undeclared node",
 			declared: []bool{true, false, true},
-			want: `NODE          STATE               GPUS      MEM    CLASSES   FABRICS         REPLICAS  LAST SEEN
-llmgw-node01  ready               8/8 free  503G   h100-80g  ib-a            0         2s
-llmgw-node02  ready (undeclared)  6/8 free  1007G  h100-80g  ib-a(out),roce  1         1m
-cpu01         lost                -         62G    -         -               0         3h
+			want: `NODE          STATE               GPUS      MEM    DISK       CLASSES   FABRICS         REPLICAS  LAST SEEN
+llmgw-node01  ready               8/8 free  503G   120G/400G  h100-80g  ib-a            0         2s
+llmgw-node02  ready (undeclared)  6/8 free  1007G  -          h100-80g  ib-a(out),roce  1         1m
+cpu01         lost                -         62G    -          -         -               0         3h
 
 llmgw-node02: fabric ib-a out of service: mlx5_1 port 1 is DOWN
 cpu01: lost: no heartbeat since 3h
@@ -29,10 +29,10 @@ cpu01: lost: no heartbeat since 3h
 		{
 			name:     "all declared",
 			declared: []bool{true, true, true},
-			want: `NODE          STATE  GPUS      MEM    CLASSES   FABRICS         REPLICAS  LAST SEEN
-llmgw-node01  ready  8/8 free  503G   h100-80g  ib-a            0         2s
-llmgw-node02  ready  6/8 free  1007G  h100-80g  ib-a(out),roce  1         1m
-cpu01         lost   -         62G    -         -               0         3h
+			want: `NODE          STATE  GPUS      MEM    DISK       CLASSES   FABRICS         REPLICAS  LAST SEEN
+llmgw-node01  ready  8/8 free  503G   120G/400G  h100-80g  ib-a            0         2s
+llmgw-node02  ready  6/8 free  1007G  -          h100-80g  ib-a(out),roce  1         1m
+cpu01         lost   -         62G    -          -         -               0         3h
 
 llmgw-node02: fabric ib-a out of service: mlx5_1 port 1 is DOWN
 cpu01: lost: no heartbeat since 3h

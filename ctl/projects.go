@@ -100,10 +100,12 @@ func printWarnings(w io.Writer, warnings []string) {
 
 const projectsUsage = `usage: llmgw ctl projects [list|create|update|delete] ...
   projects [--json]                                      list projects with their limits
-  projects create NAME [--rpm N] [--tpm N] [--allow M,M] create a project
-  projects update NAME [--rpm N] [--tpm N] [--allow M,M] change the flags given, keep the rest
+  projects create NAME [--rpm N] [--tpm N] [--allow M,M] [--threads-retain-hours H] [--memory-retain-hours H]
+                                                         create a project
+  projects update NAME [same flags]                      change the flags given, keep the rest
   projects delete NAME                                   delete a project without live keys (its budgets go too)
-  (rpm/tpm 0: auth.default_rpm/default_tpm apply; --allow "": every model)
+  (rpm/tpm 0: auth.default_rpm/default_tpm apply; --allow "": every model;
+   retain hours 0: keep no conversations / memory notes, see docs/client-apis.md)
 `
 
 func (a *app) cmdProjects(ctx context.Context, args []string) int {
@@ -126,13 +128,14 @@ func (a *app) cmdProjects(ctx context.Context, args []string) int {
 
 func writeProjects(w io.Writer, projects []*managev1.Project) error {
 	tw := newTable(w)
-	row(tw, "PROJECT", "RPM", "TPM", "MODELS", "KEYS")
+	row(tw, "PROJECT", "RPM", "TPM", "MODELS", "KEYS", "THREADS", "MEMORY")
 	for _, p := range projects {
 		models := strings.Join(p.GetAllowedModels(), ",")
 		if models == "" {
 			models = "all"
 		}
-		row(tw, p.GetName(), limitText(p.GetRpm()), limitText(p.GetTpm()), models, strconv.Itoa(int(p.GetLiveKeys())))
+		row(tw, p.GetName(), limitText(p.GetRpm()), limitText(p.GetTpm()), models, strconv.Itoa(int(p.GetLiveKeys())),
+			retainText(p.GetThreadsRetainHours()), retainText(p.GetMemoryRetainHours()))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -145,6 +148,14 @@ func writeProjects(w io.Writer, projects []*managev1.Project) error {
 	return nil
 }
 
+// retainText shows a content retention: "24h", or "off".
+func retainText(hours int32) string {
+	if hours <= 0 {
+		return "off"
+	}
+	return strconv.Itoa(int(hours)) + "h"
+}
+
 func (a *app) projectSet(ctx context.Context, args []string, update bool) int {
 	verb := "create"
 	if update {
@@ -154,6 +165,8 @@ func (a *app) projectSet(ctx context.Context, args []string, update bool) int {
 	rpm := fs.Int64("rpm", 0, "requests per minute for the whole project (0: auth.default_rpm)")
 	tpm := fs.Int64("tpm", 0, "tokens per minute for the whole project (0: auth.default_tpm)")
 	allow := fs.String("allow", "", `comma-separated models the project may use ("": every model; an empty entry is refused)`)
+	threads := fs.Int("threads-retain-hours", 0, "hours the project keeps conversations (threads, stored responses) after their last turn; 0 keeps none")
+	memory := fs.Int("memory-retain-hours", 0, "hours the project keeps its agents' memory notes after their last write; 0 keeps none")
 	asJSON := fs.Bool("json", false, "print the project as JSON")
 	pos, code, ok := a.parse(fs, args, 1, "the project name")
 	if !ok {
@@ -166,6 +179,15 @@ func (a *app) projectSet(ctx context.Context, args []string, update bool) int {
 	}
 	return mutation(ctx, a, fs, conn, asJSON, verb+" project "+name, func(ctx context.Context, c *client) (*managev1.Project, error) {
 		p := &managev1.Project{Name: name, Rpm: *rpm, Tpm: *tpm, AllowedModels: allowed}
+		// Sent only when given: an update keeps what it does not name.
+		if isSet(fs, "threads-retain-hours") {
+			h := int32(*threads)
+			p.ThreadsRetainHours = &h
+		}
+		if isSet(fs, "memory-retain-hours") {
+			h := int32(*memory)
+			p.MemoryRetainHours = &h
+		}
 		if !update {
 			return c.CreateProject(ctx, &managev1.CreateProjectRequest{Project: p})
 		}

@@ -37,13 +37,18 @@ type fakeManage struct {
 	explanation *managev1.Explanation
 	fabrics     []*managev1.Fabric
 
-	mu       sync.Mutex
-	drains   []*managev1.DrainNodeRequest
-	checks   []*managev1.CheckNodeEnginesRequest
-	created  []*managev1.Model
-	updated  []*managev1.Model
-	deleted  []string
-	replicaQ []string
+	mu     sync.Mutex
+	drains []*managev1.DrainNodeRequest
+	checks []*managev1.CheckNodeEnginesRequest
+	// weights is what ListWeights answers; collected what CollectWeights
+	// answers, and collects what it was asked.
+	weights   []*managev1.NodeWeights
+	collected []*managev1.NodeWeights
+	collects  []*managev1.CollectWeightsRequest
+	created   []*managev1.Model
+	updated   []*managev1.Model
+	deleted   []string
+	replicaQ  []string
 }
 
 func (f *fakeManage) GetStatus(context.Context, *managev1.GetStatusRequest) (*managev1.Status, error) {
@@ -140,6 +145,14 @@ func (f *fakeManage) DrainNode(_ context.Context, req *managev1.DrainNodeRequest
 			if req.GetCancel() {
 				return &managev1.DrainNodeResponse{}, nil
 			}
+			// A node whose drain_blocked is set stands for one whose
+			// replica cannot move: refused unless forced.
+			if b := n.GetDrainBlocked(); b != "" {
+				if !req.GetForce() {
+					return nil, status.Errorf(codes.FailedPrecondition, "node %s cannot be drained: no other node can take what it runs:\n  %s", n.GetId(), b)
+				}
+				return &managev1.DrainNodeResponse{Replicas: n.GetReplicas(), Blocked: []string{b}}, nil
+			}
 			return &managev1.DrainNodeResponse{Replicas: n.GetReplicas()}, nil
 		}
 	}
@@ -156,6 +169,17 @@ func (f *fakeManage) CheckNodeEngines(_ context.Context, req *managev1.CheckNode
 		}
 	}
 	return nil, status.Errorf(codes.NotFound, "node %q is not connected", req.GetName())
+}
+
+func (f *fakeManage) ListWeights(_ context.Context, req *managev1.ListWeightsRequest) (*managev1.ListWeightsResponse, error) {
+	return &managev1.ListWeightsResponse{Nodes: f.weights}, nil
+}
+
+func (f *fakeManage) CollectWeights(_ context.Context, req *managev1.CollectWeightsRequest) (*managev1.CollectWeightsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.collects = append(f.collects, proto.Clone(req).(*managev1.CollectWeightsRequest))
+	return &managev1.CollectWeightsResponse{Nodes: f.collected}, nil
 }
 
 // checkToken is the server's bearer-token check.

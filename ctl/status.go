@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/llmgw/llmgw/api/managev1"
@@ -27,8 +28,24 @@ func (a *app) cmdStatus(ctx context.Context, args []string) int {
 
 // writeStatus prints the cluster summary: version and ready/total counts,
 // then, when control planes share the store, the leader, its lease and
-// every control plane.
+// every control plane, then where the models' weights are, per fabric.
 func writeStatus(w io.Writer, st *managev1.Status, now time.Time) error {
+	if err := writeStatusCounts(w, st, now); err != nil {
+		return err
+	}
+	if len(st.GetHoldings()) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	row(tw, "MODEL", "NODES HOLDING ITS WEIGHTS, PER FABRIC")
+	for _, h := range st.GetHoldings() {
+		row(tw, h.GetModel(), holdingText(h))
+	}
+	return tw.Flush()
+}
+
+func writeStatusCounts(w io.Writer, st *managev1.Status, now time.Time) error {
 	tw := newTable(w)
 	row(tw, "version:", orDash(st.GetVersion()))
 	row(tw, "nodes:", fmt.Sprintf("%d/%d ready, %d lost", st.GetNodesReady(), st.GetNodesTotal(), st.GetNodesLost()))
@@ -63,4 +80,18 @@ func writeStatus(w io.Writer, st *managev1.Status, now time.Time) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// holdingText says how many nodes of each fabric hold a model's weights:
+// "ib-a 2/2 nodes, ib-b 0/3 nodes, no fabric 0/1 nodes".
+func holdingText(h *managev1.ModelHoldings) string {
+	parts := make([]string, 0, len(h.GetFabrics()))
+	for _, f := range h.GetFabrics() {
+		name := f.GetFabric()
+		if name == "" {
+			name = "no fabric"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d/%d nodes", name, f.GetHolding(), f.GetNodes()))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -48,14 +48,15 @@ func TestProjectsCommands(t *testing.T) {
 	if out != "updated project team-a: rpm 60, tpm 5000\n" {
 		t.Fatalf("update said %q (rpm must be kept)", out)
 	}
+	mustCtl(t, env, exitOK, "projects", "update", "team-a", "--threads-retain-hours", "24")
 	out, _ = mustCtl(t, env, exitOK, "projects", "update", "team-a", "--allow", "big,nope")
 	if !strings.Contains(out, `warning: allowed model "nope" is not in the catalog`) {
 		t.Fatalf("update with an unknown model said %q", out)
 	}
 	out, _ = mustCtl(t, env, exitOK, "projects")
-	want := `PROJECT  RPM      TPM      MODELS    KEYS
-default  default  default  all       0
-team-a   60       5000     big,nope  0
+	want := `PROJECT  RPM      TPM      MODELS    KEYS  THREADS  MEMORY
+default  default  default  all       0     off      off
+team-a   60       5000     big,nope  0     24h      off
 team-a: warning: allowed model "nope" is not in the catalog
 `
 	if out != want {

@@ -104,6 +104,11 @@ func (a *app) cmdUsage(ctx context.Context, args []string) int {
 		if err := writeUsageTotals(a.stdout, resp.GetTotals(), *byDay); err != nil {
 			return a.errorf("writing output: %v", err)
 		}
+		if len(resp.GetTotals()) == 0 {
+			// Issue 18: a newcomer reading usage right after a request
+			// thinks it was lost.
+			fmt.Fprintln(a.stderr, "llmgw ctl usage: no usage in this window; a request's row is written about half a second after it ends")
+		}
 		return exitOK
 	})
 }
@@ -132,7 +137,7 @@ func (a *app) usageRows(ctx context.Context, c *client, f *managev1.UsageFilter,
 	row(tw, "TIME", "PROJECT", "KEY", "MODEL", "STATUS", "PROMPT", "COMPLETION", "COST", "LATENCY", "TTFT")
 	for _, r := range all {
 		row(tw, timeText(r.GetAtUnixMs()), r.GetProject(), orDash(r.GetKeyId()), r.GetModel(), strconv.Itoa(int(r.GetStatus())),
-			strconv.FormatInt(r.GetPromptTokens(), 10), strconv.FormatInt(r.GetCompletionTokens(), 10), fmt.Sprintf("%.4g", r.GetCost()),
+			strconv.FormatInt(r.GetPromptTokens(), 10), strconv.FormatInt(r.GetCompletionTokens(), 10), costText(r.GetCost()),
 			fmt.Sprintf("%dms", r.GetLatencyMs()), fmt.Sprintf("%dms", r.GetTtftMs()))
 	}
 	if err := tw.Flush(); err != nil {
@@ -153,7 +158,7 @@ func writeUsageTotals(w io.Writer, totals []*managev1.UsageTotal, byDay bool) er
 	row(tw, head...)
 	for _, t := range totals {
 		cols := []string{t.GetProject(), t.GetModel(), strconv.FormatInt(t.GetRequests(), 10),
-			strconv.FormatInt(t.GetPromptTokens(), 10), strconv.FormatInt(t.GetCompletionTokens(), 10), fmt.Sprintf("%.4g", t.GetCost())}
+			strconv.FormatInt(t.GetPromptTokens(), 10), strconv.FormatInt(t.GetCompletionTokens(), 10), costText(t.GetCost())}
 		if byDay {
 			cols = append([]string{t.GetDay()}, cols...)
 		}

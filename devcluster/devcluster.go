@@ -278,6 +278,9 @@ func agentConfig(dir string, n node, base, i int, smi, ibRoot string) agentconfi
 	a.Discovery = spec.Discovery{NvidiaSMI: smi, IBRoot: ibRoot}
 	if n.fabric != "" {
 		a.Fabrics = []spec.Fabric{{Name: n.fabric, Adapters: []string{"mlx5_0"}}}
+		// Nodes of a fabric serve their weights to each other, on a port
+		// the system picks (the hello tells the control plane which).
+		a.PeerListen = "127.0.0.1:0"
 	}
 	return a
 }

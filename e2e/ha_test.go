@@ -45,8 +45,14 @@ type haResult struct {
 // haPost sends one chat request to base (…/v1), streaming or not, and
 // reads the whole answer.
 func haPost(ctx context.Context, base, key string, maxTokens int, stream bool) haResult {
-	r := haResult{start: time.Now()}
 	body := fmt.Sprintf(`{"model":"sim-ha","max_tokens":%d,"stream":%t,"messages":[{"role":"user","content":"tell me a long story"}]}`, maxTokens, stream)
+	return haPostRaw(ctx, base, key, body, stream)
+}
+
+// haPostRaw sends body to base's chat completions and reads the whole
+// answer.
+func haPostRaw(ctx context.Context, base, key, body string, stream bool) haResult {
+	r := haResult{start: time.Now()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", strings.NewReader(body))
 	if err != nil {
 		r.err = err

@@ -66,7 +66,7 @@ func TestQuickstartServer(t *testing.T) {
 	if s.Auth.Store != "/var/lib/llmgw/llmgw.db" {
 		t.Errorf("auth.store = %q", s.Auth.Store)
 	}
-	if s.Agents.Grace != 30*time.Second || s.Timeouts.ResponseHeader != 5*time.Minute {
+	if s.Agents.Grace != 20*time.Second || s.Timeouts.ResponseHeader != 5*time.Minute {
 		t.Errorf("agents.grace = %s, timeouts.response_header = %s", s.Agents.Grace, s.Timeouts.ResponseHeader)
 	}
 	if len(s.Models) != 0 {

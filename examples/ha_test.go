@@ -31,6 +31,9 @@ func TestDeployHA(t *testing.T) {
 	if a.Auth.Store != b.Auth.Store {
 		t.Errorf("auth.store %q and %q: both must use the one store", a.Auth.Store, b.Auth.Store)
 	}
+	if a.SharedLimits != b.SharedLimits || a.SharedLimits.SliceTTL < time.Minute {
+		t.Errorf("shared_limits %+v and %+v: want the same on both, slice_ttl at least the one-minute window", a.SharedLimits, b.SharedLimits)
+	}
 	if bound := a.HA.Lease + a.HA.Retry; bound > 10*time.Second {
 		t.Errorf("lease + retry = %s: docs/ha.md states at most 10s", bound)
 	}

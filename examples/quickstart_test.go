@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -116,6 +118,43 @@ func TestQuickstartTerraform(t *testing.T) {
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
 	}); err != nil {
 		t.Fatalf("chat request with the team key: %v", err)
+	}
+
+	// Issue 18: sim-2node spans node01 and node02, the only nodes of ib-a,
+	// so a drain of node01 cannot finish: ctl says so at once, naming the
+	// replica and the scheduler's reason, and the node keeps serving.
+	ctl := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(binary, append([]string{"ctl"}, args...)...)
+		cmd.Env = append(os.Environ(), "LLMGW_ENDPOINT="+env["LLMGW_ENDPOINT"], "LLMGW_TOKEN="+env["LLMGW_TOKEN"], "LLMGW_CA_CERT="+env["LLMGW_CA_CERT"])
+		return cmd.CombinedOutput()
+	}
+	start := time.Now()
+	drainOut, err := ctl("drain", "node01")
+	if err == nil || !strings.Contains(string(drainOut), "node node01 cannot be drained") ||
+		!regexp.MustCompile(`replica r-\w+ of model sim-2node \(on node0[12], node0[12]\) cannot move: profile \S+: needs 2 nodes in one fabric`).Match(drainOut) {
+		t.Errorf("llmgw ctl drain node01: %v\n%s\nwant a refusal naming sim-2node's replica", err, drainOut)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the refused drain took %s, want at once", d)
+	}
+
+	// The destroy of the whole configuration completes: the model goes
+	// first, then the nodes, whose replicas stop with them
+	// (drain_on_destroy = false), and their identities are revoked.
+	destroyOut, took := tf.Run(0, "destroy", "-input=false", "-no-color", "-auto-approve", "-var", "dev_dir="+dir)
+	// README.md quotes this count.
+	if want := "Destroy complete! Resources: 8 destroyed."; !strings.Contains(destroyOut, want) {
+		t.Errorf("destroy output lacks %q:\n%s", want, testcluster.Tail(destroyOut, 30))
+	}
+	t.Logf("terraform destroy of the quickstart took %s", took)
+	if out, err := ctl("model", "get", "mine"); err == nil || !strings.Contains(string(out), `model "mine" is not in the catalog`) {
+		t.Errorf("llmgw ctl model get mine after destroy: %v\n%s\nwant: not in the catalog", err, out)
+	}
+	for _, node := range []string{"node01", "node02", "node03"} {
+		testcluster.WaitFor(t, node+"'s agent refused as revoked", 30*time.Second, func() (bool, string) {
+			b, _ := os.ReadFile(filepath.Join(dir, "logs", node+".log"))
+			return strings.Contains(string(b), "revoked"), testcluster.Tail(string(b), 3)
+		})
 	}
 
 	if err := dev.Cmd.Process.Signal(syscall.SIGINT); err != nil {

@@ -10,13 +10,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/llmgw/llmgw/internal/buildinfo"
+	dl "github.com/llmgw/llmgw/internal/download"
 
 	"golang.org/x/sys/unix"
 )
 
-// Fetcher fills the store from upstream sources.
+// Fetcher fills the store from upstream sources, through the downloader
+// the agents' weights cache uses too (internal/download).
 type Fetcher struct {
 	// HFEndpoint is the Hugging Face hub (HF_ENDPOINT); empty is https://huggingface.co.
 	HFEndpoint string
@@ -39,13 +42,6 @@ type Fetcher struct {
 	Metrics *Metrics
 }
 
-func (f *Fetcher) client() *http.Client {
-	if f.HTTPClient != nil {
-		return f.HTTPClient
-	}
-	return &http.Client{Transport: http.DefaultTransport}
-}
-
 func (f *Fetcher) log() *slog.Logger {
 	if f.Logger != nil {
 		return f.Logger
@@ -53,23 +49,32 @@ func (f *Fetcher) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// Progress is shared between a running download and its readers.
-type Progress struct {
-	bytes atomic.Int64
-	total atomic.Int64
-	files atomic.Int64
-	done  atomic.Int64
+func (f *Fetcher) downloader() *dl.Downloader {
+	retries := f.Retries
+	if retries <= 0 {
+		retries = 5
+	}
+	delay := f.RetryDelay
+	if delay <= 0 {
+		delay = time.Second
+	}
+	d := &dl.Downloader{
+		Upstreams:   dl.Upstreams{Client: f.HTTPClient, HFEndpoint: f.HFEndpoint, HFToken: f.HFToken, S3: f.S3, UserAgent: buildinfo.UserAgent("llmgw-mirror")},
+		MaxFailures: retries, RetryDelay: delay, MaxRetryDelay: 10 * time.Second,
+		StallTimeout: f.StallTimeout, Logger: f.log(),
+	}
+	if f.Metrics != nil {
+		d.OnBytes = f.Metrics.addFetched
+	}
+	return d
 }
 
-// Bytes is how many bytes of the set are on disk.
-func (p *Progress) Bytes() int64 { return p.bytes.Load() }
-
-// Total is the set's size, -1 while unknown.
-func (p *Progress) Total() int64 { return p.total.Load() }
+// Progress is shared between a running download and its readers.
+type Progress = dl.Progress
 
 // ErrVerify is wrapped by the error of a download whose bytes do not match
 // the sha256 the source gave.
-var ErrVerify = errors.New("sha256 mismatch")
+var ErrVerify = dl.ErrVerify
 
 // Fetch fills dir/model/version from source. The version directory holds a
 // marker from the first byte until the last file lands, so the bytes
@@ -81,12 +86,12 @@ func (f *Fetcher) Fetch(ctx context.Context, s *Store, model, version, source st
 	if p == nil {
 		p = &Progress{}
 	}
-	p.total.Store(-1)
 	dir, err := s.versionDir(model, version)
 	if err != nil {
 		return err
 	}
-	files, err := f.resolveRetrying(ctx, source)
+	d := f.downloader()
+	files, err := d.List(ctx, source, p)
 	if err != nil {
 		return err
 	}
@@ -102,116 +107,36 @@ func (f *Fetcher) Fetch(ctx context.Context, s *Store, model, version, source st
 	if err := os.WriteFile(marker, []byte(source+"\n"), 0o644); err != nil {
 		return fmt.Errorf("marking %s/%s incomplete: %w", model, version, err)
 	}
-	total := int64(0)
-	for _, rf := range files {
-		if rf.Size < 0 {
-			total = -1
-			break
-		}
-		total += rf.Size
-	}
-	p.total.Store(total)
-	p.files.Store(int64(len(files)))
 	log := f.log().With("model", model, "version", version, "source", logSource(source))
-	log.Info("download started", "files", len(files), "bytes", total)
-	var landed int64
-	for _, rf := range files {
-		n, err := f.fetchFile(ctx, s, dir, rf, landed, p, log)
-		if err != nil {
-			return fmt.Errorf("fetching %s into %s/%s: %w", rf.Path, model, version, err)
+	log.Info("download started", "files", len(files), "bytes", p.Total())
+	landedFiles, err := d.Fetch(ctx, dir, files, p, func(final string, rf dl.File) (string, bool) {
+		return landed(s, final, rf)
+	})
+	if err != nil {
+		return fmt.Errorf("fetching into %s/%s: %w", model, version, err)
+	}
+	var total int64
+	for _, l := range landedFiles {
+		total += l.Size
+		final := filepath.Join(dir, filepath.FromSlash(l.Path))
+		if st, err := os.Stat(final); err == nil && l.SHA256 != "" {
+			// The rename kept size and mtime: the sum computed while the
+			// bytes came stays valid.
+			_ = writeSidecar(final, sidecarKey(st), l.SHA256)
 		}
-		landed += n
-		p.done.Add(1)
 	}
 	if err := os.Remove(marker); err != nil {
 		return fmt.Errorf("marking %s/%s complete: %w", model, version, err)
 	}
-	log.Info("download complete", "files", len(files), "bytes", landed)
+	log.Info("download complete", "files", len(files), "bytes", total)
 	return nil
 }
 
-// resolveRetrying lists the source's files, retrying what a retry may fix
-// (a 5xx, a refused connection) as downloads do.
-func (f *Fetcher) resolveRetrying(ctx context.Context, source string) ([]remoteFile, error) {
-	delay := f.RetryDelay
-	if delay <= 0 {
-		delay = time.Second
-	}
-	retries := f.Retries
-	if retries <= 0 {
-		retries = 5
-	}
-	for attempt := 1; ; attempt++ {
-		files, err := f.resolve(ctx, source)
-		if err == nil || isPermanent(err) || ctx.Err() != nil || attempt >= retries {
-			return files, err
-		}
-		f.log().Warn("listing the source failed, retrying", "source", logSource(source), "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 10*time.Second)
-	}
-}
+func logSource(source string) string { return dl.LogSource(source) }
 
-// logSource is source as logs show it: a URL without its query (a signed
-// URL's signature) or user info.
-func logSource(source string) string {
-	if strings.HasPrefix(source, "http://") || strings.HasPrefix(source, "https://") {
-		return redact(source)
-	}
-	return source
-}
+func isPermanent(err error) bool { return dl.IsPermanent(err) }
 
-// fetchFile downloads one file and returns its size. before is the bytes
-// of the set already landed, for progress.
-func (f *Fetcher) fetchFile(ctx context.Context, s *Store, dir string, rf remoteFile, before int64, p *Progress, log *slog.Logger) (int64, error) {
-	final := filepath.Join(dir, filepath.FromSlash(rf.Path))
-	partial := filepath.Join(filepath.Dir(final), "."+filepath.Base(final)+".partial")
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		return 0, err
-	}
-	if landed(s, final, rf) {
-		p.bytes.Store(before + rf.Size)
-		log.Debug("already here", "file", rf.Path)
-		return rf.Size, nil
-	}
-	retries := f.Retries
-	if retries <= 0 {
-		retries = 5
-	}
-	first := f.RetryDelay
-	if first <= 0 {
-		first = time.Second
-	}
-	delay := first
-	failures := 0
-	for {
-		moved, size, err := f.attempt(ctx, s, rf, partial, final, before, p)
-		if err == nil {
-			return size, nil
-		}
-		if isPermanent(err) || ctx.Err() != nil {
-			return 0, err
-		}
-		if moved {
-			failures, delay = 0, first
-		}
-		failures++
-		if failures >= retries {
-			return 0, fmt.Errorf("giving up after %d attempts without progress: %w", failures, err)
-		}
-		log.Warn("download interrupted, resuming", "file", rf.Path, "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 10*time.Second)
-	}
-}
+func permanent(err error) error { return dl.Permanent(err) }
 
 // ErrBusy is wrapped by the error of a Fetch into a version another
 // download (in this process or another) is filling.
@@ -238,146 +163,16 @@ func lockVersion(dir string) (func(), error) {
 // landed reports whether final already holds rf: the same size, and the
 // same sha256 when the source gives one (from the sidecar, so a second run
 // over a complete set reads no file).
-func landed(s *Store, final string, rf remoteFile) bool {
+func landed(s *Store, final string, rf dl.File) (string, bool) {
 	st, err := os.Stat(final)
 	if err != nil || !st.Mode().IsRegular() || rf.Size < 0 || st.Size() != rf.Size {
-		return false
-	}
-	if rf.SHA256 == "" {
-		return true
+		return "", false
 	}
 	got, err := s.FileSHA256(final)
-	return err == nil && got == rf.SHA256
-}
-
-// attempt resumes partial from its size and, once every byte is there,
-// verifies and renames it. moved reports whether any byte was written.
-func (f *Fetcher) attempt(ctx context.Context, s *Store, rf remoteFile, partial, final string, before int64, p *Progress) (moved bool, size int64, err error) {
-	var offset int64
-	if st, err := os.Stat(partial); err == nil {
-		offset = st.Size()
+	if err != nil || (rf.SHA256 != "" && got != rf.SHA256) {
+		return "", false
 	}
-	if rf.Size >= 0 && offset > rf.Size {
-		offset = 0
-	}
-	stall := f.StallTimeout
-	if stall <= 0 {
-		stall = time.Minute
-	}
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	errStalled := fmt.Errorf("no byte received for %s", stall)
-	watchdog := time.AfterFunc(stall, func() { cancel(errStalled) })
-	defer watchdog.Stop()
-	var body io.ReadCloser
-	var info openInfo
-	if rf.Size >= 0 && offset == rf.Size && offset > 0 {
-		// Every byte is there already (a run stopped before the rename).
-		body, info = io.NopCloser(strings.NewReader("")), openInfo{start: offset, total: rf.Size}
-	} else {
-		body, info, err = rf.open(actx, offset)
-	}
-	if err != nil {
-		if errors.Is(context.Cause(actx), errStalled) {
-			err = errStalled
-		}
-		return false, 0, err
-	}
-	defer body.Close()
-	if rf.Size < 0 && info.total >= 0 && p.files.Load() == 1 {
-		p.total.Store(info.total) // a single file whose size only its answer gave
-	}
-	flags := os.O_WRONLY | os.O_CREATE
-	if info.start != offset || info.start == 0 {
-		// The source ignored the range (or there was nothing to resume).
-		flags |= os.O_TRUNC
-		offset = 0
-	} else {
-		flags |= os.O_APPEND
-	}
-	out, err := os.OpenFile(partial, flags, 0o644)
-	if err != nil {
-		return false, 0, permanent(fmt.Errorf("opening %s: %w", partial, err))
-	}
-	p.bytes.Store(before + offset)
-	dst := &localWriter{f: out}
-	n, copyErr := io.Copy(dst, &countingReader{r: body, p: p, m: f.Metrics, onRead: func() { watchdog.Reset(stall) }})
-	switch {
-	case dst.err != nil:
-		// The local disk failed (full, read-only): retrying cannot help.
-		copyErr = permanent(fmt.Errorf("writing %s: %w", partial, dst.err))
-	case copyErr != nil && errors.Is(context.Cause(actx), errStalled):
-		copyErr = errStalled
-	}
-	if err := out.Close(); err != nil && copyErr == nil {
-		copyErr = permanent(fmt.Errorf("writing %s: %w", partial, err))
-	}
-	moved = n > 0
-	if copyErr != nil {
-		return moved, 0, fmt.Errorf("after %d bytes: %w", offset+n, copyErr)
-	}
-	size = offset + n
-	want := rf.Size
-	if want < 0 {
-		want = info.total
-	}
-	if want >= 0 && size != want {
-		return moved, 0, fmt.Errorf("the answer ended at byte %d of %d", size, want)
-	}
-	sum := rf.SHA256
-	if sum == "" {
-		sum = info.sha256
-	}
-	got, err := hashFile(partial)
-	if err != nil {
-		return moved, 0, permanent(fmt.Errorf("hashing %s: %w", partial, err))
-	}
-	if sum != "" && got != sum {
-		_ = os.Remove(partial)
-		return moved, 0, permanent(fmt.Errorf("%w: the source says %s, the %d bytes received hash to %s", ErrVerify, sum, size, got))
-	}
-	st, err := os.Stat(partial)
-	if err != nil {
-		return moved, 0, permanent(err)
-	}
-	if err := os.Rename(partial, final); err != nil {
-		return moved, 0, permanent(fmt.Errorf("renaming into place: %w", err))
-	}
-	// The rename keeps size and mtime: the sum just computed stays valid.
-	_ = writeSidecar(final, sidecarKey(st), got)
-	return moved, size, nil
-}
-
-// localWriter remembers a write error, to tell the disk's failures from the
-// network's.
-type localWriter struct {
-	f   *os.File
-	err error
-}
-
-func (w *localWriter) Write(b []byte) (int, error) {
-	n, err := w.f.Write(b)
-	if err != nil {
-		w.err = err
-	}
-	return n, err
-}
-
-type countingReader struct {
-	r      io.Reader
-	p      *Progress
-	m      *Metrics
-	onRead func()
-}
-
-func (c *countingReader) Read(b []byte) (int, error) {
-	n, err := c.r.Read(b)
-	c.p.bytes.Add(int64(n))
-	c.m.addFetched(n)
-	if n > 0 {
-		c.onRead()
-	}
-	return n, err
+	return got, true
 }
 
 // ReadTokenFile reads a token from path (HF_TOKEN_FILE), trimmed; an
@@ -406,7 +201,8 @@ func (f *Fetcher) FetchReporting(ctx context.Context, s *Store, model, version, 
 		b, total := p.Bytes(), p.Total()
 		rate := float64(b) / max(time.Since(start).Seconds(), 1e-3)
 		if total > 0 {
-			fmt.Fprintf(out, "%s/%s: %d/%d bytes (%.0f%%), file %d of %d, %.1f MB/s\n", model, version, b, total, 100*float64(b)/float64(total), min(p.done.Load()+1, p.files.Load()), p.files.Load(), rate/1e6)
+			files, done := p.Files()
+			fmt.Fprintf(out, "%s/%s: %d/%d bytes (%.0f%%), file %d of %d, %.1f MB/s\n", model, version, b, total, 100*float64(b)/float64(total), min(done+1, files), files, rate/1e6)
 		} else {
 			fmt.Fprintf(out, "%s/%s: %d bytes, %.1f MB/s\n", model, version, b, rate/1e6)
 		}

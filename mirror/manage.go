@@ -11,37 +11,22 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/llmgw/llmgw/api/mirrorv1"
 )
 
 // Download states.
 const (
-	StateDownloading = "downloading"
-	StateComplete    = "complete"
-	StateFailed      = "failed"
+	StateDownloading = mirrorv1.StateDownloading
+	StateComplete    = mirrorv1.StateComplete
+	StateFailed      = mirrorv1.StateFailed
 )
 
 // DownloadRequest is the body of POST /v1/downloads.
-type DownloadRequest struct {
-	Model   string `json:"model"`
-	Version string `json:"version"`
-	Source  string `json:"source"`
-}
+type DownloadRequest = mirrorv1.DownloadRequest
 
 // DownloadStatus is one download as GET /v1/downloads lists it.
-type DownloadStatus struct {
-	Model   string `json:"model"`
-	Version string `json:"version"`
-	Source  string `json:"source"`
-	State   string `json:"state"`
-	Bytes   int64  `json:"bytes"`
-	// Total is absent while the source has not said.
-	Total *int64 `json:"total,omitempty"`
-	// RateBytesPerSecond is the average since the download started.
-	RateBytesPerSecond float64    `json:"rate_bytes_per_second"`
-	LastError          string     `json:"last_error,omitempty"`
-	Started            time.Time  `json:"started"`
-	Finished           *time.Time `json:"finished,omitempty"`
-}
+type DownloadStatus = mirrorv1.DownloadStatus
 
 type download struct {
 	req      DownloadRequest
@@ -115,7 +100,7 @@ func (m *Manager) Start(req DownloadRequest) (DownloadStatus, error) {
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
 	d := &download{req: req, progress: &Progress{}, started: time.Now(), cancel: cancel, state: StateDownloading}
-	d.progress.total.Store(-1)
+
 	m.downloads[key] = d
 	m.wg.Go(func() {
 		defer cancel()

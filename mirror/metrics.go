@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 
@@ -70,6 +71,21 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	}
 	n, err := c.ResponseWriter.Write(b)
 	c.bytes += int64(n)
+	return n, err
+}
+
+// ReadFrom lets a file's bytes go out with sendfile, as they do through a
+// bare ResponseWriter (io.Copy from ServeContent uses it), still counted.
+func (c *countingWriter) ReadFrom(r io.Reader) (int64, error) {
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	rf, ok := c.ResponseWriter.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(struct{ io.Writer }{c}, r)
+	}
+	n, err := rf.ReadFrom(r)
+	c.bytes += n
 	return n, err
 }
 

@@ -271,15 +271,15 @@ func TestManageDownloadLifecycle(t *testing.T) {
 }
 
 // TestManageRefusesSecondDownload: while a download of model/version runs
-// (held back by cut connections and a slow retry), another is refused and
-// deleting the version is refused.
+// (held back by a connection that stalls until the stall timeout ends it),
+// another is refused and deleting the version is refused.
 func TestManageRefusesSecondDownload(t *testing.T) {
 	hub := hffake.New(t)
 	w := weights(100_000, 42)
 	hub.AddFile("org/m", "main", "w.gguf", w, true)
-	hub.CutAfter(w, 10, 1)
+	hub.StallAfter(w, 10, 1)
 	f := hfFetcher(hub)
-	f.RetryDelay = 500 * time.Millisecond
+	f.StallTimeout = 2 * time.Second
 	srv, _ := startServer(t, Options{Fetcher: f})
 	api := "http://" + srv.ManageAddr()
 	req := DownloadRequest{Model: "m", Version: "v", Source: "hf:org/m/w.gguf"}

@@ -27,6 +27,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmgw/llmgw/api/mirrorv1"
+
 	"golang.org/x/sync/singleflight"
 )
 
@@ -64,32 +66,13 @@ func cleanRelPath(p string) (string, error) {
 }
 
 // File is one file of a version.
-type File struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256,omitempty"`
-}
+type File = mirrorv1.File
 
 // Manifest is what GET /<model>/<version>/ answers on the bytes listener.
-type Manifest struct {
-	Model   string `json:"model"`
-	Version string `json:"version"`
-	Files   []File `json:"files"`
-}
+type Manifest = mirrorv1.Manifest
 
 // Holding is one version the mirror holds, as the management API lists it.
-type Holding struct {
-	Model    string `json:"model"`
-	Version  string `json:"version"`
-	Complete bool   `json:"complete"`
-	// Downloading is true while a download started by this mirror runs.
-	Downloading bool   `json:"downloading"`
-	Bytes       int64  `json:"bytes"`
-	Files       []File `json:"files"`
-	// URL is the version's address on the bytes listener (a set's source),
-	// when the mirror was given its base URL.
-	URL string `json:"url,omitempty"`
-}
+type Holding = mirrorv1.Holding
 
 // Store is the mirror's directory.
 type Store struct {

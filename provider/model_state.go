@@ -413,6 +413,9 @@ func fromAPI(pm *managev1.Model, prior modelResourceModel) (modelResourceModel, 
 		return prior, diags
 	}
 	out := fromSpec(m, prior)
+	if out.RolloutPlan.IsUnknown() {
+		out.RolloutPlan = types.StringNull() // the plan could not say (no client at plan time)
+	}
 	out.Generation = types.StringValue(pm.GetGeneration())
 	out.Origin = types.StringValue(pm.GetOrigin())
 	st := pm.GetStatus()

@@ -261,7 +261,7 @@ func (p *llmgwProvider) Configure(ctx context.Context, req provider.ConfigureReq
 
 func (p *llmgwProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{newModelResource, newFabricResource, newNodeCertificateResource, newNodeResource,
-		newProxmoxVMResource, newProjectResource, newBudgetResource, newAPIKeyResource}
+		newProxmoxVMResource, newProjectResource, newBudgetResource, newAPIKeyResource, newMirrorWeightsResource}
 }
 
 // EphemeralResources are values Terraform never stores (Terraform 1.10+).

@@ -66,6 +66,7 @@ type modelResourceModel struct {
 	Generation     types.String `tfsdk:"generation"`
 	Origin         types.String `tfsdk:"origin"`
 	Status         types.Object `tfsdk:"status"`
+	RolloutPlan    types.String `tfsdk:"rollout_plan"`
 }
 
 // The attribute types of the nested objects, from their schemas.
@@ -108,13 +109,13 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			},
 			"source": schema.StringAttribute{
 				Optional:            true,
-				MarkdownDescription: "Where the weights are: an absolute local path (checked on the node, never copied); an `http(s)://` URL of one file, an `http(s)://` URL ending in `/` (a mirror's whole version, read from its manifest) or `hf:org/repo/file`, which each node's agent fetches once into its cache (sha256 verified when the server gives one) and gives the engine as a local path; or a repository id (`org/name`) the engine downloads itself; another scheme (`sim://…`) is given to the engine as written. A relative path, `hf:` without a file or a URL without a host is refused. Plan and apply ask a fetched source (`HEAD` of a file, `GET` of a set's manifest, the hub's resolve `HEAD` for `hf:`) and fail naming it when it answers 404, 410, 401 or 403 (for `hf:`, 404 or 410 only: the control plane holds no hub token); when the control plane cannot reach it they warn that the check was skipped and go on.",
+				MarkdownDescription: "Where the weights are: an absolute local path (checked on the node, never copied); an `http(s)://` URL of one file, an `http(s)://` URL ending in `/` (a mirror's whole version, read from its manifest), `hf:org/repo[@revision]/file`, `hf:org/repo[@revision]` (every file of the revision), `s3://bucket/key` or `s3://bucket/prefix/` (every object under it), which each node's agent fetches once into its cache (sha256 verified when the source gives one) and gives the engine as a local path; or a repository id (`org/name`) the engine downloads itself; another scheme (`sim://…`) is given to the engine as written. A relative path or a URL without a host is refused. Plan and apply ask a fetched source (`HEAD` of a file, `GET` of a set's manifest, the hub's resolve `HEAD` for an `hf:` file, its revision info for a whole revision; `s3://` is not asked: the nodes hold the credentials) and fail naming it when it answers 404, 410, 401 or 403 (for `hf:`, 404 or 410 only: the control plane holds no hub token); when the control plane cannot reach it they warn that the check was skipped and go on.",
 			},
 			"routing_profile": schema.StringAttribute{
 				Optional:            true,
 				Computed:            true,
 				Default:             stringdefault.StaticString(spec.DefaultRoutingProfile),
-				MarkdownDescription: "How requests are spread over the replicas. Defaults to `" + spec.DefaultRoutingProfile + "`.",
+				MarkdownDescription: "How requests are spread over the replicas: `chat` (the default) and `prefix` send requests that share a prompt prefix to the replica holding it in its cache, unless that replica is loaded well beyond the least loaded one; `least-loaded` sends each request to the replica with the fewest requests per unit of weight; `round-robin` takes the replicas in turn. Changing it restarts nothing.",
 			},
 			"context_length": schema.Int64Attribute{
 				Optional:            true,
@@ -184,6 +185,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				MarkdownDescription: "The model's status when last read.",
 				Attributes:          statusSchema(),
 			},
+			"rollout_plan": rolloutPlanSchema(),
 		},
 	}
 }
@@ -206,7 +208,7 @@ func scalingSchema() map[string]schema.Attribute {
 		},
 		"idle_timeout": schema.StringAttribute{
 			Optional:            true,
-			MarkdownDescription: "Replicas above `min` idle this long are stopped, written like `30s`, `5m` or `1h30m`.",
+			MarkdownDescription: "Once no request has asked for the model this long and none is in flight or waiting, the replicas above `min` are stopped (with `min` 0, every one: the cards go back to the pool). Written like `30s`, `5m` or `1h30m`; unset, 15m.",
 			Validators:          []validator.String{durationSyntax{}},
 		},
 	}
@@ -354,7 +356,14 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		return
 	}
 	check := plan.PlacementCheck.ValueString()
-	if plan.PlacementCheck.IsUnknown() || check == "off" {
+	dryRun := !plan.PlacementCheck.IsUnknown() && check != "off"
+	// rollout_plan: what happens to running replicas, where new ones go.
+	ex, err := r.planRollout(ctx, resp, m, old, priorKnown, dryRun)
+	if err != nil {
+		resp.Diagnostics.Append(r.client.Diag("planning placement of model "+m.Name, err))
+		return
+	}
+	if !dryRun {
 		return
 	}
 	sameProfiles := priorKnown && slices.EqualFunc(old.Profiles, m.Profiles, spec.Profile.Equal)
@@ -363,10 +372,12 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 	// The dry run also checks the source (runtime/sourcecheck): a clear
 	// miss is its error, a check it could not make one of its warnings.
-	ex, err := r.client.PlanPlacement(ctx, specpb.ModelToProto(m))
-	if err != nil {
-		resp.Diagnostics.Append(r.client.Diag("planning placement of model "+m.Name, err))
-		return
+	if ex == nil {
+		ex, err = r.client.PlanPlacement(ctx, specpb.ModelToProto(m))
+		if err != nil {
+			resp.Diagnostics.Append(r.client.Diag("planning placement of model "+m.Name, err))
+			return
+		}
 	}
 	var scaling []string
 	for _, w := range ex.GetWarnings() {
@@ -384,8 +395,8 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 			resp.Diagnostics.AddAttributeWarning(path.Root("scaling").AtName("min"),
 				fmt.Sprintf("Model %s asks for more replicas than the fleet holds", m.Name),
 				"The control plane's dry run of the planned definition: "+w+".\n\n"+
-					"Apply will store the model and place the replicas that fit (with wait_for_rollout it then waits for all of them until rollout_timeout); "+
-					"lower scaling.min, or add nodes, to have them all.")
+					"Apply will store the model and place the replicas that fit; with wait_for_rollout it then fails, once the others have found no node for "+stallBound+", naming why "+
+					"(the model stays in the catalog and the rest are placed when nodes can hold them). Lower scaling.min, or add nodes, to have them all.")
 		}
 		return
 	}
@@ -397,7 +408,7 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		return
 	}
 	resp.Diagnostics.AddAttributeWarning(path.Root("profiles"), summary,
-		detail+"\n\nApply will store the model; it is placed when a node can hold it.")
+		detail+"\n\n"+unplacedApplyNote(plan.WaitForRollout.ValueBool(), !req.State.Raw.IsNull()))
 }
 
 func (r *modelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -549,6 +560,9 @@ func waitRollout(ctx context.Context, c *Client, name, generation string, want i
 		case st.GetState() == "failed" || (st.GetState() == "unplaced" && st.GetMessage() != ""):
 			diags.AddError(fmt.Sprintf("Rollout of model %s cannot proceed", name),
 				fmt.Sprintf("The model is %s: %s\n\nFix the profile or the fleet and apply again; the model stays in the catalog.", st.GetState(), strings.TrimSpace(st.GetMessage())))
+			return pm, diags
+		case st.GetStalled() != "":
+			diags.Append(rolloutStalled(name, st))
 			return pm, diags
 		case time.Now().After(deadline):
 			detail := fmt.Sprintf("%d of %d replicas of generation %s were ready after %s; the model is %s", ready, want, generation, timeout, st.GetState())

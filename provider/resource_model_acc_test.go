@@ -86,7 +86,7 @@ func TestAccModel(t *testing.T) {
 				ImportStateId:                        "tf-chat",
 				ImportStateVerify:                    true,
 				ImportStateVerifyIdentifierAttribute: "name",
-				ImportStateVerifyIgnore:              []string{"placement_check", "wait_for_rollout", "rollout_timeout", "status"},
+				ImportStateVerifyIgnore:              []string{"placement_check", "wait_for_rollout", "rollout_timeout", "status", "rollout_plan"},
 			},
 			{
 				Config: c.providerBlock() + modelHCL("tf-chat", `["chat", "talk"]`, `args = ["--decode-tps=1000"]`, ""),

@@ -62,7 +62,7 @@ func TestAccModelPricing(t *testing.T) {
 			{
 				ResourceName: "llmgw_model.m", ImportState: true, ImportStateId: "tf-priced", ImportStateVerify: true,
 				ImportStateVerifyIdentifierAttribute: "name",
-				ImportStateVerifyIgnore:              []string{"placement_check", "wait_for_rollout", "rollout_timeout", "status"},
+				ImportStateVerifyIgnore:              []string{"placement_check", "wait_for_rollout", "rollout_timeout", "status", "rollout_plan"},
 			},
 			{
 				Config: c.providerBlock() + modelHCL("tf-priced", `[]`, "", pricing("0.25", "2")),

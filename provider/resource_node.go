@@ -61,6 +61,7 @@ type nodeResourceModel struct {
 	ModelDirs        types.List   `tfsdk:"model_dirs"`
 	Discovery        types.Object `tfsdk:"discovery"`
 	WaitForReady     types.Bool   `tfsdk:"wait_for_ready"`
+	DrainOnDestroy   types.Bool   `tfsdk:"drain_on_destroy"`
 	ReadyTimeout     types.String `tfsdk:"ready_timeout"`
 	Declared         types.Bool   `tfsdk:"declared"`
 	State            types.String `tfsdk:"state"`
@@ -96,6 +97,8 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"Create waits until the agent has connected and the node is ready (`wait_for_ready`), and fails with the node's reason when a declared engine cannot start (the agent runs each engine's version command). " +
 			"A connected node whose CPU lacks AVX2 is planned with a warning: it serves, but CPU inference is several times slower (a Proxmox VM on the default kvm64 CPU type). " +
 			"Destroy drains the node first (each replica's replacement is ready before the original stops), then revokes its identity: the control plane refuses its certificate from then on. " +
+			"A drain that cannot finish (a replica no other node can hold) fails the destroy at once, naming the replica and the scheduler's reason, and nothing is stopped; " +
+			"a replica whose model is being destroyed in the same run does not block it. `drain_on_destroy = false` stops the node's replicas with it instead. " +
 			"A node whose create failed before it was ready (an engine check failed, a fabric was out of service, the wait timed out) is left tainted; destroying it, as the replacement the next apply plans does, removes its declaration without revoking its identity, " +
 			"so the same machine with the same certificate comes back once the cause is fixed. (If such a machine is retired instead, its certificate stays valid until it expires; a control plane with `agents.require_declared` refuses it, since it is no longer declared.) " +
 			"When the declaration is unchanged but a declared engine's check failed on the node, the plan updates the node and apply runs the engine checks again (as `llmgw ctl check-engines` does), so fixing the engine on the machine and applying is enough. " +
@@ -147,6 +150,7 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "Whether apply waits until the agent has connected, the node is ready and its declared fabric is in service (default true). Apply fails with the node's own reason otherwise.",
 			},
+			"drain_on_destroy": drainOnDestroySchema(),
 			"ready_timeout": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultReadyTimeout),
 				MarkdownDescription: "How long apply waits for the node to be ready, and destroy for its drain, like `90s` or `10m` (default `" + defaultReadyTimeout + "`).",
@@ -707,6 +711,9 @@ func (r *nodeResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	if state.WaitForReady.IsNull() {
 		state.WaitForReady = types.BoolValue(true)
 	}
+	if state.DrainOnDestroy.IsNull() {
+		state.DrainOnDestroy = types.BoolValue(true)
+	}
 	if state.ReadyTimeout.IsNull() {
 		state.ReadyTimeout = types.StringValue(defaultReadyTimeout)
 	}
@@ -735,18 +742,20 @@ func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 		timeout, _ = time.ParseDuration(defaultReadyTimeout)
 	}
 	drained := false
-	if n, err := r.client.GetNode(ctx, name); err == nil && (!neverReady || n.GetReplicas() > 0) {
+	if n, err := r.client.GetNode(ctx, name); err == nil && (!neverReady || n.GetReplicas() > 0) && drainOnDestroy(state) {
 		// A never-ready node holds replicas only if it became ready outside
 		// Terraform (llmgw ctl check-engines): they are moved all the same.
-		if _, err := r.client.DrainNode(ctx, name); err == nil {
+		gone, diags := startDrain(ctx, r.client, name, "draining node "+name, nodeDrainHint)
+		resp.Diagnostics.Append(diags...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+		if !gone {
 			drained = true
 			resp.Diagnostics.Append(waitDrained(ctx, r.client, name, timeout)...)
 			if resp.Diagnostics.HasError() {
 				return
 			}
-		} else if !IsNotFound(err) {
-			resp.Diagnostics.Append(r.client.Diag("draining node "+name, err))
-			return
 		}
 	} else if err != nil && !IsNotFound(err) {
 		resp.Diagnostics.Append(r.client.Diag("reading node "+name, err))
@@ -773,7 +782,7 @@ func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 
 // waitDrained polls the node until it holds no replica.
 func waitDrained(ctx context.Context, c *Client, name string, timeout time.Duration) diag.Diagnostics {
-	n, diags := pollDrained(ctx, c, name, timeout, "waiting for the drain of node "+name)
+	n, diags := pollDrained(ctx, c, name, timeout, "waiting for the drain of node "+name, nodeDrainHint)
 	if n != nil {
 		diags.AddError(fmt.Sprintf("Timed out draining node %s", name),
 			fmt.Sprintf("After %s node %s still holds %s (their replacements are not ready yet; `llmgw ctl explain-placement MODEL` says why). The node stays draining and its identity is not revoked.\n\n"+
@@ -788,7 +797,10 @@ func waitDrained(ctx context.Context, c *Client, name string, timeout time.Durat
 // the node as last seen and no diagnostics, for the caller to say what to do;
 // an error (doing says what was being done) or an interruption comes back
 // as diagnostics.
-func pollDrained(ctx context.Context, c *Client, name string, timeout time.Duration, doing string) (*managev1.Node, diag.Diagnostics) {
+//
+// A drain the control plane reports blocked (a replica no other node can
+// take) fails at once with its reason and hint.
+func pollDrained(ctx context.Context, c *Client, name string, timeout time.Duration, doing, hint string) (*managev1.Node, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(nodePollInterval)
@@ -800,6 +812,10 @@ func pollDrained(ctx context.Context, c *Client, name string, timeout time.Durat
 		}
 		if err != nil {
 			diags.Append(c.Diag(doing, err))
+			return nil, diags
+		}
+		if b := n.GetDrainBlocked(); b != "" {
+			diags.Append(drainBlockedError(name, b, hint))
 			return nil, diags
 		}
 		if time.Now().After(deadline) {

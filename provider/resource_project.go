@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -43,6 +44,8 @@ type projectResourceModel struct {
 	RPM           types.Int64  `tfsdk:"rpm"`
 	TPM           types.Int64  `tfsdk:"tpm"`
 	AllowedModels types.Set    `tfsdk:"allowed_models"`
+	ThreadsHours  types.Int64  `tfsdk:"threads_retain_hours"`
+	MemoryHours   types.Int64  `tfsdk:"memory_retain_hours"`
 }
 
 func (r *projectResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -81,6 +84,18 @@ func (r *projectResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				MarkdownDescription: "The models (their names, not aliases) the project may use; empty (the default) allows every model.",
 				Validators:          []validator.Set{setvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1))},
 			},
+			"threads_retain_hours": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(0),
+				MarkdownDescription: "Hours the project keeps conversations (threads sent with `x-llmgw-thread`, and `/v1/responses` stored for `previous_response_id`) after their last turn; " +
+					"0 (the default) keeps none, and turning it to 0 deletes what was kept at the next hourly prune. The same setting as `llmgw keys threads`.",
+				Validators: []validator.Int64{int64validator.Between(0, math.MaxInt32)},
+			},
+			"memory_retain_hours": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(0),
+				MarkdownDescription: "Hours the project keeps its agents' memory notes (`/v1/memory`, the MCP server at `/mcp`) after their last write; " +
+					"0 (the default) keeps none. The same setting as `llmgw keys memory`.",
+				Validators: []validator.Int64{int64validator.Between(0, math.MaxInt32)},
+			},
 		},
 	}
 }
@@ -108,11 +123,15 @@ func projectFromAPI(p *managev1.Project) projectResourceModel {
 	return projectResourceModel{
 		Name: types.StringValue(p.GetName()), RPM: types.Int64Value(p.GetRpm()), TPM: types.Int64Value(p.GetTpm()),
 		AllowedModels: stringSet(p.GetAllowedModels()),
+		ThreadsHours:  types.Int64Value(int64(p.GetThreadsRetainHours())),
+		MemoryHours:   types.Int64Value(int64(p.GetMemoryRetainHours())),
 	}
 }
 
 func (m projectResourceModel) toAPI() *managev1.Project {
-	out := &managev1.Project{Name: m.Name.ValueString(), Rpm: m.RPM.ValueInt64(), Tpm: m.TPM.ValueInt64()}
+	threads, memory := int32(m.ThreadsHours.ValueInt64()), int32(m.MemoryHours.ValueInt64())
+	out := &managev1.Project{Name: m.Name.ValueString(), Rpm: m.RPM.ValueInt64(), Tpm: m.TPM.ValueInt64(),
+		ThreadsRetainHours: &threads, MemoryRetainHours: &memory}
 	for _, e := range m.AllowedModels.Elements() {
 		if s, ok := e.(types.String); ok {
 			out.AllowedModels = append(out.AllowedModels, s.ValueString())

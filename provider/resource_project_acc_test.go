@@ -44,6 +44,7 @@ func TestAccProject(t *testing.T) {
 					statecheck.ExpectKnownValue("llmgw_project.p", tfjsonpath.New("rpm"), knownvalue.Int64Exact(60)),
 					statecheck.ExpectKnownValue("llmgw_project.p", tfjsonpath.New("tpm"), knownvalue.Int64Exact(0)),
 					statecheck.ExpectKnownValue("llmgw_project.p", tfjsonpath.New("allowed_models"), knownvalue.SetSizeExact(0)),
+					statecheck.ExpectKnownValue("llmgw_project.p", tfjsonpath.New("threads_retain_hours"), knownvalue.Int64Exact(0)),
 				},
 			},
 			{
@@ -51,7 +52,7 @@ func TestAccProject(t *testing.T) {
 				ImportStateVerify: true, ImportStateVerifyIdentifierAttribute: "name",
 			},
 			{
-				Config: cfg("  rpm = 120\n  tpm = 50000\n  allowed_models = [\"from-config\"]\n"),
+				Config: cfg("  rpm = 120\n  tpm = 50000\n  allowed_models = [\"from-config\"]\n  threads_retain_hours = 24\n  memory_retain_hours = 720\n"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("llmgw_project.p", plancheck.ResourceActionUpdate),
 				}},
@@ -59,10 +60,19 @@ func TestAccProject(t *testing.T) {
 					statecheck.ExpectKnownValue("llmgw_project.p", tfjsonpath.New("tpm"), knownvalue.Int64Exact(50000)),
 					statecheck.ExpectKnownValue("llmgw_project.p", tfjsonpath.New("allowed_models"),
 						knownvalue.SetExact([]knownvalue.Check{knownvalue.StringExact("from-config")})),
+					statecheck.ExpectKnownValue("llmgw_project.p", tfjsonpath.New("threads_retain_hours"), knownvalue.Int64Exact(24)),
+					statecheck.ExpectKnownValue("llmgw_project.p", tfjsonpath.New("memory_retain_hours"), knownvalue.Int64Exact(720)),
+				},
+				Check: func(*terraform.State) error {
+					p, err := c.ManageClient().GetProject(context.Background(), &managev1.GetProjectRequest{Name: "team-a"})
+					if err != nil || p.GetThreadsRetainHours() != 24 || p.GetMemoryRetainHours() != 720 {
+						t.Errorf("project on the control plane: %v, %v; want threads 24h, memory 720h", p, err)
+					}
+					return nil
 				},
 			},
 			{
-				Config:   cfg("  rpm = 120\n  tpm = 50000\n  allowed_models = [\"from-config\"]\n"),
+				Config:   cfg("  rpm = 120\n  tpm = 50000\n  allowed_models = [\"from-config\"]\n  threads_retain_hours = 24\n  memory_retain_hours = 720\n"),
 				PlanOnly: true,
 			},
 		},

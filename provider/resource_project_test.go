@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"google.golang.org/protobuf/proto"
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/spec"
@@ -17,6 +18,7 @@ func TestProjectFromAPI(t *testing.T) {
 	}{
 		{"defaults", &managev1.Project{Name: "team-a"}},
 		{"limits and models", &managev1.Project{Name: "team-a", Rpm: 60, Tpm: 1000, AllowedModels: []string{"small", "big"}}},
+		{"retentions", &managev1.Project{Name: "team-a", ThreadsRetainHours: proto.Int32(24), MemoryRetainHours: proto.Int32(720)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -26,7 +28,9 @@ func TestProjectFromAPI(t *testing.T) {
 			}
 			back := m.toAPI()
 			if back.GetName() != tt.in.GetName() || back.GetRpm() != tt.in.GetRpm() || back.GetTpm() != tt.in.GetTpm() ||
-				len(back.GetAllowedModels()) != len(tt.in.GetAllowedModels()) {
+				len(back.GetAllowedModels()) != len(tt.in.GetAllowedModels()) ||
+				back.GetThreadsRetainHours() != tt.in.GetThreadsRetainHours() || back.GetMemoryRetainHours() != tt.in.GetMemoryRetainHours() ||
+				back.ThreadsRetainHours == nil || back.MemoryRetainHours == nil {
 				t.Fatalf("round trip = %v, want %v", back, tt.in)
 			}
 		})

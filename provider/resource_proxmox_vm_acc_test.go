@@ -432,9 +432,10 @@ func TestAccProxmoxVMCPUTypeWarning(t *testing.T) {
 
 // TestAccProxmoxVMDestroyDrains: destroying a VM whose node holds a replica
 // drains the node before the VM is stopped. With nowhere to move the
-// replica, destroy fails after drain_timeout naming it, and the VM keeps
-// running; once another node can take it, destroy waits until the replica
-// is ready there, then stops and destroys the VM.
+// replica, destroy fails at once (the control plane refuses the drain)
+// naming it and why, and the VM keeps running; once another node can take
+// it, destroy waits until the replica is ready there, then stops and
+// destroys the VM.
 func TestAccProxmoxVMDestroyDrains(t *testing.T) {
 	c := newAccCluster(t, `  - name: sim-chat
     source: sim://chat
@@ -476,12 +477,12 @@ func TestAccProxmoxVMDestroyDrains(t *testing.T) {
 			},
 			{
 				Config:      withoutVM,
-				ExpectError: regexp.MustCompile(`(?s)Timed out draining node gpu-142 before stopping VM 142.*replica \S+ of sim-chat \(ready\).*VM 142 was not stopped`),
+				ExpectError: regexp.MustCompile(`(?s)Node gpu-142 cannot be drained.*draining node gpu-142 before stopping VM 142.*replica\s+\S+\s+of\s+model\s+sim-chat\s+\(on\s+gpu-142\)\s+cannot\s+move.*Nothing\s+was\s+stopped`),
 			},
 			{
 				PreConfig: func() {
 					if vm, ok := s.VM(142); !ok || vm.Status != "running" || stops() != 0 {
-						t.Fatalf("after the drain timed out: VM 142 exists %v, status %q, %d stop calls; want it running, never stopped", ok, vm.Status, stops())
+						t.Fatalf("after the refused drain: VM 142 exists %v, status %q, %d stop calls; want it running, never stopped", ok, vm.Status, stops())
 					}
 					c.StartAgent(testcluster.NodeSpec{ID: "gpu-143", GPUs: 1})
 				},

@@ -135,14 +135,10 @@ func isoLeftWarning(pve *proxmox.Client, node, volid, op string, err error) diag
 // registered, or already removed by llmgw_node's destroy) has nothing to
 // move. On timeout it names the replicas still on the node.
 func drainBeforeStop(ctx context.Context, c *Client, name string, vmid int, timeout time.Duration) diag.Diagnostics {
-	if _, err := c.DrainNode(ctx, name); IsNotFound(err) {
-		return nil
-	} else if err != nil {
-		var diags diag.Diagnostics
-		diags.Append(c.Diag(fmt.Sprintf("draining node %s before stopping VM %d", name, vmid), err))
+	if gone, diags := startDrain(ctx, c, name, fmt.Sprintf("draining node %s before stopping VM %d", name, vmid), vmDrainHint); gone || diags.HasError() {
 		return diags
 	}
-	n, diags := pollDrained(ctx, c, name, timeout, fmt.Sprintf("waiting for the drain of node %s before stopping VM %d", name, vmid))
+	n, diags := pollDrained(ctx, c, name, timeout, fmt.Sprintf("waiting for the drain of node %s before stopping VM %d", name, vmid), vmDrainHint)
 	if n != nil {
 		diags.AddError(fmt.Sprintf("Timed out draining node %s before stopping VM %d", name, vmid),
 			fmt.Sprintf("After %s node %s still holds %s (their replacements are not ready elsewhere yet; `llmgw ctl explain-placement MODEL` says why). "+

@@ -24,6 +24,12 @@ const (
 	DefaultStartupTimeout = Duration(10 * time.Minute)
 )
 
+// RoutingProfiles are the values routing_profile may take, each a policy
+// for choosing a replica: chat (the default) and prefix keep requests that
+// share a prompt prefix on the replica that holds it, balanced against
+// load; least-loaded ignores prefixes; round-robin takes replicas in turn.
+var RoutingProfiles = []string{"chat", "prefix", "least-loaded", "round-robin"}
+
 // Model is one model in the catalog.
 type Model struct {
 	// Name is what clients ask for: lowercase letters, digits, `.`, `_` and
@@ -35,11 +41,15 @@ type Model struct {
 	Aliases []string `koanf:"aliases" yaml:"aliases,omitempty" json:"aliases,omitempty"`
 	// Source says where the weights are: an absolute path on the node, given
 	// to the engine as is; an http(s) URL of one file, an http(s) URL ending
-	// in `/` (a mirror's whole version) or `hf:org/repo/file`, which the agent
-	// fetches once per node into its cache; a repository id or another scheme
-	// (`sim://`), given to the engine as is.
+	// in `/` (a mirror's whole version), `hf:org/repo[@rev]/file`,
+	// `hf:org/repo[@rev]` (a whole revision), `s3://bucket/key` or
+	// `s3://bucket/prefix/`, which the agent fetches once per node into its
+	// cache and gives the engine as a local path; a repository id
+	// (`org/name`) or another scheme (`sim://`), given to the engine as is.
 	Source string `koanf:"source" yaml:"source,omitempty" json:"source,omitempty"`
-	// RoutingProfile is stored; the router does not distinguish profiles yet.
+	// RoutingProfile is how a replica is chosen: `chat` or `prefix` (prefix
+	// affinity balanced with load), `least-loaded`, `round-robin`
+	// (routing.md).
 	RoutingProfile string `koanf:"routing_profile" yaml:"routing_profile,omitempty" json:"routing_profile,omitempty"`
 	// ContextLength is the most tokens of one request, prompt plus output,
 	// passed to the engine; 0 is unstated.
@@ -121,8 +131,9 @@ type Scaling struct {
 	// Max is the upper bound, raised to `min` when lower; at most 10000.
 	// Default: `scaling.min`.
 	Max int `koanf:"max" yaml:"max" json:"max"`
-	// IdleTimeout is stored for on-demand loading, which is not implemented
-	// yet.
+	// IdleTimeout is, with `min: 0`, how long the model may go unasked, with
+	// no request in flight or waiting, before its replicas stop (routing.md).
+	// Default: `0` (15m).
 	IdleTimeout Duration `koanf:"idle_timeout" yaml:"idle_timeout,omitempty" json:"idle_timeout,omitempty"`
 }
 
@@ -249,6 +260,8 @@ func (m Model) Validate() error {
 	}
 	if m.RoutingProfile == "" {
 		ps.add("routing_profile", "is required")
+	} else if !slices.Contains(RoutingProfiles, m.RoutingProfile) {
+		ps.add("routing_profile", fmt.Sprintf("%q is not a routing profile: use one of %s", m.RoutingProfile, strings.Join(RoutingProfiles, ", ")))
 	}
 	checkInt32(&ps, "context_length", m.ContextLength)
 	checkInt32(&ps, "max_output", m.MaxOutput)

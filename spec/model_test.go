@@ -204,6 +204,7 @@ func TestValidate(t *testing.T) {
 		{name: "priority beyond the protocol", modify: func(m *Model) { m.Profiles[0].Priority = -(1 << 33) }, want: "profiles[0].priority: -8589934592 is out of range"},
 		{name: "llamacpp multi-node", modify: func(m *Model) { m.Profiles[0].Nodes = 2 }, want: "profiles[0].nodes: engine llamacpp cannot span nodes"},
 		{name: "sglang multi-node", modify: func(m *Model) { m.Profiles[1].Engine = "sglang" }},
+		{name: "unknown routing profile", modify: func(m *Model) { m.RoutingProfile = "fastest" }, want: `routing_profile: "fastest" is not a routing profile: use one of chat, prefix, least-loaded, round-robin`},
 		{name: "min above max", modify: func(m *Model) { m.Scaling = Scaling{Min: 3, Max: 1} }, want: "scaling.max: 1 is less than scaling.min 3"},
 		{name: "negative min", modify: func(m *Model) { m.Scaling.Min = -1 }, want: "scaling.min: must not be negative"},
 		{name: "negative idle timeout", modify: func(m *Model) { m.Scaling.IdleTimeout = -1 }, want: "scaling.idle_timeout: must not be negative"},

@@ -79,3 +79,19 @@ func (ps Problems) orNil() error {
 	}
 	return ps
 }
+
+// KeyWithin reports whether key is one of keys or lies within one of them
+// (models[2].name is within models and models[2]), or one of keys lies
+// within it.
+func KeyWithin(key string, keys []string) bool {
+	within := func(a, b string) bool {
+		return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(a, b+"[")
+	}
+	for _, k := range keys {
+		top, _, _ := strings.Cut(k, "[")
+		if within(key, k) || within(k, key) || within(key, top) {
+			return true
+		}
+	}
+	return false
+}

@@ -66,6 +66,12 @@ type Agent struct {
 	WeightsDir string `koanf:"weights_dir" yaml:"weights_dir,omitempty" json:"weights_dir,omitempty"`
 	// Fetch tunes how weights are fetched.
 	Fetch Fetch `koanf:"fetch" yaml:"fetch" json:"fetch"`
+	// PeerListen is where the agent serves its complete cache entries to the
+	// other nodes of its fabric, over mutual TLS with the node certificates
+	// (`tls.cert`, `tls.key`, `tls.ca`); peers reach it at `address` and this
+	// port (weights.md); `""` serves none.
+	// Type: address.
+	PeerListen string `koanf:"peer_listen" yaml:"peer_listen,omitempty" json:"peer_listen,omitempty"`
 
 	// Declaration is what the operator says the node is: fabrics, engines,
 	// labels, model_dirs and discovery are top-level keys of agent.yaml.
@@ -106,6 +112,15 @@ type Fetch struct {
 	// `fetch.hf_endpoint` (not to where it redirects).
 	// Type: path.
 	HFTokenFile string `koanf:"hf_token_file" yaml:"hf_token_file,omitempty" json:"hf_token_file,omitempty"`
+	// S3Endpoint is the S3 endpoint `s3://` sources are read from (`http://`
+	// means no TLS); the credentials are the agent's `AWS_ACCESS_KEY_ID`,
+	// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` (none: anonymous requests).
+	// Default: `$AWS_ENDPOINT_URL_S3`, `$AWS_ENDPOINT_URL`, else AWS.
+	// Type: URL.
+	S3Endpoint string `koanf:"s3_endpoint" yaml:"s3_endpoint,omitempty" json:"s3_endpoint,omitempty"`
+	// S3Region is the S3 region.
+	// Default: `$AWS_REGION`, `$AWS_DEFAULT_REGION`.
+	S3Region string `koanf:"s3_region" yaml:"s3_region,omitempty" json:"s3_region,omitempty"`
 }
 
 // WeightsPath is the weights cache directory: weights_dir, or
@@ -145,19 +160,36 @@ func Default() Agent {
 // is "") and validates it.
 func Load(path string) (Agent, error) {
 	a := Default()
-	if err := konfig.Load(path, EnvPrefix, &a); err != nil {
-		return Agent{}, err
+	// Every problem at once: those of single keys, then the value checks
+	// on every other key.
+	kerr := konfig.Load(path, EnvPrefix, &a)
+	if kerr != nil && !konfig.Partial(kerr) {
+		return Agent{}, kerr
 	}
 	if err := a.Validate(); err != nil {
 		source := path
 		if source == "" {
 			source = "configuration"
 		}
-		lines := strings.Split(err.Error(), "\n")
-		for i := range lines {
-			lines[i] = source + ": " + lines[i]
+		// A key konfig reported kept its default: its value problem is a
+		// consequence, not news.
+		var reported []string
+		for _, p := range konfig.Problems(kerr) {
+			reported = append(reported, p.Key)
 		}
-		return Agent{}, errors.New(strings.Join(lines, "\n"))
+		var lines []string
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			key, _, _ := strings.Cut(line, ": ")
+			if !spec.KeyWithin(key, reported) {
+				lines = append(lines, source+": "+line)
+			}
+		}
+		if len(lines) > 0 {
+			return Agent{}, errors.Join(kerr, errors.New(strings.Join(lines, "\n")))
+		}
+	}
+	if kerr != nil {
+		return Agent{}, kerr
 	}
 	return a, nil
 }
@@ -215,6 +247,14 @@ func (a Agent) Validate() error {
 	}
 	if u := a.Fetch.HFEndpoint; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		add("fetch.hf_endpoint", "%q is not an http(s) URL", u)
+	}
+	if u := a.Fetch.S3Endpoint; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		add("fetch.s3_endpoint", "%q is not an http(s) URL", u)
+	}
+	if l := a.PeerListen; l != "" {
+		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
+			add("peer_listen", "%q is not host:port (e.g. \":7444\")", l)
+		}
 	}
 	if err := a.Declaration.Validate(); err != nil {
 		problems = append(problems, err.Error())

@@ -25,7 +25,8 @@ func everyKey() Agent {
 	a.EnginePorts = PortRange{From: 21000, To: 21099}
 	a.HeartbeatInterval = 2 * time.Second
 	a.WeightsDir = "/srv/weights"
-	a.Fetch = Fetch{StallAfter: 30 * time.Second, GiveUpAfter: time.Hour, HFEndpoint: "http://hub.internal", HFTokenFile: "/etc/llmgw/hf-token"}
+	a.Fetch = Fetch{StallAfter: 30 * time.Second, GiveUpAfter: time.Hour, HFEndpoint: "http://hub.internal", HFTokenFile: "/etc/llmgw/hf-token", S3Endpoint: "http://minio.internal:9000", S3Region: "eu-1"}
+	a.PeerListen = ":7444"
 	a.Declaration = spec.Declaration{
 		Fabrics:   []spec.Fabric{{Name: "ib-a", Adapters: []string{"mlx5_0", "mlx5_1"}}},
 		Engines:   map[string]string{"vllm": "/opt/venvs/vllm/bin/vllm", "sim": ""},

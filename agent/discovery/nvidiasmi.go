@@ -208,7 +208,7 @@ func ProbeGPUs(ctx context.Context, path string) ([]GPU, error) {
 	}
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("GPU discovery failed: %w: %w", ErrNvidiaSMINotFound, err)
+			return nil, fmt.Errorf("GPU discovery failed: %w", smiNotFound{path})
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, fmt.Errorf("GPU discovery failed: running %s: %w", path, ctxErr)
@@ -240,3 +240,17 @@ func firstLine(s string) string {
 	}
 	return ""
 }
+
+// smiNotFound is ErrNvidiaSMINotFound with where it was looked for, said
+// once: "nvidia-smi not found at /usr/bin/nvidia-smi" (not the exec
+// package's "executable file not found" nested in it as well).
+type smiNotFound struct{ path string }
+
+func (e smiNotFound) Error() string {
+	if strings.ContainsRune(e.path, '/') {
+		return "nvidia-smi not found at " + e.path
+	}
+	return fmt.Sprintf("nvidia-smi not found (no %q on PATH)", e.path)
+}
+
+func (smiNotFound) Is(target error) bool { return target == ErrNvidiaSMINotFound }

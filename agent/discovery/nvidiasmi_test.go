@@ -156,6 +156,7 @@ func TestProbeGPUs(t *testing.T) {
 		path         string
 		wantGPUs     int
 		wantErr      string
+		wantExact    bool
 		wantNotFound bool
 	}{
 		{name: "prints the CSV", path: writeScript(t, `
@@ -163,8 +164,10 @@ case "$1" in --query-gpu=index,uuid,name,memory.total,utilization.gpu,temperatur
 case "$2" in --format=csv,noheader,nounits) ;; *) echo "bad format: $*" >&2; exit 2 ;; esac
 cat '`+h100+`'
 `), wantGPUs: 8},
-		{name: "missing executable", path: filepath.Join(t.TempDir(), "nvidia-smi"), wantErr: "GPU discovery failed: nvidia-smi not found", wantNotFound: true},
-		{name: "not on PATH", path: "llmgw-no-such-nvidia-smi", wantErr: "GPU discovery failed: nvidia-smi not found", wantNotFound: true},
+		// Issue 18: "not found" once, saying where, not the exec package's
+		// error nested in it too.
+		{name: "missing executable", path: "/nonexistent/nvidia-smi", wantErr: "GPU discovery failed: nvidia-smi not found at /nonexistent/nvidia-smi", wantExact: true, wantNotFound: true},
+		{name: "not on PATH", path: "llmgw-no-such-nvidia-smi", wantErr: `GPU discovery failed: nvidia-smi not found (no "llmgw-no-such-nvidia-smi" on PATH)`, wantExact: true, wantNotFound: true},
 		{name: "driver not loaded, message on stdout", path: writeScript(t, `
 echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
 echo
@@ -195,6 +198,9 @@ exit 15
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("ProbeGPUs() = %d GPUs, error %v; want error containing %q", len(gpus), err, tt.wantErr)
+			}
+			if tt.wantExact && err.Error() != tt.wantErr {
+				t.Errorf("ProbeGPUs() error %q, want exactly %q", err, tt.wantErr)
 			}
 			if gpus != nil {
 				t.Errorf("ProbeGPUs returned %d GPUs with an error", len(gpus))

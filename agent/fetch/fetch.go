@@ -1,8 +1,10 @@
 // Package fetch downloads a model's weights into the node's cache before an
-// engine is launched, so an engine is only ever given a local path.
+// engine is launched, so an engine is only ever given a local path. The
+// bytes are moved by internal/download, the mirror's downloader too.
 //
-// A fetched source (an http(s) file, a mirror's set ending in "/", or
-// hf:org/repo/file) is kept under <dir>/<key>/, key being the first 16 hex
+// A fetched source (an http(s) file, a mirror's set ending in "/",
+// hf:org/repo/file, hf:org/repo[@revision], s3://bucket/key or
+// s3://bucket/prefix/) is kept under <dir>/<key>/, key being the first 16 hex
 // digits of the sha256 of the source as written. While it downloads it
 // lives in <dir>/.<key>.partial/, each file as .<name>.partial until its
 // bytes are in and verified; the directory is renamed to <key>/ once every
@@ -14,8 +16,7 @@ package fetch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,8 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/agent/discovery"
+	"github.com/llmgw/llmgw/internal/buildinfo"
+	"github.com/llmgw/llmgw/internal/download"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -36,7 +39,7 @@ const CompleteFile = ".complete"
 
 // DefaultHFEndpoint is the Hugging Face hub, used when neither the options
 // nor HF_ENDPOINT name another.
-const DefaultHFEndpoint = "https://huggingface.co"
+const DefaultHFEndpoint = download.DefaultHFEndpoint
 
 // Options configure a Cache.
 type Options struct {
@@ -49,6 +52,9 @@ type Options struct {
 	HFEndpoint string
 	// HFToken, when set, is sent as a bearer token to HFEndpoint.
 	HFToken string
+	// S3 is where s3:// sources are read (download.S3ConfigFromEnv reads
+	// the AWS_* variables).
+	S3 download.S3Config
 	// StallAfter is how long a download may move no byte before it is
 	// reported stalled (default 60s).
 	StallAfter time.Duration
@@ -61,7 +67,14 @@ type Options struct {
 	// (default: discovery.ProbeDisk); a file that does not fit fails before
 	// a byte of it is written.
 	FreeBytes func(path string) (uint64, error)
-	Logger    *slog.Logger
+	// PeerClient, when set, is the TLS to speak to a peer node with (its
+	// node id given): sources are then asked of the peers a fetch names
+	// before the source itself (PeerTLS).
+	PeerClient func(node string) *tls.Config
+	// PeerPoll is how often a peer that is still fetching is asked again
+	// (default 500ms).
+	PeerPoll time.Duration
+	Logger   *slog.Logger
 }
 
 // Progress is how far one source's download is.
@@ -81,9 +94,12 @@ type Progress struct {
 type Cache struct {
 	opts Options
 	log  *slog.Logger
+	dl   *download.Downloader
 
 	mu       sync.Mutex
 	inflight map[string]*call
+	// gen counts changes to the complete entries (Generation).
+	gen uint64
 }
 
 // call is one download that any number of waiters share.
@@ -98,6 +114,8 @@ type call struct {
 	abandoned bool
 	watch     map[int]func(Progress)
 	nextID    int
+	// progress is the running download's, for peers asking how far it is.
+	progress *download.Progress
 }
 
 // New returns a cache in opts.Dir, creating it.
@@ -107,6 +125,15 @@ func New(opts Options) (*Cache, error) {
 	}
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("creating the weights cache %s: %w", opts.Dir, err)
+	}
+	// An entry a collection moved aside and did not finish deleting (the
+	// agent died mid-way) is deleted now: it was no one's any more.
+	if des, err := os.ReadDir(opts.Dir); err == nil {
+		for _, de := range des {
+			if k, ok := strings.CutSuffix(strings.TrimPrefix(de.Name(), "."), ".deleting"); ok && strings.HasPrefix(de.Name(), ".") && keyRE.MatchString(k) {
+				_ = os.RemoveAll(filepath.Join(opts.Dir, de.Name()))
+			}
+		}
 	}
 	if opts.Client == nil {
 		opts.Client = &http.Client{}
@@ -127,6 +154,9 @@ func New(opts Options) (*Cache, error) {
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = time.Second
 	}
+	if opts.PeerPoll <= 0 {
+		opts.PeerPoll = 500 * time.Millisecond
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -136,15 +166,19 @@ func New(opts Options) (*Cache, error) {
 			return d.FreeBytes, err
 		}
 	}
-	return &Cache{opts: opts, log: opts.Logger, inflight: map[string]*call{}}, nil
+	dl := &download.Downloader{
+		Upstreams:    download.Upstreams{Client: opts.Client, HFEndpoint: opts.HFEndpoint, HFToken: opts.HFToken, S3: opts.S3, UserAgent: buildinfo.UserAgent("llmgw-agent")},
+		GiveUpAfter:  opts.GiveUpAfter,
+		StallTimeout: opts.StallAfter,
+		FreeBytes:    opts.FreeBytes,
+		Logger:       opts.Logger,
+	}
+	return &Cache{opts: opts, log: opts.Logger, dl: dl, inflight: map[string]*call{}}, nil
 }
 
 // Key is the name of source's entry in the cache: the first 16 hex digits
 // of the sha256 of the source as written.
-func Key(source string) string {
-	h := sha256.Sum256([]byte(source))
-	return hex.EncodeToString(h[:])[:16]
-}
+func Key(source string) string { return spec.WeightsKey(source) }
 
 // EntryDir is where source's files are once complete.
 func (c *Cache) EntryDir(source string) string { return filepath.Join(c.opts.Dir, Key(source)) }
@@ -159,6 +193,15 @@ func (c *Cache) partialDir(source string) string {
 // as written. progress, when not nil, is called as the download moves, from
 // another goroutine, until Resolve returns.
 func (c *Cache) Resolve(ctx context.Context, source string, progress func(Progress)) (string, error) {
+	return c.ResolveFrom(ctx, source, nil, progress)
+}
+
+// ResolveFrom is Resolve asking peers (nodes of the same fabric that hold
+// the source or are fetching it), in order, before the source itself. A
+// peer that fails, or disappears mid-transfer, costs a resume from the
+// next peer or the source: the bytes already here are kept and verified.
+// When the download is already running, it goes on from where it fetches.
+func (c *Cache) ResolveFrom(ctx context.Context, source string, peers []Peer, progress func(Progress)) (string, error) {
 	src, err := spec.ParseSource(source)
 	if err != nil {
 		return "", fmt.Errorf("source %q: %w", source, err)
@@ -169,15 +212,15 @@ func (c *Cache) Resolve(ctx context.Context, source string, progress func(Progre
 			return "", fmt.Errorf("source %s: %w", source, err)
 		}
 		return source, nil
-	case spec.SourceURL, spec.SourceSet, spec.SourceHF:
-		return c.fetch(ctx, src, progress)
+	case spec.SourceURL, spec.SourceSet, spec.SourceHF, spec.SourceS3:
+		return c.fetch(ctx, src, peers, progress)
 	default:
 		return source, nil
 	}
 }
 
 // fetch joins or starts the download of src and waits for it.
-func (c *Cache) fetch(ctx context.Context, src spec.Source, progress func(Progress)) (string, error) {
+func (c *Cache) fetch(ctx context.Context, src spec.Source, peers []Peer, progress func(Progress)) (string, error) {
 	if p, ok, err := c.complete(src); ok || err != nil {
 		return p, err
 	}
@@ -191,9 +234,9 @@ func (c *Cache) fetch(ctx context.Context, src spec.Source, progress func(Progre
 			prev = cl.done
 		}
 		dctx, cancel := context.WithCancel(context.Background())
-		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}}
+		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}, progress: &download.Progress{}}
 		c.inflight[src.Raw] = cl
-		go c.run(dctx, cl, src, prev)
+		go c.run(dctx, cl, src, peers, prev)
 	}
 	cl.waiters++
 	id := cl.nextID
@@ -243,41 +286,32 @@ func (c *Cache) complete(src spec.Source) (string, bool, error) {
 			return "", false, fmt.Errorf("cache entry %s: %s is missing or not %d bytes as fetched; remove the entry to fetch %s again", dir, p, f.Size, src.Raw)
 		}
 	}
-	if src.Kind == spec.SourceSet {
+	if download.IsSet(src.Raw) || len(rec.Files) != 1 {
 		return dir, true, nil
 	}
-	return filepath.Join(dir, fileName(src)), true, nil
-}
-
-// fileName is the name a single-file source's file is kept under.
-func fileName(src spec.Source) string {
-	if src.Kind == spec.SourceHF {
-		return filepath.Base(src.Path)
-	}
-	name := filepath.Base(src.URL.Path)
-	if name == "." || name == "/" || strings.HasPrefix(name, ".") {
-		name = "model" + name
-	}
-	return name
+	return filepath.Join(dir, filepath.FromSlash(rec.Files[0].Path)), true, nil
 }
 
 // run downloads src and completes cl.
-func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, prev chan struct{}) {
+func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, peers []Peer, prev chan struct{}) {
 	if prev != nil {
 		<-prev
 	}
-	d := &download{c: c, src: src, ctx: ctx, lastByte: time.Now()}
+	p := cl.progress
 	stop, reported := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(reported)
-		d.reportLoop(cl, stop)
+		c.reportLoop(src.Raw, p, cl, stop)
 	}()
-	path, err := d.run()
+	path, err := c.download(ctx, src, peers, p)
 	close(stop)
 	<-reported // no progress reaches a waiter after Resolve returned
 	c.mu.Lock()
 	if c.inflight[src.Raw] == cl {
 		delete(c.inflight, src.Raw)
+	}
+	if err == nil {
+		c.gen++
 	}
 	cl.path, cl.err = path, err
 	c.mu.Unlock()
@@ -293,8 +327,8 @@ func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, prev chan st
 
 // reportLoop sends cl's watchers the download's progress every
 // ProgressEvery until stop closes.
-func (d *download) reportLoop(cl *call, stop chan struct{}) {
-	t := time.NewTicker(d.c.opts.ProgressEvery)
+func (c *Cache) reportLoop(source string, dp *download.Progress, cl *call, stop chan struct{}) {
+	t := time.NewTicker(c.opts.ProgressEvery)
 	defer t.Stop()
 	var prevDone int64
 	prevAt := time.Now()
@@ -305,7 +339,8 @@ func (d *download) reportLoop(cl *call, stop chan struct{}) {
 		case <-stop:
 			return
 		case now := <-t.C:
-			p := d.snapshot(now)
+			p := Progress{Source: source, Done: dp.Bytes(), Total: max(dp.Total(), 0), LastError: dp.LastError()}
+			p.Stalled = now.Sub(dp.LastByte()) >= c.opts.StallAfter
 			dt := now.Sub(prevAt).Seconds()
 			if dt > 0 {
 				// Between two attempts the partial is counted afresh, so
@@ -322,17 +357,17 @@ func (d *download) reportLoop(cl *call, stop chan struct{}) {
 			if p.Stalled != wasStalled {
 				wasStalled = p.Stalled
 				if p.Stalled {
-					d.c.log.Warn("fetch stalled", "source", p.Source, "done_bytes", p.Done, "total_bytes", p.Total, "last_error", p.LastError)
+					c.log.Warn("fetch stalled", "source", p.Source, "done_bytes", p.Done, "total_bytes", p.Total, "last_error", p.LastError)
 				} else {
-					d.c.log.Info("fetch moving again", "source", p.Source, "done_bytes", p.Done)
+					c.log.Info("fetch moving again", "source", p.Source, "done_bytes", p.Done)
 				}
 			}
-			d.c.mu.Lock()
+			c.mu.Lock()
 			watchers := make([]func(Progress), 0, len(cl.watch))
 			for _, w := range cl.watch {
 				watchers = append(watchers, w)
 			}
-			d.c.mu.Unlock()
+			c.mu.Unlock()
 			for _, w := range watchers {
 				w(p)
 			}
@@ -363,4 +398,53 @@ func writeRecord(dir string, r record) error {
 		return fmt.Errorf("writing %s: %w", p, err)
 	}
 	return nil
+}
+
+// download fetches every file of src into the partial directory, records
+// it, renames it to the entry's name and returns the path for the engine.
+func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *download.Progress) (string, error) {
+	if path, ok, err := c.complete(src); ok || err != nil {
+		return path, err // completed by a call that ended while this one started
+	}
+	tmp := c.partialDir(src.Raw)
+	if err := os.MkdirAll(tmp, 0o750); err != nil {
+		return "", fmt.Errorf("fetching %s: creating %s: %w", src.Raw, tmp, err)
+	}
+	var landed []download.Landed
+	from := "source"
+	for _, peer := range peers {
+		l, err := c.fromPeer(ctx, peer, Key(src.Raw), tmp, p)
+		if err == nil {
+			landed, from = l, "peer "+peer.Node
+			break
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("fetching %s: %w", src.Raw, ctx.Err())
+		}
+		c.log.Warn("fetch from a peer failed, trying the next source", "source", src.Raw, "peer", peer.Node, "err", err)
+	}
+	if landed == nil {
+		files, err := c.dl.List(ctx, src.Raw, p)
+		if err != nil {
+			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+		}
+		landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
+		if err != nil {
+			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+		}
+	}
+	c.log.Info("fetch complete", "source", src.Raw, "from", from)
+	rec := record{Source: src.Raw, Fetched: time.Now().UTC()}
+	for _, l := range landed {
+		rec.Files = append(rec.Files, recordFile{Path: l.Path, Size: l.Size, SHA256: l.SHA256})
+	}
+	if err := writeRecord(tmp, rec); err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
+	final := c.EntryDir(src.Raw)
+	if err := os.Rename(tmp, final); err != nil {
+		return "", fmt.Errorf("fetching %s: moving %s to %s: %w", src.Raw, tmp, final, err)
+	}
+	path, _, err := c.complete(src)
+	return path, err
 }

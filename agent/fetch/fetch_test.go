@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/llmgw/llmgw/internal/download"
+	"github.com/llmgw/llmgw/testkit/hffake"
+	"github.com/llmgw/llmgw/testkit/weightsrv"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 func newCache(t *testing.T, opts Options) *Cache {
@@ -72,10 +79,10 @@ func watchFinalName(t *testing.T, c *Cache, source string, want map[string][]byt
 // nothing is ever visible under its name before it is, and the bytes served
 // stay within the file's size plus what the cuts were in flight.
 func TestResumeAfterCuts(t *testing.T) {
-	m, srv := newTestMirror(t)
-	body := randomBytes(3<<20+17, 1)
-	m.files["m/v/w.gguf"] = body
-	m.cuts = 5
+	m, srv := weightsrv.New(t)
+	body := weightsrv.RandomBytes(3<<20+17, 1)
+	m.Files["m/v/w.gguf"] = body
+	m.Cuts = 5
 	c := newCache(t, Options{})
 	source := srv.URL + "/m/v/w.gguf"
 	stop := make(chan struct{})
@@ -93,14 +100,14 @@ func TestResumeAfterCuts(t *testing.T) {
 	if err != nil || !bytes.Equal(got, body) {
 		t.Fatalf("fetched file differs from the served one (%v)", err)
 	}
-	if n := m.count("m/v/w.gguf"); n != 6 {
+	if n := m.Count("m/v/w.gguf"); n != 6 {
 		t.Errorf("%d requests, want 6 (one, then one per cut)", n)
 	}
-	if len(m.ranges) != 5 {
-		t.Errorf("Range requests %v, want 5", m.ranges)
+	if len(m.Ranges()) != 5 {
+		t.Errorf("Range requests %v, want 5", m.Ranges())
 	}
-	if over := m.served - int64(len(body)); over < 0 || over > 5*64<<10 {
-		t.Errorf("served %d bytes for a %d-byte file: a restart, or more than the cuts had in flight", m.served, len(body))
+	if over := m.Served() - int64(len(body)); over < 0 || over > 5*64<<10 {
+		t.Errorf("served %d bytes for a %d-byte file: a restart, or more than the cuts had in flight", m.Served(), len(body))
 	}
 	if entries, _ := os.ReadDir(c.opts.Dir); len(entries) != 1 {
 		t.Errorf("cache holds %d entries, want only the complete one", len(entries))
@@ -109,35 +116,18 @@ func TestResumeAfterCuts(t *testing.T) {
 	if _, err := c.Resolve(context.Background(), source, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := m.count("m/v/w.gguf"); n != 6 {
+	if n := m.Count("m/v/w.gguf"); n != 6 {
 		t.Errorf("the complete entry was fetched again (%d requests)", n)
-	}
-}
-
-// TestRestartWhenRangeIgnored: a server that answers a Range request with
-// 200 gets the file from the start, and the result is still whole.
-func TestRestartWhenRangeIgnored(t *testing.T) {
-	m, srv := newTestMirror(t)
-	body := randomBytes(1<<20, 2)
-	m.files["m/v/w.gguf"] = body
-	m.cuts, m.ignoreRange = 2, true
-	c := newCache(t, Options{})
-	path, err := c.Resolve(context.Background(), srv.URL+"/m/v/w.gguf", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(path); !bytes.Equal(got, body) {
-		t.Fatal("fetched file differs from the served one")
 	}
 }
 
 // TestConcurrentShardsOneDownload: eight callers for one source, all
 // waiting at once, cost the server one request.
 func TestConcurrentShardsOneDownload(t *testing.T) {
-	m, srv := newTestMirror(t)
-	body := randomBytes(1<<20, 3)
-	m.files["m/v/w.gguf"] = body
-	m.hold = make(chan struct{})
+	m, srv := weightsrv.New(t)
+	body := weightsrv.RandomBytes(1<<20, 3)
+	m.Files["m/v/w.gguf"] = body
+	m.Hold = make(chan struct{})
 	c := newCache(t, Options{})
 	source := srv.URL + "/m/v/w.gguf"
 	const n = 8
@@ -165,14 +155,14 @@ func TestConcurrentShardsOneDownload(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	close(m.hold)
+	close(m.Hold)
 	wg.Wait()
 	for i := range n {
 		if errs[i] != nil || paths[i] != paths[0] {
 			t.Fatalf("caller %d: %s, %v", i, paths[i], errs[i])
 		}
 	}
-	if got := m.count("m/v/w.gguf"); got != 1 {
+	if got := m.Count("m/v/w.gguf"); got != 1 {
 		t.Errorf("server saw %d requests for one source asked for %d times, want 1", got, n)
 	}
 }
@@ -181,17 +171,17 @@ func TestConcurrentShardsOneDownload(t *testing.T) {
 // manifest lands in one directory, complete only when the last is in, even
 // with connections cut along the way.
 func TestSetOfSeveralFiles(t *testing.T) {
-	m, srv := newTestMirror(t)
+	m, srv := weightsrv.New(t)
 	want := map[string][]byte{
 		"config.json":                      []byte(`{"x":1}`),
-		"model-00001-of-00002.safetensors": randomBytes(700<<10, 4),
-		"model-00002-of-00002.safetensors": randomBytes(500<<10, 5),
-		"tokenizer/tokenizer.json":         randomBytes(10<<10, 6),
+		"model-00001-of-00002.safetensors": weightsrv.RandomBytes(700<<10, 4),
+		"model-00002-of-00002.safetensors": weightsrv.RandomBytes(500<<10, 5),
+		"tokenizer/tokenizer.json":         weightsrv.RandomBytes(10<<10, 6),
 	}
 	for p, b := range want {
-		m.files["big/2026-03/"+p] = b
+		m.Files["big/2026-03/"+p] = b
 	}
-	m.cuts = 3
+	m.Cuts = 3
 	c := newCache(t, Options{})
 	source := srv.URL + "/big/2026-03/"
 	stop := make(chan struct{})
@@ -224,53 +214,6 @@ func TestSetOfSeveralFiles(t *testing.T) {
 	}
 }
 
-// TestCorruptByte: one flipped byte fails the sha256 check; the shard gets
-// an error that says so, and nothing is left under the final name or as a
-// partial to resume from.
-func TestCorruptByte(t *testing.T) {
-	m, srv := newTestMirror(t)
-	m.files["m/v/w.gguf"] = randomBytes(256<<10, 7)
-	m.corrupt = true
-	c := newCache(t, Options{})
-	source := srv.URL + "/m/v/w.gguf"
-	_, err := c.Resolve(context.Background(), source, nil)
-	if err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), source) {
-		t.Fatalf("err = %v, want a sha256 failure naming the source", err)
-	}
-	if _, err := os.Stat(c.EntryDir(source)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("entry exists after a failed verification: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(c.partialDir(source), ".w.gguf.partial")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the corrupt bytes were kept as a partial: %v", err)
-	}
-}
-
-// TestDiskFull: a disk that refuses the bytes fails the fetch at once with
-// the path written to.
-func TestDiskFull(t *testing.T) {
-	if _, err := os.Stat("/dev/full"); err != nil {
-		t.Skip("no /dev/full")
-	}
-	m, srv := newTestMirror(t)
-	m.files["m/v/w.gguf"] = randomBytes(64<<10, 8)
-	c := newCache(t, Options{})
-	source := srv.URL + "/m/v/w.gguf"
-	partial := filepath.Join(c.partialDir(source), ".w.gguf.partial")
-	if err := os.MkdirAll(filepath.Dir(partial), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("/dev/full", partial); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.Resolve(context.Background(), source, nil)
-	if err == nil || !strings.Contains(err.Error(), partial) || !strings.Contains(err.Error(), "no space left") {
-		t.Fatalf("err = %v, want no space left naming %s", err, partial)
-	}
-	if m.count("m/v/w.gguf") != 1 {
-		t.Errorf("a full disk was retried (%d requests)", m.count("m/v/w.gguf"))
-	}
-}
-
 // TestLocalPathNeverCopied: a local source is checked and given as is; the
 // cache stays empty, and a missing one is an error naming it.
 func TestLocalPathNeverCopied(t *testing.T) {
@@ -299,7 +242,7 @@ func TestLocalPathNeverCopied(t *testing.T) {
 // TestFailureNamesSourceAndAnswer: a 404 fails at once, naming the source
 // and the status.
 func TestFailureNamesSourceAndAnswer(t *testing.T) {
-	_, srv := newTestMirror(t)
+	_, srv := weightsrv.New(t)
 	c := newCache(t, Options{})
 	source := srv.URL + "/m/v/missing.gguf"
 	_, err := c.Resolve(context.Background(), source, nil)
@@ -312,9 +255,9 @@ func TestFailureNamesSourceAndAnswer(t *testing.T) {
 // says stalled with the last error, and after GiveUpAfter the fetch fails
 // with it.
 func TestStalledThenGiveUp(t *testing.T) {
-	m, srv := newTestMirror(t)
-	m.files["m/v/w.gguf"] = randomBytes(1024, 9)
-	m.status = http.StatusServiceUnavailable
+	m, srv := weightsrv.New(t)
+	m.Files["m/v/w.gguf"] = weightsrv.RandomBytes(1024, 9)
+	m.Status = http.StatusServiceUnavailable
 	c := newCache(t, Options{StallAfter: 50 * time.Millisecond, GiveUpAfter: 700 * time.Millisecond})
 	var mu sync.Mutex
 	var stalled Progress
@@ -335,65 +278,19 @@ func TestStalledThenGiveUp(t *testing.T) {
 	}
 }
 
-// TestHFResolveRedirect: hf:org/repo/file is fetched from the hub's resolve
-// endpoint through its redirect, verified against the sha256 the redirect
-// carries in X-Linked-Etag; a wrong one fails.
-func TestHFResolveRedirect(t *testing.T) {
-	body := randomBytes(300<<10, 10)
-	for _, tc := range []struct {
-		name, etag string
-		ok         bool
-	}{{"verified", sum(body), true}, {"wrong sha256", sum([]byte("other")), false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			var resolved, cdn int
-			mux := http.NewServeMux()
-			mux.HandleFunc("GET /org/repo/resolve/main/sub/w.gguf", func(w http.ResponseWriter, r *http.Request) {
-				resolved++
-				w.Header().Set("X-Linked-Etag", `"`+tc.etag+`"`)
-				w.Header().Set("X-Linked-Size", fmt.Sprint(len(body)))
-				http.Redirect(w, r, "/cdn/blob", http.StatusFound)
-			})
-			mux.HandleFunc("GET /cdn/blob", func(w http.ResponseWriter, r *http.Request) {
-				cdn++
-				w.Header().Set("ETag", `"not-a-sha"`)
-				http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
-			})
-			hub := httptest.NewServer(mux)
-			defer hub.Close()
-			c := newCache(t, Options{HFEndpoint: hub.URL})
-			path, err := c.Resolve(context.Background(), "hf:org/repo/sub/w.gguf", nil)
-			if !tc.ok {
-				if err == nil || !strings.Contains(err.Error(), "sha256") {
-					t.Fatalf("err = %v, want a sha256 failure", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if filepath.Base(path) != "w.gguf" || resolved != 1 || cdn != 1 {
-				t.Errorf("path %s, resolve %d, cdn %d", path, resolved, cdn)
-			}
-			if got, _ := os.ReadFile(path); !bytes.Equal(got, body) {
-				t.Error("fetched file differs")
-			}
-		})
-	}
-}
-
 // TestCallerLeavesDownloadCancelled: when every caller gave up, the
 // download stops; its partial stays for the next ask, which resumes it.
 func TestCallerLeavesDownloadCancelled(t *testing.T) {
-	m, srv := newTestMirror(t)
-	body := randomBytes(1<<20, 11)
-	m.files["m/v/w.gguf"] = body
-	m.hold = make(chan struct{})
+	m, srv := weightsrv.New(t)
+	body := weightsrv.RandomBytes(1<<20, 11)
+	m.Files["m/v/w.gguf"] = body
+	m.Hold = make(chan struct{})
 	c := newCache(t, Options{})
 	source := srv.URL + "/m/v/w.gguf"
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { _, err := c.Resolve(ctx, source, nil); done <- err }()
-	for deadline := time.Now().Add(10 * time.Second); m.count("m/v/w.gguf") == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); m.Count("m/v/w.gguf") == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the download never reached the server")
 		}
@@ -402,10 +299,10 @@ func TestCallerLeavesDownloadCancelled(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want canceled", err)
 	}
-	close(m.hold)
-	m.mu.Lock()
-	m.hold = nil
-	m.mu.Unlock()
+	close(m.Hold)
+	m.Mu.Lock()
+	m.Hold = nil
+	m.Mu.Unlock()
 	path, err := c.Resolve(context.Background(), source, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -418,8 +315,8 @@ func TestCallerLeavesDownloadCancelled(t *testing.T) {
 // TestDamagedEntryRefused: a complete entry whose file was removed by hand
 // is neither given to an engine nor fetched over; the error names it.
 func TestDamagedEntryRefused(t *testing.T) {
-	m, srv := newTestMirror(t)
-	m.files["m/v/w.gguf"] = randomBytes(10<<10, 13)
+	m, srv := weightsrv.New(t)
+	m.Files["m/v/w.gguf"] = weightsrv.RandomBytes(10<<10, 13)
 	c := newCache(t, Options{})
 	source := srv.URL + "/m/v/w.gguf"
 	path, err := c.Resolve(context.Background(), source, nil)
@@ -433,24 +330,64 @@ func TestDamagedEntryRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "remove the entry") {
 		t.Fatalf("err = %v, want the damaged entry named", err)
 	}
-	if n := m.count("m/v/w.gguf"); n != 1 {
+	if n := m.Count("m/v/w.gguf"); n != 1 {
 		t.Errorf("%d requests: the damaged entry was fetched over", n)
 	}
 }
 
-// TestNotEnoughSpace: a file larger than the space left fails before a byte
-// is written, naming the path, the bytes needed and the bytes free.
-func TestNotEnoughSpace(t *testing.T) {
-	m, srv := newTestMirror(t)
-	m.files["m/v/w.gguf"] = randomBytes(64<<10, 14)
-	c := newCache(t, Options{FreeBytes: func(string) (uint64, error) { return 1000, nil }})
-	source := srv.URL + "/m/v/w.gguf"
-	_, err := c.Resolve(context.Background(), source, nil)
-	if err == nil || !strings.Contains(err.Error(), "65536 more bytes needed") || !strings.Contains(err.Error(), "1000 free") || !strings.Contains(err.Error(), c.partialDir(source)) {
-		t.Fatalf("err = %v", err)
+// TestWholeRevisionAndS3: hf:org/repo@rev (every file of the revision) and
+// an s3:// prefix are sets: the engine gets the entry directory holding
+// every file; an hf: or s3:// single file gets its path in the entry.
+func TestWholeRevisionAndS3(t *testing.T) {
+	hub := hffake.New(t)
+	a, b := weightsrv.RandomBytes(50<<10, 21), weightsrv.RandomBytes(20<<10, 22)
+	hub.AddFile("org/m", "v1", "model.safetensors", a, true)
+	hub.AddFile("org/m", "v1", "cfg/config.json", b, false)
+
+	fake := gofakes3.New(s3mem.New()).Server()
+	s3srv := httptest.NewServer(fake)
+	t.Cleanup(s3srv.Close)
+	s3cfg := download.S3Config{Endpoint: s3srv.URL, Region: "us-east-1", AccessKey: "AKIAFAKE", SecretKey: "fake-secret"}
+	cl, err := minio.New(strings.TrimPrefix(s3srv.URL, "http://"), &minio.Options{Creds: credentials.NewStaticV4("AKIAFAKE", "fake-secret", ""), Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if st, err := os.Stat(filepath.Join(c.partialDir(source), ".w.gguf.partial")); err == nil && st.Size() != 0 {
-		t.Errorf("%d bytes were written to a disk they do not fit", st.Size())
+	if err := cl.MakeBucket(t.Context(), "wts", minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string][]byte{"m/v/a.bin": a, "m/v/sub/b.bin": b} {
+		if _, err := cl.PutObject(t.Context(), "wts", k, bytes.NewReader(v), int64(len(v)), minio.PutObjectOptions{UserMetadata: map[string]string{"sha256": weightsrv.SHA256(v)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newCache(t, Options{HFEndpoint: hub.Endpoint(), HFToken: hffake.Token, S3: s3cfg})
+	for _, tc := range []struct {
+		source string
+		want   map[string][]byte
+		file   string
+	}{
+		{"hf:org/m@v1", map[string][]byte{"model.safetensors": a, "cfg/config.json": b}, ""},
+		{"hf:org/m@v1/cfg/config.json", map[string][]byte{"cfg/config.json": b}, "cfg/config.json"},
+		{"s3://wts/m/v/", map[string][]byte{"a.bin": a, "sub/b.bin": b}, ""},
+		{"s3://wts/m/v/sub/b.bin", map[string][]byte{"b.bin": b}, "b.bin"},
+	} {
+		path, err := c.Resolve(context.Background(), tc.source, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.source, err)
+		}
+		want := c.EntryDir(tc.source)
+		if tc.file != "" {
+			want = filepath.Join(want, filepath.FromSlash(tc.file))
+		}
+		if path != want {
+			t.Errorf("%s: path %s, want %s", tc.source, path, want)
+		}
+		for name, data := range tc.want {
+			got, err := os.ReadFile(filepath.Join(c.EntryDir(tc.source), filepath.FromSlash(name)))
+			if err != nil || !bytes.Equal(got, data) {
+				t.Errorf("%s: %s differs (%v)", tc.source, name, err)
+			}
+		}
 	}
 }
 

@@ -94,6 +94,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Heartbeat
 	//	*AgentMessage_ShardStatus
 	//	*AgentMessage_EngineChecks
+	//	*AgentMessage_WeightsCollected
 	Msg           isAgentMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -172,6 +173,15 @@ func (x *AgentMessage) GetEngineChecks() *EngineChecks {
 	return nil
 }
 
+func (x *AgentMessage) GetWeightsCollected() *WeightsCollected {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_WeightsCollected); ok {
+			return x.WeightsCollected
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Msg interface {
 	isAgentMessage_Msg()
 }
@@ -194,6 +204,11 @@ type AgentMessage_EngineChecks struct {
 	EngineChecks *EngineChecks `protobuf:"bytes,4,opt,name=engine_checks,json=engineChecks,proto3,oneof"`
 }
 
+type AgentMessage_WeightsCollected struct {
+	// The answer to a CollectWeights.
+	WeightsCollected *WeightsCollected `protobuf:"bytes,5,opt,name=weights_collected,json=weightsCollected,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Heartbeat) isAgentMessage_Msg() {}
@@ -201,6 +216,8 @@ func (*AgentMessage_Heartbeat) isAgentMessage_Msg() {}
 func (*AgentMessage_ShardStatus) isAgentMessage_Msg() {}
 
 func (*AgentMessage_EngineChecks) isAgentMessage_Msg() {}
+
+func (*AgentMessage_WeightsCollected) isAgentMessage_Msg() {}
 
 type ControlMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -211,6 +228,8 @@ type ControlMessage struct {
 	//	*ControlMessage_StopShard
 	//	*ControlMessage_Declaration
 	//	*ControlMessage_CheckEngines
+	//	*ControlMessage_FetchWeights
+	//	*ControlMessage_CollectWeights
 	Msg           isControlMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -298,6 +317,24 @@ func (x *ControlMessage) GetCheckEngines() *CheckEngines {
 	return nil
 }
 
+func (x *ControlMessage) GetFetchWeights() *FetchWeights {
+	if x != nil {
+		if x, ok := x.Msg.(*ControlMessage_FetchWeights); ok {
+			return x.FetchWeights
+		}
+	}
+	return nil
+}
+
+func (x *ControlMessage) GetCollectWeights() *CollectWeights {
+	if x != nil {
+		if x, ok := x.Msg.(*ControlMessage_CollectWeights); ok {
+			return x.CollectWeights
+		}
+	}
+	return nil
+}
+
 type isControlMessage_Msg interface {
 	isControlMessage_Msg()
 }
@@ -324,6 +361,17 @@ type ControlMessage_CheckEngines struct {
 	CheckEngines *CheckEngines `protobuf:"bytes,5,opt,name=check_engines,json=checkEngines,proto3,oneof"`
 }
 
+type ControlMessage_FetchWeights struct {
+	// Fetch a source into the weights cache ahead of the shard that will
+	// need it (a multi-node replica's workers, while rank 0 starts).
+	FetchWeights *FetchWeights `protobuf:"bytes,6,opt,name=fetch_weights,json=fetchWeights,proto3,oneof"`
+}
+
+type ControlMessage_CollectWeights struct {
+	// List, and unless dry_run delete, the cache entries no longer wanted.
+	CollectWeights *CollectWeights `protobuf:"bytes,7,opt,name=collect_weights,json=collectWeights,proto3,oneof"`
+}
+
 func (*ControlMessage_Welcome) isControlMessage_Msg() {}
 
 func (*ControlMessage_StartShard) isControlMessage_Msg() {}
@@ -333,6 +381,10 @@ func (*ControlMessage_StopShard) isControlMessage_Msg() {}
 func (*ControlMessage_Declaration) isControlMessage_Msg() {}
 
 func (*ControlMessage_CheckEngines) isControlMessage_Msg() {}
+
+func (*ControlMessage_FetchWeights) isControlMessage_Msg() {}
+
+func (*ControlMessage_CollectWeights) isControlMessage_Msg() {}
 
 // Hello opens a session.
 type Hello struct {
@@ -350,7 +402,11 @@ type Hello struct {
 	Shards []*ShardStatus `protobuf:"bytes,6,rep,name=shards,proto3" json:"shards,omitempty"`
 	// The engine checks the agent ran at start for the declaration in use.
 	// An agent that runs none sends none: unknown, not failed.
-	EngineChecks  []*EngineCheck `protobuf:"bytes,7,rep,name=engine_checks,json=engineChecks,proto3" json:"engine_checks,omitempty"`
+	EngineChecks []*EngineCheck `protobuf:"bytes,7,rep,name=engine_checks,json=engineChecks,proto3" json:"engine_checks,omitempty"`
+	// host:port where the agent serves its complete cache entries to the
+	// other nodes of its fabric (mutual TLS, node certificates); absent when
+	// it serves none.
+	PeerAddress   string `protobuf:"bytes,8,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -434,6 +490,13 @@ func (x *Hello) GetEngineChecks() []*EngineCheck {
 	return nil
 }
 
+func (x *Hello) GetPeerAddress() string {
+	if x != nil {
+		return x.PeerAddress
+	}
+	return ""
+}
+
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The control plane's copy of the declaration, when it holds one; it wins
@@ -496,7 +559,10 @@ type Heartbeat struct {
 	MemoryAvailableBytes uint64 `protobuf:"varint,3,opt,name=memory_available_bytes,json=memoryAvailableBytes,proto3" json:"memory_available_bytes,omitempty"`
 	// A whole new inventory, sent when the agent re-ran discovery (e.g. after
 	// the control plane's copy of the declaration replaced the local one).
-	Inventory     *Inventory `protobuf:"bytes,4,opt,name=inventory,proto3" json:"inventory,omitempty"`
+	Inventory *Inventory `protobuf:"bytes,4,opt,name=inventory,proto3" json:"inventory,omitempty"`
+	// What the weights cache holds, sent when it changed since the last
+	// report (a fetch completed, entries were collected); absent: unchanged.
+	WeightsCache  *WeightsCache `protobuf:"bytes,5,opt,name=weights_cache,json=weightsCache,proto3" json:"weights_cache,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -559,6 +625,406 @@ func (x *Heartbeat) GetInventory() *Inventory {
 	return nil
 }
 
+func (x *Heartbeat) GetWeightsCache() *WeightsCache {
+	if x != nil {
+		return x.WeightsCache
+	}
+	return nil
+}
+
+// WeightsCache is what a node's weights cache holds: its complete entries.
+type WeightsCache struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*CacheEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The filesystem holding the cache, when the agent measured it.
+	DiskFreeBytes  uint64 `protobuf:"varint,2,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
+	DiskTotalBytes uint64 `protobuf:"varint,3,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WeightsCache) Reset() {
+	*x = WeightsCache{}
+	mi := &file_api_agentv1_agent_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WeightsCache) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WeightsCache) ProtoMessage() {}
+
+func (x *WeightsCache) ProtoReflect() protoreflect.Message {
+	mi := &file_api_agentv1_agent_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WeightsCache.ProtoReflect.Descriptor instead.
+func (*WeightsCache) Descriptor() ([]byte, []int) {
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *WeightsCache) GetEntries() []*CacheEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *WeightsCache) GetDiskFreeBytes() uint64 {
+	if x != nil {
+		return x.DiskFreeBytes
+	}
+	return 0
+}
+
+func (x *WeightsCache) GetDiskTotalBytes() uint64 {
+	if x != nil {
+		return x.DiskTotalBytes
+	}
+	return 0
+}
+
+// CacheEntry is one complete entry of a node's weights cache: a source
+// the agent fetched itself.
+type CacheEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entry's name: the first 16 hex digits of the sha256 of the source
+	// as written (spec.WeightsKey).
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The source, as the entry's record says.
+	Source        string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	SizeBytes     uint64 `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	FetchedUnixMs int64  `protobuf:"varint,4,opt,name=fetched_unix_ms,json=fetchedUnixMs,proto3" json:"fetched_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CacheEntry) Reset() {
+	*x = CacheEntry{}
+	mi := &file_api_agentv1_agent_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheEntry) ProtoMessage() {}
+
+func (x *CacheEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_api_agentv1_agent_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheEntry.ProtoReflect.Descriptor instead.
+func (*CacheEntry) Descriptor() ([]byte, []int) {
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CacheEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CacheEntry) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *CacheEntry) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *CacheEntry) GetFetchedUnixMs() int64 {
+	if x != nil {
+		return x.FetchedUnixMs
+	}
+	return 0
+}
+
+// FetchWeights asks the agent to fetch a source into its cache now.
+type FetchWeights struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Source string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// Why, for the agent's log ("worker of replica r-…").
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Nodes of the same fabric to ask first (see StartShard.weights_peers).
+	Peers         []*WeightsPeer `protobuf:"bytes,3,rep,name=peers,proto3" json:"peers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchWeights) Reset() {
+	*x = FetchWeights{}
+	mi := &file_api_agentv1_agent_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchWeights) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchWeights) ProtoMessage() {}
+
+func (x *FetchWeights) ProtoReflect() protoreflect.Message {
+	mi := &file_api_agentv1_agent_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchWeights.ProtoReflect.Descriptor instead.
+func (*FetchWeights) Descriptor() ([]byte, []int) {
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *FetchWeights) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *FetchWeights) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *FetchWeights) GetPeers() []*WeightsPeer {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+// WeightsPeer is a node of the same fabric that holds a source in its
+// cache, or is fetching it.
+type WeightsPeer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Its Hello.peer_address.
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WeightsPeer) Reset() {
+	*x = WeightsPeer{}
+	mi := &file_api_agentv1_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WeightsPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WeightsPeer) ProtoMessage() {}
+
+func (x *WeightsPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_api_agentv1_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WeightsPeer.ProtoReflect.Descriptor instead.
+func (*WeightsPeer) Descriptor() ([]byte, []int) {
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WeightsPeer) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *WeightsPeer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+// CollectWeights asks the agent to delete the cache entries no one wants.
+// The agent deletes an entry only if all of these hold when it looks: its
+// name is a key of its own cache, its record names a source whose key is
+// that name, the key is not in keep_keys, and no shard of the node (running,
+// starting or fetching) nor a fetch in progress uses it.
+type CollectWeights struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Echoed in the answer.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The keys still wanted: those of every catalog model's source.
+	KeepKeys []string `protobuf:"bytes,2,rep,name=keep_keys,json=keepKeys,proto3" json:"keep_keys,omitempty"`
+	// List what would be deleted without deleting it.
+	DryRun        bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectWeights) Reset() {
+	*x = CollectWeights{}
+	mi := &file_api_agentv1_agent_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectWeights) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectWeights) ProtoMessage() {}
+
+func (x *CollectWeights) ProtoReflect() protoreflect.Message {
+	mi := &file_api_agentv1_agent_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectWeights.ProtoReflect.Descriptor instead.
+func (*CollectWeights) Descriptor() ([]byte, []int) {
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CollectWeights) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CollectWeights) GetKeepKeys() []string {
+	if x != nil {
+		return x.KeepKeys
+	}
+	return nil
+}
+
+func (x *CollectWeights) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// WeightsCollected answers a CollectWeights.
+type WeightsCollected struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Deleted (or, for a dry run, what would be).
+	Removed []*CacheEntry `protobuf:"bytes,2,rep,name=removed,proto3" json:"removed,omitempty"`
+	// Entries a problem kept (the path changed, a deletion failed), in words.
+	Errors []string `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty"`
+	// The cache after the collection.
+	Cache         *WeightsCache `protobuf:"bytes,4,opt,name=cache,proto3" json:"cache,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WeightsCollected) Reset() {
+	*x = WeightsCollected{}
+	mi := &file_api_agentv1_agent_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WeightsCollected) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WeightsCollected) ProtoMessage() {}
+
+func (x *WeightsCollected) ProtoReflect() protoreflect.Message {
+	mi := &file_api_agentv1_agent_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WeightsCollected.ProtoReflect.Descriptor instead.
+func (*WeightsCollected) Descriptor() ([]byte, []int) {
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WeightsCollected) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *WeightsCollected) GetRemoved() []*CacheEntry {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *WeightsCollected) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *WeightsCollected) GetCache() *WeightsCache {
+	if x != nil {
+		return x.Cache
+	}
+	return nil
+}
+
 // Declaration is what the operator says the node is.
 type Declaration struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -573,7 +1039,7 @@ type Declaration struct {
 
 func (x *Declaration) Reset() {
 	*x = Declaration{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[5]
+	mi := &file_api_agentv1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +1051,7 @@ func (x *Declaration) String() string {
 func (*Declaration) ProtoMessage() {}
 
 func (x *Declaration) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[5]
+	mi := &file_api_agentv1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +1064,7 @@ func (x *Declaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Declaration.ProtoReflect.Descriptor instead.
 func (*Declaration) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{5}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Declaration) GetFabrics() []*FabricDecl {
@@ -646,7 +1112,7 @@ type FabricDecl struct {
 
 func (x *FabricDecl) Reset() {
 	*x = FabricDecl{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[6]
+	mi := &file_api_agentv1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +1124,7 @@ func (x *FabricDecl) String() string {
 func (*FabricDecl) ProtoMessage() {}
 
 func (x *FabricDecl) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[6]
+	mi := &file_api_agentv1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +1137,7 @@ func (x *FabricDecl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FabricDecl.ProtoReflect.Descriptor instead.
 func (*FabricDecl) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{6}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FabricDecl) GetName() string {
@@ -700,7 +1166,7 @@ type Discovery struct {
 
 func (x *Discovery) Reset() {
 	*x = Discovery{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[7]
+	mi := &file_api_agentv1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +1178,7 @@ func (x *Discovery) String() string {
 func (*Discovery) ProtoMessage() {}
 
 func (x *Discovery) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[7]
+	mi := &file_api_agentv1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +1191,7 @@ func (x *Discovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Discovery.ProtoReflect.Descriptor instead.
 func (*Discovery) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{7}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Discovery) GetNvidiaSmi() string {
@@ -770,6 +1236,9 @@ type Inventory struct {
 	// The CPU's feature flags as /proc/cpuinfo lists them (x86 "flags",
 	// arm64 "Features"), sorted.
 	CpuFlags []string `protobuf:"bytes,13,rep,name=cpu_flags,json=cpuFlags,proto3" json:"cpu_flags,omitempty"`
+	// The weights cache, as the agent found it at start; absent from an agent
+	// that does not report it.
+	WeightsCache *WeightsCache `protobuf:"bytes,15,opt,name=weights_cache,json=weightsCache,proto3" json:"weights_cache,omitempty"`
 	// Whether the CPU has AVX2; absent when unknown (no x86 flags read).
 	HasAvx2       *bool `protobuf:"varint,14,opt,name=has_avx2,json=hasAvx2,proto3,oneof" json:"has_avx2,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -778,7 +1247,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[8]
+	mi := &file_api_agentv1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +1259,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[8]
+	mi := &file_api_agentv1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +1272,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{8}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Inventory) GetGpus() []*GPU {
@@ -897,6 +1366,13 @@ func (x *Inventory) GetCpuFlags() []string {
 	return nil
 }
 
+func (x *Inventory) GetWeightsCache() *WeightsCache {
+	if x != nil {
+		return x.WeightsCache
+	}
+	return nil
+}
+
 func (x *Inventory) GetHasAvx2() bool {
 	if x != nil && x.HasAvx2 != nil {
 		return *x.HasAvx2
@@ -924,7 +1400,7 @@ type GPU struct {
 
 func (x *GPU) Reset() {
 	*x = GPU{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[9]
+	mi := &file_api_agentv1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1412,7 @@ func (x *GPU) String() string {
 func (*GPU) ProtoMessage() {}
 
 func (x *GPU) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[9]
+	mi := &file_api_agentv1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1425,7 @@ func (x *GPU) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GPU.ProtoReflect.Descriptor instead.
 func (*GPU) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{9}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GPU) GetIndex() int32 {
@@ -1035,7 +1511,7 @@ type FabricVerdict struct {
 
 func (x *FabricVerdict) Reset() {
 	*x = FabricVerdict{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[10]
+	mi := &file_api_agentv1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1523,7 @@ func (x *FabricVerdict) String() string {
 func (*FabricVerdict) ProtoMessage() {}
 
 func (x *FabricVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[10]
+	mi := &file_api_agentv1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1536,7 @@ func (x *FabricVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FabricVerdict.ProtoReflect.Descriptor instead.
 func (*FabricVerdict) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{10}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FabricVerdict) GetName() string {
@@ -1109,7 +1585,7 @@ type ModelFile struct {
 
 func (x *ModelFile) Reset() {
 	*x = ModelFile{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[11]
+	mi := &file_api_agentv1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1597,7 @@ func (x *ModelFile) String() string {
 func (*ModelFile) ProtoMessage() {}
 
 func (x *ModelFile) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[11]
+	mi := &file_api_agentv1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1610,7 @@ func (x *ModelFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelFile.ProtoReflect.Descriptor instead.
 func (*ModelFile) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{11}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ModelFile) GetPath() string {
@@ -1170,7 +1646,7 @@ type EngineStatus struct {
 
 func (x *EngineStatus) Reset() {
 	*x = EngineStatus{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[12]
+	mi := &file_api_agentv1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1658,7 @@ func (x *EngineStatus) String() string {
 func (*EngineStatus) ProtoMessage() {}
 
 func (x *EngineStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[12]
+	mi := &file_api_agentv1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1671,7 @@ func (x *EngineStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineStatus.ProtoReflect.Descriptor instead.
 func (*EngineStatus) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{12}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EngineStatus) GetEngine() string {
@@ -1252,7 +1728,7 @@ type EngineCheck struct {
 
 func (x *EngineCheck) Reset() {
 	*x = EngineCheck{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[13]
+	mi := &file_api_agentv1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1740,7 @@ func (x *EngineCheck) String() string {
 func (*EngineCheck) ProtoMessage() {}
 
 func (x *EngineCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[13]
+	mi := &file_api_agentv1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1753,7 @@ func (x *EngineCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineCheck.ProtoReflect.Descriptor instead.
 func (*EngineCheck) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{13}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EngineCheck) GetEngine() string {
@@ -1347,7 +1823,7 @@ type EngineChecks struct {
 
 func (x *EngineChecks) Reset() {
 	*x = EngineChecks{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[14]
+	mi := &file_api_agentv1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1835,7 @@ func (x *EngineChecks) String() string {
 func (*EngineChecks) ProtoMessage() {}
 
 func (x *EngineChecks) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[14]
+	mi := &file_api_agentv1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1848,7 @@ func (x *EngineChecks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineChecks.ProtoReflect.Descriptor instead.
 func (*EngineChecks) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{14}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EngineChecks) GetChecks() []*EngineCheck {
@@ -1391,7 +1867,7 @@ type CheckEngines struct {
 
 func (x *CheckEngines) Reset() {
 	*x = CheckEngines{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[15]
+	mi := &file_api_agentv1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1879,7 @@ func (x *CheckEngines) String() string {
 func (*CheckEngines) ProtoMessage() {}
 
 func (x *CheckEngines) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[15]
+	mi := &file_api_agentv1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1892,7 @@ func (x *CheckEngines) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckEngines.ProtoReflect.Descriptor instead.
 func (*CheckEngines) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{15}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 type ShardStatus struct {
@@ -1451,7 +1927,7 @@ type ShardStatus struct {
 
 func (x *ShardStatus) Reset() {
 	*x = ShardStatus{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[16]
+	mi := &file_api_agentv1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1939,7 @@ func (x *ShardStatus) String() string {
 func (*ShardStatus) ProtoMessage() {}
 
 func (x *ShardStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[16]
+	mi := &file_api_agentv1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1952,7 @@ func (x *ShardStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStatus.ProtoReflect.Descriptor instead.
 func (*ShardStatus) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{16}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ShardStatus) GetShardId() string {
@@ -1606,7 +2082,7 @@ type FetchProgress struct {
 
 func (x *FetchProgress) Reset() {
 	*x = FetchProgress{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[17]
+	mi := &file_api_agentv1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +2094,7 @@ func (x *FetchProgress) String() string {
 func (*FetchProgress) ProtoMessage() {}
 
 func (x *FetchProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[17]
+	mi := &file_api_agentv1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +2107,7 @@ func (x *FetchProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchProgress.ProtoReflect.Descriptor instead.
 func (*FetchProgress) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{17}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FetchProgress) GetSource() string {
@@ -1701,14 +2177,17 @@ type StartShard struct {
 	// The catalog profile the replica was placed with. Its nodes is the
 	// replica's shard count (world size); engine, tp, args, env,
 	// startup_timeout and launch_mode are the engine's.
-	Profile       *specv1.Profile `protobuf:"bytes,19,opt,name=profile,proto3" json:"profile,omitempty"`
+	Profile *specv1.Profile `protobuf:"bytes,19,opt,name=profile,proto3" json:"profile,omitempty"`
+	// Nodes of the shard's fabric that hold the source or are fetching it:
+	// the agent asks them, in order, before the source itself.
+	WeightsPeers  []*WeightsPeer `protobuf:"bytes,20,rep,name=weights_peers,json=weightsPeers,proto3" json:"weights_peers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartShard) Reset() {
 	*x = StartShard{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[18]
+	mi := &file_api_agentv1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +2199,7 @@ func (x *StartShard) String() string {
 func (*StartShard) ProtoMessage() {}
 
 func (x *StartShard) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[18]
+	mi := &file_api_agentv1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +2212,7 @@ func (x *StartShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartShard.ProtoReflect.Descriptor instead.
 func (*StartShard) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{18}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StartShard) GetShardId() string {
@@ -1813,6 +2292,13 @@ func (x *StartShard) GetProfile() *specv1.Profile {
 	return nil
 }
 
+func (x *StartShard) GetWeightsPeers() []*WeightsPeer {
+	if x != nil {
+		return x.WeightsPeers
+	}
+	return nil
+}
+
 type StopShard struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ShardId       string                 `protobuf:"bytes,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
@@ -1823,7 +2309,7 @@ type StopShard struct {
 
 func (x *StopShard) Reset() {
 	*x = StopShard{}
-	mi := &file_api_agentv1_agent_proto_msgTypes[19]
+	mi := &file_api_agentv1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +2321,7 @@ func (x *StopShard) String() string {
 func (*StopShard) ProtoMessage() {}
 
 func (x *StopShard) ProtoReflect() protoreflect.Message {
-	mi := &file_api_agentv1_agent_proto_msgTypes[19]
+	mi := &file_api_agentv1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +2334,7 @@ func (x *StopShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopShard.ProtoReflect.Descriptor instead.
 func (*StopShard) Descriptor() ([]byte, []int) {
-	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{19}
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StopShard) GetShardId() string {
@@ -1869,13 +2355,14 @@ var File_api_agentv1_agent_proto protoreflect.FileDescriptor
 
 const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x17api/agentv1/agent.proto\x12\x0ellmgw.agent.v1\x1a\x15api/specv1/spec.proto\"\x86\x02\n" +
+	"\x17api/agentv1/agent.proto\x12\x0ellmgw.agent.v1\x1a\x15api/specv1/spec.proto\"\xd7\x02\n" +
 	"\fAgentMessage\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.llmgw.agent.v1.HelloH\x00R\x05hello\x129\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x19.llmgw.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
 	"\fshard_status\x18\x03 \x01(\v2\x1b.llmgw.agent.v1.ShardStatusH\x00R\vshardStatus\x12C\n" +
-	"\rengine_checks\x18\x04 \x01(\v2\x1c.llmgw.agent.v1.EngineChecksH\x00R\fengineChecksB\x05\n" +
-	"\x03msg\"\xcd\x02\n" +
+	"\rengine_checks\x18\x04 \x01(\v2\x1c.llmgw.agent.v1.EngineChecksH\x00R\fengineChecks\x12O\n" +
+	"\x11weights_collected\x18\x05 \x01(\v2 .llmgw.agent.v1.WeightsCollectedH\x00R\x10weightsCollectedB\x05\n" +
+	"\x03msg\"\xdd\x03\n" +
 	"\x0eControlMessage\x123\n" +
 	"\awelcome\x18\x01 \x01(\v2\x17.llmgw.agent.v1.WelcomeH\x00R\awelcome\x12=\n" +
 	"\vstart_shard\x18\x02 \x01(\v2\x1a.llmgw.agent.v1.StartShardH\x00R\n" +
@@ -1883,8 +2370,10 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\n" +
 	"stop_shard\x18\x03 \x01(\v2\x19.llmgw.agent.v1.StopShardH\x00R\tstopShard\x12?\n" +
 	"\vdeclaration\x18\x04 \x01(\v2\x1b.llmgw.agent.v1.DeclarationH\x00R\vdeclaration\x12C\n" +
-	"\rcheck_engines\x18\x05 \x01(\v2\x1c.llmgw.agent.v1.CheckEnginesH\x00R\fcheckEnginesB\x05\n" +
-	"\x03msg\"\xc3\x02\n" +
+	"\rcheck_engines\x18\x05 \x01(\v2\x1c.llmgw.agent.v1.CheckEnginesH\x00R\fcheckEngines\x12C\n" +
+	"\rfetch_weights\x18\x06 \x01(\v2\x1c.llmgw.agent.v1.FetchWeightsH\x00R\ffetchWeights\x12I\n" +
+	"\x0fcollect_weights\x18\a \x01(\v2\x1e.llmgw.agent.v1.CollectWeightsH\x00R\x0ecollectWeightsB\x05\n" +
+	"\x03msg\"\xe6\x02\n" +
 	"\x05Hello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x18\n" +
@@ -1892,15 +2381,46 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\tinventory\x18\x04 \x01(\v2\x19.llmgw.agent.v1.InventoryR\tinventory\x12=\n" +
 	"\vdeclaration\x18\x05 \x01(\v2\x1b.llmgw.agent.v1.DeclarationR\vdeclaration\x123\n" +
 	"\x06shards\x18\x06 \x03(\v2\x1b.llmgw.agent.v1.ShardStatusR\x06shards\x12@\n" +
-	"\rengine_checks\x18\a \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\fengineChecks\"|\n" +
+	"\rengine_checks\x18\a \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\fengineChecks\x12!\n" +
+	"\fpeer_address\x18\b \x01(\tR\vpeerAddress\"|\n" +
 	"\aWelcome\x12=\n" +
 	"\vdeclaration\x18\x01 \x01(\v2\x1b.llmgw.agent.v1.DeclarationR\vdeclaration\x122\n" +
-	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\"\xbc\x01\n" +
+	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\"\xff\x01\n" +
 	"\tHeartbeat\x12\x17\n" +
 	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\x12'\n" +
 	"\x04gpus\x18\x02 \x03(\v2\x13.llmgw.agent.v1.GPUR\x04gpus\x124\n" +
 	"\x16memory_available_bytes\x18\x03 \x01(\x04R\x14memoryAvailableBytes\x127\n" +
-	"\tinventory\x18\x04 \x01(\v2\x19.llmgw.agent.v1.InventoryR\tinventory\"\x97\x03\n" +
+	"\tinventory\x18\x04 \x01(\v2\x19.llmgw.agent.v1.InventoryR\tinventory\x12A\n" +
+	"\rweights_cache\x18\x05 \x01(\v2\x1c.llmgw.agent.v1.WeightsCacheR\fweightsCache\"\x96\x01\n" +
+	"\fWeightsCache\x124\n" +
+	"\aentries\x18\x01 \x03(\v2\x1a.llmgw.agent.v1.CacheEntryR\aentries\x12&\n" +
+	"\x0fdisk_free_bytes\x18\x02 \x01(\x04R\rdiskFreeBytes\x12(\n" +
+	"\x10disk_total_bytes\x18\x03 \x01(\x04R\x0ediskTotalBytes\"}\n" +
+	"\n" +
+	"CacheEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x04R\tsizeBytes\x12&\n" +
+	"\x0ffetched_unix_ms\x18\x04 \x01(\x03R\rfetchedUnixMs\"q\n" +
+	"\fFetchWeights\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x121\n" +
+	"\x05peers\x18\x03 \x03(\v2\x1b.llmgw.agent.v1.WeightsPeerR\x05peers\";\n" +
+	"\vWeightsPeer\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"e\n" +
+	"\x0eCollectWeights\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
+	"\tkeep_keys\x18\x02 \x03(\tR\bkeepKeys\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\xb3\x01\n" +
+	"\x10WeightsCollected\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x124\n" +
+	"\aremoved\x18\x02 \x03(\v2\x1a.llmgw.agent.v1.CacheEntryR\aremoved\x12\x16\n" +
+	"\x06errors\x18\x03 \x03(\tR\x06errors\x122\n" +
+	"\x05cache\x18\x04 \x01(\v2\x1c.llmgw.agent.v1.WeightsCacheR\x05cache\"\x97\x03\n" +
 	"\vDeclaration\x124\n" +
 	"\afabrics\x18\x01 \x03(\v2\x1a.llmgw.agent.v1.FabricDeclR\afabrics\x12B\n" +
 	"\aengines\x18\x02 \x03(\v2(.llmgw.agent.v1.Declaration.EnginesEntryR\aengines\x12?\n" +
@@ -1922,7 +2442,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\n" +
 	"nvidia_smi\x18\x01 \x01(\tR\tnvidiaSmi\x12\x17\n" +
 	"\aib_root\x18\x02 \x01(\tR\x06ibRoot\x12\x18\n" +
-	"\acpuinfo\x18\x03 \x01(\tR\acpuinfo\"\xc3\x04\n" +
+	"\acpuinfo\x18\x03 \x01(\tR\acpuinfo\"\x86\x05\n" +
 	"\tInventory\x12'\n" +
 	"\x04gpus\x18\x01 \x03(\v2\x13.llmgw.agent.v1.GPUR\x04gpus\x12\x1b\n" +
 	"\tgpu_error\x18\x02 \x01(\tR\bgpuError\x127\n" +
@@ -1937,7 +2457,8 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	" \x01(\bR\x04avx2\x121\n" +
 	"\x06models\x18\v \x03(\v2\x19.llmgw.agent.v1.ModelFileR\x06models\x126\n" +
 	"\aengines\x18\f \x03(\v2\x1c.llmgw.agent.v1.EngineStatusR\aengines\x12\x1b\n" +
-	"\tcpu_flags\x18\r \x03(\tR\bcpuFlags\x12\x1e\n" +
+	"\tcpu_flags\x18\r \x03(\tR\bcpuFlags\x12A\n" +
+	"\rweights_cache\x18\x0f \x01(\v2\x1c.llmgw.agent.v1.WeightsCacheR\fweightsCache\x12\x1e\n" +
 	"\bhas_avx2\x18\x0e \x01(\bH\x00R\ahasAvx2\x88\x01\x01B\v\n" +
 	"\t_has_avx2\"\x8d\x03\n" +
 	"\x03GPU\x12\x14\n" +
@@ -2019,7 +2540,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\x10bytes_per_second\x18\x04 \x01(\x03R\x0ebytesPerSecond\x12\x18\n" +
 	"\astalled\x18\x05 \x01(\bR\astalled\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x06 \x01(\tR\tlastError\"\xe2\x03\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\"\xa4\x04\n" +
 	"\n" +
 	"StartShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
@@ -2035,7 +2556,8 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\x06fabric\x18\v \x01(\tR\x06fabric\x12%\n" +
 	"\x0econtext_length\x18\x0f \x01(\x05R\rcontextLength\x12)\n" +
 	"\x10model_generation\x18\x12 \x01(\tR\x0fmodelGeneration\x120\n" +
-	"\aprofile\x18\x13 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofileJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\t\x10\n" +
+	"\aprofile\x18\x13 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofile\x12@\n" +
+	"\rweights_peers\x18\x14 \x03(\v2\x1b.llmgw.agent.v1.WeightsPeerR\fweightsPeersJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\t\x10\n" +
 	"J\x04\b\f\x10\rJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x10\x10\x11J\x04\b\x11\x10\x12R\x06engineR\n" +
 	"world_sizeR\x02tpR\x04argsR\x03envR\x12startup_timeout_msR\vlaunch_mode\">\n" +
 	"\tStopShard\x12\x19\n" +
@@ -2064,70 +2586,86 @@ func file_api_agentv1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_api_agentv1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_api_agentv1_agent_proto_goTypes = []any{
-	(ShardState)(0),        // 0: llmgw.agent.v1.ShardState
-	(*AgentMessage)(nil),   // 1: llmgw.agent.v1.AgentMessage
-	(*ControlMessage)(nil), // 2: llmgw.agent.v1.ControlMessage
-	(*Hello)(nil),          // 3: llmgw.agent.v1.Hello
-	(*Welcome)(nil),        // 4: llmgw.agent.v1.Welcome
-	(*Heartbeat)(nil),      // 5: llmgw.agent.v1.Heartbeat
-	(*Declaration)(nil),    // 6: llmgw.agent.v1.Declaration
-	(*FabricDecl)(nil),     // 7: llmgw.agent.v1.FabricDecl
-	(*Discovery)(nil),      // 8: llmgw.agent.v1.Discovery
-	(*Inventory)(nil),      // 9: llmgw.agent.v1.Inventory
-	(*GPU)(nil),            // 10: llmgw.agent.v1.GPU
-	(*FabricVerdict)(nil),  // 11: llmgw.agent.v1.FabricVerdict
-	(*ModelFile)(nil),      // 12: llmgw.agent.v1.ModelFile
-	(*EngineStatus)(nil),   // 13: llmgw.agent.v1.EngineStatus
-	(*EngineCheck)(nil),    // 14: llmgw.agent.v1.EngineCheck
-	(*EngineChecks)(nil),   // 15: llmgw.agent.v1.EngineChecks
-	(*CheckEngines)(nil),   // 16: llmgw.agent.v1.CheckEngines
-	(*ShardStatus)(nil),    // 17: llmgw.agent.v1.ShardStatus
-	(*FetchProgress)(nil),  // 18: llmgw.agent.v1.FetchProgress
-	(*StartShard)(nil),     // 19: llmgw.agent.v1.StartShard
-	(*StopShard)(nil),      // 20: llmgw.agent.v1.StopShard
-	nil,                    // 21: llmgw.agent.v1.Declaration.EnginesEntry
-	nil,                    // 22: llmgw.agent.v1.Declaration.LabelsEntry
-	(*specv1.Profile)(nil), // 23: llmgw.spec.v1.Profile
+	(ShardState)(0),          // 0: llmgw.agent.v1.ShardState
+	(*AgentMessage)(nil),     // 1: llmgw.agent.v1.AgentMessage
+	(*ControlMessage)(nil),   // 2: llmgw.agent.v1.ControlMessage
+	(*Hello)(nil),            // 3: llmgw.agent.v1.Hello
+	(*Welcome)(nil),          // 4: llmgw.agent.v1.Welcome
+	(*Heartbeat)(nil),        // 5: llmgw.agent.v1.Heartbeat
+	(*WeightsCache)(nil),     // 6: llmgw.agent.v1.WeightsCache
+	(*CacheEntry)(nil),       // 7: llmgw.agent.v1.CacheEntry
+	(*FetchWeights)(nil),     // 8: llmgw.agent.v1.FetchWeights
+	(*WeightsPeer)(nil),      // 9: llmgw.agent.v1.WeightsPeer
+	(*CollectWeights)(nil),   // 10: llmgw.agent.v1.CollectWeights
+	(*WeightsCollected)(nil), // 11: llmgw.agent.v1.WeightsCollected
+	(*Declaration)(nil),      // 12: llmgw.agent.v1.Declaration
+	(*FabricDecl)(nil),       // 13: llmgw.agent.v1.FabricDecl
+	(*Discovery)(nil),        // 14: llmgw.agent.v1.Discovery
+	(*Inventory)(nil),        // 15: llmgw.agent.v1.Inventory
+	(*GPU)(nil),              // 16: llmgw.agent.v1.GPU
+	(*FabricVerdict)(nil),    // 17: llmgw.agent.v1.FabricVerdict
+	(*ModelFile)(nil),        // 18: llmgw.agent.v1.ModelFile
+	(*EngineStatus)(nil),     // 19: llmgw.agent.v1.EngineStatus
+	(*EngineCheck)(nil),      // 20: llmgw.agent.v1.EngineCheck
+	(*EngineChecks)(nil),     // 21: llmgw.agent.v1.EngineChecks
+	(*CheckEngines)(nil),     // 22: llmgw.agent.v1.CheckEngines
+	(*ShardStatus)(nil),      // 23: llmgw.agent.v1.ShardStatus
+	(*FetchProgress)(nil),    // 24: llmgw.agent.v1.FetchProgress
+	(*StartShard)(nil),       // 25: llmgw.agent.v1.StartShard
+	(*StopShard)(nil),        // 26: llmgw.agent.v1.StopShard
+	nil,                      // 27: llmgw.agent.v1.Declaration.EnginesEntry
+	nil,                      // 28: llmgw.agent.v1.Declaration.LabelsEntry
+	(*specv1.Profile)(nil),   // 29: llmgw.spec.v1.Profile
 }
 var file_api_agentv1_agent_proto_depIdxs = []int32{
 	3,  // 0: llmgw.agent.v1.AgentMessage.hello:type_name -> llmgw.agent.v1.Hello
 	5,  // 1: llmgw.agent.v1.AgentMessage.heartbeat:type_name -> llmgw.agent.v1.Heartbeat
-	17, // 2: llmgw.agent.v1.AgentMessage.shard_status:type_name -> llmgw.agent.v1.ShardStatus
-	15, // 3: llmgw.agent.v1.AgentMessage.engine_checks:type_name -> llmgw.agent.v1.EngineChecks
-	4,  // 4: llmgw.agent.v1.ControlMessage.welcome:type_name -> llmgw.agent.v1.Welcome
-	19, // 5: llmgw.agent.v1.ControlMessage.start_shard:type_name -> llmgw.agent.v1.StartShard
-	20, // 6: llmgw.agent.v1.ControlMessage.stop_shard:type_name -> llmgw.agent.v1.StopShard
-	6,  // 7: llmgw.agent.v1.ControlMessage.declaration:type_name -> llmgw.agent.v1.Declaration
-	16, // 8: llmgw.agent.v1.ControlMessage.check_engines:type_name -> llmgw.agent.v1.CheckEngines
-	9,  // 9: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
-	6,  // 10: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
-	17, // 11: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
-	14, // 12: llmgw.agent.v1.Hello.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
-	6,  // 13: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
-	10, // 14: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
-	9,  // 15: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
-	7,  // 16: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
-	21, // 17: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
-	22, // 18: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
-	8,  // 19: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
-	10, // 20: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
-	11, // 21: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	12, // 22: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
-	13, // 23: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
-	14, // 24: llmgw.agent.v1.EngineChecks.checks:type_name -> llmgw.agent.v1.EngineCheck
-	0,  // 25: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
-	23, // 26: llmgw.agent.v1.ShardStatus.profile:type_name -> llmgw.spec.v1.Profile
-	18, // 27: llmgw.agent.v1.ShardStatus.fetch:type_name -> llmgw.agent.v1.FetchProgress
-	23, // 28: llmgw.agent.v1.StartShard.profile:type_name -> llmgw.spec.v1.Profile
-	1,  // 29: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
-	2,  // 30: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
-	30, // [30:31] is the sub-list for method output_type
-	29, // [29:30] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	23, // 2: llmgw.agent.v1.AgentMessage.shard_status:type_name -> llmgw.agent.v1.ShardStatus
+	21, // 3: llmgw.agent.v1.AgentMessage.engine_checks:type_name -> llmgw.agent.v1.EngineChecks
+	11, // 4: llmgw.agent.v1.AgentMessage.weights_collected:type_name -> llmgw.agent.v1.WeightsCollected
+	4,  // 5: llmgw.agent.v1.ControlMessage.welcome:type_name -> llmgw.agent.v1.Welcome
+	25, // 6: llmgw.agent.v1.ControlMessage.start_shard:type_name -> llmgw.agent.v1.StartShard
+	26, // 7: llmgw.agent.v1.ControlMessage.stop_shard:type_name -> llmgw.agent.v1.StopShard
+	12, // 8: llmgw.agent.v1.ControlMessage.declaration:type_name -> llmgw.agent.v1.Declaration
+	22, // 9: llmgw.agent.v1.ControlMessage.check_engines:type_name -> llmgw.agent.v1.CheckEngines
+	8,  // 10: llmgw.agent.v1.ControlMessage.fetch_weights:type_name -> llmgw.agent.v1.FetchWeights
+	10, // 11: llmgw.agent.v1.ControlMessage.collect_weights:type_name -> llmgw.agent.v1.CollectWeights
+	15, // 12: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
+	12, // 13: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
+	23, // 14: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
+	20, // 15: llmgw.agent.v1.Hello.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	12, // 16: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
+	16, // 17: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
+	15, // 18: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
+	6,  // 19: llmgw.agent.v1.Heartbeat.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
+	7,  // 20: llmgw.agent.v1.WeightsCache.entries:type_name -> llmgw.agent.v1.CacheEntry
+	9,  // 21: llmgw.agent.v1.FetchWeights.peers:type_name -> llmgw.agent.v1.WeightsPeer
+	7,  // 22: llmgw.agent.v1.WeightsCollected.removed:type_name -> llmgw.agent.v1.CacheEntry
+	6,  // 23: llmgw.agent.v1.WeightsCollected.cache:type_name -> llmgw.agent.v1.WeightsCache
+	13, // 24: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
+	27, // 25: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
+	28, // 26: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
+	14, // 27: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
+	16, // 28: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
+	17, // 29: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	18, // 30: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
+	19, // 31: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
+	6,  // 32: llmgw.agent.v1.Inventory.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
+	20, // 33: llmgw.agent.v1.EngineChecks.checks:type_name -> llmgw.agent.v1.EngineCheck
+	0,  // 34: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
+	29, // 35: llmgw.agent.v1.ShardStatus.profile:type_name -> llmgw.spec.v1.Profile
+	24, // 36: llmgw.agent.v1.ShardStatus.fetch:type_name -> llmgw.agent.v1.FetchProgress
+	29, // 37: llmgw.agent.v1.StartShard.profile:type_name -> llmgw.spec.v1.Profile
+	9,  // 38: llmgw.agent.v1.StartShard.weights_peers:type_name -> llmgw.agent.v1.WeightsPeer
+	1,  // 39: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
+	2,  // 40: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
+	40, // [40:41] is the sub-list for method output_type
+	39, // [39:40] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_api_agentv1_agent_proto_init() }
@@ -2140,6 +2678,7 @@ func file_api_agentv1_agent_proto_init() {
 		(*AgentMessage_Heartbeat)(nil),
 		(*AgentMessage_ShardStatus)(nil),
 		(*AgentMessage_EngineChecks)(nil),
+		(*AgentMessage_WeightsCollected)(nil),
 	}
 	file_api_agentv1_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*ControlMessage_Welcome)(nil),
@@ -2147,16 +2686,18 @@ func file_api_agentv1_agent_proto_init() {
 		(*ControlMessage_StopShard)(nil),
 		(*ControlMessage_Declaration)(nil),
 		(*ControlMessage_CheckEngines)(nil),
+		(*ControlMessage_FetchWeights)(nil),
+		(*ControlMessage_CollectWeights)(nil),
 	}
-	file_api_agentv1_agent_proto_msgTypes[8].OneofWrappers = []any{}
-	file_api_agentv1_agent_proto_msgTypes[9].OneofWrappers = []any{}
+	file_api_agentv1_agent_proto_msgTypes[14].OneofWrappers = []any{}
+	file_api_agentv1_agent_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_agentv1_agent_proto_rawDesc), len(file_api_agentv1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,6 +45,8 @@ const (
 	ManageService_DrainNode_FullMethodName            = "/llmgw.manage.v1.ManageService/DrainNode"
 	ManageService_RemoveNode_FullMethodName           = "/llmgw.manage.v1.ManageService/RemoveNode"
 	ManageService_CheckNodeEngines_FullMethodName     = "/llmgw.manage.v1.ManageService/CheckNodeEngines"
+	ManageService_ListWeights_FullMethodName          = "/llmgw.manage.v1.ManageService/ListWeights"
+	ManageService_CollectWeights_FullMethodName       = "/llmgw.manage.v1.ManageService/CollectWeights"
 	ManageService_CreateProject_FullMethodName        = "/llmgw.manage.v1.ManageService/CreateProject"
 	ManageService_GetProject_FullMethodName           = "/llmgw.manage.v1.ManageService/GetProject"
 	ManageService_UpdateProject_FullMethodName        = "/llmgw.manage.v1.ManageService/UpdateProject"
@@ -109,6 +111,15 @@ type ManageServiceClient interface {
 	// results: the node as it is once they arrived. NotFound when the node is
 	// not connected; DeadlineExceeded when the results do not arrive in time.
 	CheckNodeEngines(ctx context.Context, in *CheckNodeEnginesRequest, opts ...grpc.CallOption) (*CheckNodeEnginesResponse, error)
+	// ListWeights lists what each node's weights cache holds, as its agent
+	// last reported it, and which entries a collection would delete: those
+	// whose source no catalog model names and no live shard of the node uses.
+	ListWeights(ctx context.Context, in *ListWeightsRequest, opts ...grpc.CallOption) (*ListWeightsResponse, error)
+	// CollectWeights asks the connected nodes (or the one named) to delete
+	// the entries ListWeights calls collectable, and waits for their answers.
+	// Each node checks every path again before deleting it and never touches
+	// anything but its own cache entries. With dry_run they only list them.
+	CollectWeights(ctx context.Context, in *CollectWeightsRequest, opts ...grpc.CallOption) (*CollectWeightsResponse, error)
 	// Projects: the unit of limits, budgets and API keys. The "default"
 	// project always exists and cannot be deleted.
 	CreateProject(ctx context.Context, in *CreateProjectRequest, opts ...grpc.CallOption) (*Project, error)
@@ -381,6 +392,26 @@ func (c *manageServiceClient) CheckNodeEngines(ctx context.Context, in *CheckNod
 	return out, nil
 }
 
+func (c *manageServiceClient) ListWeights(ctx context.Context, in *ListWeightsRequest, opts ...grpc.CallOption) (*ListWeightsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWeightsResponse)
+	err := c.cc.Invoke(ctx, ManageService_ListWeights_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) CollectWeights(ctx context.Context, in *CollectWeightsRequest, opts ...grpc.CallOption) (*CollectWeightsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CollectWeightsResponse)
+	err := c.cc.Invoke(ctx, ManageService_CollectWeights_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *manageServiceClient) CreateProject(ctx context.Context, in *CreateProjectRequest, opts ...grpc.CallOption) (*Project, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Project)
@@ -614,6 +645,15 @@ type ManageServiceServer interface {
 	// results: the node as it is once they arrived. NotFound when the node is
 	// not connected; DeadlineExceeded when the results do not arrive in time.
 	CheckNodeEngines(context.Context, *CheckNodeEnginesRequest) (*CheckNodeEnginesResponse, error)
+	// ListWeights lists what each node's weights cache holds, as its agent
+	// last reported it, and which entries a collection would delete: those
+	// whose source no catalog model names and no live shard of the node uses.
+	ListWeights(context.Context, *ListWeightsRequest) (*ListWeightsResponse, error)
+	// CollectWeights asks the connected nodes (or the one named) to delete
+	// the entries ListWeights calls collectable, and waits for their answers.
+	// Each node checks every path again before deleting it and never touches
+	// anything but its own cache entries. With dry_run they only list them.
+	CollectWeights(context.Context, *CollectWeightsRequest) (*CollectWeightsResponse, error)
 	// Projects: the unit of limits, budgets and API keys. The "default"
 	// project always exists and cannot be deleted.
 	CreateProject(context.Context, *CreateProjectRequest) (*Project, error)
@@ -731,6 +771,12 @@ func (UnimplementedManageServiceServer) RemoveNode(context.Context, *RemoveNodeR
 }
 func (UnimplementedManageServiceServer) CheckNodeEngines(context.Context, *CheckNodeEnginesRequest) (*CheckNodeEnginesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckNodeEngines not implemented")
+}
+func (UnimplementedManageServiceServer) ListWeights(context.Context, *ListWeightsRequest) (*ListWeightsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWeights not implemented")
+}
+func (UnimplementedManageServiceServer) CollectWeights(context.Context, *CollectWeightsRequest) (*CollectWeightsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CollectWeights not implemented")
 }
 func (UnimplementedManageServiceServer) CreateProject(context.Context, *CreateProjectRequest) (*Project, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateProject not implemented")
@@ -1206,6 +1252,42 @@ func _ManageService_CheckNodeEngines_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ManageService_ListWeights_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWeightsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).ListWeights(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_ListWeights_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).ListWeights(ctx, req.(*ListWeightsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_CollectWeights_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CollectWeightsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).CollectWeights(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_CollectWeights_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).CollectWeights(ctx, req.(*CollectWeightsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ManageService_CreateProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateProjectRequest)
 	if err := dec(in); err != nil {
@@ -1642,6 +1724,14 @@ var ManageService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckNodeEngines",
 			Handler:    _ManageService_CheckNodeEngines_Handler,
+		},
+		{
+			MethodName: "ListWeights",
+			Handler:    _ManageService_ListWeights_Handler,
+		},
+		{
+			MethodName: "CollectWeights",
+			Handler:    _ManageService_CollectWeights_Handler,
 		},
 		{
 			MethodName: "CreateProject",

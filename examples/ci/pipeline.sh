@@ -55,6 +55,6 @@ if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
   { echo '```'; cat "$dir/plan.txt"; echo '```'; } >>"$GITHUB_STEP_SUMMARY"
 fi
 if grep -q 'Warning: ' "$dir/plan.txt"; then
-  echo "$0: the plan has warnings (see plan.txt): a model no node can hold is stored but not placed" >&2
+  echo "$0: the plan has warnings (see plan.txt): e.g. a model no node can hold, or running replicas a change replaces" >&2
 fi
 echo "$0: changes=$changes"

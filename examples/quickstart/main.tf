@@ -63,6 +63,13 @@ resource "llmgw_node" "dev" {
 
   labels = { dev = "true" }
 
+  # terraform destroy tears the dev fleet down as a whole: every node goes,
+  # so there is nowhere to move their replicas (sim-2node spans node01 and
+  # node02, the only nodes of ib-a). They stop with the nodes instead of
+  # being drained; on a fleet where nodes are removed one at a time, leave
+  # the default (true): the drain moves them first, or fails at once saying
+  # which replica cannot move and why.
+  drain_on_destroy = false
 
   # llmgw dev simulates each node's hardware under DIR/nodes/<id>/.
   discovery = {

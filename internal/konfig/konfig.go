@@ -130,10 +130,6 @@ func load(data []byte, source, envPrefix string, environ []string, out any) erro
 		problems = append(problems, envProblems...)
 	}
 
-	if len(problems) > 0 {
-		return joinProblems(problems)
-	}
-
 	conf := koanf.UnmarshalConf{
 		Tag: "koanf",
 		DecoderConfig: &mapstructure.DecoderConfig{
@@ -146,12 +142,78 @@ func load(data []byte, source, envPrefix string, environ []string, out any) erro
 			Squash:           true,
 		},
 	}
+	if len(problems) > 0 {
+		// Decode every other key, so that the caller can check values too
+		// and report everything at once (Partial).
+		for _, p := range problems {
+			key := p.Key
+			if p.drop != "" {
+				key = p.drop
+			}
+			if top := topKey(key); top != "" {
+				k.Delete(top)
+			}
+		}
+		if err := k.UnmarshalWithConf("", out, conf); err != nil {
+			return joinProblems(problems)
+		}
+		return partial{joinProblems(problems)}
+	}
 	if err := k.UnmarshalWithConf("", out, conf); err != nil {
 		// The checker accepts only what decodes; reaching this is a bug in
 		// the checker, but the message still names the source.
 		return fmt.Errorf("%s: %w", source, err)
 	}
 	return nil
+}
+
+// topKey is the part of a problem's key koanf can delete: up to the first
+// list index ("models[2].name" → "models").
+func topKey(key string) string {
+	top, _, _ := strings.Cut(key, "[")
+	return top
+}
+
+// partial is the error of a Load or Parse whose problems are each confined
+// to a key: every other key was decoded into out.
+type partial struct{ error }
+
+func (p partial) Unwrap() error { return p.error }
+
+// Partial reports whether err, from Load or Parse, lists problems of
+// single keys only, with every other key decoded into out: a caller can then
+// check the values it has too and report every problem at once, instead of
+// the value problems only after the others are fixed. A YAML syntax error is
+// not partial: nothing was decoded.
+func Partial(err error) bool {
+	var p partial
+	return errors.As(err, &p)
+}
+
+// Problems returns the problems in err (from Load or Parse).
+func Problems(err error) []*Problem {
+	var out []*Problem
+	var walk func(error)
+	// It walks the tree of wrapped errors itself, to find every Problem
+	// (errors.As finds only the first).
+	walk = func(e error) {
+		if p, ok := e.(*Problem); ok { //nolint:errorlint // the walk unwraps
+			out = append(out, p)
+			return
+		}
+		switch u := e.(type) { //nolint:errorlint // the walk unwraps
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			if x := u.Unwrap(); x != nil {
+				walk(x)
+			}
+		}
+	}
+	walk(err)
+	return out
 }
 
 // Problem is one thing wrong with a configuration: where it is (a file and
@@ -165,6 +227,9 @@ type Problem struct {
 	Key string
 	// Msg says what is wrong.
 	Msg string
+	// drop is the key to leave out when decoding the rest (an unknown
+	// key's subtree); Key when empty.
+	drop string
 }
 
 // Error formats the problem as "source:line: key: msg".

@@ -335,7 +335,7 @@ func (c *checker) unknown(t reflect.Type, path, k string, v any) {
 		if s := suggest(rel, known); s != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", join(path, s))
 		}
-		c.problems = append(c.problems, &Problem{Source: c.source, Line: c.lineOf(full), Msg: msg})
+		c.problems = append(c.problems, &Problem{Source: c.source, Line: c.lineOf(full), Msg: msg, drop: join(path, k)})
 	}
 }
 

@@ -342,6 +342,8 @@ func (s *Service) Connect(stream agentv1.AgentService_ConnectServer) error {
 			checks := m.EngineChecks.GetChecks()
 			s.logEngineChecks(cn, checks)
 			current = sess.EngineChecks(checks)
+		case *agentv1.AgentMessage_WeightsCollected:
+			current = sess.WeightsCollected(m.WeightsCollected)
 		case *agentv1.AgentMessage_Hello:
 			s.log.Warn("unexpected second hello", "node", cn)
 		}

@@ -54,9 +54,14 @@ type Server struct {
 	Limits Limits `koanf:"limits" yaml:"limits" json:"limits"`
 	// Timeouts bounds client connections and proxied requests.
 	Timeouts Timeouts `koanf:"timeouts" yaml:"timeouts" json:"timeouts"`
+	// Autoscale tunes scaling between scaling.min and scaling.max.
+	Autoscale Autoscale `koanf:"autoscale" yaml:"autoscale" json:"autoscale"`
 	// HA configures the leader lease shared with other control planes on
 	// the same store.
 	HA HA `koanf:"ha" yaml:"ha" json:"ha"`
+	// SharedLimits configures how control planes on one PostgreSQL store
+	// share rate limits and budgets.
+	SharedLimits SharedLimits `koanf:"shared_limits" yaml:"shared_limits" json:"shared_limits"`
 	// Models are model definitions declared in this file: in the catalog on
 	// every start, not editable through the management API.
 	Models []spec.Model `koanf:"models" yaml:"models,omitempty" json:"models,omitempty"`
@@ -134,10 +139,12 @@ const (
 type Agents struct {
 	// HeartbeatInterval is sent to each agent when it connects: how often it
 	// reports. A session silent for more than three intervals is replaced by
-	// the node's next one.
+	// the node's next one. A node whose session ends is suspect (takes no new
+	// replicas); one unheard for three intervals has its replicas replaced
+	// elsewhere, serving until the replacement is ready (routing.md).
 	HeartbeatInterval time.Duration `koanf:"heartbeat_interval" yaml:"heartbeat_interval" json:"heartbeat_interval"`
-	// Grace is how long a node may be silent before it is lost; its replicas
-	// fail and are placed again elsewhere. Longer than `heartbeat_interval`.
+	// Grace is how long a node may be silent before it is lost: its replicas
+	// fail and leave the routing table. Longer than `heartbeat_interval`.
 	Grace time.Duration `koanf:"grace" yaml:"grace" json:"grace"`
 	// Settle is the longest a restarted control plane waits for the replicas
 	// that were live when it last ran to be reported again by their agents
@@ -177,6 +184,38 @@ type Timeouts struct {
 	ResponseHeader time.Duration `koanf:"response_header" yaml:"response_header" json:"response_header"`
 	// Generation is the most one proxied request may take, streamed or not.
 	Generation time.Duration `koanf:"generation" yaml:"generation" json:"generation"`
+	// StreamIdle ends a stream whose engine sends nothing for this long, with
+	// an error event.
+	StreamIdle time.Duration `koanf:"stream_idle" yaml:"stream_idle" json:"stream_idle"`
+	// ColdStartWait is how long a request for a model loaded on demand that
+	// has no ready replica waits for one before it gets 503 `model_loading`
+	// with `Retry-After`; `0` answers at once (routing.md).
+	ColdStartWait time.Duration `koanf:"cold_start_wait" yaml:"cold_start_wait" json:"cold_start_wait"`
+}
+
+// Autoscale says when a model with scaling.max above scaling.min gains or
+// loses a replica, and when an idle replica of a model loaded on demand may
+// be stopped to make room for another model. A model's load is the requests
+// in flight and waiting for it over the sum of its ready replicas' weights
+// (a weight is what one replica carries at its latency target; ctl bench
+// measures it).
+type Autoscale struct {
+	// UpLoad is the load at or above which, held for `up_after`, a replica is
+	// added.
+	UpLoad float64 `koanf:"up_load" yaml:"up_load" json:"up_load"`
+	// UpAfter is how long the load must stay at or above `up_load` before a
+	// replica is added.
+	UpAfter time.Duration `koanf:"up_after" yaml:"up_after" json:"up_after"`
+	// DownLoad is the load at or below which, held for `down_after`, a replica
+	// is removed; above 0 and below `up_load`.
+	DownLoad float64 `koanf:"down_load" yaml:"down_load" json:"down_load"`
+	// DownAfter is how long the load must stay at or below `down_load` before
+	// a replica is removed.
+	DownAfter time.Duration `koanf:"down_after" yaml:"down_after" json:"down_after"`
+	// EvictAfter is how long a replica of a model loaded on demand must have
+	// run, and its model gone unasked, before it may be stopped to make room
+	// for another model.
+	EvictAfter time.Duration `koanf:"evict_after" yaml:"evict_after" json:"evict_after"`
 }
 
 // Default returns the configuration before any file is read. Every default
@@ -189,21 +228,32 @@ func Default() Server {
 		MetricsListen: ":9091",
 		PprofListen:   "127.0.0.1:6060",
 		Auth:          Auth{Enabled: true, Store: "llmgw.db", DefaultMaxTokens: 4096, KeyCacheTTL: 5 * time.Second, LoginTTL: 12 * time.Hour},
-		Agents:        Agents{HeartbeatInterval: 5 * time.Second, Grace: 30 * time.Second, Settle: 10 * time.Second},
-		Limits:        Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024},
+		// A node unheard for three heartbeats, 6 s, has its replicas
+		// replaced (the old ones keep serving); lost after 20 s, ten missed
+		// heartbeats (docs/routing.md).
+		Agents: Agents{HeartbeatInterval: 2 * time.Second, Grace: 20 * time.Second, Settle: 10 * time.Second},
+		Limits: Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024},
 		Timeouts: Timeouts{ClientHeader: 10 * time.Second, ClientBody: 60 * time.Second, ClientIdle: 2 * time.Minute,
-			ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute},
-		HA: DefaultHA(),
+			ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute, StreamIdle: 5 * time.Minute, ColdStartWait: 5 * time.Second},
+		Autoscale:    Autoscale{UpLoad: 0.8, UpAfter: 30 * time.Second, DownLoad: 0.3, DownAfter: 5 * time.Minute, EvictAfter: 2 * time.Minute},
+		HA:           DefaultHA(),
+		SharedLimits: DefaultSharedLimits(),
 	}
 }
 
 // Load reads server.yaml at path (or only defaults and environment when path
 // is ""), normalizes the declared models and validates everything. Errors
 // name the file (or environment variable) and the key.
+//
+// Every problem is reported at once: those of single keys (syntax within a
+// value, unknown keys, wrong types) and, checked on every other key, those
+// of values together (a non-loopback pprof_listen, ports reused, model
+// rules).
 func Load(path string) (Server, error) {
 	s := Default()
-	if err := konfig.Load(path, EnvPrefix, &s); err != nil {
-		return Server{}, err
+	kerr := konfig.Load(path, EnvPrefix, &s)
+	if kerr != nil && !konfig.Partial(kerr) {
+		return Server{}, kerr
 	}
 	s.Normalize()
 	if err := s.Validate(); err != nil {
@@ -212,10 +262,15 @@ func Load(path string) (Server, error) {
 			source = "configuration"
 		}
 		var ps spec.Problems
-		if errors.As(err, &ps) {
-			return Server{}, ps.Prefixed(source)
+		if !errors.As(err, &ps) {
+			return Server{}, errors.Join(kerr, fmt.Errorf("%s: %w", source, err))
 		}
-		return Server{}, fmt.Errorf("%s: %w", source, err)
+		if ps = unreported(ps, kerr); len(ps) > 0 {
+			return Server{}, errors.Join(kerr, ps.Prefixed(source))
+		}
+	}
+	if kerr != nil {
+		return Server{}, kerr
 	}
 	return s, nil
 }
@@ -323,6 +378,7 @@ func (s Server) Validate() error {
 		add("agents.grace", "%s must be longer than agents.heartbeat_interval %s, or every node is lost between two heartbeats", s.Agents.Grace, s.Agents.HeartbeatInterval)
 	}
 	s.HA.validate(add)
+	s.SharedLimits.validate(add)
 	if s.Limits.MaxBodyBytes <= 0 {
 		add("limits.max_body_bytes", "must be positive")
 	}
@@ -346,6 +402,27 @@ func (s Server) Validate() error {
 	}
 	if s.Timeouts.Generation <= 0 {
 		add("timeouts.generation", "must be positive")
+	}
+	if s.Timeouts.StreamIdle <= 0 {
+		add("timeouts.stream_idle", "must be positive")
+	}
+	if s.Timeouts.ColdStartWait < 0 {
+		add("timeouts.cold_start_wait", "must not be negative (0 answers at once)")
+	}
+	a := s.Autoscale
+	if a.UpLoad <= 0 {
+		add("autoscale.up_load", "must be positive")
+	}
+	if a.DownLoad <= 0 || (a.UpLoad > 0 && a.DownLoad >= a.UpLoad) {
+		add("autoscale.down_load", "%v must be above 0 and below autoscale.up_load %v, or a model would scale up and down in turn", a.DownLoad, a.UpLoad)
+	}
+	for _, d := range []struct {
+		key string
+		val time.Duration
+	}{{"autoscale.up_after", a.UpAfter}, {"autoscale.down_after", a.DownAfter}, {"autoscale.evict_after", a.EvictAfter}} {
+		if d.val < 0 {
+			add(d.key, "must not be negative")
+		}
 	}
 
 	for i, m := range s.Models {
@@ -397,4 +474,26 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// unreported drops from ps the problems of keys konfig already reported in
+// kerr (such a key kept its default, so its value problem would be a
+// consequence, not news).
+func unreported(ps spec.Problems, kerr error) spec.Problems {
+	if kerr == nil {
+		return ps
+	}
+	var keys []string
+	for _, p := range konfig.Problems(kerr) {
+		if p.Key != "" {
+			keys = append(keys, p.Key)
+		}
+	}
+	var out spec.Problems
+	for _, p := range ps {
+		if !spec.KeyWithin(p.Key, keys) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

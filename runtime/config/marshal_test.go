@@ -23,9 +23,11 @@ func everyKey() Server {
 	s.Agents = Agents{HeartbeatInterval: time.Second, Grace: 15 * time.Second, Settle: 0, RequireDeclared: true}
 	s.Limits = Limits{MaxBodyBytes: 1 << 20, MaxUnauthenticatedConns: 64}
 	s.Timeouts = Timeouts{ClientHeader: 3 * time.Second, ClientBody: 20 * time.Second, ClientIdle: 30 * time.Second,
-		ResponseHeader: 5 * time.Second, Generation: 90 * time.Second}
+		ResponseHeader: 5 * time.Second, Generation: 90 * time.Second, StreamIdle: time.Minute, ColdStartWait: 0}
+	s.Autoscale = Autoscale{UpLoad: 0.9, UpAfter: time.Minute, DownLoad: 0.1, DownAfter: 10 * time.Minute, EvictAfter: 5 * time.Minute}
 	s.HA = HA{Name: "cp1", AdvertiseAgents: "cp1.internal:7443", AdvertiseManage: "cp1.internal:9090", AdvertiseClient: "cp1.internal:8080",
 		Lease: 9 * time.Second, Renew: 3 * time.Second, Retry: 2 * time.Second, ManageCA: "/pki/ca.pem"}
+	s.SharedLimits = SharedLimits{BudgetSlice: 0.2, RateSlice: 0.05, SliceTTL: 90 * time.Second, IdleReturn: 5 * time.Second}
 	s.Models = []spec.Model{{
 		Name: "sim-chat", Aliases: []string{"chat"}, Source: "sim://chat", RoutingProfile: "chat", ContextLength: 8192, MaxOutput: 1024,
 		Pricing: &spec.Pricing{PromptPer1K: 1, CompletionPer1K: 2},

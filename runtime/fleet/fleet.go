@@ -79,6 +79,21 @@ type Node struct {
 	ConnectedSince time.Time
 	// Draining nodes take no new work; their replicas are moved elsewhere.
 	Draining bool
+	// PeerAddress is where the node serves its weights cache to the other
+	// nodes of its fabric ("" when it serves none).
+	PeerAddress string
+	// Suspect is set the moment the node's session ends, or when it has
+	// been silent for longer than ExpireSilent's bound, and cleared when it
+	// is heard from again: a suspect node takes no new work. SuspectSince
+	// and SuspectReason say since when and why.
+	Suspect       bool
+	SuspectSince  time.Time
+	SuspectReason string
+	// Silent is set once the node has not been heard from for longer than
+	// ExpireSilent's bound (whether its session ended or not): its replicas
+	// are then replaced elsewhere, while they keep serving until it is
+	// lost. Cleared with Suspect.
+	Silent bool
 
 	conn   Conn
 	connID uint64
@@ -101,6 +116,9 @@ type Shard struct {
 	// Fetch is how far the download of the shard's weights is, while its
 	// node fetches them; nil otherwise.
 	Fetch *agentv1.FetchProgress
+	// Source is the model's source the shard was started with ("" for a
+	// shard adopted after a restart: its agent does not echo it).
+	Source string
 	// Start is the command that starts this shard; kept so workers can be
 	// started once rank 0 reports its rendezvous address.
 	Start *agentv1.StartShard
@@ -133,6 +151,10 @@ type Replica struct {
 	StopRequested time.Time
 	// Failed records that it failed before being stopped.
 	Failed bool
+	// NodeFailed records that it failed because a node of its shards was
+	// lost or removed, not by a fault of its own: that earns its model no
+	// backoff, and its replacement is placed at once.
+	NodeFailed bool
 	// FetchActivity is the last time a fetch of one of its shards' weights
 	// moved a byte or ended: the engine's start is timed from then, so a
 	// long download is not taken for an engine that never became ready.
@@ -163,6 +185,11 @@ type Fleet struct {
 	nextConn uint64
 	changed  chan struct{}
 	now      func() time.Time
+	// collects are the CollectWeights requests awaiting an answer, by
+	// request id (guarded by collectMu, not mu: an answer is delivered
+	// without holding the fleet).
+	collectMu sync.Mutex
+	collects  map[string]chan *agentv1.WeightsCollected
 }
 
 // maxFailedKept bounds the list of recent failed replicas.
@@ -184,6 +211,7 @@ func New() *Fleet {
 		pending:  map[string]*agentv1.Declaration{},
 		changed:  make(chan struct{}, 1),
 		now:      time.Now,
+		collects: map[string]chan *agentv1.WeightsCollected{},
 	}
 }
 
@@ -353,6 +381,7 @@ func (f *Fleet) connectLocked(nodeID string, o Opening) *Session {
 	}
 	n.Address = hello.GetAddress()
 	n.Version = hello.GetVersion()
+	n.PeerAddress = hello.GetPeerAddress()
 	n.Inventory = hello.GetInventory()
 	n.EngineChecks = hello.GetEngineChecks()
 	n.Declaration = decl
@@ -360,6 +389,7 @@ func (f *Fleet) connectLocked(nodeID string, o Opening) *Session {
 	n.LastSeen = f.now()
 	n.ConnectedSince = n.LastSeen
 	n.Connected = true
+	n.clearSuspectLocked()
 	n.Peer = o.Peer
 	if f.drains[nodeID] {
 		n.Draining = true
@@ -516,8 +546,45 @@ func (f *Fleet) Disconnect(nodeID string, connID uint64) {
 	}
 	n.Connected = false
 	n.conn = nil
+	f.suspectLocked(n, "agent session ended")
 	n.releaseCheckWaiters()
 	f.notify()
+}
+
+// suspectLocked makes a node suspect, unless it is already.
+func (f *Fleet) suspectLocked(n *Node, why string) {
+	if n.Suspect {
+		return
+	}
+	n.Suspect, n.SuspectSince, n.SuspectReason = true, f.now(), why
+}
+
+// clearSuspectLocked ends a node's suspicion: it was heard from.
+func (n *Node) clearSuspectLocked() {
+	n.Suspect, n.SuspectSince, n.SuspectReason, n.Silent = false, time.Time{}, "", false
+}
+
+// ExpireSilent marks silent (and suspect) every node not heard from for
+// longer than after, whether its session ended (it became suspect then) or
+// not, and returns the ids of the newly silent ones.
+func (f *Fleet) ExpireSilent(after time.Duration) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	now := f.now()
+	for id, n := range f.nodes {
+		if n.Silent || n.State == NodeLost || now.Sub(n.LastSeen) <= after {
+			continue
+		}
+		f.suspectLocked(n, "silent since "+n.LastSeen.UTC().Format(time.RFC3339))
+		n.Silent = true
+		out = append(out, id)
+	}
+	if len(out) > 0 {
+		sort.Strings(out)
+		f.notify()
+	}
+	return out
 }
 
 // Heartbeat records a heartbeat from the node, whichever session it came
@@ -535,6 +602,10 @@ func (f *Fleet) Heartbeat(nodeID string, hb *agentv1.Heartbeat) {
 
 func (f *Fleet) heartbeatLocked(n *Node, hb *agentv1.Heartbeat) {
 	n.LastSeen = f.now()
+	if n.Suspect && n.Connected {
+		n.clearSuspectLocked()
+		f.notify()
+	}
 	if inv := hb.GetInventory(); inv != nil {
 		n.Inventory = inv
 		assessNode(n)
@@ -547,6 +618,7 @@ func (f *Fleet) heartbeatLocked(n *Node, hb *agentv1.Heartbeat) {
 		if m := hb.GetMemoryAvailableBytes(); m > 0 {
 			n.Inventory.MemoryAvailableBytes = m
 		}
+		f.weightsCacheLocked(n, hb.GetWeightsCache())
 	}
 	if n.State == NodeLost {
 		assessNode(n)
@@ -572,6 +644,7 @@ func (f *Fleet) ExpireLost(grace time.Duration) []string {
 			for _, s := range r.Shards {
 				if s.Node == id && r.Live() {
 					f.failReplicaLocked(r, "node "+id+" lost")
+					r.NodeFailed = true
 				}
 			}
 		}
@@ -869,6 +942,7 @@ func (f *Fleet) Forget(nodeID, reason string) {
 		for _, s := range r.Shards {
 			if s.Node == nodeID && r.Live() {
 				f.failReplicaLocked(r, "node "+nodeID+" removed: "+reason)
+				r.NodeFailed = true
 				break
 			}
 		}

@@ -88,7 +88,14 @@ func (PlainTicket) Settle(u request.Usage) request.Usage { return u }
 // Routes picks a replica endpoint for a canonical model; *router.Router
 // implements it.
 type Routes interface {
+	// Pick chooses an endpoint for model; key is text whose shared prefixes
+	// should meet on one replica, or "".
 	Pick(model, key string) (router.Lease, error)
+	// Route chooses an endpoint for model among those req does not
+	// exclude, keeping prompts that share a prefix together (req.Key).
+	Route(model string, req router.Request) (router.Lease, error)
+	// Wait blocks until model has a ready endpoint or ctx ends.
+	Wait(ctx context.Context, model string) error
 }
 
 var _ Routes = (*router.Router)(nil)

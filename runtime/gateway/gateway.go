@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/request"
-	"github.com/llmgw/llmgw/runtime/router"
 )
 
 // Defaults for zero Config fields.
@@ -37,6 +36,8 @@ const (
 	DefaultGenerationTimeout     = 30 * time.Minute
 	DefaultRetryAfter            = 5 * time.Second
 	DefaultBodyTimeout           = 60 * time.Second
+	DefaultColdStartWait         = 5 * time.Second
+	DefaultStreamIdleTimeout     = 5 * time.Minute
 )
 
 // Config tunes the gateway. Zero fields take the defaults above.
@@ -54,8 +55,16 @@ type Config struct {
 	ResponseHeaderTimeout time.Duration
 	// GenerationTimeout bounds a whole upstream request, streamed or not.
 	GenerationTimeout time.Duration
-	// RetryAfter is sent with 503 when a model has no ready replica.
+	// RetryAfter is sent with 503 when a model has no ready replica (and
+	// for a model loading on demand whose load time is not known yet).
 	RetryAfter time.Duration
+	// ColdStartWait is how long a request for a model loaded on demand
+	// that has no ready replica waits for one before it gets 503 with
+	// Retry-After; negative answers at once.
+	ColdStartWait time.Duration
+	// StreamIdleTimeout ends a stream whose engine sent nothing for this
+	// long with an error event; negative never does.
+	StreamIdleTimeout time.Duration
 	// Logger receives one debug line per request; nil discards.
 	Logger *slog.Logger
 }
@@ -71,6 +80,9 @@ type Deps struct {
 	Admission Admission
 	// Observer receives a Record per inference request; nil discards.
 	Observer Observer
+	// Content keeps what projects that opted in keep: stored responses
+	// (/v1/responses with store) and threads; nil keeps none.
+	Content Content
 	// Ready reports whether this process serves (leader, caches warm);
 	// /ready answers 503 when it returns false. Nil means always ready.
 	Ready func() bool
@@ -103,6 +115,12 @@ func New(cfg Config, deps Deps) *Gateway {
 	}
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.ColdStartWait == 0 {
+		cfg.ColdStartWait = DefaultColdStartWait
+	}
+	if cfg.StreamIdleTimeout == 0 {
+		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -149,6 +167,13 @@ func (g *Gateway) routeTable() []route {
 		g.spending("/v1/chat/completions", g.serveInference),
 		g.spending("/v1/completions", g.serveInference),
 		g.spending("/v1/embeddings", g.serveInference),
+		g.spending("/v1/messages", g.serveMessages),
+		g.spending("/v1/responses", g.serveResponses),
+		plain("/v1/responses/", g.serveResponse),
+		plain("/v1/threads/", g.serveThreadDelete),
+		plain("/v1/memory", g.serveMemory),
+		plain("/v1/memory/", g.serveMemory),
+		{pattern: "/mcp", handler: g.mcpHandler()},
 		plain("/v1/models", g.serveModels),
 		plain("/v1/models/", g.serveModel),
 		plain("/health", g.serveHealth),
@@ -390,6 +415,9 @@ type exchange struct {
 	// bound holds a stream to the completion tokens per choice the ticket
 	// reserved (see stream.go); 0 leaves it unbounded.
 	bound streamBound
+	// shape is the client API translated onto the engine's chat
+	// completions (translate.go); nil when the request is passed through.
+	shape shape
 }
 
 // settle settles the request's ticket, once, with what it used.
@@ -402,14 +430,36 @@ func (x *exchange) settle() {
 
 func (x *exchange) fail(w http.ResponseWriter, e *apiError) {
 	x.rec.Status = e.status
+	if x.shape != nil {
+		x.shape.writeError(w, x, e)
+		return
+	}
 	writeError(w, e)
 }
 
-// serveInference handles the chat, completions and embeddings endpoints.
+// serveInference handles the chat, completions and embeddings endpoints;
+// a chat completion that names a thread continues it (threads.go).
 func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, x *exchange) {
+	if id := r.Header.Get(threadHeader); id != "" {
+		if r.URL.Path != "/v1/chat/completions" {
+			g.closeUnread(w, r)
+			x.fail(w, newError(http.StatusBadRequest, typeInvalidRequest, "unsupported_header",
+				fmt.Sprintf("x-llmgw-thread is read on /v1/chat/completions only, not on %s", r.URL.Path)))
+			return
+		}
+		x.shape = &threadShape{id: id}
+	}
+	g.serve(w, r, x)
+}
+
+// serve is the path of every spending route: authentication, the body
+// (turned into a chat completions body by x.shape when the route
+// translates another API), the model, admission, a replica, the engine.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Method != http.MethodPost {
-		x.rec.Status = http.StatusMethodNotAllowed
-		methodNotAllowed(w, r, http.MethodPost)
+		w.Header().Set("Allow", http.MethodPost)
+		x.fail(w, newError(http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
+			fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, http.MethodPost)))
 		return
 	}
 	p, aerr := g.authenticate(w, r)
@@ -422,6 +472,12 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, x *exch
 	if aerr != nil {
 		x.fail(w, aerr)
 		return
+	}
+	if x.shape != nil {
+		if body, aerr = x.shape.toChat(r.Context(), g, x, body); aerr != nil {
+			x.fail(w, aerr)
+			return
+		}
 	}
 	req, aerr := parseRequest(body)
 	if aerr != nil {
@@ -453,33 +509,30 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, x *exch
 	if !ok {
 		return
 	}
+	if x.rec.Requested != "" {
+		if rf, ok := x.shape.(refitter); ok {
+			// A budget's fallback model may hold less: the shape fits its
+			// body to it (never larger than what was admitted).
+			if body, req, aerr = rf.refit(g, x.rec.Model, req.maxTokens); aerr != nil {
+				x.fail(w, aerr)
+				return
+			}
+		}
+	}
 	model = x.rec.Model
 	if x.rec.Stream {
 		x.bound = streamBound{perChoice: ticket.MaxTokens(), clientUsage: req.includeUsage}
 	}
 
-	lease, err := g.deps.Routes.Pick(model, "")
-	if err != nil {
-		msg := fmt.Sprintf("model %q has no ready replica; retry later", model)
-		if !errors.Is(err, router.ErrNoReplica) {
-			msg = fmt.Sprintf("model %q cannot be routed now: %v", model, err)
-		}
-		x.fail(w, newError(http.StatusServiceUnavailable, typeUnavailable, "model_not_ready", msg).
-			withRetryAfter(g.cfg.RetryAfter))
-		return
-	}
-	defer lease.Done()
-	ep := lease.Endpoint()
-	x.rec.ReplicaID = ep.ReplicaID
-
 	x.injected = x.rec.Stream && !req.includeUsage
-	body, err = req.rewrite(body, model, x.injected, ticket.MaxTokens())
+	key := req.affinityKey(body, isEmbeddings)
+	body, err := req.rewrite(body, model, x.injected, ticket.MaxTokens())
 	if err != nil {
 		g.log.Warn("rewriting request body", "model", model, "err", err)
 		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request could not be forwarded"))
 		return
 	}
-	g.proxy(w, r, x, ep, body)
+	g.forward(w, r, x, model, key, body)
 }
 
 // admit asks admission for a ticket for the request and gives it to the

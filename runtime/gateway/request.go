@@ -47,6 +47,9 @@ type parsedBody struct {
 	// if present.
 	streamOptions    span
 	hasStreamOptions bool
+	// promptSpan is the byte range of the "messages" (chat) or "prompt"
+	// (completions) value, from which the routing key is cut.
+	promptSpan span
 	// bounds are the completion bounds the body holds (max_tokens,
 	// max_completion_tokens, n_predict), whatever their value, null
 	// included: each is set to the bound admission reserved for.
@@ -229,7 +232,9 @@ func (req *parsedBody) field(key string, raw json.RawMessage, sp span) *apiError
 		}
 	case "prompt":
 		req.prompts, req.tokenIDs = countPrompts(raw)
+		req.promptSpan = sp
 	case "messages":
+		req.promptSpan = sp
 		return checkMessages(raw)
 	}
 	return nil

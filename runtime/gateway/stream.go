@@ -20,7 +20,12 @@ import (
 // events that arrived together leave together. When the
 // gateway itself asked for usage (x.injected), the usage-only chunk is
 // dropped so the client sees the stream it asked for.
-func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) {
+//
+// A stream the engine breaks off (its connection reset or cut mid-chunk, or
+// nothing from it for StreamIdleTimeout) ends with an error event in
+// OpenAI's shape, data: {"error": {...}}, and no [DONE], so that a client
+// sees the answer failed rather than waiting or taking it as whole.
+func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response, idle *idleWatch) {
 	copyResponseHeaders(w.Header(), resp.Header)
 	x.rec.Status = resp.StatusCode
 	rc := http.NewResponseController(w)
@@ -42,22 +47,31 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 		for {
 			var chunk []byte
 			chunk, err = br.ReadSlice('\n')
+			idle.kick()
 			event = append(event, chunk...)
 			if !errors.Is(err, bufio.ErrBufferFull) {
 				break
 			}
 		}
 		if err != nil {
-			// End of stream or upstream failure: pass on what is left.
-			if len(event) > 0 {
+			// End of stream: pass on what is left. A broken stream's last
+			// event is cut short and is not passed on.
+			if len(event) > 0 && (errors.Is(err, io.EOF) || r.Context().Err() != nil) {
 				g.emit(w, rc, x, event, true)
 			}
 			// A client that read the whole answer and hung up before the
 			// engine closed its stream did not leave early.
-			if r.Context().Err() != nil && !x.done {
+			switch {
+			case r.Context().Err() != nil && !x.done:
 				x.rec.Status = statusClientGone
-			} else if !errors.Is(err, io.EOF) {
-				g.log.Debug("upstream stream ended", "replica", x.rec.ReplicaID, "err", err)
+			case !errors.Is(err, io.EOF) && !x.done:
+				why := "the model's replica failed mid-stream; the answer is incomplete, retry the request"
+				if idle != nil && idle.fired.Load() {
+					why = fmt.Sprintf("the model's replica sent nothing for %s; the answer is incomplete, retry the request", g.cfg.StreamIdleTimeout)
+				}
+				g.log.Warn("upstream stream broken", "replica", x.rec.ReplicaID, "model", x.rec.Model, "err", err)
+				x.rec.Status = http.StatusBadGateway
+				g.streamError(w, rc, why)
 			}
 			return
 		}
@@ -75,6 +89,17 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 		}
 		event = event[:0]
 	}
+}
+
+// streamError ends a stream with an error event in OpenAI's shape.
+func (g *Gateway) streamError(w http.ResponseWriter, rc *http.ResponseController, msg string) {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": msg, "type": typeUpstream, "code": "upstream_error", "param": nil,
+	}})
+	_, _ = w.Write([]byte("data: "))
+	_, _ = w.Write(b)
+	_, _ = w.Write([]byte("\n\n"))
+	_ = rc.Flush()
 }
 
 // emit sends one event to the client unless it is the injected usage chunk,

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/request"
@@ -24,11 +28,16 @@ const statusClientGone = 499
 // looked for in its tail.
 const maxBufferedResponse = 32 << 20
 
+// dialTimeout bounds connecting to an engine.
+const dialTimeout = 3 * time.Second
+
 // newTransport returns the transport shared by every upstream request:
 // HTTP/1.1 with many idle connections per engine, no compression (bytes are
 // relayed as the engine wrote them).
 func newTransport(headerTimeout time.Duration) *http.Transport {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	// A replica whose machine is gone answers no dial: 3 s and the request
+	// goes to another.
+	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		Proxy:                 nil,
 		DialContext:           d.DialContext,
@@ -64,24 +73,160 @@ func copyResponseHeaders(dst, src http.Header) {
 	}
 }
 
-// proxy sends body to the endpoint and relays the answer.
+// forward sends a request to one of the model's replicas and relays the
+// answer. A connection to a replica that is refused, reset or closed before
+// the replica answered anything takes that replica out of the routing table
+// (passive health: it returns when its engine answers again) and the request
+// goes to another replica, within the request's deadline. With no replica
+// ready, a model loaded on demand is waited for up to ColdStartWait; then
+// the client gets 503 with Retry-After.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, model string, key router.Key, body []byte) {
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.GenerationTimeout)
+	defer cancel()
+	var tried []string
+	var lastErr error
+	waited := false
+	for {
+		lease, err := g.deps.Routes.Route(model, router.Request{Key: key, Exclude: tried})
+		if err != nil {
+			nr, _ := errors.AsType[*router.NotReadyError](err)
+			if nr != nil && nr.Loading && !waited && len(tried) == 0 && g.cfg.ColdStartWait > 0 {
+				waited = true
+				wctx, wcancel := context.WithTimeout(ctx, g.cfg.ColdStartWait)
+				werr := g.deps.Routes.Wait(wctx, model)
+				wcancel()
+				if werr == nil {
+					continue
+				}
+				if r.Context().Err() != nil {
+					x.rec.Status = statusClientGone
+					return
+				}
+				// Ask again: the answer carries the latest ETA. A replica
+				// ready just now is picked by the next turn of the loop.
+				var again router.Lease
+				again, err = g.deps.Routes.Route(model, router.Request{Key: key})
+				if err == nil {
+					again.Done()
+					continue
+				}
+				nr, _ = errors.AsType[*router.NotReadyError](err)
+			}
+			g.notRouted(w, x, model, err, nr, len(tried), lastErr)
+			return
+		}
+		ep := lease.Endpoint()
+		x.rec.ReplicaID = ep.ReplicaID
+		err = g.attempt(ctx, w, r, x, ep, body)
+		if err == nil {
+			lease.Done()
+			return
+		}
+		// The replica failed before answering: out of the table, and the
+		// request goes elsewhere while its deadline allows.
+		lease.Fail()
+		lastErr = err
+		tried = append(tried, ep.ReplicaID)
+		g.log.Warn("replica failed before answering; trying another", "replica", ep.ReplicaID, "model", model, "err", err)
+		if ctx.Err() != nil {
+			g.upstreamFailed(w, r, x, ep, err)
+			return
+		}
+	}
+}
+
+// notRouted answers a request no replica took.
+func (g *Gateway) notRouted(w http.ResponseWriter, x *exchange, model string, err error, nr *router.NotReadyError, tried int, lastErr error) {
+	switch {
+	case tried > 0:
+		x.fail(w, newError(http.StatusBadGateway, typeUpstream, "upstream_error",
+			fmt.Sprintf("the model's replicas failed before answering (%d tried, the last: %s); retry the request", tried, connFailure(lastErr))))
+	case nr != nil && nr.Loading:
+		after := g.cfg.RetryAfter
+		if !nr.ETA.IsZero() {
+			after = max(time.Until(nr.ETA), time.Second)
+		}
+		x.fail(w, newError(http.StatusServiceUnavailable, typeUnavailable, "model_loading",
+			fmt.Sprintf("model %q is loading on demand; retry after %s", model, after.Round(time.Second))).withRetryAfter(after))
+	case errors.Is(err, router.ErrNoReplica):
+		msg := fmt.Sprintf("model %q has no ready replica; retry later", model)
+		if nr != nil && nr.Down > 0 {
+			msg = fmt.Sprintf("model %q has no ready replica (%d not answering); retry later", model, nr.Down)
+		}
+		x.fail(w, newError(http.StatusServiceUnavailable, typeUnavailable, "model_not_ready", msg).withRetryAfter(g.cfg.RetryAfter))
+	default:
+		x.fail(w, newError(http.StatusServiceUnavailable, typeUnavailable, "model_not_ready",
+			fmt.Sprintf("model %q cannot be routed now: %v", model, err)).withRetryAfter(g.cfg.RetryAfter))
+	}
+}
+
+// connFailure says in a few words how a connection to a replica failed.
+func connFailure(err error) string {
+	switch {
+	case err == nil:
+		return "no answer"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	}
+	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Op == "dial" {
+		return "cannot connect"
+	}
+	return "connection closed before an answer"
+}
+
+// retryable reports whether a request that failed with err never reached
+// an engine that answered: the connection was refused, could not be made,
+// or was reset or closed before any byte of an answer. Such a request may
+// go to another replica. A timeout waiting for an answer is not retried
+// (the engine may be working on it), nor is the client leaving.
+func retryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Op == "dial" {
+		return true
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// proxy sends body to the endpoint and relays the answer, once: a failure
+// before the answer is reported to the client as 502.
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, x *exchange, ep router.Endpoint, body []byte) {
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.GenerationTimeout)
+	defer cancel()
+	if err := g.attempt(ctx, w, r, x, ep, body); err != nil {
+		g.upstreamFailed(w, r, x, ep, err)
+	}
+}
+
+// attempt sends body to the endpoint and relays the answer. It returns an
+// error, having written nothing to the client, only when the request may go
+// to another replica (retryable); every other outcome it answers itself.
+func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, x *exchange, ep router.Endpoint, body []byte) error {
 	if x.ticket == nil { // every spending route admits first (gateway.go, spending)
 		g.log.Error("request reached the engine without admission", "endpoint", x.rec.Endpoint)
 		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request was not admitted"))
-		return
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.GenerationTimeout)
-	defer cancel()
-	target := strings.TrimSuffix(ep.URL, "/") + r.URL.Path
-	if r.URL.RawQuery != "" {
+	path := r.URL.Path
+	if x.shape != nil {
+		path = "/v1/chat/completions"
+	}
+	target := strings.TrimSuffix(ep.URL, "/") + path
+	if r.URL.RawQuery != "" && x.shape == nil {
 		target += "?" + r.URL.RawQuery
 	}
 	up, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		g.log.Warn("building upstream request", "replica", ep.ReplicaID, "err", err)
 		x.fail(w, newError(http.StatusBadGateway, typeUpstream, "upstream_error", "the model's replica cannot be reached"))
-		return
+		return nil
 	}
 	up.Header = http.Header{
 		"Content-Type":  {"application/json"},
@@ -93,16 +238,45 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 	x.sent = true
 	resp, err := g.transport.RoundTrip(up)
 	if err != nil {
+		if r.Context().Err() == nil && retryable(err) {
+			return err
+		}
 		g.upstreamFailed(w, r, x, ep, err)
-		return
+		return nil
 	}
 	defer resp.Body.Close()
 
+	if x.shape != nil {
+		g.relayShaped(w, r, x, ep, resp)
+		return nil
+	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		g.relayStream(w, r, x, resp)
-		return
+		var idle *idleWatch
+		if d := g.cfg.StreamIdleTimeout; d > 0 {
+			idle = &idleWatch{d: d}
+			idle.t = time.AfterFunc(d, func() { idle.fired.Store(true); resp.Body.Close() })
+			defer idle.t.Stop()
+		}
+		g.relayStream(w, r, x, resp, idle)
+		return nil
 	}
 	g.relayBody(w, r, x, ep, resp)
+	return nil
+}
+
+// idleWatch ends a stream (by closing the engine's response, which ends
+// the read waiting on it) when no byte came from the engine for d; kick
+// restarts the wait, fired says whether it ended the stream.
+type idleWatch struct {
+	d     time.Duration
+	t     *time.Timer
+	fired atomic.Bool
+}
+
+func (i *idleWatch) kick() {
+	if i != nil {
+		i.t.Reset(i.d)
+	}
 }
 
 // upstreamFailed answers a request whose upstream failed before anything

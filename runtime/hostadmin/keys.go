@@ -18,21 +18,28 @@ import (
 // store, and moving a whole store. It returns the exit code.
 func Keys(ctx context.Context, args []string, io IO) int {
 	if len(args) == 0 {
-		fmt.Fprintln(io.Err, `usage: llmgw keys <create|list|revoke|admin-token> [-c server.yaml] ...
+		fmt.Fprintln(io.Err, `usage: llmgw keys <create|list|revoke|admin-token|threads|memory> [-c server.yaml] ...
   keys create --name N [--expires 720h]   create an API key; it is printed once
   keys list [--json]                     list keys (never the secrets)
   keys revoke ID                         revoke a key
   keys admin-token --name N              create a management API token; printed once
-  keys move-store --from DSN --to DSN    copy the whole store into a new, empty one`)
+  keys move-store --from DSN --to DSN    copy the whole store into a new, empty one
+  keys threads --project P --retain-hours N | --off
+                                         keep a project's conversations (threads, stored responses)
+  keys memory --project P --retain-hours N | --off
+                                         keep a project's agents' memory notes`)
 		return 2
 	}
 	sub := args[0]
-	if sub == "move-store" {
+	switch sub {
+	case "move-store":
 		return moveStore(ctx, args[1:], io)
+	case "threads", "memory":
+		return contentRetention(ctx, sub, args[1:], io)
 	}
 	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Err)
-	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
+	cfgPath := fs.String("c", "", configFlagHelp)
 	name := fs.String("name", "", "a name to recognise the key by")
 	expires := fs.Duration("expires", 0, "lifetime of the key (e.g. 720h); 0 never expires")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -40,7 +47,11 @@ func Keys(ctx context.Context, args []string, io IO) int {
 	if err != nil {
 		return 2
 	}
-	cfg, err := config.Load(*cfgPath)
+	path, err := configPath(fs, *cfgPath)
+	if err != nil {
+		return io.fail("keys", err)
+	}
+	cfg, err := config.Load(path)
 	if err != nil {
 		return io.fail("keys", err)
 	}

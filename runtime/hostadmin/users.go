@@ -35,7 +35,7 @@ func Users(ctx context.Context, args []string, io IO) int {
 	sub := args[0]
 	fs := flag.NewFlagSet("users "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Err)
-	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
+	cfgPath := fs.String("c", "", configFlagHelp)
 	password := fs.String("password", "", `the password; "-" reads it from stdin (prefer --password-file or "-": a value shows in the process list)`)
 	passwordFile := fs.String("password-file", "", "read the password from the first line of this file")
 	admin := fs.Bool("admin", false, "create the user as an administrator")
@@ -52,7 +52,11 @@ func Users(ctx context.Context, args []string, io IO) int {
 		fmt.Fprintln(io.Err, usersUsage)
 		return 2
 	}
-	cfg, err := config.Load(*cfgPath)
+	path, err := configPath(fs, *cfgPath)
+	if err != nil {
+		return io.fail("users", err)
+	}
+	cfg, err := config.Load(path)
 	if err != nil {
 		return io.fail("users", err)
 	}

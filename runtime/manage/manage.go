@@ -180,6 +180,7 @@ func (s *Service) GetStatus(ctx context.Context, _ *managev1.GetStatusRequest) (
 			st.ReplicasReady++
 		}
 	}
+	st.Holdings = s.holdings()
 	return st, nil
 }
 
@@ -189,7 +190,9 @@ func (s *Service) ListNodes(context.Context, *managev1.ListNodesRequest) (*manag
 	perNode := s.replicasPerNode()
 	out := &managev1.ListNodesResponse{}
 	for _, n := range s.opts.Fleet.Nodes() {
-		out.Nodes = append(out.Nodes, nodeToProto(n, used[n.ID], perNode[n.ID]))
+		pn := nodeToProto(n, used[n.ID], perNode[n.ID])
+		pn.DrainBlocked = s.drainBlocked(n)
+		out.Nodes = append(out.Nodes, pn)
 	}
 	return out, nil
 }
@@ -200,7 +203,9 @@ func (s *Service) GetNode(_ context.Context, req *managev1.GetNodeRequest) (*man
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "node %q is not known: no agent with that identity has connected", req.GetId())
 	}
-	return nodeToProto(n, s.opts.Fleet.UsedGPUs()[n.ID], s.replicasPerNode()[n.ID]), nil
+	pn := nodeToProto(n, s.opts.Fleet.UsedGPUs()[n.ID], s.replicasPerNode()[n.ID])
+	pn.DrainBlocked = s.drainBlocked(n)
+	return pn, nil
 }
 
 func (s *Service) replicasPerNode() map[string]int {
@@ -236,6 +241,22 @@ func nodeToProto(n fleet.Node, used map[int]string, replicas int) *managev1.Node
 	if n.Draining && n.State != fleet.NodeLost {
 		pn.State = "draining"
 	}
+	if n.Suspect && n.State != fleet.NodeLost && !n.Draining {
+		// No new replicas go there; once silent its replicas are being
+		// replaced elsewhere (docs/routing.md).
+		pn.State = "suspect"
+		var why []string
+		if n.Connected { // else "agent disconnected" says it below
+			why = append(why, n.SuspectReason)
+		}
+		if n.Silent {
+			why = append(why, "its replicas are being replaced elsewhere")
+		}
+		if pn.Reason != "" {
+			why = append(why, pn.Reason)
+		}
+		pn.Reason = strings.Join(why, "; ")
+	}
 	if !n.Connected && n.State != fleet.NodeLost {
 		if pn.Reason != "" {
 			pn.Reason = "agent disconnected; " + pn.Reason
@@ -253,6 +274,10 @@ func nodeToProto(n fleet.Node, used map[int]string, replicas int) *managev1.Node
 		pn.Avx2 = inv.GetAvx2()
 		pn.HasAvx2 = inv.HasAvx2
 		pn.Engines = inv.GetEngines()
+		if wc := inv.GetWeightsCache(); wc != nil && wc.GetDiskTotalBytes() > 0 {
+			free, total := wc.GetDiskFreeBytes(), wc.GetDiskTotalBytes()
+			pn.WeightsDiskFreeBytes, pn.WeightsDiskTotalBytes = &free, &total
+		}
 	}
 	pn.EngineChecks = n.EngineChecks
 	pn.Warnings = n.Warnings
@@ -308,6 +333,7 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 			}
 		}
 	}
+	s.rolloutStatus(st, e)
 	pm.Status = st
 	return pm
 }
@@ -445,7 +471,9 @@ func (s *Service) ExplainPlacement(_ context.Context, req *managev1.ExplainPlace
 	}
 	e, _ := s.opts.Catalog.Get(name)
 	plan := s.opts.Reconciler.PlanOne(e.Model)
-	return ExplanationToProto(plan.Explanation, &plan), nil
+	out := ExplanationToProto(plan.Explanation, &plan)
+	out.Text = explainHeadline(out.GetText(), name, s.liveReplicas(name), plan.Placed, plan.Profile.Name, len(plan.Explanation.Profiles))
+	return out, nil
 }
 
 // PlanPlacement dry-runs placement of a definition that need not be in the

@@ -105,23 +105,33 @@ func (s *Service) ListNodeDeclarations(ctx context.Context, _ *managev1.ListNode
 }
 
 // DrainNode starts (or cancels) moving a node's replicas elsewhere.
+// A drain that cannot finish is refused (startDrain) unless forced.
 func (s *Service) DrainNode(ctx context.Context, req *managev1.DrainNodeRequest) (*managev1.DrainNodeResponse, error) {
-	n, ok := s.opts.Fleet.SetDraining(req.GetName(), !req.GetCancel())
+	if !req.GetCancel() {
+		return s.startDrain(ctx, req)
+	}
+	n, ok := s.opts.Fleet.SetDraining(req.GetName(), false)
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "node %q is not connected: nothing to drain", req.GetName())
 	}
-	if s.opts.OnDrain != nil {
-		if err := s.opts.OnDrain(ctx, req.GetName(), !req.GetCancel()); err != nil {
-			s.opts.Fleet.SetDraining(req.GetName(), req.GetCancel())
-			return nil, status.Errorf(codes.Unavailable, "recording the drain of node %q: %v", req.GetName(), err)
-		}
+	if err := s.recordDrain(ctx, req.GetName(), false); err != nil {
+		s.opts.Fleet.SetDraining(req.GetName(), true)
+		return nil, err
 	}
-	if req.GetCancel() {
-		s.log.Info("drain cancelled", "node", req.GetName())
-	} else {
-		s.log.Info("node draining", "node", req.GetName(), "replicas", n)
-	}
+	s.log.Info("drain cancelled", "node", req.GetName())
 	return &managev1.DrainNodeResponse{Replicas: int32(n)}, nil
+}
+
+// recordDrain tells OnDrain (which keeps drains across restarts) that
+// node's drain started or stopped.
+func (s *Service) recordDrain(ctx context.Context, node string, draining bool) error {
+	if s.opts.OnDrain == nil {
+		return nil
+	}
+	if err := s.opts.OnDrain(ctx, node, draining); err != nil {
+		return status.Errorf(codes.Unavailable, "recording the drain of node %q: %v", node, err)
+	}
+	return nil
 }
 
 // RemoveNode forgets a node's declaration and, with revoke, refuses its

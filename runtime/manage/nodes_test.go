@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -168,5 +169,29 @@ func TestCheckNodeEngines(t *testing.T) {
 				t.Errorf("node after the check: reason %q checks %v; want reason %q", n.GetReason(), n.GetEngineChecks(), tt.wantReason)
 			}
 		})
+	}
+}
+
+// TestSuspectNodeState: a node whose session ended shows as suspect, and
+// once silent for the bound, says its replicas are being replaced.
+func TestSuspectNodeState(t *testing.T) {
+	s, _ := newService(t)
+	ctx := context.Background()
+	now := time.Unix(1000, 0)
+	s.opts.Fleet.SetClock(func() time.Time { return now })
+	id := s.opts.Fleet.Connect(&agentv1.Hello{Inventory: &agentv1.Inventory{}}, "gpu01", nil, false, nopConn{})
+	s.opts.Fleet.Disconnect("gpu01", id)
+	n, err := s.GetNode(ctx, &managev1.GetNodeRequest{Id: "gpu01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.GetState() != "suspect" || n.GetReason() != "agent disconnected" {
+		t.Fatalf("node after its session ended: %s %q, want suspect, agent disconnected", n.GetState(), n.GetReason())
+	}
+	now = now.Add(7 * time.Second)
+	s.opts.Fleet.ExpireSilent(6 * time.Second)
+	n, _ = s.GetNode(ctx, &managev1.GetNodeRequest{Id: "gpu01"})
+	if n.GetState() != "suspect" || n.GetReason() != "agent disconnected; its replicas are being replaced elsewhere" {
+		t.Fatalf("node silent for 7s: %s %q", n.GetState(), n.GetReason())
 	}
 }

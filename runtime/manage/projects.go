@@ -86,6 +86,11 @@ func projectFromProto(p *managev1.Project) (store.Project, error) {
 	}
 	slices.Sort(models)
 	models = slices.Compact(models)
+	for field, h := range map[string]*int32{"threads_retain_hours": p.ThreadsRetainHours, "memory_retain_hours": p.MemoryRetainHours} {
+		if h != nil && *h < 0 {
+			return store.Project{}, invalid("project "+p.GetName()+" "+field, "must not be negative (0 keeps nothing)")
+		}
+	}
 	return store.Project{Name: p.GetName(), RPM: p.GetRpm(), TPM: p.GetTpm(), AllowedModels: models}, nil
 }
 
@@ -128,7 +133,47 @@ func (s *Service) getProject(ctx context.Context, name, op string) (*managev1.Pr
 	if err != nil {
 		return nil, tenancyError(op, err)
 	}
-	return s.projectProto(p, live[name]), nil
+	out := s.projectProto(p, live[name])
+	if err := s.readRetention(ctx, out); err != nil {
+		return nil, tenancyError(op, err)
+	}
+	return out, nil
+}
+
+// retentionKinds are a project's content retentions and their fields.
+var retentionKinds = []struct {
+	kind  string
+	field func(*managev1.Project) **int32
+}{
+	{store.ContentThreads, func(p *managev1.Project) **int32 { return &p.ThreadsRetainHours }},
+	{store.ContentMemory, func(p *managev1.Project) **int32 { return &p.MemoryRetainHours }},
+}
+
+// readRetention fills a project's retention fields from the store.
+func (s *Service) readRetention(ctx context.Context, p *managev1.Project) error {
+	for _, k := range retentionKinds {
+		h, err := s.opts.Store.Retention(ctx, p.GetName(), k.kind)
+		if err != nil {
+			return err
+		}
+		v := int32(h)
+		*k.field(p) = &v
+	}
+	return nil
+}
+
+// writeRetention stores the retention fields a client sent; an absent
+// one is left as it is.
+func (s *Service) writeRetention(ctx context.Context, p *managev1.Project) error {
+	for _, k := range retentionKinds {
+		if h := *k.field(p); h != nil {
+			if err := s.opts.Store.SetRetention(ctx, p.GetName(), k.kind, int(*h)); err != nil {
+				return err
+			}
+			s.log.Info("project content retention set", "project", p.GetName(), "kind", k.kind, "hours", *h)
+		}
+	}
+	return nil
 }
 
 // CreateProject creates a project.
@@ -142,6 +187,9 @@ func (s *Service) CreateProject(ctx context.Context, req *managev1.CreateProject
 			return nil, status.Errorf(codes.AlreadyExists, "project %q already exists (import it instead)", p.Name)
 		}
 		return nil, tenancyError("creating project "+p.Name, err)
+	}
+	if err := s.writeRetention(ctx, req.GetProject()); err != nil {
+		return nil, tenancyError("setting the retention of project "+p.Name, err)
 	}
 	s.log.Info("project created", "project", p.Name, "rpm", p.RPM, "tpm", p.TPM)
 	s.tenancyChanged(p.Name)
@@ -161,6 +209,9 @@ func (s *Service) UpdateProject(ctx context.Context, req *managev1.UpdateProject
 	}
 	if err := s.opts.Store.UpdateProject(ctx, p); err != nil {
 		return nil, tenancyError("updating project "+p.Name, err)
+	}
+	if err := s.writeRetention(ctx, req.GetProject()); err != nil {
+		return nil, tenancyError("setting the retention of project "+p.Name, err)
 	}
 	s.log.Info("project updated", "project", p.Name, "rpm", p.RPM, "tpm", p.TPM)
 	s.tenancyChanged(p.Name)
@@ -189,7 +240,11 @@ func (s *Service) ListProjects(ctx context.Context, _ *managev1.ListProjectsRequ
 	}
 	out := &managev1.ListProjectsResponse{}
 	for _, p := range list {
-		out.Projects = append(out.Projects, s.projectProto(p, live[p.Name]))
+		pp := s.projectProto(p, live[p.Name])
+		if err := s.readRetention(ctx, pp); err != nil {
+			return nil, tenancyError("listing projects", err)
+		}
+		out.Projects = append(out.Projects, pp)
 	}
 	return out, nil
 }

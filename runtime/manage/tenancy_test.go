@@ -505,3 +505,36 @@ func TestTenancyChangesReachAdmission(t *testing.T) {
 		t.Errorf("announced %v, want %v", changed, want)
 	}
 }
+
+// TestProjectRetention: a project's content retentions are set on create
+// and update, left as they are when a request does not name them (an
+// older client, or ctl's update), refused when negative, and read back.
+func TestProjectRetention(t *testing.T) {
+	s, st := newTenancyService(t, true, nil)
+	ctx := context.Background()
+	h := func(v int32) *int32 { return &v }
+	p, err := s.CreateProject(ctx, &managev1.CreateProjectRequest{Project: &managev1.Project{Name: "team-a", ThreadsRetainHours: h(24)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.GetThreadsRetainHours() != 24 || p.MemoryRetainHours == nil || p.GetMemoryRetainHours() != 0 {
+		t.Fatalf("created = %v", p)
+	}
+	if hours, _ := st.Retention(ctx, "team-a", store.ContentThreads); hours != 24 {
+		t.Fatalf("stored threads retention %d", hours)
+	}
+	p, err = s.UpdateProject(ctx, &managev1.UpdateProjectRequest{Project: &managev1.Project{Name: "team-a", Rpm: 5}})
+	if err != nil || p.GetThreadsRetainHours() != 24 {
+		t.Fatalf("an update without retention changed it: %v, %v", p, err)
+	}
+	p, err = s.UpdateProject(ctx, &managev1.UpdateProjectRequest{Project: &managev1.Project{Name: "team-a", ThreadsRetainHours: h(0), MemoryRetainHours: h(720)}})
+	if err != nil || p.GetThreadsRetainHours() != 0 || p.GetMemoryRetainHours() != 720 {
+		t.Fatalf("updated = %v, %v", p, err)
+	}
+	_, err = s.UpdateProject(ctx, &managev1.UpdateProjectRequest{Project: &managev1.Project{Name: "team-a", MemoryRetainHours: h(-1)}})
+	wantCode(t, err, codes.InvalidArgument, "memory_retain_hours", "must not be negative")
+	list, err := s.ListProjects(ctx, &managev1.ListProjectsRequest{})
+	if err != nil || list.GetProjects()[1].GetMemoryRetainHours() != 720 {
+		t.Fatalf("list = %v, %v", list, err)
+	}
+}

@@ -38,6 +38,19 @@ type Options struct {
 	Endpoints Endpoints
 	// Grace is how long a node may go without a heartbeat before it is lost.
 	Grace time.Duration
+	// SuspectAfter is how long a node may go unheard before its replicas
+	// are replaced elsewhere (they keep serving until it is lost); a node
+	// whose session ends is suspect at once (it takes no new work) and its
+	// replicas are replaced once it stays away this long. Zero: a third of
+	// Grace.
+	SuspectAfter time.Duration
+	// Routing, when set, is told each model's routing policy and whether
+	// it loads on demand, and is asked what was demanded of each model:
+	// min-0 models are placed when asked for and stopped when idle, and
+	// models scale between scaling.min and scaling.max with their load.
+	Routing Routing
+	// Autoscale tunes that scaling; zero fields take DefaultAutoscale's.
+	Autoscale Autoscale
 	// Interval is the period of the background pass; changes trigger a pass
 	// sooner.
 	Interval time.Duration
@@ -54,16 +67,25 @@ type Options struct {
 	// live replicas whenever that set changes (the server records it for
 	// its next start).
 	OnLiveReplicas func(ids []string)
+	// StallAfter is how long a needed replica must fail to place, with
+	// nothing freeing room, before Stalled and DrainBlocked report it
+	// (DefaultStallAfter when zero).
+	StallAfter time.Duration
 }
 
 // Reconciler drives the fleet towards the catalog.
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
-	// backoffMu guards backoff, which the management API reads.
+	// backoffMu guards backoff and stalls, which the management API reads.
 	backoffMu sync.Mutex
 	backoff   map[string]backoff
-	routed    map[string]bool
+	// stalls are the models whose needed replica did not place in the
+	// last pass that tried (stall.go).
+	stalls map[string]stall
+	// freeing is set during a pass in which room may appear by itself.
+	freeing bool
+	routed  map[string]bool
 	// holdLogged records that the placement hold was announced.
 	holdLogged bool
 	// holding is true while placement waits for expected replicas.
@@ -76,6 +98,22 @@ type Reconciler struct {
 	// and updated as replicas are placed; nil when the fleet changed in a
 	// way it does not follow (a replica retired or failed).
 	placing *scheduler.Fleet
+
+	// What scaling.go keeps: per model, the replica count decided between
+	// min and max; replacements owed for replicas lost with their node
+	// (placed whatever the backoff); replicas being stopped to make room;
+	// when the reconciler started (the idle clock of models nobody asked
+	// for since); the ready replicas seen, and each model's last measured
+	// load time.
+	scaling   map[string]*scaleState
+	owed      map[string]int
+	evicting  map[string]bool
+	started   time.Time
+	readySeen map[string]bool
+	loadTime  map[string]time.Duration
+	// inflight is the requests in flight per replica, read from Routing
+	// once per pass.
+	inflight map[string]int64
 }
 
 type backoff struct {
@@ -92,13 +130,21 @@ func New(opts Options) *Reconciler {
 	if opts.Grace <= 0 {
 		opts.Grace = 30 * time.Second
 	}
+	if opts.SuspectAfter <= 0 {
+		opts.SuspectAfter = opts.Grace / 3
+	}
+	opts.Autoscale = opts.Autoscale.withDefaults()
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, routed: map[string]bool{}}
+	if opts.StallAfter <= 0 {
+		opts.StallAfter = DefaultStallAfter
+	}
+	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{},
+		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}}
 }
 
 // Run reconciles until ctx ends.
@@ -113,6 +159,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 		case <-t.C:
 		case <-r.opts.Fleet.Changed():
 		case <-r.opts.Catalog.Changed():
+		case <-r.demanded():
 		}
 	}
 }
@@ -134,12 +181,17 @@ func (r *Reconciler) Pass() {
 	for _, id := range r.opts.Fleet.ExpireLost(r.opts.Grace) {
 		r.log.Warn("node lost", "node", id, "grace", r.opts.Grace.String())
 	}
-	entries := r.opts.Catalog.List()
+	for _, id := range r.opts.Fleet.ExpireSilent(r.opts.SuspectAfter) {
+		r.log.Warn("node silent: its replicas are being replaced", "node", id, "after", r.opts.SuspectAfter.String())
+	}
+	entries := byPriority(r.opts.Catalog.List())
+	r.readInflight()
 	byName := make(map[string]models.Entry, len(entries))
 	for _, e := range entries {
 		byName[e.Model.Name] = e
 	}
 	now := r.opts.Now()
+	r.forgetStalls(byName)
 	endpoints := map[string][]router.Endpoint{}
 	var live []string
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
@@ -147,6 +199,7 @@ func (r *Reconciler) Pass() {
 		defer func() { r.placing = nil }()
 		r.holding = r.holdPlacement(tx, now)
 		r.retire(tx, byName, now)
+		r.freeing = fleetFreeing(tx)
 		for _, rep := range tx.Replicas() {
 			if e, ok := byName[rep.Model]; ok {
 				followRouting(rep, e)
@@ -155,6 +208,7 @@ func (r *Reconciler) Pass() {
 		for _, e := range entries {
 			r.scale(tx, e, now)
 		}
+		r.noteReady(tx, now)
 		for _, rep := range tx.Replicas() {
 			if rep.Live() {
 				live = append(live, rep.ID)
@@ -177,6 +231,7 @@ func (r *Reconciler) Pass() {
 		r.live = live
 		r.opts.OnLiveReplicas(slices.Clone(live))
 	}
+	r.configureRouting(entries, now)
 	if r.opts.Endpoints != nil {
 		for name := range byName {
 			r.opts.Endpoints.SetEndpoints(name, endpoints[name])
@@ -221,6 +276,12 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			r.log.Warn("replica failed", "model", rep.Model, "replica", rep.ID, "error", rep.Error)
 			r.stopShards(tx, rep, "replica failed: "+rep.Error)
 			r.retireReplica(tx, rep, now)
+			if rep.NodeFailed {
+				// Not the replica's fault: no backoff, and its
+				// replacement is placed whatever backoff the model has.
+				r.owed[rep.Model]++
+				continue
+			}
 			r.backoffMu.Lock()
 			b := r.backoff[rep.Model]
 			b.failures++
@@ -268,11 +329,14 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 	}
 }
 
-// onDrainingNode reports whether a shard of rep runs on a draining node: such
-// a replica is replaced like an outdated one, the replacement ready first.
+// onDrainingNode reports whether a shard of rep runs on a draining node or
+// one silent for SuspectAfter: such a replica is replaced like an outdated
+// one, the replacement ready first (a silent node's replicas keep serving
+// meanwhile, and if the node is heard from again first, the replacement is
+// the one above the count, and is stopped).
 func onDrainingNode(tx *fleet.Tx, rep *fleet.Replica) bool {
 	for _, s := range rep.Shards {
-		if n := tx.Node(s.Node); n != nil && n.Draining {
+		if n := tx.Node(s.Node); n != nil && (n.Draining || n.Silent) {
 			return true
 		}
 	}
@@ -355,7 +419,7 @@ func (r *Reconciler) stopShards(tx *fleet.Tx, rep *fleet.Replica, reason string)
 // scale places replicas up to scaling.min for the current generation and,
 // once enough of them are ready, retires the rest.
 func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
-	want := e.Model.Scaling.Min
+	want, why := r.desired(tx, e, now)
 	var current, currentReady, old []*fleet.Replica
 	for _, rep := range tx.Replicas() {
 		if rep.Model != e.Model.Name || !rep.Live() {
@@ -376,14 +440,39 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	r.backoffMu.Lock()
 	until := r.backoff[e.Model.Name].until
 	r.backoffMu.Unlock()
-	if len(current) < want && !now.Before(until) {
-		for i := len(current); i < want; i++ {
-			rep, ok := r.place(tx, e, now)
+	// Replacements for replicas lost with their node, or on a node now
+	// silent, wait for no backoff the model earned elsewhere.
+	owed := r.owed[e.Model.Name]
+	for _, rep := range old {
+		if rep.Generation == e.Generation && onDrainingNode(tx, rep) {
+			owed++
+		}
+	}
+	if len(current) < want && (owed > 0 || !now.Before(until)) {
+		var failed *scheduler.Explanation
+		for i := len(current); i < want && (owed > 0 || !now.Before(until)); i++ {
+			rep, ok, expl := r.place(tx, e, now)
 			if !ok {
+				failed = &expl
+				r.evictFor(tx, e, now)
 				break
+			}
+			owed--
+			if r.owed[e.Model.Name] > 0 {
+				r.owed[e.Model.Name]--
 			}
 			current = append(current, rep)
 		}
+		if failed != nil {
+			r.noteStall(tx, e, true, *failed, len(current), old, now)
+		} else {
+			r.noteStall(tx, e, false, scheduler.Explanation{}, 0, nil, now)
+		}
+	} else if len(current) >= want {
+		r.noteStall(tx, e, false, scheduler.Explanation{}, 0, nil, now)
+	}
+	if len(current) >= want {
+		delete(r.owed, e.Model.Name)
 	}
 	if len(currentReady) >= want {
 		for _, rep := range old {
@@ -393,11 +482,15 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		}
 	}
 	if extra := len(current) - want; extra > 0 {
-		// Retire the least useful first: not ready, then newest.
+		// Retire the least useful first: not ready, then the fewest
+		// requests in flight, then newest.
 		sort.SliceStable(current, func(i, j int) bool {
 			ri, rj := current[i].State == fleet.ReplicaReady, current[j].State == fleet.ReplicaReady
 			if ri != rj {
 				return !ri
+			}
+			if fi, fj := r.inflight[current[i].ID], r.inflight[current[j].ID]; fi != fj {
+				return fi < fj
 			}
 			return current[i].Created.After(current[j].Created)
 		})
@@ -405,8 +498,8 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			if rep.State == fleet.ReplicaReady && len(currentReady) <= want {
 				break
 			}
-			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "above scaling.min")
-			r.stopShards(tx, rep, "scaled down")
+			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", why)
+			r.stopShards(tx, rep, "scaled down: "+why)
 			r.retireReplica(tx, rep, now)
 			if rep.State == fleet.ReplicaReady {
 				currentReady = currentReady[:len(currentReady)-1]
@@ -420,7 +513,9 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 // the pass's view to.
 var rebuildEachPlacement = false
 
-func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.Replica, bool) {
+// place places one replica of e; when none places it returns the
+// scheduler's explanation.
+func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.Replica, bool, scheduler.Explanation) {
 	if r.placing == nil || rebuildEachPlacement {
 		r.placing = scheduler.NewFleet(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()))
 	}
@@ -428,7 +523,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 	plan := r.placing.Place(d)
 	if !plan.Placed {
 		r.log.Debug("model not placed", "model", e.Model.Name, "why", plan.Explanation.String())
-		return nil, false
+		return nil, false, plan.Explanation
 	}
 	rep := &fleet.Replica{
 		ID:         newID("r"),
@@ -440,6 +535,11 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 	}
 	// Every shard carries the profile itself; its nodes is the world size.
 	profile := specpb.ProfileToProto(plan.Profile)
+	fetched := false
+	if src, err := spec.ParseSource(e.Model.Source); err == nil && src.Fetched() {
+		fetched = true
+	}
+	var placedNodes []string
 	for _, sp := range plan.Shards {
 		gpus := make([]int32, len(sp.GPUIndices))
 		for i, g := range sp.GPUIndices {
@@ -457,9 +557,13 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 			ModelGeneration: e.Generation,
 			Profile:         profile,
 		}
+		if fetched {
+			start.WeightsPeers = weightsPeers(tx, sp.NodeID, e.Model.Source, placedNodes)
+		}
+		placedNodes = append(placedNodes, sp.NodeID)
 		rep.Shards = append(rep.Shards, &fleet.Shard{
 			ID: start.ShardId, Rank: sp.Rank, Node: sp.NodeID, GPUs: append([]int(nil), sp.GPUIndices...),
-			State: agentv1.ShardState_SHARD_STATE_STARTING, Start: start,
+			State: agentv1.ShardState_SHARD_STATE_STARTING, Start: start, Source: e.Model.Source,
 		})
 	}
 	tx.Add(rep)
@@ -470,15 +574,16 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 	if err := tx.Send(r0.Node, startMsg(r0.Start)); err != nil {
 		r.placing = nil // a failed replica no longer counts for spreading
 		tx.Fail(rep, "starting shard "+r0.ID+" on "+r0.Node+": "+err.Error())
-		return rep, true
+		return rep, true, scheduler.Explanation{}
 	}
 	r0.Sent = true
+	r.fetchAhead(tx, rep, e.Model.Source)
 	nodes := make([]string, len(rep.Shards))
 	for i, s := range rep.Shards {
 		nodes[i] = s.Node
 	}
 	r.log.Info("replica placed", "model", rep.Model, "replica", rep.ID, "profile", rep.Profile.Name, "nodes", nodes, "fabric", rep.Fabric)
-	return rep, true
+	return rep, true, scheduler.Explanation{}
 }
 
 func startMsg(s *agentv1.StartShard) *agentv1.ControlMessage {
@@ -522,4 +627,74 @@ func newID(prefix string) string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// fetchAhead asks the nodes of a multi-node replica's workers to fetch the
+// weights now, while rank 0 fetches and starts: a worker's StartShard comes
+// only once rank 0 has its rendezvous address, and would otherwise begin
+// its download then. A node that misses the message fetches when its shard
+// starts, as it would have.
+func (r *Reconciler) fetchAhead(tx *fleet.Tx, rep *fleet.Replica, source string) {
+	if len(rep.Shards) < 2 {
+		return
+	}
+	if src, err := spec.ParseSource(source); err != nil || !src.Fetched() {
+		return
+	}
+	for _, s := range rep.Shards[1:] {
+		msg := &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_FetchWeights{FetchWeights: &agentv1.FetchWeights{Source: source, Reason: "worker " + s.ID + " of replica " + rep.ID, Peers: s.Start.GetWeightsPeers()}}}
+		if err := tx.Send(s.Node, msg); err != nil {
+			r.log.Debug("fetch ahead not delivered", "node", s.Node, "shard", s.ID, "err", err)
+		}
+	}
+}
+
+// maxWeightsPeers bounds the peers a node is told to ask before the source.
+const maxWeightsPeers = 3
+
+// weightsPeers are the nodes of node's fabric a fetch of source asks before
+// the source itself: first those whose cache holds it, then those fetching
+// it (a live shard of that source, or a shard of this replica placed
+// before, named in placedNow), each serving peers. A node outside any
+// fabric asks no one: the fabric is what makes a peer near.
+func weightsPeers(tx *fleet.Tx, node, source string, placedNow []string) []*agentv1.WeightsPeer {
+	nodes := tx.Nodes()
+	fabric := ""
+	for _, n := range nodes {
+		if n.ID == node {
+			fabric = n.Fabric()
+		}
+	}
+	if fabric == "" {
+		return nil
+	}
+	fetching := map[string]bool{}
+	for _, id := range placedNow {
+		fetching[id] = true
+	}
+	for _, r := range tx.Replicas() {
+		if !r.Live() {
+			continue
+		}
+		for _, s := range r.Shards {
+			if s.Source == source && s.State != agentv1.ShardState_SHARD_STATE_STOPPED && s.State != agentv1.ShardState_SHARD_STATE_FAILED {
+				fetching[s.Node] = true
+			}
+		}
+	}
+	var holders, others []*agentv1.WeightsPeer
+	for _, n := range nodes {
+		if n.ID == node || !n.Connected || n.PeerAddress == "" || n.Fabric() != fabric {
+			continue
+		}
+		p := &agentv1.WeightsPeer{Node: n.ID, Address: n.PeerAddress}
+		switch {
+		case n.Holds(source):
+			holders = append(holders, p)
+		case fetching[n.ID]:
+			others = append(others, p)
+		}
+	}
+	out := append(holders, others...)
+	return out[:min(len(out), maxWeightsPeers)]
 }

@@ -542,3 +542,83 @@ func TestRoutingEditKeepsReplicasAndReweighs(t *testing.T) {
 		t.Fatalf("the original stopped before its replacement was ready: %v", stops)
 	}
 }
+
+// TestWorkersFetchAheadOfRank0: placing a multi-node replica of a fetched
+// source asks the worker's node to fetch the weights at once, beside rank
+// 0's start, not after rank 0's rendezvous; a source nobody fetches asks
+// nothing.
+func TestWorkersFetchAheadOfRank0(t *testing.T) {
+	m := twoNodeModel()
+	m.Source = "http://mirror:8081/big/v1/"
+	h := newHarness(t, m)
+	h.rec.Pass()
+	var r0node string
+	for n, ss := range h.startsFor("sim-2node") {
+		r0node = n
+		if len(ss) != 1 || ss[0].GetRank() != 0 {
+			t.Fatalf("starts %v", ss)
+		}
+	}
+	for n, c := range h.conns {
+		var fetches []string
+		c.mu.Lock()
+		for _, msg := range c.sent {
+			if f := msg.GetFetchWeights(); f != nil {
+				fetches = append(fetches, f.GetSource())
+			}
+		}
+		c.mu.Unlock()
+		worker := n != r0node && n != "node03"
+		if worker && (len(fetches) != 1 || fetches[0] != m.Source) {
+			t.Errorf("worker node %s was asked to fetch %v, want %s once", n, fetches, m.Source)
+		}
+		if !worker && len(fetches) != 0 {
+			t.Errorf("node %s was asked to fetch %v", n, fetches)
+		}
+	}
+
+	h2 := newHarness(t, twoNodeModel())
+	h2.rec.Pass()
+	for n, c := range h2.conns {
+		for _, msg := range c.sent {
+			if msg.GetFetchWeights() != nil {
+				t.Errorf("node %s asked to fetch a sim:// source", n)
+			}
+		}
+	}
+}
+
+// TestPlacementPrefersTheNodeHoldingTheWeights: of two otherwise equal
+// nodes, the one whose weights cache reports the model's source gets the
+// replica, whichever sorts first.
+func TestPlacementPrefersTheNodeHoldingTheWeights(t *testing.T) {
+	m := chatModel()
+	m.Source = "http://mirror:8081/chat/v1/w.gguf"
+	for _, holder := range []string{"node01", "node03"} {
+		h := newHarness(t, m)
+		h.fleet.Heartbeat(holder, &agentv1.Heartbeat{WeightsCache: &agentv1.WeightsCache{Entries: []*agentv1.CacheEntry{{Key: spec.WeightsKey(m.Source), Source: m.Source, SizeBytes: 1 << 30}}}})
+		h.rec.Pass()
+		starts := h.startsFor("sim-chat")
+		if len(starts[holder]) != 1 || len(starts) != 1 {
+			t.Errorf("holder %s: starts %v, want the replica there", holder, starts)
+		}
+	}
+}
+
+// TestDiskIsTheWeightsCaches: min_disk_gb is checked against the free space
+// of the filesystem holding the node's weights cache when the node reports
+// it, not the state directory's.
+func TestDiskIsTheWeightsCaches(t *testing.T) {
+	m := chatModel()
+	m.Source = "http://mirror:8081/chat/v1/w.gguf"
+	m.Profiles[0].MinDiskGB = 100
+	h := newHarness(t, m)
+	for _, n := range []string{"node01", "node02"} {
+		h.fleet.Heartbeat(n, &agentv1.Heartbeat{WeightsCache: &agentv1.WeightsCache{DiskFreeBytes: 10 << 30, DiskTotalBytes: 500 << 30}})
+	}
+	h.rec.Pass()
+	starts := h.startsFor("sim-chat")
+	if len(starts) != 1 || len(starts["node03"]) != 1 {
+		t.Errorf("starts %v: want the replica on node03, the only node whose weights disk has 100 GB free", starts)
+	}
+}

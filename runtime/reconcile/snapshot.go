@@ -37,6 +37,9 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 			sn.NotReadyReason = "draining"
 		case n.State == fleet.NodeLost:
 			sn.NotReadyReason = "lost: " + n.Reason
+		case n.Suspect:
+			sn.Ready = false
+			sn.NotReadyReason = "suspect: " + n.SuspectReason
 		case !n.Connected:
 			sn.NotReadyReason = "agent disconnected"
 		case n.State != fleet.NodeReady:
@@ -52,6 +55,10 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 			sn.MemoryBytes = inv.GetMemoryTotalBytes()
 			sn.FreeMemoryBytes = inv.GetMemoryAvailableBytes()
 			sn.DiskFreeBytes = inv.GetDiskFreeBytes()
+			if wc := inv.GetWeightsCache(); wc.GetDiskTotalBytes() > 0 {
+				// Where fetched weights land: what min_disk_gb is about.
+				sn.DiskFreeBytes = wc.GetDiskFreeBytes()
+			}
 			for _, e := range inv.GetEngines() {
 				if e.GetAvailable() {
 					sn.Engines[e.GetEngine()] = true
@@ -73,6 +80,11 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 			}
 			for _, mf := range inv.GetModels() {
 				sn.ModelsPresent = append(sn.ModelsPresent, mf.GetPath(), mf.GetName())
+			}
+			// The sources the node's weights cache holds, as written in
+			// the catalog: a fetched source matches by its own text.
+			for _, e := range inv.GetWeightsCache().GetEntries() {
+				sn.ModelsPresent = append(sn.ModelsPresent, e.GetSource())
 			}
 		}
 		snap.Nodes = append(snap.Nodes, sn)

@@ -21,6 +21,18 @@ type Checker interface {
 	Check(n *Node, p spec.Profile) (ok bool, reason string)
 }
 
+// DemandChecker is a Checker whose verdict also depends on the demand;
+// Place asks CheckDemand instead of Check when a checker has it.
+type DemandChecker interface {
+	CheckDemand(n *Node, p spec.Profile, d Demand) (ok bool, reason string)
+}
+
+// holdsWeights reports whether n already holds d's weights (Node.ModelsPresent
+// names Demand.Source).
+func holdsWeights(n *Node, d Demand) bool {
+	return d.Source != "" && slices.Contains(n.ModelsPresent, d.Source)
+}
+
 // DefaultCheckers returns the feasibility chain Place uses, cheapest and
 // most fundamental first, so a node's reason is the first thing to fix.
 func DefaultCheckers() []Checker {
@@ -172,8 +184,18 @@ func (MemoryChecker) Check(n *Node, p spec.Profile) (bool, string) {
 	return false, fmt.Sprintf("%s GB free memory, needs %d GB", formatGB(n.FreeMemoryBytes), p.MinMemoryGB)
 }
 
-// DiskChecker refuses nodes with less free disk than MinDiskGB.
+// DiskChecker refuses nodes with less free disk than MinDiskGB; with the
+// demand (CheckDemand), only nodes that do not already hold its weights,
+// which need no room for them.
 type DiskChecker struct{}
+
+// CheckDemand implements DemandChecker.
+func (c DiskChecker) CheckDemand(n *Node, p spec.Profile, d Demand) (bool, string) {
+	if holdsWeights(n, d) {
+		return true, ""
+	}
+	return c.Check(n, p)
+}
 
 // Name implements Checker.
 func (DiskChecker) Name() string { return "disk" }

@@ -252,7 +252,7 @@ func (f *Fleet) choose(d Demand, p spec.Profile) []candidate {
 		return slices.ContainsFunc(cands, func(c candidate) bool { return c.node == &f.nodes[i] })
 	}
 	consider := func(i int) bool {
-		if !f.feasible(i, p) {
+		if !f.feasible(i, p, d) {
 			return false
 		}
 		gpus, _ := f.state[i].pick(p)
@@ -311,7 +311,7 @@ func (f *Fleet) choose(d Demand, p spec.Profile) []candidate {
 
 // feasible is the default checker chain's verdict on node i, without the
 // reason.
-func (f *Fleet) feasible(i int, p spec.Profile) bool {
+func (f *Fleet) feasible(i int, p spec.Profile, d Demand) bool {
 	n := &f.nodes[i]
 	if !n.Ready || !n.Engines[p.Engine] {
 		return false
@@ -322,7 +322,7 @@ func (f *Fleet) feasible(i int, p spec.Profile) bool {
 	if _, ok := f.state[i].pick(p); !ok {
 		return false
 	}
-	if n.FreeMemoryBytes < gb(p.MinMemoryGB) || n.DiskFreeBytes < gb(p.MinDiskGB) {
+	if n.FreeMemoryBytes < gb(p.MinMemoryGB) || (n.DiskFreeBytes < gb(p.MinDiskGB) && !holdsWeights(n, d)) {
 		return false
 	}
 	for k, want := range p.Labels {

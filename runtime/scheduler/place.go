@@ -106,11 +106,14 @@ func (sc Scheduler) evaluate(nodes []*Node, d Demand, p spec.Profile) (ProfileEx
 	var feasible []candidate
 	for i, n := range nodes {
 		v := NodeVerdict{NodeID: n.ID}
-		if reason := sc.refusal(n, p); reason != "" {
+		if reason := sc.refusal(n, p, d); reason != "" {
 			v.Reason = reason
 		} else {
 			gpus, _ := pickGPUs(n, p)
 			v.Feasible = true
+			if holdsWeights(n, d) {
+				v.Reason = "holds the weights"
+			}
 			v.Score = sc.score(n, p, d, gpus)
 			feasible = append(feasible, candidate{node: n, gpus: gpus, score: v.Score})
 		}
@@ -165,9 +168,15 @@ func placedSummary(pl *placement, p spec.Profile) string {
 }
 
 // refusal returns why n cannot hold a shard of p, or "" when it can.
-func (sc Scheduler) refusal(n *Node, p spec.Profile) string {
+func (sc Scheduler) refusal(n *Node, p spec.Profile, d Demand) string {
 	for _, c := range sc.Checkers {
-		if ok, reason := c.Check(n, p); !ok {
+		ok, reason := false, ""
+		if dc, isDC := c.(DemandChecker); isDC {
+			ok, reason = dc.CheckDemand(n, p, d)
+		} else {
+			ok, reason = c.Check(n, p)
+		}
+		if !ok {
 			if reason == "" {
 				reason = "refused by " + c.Name()
 			}

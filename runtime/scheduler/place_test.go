@@ -195,6 +195,20 @@ func TestPlace(t *testing.T) {
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
 			summary:  "placed on node02 (gpus 0,1)",
+			reasons:  map[string]string{"node01": "", "node02": "holds the weights"},
+		},
+		{
+			name: "min_disk_gb only where the weights are absent",
+			nodes: []Node{
+				with(node("node01", "a100-80g", 8), func(n *Node) { n.DiskFreeBytes = 10 << 30 }),
+				with(node("node02", "a100-80g", 8), func(n *Node) { n.DiskFreeBytes = 10 << 30; n.ModelsPresent = []string{"hf://org/m"} }),
+			},
+			profiles: []spec.Profile{with2(tp2, func(p *spec.Profile) { p.MinDiskGB = 100 })},
+			source:   "hf://org/m",
+			profile:  "tp2",
+			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
+			summary:  "placed on node02 (gpus 0,1)",
+			reasons:  map[string]string{"node01": "10 GB free disk, needs 100 GB", "node02": "holds the weights"},
 		},
 		{
 			name: "spread prefers a node without a replica of the model",
@@ -279,7 +293,7 @@ func TestPlace(t *testing.T) {
 				if i > 0 && last.Nodes[i-1].NodeID >= v.NodeID {
 					t.Errorf("verdicts not sorted by id: %s before %s", last.Nodes[i-1].NodeID, v.NodeID)
 				}
-				if v.Feasible == (v.Reason != "") {
+				if !v.Feasible && v.Reason == "" || v.Feasible && v.Reason != "" && v.Reason != "holds the weights" {
 					t.Errorf("%s: feasible %v with reason %q", v.NodeID, v.Feasible, v.Reason)
 				}
 				if want, ok := tt.reasons[v.NodeID]; ok && v.Reason != want {

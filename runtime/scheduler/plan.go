@@ -59,7 +59,11 @@ func Verify(s Snapshot, d Demand, plan Plan) error {
 			if _, free := c.(FreeGPUsChecker); free {
 				continue
 			}
-			if ok, reason := c.Check(n, p); !ok {
+			ok, reason := c.Check(n, p)
+			if dc, isDC := c.(DemandChecker); isDC {
+				ok, reason = dc.CheckDemand(n, p, d)
+			}
+			if !ok {
 				return fmt.Errorf("%s: %s", where, reason)
 			}
 		}

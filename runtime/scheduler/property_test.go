@@ -107,12 +107,13 @@ func oracleFree(n Node) map[string][]int {
 	return free
 }
 
-// oracleFeasible decides by brute force whether n can hold a shard of p.
+// oracleFeasible decides by brute force whether n can hold a shard of p
+// (for the demand of source "src": min_disk_gb counts only where it is absent).
 func oracleFeasible(n Node, p spec.Profile) bool {
 	if !n.Ready || !n.Engines[p.Engine] {
 		return false
 	}
-	if n.FreeMemoryBytes < uint64(p.MinMemoryGB)<<30 || n.DiskFreeBytes < uint64(p.MinDiskGB)<<30 {
+	if n.FreeMemoryBytes < uint64(p.MinMemoryGB)<<30 || (n.DiskFreeBytes < uint64(p.MinDiskGB)<<30 && !slices.Contains(n.ModelsPresent, "src")) {
 		return false
 	}
 	for k, v := range p.Labels {

@@ -124,7 +124,8 @@ type NodeVerdict struct {
 	NodeID string
 	// Feasible reports whether the node passed every checker.
 	Feasible bool
-	// Reason says why the node was refused; empty when feasible.
+	// Reason says why the node was refused; for a feasible node it is
+	// empty, or "holds the weights" when the node already holds them.
 	Reason string
 	// Score is the node's rank score in [0, 1]; 0 when infeasible.
 	Score float64

@@ -322,6 +322,12 @@ func (h *ha) followOnce(ctx context.Context) error {
 		return nil // elected meanwhile: the reconciler's routes rule
 	}
 	h.followedAt = time.Now()
+	for _, e := range h.s.Catalog.List() {
+		// The model's routing profile applies here too. A standby does not
+		// load models on demand: the leader never hears what it is asked.
+		policy, _ := router.Policy(e.Model.RoutingProfile)
+		h.s.Router.SetModel(e.Model.Name, router.ModelConfig{Policy: policy})
+	}
 	if fs.Value == h.routesRaw && h.hasRoutes {
 		return nil
 	}

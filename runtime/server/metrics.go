@@ -14,6 +14,9 @@ func (s *Server) setupMetrics() error {
 		return err
 	}
 	s.observer = obs
+	if err := s.Metrics.Register(s.Router.Collector()); err != nil {
+		return err
+	}
 	return s.Metrics.Register(metrics.NewFleetCollector(metrics.FleetOptions{Fleet: s.Fleet, Models: s.catalogModels}))
 }
 

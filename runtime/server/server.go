@@ -5,6 +5,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +36,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/runtime/router/probe"
 	"github.com/llmgw/llmgw/runtime/sourcecheck"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/runtime/tenancy"
@@ -153,7 +156,12 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.Reconciler = reconcile.New(reconcile.Options{
-		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: haEndpoints{s}, Grace: cfg.Agents.Grace, Logger: s.log,
+		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: haEndpoints{s}, Routing: s.Router, Grace: cfg.Agents.Grace, Logger: s.log,
+		// The agents' own bound: a session silent for three heartbeats is
+		// replaced by the node's next one; its node is suspect from then.
+		SuspectAfter: 3 * cfg.Agents.HeartbeatInterval,
+		Autoscale: reconcile.Autoscale{UpLoad: cfg.Autoscale.UpLoad, UpAfter: cfg.Autoscale.UpAfter,
+			DownLoad: cfg.Autoscale.DownLoad, DownAfter: cfg.Autoscale.DownAfter, EvictAfter: cfg.Autoscale.EvictAfter},
 		Expected: expected, HoldPlacementUntil: time.Now().Add(cfg.Agents.Settle), OnLiveReplicas: s.recordLiveReplicas,
 	})
 
@@ -180,18 +188,35 @@ func (s *Server) build(ctx context.Context) error {
 	// Tenancy: limits and budgets at admission, a usage row per request.
 	// Both price with the same Prices; the recorder is made first, as
 	// admission counts its unwritten rows against budgets.
+	// On PostgreSQL, which several control planes may share, limits and
+	// budgets are counted in slices leased from the store; on SQLite (one
+	// control plane) in memory.
 	prices := tenancy.Prices{Models: s.Catalog, Default: cfg.Auth.DefaultPrice}
-	s.recorder = tenancy.NewRecorder(tenancy.RecorderOptions{
+	var shared *tenancy.Shared
+	if store.SharesLimits(s.Store) {
+		sl := cfg.SharedLimits
+		// The holder is this process: a restarted control plane does not
+		// inherit the slices its predecessor leased (they expire).
+		var id [8]byte
+		_, _ = rand.Read(id[:])
+		shared = &tenancy.Shared{Store: s.Store, Holder: hex.EncodeToString(id[:]),
+			BudgetSlice: sl.BudgetSlice, RateSlice: sl.RateSlice, TTL: sl.SliceTTL, Idle: sl.IdleReturn}
+	}
+	ropts := tenancy.RecorderOptions{
 		Store:      s.Store,
 		Price:      prices.Cost,
 		Logger:     s.log,
 		Registerer: s.Metrics.Registerer(),
-	})
+	}
+	if shared != nil {
+		ropts.Holder = shared.Holder
+	}
+	s.recorder = tenancy.NewRecorder(ropts)
 	s.admission = tenancy.NewAdmission(tenancy.Options{
 		Store: s.Store, Models: s.Catalog, Pending: s.recorder,
 		DefaultRPM: cfg.Auth.DefaultRPM, DefaultTPM: cfg.Auth.DefaultTPM,
 		DefaultMaxTokens: cfg.Auth.DefaultMaxTokens, DefaultPrice: cfg.Auth.DefaultPrice,
-		CacheTTL: cfg.Auth.KeyCacheTTL, Logger: s.log,
+		CacheTTL: cfg.Auth.KeyCacheTTL, Logger: s.log, Shared: shared,
 	})
 	s.warnUnpricedBudgets(ctx, prices)
 	if err := s.Metrics.Register(s.admission.Collector()); err != nil {
@@ -222,6 +247,8 @@ func (s *Server) build(ctx context.Context) error {
 		BodyTimeout:           cfg.Timeouts.ClientBody,
 		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
 		GenerationTimeout:     cfg.Timeouts.Generation,
+		StreamIdleTimeout:     cfg.Timeouts.StreamIdle,
+		ColdStartWait:         coldStartWait(cfg.Timeouts.ColdStartWait),
 		Logger:                s.log.With("component", "gateway"),
 	}, gateway.Deps{
 		Catalog:   catalogView{s.Catalog},
@@ -231,6 +258,8 @@ func (s *Server) build(ctx context.Context) error {
 		// A usage row per request; requests, latency, tokens and
 		// admission outcomes as metrics.
 		Observer: gateway.Observers{s.recorder, s.observer},
+		// Stored responses of projects that keep conversations.
+		Content: s.Store,
 		// Serving once the reconciler drives the fleet (after a restart:
 		// once the engines that were running have been reported again), or,
 		// on a standby, while it follows the leader's routes.
@@ -296,6 +325,11 @@ func (s *Server) release() {
 	if s.recorder != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = s.recorder.Close(ctx)
+		cancel()
+	}
+	if s.admission != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.admission.Close(ctx)
 		cancel()
 	}
 	if s.gateway != nil {
@@ -496,7 +530,7 @@ func (s *Server) Run(ctx context.Context) error {
 	electCtx, stopElection := context.WithCancel(context.Background())
 	defer stopElection()
 	go s.ha.el.Run(electCtx)
-	wg.Add(3)
+	wg.Add(5)
 	go func() {
 		defer wg.Done()
 		s.ha.follow(ctx)
@@ -504,6 +538,16 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		s.ha.publish(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		pruneContent(ctx, s.Store, PruneEvery, time.Now, s.log)
+	}()
+	go func() {
+		defer wg.Done()
+		// Replicas the gateway took out after a failed connection return
+		// when their engines answer; engines' load feeds the routing.
+		probe.New(probe.Options{Router: s.Router, Logger: s.log}).Run(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -538,6 +582,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.recorder.Close(flushCtx); err != nil {
 		s.log.Error("writing usage at shutdown", "err", err)
 	}
+	// Give back the slices of shared limits, now that what they were
+	// spent on is recorded.
+	s.admission.Close(flushCtx)
 	flushDone()
 	_ = s.metricsSrv.Shutdown(shutdownCtx)
 	_ = s.pprofSrv.Shutdown(shutdownCtx)
@@ -561,6 +608,15 @@ func stopGracefully(srv *grpc.Server, timeout time.Duration) {
 	case <-time.After(timeout):
 		srv.Stop()
 	}
+}
+
+// coldStartWait is timeouts.cold_start_wait as the gateway takes it: 0
+// there means its default, so "answer at once" is negative.
+func coldStartWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // ErrLeadershipLost is Run's error when this control plane stopped

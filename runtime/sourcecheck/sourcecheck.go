@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -79,7 +80,22 @@ func (c *Checker) Check(ctx context.Context, raw string) (warning string, err er
 		method, target = http.MethodGet, src.URL.String()
 	case spec.SourceHF:
 		hf = true
-		target = c.hfEndpoint() + "/" + src.Repo + "/resolve/main/" + src.Path
+		rev := src.Revision
+		if rev == "" {
+			rev = "main"
+		}
+		if src.Path == "" {
+			// A whole revision: the hub's model info for it.
+			method, target = http.MethodGet, c.hfEndpoint()+"/api/models/"+src.Repo+"/revision/"+url.PathEscape(rev)
+		} else {
+			target = c.hfEndpoint() + "/" + src.Repo + "/resolve/" + url.PathEscape(rev) + "/" + src.Path
+		}
+	case spec.SourceS3:
+		// The credentials and endpoint are the nodes' (AWS_* in their
+		// environment), not the control plane's.
+		w := fmt.Sprintf("source %s: check skipped: s3:// sources are read with the nodes' credentials, which the control plane does not hold", raw)
+		log.Debug("source check skipped", "source", raw)
+		return w, nil
 	}
 	asked := method + " " + target
 	timeout := c.Timeout

@@ -20,7 +20,7 @@ func TestCheck(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		asked = append(asked, r.Method+" "+r.URL.Path)
 		switch r.URL.Path {
-		case "/m/v/weights.bin", "/m/v/", "/org/repo/resolve/main/f.gguf":
+		case "/m/v/weights.bin", "/m/v/", "/org/repo/resolve/main/f.gguf", "/org/repo/resolve/v2/f.gguf", "/api/models/org/repo/revision/main":
 			w.WriteHeader(http.StatusOK)
 		case "/gone.bin":
 			w.WriteHeader(http.StatusGone)
@@ -41,12 +41,12 @@ func TestCheck(t *testing.T) {
 
 	c := &Checker{HFEndpoint: srv.URL, Timeout: 200 * time.Millisecond}
 	ctx := context.Background()
-	for _, src := range []string{srv.URL + "/m/v/weights.bin", srv.URL + "/m/v/", "hf:org/repo/f.gguf", "sim://chat", "/models/x.gguf", "Org/Name", ""} {
+	for _, src := range []string{srv.URL + "/m/v/weights.bin", srv.URL + "/m/v/", "hf:org/repo/f.gguf", "hf:org/repo@v2/f.gguf", "hf:org/repo", "sim://chat", "/models/x.gguf", "Org/Name", ""} {
 		if w, err := c.Check(ctx, src); w != "" || err != nil {
 			t.Errorf("%q: warning %q, err %v; want neither", src, w, err)
 		}
 	}
-	if want := []string{"HEAD /m/v/weights.bin", "GET /m/v/", "HEAD /org/repo/resolve/main/f.gguf"}; strings.Join(asked, ",") != strings.Join(want, ",") {
+	if want := []string{"HEAD /m/v/weights.bin", "GET /m/v/", "HEAD /org/repo/resolve/main/f.gguf", "HEAD /org/repo/resolve/v2/f.gguf", "GET /api/models/org/repo/revision/main"}; strings.Join(asked, ",") != strings.Join(want, ",") {
 		t.Errorf("asked %v, want %v", asked, want)
 	}
 	for _, tc := range []struct{ src, status string }{
@@ -54,6 +54,7 @@ func TestCheck(t *testing.T) {
 		{srv.URL + "/m/nope/", "404 Not Found"},
 		{srv.URL + "/gone.bin", "410 Gone"},
 		{"hf:org/nope/f.gguf", "404 Not Found"},
+		{"hf:org/repo@v9", "404 Not Found"},
 	} {
 		w, err := c.Check(ctx, tc.src)
 		var miss *MissError
@@ -70,6 +71,7 @@ func TestCheck(t *testing.T) {
 		{srv.URL + "/slow.bin", "no answer within 200ms"},
 		{srv.URL + "/broken.bin", "502 Bad Gateway"},
 		{"hf:gated/repo/f.gguf", "no hub token"},
+		{"s3://bucket/m/w.gguf", "nodes' credentials"},
 	} {
 		w, err := c.Check(ctx, tc.src)
 		if err != nil || !strings.Contains(w, "check skipped") || !strings.Contains(w, tc.says) || !strings.Contains(w, tc.src) {

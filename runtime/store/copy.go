@@ -25,14 +25,19 @@ var copyTables = []string{
 	"budgets",
 	"users",
 	"usage_records",
+	"content_retention",
+	"stored_responses",
+	"threads",
+	"memory_notes",
 	"node_drains",
 }
 
 // liveTables hold what running control planes coordinate with (the leader
 // lease, who is running, the routes the leader published): they describe
 // the processes on the source, not the installation, and are not copied;
-// the control planes on the destination write them again.
-var liveTables = []string{"leader_leases", "control_planes", "fleet_state"}
+// the control planes on the destination write them again (quota_slices:
+// the slices of limits and budgets they lease).
+var liveTables = []string{"leader_leases", "control_planes", "fleet_state", "quota_slices"}
 
 // seedRows matches, per table, the rows a migration puts into a new store.
 // They do not make a destination non-empty, and Copy replaces them with the

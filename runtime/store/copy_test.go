@@ -63,6 +63,11 @@ func fill(t *testing.T, s store.Store) (apiKey, adminToken string) {
 	must("UpdateProject default", s.UpdateProject(ctx, store.Project{Name: store.DefaultProject, TPM: 5}))
 	must("PutBudget", s.PutBudget(ctx, store.Budget{Project: "research", Period: store.PeriodMonth, Amount: 12.5, OnExhausted: store.OnExhaustedFallback, FallbackModel: "llama"}))
 	must("PutBudget", s.PutBudget(ctx, store.Budget{Project: store.DefaultProject, Period: store.PeriodDay, Amount: 1, OnExhausted: store.OnExhaustedRefuse}))
+	must("SetRetention", s.SetRetention(ctx, "research", store.ContentThreads, 24))
+	must("PutResponse", s.PutResponse(ctx, store.StoredResponse{Project: "research", ID: "resp_1", Model: "llama",
+		Body: []byte(`{"id":"resp_1"}`), History: []byte(`[]`), CreatedAt: at, ExpiresAt: later}))
+	must("PutThread", s.PutThread(ctx, "research", "t1", []byte(`[]`), later))
+	must("PutNote", s.PutNote(ctx, store.Note{Project: "research", Agent: "bot", ID: "n1", Text: "x", CreatedAt: at, UpdatedAt: at, ExpiresAt: later}))
 
 	apiKey, prefix, hash := spec.NewAPIKey()
 	must("CreateAPIKey", s.CreateAPIKey(ctx, store.APIKey{ID: "key-live", Name: "live", Prefix: prefix, Hash: hash, Project: "research", RPM: 7, TPM: 70, CreatedAt: at, ExpiresAt: &later}))
@@ -204,7 +209,8 @@ func TestCopyRoundTripThroughPostgres(t *testing.T) {
 	t.Cleanup(func() { pg.Close() })
 	counts := copyStore(t, pg, src)
 	wantCounts := map[string]int64{"models": 2, "api_keys": 2, "admin_tokens": 3, "nodes": 2, "node_revocations": 1,
-		"meta": 2, "fabrics": 1, "projects": 2, "budgets": 2, "users": 2, "usage_records": usageRows, "node_drains": 0}
+		"meta": 2, "fabrics": 1, "projects": 2, "budgets": 2, "users": 2, "usage_records": usageRows, "node_drains": 0,
+		"content_retention": 1, "stored_responses": 1, "threads": 1, "memory_notes": 1}
 	for _, c := range counts {
 		if w, ok := wantCounts[c.Table]; !ok || c.Rows != w {
 			t.Errorf("Copy wrote %d rows to %s, want %d", c.Rows, c.Table, w)

@@ -110,8 +110,12 @@ func (s *sqlStore) DeleteProject(ctx context.Context, name string) error {
 			}
 			return fmt.Errorf("%w: it still has API keys; revoke them first", ErrInUse)
 		}
-		_, err = tx.ExecContext(ctx, s.d.rebind(`DELETE FROM budgets WHERE project = ?`), name)
-		return err
+		for _, table := range []string{"budgets", "content_retention", "stored_responses", "threads", "memory_notes"} {
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM `+table+` WHERE project = ?`), name); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("deleting project %q: %w", name, err)
@@ -365,6 +369,9 @@ func (s *sqlStore) InsertUsage(ctx context.Context, rows []UsageRow) (err error)
 		if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
 			return fmt.Errorf("recording %d usage rows: %w", len(rows), err)
 		}
+	}
+	if err := s.chargeSlices(ctx, tx, rows); err != nil {
+		return fmt.Errorf("recording %d usage rows: %w", len(rows), err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("recording %d usage rows: %w", len(rows), err)

@@ -53,7 +53,9 @@ type Store interface {
 	MetaStore
 	FabricStore
 	TenancyStore
+	ContentStore
 	LeaseStore
+	QuotaStore
 	// Close releases the database. The Store must not be used afterwards.
 	Close() error
 }

@@ -145,6 +145,10 @@ type UsageRow struct {
 	Latency          time.Duration
 	TTFT             time.Duration
 	Stream           bool
+	// Holder, when set, is the control plane whose budget slices the
+	// row's cost is charged to (QuotaStore), in the same transaction as
+	// the row. It is not stored.
+	Holder string
 }
 
 // UsageQuery selects usage rows. Zero fields do not filter; Until is

@@ -9,10 +9,11 @@
 // request ends. So N parallel requests can never together pass a limit or
 // spend past a budget: each one sees the others' reservations.
 //
-// The counters live in this process. They are kept per subject (key,
-// project, budget) behind small types so that they can later be leased in
-// slices from PostgreSQL by several gateways (DESIGN.md, "Growing past one
-// machine").
+// The counters are kept per subject (key, project, budget). On one control
+// plane they live in this process; with Options.Shared, each subject is
+// also bounded by a slice this control plane leases from the store, so
+// that several control planes (or gateways) on one PostgreSQL never pass a
+// limit or a budget together (shared.go).
 package tenancy
 
 import (
@@ -70,6 +71,10 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
+	// Shared, when set, shares limits and budgets with the other control
+	// planes on the store (shared.go); nil counts them in this process
+	// alone. Call Close to give its slices back.
+	Shared *Shared
 }
 
 // Admission implements gateway.Admission.
@@ -88,6 +93,16 @@ type Admission struct {
 	// overshoot counts, per model, the tokens engines reported beyond
 	// what was reserved (never charged).
 	overshoot map[overshootKey]int64
+
+	// shared, when set, counts limits and budgets in slices leased from
+	// the store (shared.go); slices are this process's, by subject.
+	shared     *Shared
+	slices     map[string]*slice
+	stopUpkeep context.CancelFunc
+	upkeepDone chan struct{}
+	// refreshed is when the ledgers last read the spend of every control
+	// plane (shared.go; the upkeep goroutine's alone).
+	refreshed time.Time
 }
 
 // NewAdmission returns an Admission.
@@ -115,6 +130,26 @@ func NewAdmission(opts Options) *Admission {
 		prices:    Prices{Models: opts.Models, Default: opts.DefaultPrice},
 	}
 	a.dir = newDirectory(opts.Store, opts.CacheTTL, opts.Now, a.log)
+	if sh := opts.Shared; sh != nil {
+		c := *sh
+		if c.BudgetSlice <= 0 {
+			c.BudgetSlice = DefaultSliceFraction
+		}
+		if c.RateSlice <= 0 {
+			c.RateSlice = DefaultSliceFraction
+		}
+		if c.TTL <= 0 {
+			c.TTL = DefaultSliceTTL
+		}
+		if c.Idle <= 0 {
+			c.Idle = DefaultSliceIdle
+		}
+		a.shared, a.slices = &c, map[string]*slice{}
+		var ctx context.Context
+		ctx, a.stopUpkeep = context.WithCancel(context.Background())
+		a.upkeepDone = make(chan struct{})
+		go a.upkeep(ctx)
+	}
 	return a
 }
 
@@ -299,6 +334,33 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 
 	prompt := a.promptBound(model, req)
 	perChoice := a.perChoice(model, req)
+	var grown map[growKey]bool
+	for attempt := 0; ; attempt++ {
+		t, gs, err := a.admitOnce(p, proj, model, req, a.now(), prompt, perChoice, grown)
+		if len(gs) == 0 || attempt == 4 {
+			return t, err
+		}
+		// Shared limits: this control plane's slices are short; lease
+		// more (a store round trip once per slice, not per request) and
+		// decide again.
+		if grown == nil {
+			grown = map[growKey]bool{}
+		}
+		for _, g := range gs {
+			grown[growKey{g.s, g.fallback}] = true
+		}
+		if err := a.grow(ctx, gs); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// admitOnce decides a request under the admission lock and reserves it.
+// With shared limits it may instead return the slices that are too short
+// (never grown yet for this request), with the refusal to give if they
+// cannot grow.
+func (a *Admission) admitOnce(p request.Principal, proj projectInfo, model string, req request.Info, now time.Time,
+	prompt int64, perChoice int, grown map[growKey]bool) (request.Ticket, []growth, error) {
 	completion := a.completionCap(perChoice, req)
 	worst := prompt + completion
 	sec := now.Unix()
@@ -320,6 +382,8 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 		check{&pm.requests, limitOf(proj.project.RPM, a.opts.DefaultRPM), false, "project", p.Project},
 		check{&pm.tokens, limitOf(proj.project.TPM, a.opts.DefaultTPM), true, "project", p.Project})
 
+	var gs []growth
+	var used []*slice
 	for _, c := range checks {
 		if c.limit <= 0 {
 			continue
@@ -329,17 +393,38 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 			need = worst
 		}
 		if need > c.limit {
-			return nil, &request.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
+			return nil, nil, &request.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
 				Reason: "limit", Header: rateHeaders(checks, sec), Message: fmt.Sprintf(
 					"the request may use up to %d tokens (prompt estimate %d + max_tokens %d), more than the limit of %d tokens per minute of %s; lower max_tokens",
 					need, prompt, completion, c.limit, c.whose())}
 		}
 		if wait := c.w.wait(sec, need, c.limit); wait > 0 {
-			return nil, &request.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
+			return nil, nil, &request.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
 				Reason: "limit", Header: rateHeaders(checks, sec), RetryAfter: wait, Message: fmt.Sprintf(
 					"rate limit of %s reached: %d %s per minute; used %d, this request needs %d; retry in %s",
 					c.whose(), c.limit, c.kind(), c.w.sum(sec), need, wait)}
 		}
+		if a.shared == nil {
+			continue
+		}
+		// Shared: the request must also fit this control plane's slice
+		// of the limit.
+		sl := a.sliceFor(rateSubject(c), c.w, "", time.Time{})
+		used = append(used, sl)
+		if sl.room(now, false) >= float64(need) {
+			continue
+		}
+		if grown[growKey{sl, false}] {
+			return nil, nil, &request.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
+				Reason: "limit", Header: rateHeaders(checks, sec), RetryAfter: a.shared.Idle, Message: fmt.Sprintf(
+					"rate limit of %s reached: %d %s per minute over all control planes; this one may use %d more, this request needs %d; retry in %s",
+					c.whose(), c.limit, c.kind(), max(int64(sl.room(now, false)), 0), need, a.shared.Idle)}
+		}
+		gs = append(gs, growth{s: sl, extra: float64(need), limit: float64(c.limit)})
+	}
+	if len(gs) > 0 {
+		return nil, gs, &request.Rejection{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
+			Reason: "limit", RetryAfter: a.shared.Idle, Message: "rate limit reached over all control planes; retry shortly"}
 	}
 
 	// Budgets: every budget of the project must hold the worst case of
@@ -351,10 +436,28 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 			continue // loaded above; deleted meanwhile
 		}
 		l.roll(now)
-		lines = append(lines, budgetLine{budget: b, ledger: l, fallback: a.canonical(b.FallbackModel)})
+		bl := budgetLine{budget: b, ledger: l, fallback: a.canonical(b.FallbackModel), now: now}
+		if a.shared != nil {
+			start := PeriodStart(b.Period, now)
+			bl.sl = a.sliceFor(store.BudgetSubject(p.Project, b.Period, start), nil, p.Project, start)
+		}
+		lines = append(lines, bl)
 	}
 	served := model
 	cost := a.price(model).Cost(prompt, completion)
+	if a.shared != nil {
+		// A slice too short for the model asked for grows before a
+		// fallback is considered.
+		for i := range lines {
+			if bl := &lines[i]; !bl.fits(cost, "", false) && !grown[growKey{bl.sl, false}] {
+				gs = append(gs, growth{s: bl.sl, extra: cost, limit: bl.budget.Amount})
+			}
+		}
+		if len(gs) > 0 {
+			return nil, gs, &request.Rejection{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "budget_exceeded",
+				Reason: "budget", Message: fmt.Sprintf("a budget of project %q is spent over all control planes", p.Project)}
+		}
+	}
 	if len(lines) > 0 {
 		fbPerChoice := perChoice
 		fallbackCost := func(fb string) float64 {
@@ -365,8 +468,18 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 		}
 		d := decideBudgets(lines, cost, fallbackCost, func(m string) bool { return a.allowed(proj.project, m) })
 		if d.refused != nil {
-			return nil, &request.Rejection{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "budget_exceeded",
+			rej := &request.Rejection{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "budget_exceeded",
 				Reason: "budget", Message: budgetMessage(p.Project, d)}
+			if a.shared != nil && d.fallbackTried != "" {
+				fbCost := fallbackCost(d.fallbackTried)
+				for i := range lines {
+					bl := &lines[i]
+					if !bl.fits(fbCost, d.fallbackTried, true) && !grown[growKey{bl.sl, true}] {
+						gs = append(gs, growth{s: bl.sl, extra: fbCost, limit: bl.limitFor(d.fallbackTried, true), fallback: true})
+					}
+				}
+			}
+			return nil, gs, rej
 		}
 		if d.served != "" {
 			served, cost, perChoice = d.served, d.cost, fbPerChoice
@@ -396,7 +509,17 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 		l.reserve(cost)
 	}
 	t.ledgers = held
-	return t, nil
+	for _, sl := range used {
+		sl.used = now
+	}
+	for _, bl := range lines {
+		if bl.sl != nil {
+			bl.sl.reserved += cost
+			bl.sl.used = now
+			t.slices = append(t.slices, bl.sl)
+		}
+	}
+	return t, nil, nil
 }
 
 func money(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
@@ -447,8 +570,10 @@ type ticket struct {
 	worst   int64
 	cost    float64
 	windows []*window
-	// ledgers hold this request's reservation.
+	// ledgers hold this request's reservation, and so do slices when
+	// limits are shared.
 	ledgers []*ledger
+	slices  []*slice
 	// prompt and completion are the worst case reserved; maxTokens is the
 	// completion per choice it covers.
 	prompt, completion int64
@@ -504,10 +629,22 @@ func (t *ticket) Settle(u request.Usage) request.Usage {
 		for _, l := range t.ledgers {
 			l.release(t.cost)
 		}
+		for _, sl := range t.slices {
+			if sl.reserved -= t.cost; sl.reserved < 1e-9 {
+				sl.reserved = 0
+			}
+		}
 		for _, period := range []string{store.PeriodDay, store.PeriodMonth, store.PeriodTotal} {
 			if l := t.a.ledgers[ledgerKey{t.project, period}]; l != nil {
 				l.roll(now)
 				l.charge(actual)
+			}
+			// The usage row charges this control plane's slice of each
+			// budget the project has; so does this.
+			if t.a.shared != nil {
+				if sl := t.a.slices[store.BudgetSubject(t.project, period, PeriodStart(period, now))]; sl != nil {
+					sl.consumed += actual
+				}
 			}
 		}
 		t.charged = u

@@ -34,6 +34,21 @@ type budgetLine struct {
 	// fallback is the budget's fallback model by its canonical name; ""
 	// when the budget refuses.
 	fallback string
+	// sl, when limits are shared (shared.go), is this control plane's
+	// slice of the budget, which is what a request must fit in; now is
+	// the admission's time.
+	sl  *slice
+	now time.Time
+}
+
+// fits reports whether a request costing cost, served by model, fits the
+// budget: within limitFor locally, within the slice when shared.
+func (bl budgetLine) fits(cost float64, model string, fallback bool) bool {
+	if bl.sl != nil {
+		fb := fallback && bl.budget.OnExhausted == store.OnExhaustedFallback && model == bl.fallback
+		return cost <= bl.sl.room(bl.now, fb)
+	}
+	return bl.used()+cost <= bl.limitFor(model, fallback)
 }
 
 // used is what the budget's period has spent and has reserved for
@@ -72,7 +87,7 @@ func decideBudgets(lines []budgetLine, cost float64, fallbackCost func(model str
 	var via *budgetLine
 	for i := range lines {
 		bl := &lines[i]
-		if bl.used()+cost <= bl.limitFor("", false) {
+		if bl.fits(cost, "", false) {
 			continue
 		}
 		if d.exhausted == nil {
@@ -93,7 +108,7 @@ func decideBudgets(lines []budgetLine, cost float64, fallbackCost func(model str
 	fbCost := fallbackCost(fb)
 	for i := range lines {
 		bl := &lines[i]
-		if bl.used()+fbCost > bl.limitFor(fb, true) {
+		if !bl.fits(fbCost, fb, true) {
 			d.refused, d.fallbackTried = bl, fb
 			return d
 		}

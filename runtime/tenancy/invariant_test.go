@@ -85,17 +85,6 @@ type stack struct {
 // on st, whose project "p" has budget b.
 func newStack(t *testing.T, st store.Store, b store.Budget, overshoot int) *stack {
 	t.Helper()
-	rt := router.New()
-	for _, m := range []string{"big", "small"} {
-		cfg := simengine.Config{ServedModelName: m, DecodeTokensPerSec: 2000, OvershootTokens: overshoot}
-		e, err := simengine.New(cfg, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(e.Handler())
-		t.Cleanup(srv.Close)
-		rt.SetEndpoints(m, []router.Endpoint{{ReplicaID: m + "-1", URL: srv.URL, Weight: 1}})
-	}
 	ctx := t.Context()
 	if err := st.CreateProject(ctx, store.Project{Name: "p"}); err != nil {
 		t.Fatal(err)
@@ -104,9 +93,31 @@ func newStack(t *testing.T, st store.Store, b store.Budget, overshoot int) *stac
 	if err := st.PutBudget(ctx, b); err != nil {
 		t.Fatal(err)
 	}
+	return startStack(t, st, overshoot, 2000, nil, "")
+}
+
+// startStack starts the sim engines (tps tokens a second) and a gateway with admission (options
+// changed by opt, when set) and a recorder writing rows for holder.
+func startStack(t *testing.T, st store.Store, overshoot int, tps float64, opt func(*tenancy.Options), holder string) *stack {
+	t.Helper()
+	rt := router.New()
+	for _, m := range []string{"big", "small"} {
+		cfg := simengine.Config{ServedModelName: m, DecodeTokensPerSec: tps, OvershootTokens: overshoot}
+		e, err := simengine.New(cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(e.Handler())
+		t.Cleanup(srv.Close)
+		rt.SetEndpoints(m, []router.Endpoint{{ReplicaID: m + "-1", URL: srv.URL, Weight: 1}})
+	}
 	s := &stack{st: st}
-	s.admission = tenancy.NewAdmission(tenancy.Options{Store: st, Models: catalog{}})
-	s.recorder = tenancy.NewRecorder(tenancy.RecorderOptions{Store: st, Price: s.admission.Cost})
+	opts := tenancy.Options{Store: st, Models: catalog{}}
+	if opt != nil {
+		opt(&opts)
+	}
+	s.admission = tenancy.NewAdmission(opts)
+	s.recorder = tenancy.NewRecorder(tenancy.RecorderOptions{Store: st, Price: s.admission.Cost, Holder: holder})
 	s.gw = gateway.New(gateway.Config{}, gateway.Deps{Catalog: catalog{}, Auth: auth{}, Routes: rt,
 		Admission: s.admission, Observer: s.recorder})
 	srv := httptest.NewServer(s.gw.Handler())

@@ -24,17 +24,7 @@ type ledger struct {
 
 // PeriodStart returns the start of the period that holds t: UTC midnight,
 // the first of the UTC month, or the zero time for a total budget.
-func PeriodStart(period string, t time.Time) time.Time {
-	t = t.UTC()
-	switch period {
-	case store.PeriodDay:
-		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-	case store.PeriodMonth:
-		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
-	default:
-		return time.Unix(0, 0).UTC()
-	}
-}
+func PeriodStart(period string, t time.Time) time.Time { return store.PeriodStart(period, t) }
 
 // PeriodEnd returns when the period starting at start ends; false for a
 // total budget, which never resets.

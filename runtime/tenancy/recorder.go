@@ -40,6 +40,10 @@ type RecorderOptions struct {
 	Logger        *slog.Logger
 	// Registerer receives the recorder's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+	// Holder, with shared limits, is this control plane's slice holder
+	// (Shared.Holder): each row's cost moves from its budget slices to the
+	// recorded spend as the row is written.
+	Holder string
 }
 
 // Recorder is a gateway.Observer that writes a usage row per request in
@@ -97,9 +101,11 @@ func NewRecorder(opts RecorderOptions) *Recorder {
 }
 
 // Observe implements gateway.Observer: requests nobody authenticated are
-// no one's usage and are not recorded.
+// no one's usage and are not recorded, nor are requests that named no model
+// of the catalog (an unknown model's 404, a body with no model): they used
+// no model, and a row with an empty model only puzzles (issue 18).
 func (r *Recorder) Observe(rec request.Record) {
-	if rec.Principal.Project == "" {
+	if rec.Principal.Project == "" || rec.Model == "" {
 		return
 	}
 	row := store.UsageRow{
@@ -116,6 +122,7 @@ func (r *Recorder) Observe(rec request.Record) {
 		Latency:          rec.Latency,
 		TTFT:             rec.TTFT,
 		Stream:           rec.Stream,
+		Holder:           r.opts.Holder,
 	}
 	if r.opts.Price != nil && rec.Model != "" {
 		row.Cost = r.opts.Price(rec.Model, row.PromptTokens, row.CompletionTokens)

@@ -53,6 +53,8 @@ func TestRecorderBatchesAndFlushesOnClose(t *testing.T) {
 		r.Observe(record("p", i))
 	}
 	r.Observe(request.Record{Status: 401}) // unauthenticated: no one's usage
+	// An unknown model's 404: no model was used, no row (issue 18).
+	r.Observe(request.Record{Principal: request.Principal{KeyID: "k", Project: "p"}, Status: 404, Endpoint: "/v1/chat/completions", RequestID: "r404"})
 	if got := r.PendingCost("p", time.Time{}); got != 100*3+4950 {
 		t.Errorf("PendingCost = %v", got)
 	}

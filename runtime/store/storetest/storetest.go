@@ -54,9 +54,15 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UsageInsertAndQuery", testUsageInsertAndQuery},
 		{"UsageLargeBatch", testUsageLargeBatch},
 		{"ProjectDeleteRacesKeyCreate", testProjectDeleteRacesKeyCreate},
+		{"ContentRetention", testContentRetention},
+		{"StoredResponses", testStoredResponses},
+		{"Threads", testThreads},
+		{"MemoryNotes", testMemoryNotes},
 		{"LeaseTakeover", testLeaseTakeover},
 		{"LeaseRace", testLeaseRace},
 		{"DrainsAndControlPlanes", testDrainsAndControlPlanes},
+		{"QuotaSlices", testQuotaSlices},
+		{"QuotaSliceRace", testQuotaSliceRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,4 +1,10 @@
-package fetch
+// Package weightsrv is an HTTP server following the mirror's byte protocol
+// (GET <model>/<version>/<path> with Range, Content-Length and
+// X-Llmgw-Sha256; GET <model>/<version>/ for a set's manifest) that can
+// misbehave on demand: cut connections at chosen or random offsets, ignore
+// Range, corrupt a byte, hold answers, answer an error status. Tests of
+// the downloader and of the agent's weights cache share it.
+package weightsrv
 
 import (
 	"bytes"
@@ -14,38 +20,40 @@ import (
 	"time"
 )
 
-// testMirror follows the mirror's byte protocol: GET <model>/<version>/<path>
+// Server follows the mirror's byte protocol: GET <model>/<version>/<path>
 // answers the file with Range support, Content-Length and X-Llmgw-Sha256;
 // GET <model>/<version>/ answers the set's manifest. It can cut a
 // connection after a random number of bytes, ignore Range, corrupt a byte,
 // and hold answers until released; it counts what it served.
-type testMirror struct {
-	t     *testing.T
-	files map[string][]byte // "model/version/path" -> bytes
+type Server struct {
+	t     testing.TB
+	Files map[string][]byte // "model/version/path" -> bytes
 
-	mu   sync.Mutex
-	cuts int // connections still to cut
-	// plan, when set, is how many bytes each next answer sends before its
+	Mu   sync.Mutex
+	Cuts int // connections still to cut
+	// Plan, when set, is how many bytes each next answer sends before its
 	// connection is cut, in order.
-	plan        []int64
+	Plan        []int64
 	rng         *rand.Rand
-	ignoreRange bool
-	corrupt     bool
-	hold        chan struct{}
+	IgnoreRange bool
+	Corrupt     bool
+	Hold        chan struct{}
 	requests    map[string]int
 	ranges      []string
 	served      int64
-	status      int // when set, every file request is answered with it
+	Status      int // when set, every file request is answered with it
 }
 
-func newTestMirror(t *testing.T) (*testMirror, *httptest.Server) {
-	m := &testMirror{t: t, files: map[string][]byte{}, rng: rand.New(rand.NewPCG(1, 2)), requests: map[string]int{}}
+// New starts a server, closed when the test ends.
+func New(t testing.TB) (*Server, *httptest.Server) {
+	m := &Server{t: t, Files: map[string][]byte{}, rng: rand.New(rand.NewPCG(1, 2)), requests: map[string]int{}}
 	srv := httptest.NewServer(m)
 	t.Cleanup(srv.Close)
 	return m, srv
 }
 
-func randomBytes(n int, seed uint64) []byte {
+// RandomBytes returns n bytes generated from seed.
+func RandomBytes(n int, seed uint64) []byte {
 	r := rand.New(rand.NewPCG(seed, seed))
 	b := make([]byte, n)
 	for i := range b {
@@ -54,18 +62,19 @@ func randomBytes(n int, seed uint64) []byte {
 	return b
 }
 
-func sum(b []byte) string {
+// SHA256 is the lowercase hex sha256 of b.
+func SHA256(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }
 
-func (m *testMirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (m *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := strings.TrimPrefix(r.URL.Path, "/")
-	m.mu.Lock()
+	m.Mu.Lock()
 	m.requests[p]++
-	hold := m.hold
-	status := m.status
-	m.mu.Unlock()
+	hold := m.Hold
+	status := m.Status
+	m.Mu.Unlock()
 	if hold != nil {
 		<-hold
 	}
@@ -73,7 +82,7 @@ func (m *testMirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.manifest(w, p)
 		return
 	}
-	body, ok := m.files[p]
+	body, ok := m.Files[p]
 	if !ok {
 		http.NotFound(w, r)
 		return
@@ -82,24 +91,24 @@ func (m *testMirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "test says no", status)
 		return
 	}
-	m.mu.Lock()
+	m.Mu.Lock()
 	if rg := r.Header.Get("Range"); rg != "" {
 		m.ranges = append(m.ranges, rg)
 	}
 	cut := int64(-1)
-	if len(m.plan) > 0 {
-		cut, m.plan = m.plan[0], m.plan[1:]
-	} else if m.cuts > 0 && len(body) >= 64 {
-		m.cuts--
+	if len(m.Plan) > 0 {
+		cut, m.Plan = m.Plan[0], m.Plan[1:]
+	} else if m.Cuts > 0 && len(body) >= 64 {
+		m.Cuts--
 		cut = 1 + m.rng.Int64N(int64(len(body))/8) // five cuts still leave bytes to serve
 	}
-	ignore, corrupt := m.ignoreRange, m.corrupt
-	m.mu.Unlock()
+	ignore, corrupt := m.IgnoreRange, m.Corrupt
+	m.Mu.Unlock()
 	if corrupt {
 		body = bytes.Clone(body)
 		body[len(body)/2] ^= 0xff
 	}
-	w.Header().Set("X-Llmgw-Sha256", sum(m.files[p]))
+	w.Header().Set("X-Llmgw-Sha256", SHA256(m.Files[p]))
 	if ignore {
 		r.Header.Del("Range")
 	}
@@ -107,7 +116,7 @@ func (m *testMirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(body))
 }
 
-func (m *testMirror) manifest(w http.ResponseWriter, prefix string) {
+func (m *Server) manifest(w http.ResponseWriter, prefix string) {
 	type file struct {
 		Path   string `json:"path"`
 		Size   int64  `json:"size"`
@@ -119,9 +128,9 @@ func (m *testMirror) manifest(w http.ResponseWriter, prefix string) {
 		Version string `json:"version"`
 		Files   []file `json:"files"`
 	}{Model: parts[0], Version: parts[1]}
-	for p, b := range m.files {
+	for p, b := range m.Files {
 		if rest, ok := strings.CutPrefix(p, prefix); ok {
-			out.Files = append(out.Files, file{Path: rest, Size: int64(len(b)), SHA256: sum(b)})
+			out.Files = append(out.Files, file{Path: rest, Size: int64(len(b)), SHA256: SHA256(b)})
 		}
 	}
 	if len(out.Files) == 0 {
@@ -136,7 +145,7 @@ func (m *testMirror) manifest(w http.ResponseWriter, prefix string) {
 // drops the connection once left bytes went out.
 type cutWriter struct {
 	http.ResponseWriter
-	m    *testMirror
+	m    *Server
 	left int64
 }
 
@@ -145,9 +154,9 @@ func (c *cutWriter) Write(b []byte) (int, error) {
 		b = b[:c.left]
 	}
 	n, err := c.ResponseWriter.Write(b)
-	c.m.mu.Lock()
+	c.m.Mu.Lock()
 	c.m.served += int64(n)
-	c.m.mu.Unlock()
+	c.m.Mu.Unlock()
 	if c.left >= 0 {
 		c.left -= int64(n)
 		if c.left == 0 {
@@ -158,8 +167,23 @@ func (c *cutWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (m *testMirror) count(p string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// Count is how many requests asked for p (model/version/path).
+func (m *Server) Count(p string) int {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
 	return m.requests[p]
+}
+
+// Ranges are the Range headers of the file requests, in order.
+func (m *Server) Ranges() []string {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	return append([]string(nil), m.ranges...)
+}
+
+// Served is how many body bytes went out.
+func (m *Server) Served() int64 {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	return m.served
 }

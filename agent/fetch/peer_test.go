@@ -1,0 +1,216 @@
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/pki"
+	"github.com/llmgw/llmgw/testkit/weightsrv"
+)
+
+// peerPKI makes a CA and node certificates; tlsFor gives a node's peer TLS.
+func peerPKI(t *testing.T, nodes ...string) func(node string) (server, client func(string) *tls.Config) {
+	dir := t.TempDir()
+	if _, _, err := pki.InitCA(dir, pki.CAOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if _, _, err := pki.IssueNode(dir, n, dir, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func(node string) (func(string) *tls.Config, func(string) *tls.Config) {
+		s, c, err := PeerTLS(filepath.Join(dir, "ca.pem"), filepath.Join(dir, node+".pem"), filepath.Join(dir, node+"-key.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, c
+	}
+}
+
+// servePeer serves h over TLS as node's peer listener; its address.
+func servePeer(t *testing.T, h http.Handler, tlsCfg *tls.Config) (*httptest.Server, string) {
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = tlsCfg
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, srv.Listener.Addr().String()
+}
+
+// TestPeerFetch: a node whose peer holds a source takes it from the peer
+// and never asks the source; a node that waits on a peer still fetching
+// gets it from that peer once it landed (the source serves one copy for
+// both); a certificate of another node name is refused.
+func TestPeerFetch(t *testing.T) {
+	m, origin := weightsrv.New(t)
+	body := weightsrv.RandomBytes(700<<10, 31)
+	m.Files["m/v/w.gguf"] = body
+	m.Files["s/v/a.bin"] = weightsrv.RandomBytes(10<<10, 32)
+	m.Files["s/v/sub/b.bin"] = weightsrv.RandomBytes(20<<10, 33)
+	tlsFor := peerPKI(t, "node01", "node02", "node03")
+	s1, c1 := tlsFor("node01")
+	_, c2 := tlsFor("node02")
+	a := newCache(t, Options{PeerClient: c1})
+	var waiting atomic.Int64 // 503s answered: a peer waiting on a's own fetch
+	peerA := a.PeerHandler()
+	_, addrA := servePeer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		peerA.ServeHTTP(rec, r)
+		if rec.code == http.StatusServiceUnavailable {
+			waiting.Add(1)
+		}
+	}), s1(""))
+	b := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond})
+
+	for _, source := range []string{origin.URL + "/m/v/w.gguf", origin.URL + "/s/v/"} {
+		if _, err := a.Resolve(context.Background(), source, nil); err != nil {
+			t.Fatal(err)
+		}
+		before := m.Count("m/v/w.gguf") + m.Count("s/v/") + m.Count("s/v/a.bin")
+		path, err := b.ResolveFrom(context.Background(), source, []Peer{{Node: "node01", Address: addrA}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after := m.Count("m/v/w.gguf") + m.Count("s/v/") + m.Count("s/v/a.bin"); after != before {
+			t.Errorf("%s: the source was asked %d more times although the peer held it", source, after-before)
+		}
+		if path != strings.Replace(must(a.Resolve(context.Background(), source, nil)), a.opts.Dir, b.opts.Dir, 1) {
+			t.Errorf("%s: path %s is not the peer's layout", source, path)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(b.EntryDir(origin.URL+"/m/v/w.gguf"), "w.gguf")); !bytes.Equal(got, body) {
+		t.Fatal("the file from the peer differs")
+	}
+
+	// A peer still fetching: wait for it, then take its copy.
+	m.Files["n/v/w.gguf"] = weightsrv.RandomBytes(300<<10, 34)
+	m.Mu.Lock()
+	hold := make(chan struct{})
+	m.Hold = hold
+	m.Mu.Unlock()
+	src := origin.URL + "/n/v/w.gguf"
+	aDone := make(chan error, 1)
+	go func() { _, err := a.Resolve(context.Background(), src, nil); aDone <- err }()
+	bDone := make(chan error, 1)
+	c := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: 10 * time.Second})
+	go func() {
+		_, err := c.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
+		bDone <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); m.Count("n/v/w.gguf") != 1 || waiting.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a never waited on the source, or c never waited on a")
+		}
+	}
+	m.Mu.Lock()
+	m.Hold = nil
+	m.Mu.Unlock()
+	close(hold)
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatal(err)
+	}
+	if n := m.Count("n/v/w.gguf"); n != 1 {
+		t.Errorf("the source served %d copies to two nodes, want 1", n)
+	}
+
+	// A peer whose certificate is another node's is refused.
+	_, err := newCache(t, Options{PeerClient: c2}).fromPeer(context.Background(), Peer{Node: "node03", Address: addrA}, Key(src), t.TempDir(), nil)
+	if err == nil || !strings.Contains(err.Error(), `names "node01", not node "node03"`) {
+		t.Errorf("err = %v, want the name mismatch", err)
+	}
+}
+
+func must(s string, err error) string {
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// TestPeerDiesMidTransfer: a peer that goes away after part of a file
+// costs a resume from the source (a Range from the bytes already here),
+// never a restart, and the file lands whole and verified.
+func TestPeerDiesMidTransfer(t *testing.T) {
+	m, origin := weightsrv.New(t)
+	body := weightsrv.RandomBytes(2<<20, 41)
+	m.Files["m/v/w.gguf"] = body
+	source := origin.URL + "/m/v/w.gguf"
+	tlsFor := peerPKI(t, "node01", "node02")
+	s1, _ := tlsFor("node01")
+	_, c2 := tlsFor("node02")
+	a := newCache(t, Options{})
+	if _, err := a.Resolve(context.Background(), source, nil); err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	var srv *httptest.Server
+	inner := a.PeerHandler()
+	srv, addr := servePeer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/") && r.Method == http.MethodGet {
+			// Send 600 KiB of the file, then the node is gone.
+			inner.ServeHTTP(&cutAfter{ResponseWriter: w, left: 600 << 10, sent: &sent, gone: func() { go srv.Close() }}, r)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}), s1(""))
+	b := newCache(t, Options{PeerClient: c2})
+	path, err := b.ResolveFrom(context.Background(), source, []Peer{{Node: "node01", Address: addr}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, body) {
+		t.Fatal("the file differs")
+	}
+	ranges := m.Ranges()
+	if n := m.Count("m/v/w.gguf"); n != 2 || len(ranges) != 1 || ranges[0] != "bytes=614400-" {
+		t.Errorf("source requests %d with ranges %v: want the first fetch, then one resume from the 600 KiB the peer sent", n, ranges)
+	}
+	if sent.Load() != 600<<10 {
+		t.Errorf("peer sent %d bytes", sent.Load())
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// cutAfter sends left bytes, then aborts the connection and calls gone.
+type cutAfter struct {
+	http.ResponseWriter
+	left int64
+	sent *atomic.Int64
+	gone func()
+}
+
+func (c *cutAfter) Write(b []byte) (int, error) {
+	if int64(len(b)) > c.left {
+		b = b[:c.left]
+	}
+	n, err := c.ResponseWriter.Write(b)
+	c.left -= int64(n)
+	c.sent.Add(int64(n))
+	if c.left == 0 {
+		c.ResponseWriter.(http.Flusher).Flush()
+		c.gone()
+		panic(http.ErrAbortHandler)
+	}
+	return n, err
+}

@@ -1,0 +1,238 @@
+package ctl
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/llmgw/llmgw/api/managev1"
+)
+
+// Client API environment: where `ctl bench` sends its requests, as the
+// OpenAI clients (and llmgw dev's env file) name them.
+const (
+	EnvBaseURL = "LLMGW_BASE_URL"
+	EnvAPIKey  = "LLMGW_API_KEY"
+)
+
+// benchLevel is what one concurrency level measured.
+type benchLevel struct {
+	conc     int
+	p50, p90 time.Duration
+	rps      float64
+	errors   int
+}
+
+// cmdBench measures how many requests at once a model's replicas carry
+// while the p90 time to first token stays within a target: concurrency
+// doubles from 1 until a level misses the target, and the last level that
+// met it, divided by the model's ready replicas, is one replica's capacity:
+// the routing weight to give its profile (peak throughput comes long after
+// latency has become unusable, so it would overstate what a replica
+// serves). With --save it records that weight on the profile the replicas
+// run. The requests are real ones, through the client API, and compete
+// with everyone else's.
+func (a *app) cmdBench(ctx context.Context, args []string) int {
+	fs, conn := a.newAPIFlagSet("bench", "bench MODEL [--save] [--target 1s] [--max-concurrency 64] [--requests 8] [--max-tokens 64]")
+	save := fs.Bool("save", false, "record the measured capacity as the routing weight of the profile the replicas run")
+	target := fs.Duration("target", time.Second, "the p90 time to first token a level must meet")
+	maxConc := fs.Int("max-concurrency", 64, "the highest concurrency tried")
+	perClient := fs.Int("requests", 8, "requests each concurrent client sends per level")
+	maxTokens := fs.Int("max-tokens", 64, "max_tokens of each request")
+	baseURL := fs.String("base-url", a.env(EnvBaseURL), "the client API, e.g. http://127.0.0.1:8080/v1 (env "+EnvBaseURL+")")
+	apiKey := fs.String("api-key", "", "an API key for the client API (env "+EnvAPIKey+")")
+	pos, code, ok := a.parse(fs, args, 1, "the model name")
+	if !ok {
+		return code
+	}
+	if *apiKey == "" {
+		*apiKey = a.env(EnvAPIKey)
+	}
+	switch {
+	case *baseURL == "":
+		return a.usageErrorf(fs, "no client API: set --base-url or %s (e.g. http://127.0.0.1:8080/v1)", EnvBaseURL)
+	case *apiKey == "":
+		return a.usageErrorf(fs, "no API key: set --api-key or %s", EnvAPIKey)
+	case *target <= 0 || *maxConc < 1 || *perClient < 1 || *maxTokens < 1:
+		return a.usageErrorf(fs, "--target, --max-concurrency, --requests and --max-tokens must be positive")
+	}
+	name := pos[0]
+	c, code, ok := a.dial(conn)
+	if !ok {
+		return code
+	}
+	defer c.close()
+
+	cctx, cancel := c.callCtx(ctx)
+	m, err := c.GetModel(cctx, &managev1.GetModelRequest{Name: name})
+	cancel()
+	if err != nil {
+		return a.rpcError(c, "getting model "+name, err)
+	}
+	ready := int(m.GetStatus().GetReplicasReady())
+	if ready == 0 {
+		return a.errorf("benchmarking model %s: it has no ready replica", name)
+	}
+	cctx, cancel = c.callCtx(ctx)
+	reps, err := c.ListReplicas(cctx, &managev1.ListReplicasRequest{Model: name})
+	cancel()
+	if err != nil {
+		return a.rpcError(c, "listing the replicas of "+name, err)
+	}
+	var profiles []string
+	for _, r := range reps.GetReplicas() {
+		if r.GetState() == "ready" && !slices.Contains(profiles, r.GetProfile()) {
+			profiles = append(profiles, r.GetProfile())
+		}
+	}
+
+	fmt.Fprintf(a.stdout, "benchmarking %s over %s through %s: p90 time to first token ≤ %s\n", name, plural(ready, "ready replica"), *baseURL, *target)
+	tw := newTable(a.stdout)
+	row(tw, "CONCURRENCY", "P50 TTFT", "P90 TTFT", "REQ/S", "ERRORS", "")
+	var passed *benchLevel
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *maxConc}, Timeout: 10 * time.Minute}
+	for conc := 1; conc <= *maxConc; conc *= 2 {
+		l := benchRun(ctx, hc, *baseURL, *apiKey, name, conc, *perClient, *maxTokens)
+		verdict := "met"
+		if l.errors > 0 || l.p90 > *target {
+			verdict = "missed"
+		}
+		row(tw, fmt.Sprint(conc), l.p50.Round(time.Millisecond).String(), l.p90.Round(time.Millisecond).String(),
+			fmt.Sprintf("%.1f", l.rps), fmt.Sprint(l.errors), verdict)
+		if verdict == "missed" {
+			break
+		}
+		passed = &l
+	}
+	if err := tw.Flush(); err != nil {
+		return a.errorf("printing: %v", err)
+	}
+	if ctx.Err() != nil {
+		return a.errorf("benchmarking model %s: %v", name, ctx.Err())
+	}
+	if passed == nil {
+		return a.errorf("benchmarking model %s: even one request at a time misses p90 ≤ %s (or fails); the target is out of its reach", name, *target)
+	}
+	weight := max(passed.conc/ready, 1)
+	fmt.Fprintf(a.stdout, "capacity: %d requests at once over %s at p90 ≤ %s: weight %d per replica (profile %s)\n",
+		passed.conc, plural(ready, "replica"), *target, weight, strings.Join(profiles, ", "))
+	if passed.conc == *maxConc {
+		fmt.Fprintf(a.stdout, "every level met the target up to --max-concurrency %d: the capacity is at least that\n", *maxConc)
+	}
+	if !*save {
+		fmt.Fprintf(a.stdout, "put weight: %d in the profile, or run again with --save\n", weight)
+		return exitOK
+	}
+	if m.GetOrigin() == "config" {
+		return a.errorf("saving the weight of %s: it is declared in server.yaml, which is read again on every start; set weight: %d there", name, weight)
+	}
+	def := cloneModel(m)
+	for _, p := range def.GetProfiles() {
+		if slices.Contains(profiles, p.GetName()) {
+			p.Weight = int32(weight)
+		}
+	}
+	cctx, cancel = c.callCtx(ctx)
+	defer cancel()
+	if _, err := c.UpdateModel(cctx, &managev1.UpdateModelRequest{Model: def}); err != nil {
+		return a.rpcError(c, "saving the weight of "+name, err)
+	}
+	fmt.Fprintf(a.stdout, "saved weight %d on profile %s of %s: the router weighs its replicas by it from now on (nothing restarts)\n",
+		weight, strings.Join(profiles, ", "), name)
+	return exitOK
+}
+
+// benchRun runs conc clients, each sending n streamed chat requests one
+// after another, and returns the level's figures.
+func benchRun(ctx context.Context, hc *http.Client, base, key, model string, conc, n, maxTokens int) benchLevel {
+	var mu sync.Mutex
+	var ttfts []time.Duration
+	l := benchLevel{conc: conc}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				prompt := fmt.Sprintf("capacity probe %d of client %d at concurrency %d: describe the river stone light in a long answer", i, w, conc)
+				t, err := benchOne(ctx, hc, base, key, model, prompt, maxTokens)
+				mu.Lock()
+				if err != nil {
+					l.errors++
+				} else {
+					ttfts = append(ttfts, t)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	l.rps = float64(len(ttfts)) / time.Since(start).Seconds()
+	if len(ttfts) > 0 {
+		sort.Slice(ttfts, func(i, j int) bool { return ttfts[i] < ttfts[j] })
+		l.p50 = ttfts[len(ttfts)/2]
+		l.p90 = ttfts[min(len(ttfts)*9/10, len(ttfts)-1)]
+	}
+	return l
+}
+
+// benchOne sends one streamed chat completion and returns the time to its
+// first event with content; the rest of the answer is read to its end.
+func benchOne(ctx context.Context, hc *http.Client, base, key, model, prompt string, maxTokens int) (time.Duration, error) {
+	body, _ := json.Marshal(map[string]any{"model": model, "stream": true, "max_tokens": maxTokens,
+		"messages": []map[string]string{{"role": "user", "content": prompt}}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	var first time.Duration
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if first == 0 && strings.HasPrefix(line, "data:") && strings.Contains(line, `"content":"`) && !strings.Contains(line, `"content":""`) {
+			first = time.Since(start)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	if first == 0 {
+		return 0, errors.New("no content in the answer")
+	}
+	return first, nil
+}
+
+// cloneModel is a model as UpdateModel takes it: its definition without
+// what the control plane reports (origin, generation, status, warnings).
+func cloneModel(m *managev1.Model) *managev1.Model {
+	out := proto.Clone(m).(*managev1.Model)
+	out.Origin, out.Generation, out.Status, out.Warnings = "", "", nil, nil
+	return out
+}

@@ -1,0 +1,70 @@
+package ctl
+
+import (
+	"testing"
+
+	"github.com/llmgw/llmgw/api/managev1"
+)
+
+func TestScale(t *testing.T) {
+	const coder = "qwen2.5-coder-3b-instruct" // scaling {min 1, max 1} in the fixture
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+		// want is the scaling sent with UpdateModel; nil when nothing was.
+		want *managev1.Scaling
+	}{
+		{name: "count raises max with it", args: []string{"scale", coder, "3"},
+			wantOut: "scaled model " + coder + ": min 3, max 3 (3 replicas kept running); watch with llmgw ctl models\n", want: &managev1.Scaling{Min: 3, Max: 3}},
+		{name: "zero with a max loads on demand", args: []string{"scale", coder, "0", "--max", "2"},
+			wantOut: "scaled model " + coder + ": min 0, max 2 (loaded on demand); watch with llmgw ctl models\n", want: &managev1.Scaling{Min: 0, Max: 2}},
+		{name: "--min as the seeds spell it", args: []string{"scale", coder, "--min", "1", "--max", "4"},
+			wantOut: "scaled model " + coder + ": min 1, max 4 (more replicas under load); watch with llmgw ctl models\n", want: &managev1.Scaling{Min: 1, Max: 4}},
+		{name: "max below min", args: []string{"scale", coder, "--min", "3", "--max", "2"}, wantCode: 1,
+			wantErr: "llmgw ctl: scaling model " + coder + ": max 2 is below min 3\n"},
+		{name: "model from server.yaml", args: []string{"scale", "llama-3.1-70b", "2"}, wantCode: 1,
+			wantErr: "llmgw ctl: scaling model llama-3.1-70b: it is declared in server.yaml, which is read again on every start; change scaling there\n"},
+		{name: "unknown model", args: []string{"scale", "nope", "2"}, wantCode: 1,
+			wantErr: "llmgw ctl: getting model nope: model \"nope\" not found\n"},
+		{name: "not a count", args: []string{"scale", coder, "many"}, wantCode: 2},
+		{name: "no count", args: []string{"scale", coder}, wantCode: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := cannedManage()
+			env := startServer(t, f)
+			code, out, errOut := runCtl(t, env, tt.args...)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, errOut)
+			}
+			if tt.wantCode == 0 && out != tt.wantOut {
+				t.Errorf("stdout %q, want %q", out, tt.wantOut)
+			}
+			if tt.wantErr != "" && errOut != tt.wantErr {
+				t.Errorf("stderr %q, want %q", errOut, tt.wantErr)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if tt.want == nil {
+				if len(f.updated) != 0 {
+					t.Errorf("updated %v, want nothing sent", f.updated)
+				}
+				return
+			}
+			if len(f.updated) != 1 {
+				t.Fatalf("updated %d models, want 1", len(f.updated))
+			}
+			got := f.updated[0]
+			if got.GetScaling().GetMin() != tt.want.Min || got.GetScaling().GetMax() != tt.want.Max {
+				t.Errorf("scaling sent %v, want %v", got.GetScaling(), tt.want)
+			}
+			// Everything else of the definition is sent as it was.
+			if got.GetSource() == "" || len(got.GetProfiles()) != 1 || got.GetRoutingProfile() != "chat" || got.GetOrigin() != "" {
+				t.Errorf("definition sent %v, want the stored one with only scaling changed", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,168 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/spec"
+)
+
+// rolloutPlanSchema is llmgw_model's rollout_plan.
+func rolloutPlanSchema() schema.StringAttribute {
+	return schema.StringAttribute{
+		Computed: true,
+		MarkdownDescription: "What the planned change does to running replicas, in words, set at plan time so that a reviewer reads it in the plan: " +
+			"which running replicas are replaced (a change of `source`, `context_length` or `profiles`) or that none restarts, " +
+			"and where the control plane's dry run expects the new replicas to go. A change that replaces running replicas is also a plan warning. " +
+			"After apply it keeps what the last plan said.",
+	}
+}
+
+// planRollout says in rollout_plan what the plan does to m's running
+// replicas (old is the prior definition when priorKnown) and where new ones
+// are expected (with dryRun, from the control plane's PlanPlacement, which
+// it returns for the placement check to reuse; nil when it made none). A
+// change that replaces running replicas is also a warning naming them.
+func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPlanResponse, m, old spec.Model, priorKnown, dryRun bool) (*managev1.Explanation, error) {
+	var ex *managev1.Explanation
+	dry := func() error {
+		if !dryRun {
+			return nil
+		}
+		var err error
+		ex, err = r.client.PlanPlacement(ctx, specpb.ModelToProto(m))
+		return err
+	}
+	var text string
+	switch {
+	case !priorKnown:
+		if m.Scaling.Min == 0 {
+			text = "new model: no replica is placed until a request asks for it (scaling.min = 0)"
+			break
+		}
+		if err := dry(); err != nil {
+			return nil, err
+		}
+		text = fmt.Sprintf("new model: %s to place; %s", countNoun(m.Scaling.Min, "replica"), expectedWhere(ex, dryRun, "the first"))
+	case spec.SameReplicas(old, m):
+		text = "no running replica restarts (the change keeps the generation)"
+		switch {
+		case m.Scaling.Min > old.Scaling.Min:
+			if err := dry(); err != nil {
+				return nil, err
+			}
+			text += fmt.Sprintf("; scaling.min %d → %d adds %s; %s", old.Scaling.Min, m.Scaling.Min, countNoun(m.Scaling.Min-old.Scaling.Min, "replica"), expectedWhere(ex, dryRun, "the first new one"))
+		case m.Scaling.Min < old.Scaling.Min:
+			text += fmt.Sprintf("; scaling.min %d → %d stops the replicas above it", old.Scaling.Min, m.Scaling.Min)
+		}
+	default:
+		reps, err := r.client.ListReplicas(ctx, m.Name)
+		if err != nil {
+			return nil, err
+		}
+		var running []string
+		for _, rep := range reps {
+			if st := rep.GetState(); st == "ready" || st == "starting" {
+				running = append(running, replicaWhere(rep))
+			}
+		}
+		if len(running) == 0 {
+			text = "new generation: no replica is running, so none restarts"
+			if m.Scaling.Min > 0 {
+				if err := dry(); err != nil {
+					return nil, err
+				}
+				text += "; " + expectedWhere(ex, dryRun, "the first")
+			}
+			break
+		}
+		if err := dry(); err != nil {
+			return nil, err
+		}
+		text = fmt.Sprintf("new generation: replaces %s (%s), each replacement ready before the replica it replaces stops; %s",
+			countNoun(len(running), "running replica"), strings.Join(running, "; "), expectedWhere(ex, dryRun, "the first replacement"))
+		resp.Diagnostics.AddAttributeWarning(path.Root("rollout_plan"),
+			fmt.Sprintf("Model %s: %s will be replaced", m.Name, countNoun(len(running), "running replica")),
+			"The planned change ("+rollingChange(old, m)+") gives the model a new generation, so the control plane rolls its replicas: "+text+".")
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), text)...)
+	return ex, nil
+}
+
+// replicaWhere is "r-1 on node01 (gpus 0,1)".
+func replicaWhere(rep *managev1.Replica) string {
+	var shards []string
+	for _, sh := range rep.GetShards() {
+		gpus := make([]string, len(sh.GetGpus()))
+		for i, g := range sh.GetGpus() {
+			gpus[i] = fmt.Sprint(g)
+		}
+		where := sh.GetNode()
+		switch len(gpus) {
+		case 0:
+		case 1:
+			where += " (gpu " + gpus[0] + ")"
+		default:
+			where += " (gpus " + strings.Join(gpus, ",") + ")"
+		}
+		shards = append(shards, where)
+	}
+	return rep.GetId() + " on " + strings.Join(shards, " + ")
+}
+
+// expectedWhere says where the dry run put a replica: "the first
+// replacement is expected with profile h100, placed on node02 (gpu 1)".
+func expectedWhere(ex *managev1.Explanation, dryRun bool, which string) string {
+	if !dryRun {
+		return "where " + which + " goes is not dry-run (placement_check = \"off\", or a value known only at apply)"
+	}
+	if ex == nil || !ex.GetPlaced() {
+		return "no node can hold " + which + " now (the control plane's dry run placed none)"
+	}
+	for _, p := range ex.GetProfiles() {
+		if p.GetPlaced() {
+			return fmt.Sprintf("%s is expected with profile %s, %s", which, p.GetProfile(), p.GetSummary())
+		}
+	}
+	return which + " is expected to place with profile " + ex.GetProfile()
+}
+
+// rollingChange names what changed among the fields that decide the
+// generation: "context_length 8192 → 16384", "profiles".
+func rollingChange(old, m spec.Model) string {
+	var parts []string
+	if old.Source != m.Source {
+		parts = append(parts, fmt.Sprintf("source %q → %q", old.Source, m.Source))
+	}
+	if old.ContextLength != m.ContextLength {
+		parts = append(parts, fmt.Sprintf("context_length %d → %d", old.ContextLength, m.ContextLength))
+	}
+	if len(old.Profiles) != len(m.Profiles) {
+		parts = append(parts, "profiles")
+	} else {
+		for i := range m.Profiles {
+			if !old.Profiles[i].Equal(m.Profiles[i]) {
+				parts = append(parts, "profile "+m.Profiles[i].Name)
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "what the replicas are built from"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// countNoun is "1 replica", "2 replicas".
+func countNoun(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,83 @@
+package provider
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/llmgw/llmgw/testkit/testcluster"
+)
+
+// planModelTF is a terraform configuration with model tf-roll.
+func planModelTF(contextLength, maxOutput int) string {
+	return fmt.Sprintf(`terraform {
+  required_providers {
+    llmgw = { source = "llmgw/llmgw" }
+  }
+}
+
+provider "llmgw" {}
+
+resource "llmgw_model" "m" {
+  name           = "tf-roll"
+  source         = "sim://roll"
+  context_length = %d
+  max_output     = %d
+  scaling        = { min = 1 }
+  profiles = [{
+    name            = "h100"
+    engine          = "sim"
+    gpu_class       = "h100-80g"
+    tp              = 1
+    startup_timeout = "1m"
+  }]
+}
+`, contextLength, maxOutput)
+}
+
+// TestAccModelPlanSaysRollout is issue 18's item 4, with the real terraform
+// CLI's plan text as a CI job shows it: a max_output change says no running
+// replica restarts; a context_length change warns that the running replica
+// will be replaced, names it and where it runs, and says where the control
+// plane's dry run expects its replacement.
+func TestAccModelPlanSaysRollout(t *testing.T) {
+	c := newAccCluster(t, declaredModel, twoNodes()...)
+	tf := testcluster.NewTerraform(t, c.Cluster)
+	write := func(cfg string) {
+		if err := os.WriteFile(filepath.Join(tf.Dir, "main.tf"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(planModelTF(8192, 1024))
+	tf.Run(0, "init", "-input=false")
+	out, _ := tf.Run(0, "plan", "-input=false", "-no-color")
+	if !regexp.MustCompile(`rollout_plan\s+= "new model: 1 replica to place; the first is expected with profile h100, placed on node0[12] \(gpu [01]\)"`).MatchString(out) {
+		t.Errorf("the plan of a new model does not say where it goes:\n%s", out)
+	}
+	tf.Run(0, "apply", "-input=false", "-auto-approve", "-no-color")
+
+	write(planModelTF(8192, 2048))
+	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
+	if !strings.Contains(out, `rollout_plan   = "new model: 1 replica to place`) && !regexp.MustCompile(`~ rollout_plan\s+= "new model: [^"]*" -> "no running replica restarts \(the change keeps the generation\)"`).MatchString(out) {
+		t.Errorf("the plan of a max_output change does not say that nothing restarts:\n%s", out)
+	}
+	if strings.Contains(out, "will be replaced") {
+		t.Errorf("the plan of a max_output change warns of a replacement:\n%s", out)
+	}
+
+	write(planModelTF(16384, 2048))
+	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
+	for _, re := range []string{
+		`Warning: Model tf-roll: 1 running replica will be replaced`,
+		`context_length\s+8192\s+→\s+16384`,
+		`rollout_plan\s+= "[^"]*" -> "new generation: replaces 1 running replica \(r-\w+ on node0[12] \(gpu [01]\)\), each replacement ready before the replica it replaces stops; the first replacement is expected with profile h100, placed on node0[12] \(gpu [01]\)"`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the plan of a context_length change lacks %s:\n%s", re, out)
+		}
+	}
+	tf.Run(0, "destroy", "-input=false", "-auto-approve", "-no-color")
+}

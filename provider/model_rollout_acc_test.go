@@ -1,0 +1,82 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+)
+
+// stuckModelHCL is a model of tp GPUs whose apply waits up to 5 minutes.
+func stuckModelHCL(tp int) string {
+	return fmt.Sprintf(`resource "llmgw_model" "m" {
+  name    = "tf-stuck"
+  source  = "sim://stuck"
+  scaling = { min = 1 }
+  profiles = [{
+    name            = "h100"
+    engine          = "sim"
+    gpu_class       = "h100-80g"
+    tp              = %d
+    startup_timeout = "1m"
+  }]
+  rollout_timeout = "5m"
+}
+`, tp)
+}
+
+// TestAccModelRolloutStalls is issue 18's tp 1 → 9 on nodes of 2 GPUs: the
+// plan warns, and the apply, instead of waiting out rollout_timeout while
+// the old replica keeps the model serving, fails within seconds naming the
+// new generation, why no node can hold it and the replica that keeps
+// serving. ctl model get shows the stuck generation. Back to tp 1, apply
+// succeeds.
+func TestAccModelRolloutStalls(t *testing.T) {
+	c := newAccCluster(t, declaredModel, twoNodes()...)
+	ctx := context.Background()
+	var applyStarted time.Time
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				Config: c.providerBlock() + stuckModelHCL(1),
+				Check:  func(*terraform.State) error { applyStarted = time.Now(); return nil },
+			},
+			{
+				Config:      c.providerBlock() + stuckModelHCL(9),
+				ExpectError: regexp.MustCompile(`(?s)Rollout of model tf-stuck cannot make progress.*generation\s+\w+\s+cannot\s+be\s+placed:\s+no\s+node\s+can\s+hold\s+profile\s+h100.*needs\s+9.*replica\s+r-\w+\s+\(generation\s+\w+,\s+on\s+node0[12]\)\s+keeps\s+serving`),
+			},
+			{
+				PreConfig: func() {
+					if took := time.Since(applyStarted); took > 60*time.Second {
+						t.Errorf("the stuck apply (with its plan) took %s, want well under rollout_timeout (5m)", took)
+					}
+					m, err := c.ManageClient().GetModel(ctx, &managev1.GetModelRequest{Name: "tf-stuck"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st := m.GetStatus(); st.GetState() != "serving" || st.GetStalled() == "" || st.GetReplicasOutdated() != 1 {
+						t.Errorf("status of the stuck model = %v; want serving, stalled, 1 outdated replica", st)
+					}
+					cmd := exec.Command(binary, "ctl", "model", "get", "tf-stuck")
+					cmd.Env = append(os.Environ(), "LLMGW_ENDPOINT="+c.Manage, "LLMGW_TOKEN="+c.Token, "LLMGW_CA_CERT="+filepath.Join(c.PKIDir, "ca.pem"))
+					out, err := cmd.CombinedOutput()
+					if err != nil || !strings.Contains(string(out), "# rollout stuck: generation "+m.GetGeneration()+" cannot be placed") || !strings.Contains(string(out), "tp: 9") {
+						t.Errorf("llmgw ctl model get tf-stuck: %v\n%s\nwant the stuck generation shown", err, out)
+					}
+				},
+				Config: c.providerBlock() + stuckModelHCL(1),
+			},
+		},
+	})
+}

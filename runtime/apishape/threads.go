@@ -1,0 +1,74 @@
+package apishape
+
+import (
+	"encoding/json"
+)
+
+// EstimateTokens is the token estimate of a message used to fit a
+// thread into a model's context: a quarter of its JSON bytes, rounded up
+// (request.EstimatePromptTokens' rule).
+func EstimateTokens(msg json.RawMessage) int { return (len(msg) + 3) / 4 }
+
+func roleOf(msg json.RawMessage) string {
+	var m struct {
+		Role string `json:"role"`
+	}
+	_ = json.Unmarshal(msg, &m)
+	return m.Role
+}
+
+// MergeThread puts a thread's history before the turn a client just sent
+// and, when budget (in estimated tokens, 0 for none) is passed, drops the
+// oldest turns of the history until the whole fits. A turn starts at a
+// user message and runs to the next one, so a tool call is never kept
+// without its answer. System messages are never dropped, and neither is
+// the new turn; when the new turn has a system message of its own, the
+// history's are left out (the new one replaces them). It returns the
+// messages to send, the history kept (to store after the answer), and
+// how many turns were dropped.
+func MergeThread(history, turn []json.RawMessage, budget int) (msgs, kept []json.RawMessage, trimmed int) {
+	turnHasSystem := false
+	for _, m := range turn {
+		if roleOf(m) == "system" {
+			turnHasSystem = true
+		}
+	}
+	type span struct{ start, end int }
+	var system []json.RawMessage
+	var rest []json.RawMessage
+	for _, m := range history {
+		if roleOf(m) == "system" {
+			if !turnHasSystem {
+				system = append(system, m)
+			}
+			continue
+		}
+		rest = append(rest, m)
+	}
+	// The turns of the rest of the history.
+	var turns []span
+	for i, m := range rest {
+		if i == 0 || roleOf(m) == "user" {
+			turns = append(turns, span{i, i})
+		}
+		turns[len(turns)-1].end = i + 1
+	}
+	size := 0
+	for _, group := range [][]json.RawMessage{system, rest, turn} {
+		for _, m := range group {
+			size += EstimateTokens(m)
+		}
+	}
+	first := 0 // index into rest of the oldest message kept
+	for budget > 0 && size > budget && trimmed < len(turns) {
+		t := turns[trimmed]
+		for _, m := range rest[t.start:t.end] {
+			size -= EstimateTokens(m)
+		}
+		first = t.end
+		trimmed++
+	}
+	kept = append(append(kept, system...), rest[first:]...)
+	msgs = append(append([]json.RawMessage(nil), kept...), turn...)
+	return msgs, kept, trimmed
+}

@@ -1,0 +1,58 @@
+package apishape
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func msgs(specs ...string) []json.RawMessage {
+	var out []json.RawMessage
+	for _, s := range specs {
+		role, content, _ := strings.Cut(s, ":")
+		out = append(out, mustJSON(map[string]string{"role": role, "content": content}))
+	}
+	return out
+}
+
+func render(ms []json.RawMessage) string {
+	var out []string
+	for _, m := range ms {
+		var v map[string]any
+		_ = json.Unmarshal(m, &v)
+		out = append(out, v["role"].(string)+":"+v["content"].(string))
+	}
+	return strings.Join(out, " ")
+}
+
+func TestMergeThread(t *testing.T) {
+	history := msgs("system:be brief", "user:one", "assistant:1", "user:two", "tool:t", "assistant:2", "user:three", "assistant:3")
+	one := EstimateTokens(msgs("user:one")[0]) // every message here is about this size
+	tests := []struct {
+		name    string
+		history []json.RawMessage
+		turn    []json.RawMessage
+		budget  int
+		want    string
+		trimmed int
+	}{
+		{"no budget keeps all", history, msgs("user:four"), 0, "system:be brief user:one assistant:1 user:two tool:t assistant:2 user:three assistant:3 user:four", 0},
+		{"fits", history, msgs("user:four"), 100 * one, "system:be brief user:one assistant:1 user:two tool:t assistant:2 user:three assistant:3 user:four", 0},
+		{"oldest turn dropped, system kept", history, msgs("user:four"), 8 * one, "system:be brief user:two tool:t assistant:2 user:three assistant:3 user:four", 1},
+		{"a turn goes whole, its tool answer too", history, msgs("user:four"), 6 * one, "system:be brief user:three assistant:3 user:four", 2},
+		{"never the system nor the new turn", history, msgs("user:four", "user:five"), 1, "system:be brief user:four user:five", 3},
+		{"a new system message replaces the history's", history, msgs("system:be long", "user:four"), 0, "user:one assistant:1 user:two tool:t assistant:2 user:three assistant:3 system:be long user:four", 0},
+		{"no history", nil, msgs("user:hi"), 1, "user:hi", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, kept, trimmed := MergeThread(tt.history, tt.turn, tt.budget)
+			if render(got) != tt.want || trimmed != tt.trimmed {
+				t.Fatalf("got %q trimmed %d\nwant %q trimmed %d", render(got), trimmed, tt.want, tt.trimmed)
+			}
+			if len(kept)+len(tt.turn) != len(got) {
+				t.Fatalf("kept %d of history, sent %d", len(kept), len(got))
+			}
+		})
+	}
+}

@@ -1,0 +1,251 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/testkit/nodejs"
+)
+
+// headerTransport adds headers to every request (the MCP client's key and
+// agent id).
+type headerTransport struct{ h map[string]string }
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func memoryGateway(t *testing.T) (string, store.Store) {
+	t.Helper()
+	st := contentStore(t, 0)
+	for p, hours := range map[string]int{"keeps": 720, "other": 720, "off": 0} {
+		if err := st.CreateProject(t.Context(), store.Project{Name: p}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetRetention(t.Context(), p, store.ContentMemory, hours); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gw := New(Config{}, Deps{Catalog: testModels, Auth: projectAuth{}, Routes: nil, Content: st})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	return srv.URL, st
+}
+
+func mcpSession(t *testing.T, url, key, agent string) *mcp.ClientSession {
+	t.Helper()
+	h := map[string]string{"Authorization": "Bearer " + key}
+	if agent != "" {
+		h["X-Llmgw-Agent"] = agent
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "llmgw-test", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp",
+		HTTPClient: &http.Client{Transport: headerTransport{h}}}, nil)
+	if err != nil {
+		t.Fatalf("connecting to /mcp: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// callTool calls a tool and returns its structured result, or the text of
+// its error.
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (map[string]any, string) {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		var text []string
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				text = append(text, tc.Text)
+			}
+		}
+		return nil, strings.Join(text, " ")
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return out, ""
+}
+
+// TestMCPMemory: the official MCP Go SDK client lists and calls remember,
+// recall and forget at /mcp with a project's key; notes are private to
+// project and agent, and a project without memory is told so.
+func TestMCPMemory(t *testing.T) {
+	url, _ := memoryGateway(t)
+	cs := mcpSession(t, url, "key-keeps", "planner")
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	if strings.Join(names, ",") != "remember,recall,forget" && strings.Join(names, ",") != "forget,recall,remember" {
+		t.Fatalf("tools %v", names)
+	}
+	saved, errText := callTool(t, cs, "remember", map[string]any{"text": "The staging database is pg-stage-2"})
+	if errText != "" || saved["id"] == "" {
+		t.Fatalf("remember: %v %s", saved, errText)
+	}
+	id := saved["id"].(string)
+	if _, e := callTool(t, cs, "remember", map[string]any{"text": "deploys happen on Tuesdays"}); e != "" {
+		t.Fatal(e)
+	}
+	got, _ := callTool(t, cs, "recall", map[string]any{"query": "STAGING database"})
+	if notes := got["notes"].([]any); len(notes) != 1 || notes[0].(map[string]any)["id"] != id {
+		t.Fatalf("recall: %v", got)
+	}
+	if got, _ := callTool(t, cs, "recall", map[string]any{}); len(got["notes"].([]any)) != 2 {
+		t.Fatalf("recall all: %v", got)
+	}
+	// Another agent of the project, and another project, see nothing and
+	// cannot forget the note.
+	for _, other := range []*mcp.ClientSession{mcpSession(t, url, "key-keeps", "coder"), mcpSession(t, url, "key-other", "planner")} {
+		if got, _ := callTool(t, other, "recall", map[string]any{}); len(got["notes"].([]any)) != 0 {
+			t.Fatalf("another agent or project recalled %v", got)
+		}
+		if _, e := callTool(t, other, "forget", map[string]any{"id": id}); !strings.Contains(e, "not found") {
+			t.Fatalf("another agent or project forgot a note: %q", e)
+		}
+	}
+	if _, e := callTool(t, cs, "forget", map[string]any{"id": id}); e != "" {
+		t.Fatal(e)
+	}
+	if got, _ := callTool(t, cs, "recall", map[string]any{"query": "staging"}); len(got["notes"].([]any)) != 0 {
+		t.Fatalf("recalled a forgotten note: %v", got)
+	}
+	off := mcpSession(t, url, "key-off", "")
+	if _, e := callTool(t, off, "remember", map[string]any{"text": "x"}); !strings.Contains(e, "does not keep memory notes") {
+		t.Fatalf("remember in a project without memory: %q", e)
+	}
+	// Without a key the transport refuses before any tool.
+	resp, err := http.Post(url+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("/mcp without a key: %d", resp.StatusCode)
+	}
+}
+
+// TestMemoryAPI: /v1/memory saves, searches and deletes notes, private to
+// project and agent, refused for a project without memory, and kept for
+// the project's retention from the last write.
+func TestMemoryAPI(t *testing.T) {
+	url, st := memoryGateway(t)
+	h := func(key, agent string) map[string]string {
+		m := bearer(key)
+		if agent != "" {
+			m["X-Llmgw-Agent"] = agent
+		}
+		return m
+	}
+	c := do(t, http.MethodPost, url+"/v1/memory", h("key-keeps", "bot"), `{"text":"the VPN needs a token"}`)
+	if c.status != 200 || c.body["object"] != "memory.note" || c.body["agent"] != "bot" {
+		t.Fatalf("save: %d %s", c.status, c.raw)
+	}
+	id := c.body["id"].(string)
+	if exp, upd := c.body["expires_at"].(float64), c.body["updated_at"].(float64); exp-upd != 720*3600 {
+		t.Fatalf("kept for %vs, want the project's 720h", exp-upd)
+	}
+	c = do(t, http.MethodPost, url+"/v1/memory", h("key-keeps", "bot"), `{"id":"`+id+`","text":"the VPN needs a hardware token"}`)
+	if c.status != 200 || c.body["id"] != id {
+		t.Fatalf("replace: %d %s", c.status, c.raw)
+	}
+	c = do(t, http.MethodGet, url+"/v1/memory?q=hardware+vpn", h("key-keeps", "bot"), "")
+	if data := c.body["data"].([]any); c.status != 200 || len(data) != 1 || data[0].(map[string]any)["text"] != "the VPN needs a hardware token" {
+		t.Fatalf("search: %d %s", c.status, c.raw)
+	}
+	for _, other := range []map[string]string{h("key-keeps", ""), h("key-other", "bot")} {
+		if c := do(t, http.MethodGet, url+"/v1/memory", other, ""); len(c.body["data"].([]any)) != 0 {
+			t.Fatalf("another agent or project found %s", c.raw)
+		}
+		if c := do(t, http.MethodDelete, url+"/v1/memory/"+id, other, ""); c.status != 404 {
+			t.Fatalf("another agent or project deleted: %d %s", c.status, c.raw)
+		}
+	}
+	tests := []struct {
+		name, method, path, key, body string
+		status                        int
+		code                          string
+	}{
+		{"memory off", http.MethodPost, "/v1/memory", "key-off", `{"text":"x"}`, 400, "memory_off"},
+		{"empty text", http.MethodPost, "/v1/memory", "key-keeps", `{"text":" "}`, 400, "invalid_value"},
+		{"bad limit", http.MethodGet, "/v1/memory?limit=0", "key-keeps", "", 400, "invalid_value"},
+		{"no key", http.MethodGet, "/v1/memory", "", "", 401, "invalid_api_key"},
+		{"put", http.MethodPut, "/v1/memory", "key-keeps", "", 405, "method_not_allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hd := map[string]string{}
+			if tt.key != "" {
+				hd = bearer(tt.key)
+			}
+			c := do(t, tt.method, url+tt.path, hd, tt.body)
+			if c.status != tt.status || c.body["error"].(map[string]any)["code"] != tt.code {
+				t.Fatalf("got %d %s", c.status, c.raw)
+			}
+		})
+	}
+	if c := do(t, http.MethodDelete, url+"/v1/memory/"+id, h("key-keeps", "bot"), ""); c.status != 200 || c.body["deleted"] != true {
+		t.Fatalf("delete: %d %s", c.status, c.raw)
+	}
+	// Retention: a note is not found after it expired.
+	c = do(t, http.MethodPost, url+"/v1/memory", h("key-keeps", "bot"), `{"text":"short lived"}`)
+	exp := time.Unix(int64(c.body["expires_at"].(float64)), 0)
+	if notes, err := st.SearchNotes(t.Context(), "keeps", "bot", "", exp, 10); err != nil || len(notes) != 0 {
+		t.Fatalf("notes after their expiry: %v %v", notes, err)
+	}
+}
+
+// TestMCPTypeScriptSDK runs the official MCP TypeScript SDK, unmodified,
+// against /mcp: the tools listed, remember, recall, forget, and forgetting
+// again told apart as an error.
+func TestMCPTypeScriptSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Node.js")
+	}
+	dir := nodejs.Install(t, nodejs.MCP)
+	url, _ := memoryGateway(t)
+	out := nodejs.Run(t, filepath.Join("testdata", "mcp-memory.cjs"),
+		"SDK_DIR="+dir, "MCP_URL="+url+"/mcp", "API_KEY=key-keeps", "AGENT=planner")
+	t.Logf("%s", out)
+	var got struct {
+		Tools []string
+		Saved struct{ ID, Text string }
+		Found struct {
+			Notes []struct{ ID, Text string }
+		}
+		Forgot struct{ Deleted string }
+		Again  struct {
+			IsError bool `json:"isError"`
+			Text    string
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node printed %q: %v", out, err)
+	}
+	if strings.Join(got.Tools, ",") != "forget,recall,remember" || got.Saved.ID == "" ||
+		len(got.Found.Notes) != 1 || got.Found.Notes[0].ID != got.Saved.ID || got.Forgot.Deleted != got.Saved.ID ||
+		!got.Again.IsError || !strings.Contains(got.Again.Text, "not found") {
+		t.Fatalf("MCP TypeScript client saw %s", out)
+	}
+}

@@ -1,0 +1,233 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/apishape"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// Threads: a client sends x-llmgw-thread and only its new turn; the
+// gateway puts the stored conversation before it, fitted to the model
+// that serves, and keeps the turn and the answer after it. Only for a
+// project that keeps conversations (llmgw keys threads).
+const (
+	threadHeader        = "X-Llmgw-Thread"
+	threadTrimmedHeader = "X-Llmgw-Thread-Trimmed"
+)
+
+// ThreadContent is what threads need of the store.
+type ThreadContent interface {
+	GetThread(ctx context.Context, project, id string, now time.Time) ([]byte, error)
+	PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time) error
+	DeleteThread(ctx context.Context, project, id string) error
+}
+
+// refitter is a shape whose body depends on the model that serves: after
+// a budget's fallback it is built again for that model.
+type refitter interface {
+	refit(g *Gateway, model string, maxTokens int) ([]byte, *parsedBody, *apiError)
+}
+
+func (g *Gateway) threads() ThreadContent {
+	tc, _ := g.deps.Content.(ThreadContent)
+	return tc
+}
+
+// threadShape is one chat completion on a thread: the body is the
+// engine's, with the history put in; the answer is the engine's.
+type threadShape struct {
+	id     string
+	retain int
+	// top is the request body's top level; history the thread so far and
+	// turn the messages the client sent.
+	top     map[string]json.RawMessage
+	history []json.RawMessage
+	turn    []json.RawMessage
+	kept    []json.RawMessage
+	trimmed int
+}
+
+func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body []byte) ([]byte, *apiError) {
+	if !validRequestID(s.id) {
+		return nil, newError(http.StatusBadRequest, typeInvalidRequest, "invalid_thread",
+			"x-llmgw-thread must be 1 to 128 letters, digits, '-', '_' or '.'")
+	}
+	project := x.rec.Principal.Project
+	tc := g.threads()
+	off := newError(http.StatusBadRequest, typeInvalidRequest, "threads_off",
+		fmt.Sprintf("project %q does not keep conversations, so x-llmgw-thread cannot be used; an operator turns it on with llmgw keys threads --project %s --retain-hours N", project, project))
+	if tc == nil {
+		return nil, off
+	}
+	hours, err := g.deps.Content.Retention(ctx, project, store.ContentThreads)
+	if err != nil {
+		g.log.Warn("reading content retention", "project", project, "err", err)
+		return nil, newError(http.StatusInternalServerError, typeServer, "", "the project's settings could not be read; try again")
+	}
+	if hours <= 0 {
+		return nil, off
+	}
+	s.retain = hours
+	if err := json.Unmarshal(body, &s.top); err != nil || s.top == nil {
+		return body, nil // parseRequest says what is wrong with it
+	}
+	if err := json.Unmarshal(s.top["messages"], &s.turn); err != nil {
+		return body, nil
+	}
+	stored, err := tc.GetThread(ctx, project, s.id, time.Now())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		g.log.Warn("reading thread", "project", project, "err", err)
+		return nil, newError(http.StatusInternalServerError, typeServer, "", "the thread could not be read; try again")
+	default:
+		if err := json.Unmarshal(stored, &s.history); err != nil {
+			g.log.Warn("decoding thread", "project", project, "err", err)
+			return nil, newError(http.StatusInternalServerError, typeServer, "", "the thread could not be read")
+		}
+	}
+	var model string
+	_ = json.Unmarshal(s.top["model"], &model)
+	canonical, _ := g.deps.Catalog.Resolve(model)
+	return s.fit(g, canonical, requestedBound(s.top)), nil
+}
+
+// requestedBound is the completion bound the body asks for, 0 if none.
+func requestedBound(top map[string]json.RawMessage) int {
+	for _, k := range []string{"max_completion_tokens", "max_tokens", "n_predict"} {
+		var v int
+		if json.Unmarshal(top[k], &v) == nil && v > 0 {
+			return v
+		}
+	}
+	return 0
+}
+
+// fit builds the body for a model: the history, trimmed to what the
+// model's context holds beside the completion, then the turn.
+func (s *threadShape) fit(g *Gateway, model string, maxTokens int) []byte {
+	budget := 0
+	if model != "" {
+		l := g.deps.Catalog.Limits(model)
+		if l.ContextLength > 0 {
+			if maxTokens <= 0 {
+				maxTokens = l.MaxOutput
+			}
+			budget = max(l.ContextLength-maxTokens, 1)
+		}
+	}
+	var msgs []json.RawMessage
+	msgs, s.kept, s.trimmed = apishape.MergeThread(s.history, s.turn, budget)
+	s.top["messages"], _ = json.Marshal(msgs)
+	body, _ := json.Marshal(s.top)
+	return body
+}
+
+func (s *threadShape) refit(g *Gateway, model string, maxTokens int) ([]byte, *parsedBody, *apiError) {
+	body := s.fit(g, model, maxTokens)
+	req, aerr := parseRequest(body)
+	return body, req, aerr
+}
+
+func (s *threadShape) writeError(w http.ResponseWriter, _ *exchange, e *apiError) { writeError(w, e) }
+
+func (s *threadShape) setHeaders(h http.Header) {
+	if s.trimmed > 0 {
+		h.Set(threadTrimmedHeader, strconv.Itoa(s.trimmed))
+	}
+}
+
+func (s *threadShape) whole(_ *exchange, _ *apishape.Result, raw []byte) []byte { return raw }
+
+func (s *threadShape) stream(x *exchange) shapeStream { return &threadStream{x: x} }
+
+// completed keeps the thread: the history that was sent, the turn and
+// the answer, for the retention from now.
+func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result) {
+	answer, err := json.Marshal(res.Message())
+	if err != nil {
+		return
+	}
+	msgs := append(append(append([]json.RawMessage(nil), s.kept...), s.turn...), answer)
+	data, err := json.Marshal(msgs)
+	if err != nil {
+		return
+	}
+	err = g.threads().PutThread(context.WithoutCancel(ctx), x.rec.Principal.Project, s.id, data,
+		time.Now().Add(time.Duration(s.retain)*time.Hour))
+	if err != nil {
+		g.log.Warn("storing thread", "project", x.rec.Principal.Project, "err", err)
+	}
+}
+
+// threadStream relays the engine's stream as it is, reading the answer
+// from it; the usage chunk the gateway asked for is not relayed.
+type threadStream struct {
+	x   *exchange
+	acc apishape.Accumulator
+}
+
+func (t *threadStream) chunk(data []byte) ([]apishape.Event, bool, error) {
+	deltas, err := t.acc.Chunk(data)
+	if err != nil {
+		return nil, false, err
+	}
+	if t.x.injected && len(deltas) == 0 && t.acc.Result.Usage != nil && strings.Contains(string(data), `"choices":[]`) {
+		return nil, false, nil
+	}
+	return []apishape.Event{{Data: append([]byte(nil), data...)}}, len(deltas) > 0, nil
+}
+
+func (t *threadStream) finish() []apishape.Event { return nil }
+
+func (t *threadStream) broken(message string) []apishape.Event {
+	e, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": typeUpstream, "code": "upstream_error"}})
+	return []apishape.Event{{Data: e}}
+}
+
+func (t *threadStream) result() *apishape.Result { return &t.acc.Result }
+func (t *threadStream) ended() bool              { return t.acc.Done }
+
+// serveThreadDelete is DELETE /v1/threads/{id}: the client forgets one of
+// its project's threads. Another project's answers as one that does not
+// exist.
+func (g *Gateway) serveThreadDelete(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimPrefix(r.URL.Path, "/v1/threads/")
+	if r.Method != http.MethodDelete {
+		methodNotAllowed(w, r, http.MethodDelete)
+		return
+	}
+	p, aerr := g.authenticate(w, r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	notFound := newError(http.StatusNotFound, typeInvalidRequest, "not_found", fmt.Sprintf("thread %q not found", id))
+	tc := g.threads()
+	if tc == nil || !validRequestID(id) {
+		writeError(w, notFound)
+		return
+	}
+	err := tc.DeleteThread(r.Context(), p.Project, id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, notFound)
+		return
+	}
+	if err != nil {
+		g.log.Warn("deleting thread", "project", p.Project, "err", err)
+		writeError(w, newError(http.StatusInternalServerError, typeServer, "", "the thread could not be deleted; try again"))
+		return
+	}
+	body, _ := json.Marshal(map[string]any{"id": id, "object": "thread.deleted", "deleted": true})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,207 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/llmgw/llmgw/runtime/request"
+	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/sim/simengine"
+)
+
+// twoModels is a catalog of a large and a small model.
+type twoModels struct{}
+
+var twoModelLimits = map[string]request.Limits{
+	"big":   {MaxOutput: 64, ContextLength: 8192},
+	"small": {MaxOutput: 16, ContextLength: 200},
+}
+
+func (twoModels) Resolve(name string) (string, bool) { _, ok := twoModelLimits[name]; return name, ok }
+func (twoModels) List() []ModelInfo                  { return []ModelInfo{{ID: "big"}, {ID: "small"}} }
+func (twoModels) Limits(m string) request.Limits     { return twoModelLimits[m] }
+
+// seenEngine is a sim engine that remembers the messages of each chat
+// request it served.
+type seenEngine struct {
+	mu   sync.Mutex
+	seen [][]map[string]any
+}
+
+func (e *seenEngine) last(t *testing.T) []map[string]any {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.seen) == 0 {
+		t.Fatal("the engine got no request")
+	}
+	return e.seen[len(e.seen)-1]
+}
+
+func startSeenEngine(t *testing.T, model string) (*seenEngine, string) {
+	t.Helper()
+	eng, err := simengine.New(simengine.Config{ServedModelName: model, EOSAfter: 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	se := &seenEngine{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var v struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		_ = json.Unmarshal(body, &v)
+		se.mu.Lock()
+		se.seen = append(se.seen, v.Messages)
+		se.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		eng.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return se, srv.URL
+}
+
+func contents(msgs []map[string]any) string {
+	var out []string
+	for _, m := range msgs {
+		c, _ := m["content"].(string)
+		out = append(out, m["role"].(string)+":"+c)
+	}
+	return strings.Join(out, " | ")
+}
+
+// TestThreads: a thread continues across models with its history put
+// before the new turn, trimmed (oldest turns first, never the system
+// message nor the new turn) to fit a smaller model, after a budget's
+// fallback too; it is private to its project, off until the project
+// opts in, and deleted by the client.
+func TestThreads(t *testing.T) {
+	st := contentStore(t, 24)
+	for _, p := range []string{"other", "off"} {
+		if err := st.CreateProject(t.Context(), store.Project{Name: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.SetRetention(t.Context(), "other", store.ContentThreads, 1); err != nil {
+		t.Fatal(err)
+	}
+	big, bigURL := startSeenEngine(t, "big")
+	small, smallURL := startSeenEngine(t, "small")
+	rt := router.New()
+	rt.SetEndpoints("big", []router.Endpoint{{ReplicaID: "big-0", URL: bigURL, Weight: 1}})
+	rt.SetEndpoints("small", []router.Endpoint{{ReplicaID: "small-0", URL: smallURL, Weight: 1}})
+	adm := &fallbackAdmission{}
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st, Admission: adm})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	url := srv.URL + "/v1/chat/completions"
+	turn := func(key, thread, model, content string, stream bool) call {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": model, "stream": stream, "max_tokens": 8,
+			"messages": []map[string]string{{"role": "user", "content": content}}})
+		h := bearer(key)
+		h["X-Llmgw-Thread"] = thread
+		return do(t, http.MethodPost, url, h, string(body))
+	}
+
+	// The first turn, with a system message, on the big model.
+	h := bearer("key-proj")
+	h["X-Llmgw-Thread"] = "t1"
+	c := do(t, http.MethodPost, url, h, `{"model":"big","max_tokens":8,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"my name is Ada"}]}`)
+	if c.status != 200 {
+		t.Fatalf("first turn: %d %s", c.status, c.raw)
+	}
+	first := c.body["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
+	// The second on the small one: it gets the first turn and its answer.
+	if c := turn("key-proj", "t1", "small", "what is my name?", false); c.status != 200 || c.header.Get("X-Llmgw-Thread-Trimmed") != "" {
+		t.Fatalf("second turn: %d %v %s", c.status, c.header, c.raw)
+	}
+	want := "system:be brief | user:my name is Ada | assistant:" + first + " | user:what is my name?"
+	if got := contents(small.last(t)); got != want {
+		t.Fatalf("small model got %q\nwant %q", got, want)
+	}
+	// A streamed turn: relayed as the engine sent it, its answer kept.
+	s := turn("key-proj", "t1", "big", "stream it", true)
+	if s.status != 200 || !strings.Contains(s.raw, "data: [DONE]") || strings.Contains(s.raw, `"choices":[]`) {
+		t.Fatalf("streamed turn: %d %s", s.status, s.raw)
+	}
+	// Grow the thread past what the small model holds (200 tokens).
+	for i := range 6 {
+		if c := turn("key-proj", "t1", "big", "turn number "+strconv.Itoa(i)+" with some words to take room", false); c.status != 200 {
+			t.Fatalf("turn %d: %d %s", i, c.status, c.raw)
+		}
+	}
+	all := len(big.last(t))
+	c = turn("key-proj", "t1", "small", "and now?", false)
+	n, _ := strconv.Atoi(c.header.Get("X-Llmgw-Thread-Trimmed"))
+	got := small.last(t)
+	if c.status != 200 || n == 0 || len(got) >= all {
+		t.Fatalf("trimmed %q (%d messages sent, %d on big before): %d %s", c.header.Get("X-Llmgw-Thread-Trimmed"), len(got), all, c.status, c.raw)
+	}
+	if contents(got[:1]) != "system:be brief" || contents(got[len(got)-1:]) != "user:and now?" || got[1]["role"] != "user" {
+		t.Fatalf("trimmed thread %q: want the system message first, a whole turn next, the new turn last", contents(got))
+	}
+	size := 0
+	for _, m := range got {
+		b, _ := json.Marshal(m)
+		size += (len(b) + 3) / 4
+	}
+	if size > 200-8 {
+		t.Fatalf("trimmed thread is about %d tokens, more than the small model's 200 less max_tokens 8", size)
+	}
+	t.Logf("the last turn on big sent %d messages, the next on small %d (%s turns trimmed)", all, len(got), c.header.Get("X-Llmgw-Thread-Trimmed"))
+
+	// A spent budget's fallback: asked for big, served by small, which
+	// gets the thread trimmed to its size.
+	adm.fallback.Store("small")
+	c = turn("key-proj", "t1", "big", "after the fallback", false)
+	if c.status != 200 || c.header.Get("X-Llmgw-Thread-Trimmed") == "" || contents(small.last(t)[len(small.last(t))-1:]) != "user:after the fallback" {
+		t.Fatalf("fallback turn: %d %v %s", c.status, c.header, c.raw)
+	}
+	adm.fallback.Store("")
+
+	// Another project's thread of the same id is its own.
+	if c := turn("key-other", "t1", "big", "who am I?", false); c.status != 200 || contents(big.last(t)) != "user:who am I?" {
+		t.Fatalf("another project saw the thread: %q", contents(big.last(t)))
+	}
+	// A project that did not opt in cannot use threads.
+	if c := turn("key-off", "t1", "big", "hi", false); c.status != 400 || c.body["error"].(map[string]any)["code"] != "threads_off" {
+		t.Fatalf("thread in a project without retention: %d %s", c.status, c.raw)
+	}
+	if c := do(t, http.MethodPost, srv.URL+"/v1/completions", map[string]string{"Authorization": "Bearer key-proj", "X-Llmgw-Thread": "t1"}, `{"model":"big","prompt":"x"}`); c.status != 400 {
+		t.Fatalf("thread on /v1/completions: %d %s", c.status, c.raw)
+	}
+	// Delete: another project's answers 404, the owner's 200, then 404.
+	if c := do(t, http.MethodDelete, srv.URL+"/v1/threads/t1", bearer("key-off"), ""); c.status != 404 {
+		t.Fatalf("delete by a project without the thread: %d %s", c.status, c.raw)
+	}
+	if c := do(t, http.MethodDelete, srv.URL+"/v1/threads/t1", bearer("key-proj"), ""); c.status != 200 || c.body["deleted"] != true {
+		t.Fatalf("delete: %d %s", c.status, c.raw)
+	}
+	if c := do(t, http.MethodDelete, srv.URL+"/v1/threads/t1", bearer("key-proj"), ""); c.status != 404 {
+		t.Fatalf("delete twice: %d %s", c.status, c.raw)
+	}
+	if c := turn("key-proj", "t1", "big", "fresh", false); c.status != 200 || contents(big.last(t)) != "user:fresh" {
+		t.Fatalf("after delete the thread starts again: %q", contents(big.last(t)))
+	}
+}
+
+// fallbackAdmission admits everything, serving fallback when it is set.
+type fallbackAdmission struct{ fallback atomic.Value }
+
+func (a *fallbackAdmission) Admit(_ context.Context, _ request.Principal, model string, _ request.Info) (request.Ticket, error) {
+	if f, _ := a.fallback.Load().(string); f != "" {
+		return PlainTicket(f), nil
+	}
+	return PlainTicket(model), nil
+}

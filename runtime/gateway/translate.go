@@ -1,0 +1,217 @@
+package gateway
+
+// Client APIs the gateway translates onto the engine's chat completions:
+// the request takes the same path as every other (serve), with a shape
+// that turns the client's body into a chat completions body before it is
+// parsed and admitted, and turns the engine's answer back. The
+// translation itself is package apishape's; this file does the I/O.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/apishape"
+	"github.com/llmgw/llmgw/runtime/request"
+	"github.com/llmgw/llmgw/runtime/router"
+)
+
+// shape is one translated client API, made anew for each request.
+type shape interface {
+	// toChat turns the client's body into a chat completions body.
+	toChat(ctx context.Context, g *Gateway, x *exchange, body []byte) ([]byte, *apiError)
+	// writeError sends e in the client API's error shape.
+	writeError(w http.ResponseWriter, x *exchange, e *apiError)
+	// setHeaders adds the shape's response headers.
+	setHeaders(h http.Header)
+	// whole renders a complete answer; raw is the engine's body.
+	whole(x *exchange, res *apishape.Result, raw []byte) []byte
+	// stream starts the translation of a streamed answer.
+	stream(x *exchange) shapeStream
+	// completed is called once a whole answer reached the client.
+	completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result)
+}
+
+// shapeStream translates one streamed answer.
+type shapeStream interface {
+	// chunk translates one data payload of the engine's stream; content
+	// reports whether it carried generated output.
+	chunk(data []byte) (events []apishape.Event, content bool, err error)
+	// finish ends a stream the engine completed.
+	finish() []apishape.Event
+	// broken ends a stream the engine broke off.
+	broken(message string) []apishape.Event
+	result() *apishape.Result
+	// ended reports whether the engine's [DONE] arrived.
+	ended() bool
+}
+
+func fromShapeError(e *apishape.Error) *apiError {
+	ae := newError(e.Status, typeInvalidRequest, e.Code, e.Message)
+	if e.Param != "" {
+		ae = ae.withParam(e.Param)
+	}
+	return ae
+}
+
+func newID(prefix string) string { return prefix + newRequestID() }
+
+func usageOf(u *apishape.Usage) request.Usage {
+	if u == nil {
+		return request.Usage{}
+	}
+	return request.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens, Reported: true}
+}
+
+// engineError turns an engine's error answer into the gateway's, keeping
+// its status and message.
+func engineError(status int, body []byte) *apiError {
+	var v struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(body, &v)
+	msg := v.Error.Message
+	if msg == "" {
+		msg = v.Message
+	}
+	if msg == "" {
+		msg = strings.TrimSpace(truncate(body, 200))
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	typ := typeInvalidRequest
+	if status >= 500 {
+		typ = typeUpstream
+	}
+	return newError(status, typ, "", "the model's engine refused the request: "+msg)
+}
+
+// relayShaped relays the engine's answer translated by x.shape.
+func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchange, ep router.Endpoint, resp *http.Response) {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxBufferedResponse))
+		if err != nil {
+			g.upstreamFailed(w, r, x, ep, err)
+			return
+		}
+		if resp.StatusCode != http.StatusOK {
+			x.fail(w, engineError(resp.StatusCode, data))
+			return
+		}
+		res, err := apishape.ParseChatCompletion(data)
+		if err != nil {
+			g.log.Warn("translating engine answer", "replica", ep.ReplicaID, "model", x.rec.Model, "err", err)
+			x.fail(w, newError(http.StatusBadGateway, typeUpstream, "upstream_error", "the model's engine sent an answer that could not be read"))
+			return
+		}
+		x.usage = usageOf(res.Usage)
+		x.shape.setHeaders(w.Header())
+		out := x.shape.whole(x, res, data)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+		x.rec.Status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
+		if _, err := w.Write(out); err != nil {
+			return
+		}
+		x.shape.completed(r.Context(), g, x, res)
+		return
+	}
+
+	h := w.Header()
+	x.shape.setHeaders(h)
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	x.rec.Status = http.StatusOK
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	w.WriteHeader(http.StatusOK)
+	if rc.Flush() != nil {
+		x.rec.Status = statusClientGone
+		return
+	}
+	st := x.shape.stream(x)
+	send := func(evs []apishape.Event, flush bool) bool {
+		for _, e := range evs {
+			if _, err := w.Write(e.Bytes()); err != nil {
+				return false
+			}
+		}
+		return !flush || rc.Flush() == nil
+	}
+	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	var data []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A data line longer than the buffer: keep it whole.
+			rest, err2 := br.ReadBytes('\n')
+			line, err = append(append([]byte(nil), line...), rest...), err2
+		}
+		if trimmed := bytes.TrimRight(line, "\r\n"); len(trimmed) > 0 {
+			if d, ok := bytes.CutPrefix(trimmed, []byte("data:")); ok {
+				data = append(data, bytes.TrimSpace(d)...)
+			}
+			if err == nil {
+				continue
+			}
+		}
+		if len(data) > 0 {
+			evs, content, cerr := st.chunk(data)
+			data = data[:0]
+			if cerr != nil {
+				g.log.Warn("translating engine stream", "replica", ep.ReplicaID, "model", x.rec.Model, "err", cerr)
+				send(st.broken("the model's engine sent a stream that could not be read"), true)
+				return
+			}
+			if content && x.bound.perChoice > 0 && x.events >= x.bound.perChoice && st.result().Finish == "" {
+				// Past what admission reserved (an engine that ignored
+				// max_tokens): this chunk is not relayed and the answer
+				// ends, cut at the bound.
+				x.bound.cut = true
+				st.result().Finish = "length"
+				break
+			}
+			if content {
+				x.events++
+				if x.rec.TTFT == 0 {
+					x.rec.TTFT = time.Since(x.start)
+				}
+			}
+			if u := st.result().Usage; u != nil {
+				x.usage = usageOf(u)
+			}
+			if !send(evs, br.Buffered() == 0) {
+				x.rec.Status = statusClientGone
+				return
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if r.Context().Err() != nil {
+		x.rec.Status = statusClientGone
+		return
+	}
+	res := st.result()
+	if res.Finish == "" && !st.ended() {
+		send(st.broken("the model's engine ended the stream before the answer was complete"), true)
+		return
+	}
+	if send(st.finish(), true) {
+		x.done = true
+		x.shape.completed(r.Context(), g, x, res)
+	}
+}

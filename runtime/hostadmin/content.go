@@ -1,0 +1,63 @@
+package hostadmin
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/llmgw/llmgw/internal/cliflags"
+	"github.com/llmgw/llmgw/runtime/config"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// contentRetention runs `llmgw keys threads|memory --project P
+// --retain-hours N` (or --off): whether a project keeps conversations
+// (threads and stored responses) or agents' memory notes, and for how
+// long. Nothing is kept until a project opts in, and a retention is
+// required: content is never kept for ever.
+func contentRetention(ctx context.Context, kind string, args []string, io IO) int {
+	cmd := "keys " + kind
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Err)
+	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
+	project := fs.String("project", "", "the project")
+	hours := fs.Int("retain-hours", 0, "keep content this many hours after its last write (required to turn it on)")
+	off := fs.Bool("off", false, "stop keeping content; what is kept goes at the next hourly prune")
+	pos, err := cliflags.Parse(fs, args)
+	if err != nil {
+		return 2
+	}
+	switch {
+	case len(pos) != 0:
+		return io.fail(cmd, fmt.Errorf("unexpected argument %q", pos[0]))
+	case *project == "":
+		return io.fail(cmd, fmt.Errorf("--project is required"))
+	case *off && *hours != 0:
+		return io.fail(cmd, fmt.Errorf("give --retain-hours or --off, not both"))
+	case !*off && *hours <= 0:
+		return io.fail(cmd, fmt.Errorf("--retain-hours N (N > 0) is required: kept content must expire; or --off"))
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return io.fail(cmd, err)
+	}
+	st, err := store.Open(ctx, cfg.Auth.Store, store.MustExist())
+	if err != nil {
+		return io.fail(cmd, fmt.Errorf("auth.store: %w", err))
+	}
+	defer st.Close()
+	storeKind := store.ContentThreads
+	what := "conversations (threads and stored responses)"
+	if kind == "memory" {
+		storeKind, what = store.ContentMemory, "memory notes"
+	}
+	if err := st.SetRetention(ctx, *project, storeKind, *hours); err != nil {
+		return io.fail(cmd, err)
+	}
+	if *off {
+		fmt.Fprintf(io.Out, "project %s keeps no %s from now on; what it kept goes at the next hourly prune\n", *project, what)
+		return 0
+	}
+	fmt.Fprintf(io.Out, "project %s keeps %s for %d hours after their last write\n", *project, what, *hours)
+	return 0
+}

@@ -1,0 +1,345 @@
+package reconcile
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/models"
+	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/runtime/scheduler"
+)
+
+// Routing is what the reconciler tells the router beyond endpoints, and
+// what it reads back of the requests; *router.Router implements it.
+type Routing interface {
+	SetModel(model string, c router.ModelConfig)
+	Demand(model string) router.Demand
+	TakePending(model string) bool
+	Demanded() <-chan struct{}
+	Snapshot() map[string][]router.EndpointLoad
+}
+
+var _ Routing = (*router.Router)(nil)
+
+// Autoscale says when a model with scaling.max above scaling.min gains or
+// loses a replica, and when an idle on-demand replica may make room for
+// another model (config.Autoscale documents each field).
+type Autoscale struct {
+	UpLoad, DownLoad               float64
+	UpAfter, DownAfter, EvictAfter time.Duration
+	// DefaultIdleTimeout is the idle_timeout of a model that sets none.
+	DefaultIdleTimeout time.Duration
+}
+
+// DefaultAutoscale is what zero Autoscale fields take.
+var DefaultAutoscale = Autoscale{UpLoad: 0.8, DownLoad: 0.3, UpAfter: 30 * time.Second, DownAfter: 5 * time.Minute,
+	EvictAfter: 2 * time.Minute, DefaultIdleTimeout: 15 * time.Minute}
+
+func (a Autoscale) withDefaults() Autoscale {
+	d := DefaultAutoscale
+	if a.UpLoad <= 0 {
+		a.UpLoad = d.UpLoad
+	}
+	if a.DownLoad <= 0 {
+		a.DownLoad = d.DownLoad
+	}
+	if a.UpAfter <= 0 {
+		a.UpAfter = d.UpAfter
+	}
+	if a.DownAfter <= 0 {
+		a.DownAfter = d.DownAfter
+	}
+	if a.EvictAfter <= 0 {
+		a.EvictAfter = d.EvictAfter
+	}
+	if a.DefaultIdleTimeout <= 0 {
+		a.DefaultIdleTimeout = d.DefaultIdleTimeout
+	}
+	return a
+}
+
+// scaleState is what the reconciler keeps per autoscaled model.
+type scaleState struct {
+	// want is the replica count decided last, between min and max.
+	want int
+	// above and below are since when the load has been at or above the up
+	// target, at or below the down target; zero when it is not.
+	above, below time.Time
+	// evicted is when a replica of the model was last stopped to make room
+	// for another model.
+	evicted time.Time
+}
+
+// byPriority orders the catalog so that models at scaling.min ≥ 1 are
+// placed (and get room) before models loaded on demand.
+func byPriority(entries []models.Entry) []models.Entry {
+	out := slices.Clone(entries)
+	slices.SortStableFunc(out, func(a, b models.Entry) int {
+		ao, bo := a.Model.Scaling.Min == 0, b.Model.Scaling.Min == 0
+		switch {
+		case ao == bo:
+			return 0
+		case ao:
+			return 1
+		}
+		return -1
+	})
+	return out
+}
+
+// demanded signals when a request found a model loaded on demand without
+// a replica; nil without Routing (a nil channel never fires).
+func (r *Reconciler) demanded() <-chan struct{} {
+	if r.opts.Routing == nil {
+		return nil
+	}
+	return r.opts.Routing.Demanded()
+}
+
+// readInflight reads the requests in flight per replica.
+func (r *Reconciler) readInflight() {
+	r.inflight = map[string]int64{}
+	if r.opts.Routing == nil {
+		return
+	}
+	for _, eps := range r.opts.Routing.Snapshot() {
+		for _, ep := range eps {
+			r.inflight[ep.ReplicaID] += ep.InFlight
+		}
+	}
+}
+
+// idleTimeout is a model's scaling.idle_timeout, or the default when unset.
+func (r *Reconciler) idleTimeout(e models.Entry) time.Duration {
+	if d := e.Model.Scaling.IdleTimeout.Std(); d > 0 {
+		return d
+	}
+	return r.opts.Autoscale.DefaultIdleTimeout
+}
+
+// desired returns how many replicas of the current generation a model
+// should have, and, for replicas above it, why.
+//
+// A model with scaling.max at scaling.min (or without Routing) has min. An
+// autoscaled one starts at min; with min 0 it gets one replica when a
+// request asks for it. Once nothing was asked of it for its idle_timeout,
+// nothing is in flight and nobody waits (so the last replica a request is
+// waiting on is never stopped) it goes back to min: none for a model loaded
+// on demand. While all its replicas are ready it gains one, up to max, when
+// its load stayed at or above the up target for UpAfter, and loses one, down
+// to min (or one while it is in use), when the load stayed at or below the
+// down target for DownAfter.
+func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, string) {
+	sc := e.Model.Scaling
+	if r.opts.Routing == nil || sc.Max <= sc.Min {
+		return sc.Min, "above scaling.min"
+	}
+	name := e.Model.Name
+	st := r.scaling[name]
+	if st == nil {
+		st = &scaleState{want: sc.Min}
+		r.scaling[name] = st
+	}
+	d := r.opts.Routing.Demand(name)
+	d.Pending = r.opts.Routing.TakePending(name)
+	ready, live := 0, 0
+	for _, rep := range tx.Replicas() {
+		if rep.Model != name || !rep.Live() || rep.Generation != e.Generation {
+			continue
+		}
+		live++
+		if rep.State == fleet.ReplicaReady {
+			ready++
+		}
+	}
+	w := max(st.want, sc.Min)
+	why := "load below autoscale.down_load"
+	floor := sc.Min
+	// Idle is counted from the last request, or from the reconciler's
+	// start for replicas it found running (adopted after a restart).
+	last := d.LastRequest
+	if last.IsZero() && live > 0 {
+		last = r.started
+	}
+	inUse := d.Pending || d.Waiting > 0 || d.InFlight > 0
+	recent := !last.IsZero() && now.Sub(last) < r.idleTimeout(e)
+	switch {
+	case inUse || recent:
+		if sc.Min == 0 {
+			w = max(w, 1)
+			floor = 1
+		}
+	default:
+		// Nobody asked within idle_timeout and nothing is in flight or
+		// waiting: back to min (none, for a model loaded on demand).
+		if w > sc.Min {
+			why = fmt.Sprintf("idle for %s (scaling.idle_timeout)", r.idleTimeout(e))
+		}
+		w = sc.Min
+	}
+	if d.Pending && live == 0 {
+		r.log.Info("model asked for: placing a replica on demand", "model", name)
+	}
+	a := r.opts.Autoscale
+	if w > 0 && ready > 0 && ready >= live {
+		load := d.Load()
+		switch {
+		case load >= a.UpLoad:
+			st.below = time.Time{}
+			if st.above.IsZero() {
+				st.above = now
+			}
+			if now.Sub(st.above) >= a.UpAfter && w < sc.Max && ready >= w {
+				w++
+				st.above = now
+				r.log.Info("scaling up", "model", name, "load", load, "replicas", w)
+			}
+		case load <= a.DownLoad:
+			st.above = time.Time{}
+			if st.below.IsZero() {
+				st.below = now
+			}
+			if now.Sub(st.below) >= a.DownAfter && w > floor {
+				w--
+				st.below = now
+				r.log.Info("scaling down", "model", name, "load", load, "replicas", w)
+			}
+		default:
+			st.above, st.below = time.Time{}, time.Time{}
+		}
+	}
+	w = min(max(w, sc.Min), sc.Max)
+	st.want = w
+	return w, why
+}
+
+// evictFor makes room for a model that did not place by stopping one idle
+// replica of another model loaded on demand, when that frees what the
+// model needs. Only replicas of models at scaling.min 0 (a model at min ≥ 1
+// is a promise to stay up), of one node (a multi-node replica is tens of
+// minutes to rebuild), that have run for EvictAfter (so two models with
+// room for one do not take turns), with no request in flight or waiting,
+// whose model nobody asked for within EvictAfter; one at a time. The least
+// recently used model's replica goes first.
+func (r *Reconciler) evictFor(tx *fleet.Tx, e models.Entry, now time.Time) {
+	if r.opts.Routing == nil {
+		return
+	}
+	reps := tx.Replicas()
+	for id := range r.evicting {
+		if !slices.ContainsFunc(reps, func(rep *fleet.Replica) bool { return rep.ID == id }) {
+			delete(r.evicting, id)
+		}
+	}
+	if len(r.evicting) > 0 {
+		return // one at a time
+	}
+	a := r.opts.Autoscale
+	var best *fleet.Replica
+	var bestLast time.Time
+	for _, rep := range reps {
+		if rep.Model == e.Model.Name || rep.State != fleet.ReplicaReady || rep.ShardsExpected() != 1 ||
+			now.Sub(rep.Created) < a.EvictAfter || r.inflight[rep.ID] > 0 {
+			continue
+		}
+		m, ok := r.opts.Catalog.Get(rep.Model)
+		if !ok || m.Model.Scaling.Min != 0 {
+			continue
+		}
+		d := r.opts.Routing.Demand(rep.Model)
+		if d.Pending || d.Waiting > 0 || (!d.LastRequest.IsZero() && now.Sub(d.LastRequest) < a.EvictAfter) {
+			continue
+		}
+		if best != nil && !d.LastRequest.Before(bestLast) {
+			continue
+		}
+		if !placesWithout(tx, reps, rep, e) {
+			continue
+		}
+		best, bestLast = rep, d.LastRequest
+	}
+	if best == nil {
+		return
+	}
+	r.log.Info("replica stopped", "model", best.Model, "replica", best.ID, "reason", "idle, evicted to make room for "+e.Model.Name)
+	r.evicting[best.ID] = true
+	if st := r.scaling[best.Model]; st != nil {
+		st.want, st.evicted = 0, now
+	}
+	r.stopShards(tx, best, "evicted to make room for "+e.Model.Name)
+	r.retireReplica(tx, best, now)
+}
+
+// placesWithout reports whether a replica of e would place if victim's
+// GPUs were free.
+func placesWithout(tx *fleet.Tx, reps []*fleet.Replica, victim *fleet.Replica, e models.Entry) bool {
+	used := tx.UsedGPUs()
+	for _, s := range victim.Shards {
+		for _, g := range s.GPUs {
+			delete(used[s.Node], g)
+		}
+	}
+	others := slices.DeleteFunc(slices.Clone(reps), func(rep *fleet.Replica) bool { return rep == victim })
+	return scheduler.Place(snapshot(tx.Nodes(), used, others), demand(e.Model)).Placed
+}
+
+// noteReady measures how long each replica took from placement to ready:
+// a model's last figure is the ETA a request for it is told while one loads.
+func (r *Reconciler) noteReady(tx *fleet.Tx, now time.Time) {
+	present := map[string]bool{}
+	for _, rep := range tx.Replicas() {
+		present[rep.ID] = true
+		if rep.State == fleet.ReplicaReady && !r.readySeen[rep.ID] {
+			r.readySeen[rep.ID] = true
+			if !rep.Adopted {
+				r.loadTime[rep.Model] = now.Sub(rep.Created)
+			}
+		}
+	}
+	for id := range r.readySeen {
+		if !present[id] {
+			delete(r.readySeen, id)
+		}
+	}
+}
+
+// configureRouting gives the router each model's policy, whether it loads
+// on demand and, while a replica of it loads with none ready, when it is
+// expected to serve.
+func (r *Reconciler) configureRouting(entries []models.Entry, now time.Time) {
+	if r.opts.Routing == nil {
+		return
+	}
+	starting := map[string]time.Time{}
+	ready := map[string]bool{}
+	for _, rep := range r.opts.Fleet.Replicas() {
+		switch rep.State {
+		case fleet.ReplicaReady:
+			ready[rep.Model] = true
+		case fleet.ReplicaStarting:
+			if t, ok := starting[rep.Model]; !ok || rep.Created.Before(t) {
+				starting[rep.Model] = rep.Created
+			}
+		}
+	}
+	for _, e := range entries {
+		m := e.Model
+		policy, err := router.Policy(m.RoutingProfile)
+		if err != nil {
+			r.log.Warn("unknown routing profile: using the default", "model", m.Name, "err", err)
+			policy = nil
+		}
+		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.Min == 0 && m.Scaling.Max > 0}
+		if t, ok := starting[m.Name]; ok && !ready[m.Name] {
+			if lt, ok := r.loadTime[m.Name]; ok {
+				c.ETA = t.Add(lt)
+				if c.ETA.Before(now) {
+					c.ETA = now.Add(time.Second)
+				}
+			}
+		}
+		r.opts.Routing.SetModel(m.Name, c)
+	}
+}

@@ -1,0 +1,218 @@
+package router
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// modelState is what the router keeps per model across table changes: its
+// policy, its prefix index, and what was asked of it.
+type modelState struct {
+	name string
+	sel  atomic.Pointer[Selector]
+	// index remembers which endpoints took each prompt prefix; bits counts
+	// the endpoints given a bit in it (under the router's mu).
+	index *prefixIndex
+	bits  int
+	// lastRequest is when a request for the model last arrived (Unix ns).
+	lastRequest atomic.Int64
+	// pending is set when a request found no endpoint of a model loaded on
+	// demand; the reconciler takes it (Demand).
+	pending  atomic.Bool
+	onDemand atomic.Bool
+	// eta is when the replica being loaded should serve (Unix ns), 0 when
+	// unknown.
+	eta atomic.Int64
+	// waiting counts requests in Wait.
+	waiting atomic.Int64
+
+	mu    sync.Mutex
+	ready chan struct{} // closed when the model gains an endpoint that answers
+}
+
+func newModelState(name string) *modelState {
+	return &modelState{name: name, index: newPrefixIndex(defaultIndexBlocks)}
+}
+
+func (ms *modelState) policy() Selector {
+	if s := ms.sel.Load(); s != nil {
+		return *s
+	}
+	return PrefixAffinity{}
+}
+
+func (ms *modelState) asked(now time.Time) {
+	ns := now.UnixNano()
+	// Skip the store when it would change nothing visible: many requests a
+	// millisecond need not all write the same cache line.
+	if ns-ms.lastRequest.Load() > int64(time.Millisecond) {
+		ms.lastRequest.Store(ns)
+	}
+}
+
+// wake releases every request waiting for the model.
+func (ms *modelState) wake() {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.ready != nil {
+		close(ms.ready)
+		ms.ready = nil
+	}
+}
+
+// ModelConfig is how the router treats one model.
+type ModelConfig struct {
+	// Policy chooses among the model's endpoints; nil keeps the router's
+	// default (PrefixAffinity).
+	Policy Selector
+	// OnDemand is true for a model whose replicas are placed when a request
+	// asks for it (scaling.min 0 with a max above it): a request that finds
+	// no endpoint is counted as demand and told the model is loading.
+	OnDemand bool
+	// ETA is when the replica being loaded is expected to serve; zero when
+	// none is loading.
+	ETA time.Time
+}
+
+// SetModel configures model. The reconciler calls it on every pass for
+// every catalog model; a model never configured has the default policy and
+// is not loaded on demand.
+func (r *Router) SetModel(model string, c ModelConfig) {
+	r.mu.Lock()
+	ms := r.modelLocked(model)
+	r.mu.Unlock()
+	sel := c.Policy
+	if sel == nil {
+		sel = r.defaultPolicy
+	}
+	ms.sel.Store(&sel)
+	ms.onDemand.Store(c.OnDemand)
+	var eta int64
+	if !c.ETA.IsZero() {
+		eta = c.ETA.UnixNano()
+	}
+	ms.eta.Store(eta)
+}
+
+// Forget drops everything kept about model (it left the catalog).
+func (r *Router) Forget(model string) {
+	r.SetEndpoints(model, nil)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.models.Load()
+	ms := old[model]
+	if ms == nil {
+		return
+	}
+	next := make(map[string]*modelState, len(old))
+	for k, v := range old {
+		if k != model {
+			next[k] = v
+		}
+	}
+	r.models.Store(&next)
+	ms.wake()
+}
+
+// Demand is what was asked of one model, as the reconciler reads it.
+type Demand struct {
+	// LastRequest is when a request for the model last arrived; zero if
+	// none did since the router started.
+	LastRequest time.Time
+	// Pending is true when a request found no endpoint of a model loaded
+	// on demand since TakePending last cleared it.
+	Pending bool
+	// InFlight is the requests in flight on the model's endpoints; Waiting
+	// those waiting for one to be ready.
+	InFlight, Waiting int64
+	// Capacity is the sum of the weights of the endpoints that answer: the
+	// requests they carry at once at their latency target.
+	Capacity int64
+	// Queue is the sum of the endpoints' loads (Upstream.Queue).
+	Queue int64
+}
+
+// Load is the requests asked of the model per unit of its capacity (the
+// demand on a model with no endpoint is reported as its waiting requests).
+func (d Demand) Load() float64 {
+	if d.Capacity == 0 {
+		return float64(d.Waiting)
+	}
+	return float64(d.Queue+d.Waiting) / float64(d.Capacity)
+}
+
+// TakePending reports whether a request found no endpoint of model (loaded
+// on demand) since the last call, and clears it.
+func (r *Router) TakePending(model string) bool {
+	ms := (*r.models.Load())[model]
+	return ms != nil && ms.pending.Swap(false)
+}
+
+// Demand reports what was asked of model.
+func (r *Router) Demand(model string) Demand {
+	ms := (*r.models.Load())[model]
+	if ms == nil {
+		return Demand{}
+	}
+	var d Demand
+	if ns := ms.lastRequest.Load(); ns != 0 {
+		d.LastRequest = time.Unix(0, ns)
+	}
+	d.Pending = ms.pending.Load()
+	d.Waiting = ms.waiting.Load()
+	if p := (*r.table.Load())[model]; p != nil {
+		for _, u := range p.upstreams {
+			d.InFlight += u.inflight.Load()
+			if !u.st.down.Load() {
+				d.Capacity += u.weight
+				d.Queue += u.Queue()
+			}
+		}
+	}
+	return d
+}
+
+// Demanded is signalled (coalesced) when a request found no endpoint of a
+// model loaded on demand, so the reconciler places one at once.
+func (r *Router) Demanded() <-chan struct{} { return r.demanded }
+
+// Wait blocks until model has an endpoint that answers, or ctx ends (its
+// error is returned). The wait counts as demand.
+func (r *Router) Wait(ctx context.Context, model string) error {
+	r.mu.Lock()
+	ms := r.modelLocked(model)
+	r.mu.Unlock()
+	ms.waiting.Add(1)
+	defer ms.waiting.Add(-1)
+	for {
+		ms.mu.Lock()
+		if ms.ready == nil {
+			ms.ready = make(chan struct{})
+		}
+		ch := ms.ready
+		ms.mu.Unlock()
+		if r.hasUp(model) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (r *Router) hasUp(model string) bool {
+	p := (*r.table.Load())[model]
+	if p == nil {
+		return false
+	}
+	for _, u := range p.upstreams {
+		if !u.st.down.Load() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+func checkKind(kind string) error {
+	if kind != ContentThreads && kind != ContentMemory {
+		return fmt.Errorf("content kind %q is not one of %s, %s", kind, ContentThreads, ContentMemory)
+	}
+	return nil
+}
+
+// SetRetention sets a project's retention for one kind of content.
+func (s *sqlStore) SetRetention(ctx context.Context, project, kind string, hours int) error {
+	if err := checkKind(kind); err != nil {
+		return fmt.Errorf("setting retention of project %q: %w", project, err)
+	}
+	if hours < 0 {
+		return fmt.Errorf("setting %s retention of project %q: hours must not be negative, got %d", kind, project, hours)
+	}
+	err := s.inProjectTx(ctx, project, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT 1 FROM projects WHERE name = ?`), project).Scan(&one); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			return err
+		}
+		if hours == 0 {
+			_, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM content_retention WHERE project = ? AND kind = ?`), project, kind)
+			return err
+		}
+		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO content_retention (project, kind, retain_hours, updated_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (project, kind) DO UPDATE SET retain_hours = excluded.retain_hours, updated_at = excluded.updated_at`),
+			project, kind, hours, toDB(s.now()))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("setting %s retention of project %q: %w", kind, project, err)
+	}
+	return nil
+}
+
+// Retention returns a project's retention for one kind, 0 when off.
+func (s *sqlStore) Retention(ctx context.Context, project, kind string) (int, error) {
+	var hours int
+	err := s.queryRow(ctx, `SELECT retain_hours FROM content_retention WHERE project = ? AND kind = ?`, project, kind).Scan(&hours)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading %s retention of project %q: %w", kind, project, err)
+	}
+	return hours, nil
+}
+
+// PutResponse stores a response.
+func (s *sqlStore) PutResponse(ctx context.Context, r StoredResponse) error {
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = s.now()
+	}
+	_, err := s.exec(ctx, `INSERT INTO stored_responses (project, id, model, body, history, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		r.Project, r.ID, r.Model, string(r.Body), string(r.History), toDB(r.CreatedAt), toDB(r.ExpiresAt))
+	if err != nil {
+		if s.d.isUniqueViolation(err) {
+			err = ErrAlreadyExists
+		}
+		return fmt.Errorf("storing response %q: %w", r.ID, err)
+	}
+	return nil
+}
+
+// GetResponse returns a project's unexpired response.
+func (s *sqlStore) GetResponse(ctx context.Context, project, id string, now time.Time) (StoredResponse, error) {
+	r := StoredResponse{Project: project, ID: id}
+	var body, history string
+	var created, expires int64
+	err := s.queryRow(ctx, `SELECT model, body, history, created_at, expires_at FROM stored_responses
+		WHERE project = ? AND id = ? AND expires_at > ?`, project, id, toDB(now)).Scan(&r.Model, &body, &history, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return StoredResponse{}, fmt.Errorf("getting response %q: %w", id, err)
+	}
+	r.Body, r.History, r.CreatedAt, r.ExpiresAt = []byte(body), []byte(history), fromDB(created), fromDB(expires)
+	return r, nil
+}
+
+// DeleteResponse deletes a project's response.
+func (s *sqlStore) DeleteResponse(ctx context.Context, project, id string) error {
+	if err := requireRow(s.exec(ctx, `DELETE FROM stored_responses WHERE project = ? AND id = ?`, project, id)); err != nil {
+		return fmt.Errorf("deleting response %q: %w", id, err)
+	}
+	return nil
+}
+
+// GetThread returns a project's unexpired thread.
+func (s *sqlStore) GetThread(ctx context.Context, project, id string, now time.Time) ([]byte, error) {
+	var msgs string
+	err := s.queryRow(ctx, `SELECT messages FROM threads WHERE project = ? AND id = ? AND expires_at > ?`, project, id, toDB(now)).Scan(&msgs)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting thread %q: %w", id, err)
+	}
+	return []byte(msgs), nil
+}
+
+// PutThread creates or replaces a thread.
+func (s *sqlStore) PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time) error {
+	_, err := s.exec(ctx, `INSERT INTO threads (project, id, messages, updated_at, expires_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (project, id) DO UPDATE SET messages = excluded.messages, updated_at = excluded.updated_at, expires_at = excluded.expires_at`,
+		project, id, string(messages), toDB(s.now()), toDB(expires))
+	if err != nil {
+		return fmt.Errorf("storing thread %q: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteThread deletes a project's thread.
+func (s *sqlStore) DeleteThread(ctx context.Context, project, id string) error {
+	if err := requireRow(s.exec(ctx, `DELETE FROM threads WHERE project = ? AND id = ?`, project, id)); err != nil {
+		return fmt.Errorf("deleting thread %q: %w", id, err)
+	}
+	return nil
+}
+
+// PutNote creates a note or replaces its text.
+func (s *sqlStore) PutNote(ctx context.Context, n Note) error {
+	now := s.now()
+	if n.CreatedAt.IsZero() {
+		n.CreatedAt = now
+	}
+	if n.UpdatedAt.IsZero() {
+		n.UpdatedAt = now
+	}
+	_, err := s.exec(ctx, `INSERT INTO memory_notes (project, agent, id, text, created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (project, agent, id) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at, expires_at = excluded.expires_at`,
+		n.Project, n.Agent, n.ID, n.Text, toDB(n.CreatedAt), toDB(n.UpdatedAt), toDB(n.ExpiresAt))
+	if err != nil {
+		return fmt.Errorf("storing note %q: %w", n.ID, err)
+	}
+	return nil
+}
+
+// SearchNotes returns an agent's unexpired notes holding every word of
+// query.
+func (s *sqlStore) SearchNotes(ctx context.Context, project, agent, query string, now time.Time, limit int) ([]Note, error) {
+	if limit <= 0 {
+		limit = 20
+	}
+	q := `SELECT id, text, created_at, updated_at, expires_at FROM memory_notes WHERE project = ? AND agent = ? AND expires_at > ?`
+	args := []any{project, agent, toDB(now)}
+	for _, w := range strings.Fields(strings.ToLower(query)) {
+		q += ` AND LOWER(text) LIKE ? ESCAPE '\'`
+		args = append(args, "%"+likeEscaper.Replace(w)+"%")
+	}
+	q += ` ORDER BY updated_at DESC, id LIMIT ?`
+	args = append(args, limit)
+	return queryAll(ctx, s, "searching notes", q, func(r scanner) (Note, error) {
+		n := Note{Project: project, Agent: agent}
+		var created, updated, expires int64
+		err := r.Scan(&n.ID, &n.Text, &created, &updated, &expires)
+		n.CreatedAt, n.UpdatedAt, n.ExpiresAt = fromDB(created), fromDB(updated), fromDB(expires)
+		return n, err
+	}, args...)
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// DeleteNote deletes an agent's note.
+func (s *sqlStore) DeleteNote(ctx context.Context, project, agent, id string) error {
+	if err := requireRow(s.exec(ctx, `DELETE FROM memory_notes WHERE project = ? AND agent = ? AND id = ?`, project, agent, id)); err != nil {
+		return fmt.Errorf("deleting note %q: %w", id, err)
+	}
+	return nil
+}
+
+// PruneContent deletes expired content and the content of kinds turned
+// off.
+func (s *sqlStore) PruneContent(ctx context.Context, now time.Time) (int64, error) {
+	var total int64
+	for _, p := range []struct{ table, kind string }{
+		{"stored_responses", ContentThreads}, {"threads", ContentThreads}, {"memory_notes", ContentMemory},
+	} {
+		res, err := s.exec(ctx, `DELETE FROM `+p.table+` WHERE expires_at <= ?
+			OR project NOT IN (SELECT project FROM content_retention WHERE kind = ?)`, toDB(now), p.kind)
+		if err != nil {
+			return total, fmt.Errorf("pruning %s: %w", p.table, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("pruning %s: %w", p.table, err)
+		}
+		total += n
+	}
+	return total, nil
+}

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// staleSlice is how long an expired slice row is kept: usage rows written
+// late by its holder may still charge it.
+const staleSlice = time.Hour
+
+// TakeSlice implements QuotaStore in one transaction that holds the
+// subject's lock (an advisory lock on PostgreSQL; SQLite has one writer),
+// so two holders growing at once cannot both take the same room.
+func (s *sqlStore) TakeSlice(ctx context.Context, r SliceRequest) (sl Slice, ok bool, err error) {
+	if r.Subject == "" || r.Holder == "" {
+		return Slice{}, false, errors.New("taking a slice: subject and holder are required")
+	}
+	if r.TTL <= 0 {
+		return Slice{}, false, fmt.Errorf("taking a slice of %q: the TTL must be positive", r.Subject)
+	}
+	what := fmt.Sprintf("taking a slice of %q", r.Subject)
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return Slice{}, false, fmt.Errorf("%s: %w", what, err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, rollback(tx))
+		}
+	}()
+	if s.d.lockName != "" {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(s.d.lockName), "quota:"+r.Subject); err != nil {
+			return Slice{}, false, fmt.Errorf("%s: locking: %w", what, err)
+		}
+	}
+	q := func(query string) string { return s.d.rebind(s.nowSQL(query)) }
+	var now int64
+	var recorded, others float64
+	// One statement, so both sums come from one snapshot.
+	err = tx.QueryRowContext(ctx, q(`SELECT NOW,
+		(SELECT COALESCE(SUM(cost), 0) FROM usage_records WHERE ? <> '' AND project = ? AND at >= ?),
+		(SELECT COALESCE(SUM(CASE WHEN granted > spent THEN granted - spent ELSE 0 END), 0)
+			FROM quota_slices WHERE subject = ? AND holder <> ? AND expires_at > NOW)`),
+		r.Project, r.Project, toDB(r.Since), r.Subject, r.Holder).Scan(&now, &recorded, &others)
+	if err != nil {
+		return Slice{}, false, fmt.Errorf("%s: summing the limit's use: %w", what, err)
+	}
+	var granted, spent float64
+	var expires int64
+	err = tx.QueryRowContext(ctx, q(`SELECT granted, spent, expires_at FROM quota_slices WHERE subject = ? AND holder = ?`),
+		r.Subject, r.Holder).Scan(&granted, &spent, &expires)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		granted, spent, expires = 0, 0, now
+	case err != nil:
+		return Slice{}, false, fmt.Errorf("%s: reading the slice: %w", what, err)
+	}
+	// The holder's unspent part may take what the others and the recorded
+	// spend leave of the limit.
+	most := r.Limit - recorded - others + spent
+	g := min(r.Want, most)
+	if g < r.Need {
+		live := granted
+		if expires <= now {
+			live = spent
+		}
+		sl = Slice{Granted: granted, Spent: spent, Committed: recorded + others + max(live-spent, 0), ExpiresAt: fromDB(expires), Now: fromDB(now)}
+		return sl, false, tx.Commit()
+	}
+	g = max(g, spent)
+	expires = now + r.TTL.Microseconds()
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO quota_slices (subject, holder, granted, spent, expires_at) VALUES (?, ?, ?, 0, ?)
+		ON CONFLICT (subject, holder) DO UPDATE SET granted = excluded.granted, expires_at = excluded.expires_at`),
+		r.Subject, r.Holder, g, expires); err != nil {
+		return Slice{}, false, fmt.Errorf("%s: writing the slice: %w", what, err)
+	}
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM quota_slices WHERE subject = ? AND expires_at < ?`),
+		r.Subject, now-staleSlice.Microseconds()); err != nil {
+		return Slice{}, false, fmt.Errorf("%s: dropping stale slices: %w", what, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Slice{}, false, fmt.Errorf("%s: committing: %w", what, err)
+	}
+	return Slice{Granted: g, Spent: spent, Committed: recorded + others + max(g-spent, 0), ExpiresAt: fromDB(expires), Now: fromDB(now)}, true, nil
+}
+
+// chargeSlices adds the cost of rows written for a holder to its budget
+// slices: the day, month and total budgets of each row's project.
+func (s *sqlStore) chargeSlices(ctx context.Context, tx *sql.Tx, rows []UsageRow) error {
+	type key struct{ subject, holder string }
+	sums := map[key]float64{}
+	var order []key
+	for _, r := range rows {
+		if r.Holder == "" || r.Cost <= 0 {
+			continue
+		}
+		for _, period := range []string{PeriodDay, PeriodMonth, PeriodTotal} {
+			k := key{BudgetSubject(r.Project, period, PeriodStart(period, r.At)), r.Holder}
+			if _, ok := sums[k]; !ok {
+				order = append(order, k)
+			}
+			sums[k] += r.Cost
+		}
+	}
+	for _, k := range order {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE quota_slices SET spent = spent + ? WHERE subject = ? AND holder = ?`),
+			sums[k], k.subject, k.holder); err != nil {
+			return fmt.Errorf("charging the slice of %q: %w", k.subject, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,221 @@
+package storetest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+func testContentRetention(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if h, err := s.Retention(ctx, store.DefaultProject, store.ContentThreads); err != nil || h != 0 {
+		t.Fatalf("retention of a project that never opted in: %d, %v; want 0 (off)", h, err)
+	}
+	if err := s.SetRetention(ctx, store.DefaultProject, store.ContentThreads, 24); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetRetention(ctx, store.DefaultProject, store.ContentThreads, 48); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := s.Retention(ctx, store.DefaultProject, store.ContentThreads); h != 48 {
+		t.Fatalf("threads retention %d, want 48", h)
+	}
+	if h, _ := s.Retention(ctx, store.DefaultProject, store.ContentMemory); h != 0 {
+		t.Fatalf("memory retention %d, want 0: kinds are apart", h)
+	}
+	if err := s.SetRetention(ctx, "nobody", store.ContentThreads, 1); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown project: %v, want ErrNotFound", err)
+	}
+	if err := s.SetRetention(ctx, store.DefaultProject, "diaries", 1); err == nil {
+		t.Fatal("unknown kind accepted")
+	}
+	if err := s.SetRetention(ctx, store.DefaultProject, store.ContentThreads, 0); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := s.Retention(ctx, store.DefaultProject, store.ContentThreads); h != 0 {
+		t.Fatalf("retention after turning it off: %d", h)
+	}
+}
+
+// testStoredResponses: a response is read back by its own project only,
+// not after it expired, and the prune deletes what expired and what a
+// project turned off.
+func testStoredResponses(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, p := range []string{"a", "b"} {
+		if err := s.CreateProject(ctx, store.Project{Name: p}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetRetention(ctx, p, store.ContentThreads, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	put := func(project, id string, expires time.Time) {
+		t.Helper()
+		err := s.PutResponse(ctx, store.StoredResponse{Project: project, ID: id, Model: "m", Body: []byte(`{"id":"` + id + `"}`),
+			History: []byte(`[{"role":"user","content":"hi"}]`), CreatedAt: now, ExpiresAt: expires})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a", "resp_1", now.Add(time.Hour))
+	put("a", "resp_old", now.Add(-time.Second))
+	put("b", "resp_2", now.Add(time.Hour))
+	if err := s.PutResponse(ctx, store.StoredResponse{Project: "a", ID: "resp_1", ExpiresAt: now}); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("duplicate id: %v", err)
+	}
+	got, err := s.GetResponse(ctx, "a", "resp_1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Body) != `{"id":"resp_1"}` || string(got.History) != `[{"role":"user","content":"hi"}]` || !got.CreatedAt.Equal(now) || got.Model != "m" {
+		t.Fatalf("read back %+v", got)
+	}
+	for _, tt := range []struct{ project, id, why string }{
+		{"b", "resp_1", "another project's"},
+		{"a", "resp_old", "expired"},
+		{"a", "resp_none", "unknown"},
+	} {
+		if _, err := s.GetResponse(ctx, tt.project, tt.id, now); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s response: %v, want ErrNotFound", tt.why, err)
+		}
+	}
+	if err := s.DeleteResponse(ctx, "b", "resp_1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleting another project's response: %v", err)
+	}
+	// b turns threads off: its responses go at the prune, with a's expired one.
+	if err := s.SetRetention(ctx, "b", store.ContentThreads, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PruneContent(ctx, now)
+	if err != nil || n != 2 {
+		t.Fatalf("prune deleted %d, %v; want 2 (an expired one, a project turned off)", n, err)
+	}
+	if _, err := s.GetResponse(ctx, "a", "resp_1", now); err != nil {
+		t.Fatalf("the prune took a live response: %v", err)
+	}
+	if err := s.DeleteResponse(ctx, "a", "resp_1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetResponse(ctx, "a", "resp_1", now); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
+	}
+}
+
+// testThreads: a thread is replaced whole, read by its own project only
+// and not past its expiry, and pruned with its project's retention.
+func testThreads(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, p := range []string{"a", "b"} {
+		if err := s.CreateProject(ctx, store.Project{Name: p}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetRetention(ctx, p, store.ContentThreads, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	if err := s.PutThread(ctx, "a", "t1", []byte(`[1]`), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutThread(ctx, "a", "t1", []byte(`[1,2]`), now.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutThread(ctx, "b", "t1", []byte(`["b"]`), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetThread(ctx, "a", "t1", now); err != nil || string(got) != `[1,2]` {
+		t.Fatalf("GetThread = %s, %v", got, err)
+	}
+	if got, err := s.GetThread(ctx, "b", "t1", now); err != nil || string(got) != `["b"]` {
+		t.Fatalf("the same id in another project = %s, %v", got, err)
+	}
+	if _, err := s.GetThread(ctx, "a", "t1", now.Add(2*time.Hour)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("expired thread: %v", err)
+	}
+	if _, err := s.GetThread(ctx, "a", "nope", now); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown thread: %v", err)
+	}
+	if err := s.DeleteThread(ctx, "b", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteThread(ctx, "b", "t1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleting twice: %v", err)
+	}
+	if _, err := s.GetThread(ctx, "a", "t1", now); err != nil {
+		t.Fatalf("deleting b's thread took a's: %v", err)
+	}
+	if n, err := s.PruneContent(ctx, now.Add(3*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("prune after expiry: %d, %v", n, err)
+	}
+}
+
+// testMemoryNotes: notes are private to project and agent, found by
+// every word of a query, replaced by id, and gone after their expiry or
+// when the project turns memory off.
+func testMemoryNotes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if err := s.SetRetention(ctx, store.DefaultProject, store.ContentMemory, 1); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	put := func(agent, id, text string, at time.Time) {
+		t.Helper()
+		if err := s.PutNote(ctx, store.Note{Project: store.DefaultProject, Agent: agent, ID: id, Text: text,
+			CreatedAt: at, UpdatedAt: at, ExpiresAt: at.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("bot", "n1", "The deploy key lives in Vault", now)
+	put("bot", "n2", "Prefer 50% less logging_noise", now.Add(time.Second))
+	put("other", "n3", "deploy on fridays", now)
+	ids := func(query string) string {
+		t.Helper()
+		notes, err := s.SearchNotes(ctx, store.DefaultProject, "bot", query, now.Add(2*time.Second), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range notes {
+			out = append(out, n.ID)
+		}
+		return strings.Join(out, ",")
+	}
+	for q, want := range map[string]string{
+		"":              "n2,n1",
+		"deploy":        "n1",
+		"VAULT deploy":  "n1",
+		"deploy friday": "",
+		"50%":           "n2",
+		"g_n":           "n2",
+		"%":             "n2",
+		"_":             "n2",
+	} {
+		if got := ids(q); got != want {
+			t.Errorf("search %q = %q, want %q", q, got, want)
+		}
+	}
+	put("bot", "n1", "the deploy key moved", now.Add(3*time.Second))
+	if got := ids("vault"); got != "" {
+		t.Errorf("replaced note still found by its old text: %q", got)
+	}
+	if err := s.DeleteNote(ctx, store.DefaultProject, "other", "n1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another agent deleted a note: %v", err)
+	}
+	if err := s.DeleteNote(ctx, store.DefaultProject, "bot", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if notes, _ := s.SearchNotes(ctx, store.DefaultProject, "bot", "", now.Add(2*time.Hour), 0); len(notes) != 0 {
+		t.Fatalf("expired notes found: %+v", notes)
+	}
+	if err := s.SetRetention(ctx, store.DefaultProject, store.ContentMemory, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PruneContent(ctx, now); err != nil || n != 2 {
+		t.Fatalf("prune after memory turned off: %d, %v; want 2", n, err)
+	}
+}

@@ -1,0 +1,106 @@
+package storetest
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// testQuotaSlices: two holders share a budget of 10; a slice never takes
+// more than the recorded spend and the other's unspent slice leave; usage
+// rows charge the slice they were written for; an expired slice returns
+// its unspent part.
+func testQuotaSlices(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if err := s.CreateProject(ctx, store.Project{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	start := store.PeriodStart(store.PeriodDay, time.Now())
+	subj := store.BudgetSubject("q", store.PeriodDay, start)
+	take := func(holder string, need, want float64, ttl time.Duration) (store.Slice, bool) {
+		t.Helper()
+		sl, ok, err := s.TakeSlice(ctx, store.SliceRequest{Subject: subj, Holder: holder, Limit: 10, Project: "q", Since: start,
+			Need: need, Want: want, TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sl, ok
+	}
+	if sl, ok := take("a", 4, 6, time.Minute); !ok || sl.Granted != 6 || sl.Committed != 6 {
+		t.Fatalf("a's first slice = %+v, %v; want 6 granted of 10", sl, ok)
+	}
+	if sl, ok := take("b", 2, 5, time.Minute); !ok || sl.Granted != 4 || sl.Committed != 10 {
+		t.Fatalf("b's slice = %+v, %v; want the 4 a left", sl, ok)
+	}
+	if sl, ok := take("b", 5, 5, time.Minute); ok || sl.Granted != 4 {
+		t.Fatalf("b asking for 5 = %+v, %v; want refused, 4 kept", sl, ok)
+	}
+	// a spends 3 (a row written for it) and gives back what it does not use.
+	if err := s.InsertUsage(ctx, []store.UsageRow{{At: time.Now(), Project: "q", Model: "m", Cost: 3, Holder: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if sl, ok := take("a", 0, 3, time.Minute); !ok || sl.Granted != 3 || sl.Spent != 3 || sl.Committed != 7 {
+		t.Fatalf("a shrinking to what it spent = %+v, %v; want granted 3, spent 3, committed 3 + b's 4", sl, ok)
+	}
+	if sl, ok := take("b", 7, 9, time.Minute); !ok || sl.Granted != 7 {
+		t.Fatalf("b growing = %+v, %v; want the 7 left after a's 3 spent", sl, ok)
+	}
+	// b takes a short slice and dies: its unspent part returns at expiry.
+	if sl, ok := take("b", 0, 7, 50*time.Millisecond); !ok || sl.Granted != 7 {
+		t.Fatalf("b renewing short = %+v, %v", sl, ok)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sl, ok := take("a", 10, 10, time.Minute)
+		if ok {
+			if sl.Granted != 10 || sl.Committed != 10 {
+				t.Fatalf("a after b expired = %+v; want granted 10 (3 spent + 7 returned)", sl)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's slice never expired: %+v", sl)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A rate limit: no recorded spend, slices of granted tokens.
+	r := store.SliceRequest{Subject: "rate/project/q/tokens", Holder: "a", Limit: 100, Need: 60, Want: 60, TTL: time.Minute}
+	if sl, ok, err := s.TakeSlice(ctx, r); err != nil || !ok || sl.Granted != 60 {
+		t.Fatalf("rate slice = %+v, %v, %v", sl, ok, err)
+	}
+	r.Holder = "b"
+	if sl, ok, err := s.TakeSlice(ctx, r); err != nil || ok || sl.Granted != 0 {
+		t.Fatalf("second rate slice of 60 of 100 = %+v, %v, %v; want refused", sl, ok, err)
+	}
+	if _, _, err := s.TakeSlice(ctx, store.SliceRequest{Subject: "x", Holder: "a"}); err == nil {
+		t.Error("a slice with no TTL was taken; want an error")
+	}
+}
+
+// testQuotaSliceRace: 20 holders race for slices of 1 of a limit of 7;
+// exactly 7 get one.
+func testQuotaSliceRace(t *testing.T, s store.Store) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := 0
+	for i := range 20 {
+		wg.Go(func() {
+			_, ok, err := s.TakeSlice(t.Context(), store.SliceRequest{Subject: "rate/key/k/requests", Holder: string(rune('a' + i)),
+				Limit: 7, Need: 1, Want: 1, TTL: time.Minute})
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				mu.Lock()
+				won++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if won != 7 {
+		t.Errorf("%d holders got a slice of a limit of 7", won)
+	}
+}
