@@ -57,7 +57,7 @@ func FuzzRelayStream(f *testing.F) {
 		x := &exchange{start: time.Now(), injected: injected}
 		resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(bytes.NewReader(data))}
 		w := httptest.NewRecorder()
-		g.relayStream(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), x, resp)
+		g.relayStream(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), x, resp, nil)
 
 		var want []byte
 		var lastUsage *usageJSON
