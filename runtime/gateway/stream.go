@@ -37,7 +37,9 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 		return
 	}
 
-	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	// An event is a few hundred bytes; a longer one is read in pieces
+	// (ErrBufferFull below). The transport buffers beneath this too.
+	br := bufio.NewReaderSize(resp.Body, 4<<10)
 	event := make([]byte, 0, 1024)
 	for {
 		lineStart := len(event)
