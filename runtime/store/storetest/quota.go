@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -102,5 +103,62 @@ func testQuotaSliceRace(t *testing.T, s store.Store) {
 	wg.Wait()
 	if won != 7 {
 		t.Errorf("%d holders got a slice of a limit of 7", won)
+	}
+}
+
+// testQuotaSliceWithUsage: three holders spend a budget of 30 in rows of 1
+// while they grow their slices, each holder's rows committing concurrently
+// with its own next grow; however the commits interleave, the recorded
+// spend never passes the limit.
+func testQuotaSliceWithUsage(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for round := range 4 {
+		project := fmt.Sprintf("race%d", round)
+		if err := s.CreateProject(ctx, store.Project{Name: project}); err != nil {
+			t.Fatal(err)
+		}
+		since := time.Unix(0, 0).UTC()
+		subj := store.BudgetSubject(project, store.PeriodTotal, since)
+		const limit = 30
+		var wg sync.WaitGroup
+		for h := range 3 {
+			holder := fmt.Sprintf("h%d", h)
+			rows := make(chan float64, limit)
+			wg.Go(func() {
+				for c := range rows {
+					if err := s.InsertUsage(ctx, []store.UsageRow{{At: time.Now(), Project: project, Model: "m", Cost: c, Holder: holder}}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+			wg.Go(func() {
+				defer close(rows)
+				issued := 0.0
+				for range 3 * limit {
+					sl, ok, err := s.TakeSlice(ctx, store.SliceRequest{Subject: subj, Holder: holder, Limit: limit, Project: project, Since: since,
+						Need: issued + 1, Want: issued + 2, TTL: time.Minute})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if !ok {
+						continue
+					}
+					for issued+1 <= sl.Granted+1e-9 {
+						rows <- 1
+						issued++
+					}
+				}
+			})
+		}
+		wg.Wait()
+		spent, err := s.ProjectSpend(ctx, project, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spent > limit+1e-9 {
+			t.Fatalf("round %d: %.0f recorded of a budget of %d: a grow was granted past the limit", round, spent, limit)
+		}
 	}
 }
