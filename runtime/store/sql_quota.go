@@ -117,4 +117,3 @@ func (s *sqlStore) chargeSlices(ctx context.Context, tx *sql.Tx, rows []UsageRow
 	}
 	return nil
 }
-
