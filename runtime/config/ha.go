@@ -10,8 +10,9 @@ import (
 type HA struct {
 	// Name tells this control plane apart from the others on the store
 	// (ctl status shows it); "" is the host name. Two control planes must
-	// never share one: a control plane restarted under its name takes its
-	// own lease back at once.
+	// never share one: a second live process under a name exits at start,
+	// and one restarted under its name takes the lease only once its
+	// predecessor's has run out or was given up.
 	Name string `koanf:"name" yaml:"name,omitempty" json:"name,omitempty"`
 	// AdvertiseAgents is the host:port agents are sent to while this
 	// control plane leads; "" is agent_listen, with the host name when

@@ -131,6 +131,10 @@ func (e *Elector) Leading() (int64, bool) {
 // takes over at once.
 func (e *Elector) Run(ctx context.Context) {
 	defer close(e.closed)
+	if err := e.checkUnique(ctx); err != nil {
+		e.lose(err.Error())
+		return
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -161,7 +165,7 @@ func (e *Elector) isLost() bool {
 func (e *Elector) round(ctx context.Context) time.Duration {
 	start := e.opts.Now()
 	e.mu.Lock()
-	leading, validUntil := e.st.Leading, e.st.ValidUntil
+	leading, validUntil, token := e.st.Leading, e.st.ValidUntil, e.st.Token
 	e.mu.Unlock()
 	// A claim may take no longer than the leader's remaining validity.
 	timeout := e.opts.TTL
@@ -196,6 +200,11 @@ func (e *Elector) round(ctx context.Context) time.Duration {
 		e.st.Lease = l
 		e.mu.Unlock()
 		return e.opts.Retry
+	case leading && l.Token != token:
+		// Someone else held the lease in between: what this control plane
+		// did under its old token may have been undone.
+		e.lose("the lease was taken over in between (token " + strconv.FormatInt(l.Token, 10) + ", had " + strconv.FormatInt(token, 10) + ")")
+		return 0
 	}
 	e.mu.Lock()
 	elected := !e.st.Leading
@@ -211,6 +220,48 @@ func (e *Elector) round(ctx context.Context) time.Duration {
 		go e.watchdog(ctx)
 	}
 	return e.opts.Renew
+}
+
+// checkUnique refuses a second live process under this control plane's
+// name: when the registry holds the name, recently seen, it waits as long
+// as a live holder of the name takes to record itself again and fails if
+// it did. A process restarted under its name passes, after that wait when
+// its predecessor was seen recently.
+func (e *Elector) checkUnique(ctx context.Context) error {
+	same := func() (store.ControlPlane, bool, error) {
+		cps, err := e.opts.Store.ListControlPlanes(ctx)
+		if err != nil {
+			return store.ControlPlane{}, false, err
+		}
+		for _, cp := range cps {
+			if cp.Name == e.opts.Name && cp.Instance != e.instance {
+				return cp, true, nil
+			}
+		}
+		return store.ControlPlane{}, false, nil
+	}
+	before, ok, err := same()
+	if err != nil || !ok {
+		return nil // best effort: the lease alone still keeps one leader
+	}
+	// A live process records itself after every claim: every Renew while
+	// it leads, every Retry while it stands by.
+	wait := 2 * max(e.opts.Renew, e.opts.Retry)
+	if l, err := e.opts.Store.GetLease(ctx, store.FleetLease); err == nil && l.Now.Sub(before.SeenAt) > wait {
+		return nil
+	}
+	e.log.Info("waiting to see whether another process runs under this name", "name", e.opts.Name, "wait", wait.String())
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(wait):
+	}
+	after, ok, err := same()
+	if err != nil || !ok || (after.Instance == before.Instance && !after.SeenAt.After(before.SeenAt)) {
+		return nil
+	}
+	return errors.New("another control plane (instance " + after.Instance + ") is running under the name " + strconv.Quote(e.opts.Name) +
+		"; ha.name must differ between control planes sharing a store")
 }
 
 // watchdog ends leadership when the local validity runs out without a
