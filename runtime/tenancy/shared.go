@@ -168,6 +168,7 @@ func (a *Admission) take(ctx context.Context, s *slice, limit float64, fallback 
 	now := a.now()
 	a.mu.Lock()
 	need, want, skip := size(s.base(now), s.room(now, fallback))
+	consumed := s.consumed
 	if !skip && want < s.granted {
 		// Shrinking: stop admitting beyond the new size before the store
 		// hears of it.
@@ -180,6 +181,16 @@ func (a *Admission) take(ctx context.Context, s *slice, limit float64, fallback 
 	started := time.Now()
 	res, ok, err := a.shared.Store.TakeSlice(ctx, store.SliceRequest{Subject: s.subject, Holder: a.shared.Holder, Limit: limit,
 		Project: s.project, Since: s.since, Need: need, Want: want, TTL: a.shared.TTL})
+	// Need and Want count what this process knows it spent; the store's
+	// row may know more (a slice forgotten while idle and made again
+	// starts from nothing). Ask again with the store's figure, or the
+	// grant would leave the request no room.
+	if d := res.Spent - consumed; err == nil && ok && s.w == nil && need > 0 && d > 1e-9 {
+		need, want = need+d, want+d
+		started = time.Now()
+		res, ok, err = a.shared.Store.TakeSlice(ctx, store.SliceRequest{Subject: s.subject, Holder: a.shared.Holder, Limit: limit,
+			Project: s.project, Since: s.since, Need: need, Want: want, TTL: a.shared.TTL})
+	}
 	if err != nil {
 		a.log.Warn("leasing a slice of a shared limit", "subject", s.subject, "err", err)
 		return &request.Rejection{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "limits_unavailable", Reason: "limit",
