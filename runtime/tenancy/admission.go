@@ -447,9 +447,16 @@ func (a *Admission) admitOnce(p request.Principal, proj projectInfo, model strin
 	cost := a.price(model).Cost(prompt, completion)
 	if a.shared != nil {
 		// A slice too short for the model asked for grows before a
-		// fallback is considered.
+		// fallback is considered. A slice taken against a budget since
+		// lowered is taken again against the new amount first: its room
+		// was granted against the old one.
 		for i := range lines {
-			if bl := &lines[i]; !bl.fits(cost, "", false) && !grown[growKey{bl.sl, false}] {
+			bl := &lines[i]
+			switch {
+			case grown[growKey{bl.sl, false}]:
+			case bl.sl.limit > bl.limitFor(bl.fallback, true)+1e-9:
+				gs = append(gs, growth{s: bl.sl, extra: cost, limit: bl.budget.Amount, retake: true})
+			case !bl.fits(cost, "", false):
 				gs = append(gs, growth{s: bl.sl, extra: cost, limit: bl.budget.Amount})
 			}
 		}

@@ -132,6 +132,10 @@ type growth struct {
 	extra    float64
 	limit    float64
 	fallback bool
+	// retake takes the slice again against limit, lower than the one it
+	// was taken against: it keeps what the new limit leaves of it, and
+	// grows by extra if that fits.
+	retake bool
 }
 
 type growKey struct {
@@ -142,6 +146,14 @@ type growKey struct {
 // grow leases more of each slice, one store call per slice.
 func (a *Admission) grow(ctx context.Context, gs []growth) error {
 	for _, g := range gs {
+		if g.retake {
+			if err := a.take(ctx, g.s, g.limit, false, func(base, _ float64) (float64, float64, bool) {
+				return 0, max(g.s.granted, base+g.extra), false
+			}); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := a.take(ctx, g.s, g.limit, g.fallback, func(base, room float64) (need, want float64, skip bool) {
 			if room >= g.extra {
 				return 0, 0, true // another request grew it meanwhile

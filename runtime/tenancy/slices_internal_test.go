@@ -1,0 +1,115 @@
+package tenancy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/request"
+	"github.com/llmgw/llmgw/runtime/store"
+)
+
+// TestSharedSliceMadeAgainAfterIdle: a slice forgotten locally after 2×TTL
+// idle is made again knowing nothing spent, while the store's row holds
+// this holder's recorded spend; its first grow must still leave the
+// request room (it was sized on 0 spent, which the store raised to the 2
+// recorded, and a budget with 8 left refused).
+func TestSharedSliceMadeAgainAfterIdle(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.CreateProject(ctx, store.Project{Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBudget(ctx, store.Budget{Project: "p", Period: store.PeriodTotal, Amount: 10, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+		t.Fatal(err)
+	}
+	qs := st.(store.QuotaStore)
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}},
+		Shared: &Shared{Store: qs, Holder: "h", TTL: 300 * time.Millisecond, Idle: 50 * time.Millisecond}})
+	defer a.Close(ctx)
+	p := request.Principal{KeyID: "k", Project: "p"}
+	tk, err := a.Admit(ctx, p, "m", chat(2000, 0)) // cost 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Settle(request.Usage{CompletionTokens: 2000, Reported: true})
+	if err := st.InsertUsage(ctx, []store.UsageRow{{At: time.Now(), Project: "p", Model: "m", CompletionTokens: 2000, Cost: 2, Holder: "h"}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a.mu.Lock()
+		n := len(a.slices)
+		a.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slice never forgotten")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	spent, _ := st.ProjectSpend(ctx, "p", time.Unix(0, 0))
+	t.Logf("recorded spend %.2f of 10", spent)
+	if _, err := a.Admit(ctx, p, "m", chat(100, 0)); err != nil { // cost 0.1
+		t.Errorf("0.1 refused with %.2f of 10 spent: %v", spent, err)
+	}
+}
+
+// TestSharedLoweredBudgetRetakesSlice: a slice taken against a budget of
+// 100 holds 51; the budget is lowered to 5. Requests are then admitted only
+// up to the new amount, not from the room granted against the old one.
+func TestSharedLoweredBudgetRetakesSlice(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.CreateProject(ctx, store.Project{Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(amount float64) {
+		t.Helper()
+		if err := st.PutBudget(ctx, store.Budget{Project: "p", Period: store.PeriodTotal, Amount: amount, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(100)
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}, CacheTTL: time.Nanosecond,
+		Shared: &Shared{Store: st.(store.QuotaStore), Holder: "h", BudgetSlice: 0.5, TTL: time.Minute, Idle: time.Minute}})
+	defer a.Close(ctx)
+	p := request.Principal{KeyID: "k", Project: "p"}
+	tk, err := a.Admit(ctx, p, "m", chat(1000, 0)) // cost 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Settle(request.Usage{CompletionTokens: 1000, Reported: true})
+	put(5)
+	// The directory reads the store again in the background once its copy
+	// is stale; wait until it shows the new amount.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := a.dir.get(ctx, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.budgets) == 1 && info.budgets[0].Amount == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lowered budget never reached the admission's directory")
+		}
+		time.Sleep(5 * time.Millisecond) // the refresh runs on its own goroutine
+	}
+	admitted := 1.0
+	for range 5 {
+		tk, err := a.Admit(ctx, p, "m", chat(2000, 0)) // cost 2
+		if err != nil {
+			continue
+		}
+		tk.Settle(request.Usage{CompletionTokens: 2000, Reported: true})
+		admitted += 2
+	}
+	if admitted > 5 {
+		t.Errorf("admitted %.0f after the budget was lowered to 5", admitted)
+	}
+	if admitted < 5 {
+		t.Errorf("admitted %.0f of a budget of 5; want 5 (1 + 2 + 2)", admitted)
+	}
+}
