@@ -97,6 +97,11 @@ type Usage struct {
 	// or a stream before its first event): the engine may have worked, so
 	// admission charges the request's whole reservation.
 	Abandoned bool
+	// Priced is set by admission's Settle, with Cost what it charged the
+	// project's budgets for the request: the usage row records that cost,
+	// not the tokens re-priced later at a price that may have changed.
+	Priced bool
+	Cost   float64
 }
 
 // Limits are what one response of a model may hold, from its catalog
@@ -194,7 +199,11 @@ type Record struct {
 	// UsageEstimated is true when the token counts are the gateway's
 	// estimate of an abandoned stream (see Usage.Estimated).
 	UsageEstimated bool
-	Latency        time.Duration
+	// Priced is set when admission charged the request; Cost is then what
+	// it charged (Usage.Cost).
+	Priced  bool
+	Cost    float64
+	Latency time.Duration
 	// TTFT is the time to the first streamed event; zero when not streamed.
 	TTFT   time.Duration
 	Stream bool

@@ -654,6 +654,7 @@ func (t *ticket) Settle(u request.Usage) request.Usage {
 				}
 			}
 		}
+		u.Priced, u.Cost = true, actual
 		t.charged = u
 	})
 	return t.charged

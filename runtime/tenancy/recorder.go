@@ -124,7 +124,12 @@ func (r *Recorder) Observe(rec request.Record) {
 		Stream:           rec.Stream,
 		Holder:           r.opts.Holder,
 	}
-	if r.opts.Price != nil && rec.Model != "" {
+	switch {
+	case rec.Priced:
+		// What admission charged: the slices and ledgers hold that, and a
+		// price changed since must not make the row differ.
+		row.Cost = rec.Cost
+	case r.opts.Price != nil:
 		row.Cost = r.opts.Price(rec.Model, row.PromptTokens, row.CompletionTokens)
 	}
 	r.mu.Lock()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // TestSharedSliceMadeAgainAfterIdle: a slice forgotten locally after 2×TTL
@@ -111,5 +112,42 @@ func TestSharedLoweredBudgetRetakesSlice(t *testing.T) {
 	}
 	if admitted < 5 {
 		t.Errorf("admitted %.0f of a budget of 5; want 5 (1 + 2 + 2)", admitted)
+	}
+}
+
+// TestUsageRowCostIsWhatWasCharged: a price raised while a request ran
+// charges no more than was reserved (Settle), and the usage row records
+// that charge, not the tokens re-priced at the new price: otherwise the
+// recorded spend, which the budgets count, passes what admission allowed.
+func TestUsageRowCostIsWhatWasCharged(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.CreateProject(ctx, store.Project{Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	models := fakeModels{"m": {CompletionPer1K: 1}}
+	a := NewAdmission(Options{Store: st, Models: models})
+	p := request.Principal{KeyID: "k", Project: "p"}
+	tk, err := a.Admit(ctx, p, "m", chat(1000, 0)) // reserves 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	models["m"] = spec.Pricing{CompletionPer1K: 10}
+	u := tk.Settle(request.Usage{CompletionTokens: 1000, TotalTokens: 1000, Reported: true})
+	if !u.Priced || u.Cost != 1 {
+		t.Fatalf("settled usage = %+v; want priced at the reserved 1", u)
+	}
+	r := NewRecorder(RecorderOptions{Store: st, FlushInterval: time.Hour,
+		Price: func(m string, pt, ct int64) float64 { pr := models[m]; return pr.Cost(pt, ct) }})
+	r.Observe(request.Record{Principal: p, Model: "m", CompletionTokens: 1000, UsageReported: true, Priced: u.Priced, Cost: u.Cost})
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spent, err := st.ProjectSpend(ctx, "p", time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spent != 1 {
+		t.Errorf("usage row cost %.2f; want the 1 admission charged", spent)
 	}
 }
