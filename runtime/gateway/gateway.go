@@ -405,6 +405,9 @@ type exchange struct {
 	promptEstimate int
 	// sent is set once the request went to the engine.
 	sent bool
+	// answered is set when the engine's headers for a non-streamed request
+	// came back 200: it has generated, whatever happens to the body.
+	answered bool
 	// done is set once the engine's final [DONE] event reached the client:
 	// the answer is whole, whatever the connection does next.
 	done bool
@@ -575,7 +578,11 @@ func (x *exchange) finalUsage() request.Usage {
 	case x.events > 0:
 		x.usage = request.Usage{PromptTokens: x.promptEstimate, CompletionTokens: x.events, Estimated: true}
 		x.usage.TotalTokens = x.usage.PromptTokens + x.usage.CompletionTokens
-	case x.sent && x.rec.Status == statusClientGone:
+	case x.sent && x.rec.Status == statusClientGone,
+		// The engine answered but its body never came whole (a generation
+		// timeout, a cut connection) or held no usage: it did the work,
+		// so the reservation is charged rather than nothing.
+		x.answered:
 		x.usage = request.Usage{PromptTokens: x.promptEstimate, Abandoned: true}
 	}
 	return x.usage
