@@ -13,7 +13,8 @@ type SharedLimits struct {
 	// RateSlice is the same for a per-minute limit (rpm, tpm).
 	RateSlice float64 `koanf:"rate_slice" yaml:"rate_slice" json:"rate_slice"`
 	// SliceTTL is how long a slice lasts without renewal: the longest the
-	// slices of a control plane that died stay taken.
+	// budget slices of a control plane that died stay taken (its rate
+	// slices count a minute longer).
 	SliceTTL time.Duration `koanf:"slice_ttl" yaml:"slice_ttl" json:"slice_ttl"`
 	// IdleReturn is how long a budget or limit goes without a request
 	// before a control plane gives back the part of its slice it does not
@@ -21,9 +22,10 @@ type SharedLimits struct {
 	IdleReturn time.Duration `koanf:"idle_return" yaml:"idle_return" json:"idle_return"`
 }
 
-// DefaultSharedLimits: slices of a tenth, held for a minute (the rate
-// window, so a dead control plane's admissions are never counted twice),
-// given back after 2s idle.
+// DefaultSharedLimits: slices of a tenth, held for a minute, given back
+// after 2s idle. (A rate slice counts a minute past its lease's end
+// whatever the TTL, so a dead control plane's admissions are never counted
+// twice.)
 func DefaultSharedLimits() SharedLimits {
 	return SharedLimits{BudgetSlice: 0.1, RateSlice: 0.1, SliceTTL: time.Minute, IdleReturn: 2 * time.Second}
 }

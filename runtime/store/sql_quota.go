@@ -48,12 +48,12 @@ func (s *sqlStore) TakeSlice(ctx context.Context, r SliceRequest) (sl Slice, ok 
 	err = tx.QueryRowContext(ctx, q(`SELECT NOW,
 		(SELECT COALESCE(SUM(cost), 0) FROM usage_records WHERE ? <> '' AND project = ? AND at >= ?),
 		(SELECT COALESCE(SUM(CASE WHEN granted > spent THEN granted - spent ELSE 0 END), 0)
-			FROM quota_slices WHERE subject = ? AND holder <> ? AND expires_at > NOW),
+			FROM quota_slices WHERE subject = ? AND holder <> ? AND expires_at + ? > NOW),
 		(SELECT COUNT(*) FROM quota_slices WHERE subject = ? AND holder = ?),
 		COALESCE((SELECT granted FROM quota_slices WHERE subject = ? AND holder = ?), 0),
 		COALESCE((SELECT spent FROM quota_slices WHERE subject = ? AND holder = ?), 0),
 		COALESCE((SELECT expires_at FROM quota_slices WHERE subject = ? AND holder = ?), 0)`),
-		r.Project, r.Project, toDB(r.Since), r.Subject, r.Holder,
+		r.Project, r.Project, toDB(r.Since), r.Subject, r.Holder, r.Linger.Microseconds(),
 		r.Subject, r.Holder, r.Subject, r.Holder, r.Subject, r.Holder, r.Subject, r.Holder).
 		Scan(&now, &recorded, &others, &found, &granted, &spent, &expires)
 	if err != nil {

@@ -144,6 +144,9 @@ func NewAdmission(opts Options) *Admission {
 		if c.Idle <= 0 {
 			c.Idle = DefaultSliceIdle
 		}
+		if c.RateLinger <= 0 {
+			c.RateLinger = DefaultRateLinger
+		}
 		a.shared, a.slices = &c, map[string]*slice{}
 		var ctx context.Context
 		ctx, a.stopUpkeep = context.WithCancel(context.Background())

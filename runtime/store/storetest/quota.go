@@ -162,3 +162,44 @@ func testQuotaSliceWithUsage(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// testQuotaRateLinger: a rate slice whose holder stopped renewing it still
+// counts for its Linger past its expiry (what the holder admitted in its
+// last minute is still in the window); with no linger it frees at expiry.
+func testQuotaRateLinger(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	take := func(subject, holder string, need float64, ttl, linger time.Duration) (store.Slice, bool) {
+		t.Helper()
+		sl, ok, err := s.TakeSlice(ctx, store.SliceRequest{Subject: subject, Holder: holder, Limit: 100, Need: need, Want: need, TTL: ttl, Linger: linger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sl, ok
+	}
+	a1, ok := take("rate/project/l/tokens", "a", 60, 50*time.Millisecond, time.Minute)
+	if !ok {
+		t.Fatal("a's slice refused")
+	}
+	a2, ok := take("rate/project/m/tokens", "a", 60, 50*time.Millisecond, 0)
+	if !ok {
+		t.Fatal("a's second slice refused")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// A Need-0 read by a third holder tells the database's clock.
+		sl, _ := take("rate/project/l/tokens", "c", 0, time.Minute, time.Minute)
+		if sl.Now.After(a1.ExpiresAt) && sl.Now.After(a2.ExpiresAt) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the database's clock never passed the slices' expiry")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the database's clock
+	}
+	if sl, ok := take("rate/project/l/tokens", "b", 60, time.Minute, time.Minute); ok {
+		t.Errorf("b took 60 of 100 while a's expired slice of 60 lingers: %+v", sl)
+	}
+	if sl, ok := take("rate/project/m/tokens", "b", 60, time.Minute, 0); !ok {
+		t.Errorf("b refused 60 of 100 after a's slice expired with no linger: %+v", sl)
+	}
+}
