@@ -272,6 +272,7 @@ func TestTranslatedStreamCutAtBound(t *testing.T) {
 		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
 	}
 	resp := h.post(t.Context(), "/v1/messages", `{"model":"coder","max_tokens":3,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	defer resp.Body.Close()
 	body := readAll(t, resp)
 	if n := strings.Count(body, `"text_delta"`); n != 3 || !strings.Contains(body, `"stop_reason":"max_tokens"`) || !strings.Contains(body, "message_stop") {
 		t.Fatalf("%d deltas relayed of a bound of 3:\n%s", n, body)
