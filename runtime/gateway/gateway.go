@@ -596,7 +596,7 @@ func (g *Gateway) finish(x *exchange) {
 	x.rec.CompletionTokens = x.usage.CompletionTokens
 	x.rec.UsageReported = x.usage.Reported
 	x.rec.UsageEstimated = x.usage.Estimated || x.usage.Abandoned
-	x.rec.Priced, x.rec.Cost = x.usage.Priced, x.usage.Cost
+	x.rec.Priced, x.rec.Cost, x.rec.Admitted = x.usage.Priced, x.usage.Cost, x.usage.Admitted
 	if g.log.Enabled(context.Background(), slog.LevelDebug) {
 		g.log.Debug("request", "request_id", x.rec.RequestID, "endpoint", x.rec.Endpoint,
 			"model", x.rec.Model, "replica", x.rec.ReplicaID, "status", x.rec.Status,

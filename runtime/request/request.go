@@ -102,6 +102,10 @@ type Usage struct {
 	// not the tokens re-priced later at a price that may have changed.
 	Priced bool
 	Cost   float64
+	// Admitted is when admission admitted the request (set by Settle): the
+	// usage row is dated then, so its cost counts in the budget period
+	// that reserved it, however long the request ran.
+	Admitted time.Time
 }
 
 // Limits are what one response of a model may hold, from its catalog
@@ -201,9 +205,11 @@ type Record struct {
 	UsageEstimated bool
 	// Priced is set when admission charged the request; Cost is then what
 	// it charged (Usage.Cost).
-	Priced  bool
-	Cost    float64
-	Latency time.Duration
+	Priced bool
+	Cost   float64
+	// Admitted is Usage.Admitted: when set, the usage row's time.
+	Admitted time.Time
+	Latency  time.Duration
 	// TTFT is the time to the first streamed event; zero when not streamed.
 	TTFT   time.Duration
 	Stream bool

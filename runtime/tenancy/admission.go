@@ -644,20 +644,28 @@ func (t *ticket) Settle(u request.Usage) request.Usage {
 				sl.reserved = 0
 			}
 		}
+		// The spend counts in the period the request was admitted in, which
+		// reserved it (the usage row is dated then too): a request running
+		// over midnight charges the old day, not the new one, whose slice
+		// never reserved it.
+		admitted := time.Unix(t.sec, 0).UTC()
 		for _, period := range []string{store.PeriodDay, store.PeriodMonth, store.PeriodTotal} {
+			start := PeriodStart(period, admitted)
 			if l := t.a.ledgers[ledgerKey{t.project, period}]; l != nil {
 				l.roll(now)
-				l.charge(actual)
+				if l.start.Equal(start) {
+					l.charge(actual)
+				}
 			}
 			// The usage row charges this control plane's slice of each
 			// budget the project has; so does this.
 			if t.a.shared != nil {
-				if sl := t.a.slices[store.BudgetSubject(t.project, period, PeriodStart(period, now))]; sl != nil {
+				if sl := t.a.slices[store.BudgetSubject(t.project, period, start)]; sl != nil {
 					sl.consumed += actual
 				}
 			}
 		}
-		u.Priced, u.Cost = true, actual
+		u.Priced, u.Cost, u.Admitted = true, actual, admitted
 		t.charged = u
 	})
 	return t.charged

@@ -108,8 +108,14 @@ func (r *Recorder) Observe(rec request.Record) {
 	if rec.Principal.Project == "" || rec.Model == "" {
 		return
 	}
+	at := time.Now()
+	if !rec.Admitted.IsZero() {
+		// Dated when admitted: the row counts in the budget period whose
+		// ledger and slice reserved it.
+		at = rec.Admitted
+	}
 	row := store.UsageRow{
-		At:               time.Now(),
+		At:               at,
 		RequestID:        rec.RequestID,
 		Project:          rec.Principal.Project,
 		KeyID:            rec.Principal.KeyID,

@@ -151,3 +151,54 @@ func TestUsageRowCostIsWhatWasCharged(t *testing.T) {
 		t.Errorf("usage row cost %.2f; want the 1 admission charged", spent)
 	}
 }
+
+// TestSharedRolloverChargesAdmittedPeriod: a request admitted before
+// midnight and settled after it is charged to the old day, whose slice
+// reserved it, and its usage row is dated then; the new day's slice, which
+// admitted its whole budget meanwhile, is not charged for it.
+func TestSharedRolloverChargesAdmittedPeriod(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.CreateProject(ctx, store.Project{Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBudget(ctx, store.Budget{Project: "p", Period: store.PeriodDay, Amount: 10, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC)}
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}, Now: clk.now,
+		Shared: &Shared{Store: st.(store.QuotaStore), Holder: "h", TTL: time.Minute, Idle: time.Minute}})
+	defer a.Close(ctx)
+	p := request.Principal{KeyID: "k", Project: "p"}
+	old, err := a.Admit(ctx, p, "m", chat(5000, 0)) // cost 5, day 30
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(2 * time.Second) // day 1
+	tk, err := a.Admit(ctx, p, "m", chat(10000, 0)) // cost 10, the new day's whole budget
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Settle(request.Usage{CompletionTokens: 10000, Reported: true})
+	u := old.Settle(request.Usage{CompletionTokens: 5000, Reported: true})
+	consumed := func(d time.Time) float64 {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if s := a.slices[store.BudgetSubject("p", store.PeriodDay, PeriodStart(store.PeriodDay, d))]; s != nil {
+			return s.consumed
+		}
+		return -1
+	}
+	newDay, oldDay := consumed(clk.now()), consumed(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	if newDay != 10 || oldDay != 5 {
+		t.Errorf("consumed: new day %.0f, old day %.0f; want 10 and 5 (the old request charged to the day that reserved it)", newDay, oldDay)
+	}
+	r := NewRecorder(RecorderOptions{Store: st, FlushInterval: time.Hour, Holder: "h"})
+	r.Observe(request.Record{Principal: p, Model: "m", CompletionTokens: 5000, UsageReported: true, Priced: u.Priced, Cost: u.Cost, Admitted: u.Admitted})
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if spent, err := st.ProjectSpend(ctx, "p", PeriodStart(store.PeriodDay, clk.now())); err != nil || spent != 0 {
+		t.Errorf("recorded spend of the new day = %.0f, %v; want 0: the row belongs to the day it was admitted", spent, err)
+	}
+}
