@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+
+	"github.com/llmgw/llmgw/runtime/request"
 )
 
 // TestAnsweredWithoutUsageChargesReservation: a non-streamed request the
@@ -44,5 +46,21 @@ func TestAnsweredWithoutUsageChargesReservation(t *testing.T) {
 				t.Errorf("record = %+v; want the usage marked estimated", rec)
 			}
 		})
+	}
+}
+
+// TestTypicalPromptTokens: what a prompt is billed when the engine counts
+// nothing is about a token per four bytes, far below the reservation's
+// bound (a token per byte plus the template allowance), and never above it.
+func TestTypicalPromptTokens(t *testing.T) {
+	for _, tt := range []struct {
+		bytes int
+		ids   bool
+		want  int
+	}{{4000, false, 1000}, {6000, true, 1000}, {0, false, 1}, {3, false, 1}} {
+		got := request.TypicalPromptTokens(tt.bytes, tt.ids)
+		if got != tt.want || got > request.EstimatePromptTokens(tt.bytes, tt.ids) {
+			t.Errorf("TypicalPromptTokens(%d, %v) = %d; want %d, within the bound %d", tt.bytes, tt.ids, got, tt.want, request.EstimatePromptTokens(tt.bytes, tt.ids))
+		}
 	}
 }

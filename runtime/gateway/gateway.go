@@ -403,6 +403,9 @@ type exchange struct {
 	// charged when the engine never reports usage.
 	events         int
 	promptEstimate int
+	// promptTypical is what the prompt is billed when the engine reported
+	// no usage (request.TypicalPromptTokens).
+	promptTypical int
 	// sent is set once the request went to the engine.
 	sent bool
 	// answered is set when the engine's headers for a non-streamed request
@@ -503,6 +506,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		}
 	}
 	x.promptEstimate = request.EstimatePromptTokens(len(body), req.tokenIDs)
+	x.promptTypical = request.TypicalPromptTokens(len(body), req.tokenIDs)
 
 	ticket, ok := g.admit(w, r, x, p, model, request.Info{
 		Endpoint: r.URL.Path, Stream: x.rec.Stream, MaxTokens: req.maxTokens, N: req.n, BestOf: req.bestOf,
@@ -576,7 +580,7 @@ func (x *exchange) finalUsage() request.Usage {
 	switch {
 	case x.usage.Reported || x.usage.Estimated || x.usage.Abandoned:
 	case x.events > 0:
-		x.usage = request.Usage{PromptTokens: x.promptEstimate, CompletionTokens: x.events, Estimated: true}
+		x.usage = request.Usage{PromptTokens: x.promptTypical, CompletionTokens: x.events, Estimated: true}
 		x.usage.TotalTokens = x.usage.PromptTokens + x.usage.CompletionTokens
 	case x.sent && x.rec.Status == statusClientGone,
 		// The engine answered but its body never came whole (a generation

@@ -79,6 +79,20 @@ func EstimatePromptTokens(bodyBytes int, tokenIDs bool) int {
 	return bodyBytes + PromptTemplateAllowance
 }
 
+// TypicalPromptTokens is what a prompt of bodyBytes of request body is
+// billed when the engine reported no count (a stream the client left, or
+// one cut at its bound): about four bytes a token for text, six for token
+// ids ("12345,"), never more than the bound EstimatePromptTokens reserves.
+// The bound is for reservations only: billed, it would charge several
+// times what the engine counted.
+func TypicalPromptTokens(bodyBytes int, tokenIDs bool) int {
+	n := bodyBytes / 4
+	if tokenIDs {
+		n = bodyBytes / 6
+	}
+	return min(max(n, 1), EstimatePromptTokens(bodyBytes, tokenIDs))
+}
+
 // Usage is the token usage the engine reported for a request.
 type Usage struct {
 	PromptTokens     int

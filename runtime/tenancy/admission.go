@@ -625,7 +625,11 @@ func (t *ticket) Settle(u request.Usage) request.Usage {
 			prompt, completion = prompt-overPrompt, completion-overCompletion
 			u.PromptTokens, u.CompletionTokens = int(prompt), int(completion)
 			u.TotalTokens = int(prompt + completion)
-			t.a.overshot(t.model, overPrompt, overCompletion, u.Reported)
+			if u.Reported {
+				// Only the engine's own count is overshoot; the gateway's
+				// estimate is merely capped.
+				t.a.overshot(t.model, overPrompt, overCompletion, true)
+			}
 		}
 		// A price raised while the request ran does not charge more than
 		// was reserved either.

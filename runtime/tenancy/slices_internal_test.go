@@ -174,7 +174,7 @@ func TestSharedRolloverChargesAdmittedPeriod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(2 * time.Second) // day 1
+	clk.advance(2 * time.Second)                    // day 1
 	tk, err := a.Admit(ctx, p, "m", chat(10000, 0)) // cost 10, the new day's whole budget
 	if err != nil {
 		t.Fatal(err)
@@ -200,5 +200,38 @@ func TestSharedRolloverChargesAdmittedPeriod(t *testing.T) {
 	}
 	if spent, err := st.ProjectSpend(ctx, "p", PeriodStart(store.PeriodDay, clk.now())); err != nil || spent != 0 {
 		t.Errorf("recorded spend of the new day = %.0f, %v; want 0: the row belongs to the day it was admitted", spent, err)
+	}
+}
+
+// TestEstimatedUsageIsNotOvershoot: usage past the reservation is capped
+// either way, but only the engine's own count is overshoot (metric, log):
+// the gateway's estimate of a cut stream is not the engine's doing.
+func TestEstimatedUsageIsNotOvershoot(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}})
+	p := request.Principal{Project: store.DefaultProject}
+	over := func() int64 {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.overshoot[overshootKey{"m", "completion"}]
+	}
+	tk, err := a.Admit(ctx, p, "m", chat(100, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := tk.Settle(request.Usage{CompletionTokens: 150, Estimated: true}); u.CompletionTokens != 100 {
+		t.Errorf("estimated usage past the reservation settled at %d completion tokens; want capped at 100", u.CompletionTokens)
+	}
+	if n := over(); n != 0 {
+		t.Errorf("the gateway's own estimate counted %d tokens of overshoot; want 0", n)
+	}
+	tk, err = a.Admit(ctx, p, "m", chat(100, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Settle(request.Usage{CompletionTokens: 150, Reported: true})
+	if n := over(); n != 50 {
+		t.Errorf("the engine's count past the reservation counted %d tokens of overshoot; want 50", n)
 	}
 }
