@@ -62,13 +62,23 @@ type Status struct {
 	Leading bool
 	Token   int64
 	// Lease is the last lease read from the store (this control plane's
-	// or another's); zero before the first read.
-	Lease store.Lease
+	// or another's); zero before the first read. LeaseRead is when, on
+	// this process's clock (the claim's start).
+	Lease     store.Lease
+	LeaseRead time.Time
 	// ValidUntil is, while leading, when this control plane stops counting
 	// itself leader unless it renews.
 	ValidUntil time.Time
 	// Instance is this process's instance id.
 	Instance string
+}
+
+// LeaseValid reports whether the last lease read may still be valid at
+// now on this process's clock: what was left of it when read, less the
+// time since. A standby cut off from the store stops trusting the leader
+// it last saw once that lease would have run out.
+func (s Status) LeaseValid(now time.Time) bool {
+	return s.Lease.Holder != "" && s.Lease.ExpiresAt.Sub(s.Lease.Now) > now.Sub(s.LeaseRead)
 }
 
 // Elector runs the election for one control plane.
@@ -197,7 +207,7 @@ func (e *Elector) round(ctx context.Context) time.Duration {
 		return 0
 	case !held:
 		e.mu.Lock()
-		e.st.Lease = l
+		e.st.Lease, e.st.LeaseRead = l, start
 		e.mu.Unlock()
 		return e.opts.Retry
 	case leading && l.Token != token:
@@ -208,7 +218,7 @@ func (e *Elector) round(ctx context.Context) time.Duration {
 	}
 	e.mu.Lock()
 	elected := !e.st.Leading
-	e.st = Status{Leading: true, Token: l.Token, Lease: l, ValidUntil: start.Add(e.opts.TTL), Instance: e.instance}
+	e.st = Status{Leading: true, Token: l.Token, Lease: l, LeaseRead: start, ValidUntil: start.Add(e.opts.TTL), Instance: e.instance}
 	e.mu.Unlock()
 	if elected {
 		e.log.Info("elected leader", "name", e.opts.Name, "token", l.Token, "lease", e.opts.TTL.String())

@@ -112,3 +112,57 @@ func TestSameNameRefused(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestStandbyViewGoesStale: a standby cut off from the store stops
+// trusting the leader it last read once that lease would have run out on
+// its own clock, although the lease it holds still says valid (it carries
+// the database's clock at the read).
+func TestStandbyViewGoesStale(t *testing.T) {
+	ls := openLeaseStore(t)
+	ttl := 600 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	a := leader.New(leader.Options{Store: ls, Name: "a", TTL: ttl, Renew: 100 * time.Millisecond, Retry: 50 * time.Millisecond})
+	cut := &cutStore{LeaseStore: ls}
+	b := leader.New(leader.Options{Store: cut, Name: "b", TTL: ttl, Renew: 100 * time.Millisecond, Retry: 50 * time.Millisecond})
+	go a.Run(ctx)
+	defer func() { cancel(); <-a.Done(); <-b.Done() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok := a.Leading(); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a was never elected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	go b.Run(ctx)
+	for {
+		st := b.Status()
+		if st.Lease.Holder == "a" && st.LeaseValid(time.Now()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b never saw a's lease: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cut.cut.Store(true)
+	cutAt := time.Now()
+	for {
+		st := b.Status()
+		if !st.LeaseValid(time.Now()) {
+			if !st.Lease.Valid() {
+				t.Errorf("the lease b last read says invalid by itself; the test needs one that still says valid")
+			}
+			if took := time.Since(cutAt); took > ttl+200*time.Millisecond {
+				t.Errorf("b trusted a's lease %s after it was cut off; want at most the TTL %s", took, ttl)
+			}
+			return
+		}
+		if time.Since(cutAt) > 5*ttl {
+			t.Fatalf("b, cut off, still trusts a's lease %s later", time.Since(cutAt))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
