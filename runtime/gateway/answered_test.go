@@ -37,6 +37,7 @@ func TestAnsweredWithoutUsageChargesReservation(t *testing.T) {
 			h := newHarness(t, 1, Config{}, adm)
 			h.engines[0].handle = tt.handle
 			resp := h.post(t.Context(), "/v1/chat/completions", `{"model":"coder","max_tokens":10}`)
+			defer resp.Body.Close()
 			readAll(t, resp)
 			u := adm.settled(t)
 			if !u.Abandoned {
