@@ -1,6 +1,10 @@
 package tenancy
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,5 +237,55 @@ func TestEstimatedUsageIsNotOvershoot(t *testing.T) {
 	tk.Settle(request.Usage{CompletionTokens: 150, Reported: true})
 	if n := over(); n != 50 {
 		t.Errorf("the engine's count past the reservation counted %d tokens of overshoot; want 50", n)
+	}
+}
+
+// cutQuota fails every TakeSlice once cut, as a control plane cut off
+// from the store sees.
+type cutQuota struct {
+	store.QuotaStore
+	cut atomic.Bool
+}
+
+func (c *cutQuota) TakeSlice(ctx context.Context, r store.SliceRequest) (store.Slice, bool, error) {
+	if c.cut.Load() {
+		return store.Slice{}, false, errors.New("connection refused")
+	}
+	return c.QuotaStore.TakeSlice(ctx, r)
+}
+
+// TestSharedCutOffStopsAtLeaseEnd: a control plane cut off from the store
+// admits from the slice it holds only until the slice's lease ends on its
+// own clock (never after the store's expiry); then it refuses with 503
+// limits_unavailable rather than admit past what the store granted.
+func TestSharedCutOffStopsAtLeaseEnd(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.CreateProject(ctx, store.Project{Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBudget(ctx, store.Budget{Project: "p", Period: store.PeriodTotal, Amount: 1000, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	qs := &cutQuota{QuotaStore: st.(store.QuotaStore)}
+	ttl := time.Minute
+	a := NewAdmission(Options{Store: st, Models: fakeModels{"m": {CompletionPer1K: 1}}, Now: clk.now,
+		Shared: &Shared{Store: qs, Holder: "h", BudgetSlice: 0.5, TTL: ttl, Idle: time.Hour}})
+	defer a.Close(ctx)
+	p := request.Principal{KeyID: "k", Project: "p"}
+	if _, err := a.Admit(ctx, p, "m", chat(1000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	qs.cut.Store(true)
+	clk.advance(ttl - time.Second)
+	if _, err := a.Admit(ctx, p, "m", chat(1000, 0)); err != nil {
+		t.Errorf("cut off but within the slice's lease: %v; want admitted from the slice", err)
+	}
+	clk.advance(time.Second)
+	_, err := a.Admit(ctx, p, "m", chat(1000, 0))
+	var rej *request.Rejection
+	if !errors.As(err, &rej) || rej.Status != http.StatusServiceUnavailable || rej.Code != "limits_unavailable" {
+		t.Errorf("cut off at the slice's lease end: %v; want 503 limits_unavailable", err)
 	}
 }
