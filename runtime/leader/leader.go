@@ -257,7 +257,10 @@ func (e *Elector) checkUnique(ctx context.Context) error {
 	// A live process records itself after every claim: every Renew while
 	// it leads, every Retry while it stands by.
 	wait := 2 * max(e.opts.Renew, e.opts.Retry)
-	if l, err := e.opts.Store.GetLease(ctx, store.FleetLease); err == nil && l.Now.Sub(before.SeenAt) > wait {
+	if l, err := e.opts.Store.GetLease(ctx, store.FleetLease); err == nil &&
+		(l.Now.Sub(before.SeenAt) > wait || (l.Instance == before.Instance && !l.Valid())) {
+		// Seen long ago, or it led and gave the lease up (a clean stop)
+		// or let it run out (it died or lost it, and exits): a restart.
 		return nil
 	}
 	e.log.Info("waiting to see whether another process runs under this name", "name", e.opts.Name, "wait", wait.String())

@@ -95,13 +95,17 @@ func TestSameNameRefused(t *testing.T) {
 	}
 	stop1()
 	<-first.Done()
+	// The restart after a clean stop (the lease given up) is elected at
+	// once, without waiting to see whether its predecessor still runs.
 	o3 := opts
+	o3.TTL, o3.Renew, o3.Retry = 6*time.Second, 2*time.Second, time.Second
 	o3.OnLost = func(r string) { t.Errorf("restarted process stopped: %s", r) }
 	ctx3, stop3 := context.WithCancel(context.Background())
 	third := leader.New(o3)
+	started := time.Now()
 	go third.Run(ctx3)
 	defer func() { stop3(); <-third.Done() }()
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for {
 		if _, ok := third.Leading(); ok {
 			break
@@ -110,6 +114,9 @@ func TestSameNameRefused(t *testing.T) {
 			t.Fatal("the restarted process was never elected")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if took := time.Since(started); took >= 2*o3.Renew {
+		t.Errorf("the restart after a clean stop was elected after %s; want at once, not after the %s wait", took, 2*o3.Renew)
 	}
 }
 
