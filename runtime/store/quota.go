@@ -38,6 +38,12 @@ type SliceRequest struct {
 	Need, Want float64
 	// TTL is how long the slice lasts from the database's now.
 	TTL time.Duration
+	// Fallback, for a budget, says the slice may take the budget's
+	// fallback_allowance beyond its amount. The store caps Limit at what
+	// the budget it holds allows (amount, plus the allowance for a
+	// fallback), so a holder whose copy of the budget is stale (lowered
+	// since it read it) cannot lease against the old amount.
+	Fallback bool
 	// Linger is how long past its expiry another holder's slice of the
 	// subject still counts against Limit: for a per-minute limit, a
 	// minute, since what that holder admitted in its last minute is still

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,24 @@ func (s *sqlStore) TakeSlice(ctx context.Context, r SliceRequest) (sl Slice, ok 
 		}
 	}
 	q := func(query string) string { return s.d.rebind(s.nowSQL(query)) }
+	if period, ok := budgetPeriod(r.Subject); ok && r.Project != "" {
+		// The budget as stored now, not as the holder last read it.
+		var amount, allowance float64
+		var onExhausted string
+		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT amount, fallback_allowance, on_exhausted FROM budgets WHERE project = ? AND period = ?`),
+			r.Project, period).Scan(&amount, &allowance, &onExhausted)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			// No such budget (deleted meanwhile): nothing to cap against.
+		case err != nil:
+			return Slice{}, false, fmt.Errorf("%s: reading the budget: %w", what, err)
+		default:
+			if r.Fallback && onExhausted == OnExhaustedFallback {
+				amount += allowance
+			}
+			r.Limit = min(r.Limit, amount)
+		}
+	}
 	var now, expires int64
 	var recorded, others, granted, spent float64
 	var found int64
@@ -116,4 +135,14 @@ func (s *sqlStore) chargeSlices(ctx context.Context, tx *sql.Tx, rows []UsageRow
 		}
 	}
 	return nil
+}
+
+// budgetPeriod returns the period of a budget's subject (BudgetSubject).
+func budgetPeriod(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, "budget/")
+	if !ok {
+		return "", false
+	}
+	period, _, ok := strings.Cut(rest, "/")
+	return period, ok
 }

@@ -201,7 +201,7 @@ func (a *Admission) take(ctx context.Context, s *slice, limit float64, fallback 
 		linger = a.shared.RateLinger
 	}
 	res, ok, err := a.shared.Store.TakeSlice(ctx, store.SliceRequest{Subject: s.subject, Holder: a.shared.Holder, Limit: limit,
-		Project: s.project, Since: s.since, Need: need, Want: want, TTL: a.shared.TTL, Linger: linger})
+		Project: s.project, Since: s.since, Need: need, Want: want, TTL: a.shared.TTL, Linger: linger, Fallback: fallback})
 	// Need and Want count what this process knows it spent; the store's
 	// row may know more (a slice forgotten while idle and made again
 	// starts from nothing). Ask again with the store's figure, or the
@@ -210,7 +210,7 @@ func (a *Admission) take(ctx context.Context, s *slice, limit float64, fallback 
 		need, want = need+d, want+d
 		started = time.Now()
 		res, ok, err = a.shared.Store.TakeSlice(ctx, store.SliceRequest{Subject: s.subject, Holder: a.shared.Holder, Limit: limit,
-			Project: s.project, Since: s.since, Need: need, Want: want, TTL: a.shared.TTL})
+			Project: s.project, Since: s.since, Need: need, Want: want, TTL: a.shared.TTL, Linger: linger, Fallback: fallback})
 	}
 	if err != nil {
 		a.log.Warn("leasing a slice of a shared limit", "subject", s.subject, "err", err)

@@ -203,3 +203,27 @@ func testQuotaRateLinger(t *testing.T, s store.Store) {
 		t.Errorf("b refused 60 of 100 after a's slice expired with no linger: %+v", sl)
 	}
 }
+
+// testQuotaBudgetAsStored: a holder asking against a budget's old amount
+// (its copy is stale) gets no more than the amount stored now allows; a
+// fallback slice may take the stored fallback_allowance on top.
+func testQuotaBudgetAsStored(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if err := s.CreateProject(ctx, store.Project{Name: "lowered"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutBudget(ctx, store.Budget{Project: "lowered", Period: store.PeriodTotal, Amount: 5, OnExhausted: store.OnExhaustedFallback,
+		FallbackModel: "small", FallbackAllowance: 2}); err != nil {
+		t.Fatal(err)
+	}
+	since := store.PeriodStart(store.PeriodTotal, time.Now())
+	subj := store.BudgetSubject("lowered", store.PeriodTotal, since)
+	r := store.SliceRequest{Subject: subj, Holder: "a", Limit: 100, Project: "lowered", Since: since, Need: 1, Want: 50, TTL: time.Minute}
+	if sl, ok, err := s.TakeSlice(ctx, r); err != nil || !ok || sl.Granted != 5 {
+		t.Fatalf("slice against a stale amount of 100 = %+v, %v, %v; want the stored 5", sl, ok, err)
+	}
+	r.Holder, r.Fallback = "b", true
+	if sl, ok, err := s.TakeSlice(ctx, r); err != nil || !ok || sl.Granted != 2 {
+		t.Fatalf("fallback slice = %+v, %v, %v; want the stored allowance of 2 left", sl, ok, err)
+	}
+}
