@@ -9,8 +9,9 @@ import (
 // same (PostgreSQL) store: one leader owns the fleet, the others stand by.
 type HA struct {
 	// Name is this control plane's name among those on the store, shown by
-	// `ctl status`; each needs its own (one restarted under its name takes its
-	// own lease back at once).
+	// `ctl status`; each needs its own: a second live process under a name
+	// exits at start, and one restarted under its name takes the lease once
+	// its predecessor's has run out or was given up (ha.md).
 	// Default: the host name.
 	Name string `koanf:"name" yaml:"name,omitempty" json:"name,omitempty"`
 	// AdvertiseAgents is the host:port a standby sends agents to while this

@@ -16,8 +16,9 @@ type SharedLimits struct {
 	// Type: fraction.
 	RateSlice float64 `koanf:"rate_slice" yaml:"rate_slice" json:"rate_slice"`
 	// SliceTTL is how long a slice lasts without renewal: the longest a dead
-	// control plane's slices stay taken; at 60 s or more nothing a dead
-	// control plane admitted is counted twice in a rate window; at least `1s`.
+	// control plane's budget slices stay taken (its rate slices count a
+	// minute longer, so nothing it admitted is counted twice in a rate
+	// window); at least `1s`.
 	SliceTTL time.Duration `koanf:"slice_ttl" yaml:"slice_ttl" json:"slice_ttl"`
 	// IdleReturn is how long a budget or limit goes without a request before a
 	// control plane gives back the unused part of its slice; at most
@@ -25,9 +26,10 @@ type SharedLimits struct {
 	IdleReturn time.Duration `koanf:"idle_return" yaml:"idle_return" json:"idle_return"`
 }
 
-// DefaultSharedLimits: slices of a tenth, held for a minute (the rate
-// window, so a dead control plane's admissions are never counted twice),
-// given back after 2s idle.
+// DefaultSharedLimits: slices of a tenth, held for a minute, given back
+// after 2s idle. (A rate slice counts a minute past its lease's end
+// whatever the TTL, so a dead control plane's admissions are never counted
+// twice.)
 func DefaultSharedLimits() SharedLimits {
 	return SharedLimits{BudgetSlice: 0.1, RateSlice: 0.1, SliceTTL: time.Minute, IdleReturn: 2 * time.Second}
 }

@@ -403,8 +403,14 @@ type exchange struct {
 	// charged when the engine never reports usage.
 	events         int
 	promptEstimate int
+	// promptTypical is what the prompt is billed when the engine reported
+	// no usage (request.TypicalPromptTokens).
+	promptTypical int
 	// sent is set once the request went to the engine.
 	sent bool
+	// answered is set when the engine's headers for a non-streamed request
+	// came back 200: it has generated, whatever happens to the body.
+	answered bool
 	// done is set once the engine's final [DONE] event reached the client:
 	// the answer is whole, whatever the connection does next.
 	done bool
@@ -500,6 +506,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		}
 	}
 	x.promptEstimate = request.EstimatePromptTokens(len(body), req.tokenIDs)
+	x.promptTypical = request.TypicalPromptTokens(len(body), req.tokenIDs)
 
 	ticket, ok := g.admit(w, r, x, p, model, request.Info{
 		Endpoint: r.URL.Path, Stream: x.rec.Stream, MaxTokens: req.maxTokens, N: req.n, BestOf: req.bestOf,
@@ -573,9 +580,13 @@ func (x *exchange) finalUsage() request.Usage {
 	switch {
 	case x.usage.Reported || x.usage.Estimated || x.usage.Abandoned:
 	case x.events > 0:
-		x.usage = request.Usage{PromptTokens: x.promptEstimate, CompletionTokens: x.events, Estimated: true}
+		x.usage = request.Usage{PromptTokens: x.promptTypical, CompletionTokens: x.events, Estimated: true}
 		x.usage.TotalTokens = x.usage.PromptTokens + x.usage.CompletionTokens
-	case x.sent && x.rec.Status == statusClientGone:
+	case x.sent && x.rec.Status == statusClientGone,
+		// The engine answered but its body never came whole (a generation
+		// timeout, a cut connection) or held no usage: it did the work,
+		// so the reservation is charged rather than nothing.
+		x.answered:
 		x.usage = request.Usage{PromptTokens: x.promptEstimate, Abandoned: true}
 	}
 	return x.usage
@@ -589,6 +600,7 @@ func (g *Gateway) finish(x *exchange) {
 	x.rec.CompletionTokens = x.usage.CompletionTokens
 	x.rec.UsageReported = x.usage.Reported
 	x.rec.UsageEstimated = x.usage.Estimated || x.usage.Abandoned
+	x.rec.Priced, x.rec.Cost, x.rec.Admitted = x.usage.Priced, x.usage.Cost, x.usage.Admitted
 	if g.log.Enabled(context.Background(), slog.LevelDebug) {
 		g.log.Debug("request", "request_id", x.rec.RequestID, "endpoint", x.rec.Endpoint,
 			"model", x.rec.Model, "replica", x.rec.ReplicaID, "status", x.rec.Status,

@@ -315,12 +315,12 @@ func eventData(event []byte) []byte {
 // cutStream ends a stream that reached its bound: a final chunk with
 // finish_reason "length" for each choice still open, the usage chunk when
 // the client asked for it, and [DONE]. The request is settled here, on
-// the tokens relayed and the prompt's bound, so that the usage chunk says
+// the tokens relayed and a typical prompt count, so that the usage chunk says
 // what was charged.
 func (g *Gateway) cutStream(w http.ResponseWriter, rc *http.ResponseController, x *exchange) {
 	b := &x.bound
 	b.cut = true
-	x.usage = request.Usage{PromptTokens: x.promptEstimate, CompletionTokens: b.relayed(), Estimated: true}
+	x.usage = request.Usage{PromptTokens: x.promptTypical, CompletionTokens: b.relayed(), Estimated: true}
 	x.usage.TotalTokens = x.usage.PromptTokens + x.usage.CompletionTokens
 	x.settle()
 	g.log.Warn("stream cut at its reserved completion tokens", "model", x.rec.Model, "replica", x.rec.ReplicaID,

@@ -245,6 +245,7 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return nil
 	}
 	defer resp.Body.Close()
+	x.answered = resp.StatusCode == http.StatusOK && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 
 	if x.shape != nil {
 		g.relayShaped(w, r, x, ep, resp)

@@ -63,6 +63,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DrainsAndControlPlanes", testDrainsAndControlPlanes},
 		{"QuotaSlices", testQuotaSlices},
 		{"QuotaSliceRace", testQuotaSliceRace},
+		{"QuotaSliceWithUsage", testQuotaSliceWithUsage},
+		{"QuotaRateLinger", testQuotaRateLinger},
+		{"QuotaBudgetAsStored", testQuotaBudgetAsStored},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
