@@ -53,6 +53,9 @@ type threadShape struct {
 	turn    []json.RawMessage
 	kept    []json.RawMessage
 	trimmed int
+	// admitted is the budget (estimated tokens, 0 for none) the body that
+	// admission saw was fitted to: a fallback's body never holds more.
+	admitted int
 }
 
 func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body []byte) ([]byte, *apiError) {
@@ -97,7 +100,8 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 	var model string
 	_ = json.Unmarshal(s.top["model"], &model)
 	canonical, _ := g.deps.Catalog.Resolve(model)
-	return s.fit(g, canonical, requestedBound(s.top)), nil
+	s.admitted = s.budget(g, canonical, requestedBound(s.top))
+	return s.fit(s.admitted), nil
 }
 
 // requestedBound is the completion bound the body asks for, 0 if none.
@@ -111,19 +115,25 @@ func requestedBound(top map[string]json.RawMessage) int {
 	return 0
 }
 
-// fit builds the body for a model: the history, trimmed to what the
-// model's context holds beside the completion, then the turn.
-func (s *threadShape) fit(g *Gateway, model string, maxTokens int) []byte {
-	budget := 0
-	if model != "" {
-		l := g.deps.Catalog.Limits(model)
-		if l.ContextLength > 0 {
-			if maxTokens <= 0 {
-				maxTokens = l.MaxOutput
-			}
-			budget = max(l.ContextLength-maxTokens, 1)
-		}
+// budget is what a model's context holds beside the completion, in
+// estimated tokens; 0 when the model's context length is not known.
+func (s *threadShape) budget(g *Gateway, model string, maxTokens int) int {
+	if model == "" {
+		return 0
 	}
+	l := g.deps.Catalog.Limits(model)
+	if l.ContextLength <= 0 {
+		return 0
+	}
+	if maxTokens <= 0 {
+		maxTokens = l.MaxOutput
+	}
+	return max(l.ContextLength-maxTokens, 1)
+}
+
+// fit builds the body for a budget: the history, trimmed to it, then the
+// turn.
+func (s *threadShape) fit(budget int) []byte {
 	var msgs []json.RawMessage
 	msgs, s.kept, s.trimmed = apishape.MergeThread(s.history, s.turn, budget)
 	s.top["messages"], _ = json.Marshal(msgs)
@@ -131,8 +141,16 @@ func (s *threadShape) fit(g *Gateway, model string, maxTokens int) []byte {
 	return body
 }
 
+// refit fits the thread to a budget's fallback model: to what that model
+// holds, and never to more than admission reserved for (the requested
+// model's budget), so a fallback that holds more gets the same history
+// and one that holds less gets less.
 func (s *threadShape) refit(g *Gateway, model string, maxTokens int) ([]byte, *parsedBody, *apiError) {
-	body := s.fit(g, model, maxTokens)
+	budget := s.budget(g, model, maxTokens)
+	if s.admitted > 0 && (budget == 0 || budget > s.admitted) {
+		budget = s.admitted
+	}
+	body := s.fit(budget)
 	req, aerr := parseRequest(body)
 	return body, req, aerr
 }
