@@ -259,24 +259,90 @@ func TestStoredResponsesPolicy(t *testing.T) {
 }
 
 // TestTranslatedStreamCutAtBound: an engine that streams past the
-// max_tokens admission reserved is cut there on a translated route too:
-// no more deltas than reserved, and the answer ends as cut at the bound.
+// max_tokens admission reserved is cut there on a translated route and on
+// a thread too: no more tokens than reserved (reasoning counted), the
+// token past the bound in neither what is relayed nor the final text nor
+// the stored thread, and the answer ends as cut at the bound (a thread's
+// with a final chunk and [DONE]).
 func TestTranslatedStreamCutAtBound(t *testing.T) {
-	adm := &recordingAdmission{}
-	h := newHarness(t, 1, Config{}, adm)
-	h.engines[0].handle = func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for range 10 {
-			fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n")
-		}
-		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	tests := []struct {
+		name, path, body string
+		thread           bool
+		reasoning        int
+		check            func(t *testing.T, body string)
+	}{
+		{name: "messages", path: "/v1/messages",
+			body: `{"model":"coder","max_tokens":3,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			check: func(t *testing.T, body string) {
+				if n := strings.Count(body, `"text_delta"`); n != 3 || !strings.Contains(body, `"stop_reason":"max_tokens"`) || !strings.Contains(body, "message_stop") {
+					t.Fatalf("%d deltas relayed of a bound of 3:\n%s", n, body)
+				}
+			}},
+		{name: "responses", path: "/v1/responses",
+			body: `{"model":"coder","max_output_tokens":3,"stream":true,"input":"hi"}`,
+			check: func(t *testing.T, body string) {
+				if n := strings.Count(body, "event: response.output_text.delta"); n != 3 || !strings.Contains(body, `"text":"t0t1t2"`) {
+					t.Fatalf("%d deltas relayed of a bound of 3, or a final text other than t0t1t2:\n%s", n, body)
+				}
+				if !strings.Contains(body, "event: response.incomplete") && !strings.Contains(body, "event: response.completed") {
+					t.Fatalf("the response does not end:\n%s", body)
+				}
+			}},
+		{name: "thread", path: "/v1/chat/completions", thread: true, reasoning: 2,
+			body: `{"model":"coder","max_tokens":3,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			check: func(t *testing.T, body string) {
+				events := streamEvents(body)
+				if len(events) < 2 || events[len(events)-1] != "[DONE]" || !strings.Contains(events[len(events)-2], `"finish_reason":"length"`) {
+					t.Fatalf("a thread's stream cut at its bound does not end with a length chunk and [DONE]:\n%s", body)
+				}
+				if strings.Count(body, `"reasoning_content"`) != 2 || strings.Count(body, `"content":"t`) != 1 {
+					t.Fatalf("want 2 reasoning tokens and 1 of text relayed of a bound of 3:\n%s", body)
+				}
+			}},
 	}
-	resp := h.post(t.Context(), "/v1/messages", `{"model":"coder","max_tokens":3,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-	body := readAll(t, resp)
-	if n := strings.Count(body, `"text_delta"`); n != 3 || !strings.Contains(body, `"stop_reason":"max_tokens"`) || !strings.Contains(body, "message_stop") {
-		t.Fatalf("%d deltas relayed of a bound of 3:\n%s", n, body)
-	}
-	if u := adm.settled(t); u.CompletionTokens != 3 || !u.Estimated {
-		t.Fatalf("settled %+v, want the 3 relayed tokens, estimated", u)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			adm := &recordingAdmission{}
+			h := newHarness(t, 1, Config{}, adm)
+			st := contentStore(t, 1)
+			h.gw.deps.Content = st
+			h.engines[0].handle = func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				for i := range tt.reasoning {
+					fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"r%d\"}}]}\n\n", i)
+				}
+				for i := range 10 {
+					fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d\"}}]}\n\n", i)
+				}
+				fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+			}
+			hdr := bearer(testKey)
+			if tt.thread {
+				hdr["X-Llmgw-Thread"] = "cut"
+			}
+			c := do(t, http.MethodPost, h.srv.URL+tt.path, hdr, tt.body)
+			if c.status != 200 {
+				t.Fatalf("status %d: %s", c.status, c.raw)
+			}
+			tt.check(t, c.raw)
+			if strings.Contains(c.raw, "t3") {
+				t.Fatalf("the token past the bound reached the client:\n%s", c.raw)
+			}
+			if u := adm.settled(t); u.CompletionTokens != 3 || !u.Estimated {
+				t.Fatalf("settled %+v, want the 3 relayed tokens, estimated", u)
+			}
+			h.record() // the handler has returned, the thread is stored
+			if tt.thread {
+				// The thread keeps what the client got.
+				stored, err := st.GetThread(t.Context(), "proj", "cut", time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var msgs []map[string]any
+				if err := json.Unmarshal(stored, &msgs); err != nil || len(msgs) != 2 || msgs[1]["content"] != "t0" {
+					t.Fatalf("stored thread %s, want the turn and the answer t0", stored)
+				}
+			}
+		})
 	}
 }

@@ -53,6 +53,8 @@ type threadShape struct {
 	turn    []json.RawMessage
 	kept    []json.RawMessage
 	trimmed int
+	// acc reads a streamed answer.
+	acc apishape.Accumulator
 	// admitted is the budget (estimated tokens, 0 for none) the body that
 	// admission saw was fitted to: a fallback's body never holds more.
 	admitted int
@@ -163,10 +165,6 @@ func (s *threadShape) setHeaders(h http.Header) {
 	}
 }
 
-func (s *threadShape) whole(_ *exchange, _ *apishape.Result, raw []byte) []byte { return raw }
-
-func (s *threadShape) stream(x *exchange) shapeStream { return &threadStream{x: x} }
-
 // completed keeps the thread: the history that was sent, the turn and
 // the answer, for the retention from now.
 func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result) {
@@ -186,33 +184,13 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 	}
 }
 
-// threadStream relays the engine's stream as it is, reading the answer
-// from it; the usage chunk the gateway asked for is not relayed.
-type threadStream struct {
-	x   *exchange
-	acc apishape.Accumulator
+// relayed reads the answer from the stream as the client gets it (the
+// chunk past the stream's bound is not relayed, so not read).
+func (s *threadShape) relayed(data []byte) {
+	_, _ = s.acc.Chunk(data) // a chunk that is not JSON adds nothing
 }
 
-func (t *threadStream) chunk(data []byte) ([]apishape.Event, bool, error) {
-	deltas, err := t.acc.Chunk(data)
-	if err != nil {
-		return nil, false, err
-	}
-	if t.x.injected && len(deltas) == 0 && t.acc.Result.Usage != nil && strings.Contains(string(data), `"choices":[]`) {
-		return nil, false, nil
-	}
-	return []apishape.Event{{Data: append([]byte(nil), data...)}}, len(deltas) > 0, nil
-}
-
-func (t *threadStream) finish() []apishape.Event { return nil }
-
-func (t *threadStream) broken(message string) []apishape.Event {
-	e, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": typeUpstream, "code": "upstream_error"}})
-	return []apishape.Event{{Data: e}}
-}
-
-func (t *threadStream) result() *apishape.Result { return &t.acc.Result }
-func (t *threadStream) ended() bool              { return t.acc.Done }
+func (s *threadShape) answer() *apishape.Result { return &s.acc.Result }
 
 // serveThreadDelete is DELETE /v1/threads/{id}: the client forgets one of
 // its project's threads. Another project's answers as one that does not
