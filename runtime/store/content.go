@@ -44,14 +44,16 @@ type ContentStore interface {
 	// PutResponse stores a response.
 	PutResponse(ctx context.Context, r StoredResponse) error
 	// GetResponse returns a project's response unless it expired before
-	// now; another project's, an expired one and an unknown id all
+	// now, by its expiry or by the project's retention as it is now
+	// counted from when it was written (a retention cut short or turned
+	// off ends access at once); another project's, an expired one and an unknown id all
 	// return an error wrapping ErrNotFound.
 	GetResponse(ctx context.Context, project, id string, now time.Time) (StoredResponse, error)
 	// DeleteResponse deletes a project's response, or returns an error
 	// wrapping ErrNotFound.
 	DeleteResponse(ctx context.Context, project, id string) error
 	// GetThread returns a project's thread's messages (JSON) unless it
-	// expired before now; another project's, an expired one and an
+	// expired before now (as GetResponse says); another project's, an expired one and an
 	// unknown id all return an error wrapping ErrNotFound.
 	GetThread(ctx context.Context, project, id string, now time.Time) ([]byte, error)
 	// PutThread creates or replaces a thread's messages.
@@ -62,7 +64,8 @@ type ContentStore interface {
 
 	// PutNote creates a memory note or replaces its text.
 	PutNote(ctx context.Context, n Note) error
-	// SearchNotes returns a project's agent's unexpired notes whose text
+	// SearchNotes returns a project's agent's unexpired notes (as
+	// GetResponse says) whose text
 	// holds every word of query (case-insensitive; all notes when query
 	// is empty), most recently written first, at most limit.
 	SearchNotes(ctx context.Context, project, agent, query string, now time.Time, limit int) ([]Note, error)
@@ -70,8 +73,9 @@ type ContentStore interface {
 	// error wrapping ErrNotFound.
 	DeleteNote(ctx context.Context, project, agent, id string) error
 
-	// PruneContent deletes content expired at now and all content of a
-	// kind its project turned off, and returns how many rows went.
+	// PruneContent deletes what the reads no longer return at now:
+	// content expired, past its project's current retention, or of a
+	// kind its project turned off; it returns how many rows went.
 	PruneContent(ctx context.Context, now time.Time) (int64, error)
 }
 
