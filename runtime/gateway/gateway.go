@@ -38,6 +38,7 @@ const (
 	DefaultBodyTimeout           = 60 * time.Second
 	DefaultColdStartWait         = 5 * time.Second
 	DefaultStreamIdleTimeout     = 5 * time.Minute
+	DefaultMaxNotesPerAgent      = 1000
 )
 
 // Config tunes the gateway. Zero fields take the defaults above.
@@ -65,6 +66,9 @@ type Config struct {
 	// StreamIdleTimeout ends a stream whose engine sent nothing for this
 	// long with an error event; negative never does.
 	StreamIdleTimeout time.Duration
+	// MaxNotesPerAgent bounds the memory notes one agent of a project
+	// holds; a new note beyond it is refused.
+	MaxNotesPerAgent int
 	// Logger receives one debug line per request; nil discards.
 	Logger *slog.Logger
 }
@@ -121,6 +125,9 @@ func New(cfg Config, deps Deps) *Gateway {
 	}
 	if cfg.StreamIdleTimeout == 0 {
 		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if cfg.MaxNotesPerAgent <= 0 {
+		cfg.MaxNotesPerAgent = DefaultMaxNotesPerAgent
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -129,9 +129,22 @@ func (g *Gateway) mcpHandler() http.Handler {
 		if f, ok := r.Context().Value(connAuthKey{}).(func()); ok {
 			f()
 		}
-		return &auth.TokenInfo{UserID: p.KeyID, Extra: map[string]any{"project": p.Project}}, nil
+		return &auth.TokenInfo{UserID: p.KeyID, Extra: map[string]any{"project": p.Project, "principal": p}}, nil
 	}
-	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	// Each request counts against the key's and project's requests per
+	// minute, as /v1/memory's do.
+	limited := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			p, _ := ti.Extra["principal"].(request.Principal)
+			if aerr := g.limitRequest(r.Context(), w.Header(), p); aerr != nil {
+				g.closeUnread(w, r)
+				writeError(w, aerr)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(limited)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a := r.Header.Get(agentHeader); a != "" && !validRequestID(strings.TrimSpace(a)) {
 			writeError(w, newError(http.StatusBadRequest, typeInvalidRequest, "invalid_agent",

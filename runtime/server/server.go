@@ -249,6 +249,7 @@ func (s *Server) build(ctx context.Context) error {
 		GenerationTimeout:     cfg.Timeouts.Generation,
 		StreamIdleTimeout:     cfg.Timeouts.StreamIdle,
 		ColdStartWait:         coldStartWait(cfg.Timeouts.ColdStartWait),
+		MaxNotesPerAgent:      cfg.Limits.MaxNotesPerAgent,
 		Logger:                s.log.With("component", "gateway"),
 	}, gateway.Deps{
 		Catalog:   catalogView{s.Catalog},

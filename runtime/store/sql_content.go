@@ -188,6 +188,17 @@ func (s *sqlStore) SearchNotes(ctx context.Context, project, agent, query string
 	}, args...)
 }
 
+// CountNotes counts an agent's unexpired notes other than except.
+func (s *sqlStore) CountNotes(ctx context.Context, project, agent, except string, now time.Time) (int, error) {
+	var n int
+	err := s.queryRow(ctx, `SELECT COUNT(*) FROM memory_notes WHERE project = ? AND agent = ? AND id <> ? AND `+
+		live("memory_notes", "updated_at", ContentMemory), project, agent, except, toDB(now), toDB(now)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("counting notes: %w", err)
+	}
+	return n, nil
+}
+
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // DeleteNote deletes an agent's note.

@@ -199,6 +199,17 @@ func testMemoryNotes(t *testing.T, s store.Store) {
 			t.Errorf("search %q = %q, want %q", q, got, want)
 		}
 	}
+	count := func(agent, except string, at time.Time) int {
+		t.Helper()
+		n, err := s.CountNotes(ctx, store.DefaultProject, agent, except, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n, o, x, e := count("bot", "", now), count("other", "", now), count("bot", "n1", now), count("bot", "", now.Add(2*time.Hour)); n != 2 || o != 1 || x != 1 || e != 0 {
+		t.Errorf("CountNotes: bot %d, other %d, bot but n1 %d, bot expired %d; want 2, 1, 1, 0", n, o, x, e)
+	}
 	put("bot", "n1", "the deploy key moved", now.Add(3*time.Second))
 	if got := ids("vault"); got != "" {
 		t.Errorf("replaced note still found by its old text: %q", got)
