@@ -112,8 +112,13 @@ func (g *Gateway) newMCPServer() *mcp.Server {
 // with the gateway's authenticator, then the streamable HTTP transport.
 func (g *Gateway) mcpHandler() http.Handler {
 	server := g.newMCPServer()
+	// The SDK's DNS-rebinding check (a loopback listener and a Host that
+	// is not loopback: 403) is off: it protects servers that trust the
+	// browser's origin, and every request here must bring the project's
+	// key, which a rebound page does not have; it would refuse every
+	// client behind a reverse proxy on the same host.
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, DisableLocalhostProtection: true})
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		if g.deps.Auth == nil {
 			return nil, fmt.Errorf("no authenticator is configured: %w", auth.ErrInvalidToken)

@@ -147,6 +147,23 @@ func TestMCPMemory(t *testing.T) {
 	if _, e := callTool(t, off, "remember", map[string]any{"text": "x"}); !strings.Contains(e, "does not keep memory notes") {
 		t.Fatalf("remember in a project without memory: %q", e)
 	}
+	// Behind a reverse proxy on the same host: a loopback connection with
+	// the public Host is served (the key is what guards /mcp).
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "llmgw.example.com"
+	req.Header.Set("Authorization", "Bearer key-keeps")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	proxied, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, proxied); proxied.StatusCode != 200 || !strings.Contains(body, `"remember"`) {
+		t.Fatalf("/mcp with Host llmgw.example.com on a loopback connection: %d %s", proxied.StatusCode, body)
+	}
 	// Without a key the transport refuses before any tool.
 	resp, err := http.Post(url+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	if err != nil {
