@@ -15,6 +15,10 @@ const (
 	ContentMemory = "memory"
 )
 
+// MaxRetainHours is the longest retention a project may set: ten years.
+// (Hours far beyond it would overflow the times computed from them.)
+const MaxRetainHours = 87600
+
 // StoredResponse is one answer of the Responses API kept for a later
 // turn (previous_response_id) and for GET /v1/responses/{id}. Body is the
 // response object as the client saw it; History is the conversation up

@@ -21,8 +21,8 @@ func (s *sqlStore) SetRetention(ctx context.Context, project, kind string, hours
 	if err := checkKind(kind); err != nil {
 		return fmt.Errorf("setting retention of project %q: %w", project, err)
 	}
-	if hours < 0 {
-		return fmt.Errorf("setting %s retention of project %q: hours must not be negative, got %d", kind, project, hours)
+	if hours < 0 || hours > MaxRetainHours {
+		return fmt.Errorf("setting %s retention of project %q: hours must be from 0 to %d (ten years), got %d", kind, project, MaxRetainHours, hours)
 	}
 	err := s.inProjectTx(ctx, project, func(tx *sql.Tx) error {
 		var one int

@@ -29,6 +29,9 @@ func testContentRetention(t *testing.T, s store.Store) {
 	if err := s.SetRetention(ctx, "nobody", store.ContentThreads, 1); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown project: %v, want ErrNotFound", err)
 	}
+	if err := s.SetRetention(ctx, store.DefaultProject, store.ContentThreads, store.MaxRetainHours+1); err == nil || !strings.Contains(err.Error(), "from 0 to 87600") {
+		t.Fatalf("a retention past ten years: %v", err)
+	}
 	if err := s.SetRetention(ctx, store.DefaultProject, "diaries", 1); err == nil {
 		t.Fatal("unknown kind accepted")
 	}
