@@ -3,6 +3,7 @@ module github.com/llmgw/llmgw
 go 1.26.0
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/agext/levenshtein v1.2.3
 	github.com/diskfs/go-diskfs v1.9.3
 	github.com/go-viper/mapstructure/v2 v2.5.0

@@ -505,7 +505,7 @@ func (a *Agent) gpuReadings(ctx context.Context, timeout time.Duration) []*agent
 			a.log.Debug("gpu readings not refreshed: cards changed since discovery", "nvidia_smi", path, "gpu", k.GetIndex(), "uuid", k.GetUuid())
 			return nil
 		}
-		g.NvlinkPeers = k.GetNvlinkPeers() // topology is discovery's to report
+		g.NvlinkPeers, g.NvlinkKnown = k.GetNvlinkPeers(), k.NvlinkKnown // topology is discovery's to report
 	}
 	return fresh
 }

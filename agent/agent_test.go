@@ -115,6 +115,15 @@ func TestInventoryGPUs(t *testing.T) {
 		{"nothing reported",
 			discovery.GPU{Index: 1, UUID: "GPU-1", Name: "Tesla T4", Class: "t4-16g", MemoryMiB: 15360},
 			&agentv1.GPU{Index: 1, Uuid: "GPU-1", Name: "Tesla T4", Class: "t4-16g", MemoryMib: 15360}},
+		{"nvlink read: peers and known",
+			discovery.GPU{Index: 2, UUID: "GPU-2", Class: "a100-80g", NVLinkKnown: true, NVLinkPeers: []int{3}},
+			&agentv1.GPU{Index: 2, Uuid: "GPU-2", Class: "a100-80g", NvlinkKnown: proto.Bool(true), NvlinkPeers: []int32{3}}},
+		{"nvlink read, none: known, no peers",
+			discovery.GPU{Index: 2, UUID: "GPU-2", Class: "l40s-48g", NVLinkKnown: true, NVLinkPeers: []int{}},
+			&agentv1.GPU{Index: 2, Uuid: "GPU-2", Class: "l40s-48g", NvlinkKnown: proto.Bool(true)}},
+		{"nvlink not read: unknown, absent",
+			discovery.GPU{Index: 2, UUID: "GPU-2", Class: "a100-80g"},
+			&agentv1.GPU{Index: 2, Uuid: "GPU-2", Class: "a100-80g"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

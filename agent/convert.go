@@ -24,11 +24,20 @@ func InventoryToProto(inv discovery.Inventory) *agentv1.Inventory {
 		out.HasAvx2 = &has
 	}
 	for _, g := range inv.GPUs {
-		out.Gpus = append(out.Gpus, &agentv1.GPU{
+		pg := &agentv1.GPU{
 			Index: int32(g.Index), Uuid: g.UUID, Name: g.Name, Class: g.Class, MemoryMib: g.MemoryMiB,
 			UtilizationPct: g.UtilizationPct, TemperatureC: g.TemperatureC, EccErrors: g.ECCErrors,
 			MemoryUsedMib: g.MemoryUsedMiB,
-		})
+		}
+		// Peers only with the topology known: absent means unknown.
+		if g.NVLinkKnown {
+			known := true
+			pg.NvlinkKnown = &known
+			for _, p := range g.NVLinkPeers {
+				pg.NvlinkPeers = append(pg.NvlinkPeers, int32(p))
+			}
+		}
+		out.Gpus = append(out.Gpus, pg)
 	}
 	for _, f := range inv.Fabrics {
 		out.Fabrics = append(out.Fabrics, &agentv1.FabricVerdict{

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/managev1"
 )
 
@@ -38,17 +39,27 @@ func (a *app) cmdCheckEngines(ctx context.Context, args []string) int {
 	}
 	n := resp.GetNode()
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENGINE\tRESULT\tPATH\tDETAIL")
+	fmt.Fprintln(tw, "ENGINE\tRESULT\tPATH\tFLAGS\tDETAIL")
 	failed := 0
+	var notes []string
 	for _, ch := range n.GetEngineChecks() {
 		result, detail := "ok", ch.GetVersion()
 		if !ch.GetOk() {
 			failed++
 			result, detail = "FAILED", ch.GetError()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ch.GetEngine(), result, ch.GetPath(), detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ch.GetEngine(), result, ch.GetPath(), flagsColumn(ch), detail)
+		switch {
+		case ch.GetHelpWarning() != "":
+			notes = append(notes, ch.GetEngine()+": "+ch.GetHelpWarning())
+		case len(ch.GetFlags()) > 0:
+			notes = append(notes, fmt.Sprintf("%s: flags read from `%s`", ch.GetEngine(), ch.GetHelpCommand()))
+		}
 	}
 	_ = tw.Flush()
+	for _, note := range notes {
+		fmt.Fprintln(a.stdout, note)
+	}
 	state := n.GetState()
 	if r := n.GetReason(); r != "" {
 		state += ": " + r
@@ -59,4 +70,17 @@ func (a *app) cmdCheckEngines(ctx context.Context, args []string) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// flagsColumn says what the check knows of an engine's flags: how many its
+// help lists, "not checked" when the help could not be read in full, and
+// "-" when no help was read (an older agent, a failed engine, sim).
+func flagsColumn(ch *agentv1.EngineCheck) string {
+	switch {
+	case ch.GetHelpWarning() != "":
+		return "not checked"
+	case len(ch.GetFlags()) > 0:
+		return fmt.Sprint(len(ch.GetFlags()))
+	}
+	return "-"
 }

@@ -23,10 +23,12 @@ func TestCheckEngines(t *testing.T) {
 		wantReq *managev1.CheckNodeEnginesRequest
 	}{
 		{
-			name:    "engine fixed",
-			args:    []string{"check-engines", "llmgw-node01"},
-			checks:  []*agentv1.EngineCheck{{Engine: "llamacpp", Path: "/opt/llama-server", Ok: true, Version: "version: 4567"}, {Engine: "sim", Path: "/usr/local/bin/llmgw", Ok: true}},
-			wantOut: "ENGINE    RESULT  PATH                  DETAIL\nllamacpp  ok      /opt/llama-server     version: 4567\nsim       ok      /usr/local/bin/llmgw  \nnode llmgw-node01 is ready\n",
+			name: "engine fixed",
+			args: []string{"check-engines", "llmgw-node01"},
+			checks: []*agentv1.EngineCheck{{Engine: "llamacpp", Path: "/opt/llama-server", Ok: true, Version: "version: 4567",
+				Flags: []string{"--host", "--port"}, HelpCommand: "llama-server --help"}, {Engine: "sim", Path: "/usr/local/bin/llmgw", Ok: true}},
+			wantOut: "ENGINE    RESULT  PATH                  FLAGS  DETAIL\nllamacpp  ok      /opt/llama-server     2      version: 4567\nsim       ok      /usr/local/bin/llmgw  -      \n" +
+				"llamacpp: flags read from `llama-server --help`\nnode llmgw-node01 is ready\n",
 			wantReq: &managev1.CheckNodeEnginesRequest{Name: "llmgw-node01", TimeoutMs: 60_000},
 		},
 		{
@@ -35,9 +37,18 @@ func TestCheckEngines(t *testing.T) {
 			checks:   []*agentv1.EngineCheck{{Engine: "llamacpp", Path: "/opt/llama-server", Error: libgomp}},
 			reason:   libgomp,
 			wantCode: 1,
-			wantOut:  "ENGINE    RESULT  PATH               DETAIL\nllamacpp  FAILED  /opt/llama-server  " + libgomp + "\nnode llmgw-node01 is ready: " + libgomp + "\n",
+			wantOut:  "ENGINE    RESULT  PATH               FLAGS  DETAIL\nllamacpp  FAILED  /opt/llama-server  -      " + libgomp + "\nnode llmgw-node01 is ready: " + libgomp + "\n",
 			wantErr:  "llmgw ctl: node llmgw-node01: 1 engine cannot start\n",
 			wantReq:  &managev1.CheckNodeEnginesRequest{Name: "llmgw-node01", TimeoutMs: 120_000},
+		},
+		{
+			name: "summary help: flags not checked, said so",
+			args: []string{"check-engines", "llmgw-node01"},
+			checks: []*agentv1.EngineCheck{{Engine: "vllm", Path: "/opt/venvs/vllm/bin/vllm", Ok: true, Version: "0.30.0", HelpCommand: "vllm serve --help",
+				HelpWarning: "`vllm serve --help` printed only a summary that lists no flag; flags not checked on this node"}},
+			wantOut: "ENGINE  RESULT  PATH                      FLAGS        DETAIL\nvllm    ok      /opt/venvs/vllm/bin/vllm  not checked  0.30.0\n" +
+				"vllm: `vllm serve --help` printed only a summary that lists no flag; flags not checked on this node\nnode llmgw-node01 is ready\n",
+			wantReq: &managev1.CheckNodeEnginesRequest{Name: "llmgw-node01", TimeoutMs: 60_000},
 		},
 		{
 			name:     "node not connected is the server's NotFound",

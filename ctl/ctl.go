@@ -43,6 +43,13 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
   check-engines NODE [--wait 60s]
                                  run a node's engine checks again and print them;
                                  exit 1 when an engine cannot start
+  tool-check MODEL [--extra JSON] [--wait 60s] [--json]
+                                 send a ready replica a chat request with a tool: are
+                                 calls structured, plain text (parser mismatch) or
+                                 refused, and which engine flag fixes it; exit 1 for
+                                 text or refused, 3 when the answer had no call
+  rollout MODEL                  replace the model's stale replicas (profile changed)
+                                 one at a time, each replacement ready first
   weights [--node N] [--json]    each node's weights cache: entries, who uses them, what could be freed
   weights --collect [--dry-run] [--node N] [--wait 60s]
                                  delete the cached weights no catalog model and no live
@@ -124,6 +131,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdDrain(ctx, rest)
 	case "check-engines":
 		return a.cmdCheckEngines(ctx, rest)
+	case "tool-check":
+		return a.cmdToolCheck(ctx, rest)
+	case "rollout":
+		return a.cmdRollout(ctx, rest)
 	case "weights":
 		return a.cmdWeights(ctx, rest)
 	case "fabrics":

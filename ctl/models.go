@@ -76,13 +76,20 @@ func writeModels(w io.Writer, models []*managev1.Model) error {
 }
 
 // modelState is the STATUS column: the state, with ", rollout stuck" when
-// the current generation cannot be placed while older replicas serve.
+// the current generation cannot be placed while older replicas serve,
+// ", rolling" while outdated replicas are being replaced, and " (N stale)"
+// while replicas of an earlier definition run (with rollout manual they
+// wait for llmgw ctl rollout, and nothing rolls).
 func modelState(st *managev1.ModelStatus) string {
 	s := orDash(st.GetState())
+	held := st.GetRollout() == "manual" && st.GetReplicasStale() > 0
 	if st.GetStalled() != "" {
 		s += ", rollout stuck"
-	} else if st.GetReplicasOutdated() > 0 {
+	} else if st.GetReplicasOutdated() > 0 && !held {
 		s += ", rolling"
+	}
+	if n := st.GetReplicasStale(); n > 0 {
+		s += fmt.Sprintf(" (%d stale)", n)
 	}
 	return s
 }
@@ -181,8 +188,16 @@ func writeModelDefinition(w io.Writer, m *managev1.Model) error {
 	}
 	st := m.GetStatus()
 	fmt.Fprintf(w, "# origin: %s, generation %s\n", orDash(m.GetOrigin()), orDash(m.GetGeneration()))
-	fmt.Fprintf(w, "# status: %s, %d/%d replicas ready (%d total)\n",
-		orDash(st.GetState()), st.GetReplicasReady(), st.GetReplicasDesired(), st.GetReplicasTotal())
+	stale := ""
+	if n := st.GetReplicasStale(); n > 0 {
+		stale = fmt.Sprintf(", %d stale", n)
+	}
+	rollout := ""
+	if r := st.GetRollout(); r != "" {
+		rollout = ", rollout " + r
+	}
+	fmt.Fprintf(w, "# status: %s, %d/%d replicas ready (%d total%s)%s\n",
+		orDash(st.GetState()), st.GetReplicasReady(), st.GetReplicasDesired(), st.GetReplicasTotal(), stale, rollout)
 	if msg := st.GetMessage(); msg != "" {
 		fmt.Fprintf(w, "# %s\n", oneLine(msg, 200))
 	}

@@ -218,7 +218,7 @@ func newTestPKI(t *testing.T) testPKI {
 
 // startServer serves f over TLS on a loopback port and returns the
 // environment a ctl invocation needs to reach it.
-func startServer(t *testing.T, f *fakeManage) map[string]string {
+func startServer(t *testing.T, f managev1.ManageServiceServer) map[string]string {
 	t.Helper()
 	p := newTestPKI(t)
 	return map[string]string{
@@ -230,7 +230,7 @@ func startServer(t *testing.T, f *fakeManage) map[string]string {
 
 // serveTLS serves f with the bearer-token check on a loopback port and
 // returns its address.
-func serveTLS(t *testing.T, f *fakeManage, cfg *tls.Config) string {
+func serveTLS(t *testing.T, f managev1.ManageServiceServer, cfg *tls.Config) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

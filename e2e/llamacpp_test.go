@@ -126,7 +126,7 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 	}
 	c := testcluster.New(t, binary, "10s", `  - name: tiny-llama
     source: `+model+`
-    context_length: 512
+    context_length: 1024
     scaling: { min: 1, max: 1 }
     profiles:
       - { name: cpu, engine: llamacpp, startup_timeout: 2m }
@@ -228,13 +228,17 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 		}
 	})
 
-	t.Run("tool call passed through", func(t *testing.T) {
+	t.Run("tool call answered as a structured call", func(t *testing.T) {
 		// The tools reach llama-server, whose Jinja chat template (on by
 		// default in this build; the driver passes no --jinja) renders
-		// them into the prompt: the same message costs more prompt
-		// tokens with them. Random weights do not answer with a call:
-		// this build of llama-server does not constrain the answer to one
-		// even with tool_choice required, so the reply is text.
+		// them into the prompt, and whose grammar for the template's
+		// <tool_call> format writes the call once it is opened. Random
+		// weights would never open one: logit_bias pushes the <tool_call>
+		// token (one token of the test model's vocabulary) and a newline,
+		// forbids the other whitespace the grammar's "space" allows, and
+		// pushes end-of-turn above all, which the grammar forbids until a
+		// call is complete. The answer is then a real tool_calls entry
+		// that llama-server parsed, not text.
 		params := openai.ChatCompletionNewParams{
 			Model:     "tiny-llama",
 			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("weather in Paris?")},
@@ -255,6 +259,9 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 			},
 		})}
 		params.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}
+		params.ParallelToolCalls = openai.Bool(false)
+		params.LogitBias = gguf.ToolCallBias()
+		params.MaxTokens = openai.Int(300)
 		resp, err := client.Chat.Completions.New(ctx, params)
 		if err != nil {
 			t.Fatal(err)
@@ -262,15 +269,20 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 		if resp.Usage.PromptTokens < plain.Usage.PromptTokens+50 {
 			t.Fatalf("prompt tokens %d with the tool, %d without: the tool did not reach the engine's template", resp.Usage.PromptTokens, plain.Usage.PromptTokens)
 		}
-		if len(resp.Choices) != 1 {
-			t.Fatalf("choices %+v", resp.Choices)
+		if len(resp.Choices) != 1 || len(resp.Choices[0].Message.ToolCalls) != 1 {
+			t.Fatalf("choices %+v: want one answer with one tool call", resp.Choices)
 		}
-		for _, call := range resp.Choices[0].Message.ToolCalls {
-			if call.Function.Name != "get_weather" {
-				t.Fatalf("tool call %+v names no tool given", call)
-			}
+		call := resp.Choices[0].Message.ToolCalls[0]
+		var args struct {
+			City string `json:"city"`
 		}
-		t.Logf("prompt tokens %d with the tool, %d without; %d tool calls, finish %q", resp.Usage.PromptTokens, plain.Usage.PromptTokens, len(resp.Choices[0].Message.ToolCalls), resp.Choices[0].FinishReason)
+		if call.Function.Name != "get_weather" || json.Unmarshal([]byte(call.Function.Arguments), &args) != nil || args.City != "Paris" || call.ID == "" {
+			t.Fatalf("tool call %+v: want get_weather with city Paris", call)
+		}
+		if resp.Choices[0].FinishReason != "tool_calls" {
+			t.Errorf("finish reason %q, want tool_calls", resp.Choices[0].FinishReason)
+		}
+		t.Logf("prompt tokens %d with the tool, %d without; call %s(%s), %d completion tokens", resp.Usage.PromptTokens, plain.Usage.PromptTokens, call.Function.Name, call.Function.Arguments, resp.Usage.CompletionTokens)
 	})
 
 	t.Run("openai npm client under node", func(t *testing.T) {

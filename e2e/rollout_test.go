@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -100,4 +103,91 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 		now := childEngines(t, agent.Cmd.Process.Pid, m.Name)
 		return len(now) == 1 && !slices.Contains(now, engines[0]), fmt.Sprintf("engines %v (old %d)", now, engines[0])
 	})
+}
+
+// TestManualRollout runs real processes: a model whose rollout is manual
+// keeps its two replicas (and their engines) serving after an args edit,
+// shown stale by `ctl models` and `ctl model get`; `ctl rollout` then
+// replaces them one at a time, never with fewer than two serving.
+func TestManualRollout(t *testing.T) {
+	c := testcluster.New(t, binary, "10s", "")
+	agent := c.StartAgent(testcluster.NodeSpec{ID: "node01"})
+	mc := c.ManageClient()
+	ctx := context.Background()
+	m := spec.Model{Name: "sim-manual", Source: "sim://manual", Scaling: spec.Scaling{Min: 2, Max: 2}, Rollout: spec.RolloutManual,
+		Profiles: []spec.Profile{{Name: "h100", Engine: "sim", GPUClass: "h100-80g", TP: 1, StartupTimeout: spec.Duration(time.Minute)}}}
+	created, err := mc.CreateModel(ctx, &managev1.CreateModelRequest{Model: specpb.ModelToProto(m)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ready counts the ready replicas of each generation.
+	ready := func() (map[string]int, string) {
+		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: m.Name})
+		if err != nil {
+			return nil, err.Error()
+		}
+		out := map[string]int{}
+		var states []string
+		for _, r := range rs.GetReplicas() {
+			states = append(states, r.GetId()+"="+r.GetState()+"@"+r.GetModelGeneration())
+			if r.GetState() == "ready" {
+				out[r.GetModelGeneration()]++
+			}
+		}
+		return out, strings.Join(states, "; ")
+	}
+	testcluster.WaitFor(t, "two replicas ready", 60*time.Second, func() (bool, string) {
+		n, why := ready()
+		return n[created.GetGeneration()] == 2, why
+	})
+	engines := childEngines(t, agent.Cmd.Process.Pid, m.Name)
+
+	m.Profiles[0].Args = []string{"--decode-tps", "500"}
+	updated, err := mc.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: specpb.ModelToProto(m)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := updated.GetGeneration()
+	deadline := time.Now().Add(3 * time.Second) // several reconcile passes
+	for time.Now().Before(deadline) {
+		if n, why := ready(); n[created.GetGeneration()] != 2 || n[next] != 0 {
+			t.Fatalf("rollout manual: after the edit %s, want the two old replicas only", why)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if now := childEngines(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
+		t.Fatalf("engines %v after the edit, want %v untouched", now, engines)
+	}
+	if out := runCtlE2E(t, c, "models"); !strings.Contains(out, "serving (2 stale)") || !strings.Contains(out, "ctl rollout sim-manual") {
+		t.Errorf("ctl models does not show the stale replicas:\n%s", out)
+	}
+	if out := runCtlE2E(t, c, "model", "get", m.Name); !strings.Contains(out, "2 stale), rollout manual") {
+		t.Errorf("ctl model get does not show the stale replicas:\n%s", out)
+	}
+
+	if out := runCtlE2E(t, c, "rollout", m.Name); !strings.Contains(out, "replacing 2 stale replicas one at a time") {
+		t.Fatalf("ctl rollout:\n%s", out)
+	}
+	testcluster.WaitFor(t, "both replicas replaced", 90*time.Second, func() (bool, string) {
+		n, why := ready()
+		if n[created.GetGeneration()]+n[next] < 2 {
+			t.Fatalf("fewer than two replicas ready during the rollout: %s", why)
+		}
+		return n[next] == 2 && n[created.GetGeneration()] == 0, why
+	})
+	if n := strings.Count(c.Server.Output(), "replica placed"); n != 4 {
+		t.Errorf("%d placements, want 4 (two, then one replacement each)", n)
+	}
+}
+
+// runCtlE2E runs `llmgw ctl` against the cluster and returns its output.
+func runCtlE2E(t *testing.T, c *testcluster.Cluster, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"ctl"}, args...)...)
+	cmd.Env = append(os.Environ(), "LLMGW_ENDPOINT="+c.Manage, "LLMGW_TOKEN="+c.Token, "LLMGW_CA_CERT="+filepath.Join(c.PKIDir, "ca.pem"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("llmgw ctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }

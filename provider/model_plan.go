@@ -88,9 +88,13 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 		}
 		text = fmt.Sprintf("new generation: replaces %s (%s), each replacement ready before the replica it replaces stops; %s",
 			countNoun(len(running), "running replica"), strings.Join(running, "; "), expectedWhere(ex, dryRun, "the first replacement"))
+		summary, how := "will be replaced", "so the control plane rolls its replicas"
+		if m.ManualRollout() {
+			text, summary, how = manualRolloutText(m, running, expectedWhere(ex, dryRun, "the first replacement")), "will be stale", "and its rollout is manual"
+		}
 		resp.Diagnostics.AddAttributeWarning(path.Root("rollout_plan"),
-			fmt.Sprintf("Model %s: %s will be replaced", m.Name, countNoun(len(running), "running replica")),
-			"The planned change ("+rollingChange(old, m)+") gives the model a new generation, so the control plane rolls its replicas: "+text+".")
+			fmt.Sprintf("Model %s: %s %s", m.Name, countNoun(len(running), "running replica"), summary),
+			"The planned change ("+rollingChange(old, m)+") gives the model a new generation, "+how+": "+text+".")
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), text)...)
 	return ex, nil
@@ -165,4 +169,16 @@ func countNoun(n int, noun string) string {
 		return fmt.Sprintf("1 %s", noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// manualRolloutText is rollout_plan for a change that makes the running
+// replicas of a model whose rollout is manual stale: they keep serving the
+// earlier definition until an operator rolls them.
+func manualRolloutText(m spec.Model, running []string, where string) string {
+	keep := "keep"
+	if len(running) == 1 {
+		keep = "keeps"
+	}
+	return fmt.Sprintf("new generation: %s (%s) %s serving the earlier definition, stale, until `llmgw ctl rollout %s` replaces them one at a time, each replacement ready first (rollout = manual); %s",
+		countNoun(len(running), "running replica"), strings.Join(running, "; "), keep, m.Name, where)
 }

@@ -13,6 +13,11 @@ import (
 
 // planModelTF is a terraform configuration with model tf-roll.
 func planModelTF(contextLength, maxOutput int) string {
+	return planModelTFRollout(contextLength, maxOutput, "auto")
+}
+
+// planModelTFRollout is planModelTF with the model's rollout policy.
+func planModelTFRollout(contextLength, maxOutput int, rollout string) string {
 	return fmt.Sprintf(`terraform {
   required_providers {
     llmgw = { source = "llmgw/llmgw" }
@@ -26,6 +31,7 @@ resource "llmgw_model" "m" {
   source         = "sim://roll"
   context_length = %d
   max_output     = %d
+  rollout        = %q
   scaling        = { min = 1 }
   profiles = [{
     name            = "h100"
@@ -35,7 +41,7 @@ resource "llmgw_model" "m" {
     startup_timeout = "1m"
   }]
 }
-`, contextLength, maxOutput)
+`, contextLength, maxOutput, rollout)
 }
 
 // TestAccModelPlanSaysRollout is issue 18's item 4, with the real terraform
@@ -78,6 +84,22 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("the plan of a context_length change lacks %s:\n%s", re, out)
 		}
+	}
+
+	// With rollout = "manual" the same change leaves the replica serving,
+	// stale, until llmgw ctl rollout: the plan says so instead.
+	write(planModelTFRollout(16384, 2048, "manual"))
+	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
+	for _, re := range []string{
+		`Warning: Model tf-roll: 1 running replica will be stale`,
+		`rollout_plan\s+= "[^"]*" -> "new generation: 1 running replica \(r-\w+ on node0[12] \(gpu [01]\)\) keeps serving the earlier definition, stale, until .llmgw ctl rollout tf-roll. replaces them one at a time`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the plan of a context_length change with rollout manual lacks %s:\n%s", re, out)
+		}
+	}
+	if strings.Contains(out, "will be replaced") {
+		t.Errorf("with rollout manual the plan still says the replica will be replaced:\n%s", out)
 	}
 	tf.Run(0, "destroy", "-input=false", "-auto-approve", "-no-color")
 }

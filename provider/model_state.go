@@ -221,6 +221,7 @@ func (m modelResourceModel) read() (spec.Model, *reader) {
 		Aliases:        r.list("aliases", m.Aliases),
 		Source:         r.str("source", m.Source),
 		RoutingProfile: r.str("routing_profile", m.RoutingProfile),
+		Rollout:        autoIsDefault(r.str("rollout", m.Rollout)),
 		ContextLength:  r.num("context_length", m.ContextLength),
 		MaxOutput:      r.num("max_output", m.MaxOutput),
 	}
@@ -371,6 +372,10 @@ func fromSpec(m spec.Model, prior modelResourceModel) modelResourceModel {
 	out.Aliases = fromList(m.Aliases, prior.Aliases)
 	out.Source = fromString(m.Source, prior.Source)
 	out.RoutingProfile = types.StringValue(m.RoutingProfile)
+	out.Rollout = types.StringValue(m.Rollout)
+	if m.Rollout == "" {
+		out.Rollout = types.StringValue(spec.RolloutAuto)
+	}
 	out.ContextLength = types.Int64Value(int64(m.ContextLength))
 	out.MaxOutput = types.Int64Value(int64(m.MaxOutput))
 
@@ -425,9 +430,20 @@ func fromAPI(pm *managev1.Model, prior modelResourceModel) (modelResourceModel, 
 		"replicas_ready":   types.Int64Value(int64(st.GetReplicasReady())),
 		"replicas_desired": types.Int64Value(int64(st.GetReplicasDesired())),
 		"replicas_total":   types.Int64Value(int64(st.GetReplicasTotal())),
+		"replicas_stale":   types.Int64Value(int64(st.GetReplicasStale())),
 	})
 	if pm.GetName() == "" {
 		diags.AddError("Empty answer from the llmgw control plane", fmt.Sprintf("The control plane returned a model without a name for %s. This is a bug; please report it.", prior.Name.ValueString()))
 	}
 	return out, diags
+}
+
+// autoIsDefault writes rollout "auto", the attribute's default, as the
+// catalog's "" (which reads as auto), so that a model stored without a
+// policy and one planned with the default are the same definition.
+func autoIsDefault(rollout string) string {
+	if rollout == spec.RolloutAuto {
+		return ""
+	}
+	return rollout
 }

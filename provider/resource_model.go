@@ -60,6 +60,7 @@ type modelResourceModel struct {
 	Scaling        types.Object `tfsdk:"scaling"`
 	Pricing        types.Object `tfsdk:"pricing"`
 	Profiles       types.List   `tfsdk:"profiles"`
+	Rollout        types.String `tfsdk:"rollout"`
 	PlacementCheck types.String `tfsdk:"placement_check"`
 	WaitForRollout types.Bool   `tfsdk:"wait_for_rollout"`
 	RolloutTimeout types.String `tfsdk:"rollout_timeout"`
@@ -110,6 +111,13 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"source": schema.StringAttribute{
 				Optional:            true,
 				MarkdownDescription: "Where the weights are: an absolute local path (checked on the node, never copied); an `http(s)://` URL of one file, an `http(s)://` URL ending in `/` (a mirror's whole version, read from its manifest), `hf:org/repo[@revision]/file`, `hf:org/repo[@revision]` (every file of the revision), `s3://bucket/key` or `s3://bucket/prefix/` (every object under it), which each node's agent fetches once into its cache (sha256 verified when the source gives one) and gives the engine as a local path; or a repository id (`org/name`) the engine downloads itself; another scheme (`sim://…`) is given to the engine as written. A relative path or a URL without a host is refused. Plan and apply ask a fetched source (`HEAD` of a file, `GET` of a set's manifest, the hub's resolve `HEAD` for an `hf:` file, its revision info for a whole revision; `s3://` is not asked: the nodes hold the credentials) and fail naming it when it answers 404, 410, 401 or 403 (for `hf:`, 404 or 410 only: the control plane holds no hub token); when the control plane cannot reach it they warn that the check was skipped and go on.",
+			},
+			"rollout": schema.StringAttribute{
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(spec.RolloutAuto),
+				Validators:          []validator.String{stringvalidator.OneOf(spec.RolloutAuto, spec.RolloutManual)},
+				MarkdownDescription: "What an edit that changes how replicas are built (engine, args, source, `tp`, ...; not `weight`, `priority`, pricing, aliases or scaling) does to the running replicas, which are then stale: `auto` (the default) replaces them one at a time, each replacement ready before the replica it replaces stops; `manual` leaves them serving, shown as `ready (stale profile)` and counted in `status.replicas_stale`, until `llmgw ctl rollout NAME`. The plan warns which will happen. Changing it restarts nothing.",
 			},
 			"routing_profile": schema.StringAttribute{
 				Optional:            true,
@@ -236,6 +244,7 @@ func statusSchema() map[string]schema.Attribute {
 		"replicas_ready":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Ready replicas."},
 		"replicas_desired": schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas wanted (`scaling.min`)."},
 		"replicas_total":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas starting or ready."},
+		"replicas_stale":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Live replicas placed for an earlier definition of the model (a profile change since): they serve until replaced, by `rollout`."},
 	}
 }
 
@@ -381,6 +390,9 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 	var scaling []string
 	for _, w := range ex.GetWarnings() {
+		if flagWarning(m.Name, w, &resp.Diagnostics) {
+			continue
+		}
 		if !strings.HasPrefix(w, "source ") {
 			scaling = append(scaling, w)
 			continue
@@ -630,4 +642,19 @@ func failureHint(r *managev1.Replica) string {
 		}
 	}
 	return "Fix the profile (engine, args, env) or the node, and apply again; the model stays in the catalog."
+}
+
+// flagWarning shows a warning of the control plane's engine flag check
+// (it starts "engine flags: ": a flag some nodes' engine does not take, or
+// a node whose engine help could not be read) on the profiles, and reports
+// whether w was one.
+func flagWarning(model, w string, diags *diag.Diagnostics) bool {
+	rest, ok := strings.CutPrefix(w, "engine flags: ")
+	if !ok {
+		return false
+	}
+	diags.AddAttributeWarning(path.Root("profiles"),
+		fmt.Sprintf("Engine flags of model %s", model),
+		"The control plane looked up each flag of the profiles in the engine's own help on each node: "+rest+".")
+	return true
 }

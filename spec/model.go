@@ -60,7 +60,23 @@ type Model struct {
 	Scaling Scaling `koanf:"scaling" yaml:"scaling" json:"scaling"`
 	// Profiles are the ways the model can be placed, tried by priority.
 	Profiles []Profile `koanf:"profiles" yaml:"profiles" json:"profiles"`
+	// Rollout says what happens to running replicas when an edit changes
+	// how they are built (a new Generation): RolloutAuto ("" reads as it)
+	// replaces them one at a time, each replacement ready before the
+	// replica it replaces stops; RolloutManual leaves them serving, marked
+	// stale, until the operator asks (`llmgw ctl rollout`). It is not part
+	// of the generation: changing it restarts nothing.
+	Rollout string `koanf:"rollout" yaml:"rollout,omitempty" json:"rollout,omitempty"`
 }
+
+// Rollout policies.
+const (
+	RolloutAuto   = "auto"
+	RolloutManual = "manual"
+)
+
+// ManualRollout reports whether m's stale replicas wait for an operator.
+func (m Model) ManualRollout() bool { return m.Rollout == RolloutManual }
 
 // Pricing is a price per 1,000 tokens, in a unit the operator chooses
 // (the same unit budgets are in).
@@ -232,6 +248,11 @@ func (m Model) Validate() error {
 	} else if !slices.Contains(RoutingProfiles, m.RoutingProfile) {
 		ps.add("routing_profile", fmt.Sprintf("%q is not a routing profile: use one of %s", m.RoutingProfile, strings.Join(RoutingProfiles, ", ")))
 	}
+	switch m.Rollout {
+	case "", RolloutAuto, RolloutManual:
+	default:
+		ps.add("rollout", fmt.Sprintf("must be %q or %q, got %q", RolloutAuto, RolloutManual, m.Rollout))
+	}
 	checkInt32(&ps, "context_length", m.ContextLength)
 	checkInt32(&ps, "max_output", m.MaxOutput)
 	if m.ContextLength < 0 {
@@ -375,7 +396,7 @@ func (m Model) Clone() Model {
 // whether a definition changed (the replicas themselves restart only when
 // Generation changes, which pricing does not touch).
 func (m Model) Equal(o Model) bool {
-	if m.Name != o.Name || m.Source != o.Source || m.RoutingProfile != o.RoutingProfile ||
+	if m.Name != o.Name || m.Source != o.Source || m.RoutingProfile != o.RoutingProfile || m.Rollout != o.Rollout ||
 		m.ContextLength != o.ContextLength || m.MaxOutput != o.MaxOutput || m.Scaling != o.Scaling ||
 		!slices.Equal(m.Aliases, o.Aliases) || !equalPricing(m.Pricing, o.Pricing) {
 		return false

@@ -38,6 +38,9 @@ type Inventory struct {
 	// GPUError is ProbeGPUs' error ("GPU discovery failed: ..."); "" when the
 	// GPUs were listed.
 	GPUError string
+	// TopologyNote says what of the GPUs' NVLink topology is unknown, and
+	// why ("" when it was read for every GPU, or there is no GPU).
+	TopologyNote string
 	// NvidiaSMIMissing is true when nvidia-smi does not exist at the
 	// configured path: a CPU node, as far as discovery can tell, rather than a
 	// broken driver.
@@ -133,6 +136,9 @@ func discoverGPUs(ctx context.Context, inv *Inventory, d spec.Discovery, opts Op
 	if err == nil {
 		inv.GPUs = gpus
 		log.Debug("gpus found", "count", len(gpus), "nvidia_smi", path)
+		if inv.TopologyNote = ProbeTopology(inv.GPUs); inv.TopologyNote != "" {
+			log.Info("nvlink topology unknown", "why", inv.TopologyNote)
+		}
 		return
 	}
 	inv.GPUError = err.Error()

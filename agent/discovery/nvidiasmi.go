@@ -52,6 +52,11 @@ type GPU struct {
 	// MemoryUsedMiB is the framebuffer memory in use (memory.used); nil when
 	// nvidia-smi does not report it.
 	MemoryUsedMiB *uint64
+	// NVLinkPeers are the indices of the GPUs this one has NVLink to, and
+	// NVLinkKnown whether they were read (ProbeTopology, the nvml build):
+	// without it an empty NVLinkPeers means unknown, not "no NVLink".
+	NVLinkPeers []int
+	NVLinkKnown bool
 }
 
 // ParseNvidiaSMI parses the output of

@@ -133,6 +133,12 @@ type Driver interface {
 	// version flag or equivalent. It loads the engine's libraries (a
 	// missing shared library fails it) and exits without serving.
 	CheckCommand(binary string) (Command, error)
+	// HelpCommands returns the programs that print the engine's help, the
+	// widest first (vLLM's `serve --help=all` before `serve --help`, which
+	// releases before --help=all take and later ones answer with a
+	// summary): the engine check reads in it every flag the engine takes.
+	// None for an engine whose flags are llmgw's own (sim).
+	HelpCommands(binary string) []Command
 }
 
 // Engines returns the names of the engines a driver exists for.
@@ -159,6 +165,12 @@ func ForEngine(name string) (Driver, error) {
 // GPU visible, so that a check never touches a card a shard is using.
 func checkEnv(extra ...string) []string {
 	return append([]string{"CUDA_VISIBLE_DEVICES="}, extra...)
+}
+
+// helpEnv is the environment of a help command: the check's, and a wide
+// terminal so that Python's argparse wraps as little as it can.
+func helpEnv(extra ...string) []string {
+	return checkEnv(append([]string{"COLUMNS=10000"}, extra...)...)
 }
 
 // requireBinary refuses an empty executable path for engine.

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,7 +152,7 @@ func TestCommands(t *testing.T) {
 			spec: with(baseSpec("sglang"), func(s *ShardSpec) { gpu2(s); s.Binary = "/opt/sglang/bin/python3"; s.ContextLength = 4096 }),
 			want: []Command{{Path: "/opt/sglang/bin/python3", Args: []string{
 				"-m", "sglang.launch_server", "--model-path", "/models/qwen", "--host", "10.0.0.1", "--port", "8000",
-				"--served-model-name", "qwen", "--tp-size", "2", "--context-length", "4096"},
+				"--served-model-name", "qwen", "--tensor-parallel-size", "2", "--context-length", "4096"},
 				Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1"}}},
 		},
 		{
@@ -159,14 +160,14 @@ func TestCommands(t *testing.T) {
 			spec: with(baseSpec("sglang"), func(s *ShardSpec) { gpu2(s); s.Binary = "" }),
 			want: []Command{{Path: "python3", Args: []string{
 				"-m", "sglang.launch_server", "--model-path", "/models/qwen", "--host", "10.0.0.1", "--port", "8000",
-				"--served-model-name", "qwen", "--tp-size", "2"},
+				"--served-model-name", "qwen", "--tensor-parallel-size", "2"},
 				Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1"}}},
 		},
 		{
 			name: "sglang multi-node worker through a wrapper binary",
 			spec: with(multiNode(baseSpec("sglang"), 1), func(s *ShardSpec) { gpu2(s); s.Binary = "/opt/bin/sglang-serve" }),
 			want: []Command{{Path: "/opt/bin/sglang-serve", Args: []string{
-				"--model-path", "/models/qwen", "--served-model-name", "qwen", "--tp-size", "4",
+				"--model-path", "/models/qwen", "--served-model-name", "qwen", "--tensor-parallel-size", "4",
 				"--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.1:29500"},
 				Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1"}}},
 		},
@@ -323,5 +324,86 @@ func TestForEngine(t *testing.T) {
 	_, err := ForEngine("tgi")
 	if err == nil || !strings.Contains(err.Error(), `engine "tgi": unknown engine (known: sim, llamacpp, vllm, sglang)`) {
 		t.Fatalf("ForEngine(tgi) error = %v", err)
+	}
+}
+
+// TestDriverFlagsMatchSpec: spec.DriverFlags, which the engine check
+// compares with each engine's help, lists exactly the flags each driver
+// writes (every mode and rank, with a context length so that the flags
+// written only then are there), and spec.LaunchFlags adds the profile's
+// own args after them.
+func TestDriverFlagsMatchSpec(t *testing.T) {
+	gpu := func(n int) func(*ShardSpec) {
+		return func(s *ShardSpec) {
+			s.TP = n
+			s.GPUIndices = nil
+			for i := range n {
+				s.GPUIndices = append(s.GPUIndices, i)
+			}
+			s.ContextLength = 4096
+		}
+	}
+	ray := func(s *ShardSpec) { s.LaunchMode = LaunchModeRay; s.DistInitAddr = "10.0.0.1:6379" }
+	specs := map[string]ShardSpec{
+		"llamacpp cpu":      with(baseSpec("llamacpp"), func(s *ShardSpec) { s.ContextLength = 4096 }),
+		"llamacpp gpu":      with(baseSpec("llamacpp"), gpu(1)),
+		"vllm single":       with(baseSpec("vllm"), gpu(2)),
+		"vllm mp rank 0":    with(multiNode(baseSpec("vllm"), 0), gpu(2)),
+		"vllm mp rank 1":    with(multiNode(baseSpec("vllm"), 1), gpu(2)),
+		"vllm ray single":   with(with(baseSpec("vllm"), gpu(2)), ray),
+		"vllm ray rank 0":   with(with(multiNode(baseSpec("vllm"), 0), gpu(2)), ray),
+		"sglang single":     with(baseSpec("sglang"), gpu(2)),
+		"sglang two node 0": with(multiNode(baseSpec("sglang"), 0), gpu(2)),
+		"sglang two node 1": with(multiNode(baseSpec("sglang"), 1), gpu(2)),
+	}
+	for name, s := range specs {
+		t.Run(name, func(t *testing.T) {
+			d, err := ForEngine(s.Engine)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmds, err := d.Commands(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			engine := cmds[len(cmds)-1] // the sidecars (ray) are not the engine
+			if s.LaunchMode == LaunchModeRay && s.Rank != 0 {
+				t.Skip("a Ray worker runs no engine")
+			}
+			var wrote []string
+			for _, a := range engine.Args {
+				if f, ok := spec.FlagName(a); ok && !slices.Contains(wrote, f) {
+					wrote = append(wrote, f)
+				}
+			}
+			want := spec.DriverFlags(s.Profile)
+			// Workers leave out what only rank 0 needs (--host, --port);
+			// every flag written must be listed, and rank 0 writes them all.
+			for _, f := range wrote {
+				if !slices.Contains(want, f) {
+					t.Errorf("driver writes %s, which spec.DriverFlags does not list (%v)", f, want)
+				}
+			}
+			if s.Rank == 0 {
+				for _, f := range want {
+					if f == "--headless" {
+						continue // only workers write it
+					}
+					if !slices.Contains(wrote, f) {
+						t.Errorf("spec.DriverFlags lists %s, which the driver does not write (%v)", f, wrote)
+					}
+				}
+			}
+			s.Args = []string{"--foo=1", "-x", "-1", "--port", "9"}
+			var got []string
+			for _, lf := range spec.LaunchFlags(s.Profile) {
+				if lf.FromArgs {
+					got = append(got, lf.Name)
+				}
+			}
+			if !slices.Equal(got, []string{"--foo", "-x"}) {
+				t.Errorf("flags from args = %v, want [--foo -x] (--port is the driver's, -1 a value)", got)
+			}
+		})
 	}
 }

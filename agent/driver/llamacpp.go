@@ -41,6 +41,12 @@ func (LlamaCpp) CheckCommand(binary string) (Command, error) {
 	return Command{Path: binary, Args: []string{"--version"}, Env: checkEnv()}, nil
 }
 
+// HelpCommands implements Driver: `llama-server --help`, which lists every
+// flag with its short and long names.
+func (LlamaCpp) HelpCommands(binary string) []Command {
+	return []Command{{Path: binary, Args: []string{"--help"}, Env: helpEnv()}}
+}
+
 // Commands implements Driver.
 //
 // llama.cpp divides --ctx-size among its --parallel slots, so the context

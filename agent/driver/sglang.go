@@ -8,9 +8,11 @@ import (
 
 // SGLang drives SGLang's launch_server. None of its flags has been run
 // against an engine: SGLang was not installed anywhere the earlier version
-// was tested, so --model-path --host --port --served-model-name --tp-size
-// --context-length --nnodes --node-rank --dist-init-addr are as SGLang's
-// documentation gives them and unverified.
+// was tested. --model-path --host --port --served-model-name
+// --tensor-parallel-size --context-length --nnodes --node-rank
+// --dist-init-addr are checked against the usage SGLang 0.5.8.post1
+// printed (agent/enginecheck/testdata), and on each node against its own
+// help by the engine check.
 type SGLang struct{}
 
 var _ Driver = SGLang{}
@@ -39,13 +41,26 @@ func (SGLang) CheckCommand(binary string) (Command, error) {
 	return Command{Path: binary, Args: []string{"--version"}, Env: env}, nil
 }
 
+// HelpCommands implements Driver: launch_server's --help, run as the
+// launch is.
+func (SGLang) HelpCommands(binary string) []Command {
+	path, args := binary, []string{"--help"}
+	if path == "" {
+		path = "python3"
+	}
+	if strings.HasPrefix(filepath.Base(path), "python") {
+		args = []string{"-m", "sglang.launch_server", "--help"}
+	}
+	return []Command{{Path: path, Args: args, Env: helpEnv("PYTHONUNBUFFERED=1")}}
+}
+
 // Commands implements Driver.
 //
 // Binary may be a Python interpreter (its name starts with "python"), which
 // is run as `<python> -m sglang.launch_server`; any other executable is run
 // directly with the server's arguments (a wrapper script, say). An empty
 // Binary means `python3 -m sglang.launch_server` from PATH. Tensor
-// parallelism spans the whole replica: --tp-size is TP × nodes.
+// parallelism spans the whole replica: --tensor-parallel-size (SGLang also reads it as --tp-size) is TP × nodes.
 func (d SGLang) Commands(s ShardSpec) ([]Command, error) {
 	c := checkCommon(EngineSGLang, s, d.ServesHTTP(s.Rank), false)
 	checkGPUs(c, s)
@@ -66,7 +81,7 @@ func (d SGLang) Commands(s ShardSpec) ([]Command, error) {
 	}
 	args = append(args,
 		"--served-model-name", s.Model,
-		"--tp-size", strconv.Itoa(s.TP*n),
+		"--tensor-parallel-size", strconv.Itoa(s.TP*n),
 	)
 	if _, set := argValue(s.Args, "--context-length"); !set && s.ContextLength > 0 {
 		args = append(args, "--context-length", strconv.Itoa(s.ContextLength))

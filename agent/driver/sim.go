@@ -53,3 +53,7 @@ func (d Sim) Commands(s ShardSpec) ([]Command, error) {
 	}
 	return []Command{{Path: s.Binary, Args: withArgs(args, s), Env: operatorEnv(s)}}, nil
 }
+
+// HelpCommands implements Driver: none. The sim engine's flags are llmgw's
+// own, built into the same binary.
+func (Sim) HelpCommands(string) []Command { return nil }

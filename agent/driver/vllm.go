@@ -38,6 +38,19 @@ func (VLLM) CheckCommand(binary string) (Command, error) {
 	return Command{Path: binary, Args: []string{"--version"}, Env: checkEnv("PYTHONUNBUFFERED=1")}, nil
 }
 
+// HelpCommands implements Driver: `vllm serve --help=all`, then `vllm serve
+// --help`. vLLM 0.10 and later print only a summary of groups for --help
+// (no flag at all) and every flag for --help=all; earlier releases print
+// every flag for --help and refuse --help=all ("ignored explicit
+// argument").
+func (VLLM) HelpCommands(binary string) []Command {
+	env := helpEnv("PYTHONUNBUFFERED=1")
+	return []Command{
+		{Path: binary, Args: []string{"serve", "--help=all"}, Env: env},
+		{Path: binary, Args: []string{"serve", "--help"}, Env: env},
+	}
+}
+
 // Commands implements Driver.
 //
 // Launch mode mp (the default): one `vllm serve` per node. Multi-node runs

@@ -58,6 +58,14 @@ type Result struct {
 	// Checked is when the check started; Took how long it ran.
 	Checked time.Time
 	Took    time.Duration
+	// Flags are the flags the engine's help lists (ParseHelp), sorted;
+	// HelpCommand the command whose output they were read from; and
+	// HelpWarning, when not empty, why they cannot be trusted (the output
+	// was cut short or a summary, or no help could be had), in which case
+	// nothing is called missing from them.
+	Flags       []string
+	HelpCommand string
+	HelpWarning string
 }
 
 // ToProto converts the result for the agent protocol.
@@ -65,6 +73,7 @@ func (r Result) ToProto() *agentv1.EngineCheck {
 	return &agentv1.EngineCheck{
 		Engine: r.Engine, Path: r.Path, Ok: r.OK, Version: r.Version, Error: r.Error,
 		LastOutput: r.Output, CheckedUnixMs: r.Checked.UnixMilli(), DurationMs: r.Took.Milliseconds(),
+		Flags: r.Flags, HelpCommand: r.HelpCommand, HelpWarning: r.HelpWarning,
 	}
 }
 
@@ -94,6 +103,10 @@ func Run(ctx context.Context, engine, binary string, timeout time.Duration) Resu
 		var cmd driver.Command
 		if cmd, err = d.CheckCommand(binary); err == nil {
 			r = run(ctx, engine, cmd, timeout)
+			if r.OK {
+				readHelp(ctx, &r, d.HelpCommands(binary), timeout)
+				r.Took = time.Since(start)
+			}
 			return r
 		}
 	}

@@ -101,6 +101,7 @@ func (d testDriver) Commands(driver.ShardSpec) ([]driver.Command, error) { retur
 func (testDriver) HealthPath() string                                    { return "/health" }
 func (d testDriver) ServesHTTP(rank int) bool                            { return d.serves && rank == 0 }
 func (testDriver) CheckCommand(string) (driver.Command, error)           { return driver.Command{}, nil }
+func (testDriver) HelpCommands(string) []driver.Command                  { return nil }
 
 func newSupervisor(t *testing.T, dir string) *Supervisor {
 	t.Helper()

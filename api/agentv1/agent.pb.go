@@ -1390,10 +1390,18 @@ type GPU struct {
 	UtilizationPct *float64               `protobuf:"fixed64,6,opt,name=utilization_pct,json=utilizationPct,proto3,oneof" json:"utilization_pct,omitempty"`
 	TemperatureC   *float64               `protobuf:"fixed64,7,opt,name=temperature_c,json=temperatureC,proto3,oneof" json:"temperature_c,omitempty"`
 	EccErrors      *uint64                `protobuf:"varint,8,opt,name=ecc_errors,json=eccErrors,proto3,oneof" json:"ecc_errors,omitempty"`
-	NvlinkPeers    []int32                `protobuf:"varint,9,rep,packed,name=nvlink_peers,json=nvlinkPeers,proto3" json:"nvlink_peers,omitempty"`
+	// The indices of the GPUs this one has an active NVLink to, as NVML
+	// reports them. Meaningful only with nvlink_known: without it an empty
+	// list means the topology is unknown, not that there is no NVLink.
+	NvlinkPeers []int32 `protobuf:"varint,9,rep,packed,name=nvlink_peers,json=nvlinkPeers,proto3" json:"nvlink_peers,omitempty"`
 	// Framebuffer memory in use (nvidia-smi memory.used); absent when the
 	// driver does not report it.
 	MemoryUsedMib *uint64 `protobuf:"varint,10,opt,name=memory_used_mib,json=memoryUsedMib,proto3,oneof" json:"memory_used_mib,omitempty"`
+	// True when the agent read this GPU's NVLink links (the agent built with
+	// the nvml tag, the driver's NVML present): nvlink_peers is then the
+	// whole truth, and empty means no NVLink. Absent: unknown (the portable
+	// build, which cannot see the topology).
+	NvlinkKnown   *bool `protobuf:"varint,11,opt,name=nvlink_known,json=nvlinkKnown,proto3,oneof" json:"nvlink_known,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1496,6 +1504,13 @@ func (x *GPU) GetMemoryUsedMib() uint64 {
 		return *x.MemoryUsedMib
 	}
 	return 0
+}
+
+func (x *GPU) GetNvlinkKnown() bool {
+	if x != nil && x.NvlinkKnown != nil {
+		return *x.NvlinkKnown
+	}
+	return false
 }
 
 type FabricVerdict struct {
@@ -1722,6 +1737,18 @@ type EngineCheck struct {
 	LastOutput    []string `protobuf:"bytes,6,rep,name=last_output,json=lastOutput,proto3" json:"last_output,omitempty"`
 	CheckedUnixMs int64    `protobuf:"varint,7,opt,name=checked_unix_ms,json=checkedUnixMs,proto3" json:"checked_unix_ms,omitempty"`
 	DurationMs    int64    `protobuf:"varint,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// The flags the engine's own help lists, sorted ("--port", "-np"), read
+	// from the output of help_command. Trusted only when help_warning is
+	// empty; none when no help was read (an agent from before this field, an
+	// engine that failed, the sim engine): unknown, not "no flags".
+	Flags []string `protobuf:"bytes,9,rep,name=flags,proto3" json:"flags,omitempty"`
+	// The help command that was read, e.g. "vllm serve --help=all".
+	HelpCommand string `protobuf:"bytes,10,opt,name=help_command,json=helpCommand,proto3" json:"help_command,omitempty"`
+	// Why flags cannot be trusted, when they cannot: the help output was cut
+	// short, was only a summary, or could not be had. Flags are then not
+	// checked on this node, and the check says so instead of calling a flag
+	// missing.
+	HelpWarning   string `protobuf:"bytes,11,opt,name=help_warning,json=helpWarning,proto3" json:"help_warning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1810,6 +1837,27 @@ func (x *EngineCheck) GetDurationMs() int64 {
 		return x.DurationMs
 	}
 	return 0
+}
+
+func (x *EngineCheck) GetFlags() []string {
+	if x != nil {
+		return x.Flags
+	}
+	return nil
+}
+
+func (x *EngineCheck) GetHelpCommand() string {
+	if x != nil {
+		return x.HelpCommand
+	}
+	return ""
+}
+
+func (x *EngineCheck) GetHelpWarning() string {
+	if x != nil {
+		return x.HelpWarning
+	}
+	return ""
 }
 
 // EngineChecks is every engine check of the declaration in use; it replaces
@@ -2460,7 +2508,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\tcpu_flags\x18\r \x03(\tR\bcpuFlags\x12A\n" +
 	"\rweights_cache\x18\x0f \x01(\v2\x1c.llmgw.agent.v1.WeightsCacheR\fweightsCache\x12\x1e\n" +
 	"\bhas_avx2\x18\x0e \x01(\bH\x00R\ahasAvx2\x88\x01\x01B\v\n" +
-	"\t_has_avx2\"\x8d\x03\n" +
+	"\t_has_avx2\"\xc6\x03\n" +
 	"\x03GPU\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x12\n" +
@@ -2474,11 +2522,13 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"ecc_errors\x18\b \x01(\x04H\x02R\teccErrors\x88\x01\x01\x12!\n" +
 	"\fnvlink_peers\x18\t \x03(\x05R\vnvlinkPeers\x12+\n" +
 	"\x0fmemory_used_mib\x18\n" +
-	" \x01(\x04H\x03R\rmemoryUsedMib\x88\x01\x01B\x12\n" +
+	" \x01(\x04H\x03R\rmemoryUsedMib\x88\x01\x01\x12&\n" +
+	"\fnvlink_known\x18\v \x01(\bH\x04R\vnvlinkKnown\x88\x01\x01B\x12\n" +
 	"\x10_utilization_pctB\x10\n" +
 	"\x0e_temperature_cB\r\n" +
 	"\v_ecc_errorsB\x12\n" +
-	"\x10_memory_used_mib\"\x97\x01\n" +
+	"\x10_memory_used_mibB\x0f\n" +
+	"\r_nvlink_known\"\x97\x01\n" +
 	"\rFabricVerdict\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\badapters\x18\x02 \x03(\tR\badapters\x12\x1d\n" +
@@ -2495,7 +2545,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\x06engine\x18\x01 \x01(\tR\x06engine\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +
 	"\tavailable\x18\x03 \x01(\bR\tavailable\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xe3\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xbf\x02\n" +
 	"\vEngineCheck\x12\x16\n" +
 	"\x06engine\x18\x01 \x01(\tR\x06engine\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x0e\n" +
@@ -2506,7 +2556,11 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"lastOutput\x12&\n" +
 	"\x0fchecked_unix_ms\x18\a \x01(\x03R\rcheckedUnixMs\x12\x1f\n" +
 	"\vduration_ms\x18\b \x01(\x03R\n" +
-	"durationMs\"C\n" +
+	"durationMs\x12\x14\n" +
+	"\x05flags\x18\t \x03(\tR\x05flags\x12!\n" +
+	"\fhelp_command\x18\n" +
+	" \x01(\tR\vhelpCommand\x12!\n" +
+	"\fhelp_warning\x18\v \x01(\tR\vhelpWarning\"C\n" +
 	"\fEngineChecks\x123\n" +
 	"\x06checks\x18\x01 \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\x06checks\"\x0e\n" +
 	"\fCheckEngines\"\x94\x04\n" +

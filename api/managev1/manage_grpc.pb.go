@@ -45,6 +45,8 @@ const (
 	ManageService_DrainNode_FullMethodName            = "/llmgw.manage.v1.ManageService/DrainNode"
 	ManageService_RemoveNode_FullMethodName           = "/llmgw.manage.v1.ManageService/RemoveNode"
 	ManageService_CheckNodeEngines_FullMethodName     = "/llmgw.manage.v1.ManageService/CheckNodeEngines"
+	ManageService_CheckTools_FullMethodName           = "/llmgw.manage.v1.ManageService/CheckTools"
+	ManageService_RolloutModel_FullMethodName         = "/llmgw.manage.v1.ManageService/RolloutModel"
 	ManageService_ListWeights_FullMethodName          = "/llmgw.manage.v1.ManageService/ListWeights"
 	ManageService_CollectWeights_FullMethodName       = "/llmgw.manage.v1.ManageService/CollectWeights"
 	ManageService_CreateProject_FullMethodName        = "/llmgw.manage.v1.ManageService/CreateProject"
@@ -111,6 +113,17 @@ type ManageServiceClient interface {
 	// results: the node as it is once they arrived. NotFound when the node is
 	// not connected; DeadlineExceeded when the results do not arrive in time.
 	CheckNodeEngines(ctx context.Context, in *CheckNodeEnginesRequest, opts ...grpc.CallOption) (*CheckNodeEnginesResponse, error)
+	// CheckTools sends one ready replica of a model a chat request with a
+	// tool and says whether the engine answered with structured tool_calls,
+	// with the call as plain text (its tool-call parser does not match the
+	// model), or refused the tools, naming the engine flag that fixes it.
+	// FailedPrecondition when no replica of the model is ready.
+	CheckTools(ctx context.Context, in *CheckToolsRequest, opts ...grpc.CallOption) (*ToolCheck, error)
+	// RolloutModel replaces the model's stale replicas (placed for an
+	// earlier generation) one at a time, each replacement ready before the
+	// replica it replaces stops: what a model whose rollout is "manual"
+	// waits for, and what happens by itself for "auto".
+	RolloutModel(ctx context.Context, in *RolloutModelRequest, opts ...grpc.CallOption) (*RolloutModelResponse, error)
 	// ListWeights lists what each node's weights cache holds, as its agent
 	// last reported it, and which entries a collection would delete: those
 	// whose source no catalog model names and no live shard of the node uses.
@@ -392,6 +405,26 @@ func (c *manageServiceClient) CheckNodeEngines(ctx context.Context, in *CheckNod
 	return out, nil
 }
 
+func (c *manageServiceClient) CheckTools(ctx context.Context, in *CheckToolsRequest, opts ...grpc.CallOption) (*ToolCheck, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ToolCheck)
+	err := c.cc.Invoke(ctx, ManageService_CheckTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *manageServiceClient) RolloutModel(ctx context.Context, in *RolloutModelRequest, opts ...grpc.CallOption) (*RolloutModelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RolloutModelResponse)
+	err := c.cc.Invoke(ctx, ManageService_RolloutModel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *manageServiceClient) ListWeights(ctx context.Context, in *ListWeightsRequest, opts ...grpc.CallOption) (*ListWeightsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListWeightsResponse)
@@ -645,6 +678,17 @@ type ManageServiceServer interface {
 	// results: the node as it is once they arrived. NotFound when the node is
 	// not connected; DeadlineExceeded when the results do not arrive in time.
 	CheckNodeEngines(context.Context, *CheckNodeEnginesRequest) (*CheckNodeEnginesResponse, error)
+	// CheckTools sends one ready replica of a model a chat request with a
+	// tool and says whether the engine answered with structured tool_calls,
+	// with the call as plain text (its tool-call parser does not match the
+	// model), or refused the tools, naming the engine flag that fixes it.
+	// FailedPrecondition when no replica of the model is ready.
+	CheckTools(context.Context, *CheckToolsRequest) (*ToolCheck, error)
+	// RolloutModel replaces the model's stale replicas (placed for an
+	// earlier generation) one at a time, each replacement ready before the
+	// replica it replaces stops: what a model whose rollout is "manual"
+	// waits for, and what happens by itself for "auto".
+	RolloutModel(context.Context, *RolloutModelRequest) (*RolloutModelResponse, error)
 	// ListWeights lists what each node's weights cache holds, as its agent
 	// last reported it, and which entries a collection would delete: those
 	// whose source no catalog model names and no live shard of the node uses.
@@ -771,6 +815,12 @@ func (UnimplementedManageServiceServer) RemoveNode(context.Context, *RemoveNodeR
 }
 func (UnimplementedManageServiceServer) CheckNodeEngines(context.Context, *CheckNodeEnginesRequest) (*CheckNodeEnginesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckNodeEngines not implemented")
+}
+func (UnimplementedManageServiceServer) CheckTools(context.Context, *CheckToolsRequest) (*ToolCheck, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckTools not implemented")
+}
+func (UnimplementedManageServiceServer) RolloutModel(context.Context, *RolloutModelRequest) (*RolloutModelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RolloutModel not implemented")
 }
 func (UnimplementedManageServiceServer) ListWeights(context.Context, *ListWeightsRequest) (*ListWeightsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListWeights not implemented")
@@ -1252,6 +1302,42 @@ func _ManageService_CheckNodeEngines_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ManageService_CheckTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).CheckTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_CheckTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).CheckTools(ctx, req.(*CheckToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManageService_RolloutModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RolloutModelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManageServiceServer).RolloutModel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManageService_RolloutModel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManageServiceServer).RolloutModel(ctx, req.(*RolloutModelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ManageService_ListWeights_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListWeightsRequest)
 	if err := dec(in); err != nil {
@@ -1724,6 +1810,14 @@ var ManageService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckNodeEngines",
 			Handler:    _ManageService_CheckNodeEngines_Handler,
+		},
+		{
+			MethodName: "CheckTools",
+			Handler:    _ManageService_CheckTools_Handler,
+		},
+		{
+			MethodName: "RolloutModel",
+			Handler:    _ManageService_RolloutModel_Handler,
 		},
 		{
 			MethodName: "ListWeights",

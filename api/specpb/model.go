@@ -23,6 +23,7 @@ func ModelToProto(m spec.Model) *managev1.Model {
 		RoutingProfile: m.RoutingProfile,
 		ContextLength:  int32(m.ContextLength),
 		MaxOutput:      int32(m.MaxOutput),
+		Rollout:        m.Rollout,
 		Scaling: &managev1.Scaling{
 			Min:         int32(m.Scaling.Min),
 			Max:         int32(m.Scaling.Max),
@@ -50,6 +51,7 @@ func ModelFromProto(m *managev1.Model) (spec.Model, error) {
 		RoutingProfile: m.GetRoutingProfile(),
 		ContextLength:  int(m.GetContextLength()),
 		MaxOutput:      int(m.GetMaxOutput()),
+		Rollout:        m.GetRollout(),
 		Pricing:        PricingFromProto(m.GetPricing()),
 	}
 	if s := m.GetScaling(); s != nil {

@@ -299,12 +299,18 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 	pm := specpb.ModelToProto(e.Model)
 	pm.Origin = e.Origin
 	pm.Generation = e.Generation
-	st := &managev1.ModelStatus{ReplicasDesired: int32(e.Model.Scaling.Min)}
+	st := &managev1.ModelStatus{ReplicasDesired: int32(e.Model.Scaling.Min), Rollout: spec.RolloutAuto}
+	if e.Model.ManualRollout() {
+		st.Rollout = spec.RolloutManual
+	}
 	for _, r := range s.opts.Fleet.Replicas() {
 		if r.Model != e.Model.Name || !r.Live() {
 			continue
 		}
 		st.ReplicasTotal++
+		if r.Generation != e.Generation {
+			st.ReplicasStale++
+		}
 		if r.State == fleet.ReplicaReady {
 			st.ReplicasReady++
 		}
@@ -318,6 +324,9 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 		st.State = "idle"
 	default:
 		st.State = "unplaced"
+	}
+	if st.ReplicasStale > 0 {
+		st.Message = staleMessage(e.Model, int(st.ReplicasStale))
 	}
 	if s.opts.Reconciler != nil {
 		if last := s.opts.Reconciler.LastFailure(e.Model.Name); last != "" {
@@ -362,6 +371,11 @@ func (s *Service) CreateModel(ctx context.Context, req *managev1.CreateModelRequ
 	if err != nil {
 		return nil, err
 	}
+	flagWarnings, err := s.checkFlags("creating model "+m.Name, m)
+	if err != nil {
+		return nil, err
+	}
+	warnings = append(warnings, flagWarnings...)
 	e, err := s.opts.Catalog.Create(ctx, m)
 	if err != nil {
 		return nil, catalogError("creating model "+m.Name, err)
@@ -391,6 +405,11 @@ func (s *Service) UpdateModel(ctx context.Context, req *managev1.UpdateModelRequ
 	if err != nil {
 		return nil, err
 	}
+	flagWarnings, err := s.checkFlags("updating model "+m.Name, m)
+	if err != nil {
+		return nil, err
+	}
+	warnings = append(warnings, flagWarnings...)
 	e, err := s.opts.Catalog.Update(ctx, m)
 	if err != nil {
 		return nil, catalogError("updating model "+m.Name, err)
@@ -491,6 +510,11 @@ func (s *Service) PlanPlacement(ctx context.Context, req *managev1.PlanPlacement
 	if err != nil {
 		return nil, err
 	}
+	flagWarnings, err := s.checkFlags("planning placement of model "+m.Name, m)
+	if err != nil {
+		return nil, err
+	}
+	warnings = append(warnings, flagWarnings...)
 	plan := s.opts.Reconciler.PlanOne(m)
 	out := ExplanationToProto(plan.Explanation, &plan)
 	out.Warnings = append(warnings, s.scalingWarnings(m)...)

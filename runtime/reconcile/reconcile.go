@@ -77,12 +77,16 @@ type Options struct {
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
-	// backoffMu guards backoff and stalls, which the management API reads.
+	// backoffMu guards backoff, stalls and rollouts, which the management
+	// API reads.
 	backoffMu sync.Mutex
 	backoff   map[string]backoff
 	// stalls are the models whose needed replica did not place in the
 	// last pass that tried (stall.go).
 	stalls map[string]stall
+	// rollouts holds, per model whose rollout is manual, the generation an
+	// operator asked its stale replicas to be rolled to (RequestRollout).
+	rollouts map[string]string
 	// freeing is set during a pass in which room may appear by itself.
 	freeing bool
 	routed  map[string]bool
@@ -317,7 +321,10 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			}
 			r.startWorkers(tx, rep)
 		}
-		if rep.State == fleet.ReplicaReady {
+		// Only a ready replica of the current generation clears the
+		// backoff: the old replicas serving through a rollout must not
+		// hide that every replacement fails.
+		if rep.State == fleet.ReplicaReady && rep.Generation == byName[rep.Model].Generation {
 			r.backoffMu.Lock()
 			if b, ok := r.backoff[rep.Model]; ok && b.failures > 0 {
 				b.failures = 0
@@ -416,8 +423,21 @@ func (r *Reconciler) stopShards(tx *fleet.Tx, rep *fleet.Replica, reason string)
 	}
 }
 
-// scale places replicas up to scaling.min for the current generation and,
-// once enough of them are ready, retires the rest.
+// scale places replicas up to scaling.min for the current generation and
+// replaces the others one at a time.
+//
+// A replica is old when it was placed for another generation (its profile,
+// engine, args, source, ... changed since: stale) or runs on a draining
+// node. Missing capacity (fewer live replicas than scaling.min) is placed
+// at once. Old replicas are then replaced one at a time: one replacement
+// is placed only while no replica of the current generation is starting,
+// and an old replica is stopped only when a ready replica of the current
+// generation takes its place (the ready ones and the remaining old ones
+// still make scaling.min). So a rollout never has fewer serving replicas
+// than it started with, and never starts more than one replacement at
+// once. A stale replica of a model whose rollout is manual is not replaced
+// until RequestRollout asked for the current generation; it keeps serving
+// meanwhile (a replica on a draining node is replaced whatever the policy).
 func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	want, why := r.desired(tx, e, now)
 	var current, currentReady, old []*fleet.Replica
@@ -434,23 +454,52 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			old = append(old, rep)
 		}
 	}
+	// Old replicas that may be replaced now, oldest (and not ready) first.
+	var rollable []*fleet.Replica
+	held := 0
+	manualHeld := e.Model.ManualRollout() && r.rolloutRequested(e.Model.Name) != e.Generation
+	for _, rep := range old {
+		if manualHeld && !onDrainingNode(tx, rep) {
+			held++
+			continue
+		}
+		rollable = append(rollable, rep)
+	}
+	if len(rollable) == 0 && held == 0 {
+		r.clearRollout(e.Model.Name)
+	}
+	sort.SliceStable(rollable, func(i, j int) bool {
+		ri, rj := rollable[i].State == fleet.ReplicaReady, rollable[j].State == fleet.ReplicaReady
+		if ri != rj {
+			return !ri
+		}
+		return rollable[i].Created.Before(rollable[j].Created)
+	})
 	if len(current) < want && r.holding {
 		return
 	}
 	r.backoffMu.Lock()
 	until := r.backoff[e.Model.Name].until
 	r.backoffMu.Unlock()
-	// Replacements for replicas lost with their node, or on a node now
-	// silent, wait for no backoff the model earned elsewhere.
+	// Missing capacity at once; then one replacement at a time. Replicas
+	// lost with their node, or on a node now silent or draining, count as
+	// missing (owed): their replacements are placed at once and wait for
+	// no backoff the model earned elsewhere.
 	owed := r.owed[e.Model.Name]
+	lostOld := 0
 	for _, rep := range old {
 		if rep.Generation == e.Generation && onDrainingNode(tx, rep) {
 			owed++
+			lostOld++
 		}
 	}
-	if len(current) < want && (owed > 0 || !now.Before(until)) {
+	missing := want - len(current) - (len(old) - lostOld)
+	if len(rollable) > 0 && len(current) == len(currentReady) && len(current)+held < want {
+		missing = max(missing, 1)
+	}
+	if missing > 0 && (owed > 0 || !now.Before(until)) {
 		var failed *scheduler.Explanation
-		for i := len(current); i < want && (owed > 0 || !now.Before(until)); i++ {
+		for i := 0; i < missing && (owed > 0 || !now.Before(until)); i++ {
 			rep, ok, expl := r.place(tx, e, now)
 			if !ok {
 				failed = &expl
@@ -468,20 +517,27 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		} else {
 			r.noteStall(tx, e, false, scheduler.Explanation{}, 0, nil, now)
 		}
-	} else if len(current) >= want {
+	} else if len(current)+held >= want {
+		// Nothing more is needed (stale replicas held by a manual rollout
+		// count): nothing is stuck.
 		r.noteStall(tx, e, false, scheduler.Explanation{}, 0, nil, now)
 	}
 	if len(current) >= want {
 		delete(r.owed, e.Model.Name)
 	}
-	if len(currentReady) >= want {
-		for _, rep := range old {
-			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "replaced (newer definition or draining node)")
-			r.stopShards(tx, rep, "replaced (newer definition or draining node)")
-			r.retireReplica(tx, rep, now)
+	// An old replica stops once a ready replica of this generation makes
+	// up for it.
+	remaining := len(old)
+	for _, rep := range rollable {
+		if len(currentReady)+remaining-1 < want {
+			break
 		}
+		r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", "replaced (newer definition or draining node)")
+		r.stopShards(tx, rep, "replaced (newer definition or draining node)")
+		r.retireReplica(tx, rep, now)
+		remaining--
 	}
-	if extra := len(current) - want; extra > 0 {
+	if extra := len(current) + held - want; extra > 0 && remaining-held == 0 {
 		// Retire the least useful first: not ready, then the fewest
 		// requests in flight, then newest.
 		sort.SliceStable(current, func(i, j int) bool {
@@ -494,8 +550,8 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			}
 			return current[i].Created.After(current[j].Created)
 		})
-		for _, rep := range current[:extra] {
-			if rep.State == fleet.ReplicaReady && len(currentReady) <= want {
+		for _, rep := range current[:min(extra, len(current))] {
+			if rep.State == fleet.ReplicaReady && len(currentReady)+held <= want {
 				break
 			}
 			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", why)
@@ -506,6 +562,46 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			}
 		}
 	}
+}
+
+// RequestRollout asks for the stale replicas of a model whose rollout is
+// manual to be replaced, one at a time, by replicas of generation (the
+// model's current one). It returns the ids of the live replicas of another
+// generation, the ones that will be replaced.
+func (r *Reconciler) RequestRollout(model, generation string) []string {
+	var stale []string
+	for _, rep := range r.opts.Fleet.Replicas() {
+		if rep.Model == model && rep.Live() && rep.Generation != generation {
+			stale = append(stale, rep.ID)
+		}
+	}
+	sort.Strings(stale)
+	r.backoffMu.Lock()
+	if len(stale) > 0 {
+		if r.rollouts == nil {
+			r.rollouts = map[string]string{}
+		}
+		r.rollouts[model] = generation
+	}
+	r.backoffMu.Unlock()
+	if len(stale) > 0 {
+		r.log.Info("rollout requested", "model", model, "generation", generation, "stale", len(stale))
+	}
+	return stale
+}
+
+// rolloutRequested returns the generation RequestRollout last asked for.
+func (r *Reconciler) rolloutRequested(model string) string {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	return r.rollouts[model]
+}
+
+// clearRollout forgets a finished rollout request.
+func (r *Reconciler) clearRollout(model string) {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	delete(r.rollouts, model)
 }
 
 // rebuildEachPlacement makes place build its view from the fleet for every
@@ -583,6 +679,11 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		nodes[i] = s.Node
 	}
 	r.log.Info("replica placed", "model", rep.Model, "replica", rep.ID, "profile", rep.Profile.Name, "nodes", nodes, "fabric", rep.Fabric)
+	for _, sh := range plan.Shards {
+		if sh.TopologyNote != "" {
+			r.log.Warn("gpus not grouped by nvlink", "model", rep.Model, "replica", rep.ID, "node", sh.NodeID, "gpus", sh.GPUIndices, "why", sh.TopologyNote)
+		}
+	}
 	return rep, true, scheduler.Explanation{}
 }
 

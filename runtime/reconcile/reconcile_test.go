@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -540,6 +541,193 @@ func TestRoutingEditKeepsReplicasAndReweighs(t *testing.T) {
 	}
 	if stops := h.conns[node].stops(); len(stops) != 0 {
 		t.Fatalf("the original stopped before its replacement was ready: %v", stops)
+	}
+}
+
+// TestRolloutOneAtATime: an edit that changes how replicas are built
+// replaces three ready replicas one at a time: one replacement starts,
+// the oldest old replica stops only once it is ready, and never fewer than
+// three replicas serve. With rollout "manual" the stale replicas keep
+// serving and nothing is placed until RequestRollout, which then rolls
+// them the same way.
+func TestRolloutOneAtATime(t *testing.T) {
+	for _, manual := range []bool{false, true} {
+		name := "auto"
+		if manual {
+			name = "manual"
+		}
+		t.Run(name, func(t *testing.T) {
+			reg, err := models.New(nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := newHarness(t)
+			h.rec.opts.Catalog = reg
+			ctx := context.Background()
+			m := chatModel()
+			m.Scaling = spec.Scaling{Min: 3, Max: 3}
+			if manual {
+				m.Rollout = spec.RolloutManual
+			}
+			if _, err := reg.Create(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			port := 9500
+			reported := map[string]bool{}
+			// readyAll reports every started, unreported shard ready.
+			readyAll := func() int {
+				n := 0
+				for node, ss := range h.startsFor("sim-chat") {
+					for _, s := range ss {
+						if !reported[s.GetShardId()] {
+							reported[s.GetShardId()] = true
+							port++
+							h.report(node, s, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = "127.0.0.1:" + itoa(port) })
+							n++
+						}
+					}
+				}
+				return n
+			}
+			stops := func() int {
+				n := 0
+				for _, c := range h.conns {
+					n += len(c.stops())
+				}
+				return n
+			}
+			// stopAcked has the agents report the stopped shards stopped.
+			stopAcked := func() {
+				for node, c := range h.conns {
+					for _, id := range c.stops() {
+						for _, rep := range h.fleet.Replicas() {
+							for _, sh := range rep.Shards {
+								if sh.ID == id {
+									h.fleet.ApplyShardStatus(node, &agentv1.ShardStatus{ShardId: id, ReplicaId: rep.ID, Model: rep.Model, State: agentv1.ShardState_SHARD_STATE_STOPPED})
+								}
+							}
+						}
+					}
+				}
+			}
+			serving := func() int { return len(h.eps.eps["sim-chat"]) }
+			h.rec.Pass()
+			if n := readyAll(); n != 3 {
+				t.Fatalf("first placement started %d shards, want 3 at once", n)
+			}
+			h.rec.Pass()
+			gen0, _ := reg.Get("sim-chat")
+
+			m.Profiles[0].Args = []string{"--new-flag"}
+			e, err := reg.Update(ctx, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if manual {
+				for range 3 {
+					h.rec.Pass()
+				}
+				if n := readyAll(); n != 0 || stops() != 0 || serving() != 3 {
+					t.Fatalf("manual: an edit started %d, stopped %d, %d serving; want 0, 0, 3", n, stops(), serving())
+				}
+				stale := h.rec.RequestRollout("sim-chat", e.Generation)
+				if len(stale) != 3 {
+					t.Fatalf("RequestRollout named %v, want the 3 stale replicas", stale)
+				}
+			}
+			for round := 1; round <= 3; round++ {
+				h.rec.Pass()
+				h.rec.Pass()
+				started := readyAll()
+				if started != 1 {
+					t.Fatalf("round %d: %d replacements started, want 1", round, started)
+				}
+				if stops() != round-1 || serving() < 3 {
+					t.Fatalf("round %d: %d stopped before the replacement was ready, %d serving", round, stops(), serving())
+				}
+				h.rec.Pass() // the replacement is ready: one old replica stops
+				if stops() != round || serving() < 3 {
+					t.Fatalf("round %d: %d stopped, %d serving; want %d and at least 3", round, stops(), serving(), round)
+				}
+				stopAcked()
+			}
+			h.rec.Pass()
+			if n := readyAll(); n != 0 || stops() != 3 || serving() != 3 {
+				t.Fatalf("after the rollout: %d more started, %d stopped, %d serving; want 0, 3, 3", n, stops(), serving())
+			}
+			for _, rep := range h.fleet.Replicas() {
+				if rep.Live() && rep.Generation == gen0.Generation {
+					t.Errorf("replica %s of the old generation still live", rep.ID)
+				}
+			}
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestRolloutReplacementFailuresBackOff: a replacement that fails waits out
+// the model's backoff before the next one is placed, although the old
+// replica serving meanwhile is ready (it used to clear the backoff on
+// every pass, so a broken edit was retried as fast as passes ran).
+func TestRolloutReplacementFailuresBackOff(t *testing.T) {
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.rec.opts.Catalog = reg
+	ctx := context.Background()
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 1}
+	if _, err := reg.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	starts := func() []*agentv1.StartShard {
+		var out []*agentv1.StartShard
+		for _, ss := range h.startsFor("sim-chat") {
+			out = append(out, ss...)
+		}
+		return out
+	}
+	first := starts()[0]
+	for node := range h.startsFor("sim-chat") {
+		h.report(node, first, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = "127.0.0.1:9600" })
+	}
+	h.rec.Pass()
+	m.Profiles[0].Args = []string{"--broken"}
+	if _, err := reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	if n := len(starts()); n != 2 {
+		t.Fatalf("%d starts after the edit, want the replacement", n)
+	}
+	// starts() gathers a map of nodes: the replacement is the start that
+	// is not the first replica's.
+	var repl *agentv1.StartShard
+	for _, s := range starts() {
+		if s.GetShardId() != first.GetShardId() {
+			repl = s
+		}
+	}
+	for node, ss := range h.startsFor("sim-chat") {
+		for _, s := range ss {
+			if s.GetShardId() == repl.GetShardId() {
+				h.report(node, s, agentv1.ShardState_SHARD_STATE_FAILED, func(st *agentv1.ShardStatus) { st.Error = "exit status 1" })
+			}
+		}
+	}
+	h.rec.Pass()
+	h.rec.Pass()
+	if n := len(starts()); n != 2 {
+		t.Fatalf("%d starts right after the replacement failed, want none more before the backoff", n)
+	}
+	h.now = h.now.Add(2 * time.Second)
+	h.rec.Pass()
+	if n := len(starts()); n != 3 {
+		t.Fatalf("%d starts after the backoff, want the next replacement", n)
 	}
 }
 

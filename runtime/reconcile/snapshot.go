@@ -1,6 +1,9 @@
 package reconcile
 
 import (
+	"slices"
+
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/scheduler"
 	"github.com/llmgw/llmgw/spec"
@@ -49,8 +52,15 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 			sn.Labels = d.GetLabels()
 		}
 		if inv := n.Inventory; inv != nil {
+			sn.NVLinkKnown = len(inv.GetGpus()) > 0
 			for _, g := range inv.GetGpus() {
-				sn.GPUs = append(sn.GPUs, scheduler.GPU{Index: int(g.GetIndex()), Class: g.GetClass(), MemoryMiB: g.GetMemoryMib()})
+				sg := scheduler.GPU{Index: int(g.GetIndex()), Class: g.GetClass(), MemoryMiB: g.GetMemoryMib()}
+				for _, p := range g.GetNvlinkPeers() {
+					sg.NVLinkPeers = append(sg.NVLinkPeers, int(p))
+				}
+				sn.GPUs = append(sn.GPUs, sg)
+				// The topology is known only when every GPU's links were read.
+				sn.NVLinkKnown = sn.NVLinkKnown && g.GetNvlinkKnown()
 			}
 			sn.MemoryBytes = inv.GetMemoryTotalBytes()
 			sn.FreeMemoryBytes = inv.GetMemoryAvailableBytes()
@@ -70,6 +80,12 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 						sn.EngineFailures = map[string]string{}
 					}
 					sn.EngineFailures[c.GetEngine()] = c.GetError()
+				}
+				if h, ok := EngineHelp(c); ok {
+					if sn.EngineHelp == nil {
+						sn.EngineHelp = map[string]scheduler.EngineHelp{}
+					}
+					sn.EngineHelp[c.GetEngine()] = h
 				}
 			}
 			for _, fv := range inv.GetFabrics() {
@@ -96,4 +112,19 @@ func snapshot(nodes []*fleet.Node, used map[string]map[int]string, replicas []*f
 // profiles: the plan hands back the one that placed.
 func demand(m spec.Model) scheduler.Demand {
 	return scheduler.Demand{Model: m.Name, Source: m.Source, Profiles: m.Profiles}
+}
+
+// EngineHelp returns the flags an engine check read from the engine's own
+// help, when they can be trusted: the check passed, the help was read in
+// full (no help_warning) and listed flags. An agent built before the check
+// read help reports none: unknown, and nothing is refused for it.
+func EngineHelp(c *agentv1.EngineCheck) (scheduler.EngineHelp, bool) {
+	if !c.GetOk() || c.GetHelpWarning() != "" || len(c.GetFlags()) == 0 {
+		return scheduler.EngineHelp{}, false
+	}
+	flags := c.GetFlags()
+	if !slices.IsSorted(flags) {
+		flags = slices.Sorted(slices.Values(flags))
+	}
+	return scheduler.EngineHelp{Flags: flags, Version: c.GetVersion(), Command: c.GetHelpCommand()}, true
 }

@@ -40,6 +40,7 @@ func DefaultCheckers() []Checker {
 		ReadyChecker{},
 		EngineChecker{},
 		EngineCheckChecker{},
+		EngineFlagsChecker{},
 		GPUClassChecker{},
 		FreeGPUsChecker{},
 		MemoryChecker{},
@@ -108,6 +109,27 @@ func (EngineCheckChecker) Check(n *Node, p spec.Profile) (bool, string) {
 		why = p.Engine + " cannot start"
 	}
 	return false, "engine check failed: " + why
+}
+
+// EngineFlagsChecker refuses nodes whose engine does not take a flag the
+// profile's command line would use (the driver's or the profile's args),
+// by that engine's own help as the node's agent read it. Nodes where the
+// help could not be read in full refuse nothing.
+type EngineFlagsChecker struct{}
+
+// Name implements Checker.
+func (EngineFlagsChecker) Name() string { return "engine-flags" }
+
+// Check implements Checker.
+func (EngineFlagsChecker) Check(n *Node, p spec.Profile) (bool, string) {
+	h, known := n.EngineHelp[p.Engine]
+	if !known {
+		return true, ""
+	}
+	if missing, why := h.Missing(p); len(missing) > 0 {
+		return false, why
+	}
+	return true, ""
 }
 
 // GPUClassChecker refuses nodes without any GPU of the profile's class. CPU
@@ -316,7 +338,7 @@ func pickGPUs(n *Node, p spec.Profile) ([]int, bool) {
 		if len(idx) < p.TP {
 			return nil, false
 		}
-		return slices.Clone(idx[:p.TP]), true
+		return slices.Clone(groupGPUs(n, idx, p.TP)), true
 	}
 	var best []int
 	for _, idx := range free {
@@ -327,7 +349,7 @@ func pickGPUs(n *Node, p spec.Profile) ([]int, bool) {
 	if best == nil {
 		return nil, false
 	}
-	return slices.Clone(best[:p.TP]), true
+	return slices.Clone(groupGPUs(n, best, p.TP)), true
 }
 
 // gb converts a count of GB (2^30 bytes) to bytes; negative counts are 0.

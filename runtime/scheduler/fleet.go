@@ -42,6 +42,7 @@ type nodeState struct {
 	total   int         // distinct GPU indices
 	free    int         // free GPUs of any class
 	classes []classFree // by class name
+	node    *Node       // for its NVLink topology (groupGPUs)
 }
 
 type classFree struct {
@@ -96,7 +97,7 @@ func NewFleet(s Snapshot) *Fleet {
 // newNodeState reads n's GPUs as freeByClass does: a GPU index listed twice
 // counts once, with the class it was first listed with.
 func newNodeState(n *Node) nodeState {
-	var st nodeState
+	st := nodeState{node: n}
 	for i, g := range n.GPUs {
 		if slices.ContainsFunc(n.GPUs[:i], func(h GPU) bool { return h.Index == g.Index }) {
 			continue
@@ -127,7 +128,7 @@ func (st *nodeState) pick(p spec.Profile) ([]int, bool) {
 				if len(c.free) < p.TP {
 					return nil, false
 				}
-				return c.free[:p.TP], true
+				return groupGPUs(st.node, c.free, p.TP), true
 			}
 		}
 		return nil, false
@@ -141,7 +142,7 @@ func (st *nodeState) pick(p spec.Profile) ([]int, bool) {
 	if best == nil {
 		return nil, false
 	}
-	return best[:p.TP], true
+	return groupGPUs(st.node, best, p.TP), true
 }
 
 // bucket adds (or removes) node i to the groups of its current state.
@@ -317,6 +318,9 @@ func (f *Fleet) feasible(i int, p spec.Profile, d Demand) bool {
 		return false
 	}
 	if _, failed := n.EngineFailures[p.Engine]; failed {
+		return false
+	}
+	if ok, _ := (EngineFlagsChecker{}).Check(n, p); !ok {
 		return false
 	}
 	if _, ok := f.state[i].pick(p); !ok {

@@ -149,7 +149,7 @@ func (sc Scheduler) evaluate(nodes []*Node, d Demand, p spec.Profile) (ProfileEx
 func placementOf(chosen []candidate) *placement {
 	pl := &placement{fabric: chosen[0].node.Fabric}
 	for rank, c := range chosen {
-		pl.shards = append(pl.shards, ShardPlacement{Rank: rank, NodeID: c.node.ID, GPUIndices: c.gpus})
+		pl.shards = append(pl.shards, ShardPlacement{Rank: rank, NodeID: c.node.ID, GPUIndices: c.gpus, TopologyNote: topologyNote(c.node, c.gpus, len(c.gpus))})
 	}
 	return pl
 }
@@ -159,6 +159,9 @@ func placedSummary(pl *placement, p spec.Profile) string {
 	parts := make([]string, len(pl.shards))
 	for rank, sh := range pl.shards {
 		parts[rank] = fmt.Sprintf("%s (%s)", sh.NodeID, gpuList(sh.GPUIndices))
+		if sh.TopologyNote != "" {
+			parts[rank] = fmt.Sprintf("%s (%s; %s)", sh.NodeID, gpuList(sh.GPUIndices), sh.TopologyNote)
+		}
 	}
 	s := "placed on " + strings.Join(parts, ", ")
 	if p.Shards() > 1 {

@@ -10,6 +10,9 @@ import (
 	"github.com/llmgw/llmgw/spec"
 )
 
+// llamaFlags are the flags the llamacpp driver writes, sorted.
+var llamaFlags = []string{"--alias", "--ctx-size", "--host", "--metrics", "--model", "--n-gpu-layers", "--parallel", "--port"}
+
 func TestPlace(t *testing.T) {
 	tp1 := gpuProfile("tp1", "a100-80g", 1)
 	tp2 := gpuProfile("tp2", "a100-80g", 2)
@@ -48,7 +51,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01", GPUIndices: []int{1, 3}}},
-			summary:  "placed on node01 (gpus 1,3)",
+			summary:  "placed on node01 (gpus 1,3; NVLink topology unknown: lowest free GPUs taken)",
 		},
 		{
 			name: "a node whose engine cannot start is passed over, with the check's reason",
@@ -64,6 +67,23 @@ func TestPlace(t *testing.T) {
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "cpu02"}},
 			summary:  "placed on cpu02 (cpu only)",
 			reasons:  map[string]string{"cpu01": "engine check failed: llama-server cannot start: libgomp.so.1: cannot open shared object file"},
+		},
+		{
+			name: "a node whose engine does not take a flag of the profile is passed over, naming flag, engine, version and help",
+			nodes: []Node{
+				with(node("cpu01", "", 0), func(n *Node) {
+					n.FreeMemoryBytes = 200 << 30
+					n.EngineHelp = map[string]EngineHelp{"llamacpp": {Flags: llamaFlags, Version: "version: 100 (old)", Command: "llama-server --help"}}
+				}),
+				with(node("cpu02", "", 0), func(n *Node) {
+					n.EngineHelp = map[string]EngineHelp{"llamacpp": {Flags: slices.Sorted(slices.Values(append([]string{"--jinja"}, llamaFlags...))), Version: "version: 200 (new)", Command: "llama-server --help"}}
+				}),
+			},
+			profiles: []spec.Profile{with2(cpuProfile("cpu"), func(p *spec.Profile) { p.Args = []string{"--jinja"} })},
+			profile:  "cpu",
+			shards:   []ShardPlacement{{Rank: 0, NodeID: "cpu02"}},
+			summary:  "placed on cpu02 (cpu only)",
+			reasons:  map[string]string{"cpu01": "llama-server (version: 100 (old)) does not take --jinja: `llama-server --help` does not list it"},
 		},
 		{
 			name:     "wrong class and too few free GPUs",
@@ -102,7 +122,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{withLabels},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
-			summary:  "placed on node02 (gpus 0,1)",
+			summary:  "placed on node02 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)",
 			reasons: map[string]string{
 				"node01": "missing label zone=eu",
 				"node03": "label zone=us, needs zone=eu",
@@ -139,7 +159,7 @@ func TestPlace(t *testing.T) {
 				{Rank: 0, NodeID: "node01", GPUIndices: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 				{Rank: 1, NodeID: "node02", GPUIndices: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 			},
-			summary: "placed on node01 (gpus 0,1,2,3,4,5,6,7), node02 (gpus 0,1,2,3,4,5,6,7) in fabric ib-a",
+			summary: "placed on node01 (gpus 0,1,2,3,4,5,6,7; NVLink topology unknown: lowest free GPUs taken), node02 (gpus 0,1,2,3,4,5,6,7; NVLink topology unknown: lowest free GPUs taken) in fabric ib-a",
 			reasons: map[string]string{"node04": "no fabric in service: multi-node profiles need one"},
 		},
 		{
@@ -157,7 +177,7 @@ func TestPlace(t *testing.T) {
 				{Rank: 0, NodeID: "node03", GPUIndices: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 				{Rank: 1, NodeID: "node04", GPUIndices: []int{0, 1, 2, 3, 4, 5, 6, 7}},
 			},
-			summary: "placed on node03 (gpus 0,1,2,3,4,5,6,7), node04 (gpus 0,1,2,3,4,5,6,7) in fabric ib-b",
+			summary: "placed on node03 (gpus 0,1,2,3,4,5,6,7; NVLink topology unknown: lowest free GPUs taken), node04 (gpus 0,1,2,3,4,5,6,7; NVLink topology unknown: lowest free GPUs taken) in fabric ib-b",
 		},
 		{
 			name: "multi-node refused when the two feasible nodes are in different fabrics",
@@ -182,7 +202,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{4, 5}}},
-			summary:  "placed on node02 (gpus 4,5)",
+			summary:  "placed on node02 (gpus 4,5; NVLink topology unknown: lowest free GPUs taken)",
 		},
 		{
 			name: "weights present preferred",
@@ -194,7 +214,7 @@ func TestPlace(t *testing.T) {
 			source:   "hf://org/m",
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
-			summary:  "placed on node02 (gpus 0,1)",
+			summary:  "placed on node02 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)",
 			reasons:  map[string]string{"node01": "", "node02": "holds the weights"},
 		},
 		{
@@ -207,7 +227,7 @@ func TestPlace(t *testing.T) {
 			source:   "hf://org/m",
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
-			summary:  "placed on node02 (gpus 0,1)",
+			summary:  "placed on node02 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)",
 			reasons:  map[string]string{"node01": "10 GB free disk, needs 100 GB", "node02": "holds the weights"},
 		},
 		{
@@ -219,7 +239,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node02", GPUIndices: []int{0, 1}}},
-			summary:  "placed on node02 (gpus 0,1)",
+			summary:  "placed on node02 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)",
 		},
 		{
 			name: "a second replica on one node is allowed",
@@ -229,7 +249,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01", GPUIndices: []int{0, 1}}},
-			summary:  "placed on node01 (gpus 0,1)",
+			summary:  "placed on node01 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)",
 		},
 		{
 			name:     "ties go to the lower node id",
@@ -237,7 +257,7 @@ func TestPlace(t *testing.T) {
 			profiles: []spec.Profile{tp2},
 			profile:  "tp2",
 			shards:   []ShardPlacement{{Rank: 0, NodeID: "node01", GPUIndices: []int{0, 1}}},
-			summary:  "placed on node01 (gpus 0,1)",
+			summary:  "placed on node01 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)",
 		},
 		{
 			name: "not ready nodes are grouped by reason",
@@ -272,7 +292,12 @@ func TestPlace(t *testing.T) {
 			if i := slices.IndexFunc(tt.profiles, func(p spec.Profile) bool { return p.Name == tt.profile }); i >= 0 && !reflect.DeepEqual(plan.Profile, tt.profiles[i]) {
 				t.Errorf("Place handed back profile %+v, want the demand's %+v", plan.Profile, tt.profiles[i])
 			}
-			if !reflect.DeepEqual(plan.Shards, tt.shards) {
+			// The notes are the summary's to check.
+			shards := slices.Clone(plan.Shards)
+			for i := range shards {
+				shards[i].TopologyNote = ""
+			}
+			if !reflect.DeepEqual(shards, tt.shards) {
 				t.Errorf("shards = %+v, want %+v", plan.Shards, tt.shards)
 			}
 			profiles := plan.Explanation.Profiles
@@ -346,7 +371,7 @@ func TestExplanationString(t *testing.T) {
 	got := Explain(s, d).String()
 	want := `model m: placed with profile tp2
 
-profile tp2: placed on node02 (gpus 2,3)
+profile tp2: placed on node02 (gpus 2,3; NVLink topology unknown: lowest free GPUs taken)
   NODE    FEASIBLE  SCORE  REASON
   node01  no        -      1 free GPU, needs 2
   node02  yes       0.667
@@ -412,7 +437,7 @@ func TestAssumePlacesReplicasUntilFull(t *testing.T) {
 		got = append(got, plan.Explanation.Profiles[0].Summary)
 		s = Assume(s, d, plan)
 	}
-	want := []string{"placed on node02 (gpus 0,1)", "placed on node01 (gpus 1,2)"}
+	want := []string{"placed on node02 (gpus 0,1; NVLink topology unknown: lowest free GPUs taken)", "placed on node01 (gpus 1,2; NVLink topology unknown: lowest free GPUs taken)"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("successive placements = %v, want %v", got, want)
 	}

@@ -1,6 +1,11 @@
 package scheduler
 
-import "github.com/llmgw/llmgw/spec"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/llmgw/llmgw/spec"
+)
 
 // GPU is one accelerator on a node.
 type GPU struct {
@@ -10,6 +15,9 @@ type GPU struct {
 	Class string
 	// MemoryMiB is the device memory.
 	MemoryMiB uint64
+	// NVLinkPeers are the indices of the GPUs this one has an active
+	// NVLink to; read only when the node's NVLinkKnown is set.
+	NVLinkPeers []int
 }
 
 // Node is the scheduler's view of one node, converted by the control plane
@@ -23,6 +31,10 @@ type Node struct {
 	NotReadyReason string
 	// GPUs lists the node's accelerators.
 	GPUs []GPU
+	// NVLinkKnown says the node's agent read its NVLink topology (NVML):
+	// GPUs' NVLinkPeers then say which cards are linked, and an empty list
+	// means none. When false the topology is unknown, never "no NVLink".
+	NVLinkKnown bool
 	// UsedGPUs maps a GPU index to the id of the shard holding it.
 	UsedGPUs map[int]string
 	// MemoryBytes is the node's total memory.
@@ -38,6 +50,11 @@ type Node struct {
 	// EngineFailures says, for each engine whose check failed on this node,
 	// why it cannot start ("llama-server cannot start: libgomp.so.1: ...").
 	EngineFailures map[string]string
+	// EngineHelp holds, for each engine whose help the node's agent read in
+	// full, the flags it takes: a profile using a flag not among them is
+	// refused here (EngineFlagsChecker). An engine without an entry has
+	// its flags unknown, and no flag is refused for it.
+	EngineHelp map[string]EngineHelp
 	// Fabric is the fabric in service on this node, "" for none. A node
 	// has at most one fabric in service.
 	Fabric string
@@ -48,6 +65,44 @@ type Node struct {
 	// Replicas counts the replicas of each model (by name) already on
 	// this node.
 	Replicas map[string]int
+}
+
+// EngineHelp is what one engine's own help on a node says.
+type EngineHelp struct {
+	// Flags are the flags the help lists, sorted.
+	Flags []string
+	// Version is the engine's version line ("version: 4567 (abcdef0)").
+	Version string
+	// Command is the help command read ("vllm serve --help=all").
+	Command string
+}
+
+// Missing returns the flags of p's command line (spec.LaunchFlags) the
+// engine does not take, and a reason naming them, the engine and its
+// version, and the help they were looked up in; both empty when it takes
+// them all.
+func (h EngineHelp) Missing(p spec.Profile) ([]string, string) {
+	var missing []string
+	for _, f := range spec.LaunchFlags(p) {
+		if !spec.EngineAcceptsFlag(p.Engine, h.Flags, f.Name) {
+			missing = append(missing, f.Name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, ""
+	}
+	name := p.Engine
+	if prog, _, _ := strings.Cut(h.Command, " "); prog != "" {
+		name = prog
+	}
+	if h.Version != "" {
+		name += " (" + h.Version + ")"
+	}
+	them := "it"
+	if len(missing) > 1 {
+		them = "them"
+	}
+	return missing, fmt.Sprintf("%s does not take %s: `%s` does not list %s", name, strings.Join(missing, ", "), h.Command, them)
 }
 
 // Demand asks for one replica of a model.
@@ -79,6 +134,10 @@ type ShardPlacement struct {
 	// GPUIndices are the GPUs the shard holds, ascending; empty for CPU
 	// profiles.
 	GPUIndices []int
+	// TopologyNote says, for a shard of several GPUs not grouped by NVLink,
+	// why: the node's NVLink topology is unknown, or no NVLink-connected
+	// group was free. Empty otherwise.
+	TopologyNote string
 }
 
 // Plan is the scheduler's answer for one Demand.

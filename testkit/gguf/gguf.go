@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 )
 
 // Model describes the tiny model. The zero value of a field takes the
@@ -245,7 +246,41 @@ func vocabulary() ([]string, []int32) {
 		tokens = append(tokens, s)
 		types = append(types, 3)
 	}
+	// The tool-call markers are tokens of their own, as in Qwen 2.5's
+	// vocabulary (user-defined, so they are written out as text): a
+	// request can then push the random model to open a call with
+	// logit_bias on ToolCallToken, and llama-server's grammar writes the
+	// rest of the call.
+	for _, s := range []string{"<tool_call>", "</tool_call>"} {
+		tokens = append(tokens, s)
+		types = append(types, 4)
+	}
 	return tokens, types
+}
+
+// TokenID returns the id of token in the vocabulary Write writes, or -1.
+func TokenID(token string) int {
+	tokens, _ := vocabulary()
+	return slices.Index(tokens, token)
+}
+
+// ToolCallToken is the token that opens a tool call in the chat template.
+const ToolCallToken = "<tool_call>"
+
+// ToolCallBias is the logit_bias (token id to bias) that has the random
+// model of Write answer a chat request with tools through llama-server's
+// grammar for the template's <tool_call> format: it pushes the call's
+// opening token and a newline, forbids the spaces and tabs the grammar's
+// whitespace would otherwise take at random, and pushes end-of-turn
+// highest, which the grammar allows only once a call is complete.
+func ToolCallBias() map[string]int64 {
+	id := func(tok string) string { return strconv.Itoa(TokenID(tok)) }
+	byteToken := func(b byte) string { return strconv.Itoa(TokenID(string(byteRunes()[b]))) }
+	return map[string]int64{
+		id(ToolCallToken): 50, byteToken('\n'): 50,
+		byteToken(' '): -100, byteToken('\t'): -100,
+		id("<|im_end|>"): 100,
+	}
 }
 
 // byteRunes is GPT-2's bytes_to_unicode: printable bytes stand for

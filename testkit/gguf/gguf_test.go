@@ -32,7 +32,7 @@ func TestEncode(t *testing.T) {
 		t.Fatalf("%d bytes: want a multiple of %d below 1 MiB", len(data), alignment)
 	}
 	tokens, types := vocabulary()
-	if len(tokens) != 256+len(merges)+3 || len(types) != len(tokens) || tokens['A'] != "A" || tokens[' '] != "Ġ" {
+	if len(tokens) != 256+len(merges)+3+2 || TokenID(ToolCallToken) != 256+len(merges)+3 || len(types) != len(tokens) || tokens['A'] != "A" || tokens[' '] != "Ġ" {
 		t.Fatalf("vocabulary of %d tokens: %q %q", len(tokens), tokens['A'], tokens[' '])
 	}
 	if err := Encode(&a, Model{Embedding: 30, Heads: 4}); err == nil {
