@@ -15,8 +15,9 @@ import (
 )
 
 // Memory notes for agents: what an agent chose to keep, through
-// /v1/memory or the MCP server at /mcp (mcp.go). Private to the key's
-// project and the agent id sent in x-llmgw-agent; only for a project that
+// /v1/memory or the MCP server at /mcp (mcp.go). Kept per project and,
+// within it, per agent id sent in x-llmgw-agent (a label any key of the
+// project may send, not an access boundary); only for a project that
 // keeps memory (llmgw keys memory).
 
 const agentHeader = "X-Llmgw-Agent"
