@@ -87,6 +87,12 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 	if err := json.Unmarshal(s.top["messages"], &s.turn); err != nil {
 		return body, nil
 	}
+	var n int
+	if json.Unmarshal(s.top["n"], &n) == nil && n > 1 {
+		// A thread continues with one answer; which of n would it keep?
+		return nil, newError(http.StatusBadRequest, typeInvalidRequest, "unsupported_value",
+			fmt.Sprintf("n is %d; a request on a thread (x-llmgw-thread) asks for one answer: leave n out or send 1", n)).withParam("n")
+	}
 	stored, err := tc.GetThread(ctx, project, s.id, time.Now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -185,6 +185,13 @@ func TestThreads(t *testing.T) {
 	if c := turn("key-off", "t1", "big", "hi", false); c.status != 400 || c.body["error"].(map[string]any)["code"] != "threads_off" {
 		t.Fatalf("thread in a project without retention: %d %s", c.status, c.raw)
 	}
+	// n > 1: which answer would the thread keep? Refused.
+	h = bearer("key-proj")
+	h["X-Llmgw-Thread"] = "t1"
+	if c := do(t, http.MethodPost, url, h, `{"model":"big","n":2,"messages":[{"role":"user","content":"two answers"}]}`); c.status != 400 ||
+		c.body["error"].(map[string]any)["param"] != "n" || !strings.Contains(c.raw, "asks for one answer") {
+		t.Fatalf("n=2 on a thread: %d %s", c.status, c.raw)
+	}
 	if c := do(t, http.MethodPost, srv.URL+"/v1/completions", map[string]string{"Authorization": "Bearer key-proj", "X-Llmgw-Thread": "t1"}, `{"model":"big","prompt":"x"}`); c.status != 400 {
 		t.Fatalf("thread on /v1/completions: %d %s", c.status, c.raw)
 	}
