@@ -2,6 +2,7 @@ package apishape
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -215,5 +216,57 @@ func TestResponsesStreamEvents(t *testing.T) {
 	out := jsonString(t, final["output"])
 	if final["status"] != "completed" || !strings.Contains(out, `"text":"Let me"`) || !strings.Contains(out, `"call_id":"c1"`) {
 		t.Fatalf("final response %s", s.Final())
+	}
+}
+
+// TestResponsesStreamInterleavedCalls: however the engine interleaves two
+// calls' deltas, no event touches an item after its output_item.done,
+// each function_call's arguments (done event and final response) are the
+// call's whole arguments.
+func TestResponsesStreamInterleavedCalls(t *testing.T) {
+	req, _ := ParseResponses([]byte(`{"model":"m","input":"x","stream":true}`))
+	s := req.NewResponsesStream(ResponseMeta{ID: "resp_abc", CreatedAt: 7, Model: "m"})
+	var evs []Event
+	for _, c := range interleavedCalls {
+		e, _, err := s.Chunk([]byte(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e...)
+	}
+	evs = append(evs, s.Finish()...)
+	done := map[float64]bool{}
+	args := map[string]string{}
+	for _, e := range evs {
+		var m map[string]any
+		if err := json.Unmarshal(e.Data, &m); err != nil {
+			t.Fatal(err)
+		}
+		i, has := m["output_index"].(float64)
+		if has && done[i] {
+			t.Fatalf("%s for output %v after its output_item.done: %s", e.Name, i, e.Data)
+		}
+		switch e.Name {
+		case "response.output_item.done":
+			done[i] = true
+		case "response.function_call_arguments.done":
+			args[m["name"].(string)] = m["arguments"].(string)
+		}
+	}
+	if args["get"] != `{"city":"Paris"}` || args["put"] != `{"n":2}` {
+		t.Fatalf("arguments done %v", args)
+	}
+	var final struct {
+		Output []map[string]any `json:"output"`
+	}
+	if err := json.Unmarshal(s.Final(), &final); err != nil {
+		t.Fatal(err)
+	}
+	var items []string
+	for _, it := range final.Output {
+		items = append(items, fmt.Sprint(it["type"], ":", it["name"], it["arguments"]))
+	}
+	if got, want := strings.Join(items, " "), `function_call:get{"city":"Paris"} function_call:put{"n":2} message:<nil> <nil>`; got != want {
+		t.Fatalf("final output %s\nwant %s", got, want)
 	}
 }
