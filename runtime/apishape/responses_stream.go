@@ -177,7 +177,7 @@ func (s *ResponsesStream) Finish() []Event {
 	}
 	s.finished = true
 	status, incomplete := finishStatus(s.acc.Result.Finish)
-	itemStatus := "completed"
+	itemStatus := itemStatus(s.acc.Result.Finish)
 	out := s.start()
 	out = append(out, s.closeItem(itemStatus)...)
 	for _, i := range s.queued {
@@ -204,8 +204,16 @@ func (s *ResponsesStream) Finish() []Event {
 	return append(out, s.event(name, map[string]any{"response": o}))
 }
 
-// Broken ends a stream the engine broke off: an error event.
+// Broken ends a stream the engine broke off: an error event, then
+// response.failed with the response as it stood and the error.
 func (s *ResponsesStream) Broken(message string) []Event {
+	if s.finished {
+		return nil
+	}
 	s.finished = true
-	return []Event{s.event("error", map[string]any{"code": "server_error", "message": message, "param": nil})}
+	out := s.start()
+	out = append(out, s.event("error", map[string]any{"code": "server_error", "message": message, "param": nil}))
+	o := s.req.object(s.meta, "failed", s.output, s.acc.Result.Usage, nil)
+	o.Error = map[string]string{"code": "server_error", "message": message}
+	return append(out, s.event("response.failed", map[string]any{"response": o}))
 }

@@ -175,6 +175,7 @@ func (g *Gateway) routeTable() []route {
 		g.spending("/v1/completions", g.serveInference),
 		g.spending("/v1/embeddings", g.serveInference),
 		g.spending("/v1/messages", g.serveMessages),
+		plain("/v1/messages/", g.serveMessagesUnknown),
 		g.spending("/v1/responses", g.serveResponses),
 		plain("/v1/responses/", g.serveResponse),
 		plain("/v1/threads/", g.serveThreadDelete),

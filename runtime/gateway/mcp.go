@@ -31,7 +31,7 @@ type noteOut struct {
 }
 
 type recallIn struct {
-	Query string `json:"query,omitempty" jsonschema:"words every note found holds (any case); all notes when empty"`
+	Query string `json:"query,omitempty" jsonschema:"words every note found holds (ASCII letters in any case); all notes when empty"`
 	Limit int    `json:"limit,omitempty" jsonschema:"the most notes to return, newest first (default 20, at most 100)"`
 }
 

@@ -164,6 +164,11 @@ func TestMCPMemory(t *testing.T) {
 	if body := readAll(t, proxied); proxied.StatusCode != 200 || !strings.Contains(body, `"remember"`) {
 		t.Fatalf("/mcp with Host llmgw.example.com on a loopback connection: %d %s", proxied.StatusCode, body)
 	}
+	// A bad agent id is refused before any tool, with HTTP 400.
+	if c := do(t, http.MethodPost, url+"/mcp", map[string]string{"Authorization": "Bearer key-keeps", "X-Llmgw-Agent": "not an id!",
+		"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); c.status != 400 || !strings.Contains(c.raw, "invalid_agent") {
+		t.Fatalf("/mcp with a bad agent id: %d %s", c.status, c.raw)
+	}
 	// Without a key the transport refuses before any tool.
 	resp, err := http.Post(url+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	if err != nil {

@@ -177,6 +177,13 @@ func TestMessagesAuthAndErrors(t *testing.T) {
 	if c := do(t, http.MethodGet, url, bearer(testKey), ""); c.status != 405 || c.body["type"] != "error" {
 		t.Fatalf("GET: %d %s", c.status, c.raw)
 	}
+	// A path under /v1/messages/ the gateway does not serve answers in
+	// Anthropic's shape too.
+	c := do(t, http.MethodPost, url+"/count_tokens", bearer(testKey), messagesBody)
+	checkShape(t, "/v1/messages", c, "not_found_error", "")
+	if c.status != 404 || !strings.Contains(c.raw, "/v1/messages/count_tokens") {
+		t.Fatalf("count_tokens: %d %s", c.status, c.raw)
+	}
 }
 
 // TestStoredResponsesPolicy: a project that did not opt in keeps nothing
@@ -234,6 +241,15 @@ func TestStoredResponsesPolicy(t *testing.T) {
 	got := do(t, http.MethodGet, url+"/"+id, bearer("key-keeps"), "")
 	if got.status != 200 || got.body["id"] != id {
 		t.Fatalf("own response: %d %s", got.status, got.raw)
+	}
+	// DELETE answers as OpenAI's does; the response is gone.
+	other := do(t, http.MethodPost, url, bearer("key-keeps"), responsesBody)
+	if c := do(t, http.MethodDelete, url+"/"+other.body["id"].(string), bearer("key-keeps"), ""); c.status != 200 ||
+		c.body["object"] != "response.deleted" || c.body["deleted"] != true || c.body["id"] != other.body["id"] {
+		t.Fatalf("DELETE: %d %s", c.status, c.raw)
+	}
+	if c := do(t, http.MethodGet, url+"/"+other.body["id"].(string), bearer("key-keeps"), ""); c.status != 404 {
+		t.Fatalf("GET after DELETE: %d %s", c.status, c.raw)
 	}
 	// Retention: an hour later the response is gone, for reads and for
 	// the prune.

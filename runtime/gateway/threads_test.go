@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
@@ -288,5 +290,31 @@ func TestThreadFallbackToLargerModel(t *testing.T) {
 	}
 	if contents(got[len(got)-1:]) != "user:after the fallback" {
 		t.Fatalf("fallback turn sent %q", contents(got))
+	}
+}
+
+// TestThreadEngineErrorRelayed: an engine's refusal of a thread's request
+// reaches the client as it would without a thread: its status, body and
+// headers; the thread is left as it was.
+func TestThreadEngineErrorRelayed(t *testing.T) {
+	h := newHarness(t, 1, Config{}, nil)
+	st := contentStore(t, 1)
+	h.gw.deps.Content = st
+	const refusal = `{"object":"error","message":"This model's maximum context length is 8192 tokens","type":"BadRequestError","param":null,"code":400}`
+	h.engines[0].handle = func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Engine-Reason", "context")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, refusal)
+	}
+	hdr := bearer(testKey)
+	hdr["X-Llmgw-Thread"] = "t1"
+	c := do(t, http.MethodPost, h.srv.URL+"/v1/chat/completions", hdr, `{"model":"coder","messages":[{"role":"user","content":"hi"}]}`)
+	if c.status != 400 || c.raw != refusal || c.header.Get("X-Engine-Reason") != "context" {
+		t.Fatalf("thread request the engine refused: %d %v %s", c.status, c.header, c.raw)
+	}
+	h.record()
+	if _, err := st.GetThread(t.Context(), "proj", "t1", time.Now()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused turn was stored: %v", err)
 	}
 }

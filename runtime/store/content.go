@@ -70,8 +70,9 @@ type ContentStore interface {
 	PutNote(ctx context.Context, n Note) error
 	// SearchNotes returns a project's agent's unexpired notes (as
 	// GetResponse says) whose text
-	// holds every word of query (case-insensitive; all notes when query
-	// is empty), most recently written first, at most limit.
+	// holds every word of query (case-insensitive for ASCII letters, and
+	// for others as far as the database's LOWER folds them; all notes
+	// when query is empty), most recently written first, at most limit.
 	SearchNotes(ctx context.Context, project, agent, query string, now time.Time, limit int) ([]Note, error)
 	// CountNotes returns how many unexpired notes (as GetResponse says)
 	// the project's agent holds other than the one except names ("" for
