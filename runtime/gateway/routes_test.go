@@ -201,23 +201,33 @@ func TestStoredResponsesPolicy(t *testing.T) {
 	}
 	s := newSimGateway(t, Deps{Auth: projectAuth{}, Content: st})
 	url := s.url + "/v1/responses"
+	// Every request carries a marker no record may hold.
+	const marker = "zq7-kept-content"
+	responsesBody := `{"model":"coder","max_output_tokens":5,"input":"` + marker + `"}`
+	posts := 0
+	send := func(t *testing.T, method, url string, header map[string]string, body string) call {
+		if method == http.MethodPost {
+			posts++
+		}
+		return do(t, method, url, header, body)
+	}
 
-	off := do(t, http.MethodPost, url, bearer("key-proj"), responsesBody)
+	off := send(t, http.MethodPost, url, bearer("key-proj"), responsesBody)
 	if off.status != 200 || off.body["store"] != false {
 		t.Fatalf("project without retention: %d %s", off.status, off.raw)
 	}
 	id, _ := off.body["id"].(string)
-	next := do(t, http.MethodPost, url, bearer("key-proj"), `{"model":"coder","input":"more","previous_response_id":"`+id+`"}`)
+	next := send(t, http.MethodPost, url, bearer("key-proj"), `{"model":"coder","input":"`+marker+`","previous_response_id":"`+id+`"}`)
 	if next.status != 400 || next.body["error"].(map[string]any)["code"] != "previous_response_not_found" {
 		t.Fatalf("previous_response_id of an unstored response: %d %s", next.status, next.raw)
 	}
 
-	kept := do(t, http.MethodPost, url, bearer("key-keeps"), responsesBody)
+	kept := send(t, http.MethodPost, url, bearer("key-keeps"), responsesBody)
 	if kept.status != 200 || kept.body["store"] != true {
 		t.Fatalf("project with retention: %d %s", kept.status, kept.raw)
 	}
 	id, _ = kept.body["id"].(string)
-	notStored := do(t, http.MethodPost, url, bearer("key-keeps"), `{"model":"coder","input":"x","store":false}`)
+	notStored := send(t, http.MethodPost, url, bearer("key-keeps"), `{"model":"coder","input":"`+marker+`","store":false}`)
 	if notStored.body["store"] != false {
 		t.Fatalf("store:false was stored: %s", notStored.raw)
 	}
@@ -227,28 +237,28 @@ func TestStoredResponsesPolicy(t *testing.T) {
 	// Another project: GET, DELETE and previous_response_id answer as for
 	// an id that does not exist.
 	for _, c := range []call{
-		do(t, http.MethodGet, url+"/"+id, bearer("key-other"), ""),
-		do(t, http.MethodDelete, url+"/"+id, bearer("key-other"), ""),
-		do(t, http.MethodGet, url+"/resp_none", bearer("key-keeps"), ""),
+		send(t, http.MethodGet, url+"/"+id, bearer("key-other"), ""),
+		send(t, http.MethodDelete, url+"/"+id, bearer("key-other"), ""),
+		send(t, http.MethodGet, url+"/resp_none", bearer("key-keeps"), ""),
 	} {
 		if c.status != 404 || c.body["error"].(map[string]any)["code"] != "not_found" {
 			t.Fatalf("another project's response: %d %s", c.status, c.raw)
 		}
 	}
-	if c := do(t, http.MethodPost, url, bearer("key-other"), `{"model":"coder","input":"x","previous_response_id":"`+id+`"}`); c.status != 400 {
+	if c := send(t, http.MethodPost, url, bearer("key-other"), `{"model":"coder","input":"`+marker+`","previous_response_id":"`+id+`"}`); c.status != 400 {
 		t.Fatalf("another project's previous_response_id: %d %s", c.status, c.raw)
 	}
-	got := do(t, http.MethodGet, url+"/"+id, bearer("key-keeps"), "")
+	got := send(t, http.MethodGet, url+"/"+id, bearer("key-keeps"), "")
 	if got.status != 200 || got.body["id"] != id {
 		t.Fatalf("own response: %d %s", got.status, got.raw)
 	}
 	// DELETE answers as OpenAI's does; the response is gone.
-	other := do(t, http.MethodPost, url, bearer("key-keeps"), responsesBody)
-	if c := do(t, http.MethodDelete, url+"/"+other.body["id"].(string), bearer("key-keeps"), ""); c.status != 200 ||
+	other := send(t, http.MethodPost, url, bearer("key-keeps"), responsesBody)
+	if c := send(t, http.MethodDelete, url+"/"+other.body["id"].(string), bearer("key-keeps"), ""); c.status != 200 ||
 		c.body["object"] != "response.deleted" || c.body["deleted"] != true || c.body["id"] != other.body["id"] {
 		t.Fatalf("DELETE: %d %s", c.status, c.raw)
 	}
-	if c := do(t, http.MethodGet, url+"/"+other.body["id"].(string), bearer("key-keeps"), ""); c.status != 404 {
+	if c := send(t, http.MethodGet, url+"/"+other.body["id"].(string), bearer("key-keeps"), ""); c.status != 404 {
 		t.Fatalf("GET after DELETE: %d %s", c.status, c.raw)
 	}
 	// Retention: an hour later the response is gone, for reads and for
@@ -266,11 +276,19 @@ func TestStoredResponsesPolicy(t *testing.T) {
 	if n, err := st.PruneContent(t.Context(), sr.ExpiresAt); err != nil || n != 1 {
 		t.Fatalf("prune at expiry deleted %d, %v", n, err)
 	}
-	if c := do(t, http.MethodGet, url+"/"+id, bearer("key-keeps"), ""); c.status != 404 {
+	if c := send(t, http.MethodGet, url+"/"+id, bearer("key-keeps"), ""); c.status != 404 {
 		t.Fatalf("after the prune: %d %s", c.status, c.raw)
 	}
-	if strings.Contains(fmt.Sprint(<-s.records), "hi") {
-		t.Fatal("a usage record carries message content")
+	// No usage record carries message content: every request's record.
+	for i := range posts {
+		select {
+		case rec := <-s.records:
+			if strings.Contains(fmt.Sprintf("%+v", rec), marker) {
+				t.Fatalf("usage record %d carries message content: %+v", i, rec)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d usage records observed", i, posts)
+		}
 	}
 }
 
