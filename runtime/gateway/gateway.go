@@ -39,6 +39,7 @@ const (
 	DefaultColdStartWait         = 5 * time.Second
 	DefaultStreamIdleTimeout     = 5 * time.Minute
 	DefaultMaxNotesPerAgent      = 1000
+	DefaultMaxNotesPerProject    = 10000
 )
 
 // Config tunes the gateway. Zero fields take the defaults above.
@@ -69,6 +70,9 @@ type Config struct {
 	// MaxNotesPerAgent bounds the memory notes one agent of a project
 	// holds; a new note beyond it is refused.
 	MaxNotesPerAgent int
+	// MaxNotesPerProject bounds them over all a project's agents (agent
+	// ids are the client's to choose).
+	MaxNotesPerProject int
 	// Logger receives one debug line per request; nil discards.
 	Logger *slog.Logger
 }
@@ -128,6 +132,9 @@ func New(cfg Config, deps Deps) *Gateway {
 	}
 	if cfg.MaxNotesPerAgent <= 0 {
 		cfg.MaxNotesPerAgent = DefaultMaxNotesPerAgent
+	}
+	if cfg.MaxNotesPerProject <= 0 {
+		cfg.MaxNotesPerProject = DefaultMaxNotesPerProject
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -33,7 +33,7 @@ const (
 type MemoryContent interface {
 	PutNote(ctx context.Context, n store.Note) error
 	SearchNotes(ctx context.Context, project, agent, query string, now time.Time, limit int) ([]store.Note, error)
-	CountNotes(ctx context.Context, project, agent, except string, now time.Time) (int, error)
+	CountNotes(ctx context.Context, project, agent, except string, now time.Time) (agentNotes, projectNotes int, err error)
 	DeleteNote(ctx context.Context, project, agent, id string) error
 }
 
@@ -119,15 +119,20 @@ func (n *notes) save(ctx context.Context, id, text string) (store.Note, error) {
 		return store.Note{}, &errNote{http.StatusBadRequest, "invalid_value", "id must be 1 to 128 letters, digits, '-', '_' or '.'"}
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	held, err := n.store().CountNotes(ctx, n.project, n.agent, id, now)
+	mine, all, err := n.store().CountNotes(ctx, n.project, n.agent, id, now)
 	if err != nil {
 		n.g.log.Warn("counting notes", "project", n.project, "err", err)
 		return store.Note{}, errors.New("the note could not be stored; try again")
 	}
-	if most := n.g.cfg.MaxNotesPerAgent; held >= most {
+	if mine >= n.g.cfg.MaxNotesPerAgent {
 		return store.Note{}, &errNote{http.StatusBadRequest, "too_many_notes", fmt.Sprintf(
 			"agent %q of project %q holds %d notes, the most one agent may keep (limits.max_notes_per_agent); forget some, or replace one by its id",
-			n.agent, n.project, held)}
+			n.agent, n.project, mine)}
+	}
+	if all >= n.g.cfg.MaxNotesPerProject {
+		return store.Note{}, &errNote{http.StatusBadRequest, "too_many_notes", fmt.Sprintf(
+			"project %q holds %d notes over all its agents, the most one project may keep (limits.max_notes_per_project); forget some, or replace one by its id",
+			n.project, all)}
 	}
 	note := store.Note{Project: n.project, Agent: n.agent, ID: id, Text: text, CreatedAt: now, UpdatedAt: now,
 		ExpiresAt: now.Add(time.Duration(hours) * time.Hour)}

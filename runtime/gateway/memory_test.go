@@ -318,6 +318,27 @@ func TestMemoryBounds(t *testing.T) {
 			t.Fatalf("another agent at its first note: %q", e)
 		}
 	})
+	t.Run("notes per project", func(t *testing.T) {
+		// Agent ids are the client's to choose: the project's notes are
+		// bounded over all of them.
+		url, _ := memoryGatewayWith(t, Config{MaxNotesPerProject: 4}, nil)
+		for i := range 4 {
+			h := bearer("key-keeps")
+			h["X-Llmgw-Agent"] = "agent-" + strconv.Itoa(i)
+			if c := do(t, http.MethodPost, url+"/v1/memory", h, `{"text":"one"}`); c.status != 200 {
+				t.Fatalf("agent %d: %d %s", i, c.status, c.raw)
+			}
+		}
+		h := bearer("key-keeps")
+		h["X-Llmgw-Agent"] = "agent-new"
+		c := do(t, http.MethodPost, url+"/v1/memory", h, `{"text":"one more"}`)
+		if e, _ := c.body["error"].(map[string]any); c.status != 400 || e["code"] != "too_many_notes" || !strings.Contains(e["message"].(string), "limits.max_notes_per_project") {
+			t.Fatalf("a fifth note in the project: %d %s", c.status, c.raw)
+		}
+		if c := do(t, http.MethodPost, url+"/v1/memory", bearer("key-other"), `{"text":"another project"}`); c.status != 200 {
+			t.Fatalf("another project: %d %s", c.status, c.raw)
+		}
+	})
 	t.Run("requests per minute", func(t *testing.T) {
 		url, _ := memoryGatewayWith(t, Config{}, func(st store.Store) Admission {
 			if err := st.UpdateProject(t.Context(), store.Project{Name: "keeps", RPM: 2}); err != nil {

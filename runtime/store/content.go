@@ -75,9 +75,10 @@ type ContentStore interface {
 	// when query is empty), most recently written first, at most limit.
 	SearchNotes(ctx context.Context, project, agent, query string, now time.Time, limit int) ([]Note, error)
 	// CountNotes returns how many unexpired notes (as GetResponse says)
-	// the project's agent holds other than the one except names ("" for
-	// none): what a new note, or one replacing except, would add to.
-	CountNotes(ctx context.Context, project, agent, except string, now time.Time) (int, error)
+	// the project's agent holds, and the whole project, other than the
+	// agent's note except names ("" for none): what a new note, or one
+	// replacing except, would add to.
+	CountNotes(ctx context.Context, project, agent, except string, now time.Time) (agentNotes, projectNotes int, err error)
 	// DeleteNote deletes a note of the project's agent, or returns an
 	// error wrapping ErrNotFound.
 	DeleteNote(ctx context.Context, project, agent, id string) error

@@ -188,15 +188,17 @@ func (s *sqlStore) SearchNotes(ctx context.Context, project, agent, query string
 	}, args...)
 }
 
-// CountNotes counts an agent's unexpired notes other than except.
-func (s *sqlStore) CountNotes(ctx context.Context, project, agent, except string, now time.Time) (int, error) {
-	var n int
-	err := s.queryRow(ctx, `SELECT COUNT(*) FROM memory_notes WHERE project = ? AND agent = ? AND id <> ? AND `+
-		live("memory_notes", "updated_at", ContentMemory), project, agent, except, toDB(now), toDB(now)).Scan(&n)
+// CountNotes counts an agent's and its project's unexpired notes other
+// than the agent's note except.
+func (s *sqlStore) CountNotes(ctx context.Context, project, agent, except string, now time.Time) (int, int, error) {
+	var mine, all int
+	err := s.queryRow(ctx, `SELECT COALESCE(SUM(CASE WHEN agent = ? THEN 1 ELSE 0 END), 0), COUNT(*) FROM memory_notes
+		WHERE project = ? AND NOT (agent = ? AND id = ?) AND `+live("memory_notes", "updated_at", ContentMemory),
+		agent, project, agent, except, toDB(now), toDB(now)).Scan(&mine, &all)
 	if err != nil {
-		return 0, fmt.Errorf("counting notes: %w", err)
+		return 0, 0, fmt.Errorf("counting notes: %w", err)
 	}
-	return n, nil
+	return mine, all, nil
 }
 
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -202,16 +203,16 @@ func testMemoryNotes(t *testing.T, s store.Store) {
 			t.Errorf("search %q = %q, want %q", q, got, want)
 		}
 	}
-	count := func(agent, except string, at time.Time) int {
+	count := func(agent, except string, at time.Time) string {
 		t.Helper()
-		n, err := s.CountNotes(ctx, store.DefaultProject, agent, except, at)
+		mine, all, err := s.CountNotes(ctx, store.DefaultProject, agent, except, at)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return fmt.Sprintf("%d/%d", mine, all)
 	}
-	if n, o, x, e := count("bot", "", now), count("other", "", now), count("bot", "n1", now), count("bot", "", now.Add(2*time.Hour)); n != 2 || o != 1 || x != 1 || e != 0 {
-		t.Errorf("CountNotes: bot %d, other %d, bot but n1 %d, bot expired %d; want 2, 1, 1, 0", n, o, x, e)
+	if n, o, x, e := count("bot", "", now), count("other", "", now), count("bot", "n1", now), count("bot", "", now.Add(2*time.Hour)); n != "2/3" || o != "1/3" || x != "1/2" || e != "0/0" {
+		t.Errorf("CountNotes (agent/project): bot %s, other %s, bot but n1 %s, bot expired %s; want 2/3, 1/3, 1/2, 0/0", n, o, x, e)
 	}
 	put("bot", "n1", "the deploy key moved", now.Add(3*time.Second))
 	if got := ids("vault"); got != "" {
