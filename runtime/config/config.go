@@ -165,6 +165,11 @@ type Limits struct {
 	// which no request has authenticated yet; a connection accepted beyond
 	// them is closed unanswered.
 	MaxUnauthenticatedConns int `koanf:"max_unauthenticated_conns" yaml:"max_unauthenticated_conns" json:"max_unauthenticated_conns"`
+	// MaxNotesPerAgent bounds the memory notes one agent of a project
+	// keeps; a new note beyond it is refused.
+	MaxNotesPerAgent int `koanf:"max_notes_per_agent" yaml:"max_notes_per_agent" json:"max_notes_per_agent"`
+	// MaxNotesPerProject bounds them over all of a project's agents.
+	MaxNotesPerProject int `koanf:"max_notes_per_project" yaml:"max_notes_per_project" json:"max_notes_per_project"`
 }
 
 // Timeouts bounds client connections and proxied requests.
@@ -232,7 +237,7 @@ func Default() Server {
 		// replaced (the old ones keep serving); lost after 20 s, ten missed
 		// heartbeats (docs/routing.md).
 		Agents: Agents{HeartbeatInterval: 2 * time.Second, Grace: 20 * time.Second, Settle: 10 * time.Second},
-		Limits: Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024},
+		Limits: Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024, MaxNotesPerAgent: 1000, MaxNotesPerProject: 10000},
 		Timeouts: Timeouts{ClientHeader: 10 * time.Second, ClientBody: 60 * time.Second, ClientIdle: 2 * time.Minute,
 			ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute, StreamIdle: 5 * time.Minute, ColdStartWait: 5 * time.Second},
 		Autoscale:    Autoscale{UpLoad: 0.8, UpAfter: 30 * time.Second, DownLoad: 0.3, DownAfter: 5 * time.Minute, EvictAfter: 2 * time.Minute},
@@ -384,6 +389,12 @@ func (s Server) Validate() error {
 	}
 	if s.Limits.MaxUnauthenticatedConns <= 0 {
 		add("limits.max_unauthenticated_conns", "must be positive")
+	}
+	if s.Limits.MaxNotesPerAgent <= 0 {
+		add("limits.max_notes_per_agent", "must be positive")
+	}
+	if s.Limits.MaxNotesPerProject <= 0 {
+		add("limits.max_notes_per_project", "must be positive")
 	}
 	for _, d := range []struct {
 		key string

@@ -38,6 +38,8 @@ const (
 	DefaultBodyTimeout           = 60 * time.Second
 	DefaultColdStartWait         = 5 * time.Second
 	DefaultStreamIdleTimeout     = 5 * time.Minute
+	DefaultMaxNotesPerAgent      = 1000
+	DefaultMaxNotesPerProject    = 10000
 )
 
 // Config tunes the gateway. Zero fields take the defaults above.
@@ -65,6 +67,12 @@ type Config struct {
 	// StreamIdleTimeout ends a stream whose engine sent nothing for this
 	// long with an error event; negative never does.
 	StreamIdleTimeout time.Duration
+	// MaxNotesPerAgent bounds the memory notes one agent of a project
+	// holds; a new note beyond it is refused.
+	MaxNotesPerAgent int
+	// MaxNotesPerProject bounds them over all a project's agents (agent
+	// ids are the client's to choose).
+	MaxNotesPerProject int
 	// Logger receives one debug line per request; nil discards.
 	Logger *slog.Logger
 }
@@ -122,6 +130,12 @@ func New(cfg Config, deps Deps) *Gateway {
 	if cfg.StreamIdleTimeout == 0 {
 		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
+	if cfg.MaxNotesPerAgent <= 0 {
+		cfg.MaxNotesPerAgent = DefaultMaxNotesPerAgent
+	}
+	if cfg.MaxNotesPerProject <= 0 {
+		cfg.MaxNotesPerProject = DefaultMaxNotesPerProject
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -168,6 +182,7 @@ func (g *Gateway) routeTable() []route {
 		g.spending("/v1/completions", g.serveInference),
 		g.spending("/v1/embeddings", g.serveInference),
 		g.spending("/v1/messages", g.serveMessages),
+		plain("/v1/messages/", g.serveMessagesUnknown),
 		g.spending("/v1/responses", g.serveResponses),
 		plain("/v1/responses/", g.serveResponse),
 		plain("/v1/threads/", g.serveThreadDelete),

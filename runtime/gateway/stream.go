@@ -128,6 +128,9 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 	if content {
 		x.events++
 	}
+	if pt, ok := x.shape.(passthrough); ok {
+		pt.relayed(eventData(event))
+	}
 	if flush {
 		if rc.Flush() != nil {
 			return false
@@ -253,8 +256,10 @@ func (ch *streamChoice) carries() bool {
 // exceeds counts the tokens an event carries and reports whether relaying
 // it would pass the bound for one of its choices; an event that does not
 // pass it is counted.
-func (b *streamBound) exceeds(event []byte) bool {
-	data := eventData(event)
+func (b *streamBound) exceeds(event []byte) bool { return b.exceedsData(eventData(event)) }
+
+// exceedsData is exceeds for an event's data.
+func (b *streamBound) exceedsData(data []byte) bool {
 	if len(data) == 0 || data[0] != '{' {
 		return false
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmgw/llmgw/runtime/apishape"
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
 )
@@ -247,9 +248,12 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 	defer resp.Body.Close()
 	x.answered = resp.StatusCode == http.StatusOK && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 
-	if x.shape != nil {
-		g.relayShaped(w, r, x, ep, resp)
+	if ts, ok := x.shape.(translator); ok {
+		g.relayShaped(w, r, x, ep, resp, ts)
 		return nil
+	}
+	if x.shape != nil {
+		x.shape.setHeaders(w.Header())
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		var idle *idleWatch
@@ -259,6 +263,9 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 			defer idle.t.Stop()
 		}
 		g.relayStream(w, r, x, resp, idle)
+		if pt, ok := x.shape.(passthrough); ok && x.done {
+			pt.completed(r.Context(), g, x, pt.answer())
+		}
 		return nil
 	}
 	g.relayBody(w, r, x, ep, resp)
@@ -310,9 +317,12 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 	if len(data) <= maxBufferedResponse {
 		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(data)
+		_, werr := w.Write(data)
 		if resp.StatusCode == http.StatusOK {
 			x.usage = bodyUsage(data)
+			if pt, ok := x.shape.(passthrough); ok && werr == nil {
+				g.answered(r, x, ep, pt, data)
+			}
 		}
 		return
 	}
@@ -330,6 +340,16 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 	if resp.StatusCode == http.StatusOK {
 		x.usage = tailUsage(tail.b)
 	}
+}
+
+// answered hands a passthrough shape the whole answer the client got.
+func (g *Gateway) answered(r *http.Request, x *exchange, ep router.Endpoint, pt passthrough, data []byte) {
+	res, err := apishape.ParseChatCompletion(data)
+	if err != nil {
+		g.log.Warn("reading engine answer", "replica", ep.ReplicaID, "model", x.rec.Model, "err", err)
+		return
+	}
+	pt.completed(r.Context(), g, x, res)
 }
 
 // usageJSON is OpenAI's usage object.

@@ -249,6 +249,8 @@ func (s *Server) build(ctx context.Context) error {
 		GenerationTimeout:     cfg.Timeouts.Generation,
 		StreamIdleTimeout:     cfg.Timeouts.StreamIdle,
 		ColdStartWait:         coldStartWait(cfg.Timeouts.ColdStartWait),
+		MaxNotesPerAgent:      cfg.Limits.MaxNotesPerAgent,
+		MaxNotesPerProject:    cfg.Limits.MaxNotesPerProject,
 		Logger:                s.log.With("component", "gateway"),
 	}, gateway.Deps{
 		Catalog:   catalogView{s.Catalog},

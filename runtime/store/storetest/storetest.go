@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StoredResponses", testStoredResponses},
 		{"Threads", testThreads},
 		{"MemoryNotes", testMemoryNotes},
+		{"ContentRetentionCut", testContentRetentionCut},
 		{"LeaseTakeover", testLeaseTakeover},
 		{"LeaseRace", testLeaseRace},
 		{"DrainsAndControlPlanes", testDrainsAndControlPlanes},
