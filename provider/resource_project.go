@@ -90,13 +90,15 @@ func (r *projectResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"threads_retain_hours": schema.Int64Attribute{
 				Optional: true, Computed: true, Default: int64default.StaticInt64(0),
 				MarkdownDescription: "Hours the project keeps conversations (threads sent with `x-llmgw-thread`, and `/v1/responses` stored for `previous_response_id`) after their last turn; " +
-					"0 (the default) keeps none, and turning it to 0 deletes what was kept at the next hourly prune; at most 87600 (ten years). The same setting as `llmgw keys threads`.",
+					"0 (the default) keeps none. Lowering it ends access at once to what is older than the new retention, and turning it to 0 ends access to all of it at once " +
+					"(reads check the current retention); the control plane's hourly prune then deletes those rows. At most 87600 (ten years). The same setting as `llmgw keys threads`.",
 				Validators: []validator.Int64{int64validator.Between(0, maxRetainHours)},
 			},
 			"memory_retain_hours": schema.Int64Attribute{
 				Optional: true, Computed: true, Default: int64default.StaticInt64(0),
 				MarkdownDescription: "Hours the project keeps its agents' memory notes (`/v1/memory`, the MCP server at `/mcp`) after their last write; " +
-					"0 (the default) keeps none; at most 87600 (ten years). The same setting as `llmgw keys memory`.",
+					"0 (the default) keeps none. Lowering it ends access at once to notes older than the new retention, and turning it to 0 ends access to all of them at once " +
+					"(reads check the current retention); the control plane's hourly prune then deletes those rows. At most 87600 (ten years). The same setting as `llmgw keys memory`.",
 				Validators: []validator.Int64{int64validator.Between(0, maxRetainHours)},
 			},
 		},

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"google.golang.org/protobuf/proto"
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
@@ -56,5 +57,23 @@ func TestAddWarnings(t *testing.T) {
 	addWarnings(&d, "budget p/day", []string{"never binds"})
 	if d.WarningsCount() != 1 || d.HasError() || !strings.Contains(d[0].Detail(), "never binds") || !strings.Contains(d[0].Summary(), "budget p/day") {
 		t.Fatalf("diagnostics = %v", d)
+	}
+}
+
+// TestProjectRetentionDescriptions: the retention attributes say what the
+// store does (reads check the current retention, so lowering it or
+// turning it to 0 ends access at once; storetest's retention cut tests
+// that), not that kept content stays readable until the hourly prune.
+func TestProjectRetentionDescriptions(t *testing.T) {
+	var resp resource.SchemaResponse
+	(&projectResource{}).Schema(t.Context(), resource.SchemaRequest{}, &resp)
+	for _, name := range []string{"threads_retain_hours", "memory_retain_hours"} {
+		d := resp.Schema.Attributes[name].GetMarkdownDescription()
+		if !strings.Contains(d, "ends access to all of") || !strings.Contains(d, "at once") || !strings.Contains(d, "hourly prune then deletes") {
+			t.Errorf("%s: description %q does not say that access ends at once and the prune deletes later", name, d)
+		}
+		if strings.Contains(d, "deletes what was kept at the next hourly prune") {
+			t.Errorf("%s: description still says content lasts until the prune: %q", name, d)
+		}
 	}
 }

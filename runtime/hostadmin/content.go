@@ -22,7 +22,7 @@ func contentRetention(ctx context.Context, kind string, args []string, io IO) in
 	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
 	project := fs.String("project", "", "the project")
 	hours := fs.Int("retain-hours", 0, "keep content this many hours after its last write (required to turn it on)")
-	off := fs.Bool("off", false, "stop keeping content; what is kept goes at the next hourly prune")
+	off := fs.Bool("off", false, "stop keeping content; what was kept is no longer read from now on and is deleted at the next hourly prune")
 	pos, err := cliflags.Parse(fs, args)
 	if err != nil {
 		return 2
@@ -57,7 +57,7 @@ func contentRetention(ctx context.Context, kind string, args []string, io IO) in
 		return io.fail(cmd, err)
 	}
 	if *off {
-		fmt.Fprintf(io.Out, "project %s keeps no %s from now on; what it kept goes at the next hourly prune\n", *project, what)
+		fmt.Fprintf(io.Out, "project %s keeps no %s from now on; what it kept is no longer read and is deleted at the next hourly prune\n", *project, what)
 		return 0
 	}
 	fmt.Fprintf(io.Out, "project %s keeps %s for %d hours after their last write\n", *project, what, *hours)
