@@ -49,8 +49,12 @@ func Commit() string {
 	return ""
 }
 
+// Variant is "nvml" for a binary built with the nvml tag (NVLink topology
+// through NVML, cgo), "" for the portable build.
+func Variant() string { return variant }
+
 // String is the one-line description `llmgw version` prints: the version,
-// the commit, the Go release and the platform.
+// the commit, the Go release, the platform and, for the nvml build, nvml.
 func String(program string) string {
 	c := Commit()
 	if len(c) > 12 {
@@ -59,7 +63,11 @@ func String(program string) string {
 	if c == "" {
 		c = "unknown"
 	}
-	return fmt.Sprintf("%s %s (commit %s, %s, %s/%s)", program, Version(), c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	s := fmt.Sprintf("%s %s (commit %s, %s, %s/%s", program, Version(), c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if variant != "" {
+		s += ", " + variant
+	}
+	return s + ")"
 }
 
 // UserAgent is the User-Agent of a program's HTTP and gRPC requests, like

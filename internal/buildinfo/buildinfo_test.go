@@ -15,7 +15,11 @@ func TestStampedVersion(t *testing.T) {
 	if got := UserAgent("llmgw-agent"); got != "llmgw-agent/0.9.0" {
 		t.Errorf("UserAgent = %q", got)
 	}
-	if got, want := String("llmgw"), regexp.MustCompile(`^llmgw 0\.9\.0 \(commit 0123456789ab, go[^,]+, [a-z0-9]+/[a-z0-9]+\)$`); !want.MatchString(got) {
+	tail := `\)$`
+	if variant != "" {
+		tail = `, ` + variant + `\)$`
+	}
+	if got, want := String("llmgw"), regexp.MustCompile(`^llmgw 0\.9\.0 \(commit 0123456789ab, go[^,]+, [a-z0-9]+/[a-z0-9]+`+tail); !want.MatchString(got) {
 		t.Errorf("String = %q, want it to match %s", got, want)
 	}
 }
@@ -27,5 +31,20 @@ func TestUnstampedVersion(t *testing.T) {
 	// A test binary's main module is "(devel)": no stamp, no module version.
 	if got := Version(); got != "dev" {
 		t.Errorf("Version() of an unstamped build = %q, want dev", got)
+	}
+}
+
+// TestVariant: the nvml build says so in `llmgw version` (make check-nvml
+// runs this package with -tags nvml), the portable build says nothing.
+func TestVariant(t *testing.T) {
+	got := String("llmgw")
+	if nvmlTag {
+		if Variant() != "nvml" || !regexp.MustCompile(`, nvml\)$`).MatchString(got) {
+			t.Errorf("nvml build: Variant() = %q, String = %q; want nvml named", Variant(), got)
+		}
+		return
+	}
+	if Variant() != "" || regexp.MustCompile(`nvml`).MatchString(got) {
+		t.Errorf("portable build: Variant() = %q, String = %q; want no variant", Variant(), got)
 	}
 }

@@ -1,0 +1,5 @@
+//go:build !nvml
+
+package buildinfo
+
+const nvmlTag = false
