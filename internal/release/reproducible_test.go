@@ -5,6 +5,7 @@ package release
 import (
 	"archive/zip"
 	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"io"
 	"os"
@@ -19,11 +20,15 @@ import (
 )
 
 // TestReleaseReproducible runs `make release` in two clones of the
-// repository's HEAD at different paths and requires the same files with
-// the same bytes; then checks what is in them: SHA256SUMS verifies with
-// sha256sum -c, the binary for this machine prints the stamped version and
-// commit, each provider zip holds terraform-provider-llmgw_vVERSION, and
-// the manifest says protocol 6.0. The Go build cache is shared, so the
+// repository's HEAD at different paths, the second with CGO_ENABLED=1,
+// GOAMD64=v3 and GOARM64=v9.0 in its environment (which must change
+// nothing), and requires the same files with the same bytes; then checks
+// what is in them: SHA256SUMS verifies with sha256sum -c and lists the nvml
+// build, the binary for this machine prints the stamped version and commit,
+// the portable binaries are static and the nvml one is not and says nvml,
+// each provider zip holds terraform-provider-llmgw_vVERSION, and the
+// manifest says protocol 6.0. Run on linux/amd64 (the nvml build is this
+// machine's). The Go build cache is shared, so the
 // packages compile once and the link runs in each clone. Run by make release-check (build tag release).
 func TestReleaseReproducible(t *testing.T) {
 	root, err := filepath.Abs("../..")
@@ -33,12 +38,19 @@ func TestReleaseReproducible(t *testing.T) {
 	head := strings.TrimSpace(run(t, root, "git", "rev-parse", "HEAD"))
 	const version = "1.2.3-test"
 	var dists []string
-	for _, name := range []string{"one", "clone-two"} {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Fatalf("the release's nvml build is for linux/amd64: run this on linux/amd64, not %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	for i, name := range []string{"one", "clone-two"} {
 		dir := filepath.Join(t.TempDir(), name)
 		run(t, root, "git", "clone", "--quiet", "--no-hardlinks", root, dir)
 		run(t, dir, "git", "checkout", "--quiet", head)
 		start := time.Now()
-		run(t, dir, "make", "--no-print-directory", "release", "VERSION="+version, "PROVIDER_PLATFORMS=linux/amd64 linux/arm64 darwin/arm64")
+		var env []string
+		if i == 1 {
+			env = []string{"CGO_ENABLED=1", "GOAMD64=v3", "GOARM64=v9.0"}
+		}
+		runEnv(t, dir, env, "make", "--no-print-directory", "release", "VERSION="+version, "PROVIDER_PLATFORMS=linux/amd64 linux/arm64 darwin/arm64")
 		t.Logf("make release in %s: %v", dir, time.Since(start).Round(time.Second))
 		dists = append(dists, filepath.Join(dir, "dist"))
 	}
@@ -55,7 +67,7 @@ func TestReleaseReproducible(t *testing.T) {
 	}
 	names := files(dists[0])
 	want := []string{
-		"SHA256SUMS", "llmgw-" + version + "-linux-amd64", "llmgw-" + version + "-linux-arm64",
+		"SHA256SUMS", "llmgw-" + version + "-linux-amd64", "llmgw-" + version + "-linux-amd64-nvml", "llmgw-" + version + "-linux-arm64",
 		"terraform-provider-llmgw_" + version + "_SHA256SUMS", "terraform-provider-llmgw_" + version + "_darwin_arm64.zip",
 		"terraform-provider-llmgw_" + version + "_linux_amd64.zip", "terraform-provider-llmgw_" + version + "_linux_arm64.zip",
 		"terraform-provider-llmgw_" + version + "_manifest.json",
@@ -86,6 +98,27 @@ func TestReleaseReproducible(t *testing.T) {
 	if re := regexp.MustCompile(`^llmgw ` + regexp.QuoteMeta(version) + ` \(commit ` + head[:12] + `, go`); !re.MatchString(out) {
 		t.Errorf("llmgw version printed %q, want version %s and commit %s", out, version, head[:12])
 	}
+	if sums := run(t, d, "cat", "SHA256SUMS"); !strings.Contains(sums, "  llmgw-"+version+"-linux-amd64-nvml\n") {
+		t.Errorf("SHA256SUMS does not list the nvml build:\n%s", sums)
+	}
+	out = run(t, d, filepath.Join(d, "llmgw-"+version+"-linux-amd64-nvml"), "version")
+	if re := regexp.MustCompile(`^llmgw ` + regexp.QuoteMeta(version) + ` \(commit ` + head[:12] + `, go[^,]+, linux/amd64, nvml\)`); !re.MatchString(out) {
+		t.Errorf("the nvml build's llmgw version printed %q, want it to name nvml", out)
+	}
+	for name, static := range map[string]bool{"llmgw-" + version + "-linux-amd64": true, "llmgw-" + version + "-linux-arm64": true, "llmgw-" + version + "-linux-amd64-nvml": false} {
+		f, err := elf.Open(filepath.Join(d, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		interp := false
+		for _, p := range f.Progs {
+			interp = interp || p.Type == elf.PT_INTERP
+		}
+		f.Close()
+		if interp == static {
+			t.Errorf("%s: dynamically linked = %v, want %v", name, interp, !static)
+		}
+	}
 	for _, platform := range []string{"linux_amd64", "linux_arm64", "darwin_arm64"} {
 		zr, err := zip.OpenReader(filepath.Join(d, "terraform-provider-llmgw_"+version+"_"+platform+".zip"))
 		if err != nil {
@@ -115,8 +148,15 @@ func TestReleaseReproducible(t *testing.T) {
 // fails the test with its output.
 func run(t *testing.T, dir, name string, args ...string) string {
 	t.Helper()
+	return runEnv(t, dir, nil, name, args...)
+}
+
+// runEnv is run with env added to the environment.
+func runEnv(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(&errb)
 	if err := cmd.Run(); err != nil {
