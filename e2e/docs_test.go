@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/testkit/testcluster"
+	"github.com/llmgw/llmgw/testkit/tfacc"
 )
 
 // A doc block is a fenced code block of an operator page whose info string
@@ -156,9 +157,7 @@ var docPages = []struct {
 // that name dev's default ports (127.0.0.1:8080-8086) are given the test's;
 // terraform's confirmations are answered yes.
 func TestDocsRun(t *testing.T) {
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("runs terraform: set TF_ACC=1 (make test does)")
-	}
+	tfacc.Require(t)
 	if _, err := exec.LookPath("terraform"); err != nil && os.Getenv("TF_ACC_TERRAFORM_PATH") == "" {
 		t.Fatal("terraform not found: set TF_ACC_TERRAFORM_PATH")
 	}

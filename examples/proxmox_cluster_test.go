@@ -12,6 +12,7 @@ import (
 	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/testkit/pvefake"
 	"github.com/llmgw/llmgw/testkit/testcluster"
+	"github.com/llmgw/llmgw/testkit/tfacc"
 )
 
 // TestProxmoxClusterPlan plans examples/proxmox-cluster with the real
@@ -19,9 +20,7 @@ import (
 // and, per node, a certificate, a VM with cpu = host and its VMID from the
 // address, and a declaration in the fabric the example gives it.
 func TestProxmoxClusterPlan(t *testing.T) {
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("needs the real terraform: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH)")
-	}
+	tfacc.Require(t)
 	binary, err := testcluster.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

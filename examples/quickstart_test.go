@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/llmgw/llmgw/testkit/testcluster"
+	"github.com/llmgw/llmgw/testkit/tfacc"
 )
 
 // TestQuickstartTerraform runs examples/quickstart as its README says:
@@ -26,9 +27,7 @@ import (
 // configuration matches what their agents run), the model must answer an
 // OpenAI client, and llmgw dev must stop cleanly on SIGINT.
 func TestQuickstartTerraform(t *testing.T) {
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("needs the real terraform: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH)")
-	}
+	tfacc.Require(t)
 	if testing.Short() {
 		t.Skip("starts llmgw dev and terraform")
 	}

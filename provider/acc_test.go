@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
 	"github.com/llmgw/llmgw/testkit/testcluster"
+	"github.com/llmgw/llmgw/testkit/tfacc"
 )
 
 // binary is the llmgw binary the acceptance tests start clusters with; built
@@ -21,7 +22,13 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	if os.Getenv("TF_ACC") == "" {
+	if !tfacc.Enabled() {
+		if tfacc.CI() {
+			// resource.Test skips without TF_ACC: under CI every
+			// acceptance test would pass by skipping.
+			fmt.Fprintln(os.Stderr, tfacc.Missing())
+			return 1
+		}
 		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "llmgw-provider-acc-")
@@ -59,9 +66,7 @@ type accCluster struct {
 // agents.
 func newAccCluster(t *testing.T, models string, nodes ...testcluster.NodeSpec) accCluster {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
-	}
+	tfacc.Require(t)
 	if models == "" {
 		models = "  []\n"
 	}

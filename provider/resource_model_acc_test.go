@@ -19,6 +19,7 @@ import (
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/testkit/testcluster"
+	"github.com/llmgw/llmgw/testkit/tfacc"
 )
 
 // declaredModel is in the acceptance clusters' server.yaml.
@@ -303,9 +304,7 @@ func TestAccModelDeclaredInServerYAML(t *testing.T) {
 // once launched, apply fails with the shard's error and the engine's own
 // last output.
 func TestAccModelEngineCannotStart(t *testing.T) {
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
-	}
+	tfacc.Require(t)
 	const loader = "echo 'llama-server: error while loading shared libraries: libgomp.so.1: cannot open shared object file: No such file or directory' >&2\nexit 127\n"
 	tests := []struct {
 		name   string

@@ -23,6 +23,7 @@ import (
 	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/testkit/pvefake"
 	"github.com/llmgw/llmgw/testkit/testcluster"
+	"github.com/llmgw/llmgw/testkit/tfacc"
 )
 
 const pveTemplateID = 9000
@@ -31,9 +32,7 @@ const pveTemplateID = 9000
 // a cloud-image template (9000, ubuntu-2404) on pve1.
 func newPVEFake(t *testing.T) *pvefake.Server {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
-	}
+	tfacc.Require(t)
 	for _, env := range []string{EnvPVEEndpoint, EnvPVEToken, EnvPVEInsecure} {
 		t.Setenv(env, "")
 	}

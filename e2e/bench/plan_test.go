@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/testkit/testcluster"
+	"github.com/llmgw/llmgw/testkit/tfacc"
 )
 
 const (
@@ -91,9 +92,7 @@ func BenchmarkTerraformPlan200Models(b *testing.B) {
 // newTFBench starts a cluster with one node and a terraform runner for it.
 func newTFBench(b *testing.B) *testcluster.Terraform {
 	b.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		b.Skip("needs the real terraform: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
-	}
+	tfacc.Require(b)
 	llmgw, err := testcluster.Build(b.TempDir())
 	if err != nil {
 		b.Fatal(err)

@@ -22,6 +22,7 @@ import (
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/testkit/testcluster"
+	"github.com/llmgw/llmgw/testkit/tfacc"
 )
 
 // modelYAML is a model file as `llmgw ctl model add -f` reads it: a CPU sim
@@ -179,9 +180,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
-	}
+	tfacc.Require(t)
 	llmgw, err := testcluster.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,7 @@ import (
 	"github.com/llmgw/llmgw/spec"
 	"github.com/llmgw/llmgw/testkit/pvefake"
 	"github.com/llmgw/llmgw/testkit/testcluster"
+	"github.com/llmgw/llmgw/testkit/tfacc"
 )
 
 // The user-data's paths on the VM, which the test maps under a directory of
@@ -180,9 +181,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH) to run it")
-	}
+	tfacc.Require(t)
 	llmgw, err := testcluster.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	agentconfig "github.com/llmgw/llmgw/agent/config"
 	"github.com/llmgw/llmgw/spec"
+	"github.com/llmgw/llmgw/testkit/tfacc"
 )
 
 // templateCase is one set of the template's inputs, as main.tf passes them,
@@ -102,9 +103,7 @@ func TestTemplateIsTheMarshalledConfig(t *testing.T) {
 // templatefile, as main.tf does, and returns the results by case name.
 func renderTemplate(t *testing.T, cases []templateCase) map[string]string {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("renders the template with the real terraform: set TF_ACC=1 (and TF_ACC_TERRAFORM_PATH)")
-	}
+	tfacc.Require(t)
 	bin := os.Getenv("TF_ACC_TERRAFORM_PATH")
 	if bin == "" {
 		var err error
