@@ -1,14 +1,17 @@
 package provider
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
+	tfjson "github.com/hashicorp/terraform-json"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
@@ -106,8 +109,9 @@ func TestAccNodeCertificateEphemeral(t *testing.T) {
 		ProtoV6ProviderFactories: factories,
 		Steps: []resource.TestStep{
 			{
-				Config: prov + keylessVMHCL("1"),
-				Check:  resource.ComposeTestCheckFunc(bootedKey, noKeyInState, resource.TestCheckNoResourceAttr(addr, "user_data_wo")),
+				Config:           prov + keylessVMHCL("1"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{noKeyInPlan{}}},
+				Check:            resource.ComposeTestCheckFunc(bootedKey, noKeyInState, resource.TestCheckNoResourceAttr(addr, "user_data_wo")),
 			},
 			{
 				// Another run signs another certificate; nothing asks for it.
@@ -117,7 +121,7 @@ func TestAccNodeCertificateEphemeral(t *testing.T) {
 			{
 				Config: prov + keylessVMHCL("2"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate),
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate), noKeyInPlan{},
 				}},
 				Check: resource.ComposeTestCheckFunc(bootedKey, noKeyInState, func(*terraform.State) error {
 					if len(keys) != 2 || keys[0] == keys[1] {
@@ -133,4 +137,48 @@ func TestAccNodeCertificateEphemeral(t *testing.T) {
 			},
 		},
 	})
+}
+
+// noKeyInPlan fails when the saved plan (terraform show -json of it: the
+// planned values, the prior state, the configuration) holds a private key
+// or the user-data: the ephemeral key and user_data_wo are never in a plan.
+type noKeyInPlan struct{}
+
+func (noKeyInPlan) CheckPlan(_ context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
+	b, err := json.Marshal(req.Plan)
+	if err != nil {
+		resp.Error = err
+		return
+	}
+	for _, s := range []string{"PRIVATE KEY", "#cloud-config", "BEGIN CERTIFICATE"} {
+		if strings.Contains(string(b), s) {
+			resp.Error = fmt.Errorf("the plan holds %q: the ephemeral certificate or user_data_wo reached it", s)
+			return
+		}
+	}
+	if !strings.Contains(string(b), `"user_data_wo_version"`) {
+		resp.Error = fmt.Errorf("the plan has no user_data_wo_version: is it the plan of this configuration?")
+	}
+}
+
+// TestNoKeyInPlanFails: the plan check fails on a plan holding a key or
+// the user-data, and passes a plan holding neither.
+func TestNoKeyInPlanFails(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		fail  bool
+	}{
+		{"-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----\n", true},
+		{"#cloud-config\nwrite_files: []\n", true},
+		{"", false},
+	} {
+		plan := &tfjson.Plan{PlannedValues: &tfjson.StateValues{RootModule: &tfjson.StateModule{Resources: []*tfjson.StateResource{{
+			Address: "llmgw_proxmox_vm.n", AttributeValues: map[string]any{"user_data": tt.value, "user_data_wo_version": "1"},
+		}}}}}
+		var resp plancheck.CheckPlanResponse
+		noKeyInPlan{}.CheckPlan(t.Context(), plancheck.CheckPlanRequest{Plan: plan}, &resp)
+		if (resp.Error != nil) != tt.fail {
+			t.Errorf("user_data %q: error %v, want failure %v", tt.value, resp.Error, tt.fail)
+		}
+	}
 }
