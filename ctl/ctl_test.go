@@ -190,7 +190,8 @@ func TestJSON(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
-		for _, key := range []string{`"nvlink_peers": [`, `"last_seen_unix_ms": `, `"memory_total_bytes": `, `"in_service": true`} {
+		// docs/releases.md reads each agent's version from this key.
+		for _, key := range []string{`"nvlink_peers": [`, `"last_seen_unix_ms": `, `"memory_total_bytes": `, `"in_service": true`, `"agent_version": "0.9.0"`} {
 			if !strings.Contains(out, key) {
 				t.Errorf("output lacks %s", key)
 			}

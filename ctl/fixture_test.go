@@ -34,7 +34,7 @@ func cannedManage() *fakeManage {
 		},
 		nodes: []*managev1.Node{
 			{
-				Id: "llmgw-node01", State: "ready", LastSeenUnixMs: ms(2_400),
+				Id: "llmgw-node01", State: "ready", LastSeenUnixMs: ms(2_400), AgentVersion: "0.9.0",
 				Gpus:                 h100s(8),
 				Fabrics:              []*agentv1.FabricVerdict{{Name: "ib-a", Adapters: []string{"mlx5_0"}, InService: true, RateGbps: 400}},
 				MemoryTotalBytes:     503*gib + 123_456_789,
