@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,7 +64,11 @@ func BenchmarkSoak1000Streams(b *testing.B) {
 	}})
 	c.StartAgent(testcluster.NodeSpec{ID: "soak01"})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: soakStreams, MaxConnsPerHost: 0, DisableCompression: true}}
+	var ttftMu sync.Mutex
+	var ttfts []time.Duration // time to the first event of each stream under load
+	measure := false
 	post := func(ctx context.Context) (int, error) {
+		sent := time.Now()
 		body := `{"model":"soak","stream":true,"max_tokens":40,"messages":[{"role":"user","content":"soak"}]}`
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Client+"/chat/completions", strings.NewReader(body))
 		if err != nil {
@@ -87,6 +92,12 @@ func BenchmarkSoak1000Streams(b *testing.B) {
 			if bytes.HasPrefix(line, []byte("data: [DONE]")) {
 				done = true
 			} else if bytes.HasPrefix(line, []byte("data:")) {
+				if events == 0 && measure {
+					d := time.Since(sent)
+					ttftMu.Lock()
+					ttfts = append(ttfts, d)
+					ttftMu.Unlock()
+				}
 				events++
 			}
 		}
@@ -135,6 +146,7 @@ func BenchmarkSoak1000Streams(b *testing.B) {
 			}
 		}
 	}()
+	measure = true
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for range soakStreams {
@@ -183,12 +195,21 @@ func BenchmarkSoak1000Streams(b *testing.B) {
 	fmt.Printf("\nsoak: %d concurrent streams for %s against one control plane (same run, %s)\n", soakStreams, elapsed.Round(time.Second), time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("  streams completed  %d (%.0f/s), events relayed %d (%.0f/s)\n", streams.Load(), float64(streams.Load())/elapsed.Seconds(), events.Load(), float64(events.Load())/elapsed.Seconds())
 	fmt.Printf("  errors             %d (goal 0) %s %s\n", errs.Load(), mark(errs.Load() == 0), errText)
+	slices.Sort(ttfts)
+	pct := func(q float64) time.Duration {
+		if len(ttfts) == 0 {
+			return 0
+		}
+		return ttfts[min(len(ttfts)-1, int(q*float64(len(ttfts))))]
+	}
+	fmt.Printf("  first event        p50 %s, p99 %s, max %s over %d streams\n", pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), pct(1).Round(time.Millisecond), len(ttfts))
 	fmt.Printf("  control plane RSS  %.0f MB before, peak %.0f MB (goal ≤ %d MB) %s\n", float64(rssBefore)/(1<<20), float64(peakRSS.Load())/(1<<20), soakMaxRSS>>20, mark(peakRSS.Load() <= soakMaxRSS))
 	fmt.Printf("  goroutines         %d before, %d after %s (goal ≤ %d) %s\n", before, after, drainedIn, before+soakGoroutineSlack, mark(after <= before+soakGoroutineSlack))
 	b.ReportMetric(float64(peakRSS.Load())/(1<<20), "peak-rss-MB")
 	b.ReportMetric(float64(errs.Load()), "errors")
 	b.ReportMetric(float64(after-before), "goroutines-left")
 	b.ReportMetric(float64(streams.Load())/elapsed.Seconds(), "streams/s")
+	b.ReportMetric(float64(pct(0.99))/1e6, "p99-first-event-ms")
 	if errs.Load() > 0 {
 		b.Errorf("%d of %d streams failed; the first: %s", errs.Load(), errs.Load()+streams.Load(), errText)
 	}
@@ -248,5 +269,19 @@ func saveHeap(addr string) {
 	b, err := io.ReadAll(resp.Body)
 	if err == nil {
 		_ = os.WriteFile("soak-heap.pprof", b, 0o644)
+	}
+	// The same heap as text ends with runtime.MemStats (StackInuse,
+	// HeapInuse, HeapIdle...), and the goroutines by stack: where the
+	// resident memory beyond the heap goes.
+	for name, path := range map[string]string{"soak-memstats.txt": "/debug/pprof/heap?debug=1", "soak-goroutines.txt": "/debug/pprof/goroutine?debug=1"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			_ = os.WriteFile(name, b, 0o644)
+		}
 	}
 }
