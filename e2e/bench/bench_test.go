@@ -43,9 +43,10 @@ const model = "sim-bench"
 
 type catalog struct{}
 
-func (catalog) Resolve(name string) (string, bool) { return name, name == model }
-func (catalog) List() []gateway.ModelInfo          { return []gateway.ModelInfo{{ID: model}} }
-func (catalog) Limits(string) request.Limits       { return request.Limits{} }
+func (catalog) Lookup(name string) (request.Model, bool) {
+	return request.Model{Name: name}, name == model
+}
+func (catalog) List() []gateway.ModelInfo { return []gateway.ModelInfo{{ID: model}} }
 
 func serve(b *testing.B, h http.Handler) string {
 	b.Helper()

@@ -48,6 +48,9 @@ type Registry struct {
 	mu      sync.RWMutex
 	entries map[string]Entry
 	aliases map[string]string // alias or name -> name
+	// lookup is, by name and by alias, what the request path needs of
+	// each model (Lookup); rebuilt with aliases, never changed in place.
+	lookup  map[string]request.Model
 	changed chan struct{}
 }
 
@@ -127,6 +130,32 @@ func (r *Registry) rebuildAliasesLocked() {
 		}
 	}
 	r.aliases = a
+	// One entry per name a client may send, made once here so a request's
+	// Lookup copies nothing; Price and Aliases are shared, read only.
+	terms := make(map[string]request.Model, len(r.entries))
+	for name, e := range r.entries {
+		m := request.Model{Name: name, Limits: request.Limits{MaxOutput: e.Model.MaxOutput, ContextLength: e.Model.ContextLength}}
+		if e.Model.Pricing != nil {
+			p := *e.Model.Pricing
+			m.Price = &p
+		}
+		terms[name] = m
+	}
+	for al, name := range a {
+		if al != name {
+			m := terms[name]
+			m.Aliases = append(m.Aliases, al)
+			terms[name] = m
+		}
+	}
+	for _, m := range terms {
+		sort.Strings(m.Aliases)
+	}
+	l := make(map[string]request.Model, len(a))
+	for al, name := range a {
+		l[al] = terms[name]
+	}
+	r.lookup = l
 }
 
 // List returns every entry sorted by name.
@@ -172,6 +201,19 @@ func (r *Registry) Terms(name string) (price *spec.Pricing, limits request.Limit
 		price = &p
 	}
 	return price, request.Limits{MaxOutput: e.Model.MaxOutput, ContextLength: e.Model.ContextLength}, true
+}
+
+// Lookup resolves a model name or alias and returns, in one look, what the
+// request path needs of the model: its canonical name, aliases, own price
+// and limits. The gateway calls it once per request and carries the result
+// (request.Info.Model), so admission, settlement and the usage record need
+// not look again. Nothing is copied: the result's Price and Aliases are
+// shared and must not be changed.
+func (r *Registry) Lookup(name string) (request.Model, bool) {
+	r.mu.RLock()
+	m, ok := r.lookup[name]
+	r.mu.RUnlock()
+	return m, ok
 }
 
 // Resolve maps a model name or alias to the model's name.
