@@ -366,8 +366,61 @@ func (u *usageJSON) usage() request.Usage {
 	return request.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens, Reported: true}
 }
 
-// bodyUsage reads the usage object of a complete response body.
+// bodyUsage reads the usage object of a complete response body, as
+// decodeUsage does; a valid body is walked by hand (the top level only, the
+// usage value decoded), which spares decoding the whole answer.
 func bodyUsage(data []byte) request.Usage {
+	if u, ok := walkUsage(data); ok {
+		return u
+	}
+	return decodeUsage(data)
+}
+
+// walkUsage is bodyUsage for a valid JSON object whose keys encoding/json
+// could match to "usage" only by being "usage"; ok is false otherwise.
+func walkUsage(data []byte) (request.Usage, bool) {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' || !json.Valid(data) {
+		return request.Usage{}, false
+	}
+	var u *usageJSON
+	for i = skipSpace(data, i+1); data[i] != '}'; {
+		keyEnd := skipString(data, i)
+		key := data[i+1 : keyEnd-1]
+		start := skipColon(data, keyEnd)
+		end := skipValue(data, start)
+		switch {
+		case string(key) == "usage":
+			// Into the same pointer, as the decoder does with a
+			// repeated key: the last wins, field by field.
+			if json.Unmarshal(data[start:end], &u) != nil {
+				return request.Usage{}, true
+			}
+		case mayFoldToUsage(key):
+			return request.Usage{}, false
+		}
+		if i = skipSpace(data, end); data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+	}
+	return u.usage(), true
+}
+
+// mayFoldToUsage reports whether encoding/json might match a raw key
+// other than "usage" to the field usage: escaped, not ASCII, or "usage"
+// in other case.
+func mayFoldToUsage(key []byte) bool {
+	for _, c := range key {
+		if c == '\\' || c >= 0x80 {
+			return true
+		}
+	}
+	return len(key) == len("usage") && strings.EqualFold(string(key), "usage")
+}
+
+// decodeUsage reads the usage object of a complete response body with
+// encoding/json.
+func decodeUsage(data []byte) request.Usage {
 	var v struct {
 		Usage *usageJSON `json:"usage"`
 	}
