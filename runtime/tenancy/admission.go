@@ -608,6 +608,13 @@ func money(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 // request and token limits, as they stand now.
 func rateHeaders(checks []check, now int64) http.Header {
 	h := make(http.Header, 6)
+	// One backing array for the six values: a request's headers are
+	// made on every admission.
+	vals := make([]string, 0, 6)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	for _, tokens := range []bool{false, true} {
 		var best *check
 		var bestLeft int64
@@ -628,9 +635,9 @@ func rateHeaders(checks []check, now int64) http.Header {
 		if tokens {
 			names = &tokenHeaders
 		}
-		h[names[0]] = []string{strconv.FormatInt(best.limit, 10)}
-		h[names[1]] = []string{strconv.FormatInt(max(bestLeft, 0), 10)}
-		h[names[2]] = []string{best.w.wait(now, best.limit, best.limit).String()}
+		set(names[0], strconv.FormatInt(best.limit, 10))
+		set(names[1], strconv.FormatInt(max(bestLeft, 0), 10))
+		set(names[2], best.w.wait(now, best.limit, best.limit).String())
 	}
 	return h
 }
