@@ -118,12 +118,19 @@ type Reconciler struct {
 	// inflight is the requests in flight per replica, read from Routing
 	// once per pass.
 	inflight map[string]int64
+	// lostAt is, per node now silent or draining, since when the
+	// reconciler has seen it so.
+	lostAt map[string]time.Time
 }
 
 type backoff struct {
 	failures int
 	until    time.Time
 	last     string
+	// at is when the last failure was recorded: a replacement for a
+	// replica on a node that went silent or draining after it bypasses
+	// the backoff, one earned after does not.
+	at time.Time
 }
 
 // New returns a reconciler.
@@ -148,7 +155,7 @@ func New(opts Options) *Reconciler {
 		opts.StallAfter = DefaultStallAfter
 	}
 	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{},
-		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}}
+		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{}}
 }
 
 // Run reconciles until ctx ends.
@@ -202,6 +209,7 @@ func (r *Reconciler) Pass() {
 		r.placing = nil
 		defer func() { r.placing = nil }()
 		r.holding = r.holdPlacement(tx, now)
+		r.noteLostNodes(tx, now)
 		r.retire(tx, byName, now)
 		r.freeing = fleetFreeing(tx)
 		for _, rep := range tx.Replicas() {
@@ -291,6 +299,7 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			b.failures++
 			b.until = now.Add(min(time.Second<<min(b.failures-1, 6), time.Minute))
 			b.last = rep.Error
+			b.at = now
 			r.backoff[rep.Model] = b
 			r.backoffMu.Unlock()
 			continue
@@ -321,10 +330,13 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			}
 			r.startWorkers(tx, rep)
 		}
-		// Only a ready replica of the current generation clears the
-		// backoff: the old replicas serving through a rollout must not
-		// hide that every replacement fails.
-		if rep.State == fleet.ReplicaReady && rep.Generation == byName[rep.Model].Generation {
+		// Only a replica of the current generation that became ready
+		// since the last pass (noteReady has not seen it yet) clears the
+		// backoff: the old replicas serving through a rollout, or a
+		// replica that was ready before and is being replaced off a
+		// draining or silent node, must not hide that every replacement
+		// fails.
+		if rep.State == fleet.ReplicaReady && !r.readySeen[rep.ID] && rep.Generation == byName[rep.Model].Generation {
 			r.backoffMu.Lock()
 			if b, ok := r.backoff[rep.Model]; ok && b.failures > 0 {
 				b.failures = 0
@@ -348,6 +360,49 @@ func onDrainingNode(tx *fleet.Tx, rep *fleet.Replica) bool {
 		}
 	}
 	return false
+}
+
+// onSilentNode reports whether a shard of rep runs on a node silent for
+// SuspectAfter.
+func onSilentNode(tx *fleet.Tx, rep *fleet.Replica) bool {
+	for _, s := range rep.Shards {
+		if n := tx.Node(s.Node); n != nil && n.Silent {
+			return true
+		}
+	}
+	return false
+}
+
+// noteLostNodes stamps when each node was first seen silent or draining,
+// and forgets the nodes that are neither any more.
+func (r *Reconciler) noteLostNodes(tx *fleet.Tx, now time.Time) {
+	seen := map[string]bool{}
+	for _, n := range tx.Nodes() {
+		if !n.Draining && !n.Silent {
+			continue
+		}
+		seen[n.ID] = true
+		if _, ok := r.lostAt[n.ID]; !ok {
+			r.lostAt[n.ID] = now
+		}
+	}
+	for id := range r.lostAt {
+		if !seen[id] {
+			delete(r.lostAt, id)
+		}
+	}
+}
+
+// lostSince is since when rep has run on a silent or draining node (the
+// earliest of its nodes').
+func (r *Reconciler) lostSince(rep *fleet.Replica) time.Time {
+	var since time.Time
+	for _, s := range rep.Shards {
+		if t, ok := r.lostAt[s.Node]; ok && (since.IsZero() || t.Before(since)) {
+			since = t
+		}
+	}
+	return since
 }
 
 // holdPlacement reports whether placement must wait for replicas that were
@@ -479,18 +534,25 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		return
 	}
 	r.backoffMu.Lock()
-	until := r.backoff[e.Model.Name].until
+	b := r.backoff[e.Model.Name]
 	r.backoffMu.Unlock()
+	until := b.until
 	// Missing capacity at once; then one replacement at a time. Replicas
-	// lost with their node, or on a node now silent or draining, count as
-	// missing (owed): their replacements are placed at once and wait for
-	// no backoff the model earned elsewhere.
+	// lost with their node, on a node now silent (whatever their
+	// generation), or of the current generation on a draining node, count
+	// as missing: their replacements are placed at once. They wait for no
+	// backoff the model earned before the node was lost (owed), but a
+	// replacement that fails earns a backoff of its own that the next one
+	// waits for. A stale replica on a draining node that is still heard
+	// from is left to the rollout, one at a time.
 	owed := r.owed[e.Model.Name]
 	lostOld := 0
 	for _, rep := range old {
-		if rep.Generation == e.Generation && onDrainingNode(tx, rep) {
-			owed++
+		if onSilentNode(tx, rep) || (rep.Generation == e.Generation && onDrainingNode(tx, rep)) {
 			lostOld++
+			if b.at.Before(r.lostSince(rep)) {
+				owed++
+			}
 		}
 	}
 	missing := want - len(current) - (len(old) - lostOld)
