@@ -112,6 +112,9 @@ type Reconciler struct {
 	scaling   map[string]*scaleState
 	owed      map[string]int
 	evicting  map[string]bool
+	// roomFor is, per model that evicted a replica of another to make
+	// room, when; it is placed first until it places or EvictAfter passes.
+	roomFor map[string]time.Time
 	started   time.Time
 	readySeen map[string]bool
 	loadTime  map[string]time.Duration
@@ -155,7 +158,7 @@ func New(opts Options) *Reconciler {
 		opts.StallAfter = DefaultStallAfter
 	}
 	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{},
-		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{}}
+		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{}}
 }
 
 // Run reconciles until ctx ends.
@@ -197,11 +200,12 @@ func (r *Reconciler) Pass() {
 	}
 	entries := byPriority(r.opts.Catalog.List())
 	r.readInflight()
+	now := r.opts.Now()
+	entries = r.roomFirst(entries, now)
 	byName := make(map[string]models.Entry, len(entries))
 	for _, e := range entries {
 		byName[e.Model.Name] = e
 	}
-	now := r.opts.Now()
 	r.forgetStalls(byName)
 	endpoints := map[string][]router.Endpoint{}
 	var live []string
@@ -586,6 +590,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	}
 	if len(current) >= want {
 		delete(r.owed, e.Model.Name)
+		delete(r.roomFor, e.Model.Name)
 	}
 	// An old replica stops once a ready replica of this generation makes
 	// up for it.

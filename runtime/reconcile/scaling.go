@@ -89,6 +89,36 @@ func byPriority(entries []models.Entry) []models.Entry {
 	return out
 }
 
+// roomFirst moves the models that evicted a replica to make room, and have
+// not placed since, ahead of the other models loaded on demand, so the
+// room freed goes to the model that asked for it; the claim lapses after
+// EvictAfter.
+func (r *Reconciler) roomFirst(entries []models.Entry, now time.Time) []models.Entry {
+	for name, at := range r.roomFor {
+		if now.Sub(at) > r.opts.Autoscale.EvictAfter || !slices.ContainsFunc(entries, func(e models.Entry) bool { return e.Model.Name == name }) {
+			delete(r.roomFor, name)
+		}
+	}
+	if len(r.roomFor) == 0 {
+		return entries
+	}
+	slices.SortStableFunc(entries, func(a, b models.Entry) int {
+		if a.Model.Scaling.Min != 0 || b.Model.Scaling.Min != 0 {
+			return 0
+		}
+		_, ac := r.roomFor[a.Model.Name]
+		_, bc := r.roomFor[b.Model.Name]
+		switch {
+		case ac == bc:
+			return 0
+		case ac:
+			return -1
+		}
+		return 1
+	})
+	return entries
+}
+
 // demanded signals when a request found a model loaded on demand without
 // a replica; nil without Routing (a nil channel never fires).
 func (r *Reconciler) demanded() <-chan struct{} {
@@ -164,7 +194,9 @@ func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, 
 		last = r.started
 	}
 	inUse := d.Pending || d.Waiting > 0 || d.InFlight > 0
-	recent := !last.IsZero() && now.Sub(last) < r.idleTimeout(e)
+	// A model evicted to make room is idle until asked for again: its last
+	// request is what it was evicted despite.
+	recent := !last.IsZero() && now.Sub(last) < r.idleTimeout(e) && last.After(st.evicted)
 	switch {
 	case inUse || recent:
 		if sc.Min == 0 {
@@ -265,6 +297,7 @@ func (r *Reconciler) evictFor(tx *fleet.Tx, e models.Entry, now time.Time) {
 	}
 	r.log.Info("replica stopped", "model", best.Model, "replica", best.ID, "reason", "idle, evicted to make room for "+e.Model.Name)
 	r.evicting[best.ID] = true
+	r.roomFor[e.Model.Name] = now
 	if st := r.scaling[best.Model]; st != nil {
 		st.want, st.evicted = 0, now
 	}
