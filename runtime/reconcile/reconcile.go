@@ -109,12 +109,12 @@ type Reconciler struct {
 	// when the reconciler started (the idle clock of models nobody asked
 	// for since); the ready replicas seen, and each model's last measured
 	// load time.
-	scaling   map[string]*scaleState
-	owed      map[string]int
-	evicting  map[string]bool
+	scaling  map[string]*scaleState
+	owed     map[string]int
+	evicting map[string]bool
 	// roomFor is, per model that evicted a replica of another to make
 	// room, when; it is placed first until it places or EvictAfter passes.
-	roomFor map[string]time.Time
+	roomFor   map[string]time.Time
 	started   time.Time
 	readySeen map[string]bool
 	loadTime  map[string]time.Duration
