@@ -180,3 +180,28 @@ func TestSilentCurrentReplicaStaleServesUntilReplaced(t *testing.T) {
 		t.Errorf("%d ready replicas on healthy nodes, want 2 (the stale one should serve until the second replacement is ready)", healthy)
 	}
 }
+
+// Stale replicas held by a manual rollout are scaled down like current ones
+// (here: an on-demand model idle past its idle_timeout goes to none).
+func TestManualHeldStaleReplicasScaleDown(t *testing.T) {
+	m := onDemand("od", 1, time.Minute)
+	m.Rollout = spec.RolloutManual
+	h := newRouted(t)
+	h.add(t, m)
+	_, _ = h.rt.Pick("od", "")
+	h.rec.Pass()
+	h.readyAll("od")
+	h.rec.Pass()
+	m.Profiles[0].Args = []string{"--x"}
+	if _, err := h.rec.opts.Catalog.Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		h.now = h.now.Add(time.Minute)
+		h.heartbeat()
+		h.rec.Pass()
+	}
+	if n := len(h.live("od")); n != 0 {
+		t.Errorf("on-demand idle for 10m with idle_timeout 1m: %d live (stale, manual-held) replicas, want 0", n)
+	}
+}

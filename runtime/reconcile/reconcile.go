@@ -513,13 +513,16 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			old = append(old, rep)
 		}
 	}
-	// Old replicas that may be replaced now, oldest (and not ready) first.
-	var rollable []*fleet.Replica
+	// Old replicas that may be replaced now: not ready first, then those
+	// on a silent node (lost first: a stale replica on a healthy node
+	// serves longer), then oldest.
+	var rollable, heldReps []*fleet.Replica
 	held := 0
 	manualHeld := e.Model.ManualRollout() && r.rolloutRequested(e.Model.Name) != e.Generation
 	for _, rep := range old {
 		if manualHeld && !onDrainingNode(tx, rep) {
 			held++
+			heldReps = append(heldReps, rep)
 			continue
 		}
 		rollable = append(rollable, rep)
@@ -531,6 +534,9 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		ri, rj := rollable[i].State == fleet.ReplicaReady, rollable[j].State == fleet.ReplicaReady
 		if ri != rj {
 			return !ri
+		}
+		if si, sj := onSilentNode(tx, rollable[i]), onSilentNode(tx, rollable[j]); si != sj {
+			return si
 		}
 		return rollable[i].Created.Before(rollable[j].Created)
 	})
@@ -605,27 +611,31 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		remaining--
 	}
 	if extra := len(current) + held - want; extra > 0 && remaining-held == 0 {
-		// Retire the least useful first: not ready, then the fewest
+		// Retire the least useful first, stale replicas held by a manual
+		// rollout as well as current ones: not ready, then the fewest
 		// requests in flight, then newest.
-		sort.SliceStable(current, func(i, j int) bool {
-			ri, rj := current[i].State == fleet.ReplicaReady, current[j].State == fleet.ReplicaReady
+		surplus := append(slices.Clone(current), heldReps...)
+		sort.SliceStable(surplus, func(i, j int) bool {
+			ri, rj := surplus[i].State == fleet.ReplicaReady, surplus[j].State == fleet.ReplicaReady
 			if ri != rj {
 				return !ri
 			}
-			if fi, fj := r.inflight[current[i].ID], r.inflight[current[j].ID]; fi != fj {
+			if fi, fj := r.inflight[surplus[i].ID], r.inflight[surplus[j].ID]; fi != fj {
 				return fi < fj
 			}
-			return current[i].Created.After(current[j].Created)
+			return surplus[i].Created.After(surplus[j].Created)
 		})
-		for _, rep := range current[:min(extra, len(current))] {
-			if rep.State == fleet.ReplicaReady && len(currentReady)+held <= want {
+		serving := len(currentReady) + held
+		for _, rep := range surplus[:min(extra, len(surplus))] {
+			isHeld := slices.Contains(heldReps, rep)
+			if rep.State == fleet.ReplicaReady && serving <= want {
 				break
 			}
 			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", why)
 			r.stopShards(tx, rep, "scaled down: "+why)
 			r.retireReplica(tx, rep, now)
-			if rep.State == fleet.ReplicaReady {
-				currentReady = currentReady[:len(currentReady)-1]
+			if isHeld || rep.State == fleet.ReplicaReady {
+				serving--
 			}
 		}
 	}
