@@ -297,6 +297,7 @@ func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, peers []Peer
 		<-prev
 	}
 	p := cl.progress
+	p.Begin() // the stall clock runs from here, not from the epoch
 	stop, reported := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(reported)

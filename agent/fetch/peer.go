@@ -195,7 +195,13 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: c.opts.PeerClient(peer.Node), ForceAttemptHTTP2: false}}
 	defer client.CloseIdleConnections()
 	base := (&url.URL{Scheme: "https", Host: peer.Address, Path: PeerPrefix + key + "/"}).String()
-	// Wait for a peer that is fetching: its bytes must keep growing.
+	// Wait for a peer that is fetching: its bytes must keep growing. They
+	// are reported as this fetch's meanwhile, so the wait is neither seen
+	// as a stall nor as a fetch that moves nothing.
+	if p == nil {
+		p = &download.Progress{}
+	}
+	p.Begin()
 	var last int64 = -1
 	lastMove := time.Now()
 	for {
@@ -218,6 +224,7 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 		if done != last {
 			last, lastMove = done, time.Now()
 		}
+		p.Elsewhere(done)
 		if time.Since(lastMove) > c.opts.StallAfter {
 			return nil, fmt.Errorf("peer %s: its own fetch moved no byte for %s", peer.Node, c.opts.StallAfter)
 		}
