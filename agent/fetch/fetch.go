@@ -410,10 +410,16 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	if err := os.MkdirAll(tmp, 0o750); err != nil {
 		return "", fmt.Errorf("fetching %s: creating %s: %w", src.Raw, tmp, err)
 	}
+	// The source's listing first: it is what a peer's bytes are checked
+	// against.
+	files, err := c.dl.List(ctx, src.Raw, p)
+	if err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
 	var landed []download.Landed
 	from := "source"
 	for _, peer := range peers {
-		l, err := c.fromPeer(ctx, peer, Key(src.Raw), tmp, p)
+		l, err := c.fromPeer(ctx, peer, Key(src.Raw), tmp, files, p)
 		if err == nil {
 			landed, from = l, "peer "+peer.Node
 			break
@@ -424,10 +430,6 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 		c.log.Warn("fetch from a peer failed, trying the next source", "source", src.Raw, "peer", peer.Node, "err", err)
 	}
 	if landed == nil {
-		files, err := c.dl.List(ctx, src.Raw, p)
-		if err != nil {
-			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
-		}
 		landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
 		if err != nil {
 			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
