@@ -244,18 +244,23 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	defer resp.Body.Close()
 
-	if x.shape != nil {
-		g.relayShaped(w, r, x, ep, resp)
-		return nil
-	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// A stream, translated or not, is bounded by StreamIdleTimeout.
 		var idle *idleWatch
 		if d := g.cfg.StreamIdleTimeout; d > 0 {
 			idle = &idleWatch{d: d}
 			idle.t = time.AfterFunc(d, func() { idle.fired.Store(true); resp.Body.Close() })
 			defer idle.t.Stop()
 		}
+		if x.shape != nil {
+			g.relayShaped(w, r, x, ep, resp, idle)
+			return nil
+		}
 		g.relayStream(w, r, x, resp, idle)
+		return nil
+	}
+	if x.shape != nil {
+		g.relayShaped(w, r, x, ep, resp, nil)
 		return nil
 	}
 	g.relayBody(w, r, x, ep, resp)
