@@ -99,6 +99,9 @@ type Cache struct {
 	inflight map[string]*call
 	// gen counts changes to the complete entries (Generation).
 	gen uint64
+	// pins counts, per entry key, the users that hold it (Pin): a pinned
+	// entry is never collected.
+	pins map[string]int
 }
 
 // call is one download that any number of waiters share.
@@ -172,7 +175,30 @@ func New(opts Options) (*Cache, error) {
 		FreeBytes:    opts.FreeBytes,
 		Logger:       opts.Logger,
 	}
-	return &Cache{opts: opts, log: opts.Logger, dl: dl, inflight: map[string]*call{}}, nil
+	return &Cache{opts: opts, log: opts.Logger, dl: dl, inflight: map[string]*call{}, pins: map[string]int{}}, nil
+}
+
+// Pin holds source's entry for a user (a shard about to resolve it and run
+// from it) until release is called: Collect keeps a pinned entry whatever
+// it was told is in use. Taken before the fetch, it closes the window in
+// which a collection that listed what is in use a moment earlier could
+// delete an entry a starting shard found complete. release may be called
+// more than once.
+func (c *Cache) Pin(source string) (release func()) {
+	key := Key(source)
+	c.mu.Lock()
+	c.pins[key]++
+	c.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			if c.pins[key]--; c.pins[key] <= 0 {
+				delete(c.pins, key)
+			}
+			c.mu.Unlock()
+		})
+	}
 }
 
 // Key is the name of source's entry in the cache: the first 16 hex digits
