@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -420,8 +421,50 @@ func writeRecord(dir string, r record) error {
 		return err
 	}
 	p := filepath.Join(dir, CompleteFile)
-	if err := os.WriteFile(p, append(b, '\n'), 0o640); err != nil {
+	fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	_, err = fh.Write(append(b, '\n'))
+	if err == nil {
+		err = fh.Sync() // on disk before the rename that makes the entry whole
+	}
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	return nil
+}
+
+// syncTree syncs dir and every directory below it (a set's files land in
+// subdirectories).
+func syncTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return syncDir(p)
+		}
+		return nil
+	})
+}
+
+// syncDir flushes a directory's entries (names created, renamed into it) to
+// disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
 }
@@ -466,12 +509,22 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	for _, l := range landed {
 		rec.Files = append(rec.Files, recordFile{Path: l.Path, Size: l.Size, SHA256: l.SHA256})
 	}
+	// The files (synced as each landed), the record, then the partial
+	// directory's names are on disk before the rename, and the rename is
+	// before the entry is given out: a crash leaves a partial to resume or
+	// a whole entry, never a complete-looking one with bytes missing.
 	if err := writeRecord(tmp, rec); err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
+	if err := syncTree(tmp); err != nil {
 		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}
 	final := c.EntryDir(src.Raw)
 	if err := os.Rename(tmp, final); err != nil {
 		return "", fmt.Errorf("fetching %s: moving %s to %s: %w", src.Raw, tmp, final, err)
+	}
+	if err := syncDir(c.opts.Dir); err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}
 	path, _, err := c.complete(src)
 	return path, err
