@@ -102,20 +102,18 @@ func (r *Reconciler) roomFirst(entries []models.Entry, now time.Time) []models.E
 	if len(r.roomFor) == 0 {
 		return entries
 	}
-	slices.SortStableFunc(entries, func(a, b models.Entry) int {
-		if a.Model.Scaling.Min != 0 || b.Model.Scaling.Min != 0 {
+	// Models at min ≥ 1 stay first (byPriority), then the models owed
+	// room, then the other models loaded on demand.
+	rank := func(e models.Entry) int {
+		if e.Model.Scaling.Min != 0 {
 			return 0
 		}
-		_, ac := r.roomFor[a.Model.Name]
-		_, bc := r.roomFor[b.Model.Name]
-		switch {
-		case ac == bc:
-			return 0
-		case ac:
-			return -1
+		if _, ok := r.roomFor[e.Model.Name]; ok {
+			return 1
 		}
-		return 1
-	})
+		return 2
+	}
+	slices.SortStableFunc(entries, func(a, b models.Entry) int { return rank(a) - rank(b) })
 	return entries
 }
 
