@@ -33,6 +33,7 @@ import (
 	"github.com/llmgw/llmgw/agent/supervisor"
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/internal/buildinfo"
 	"github.com/llmgw/llmgw/internal/download"
 	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/spec"
@@ -178,6 +179,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		conn, err := grpc.NewClient(addr,
 			grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}),
+			grpc.WithUserAgent(buildinfo.UserAgent("llmgw-agent")),
 		)
 		if err != nil {
 			return nil, fmt.Errorf("dialling control plane %s: %w", addr, err)

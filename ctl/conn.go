@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/internal/buildinfo"
 	"github.com/llmgw/llmgw/pki"
 )
 
@@ -80,7 +81,7 @@ func (a *app) dial(c *connFlags) (*client, int, bool) {
 	if err != nil {
 		return nil, a.errorf("--ca-cert / %s: %v", EnvCACert, err), false
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg)), grpc.WithUserAgent(buildinfo.UserAgent("llmgw-ctl"))}
 	if !c.anonymous {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.token)))
 	}

@@ -148,6 +148,10 @@ func writeProjects(w io.Writer, projects []*managev1.Project) error {
 	return nil
 }
 
+// maxRetainHours is the longest content retention the control plane
+// takes (its store's MaxRetainHours): ten years.
+const maxRetainHours = 87600
+
 // retainText shows a content retention: "24h", or "off".
 func retainText(hours int32) string {
 	if hours <= 0 {
@@ -173,6 +177,11 @@ func (a *app) projectSet(ctx context.Context, args []string, update bool) int {
 		return code
 	}
 	name := pos[0]
+	for flag, h := range map[string]int{"threads-retain-hours": *threads, "memory-retain-hours": *memory} {
+		if h < 0 || h > maxRetainHours {
+			return a.usageErrorf(fs, "--%s must be from 0 to %d (ten years), got %d", flag, maxRetainHours, h)
+		}
+	}
 	allowed, err := splitList("allow", *allow)
 	if err != nil {
 		return a.usageErrorf(fs, "%v", err)

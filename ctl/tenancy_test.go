@@ -49,6 +49,10 @@ func TestProjectsCommands(t *testing.T) {
 		t.Fatalf("update said %q (rpm must be kept)", out)
 	}
 	mustCtl(t, env, exitOK, "projects", "update", "team-a", "--threads-retain-hours", "24")
+	// 2^32+24 hours would wrap to 24 in the API's int32: refused.
+	if _, errOut := mustCtl(t, env, exitUsage, "projects", "update", "team-a", "--threads-retain-hours", "4294967320"); !strings.Contains(errOut, "from 0 to 87600") {
+		t.Fatalf("a retention past ten years: %q", errOut)
+	}
 	out, _ = mustCtl(t, env, exitOK, "projects", "update", "team-a", "--allow", "big,nope")
 	if !strings.Contains(out, `warning: allowed model "nope" is not in the catalog`) {
 		t.Fatalf("update with an unknown model said %q", out)

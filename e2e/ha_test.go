@@ -52,6 +52,19 @@ func haPost(ctx context.Context, base, key string, maxTokens int, stream bool) h
 // haPostRaw sends body to base's chat completions and reads the whole
 // answer.
 func haPostRaw(ctx context.Context, base, key, body string, stream bool) haResult {
+	return haPostFirst(ctx, base, key, body, stream, nil)
+}
+
+// haPostFirst is haPostRaw that calls first, once, when the answer's first
+// line has arrived (or the request ended without one).
+func haPostFirst(ctx context.Context, base, key, body string, stream bool, first func()) haResult {
+	var once sync.Once
+	signal := func() {
+		if first != nil {
+			once.Do(first)
+		}
+	}
+	defer signal()
 	r := haResult{start: time.Now()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", strings.NewReader(body))
 	if err != nil {
@@ -72,6 +85,7 @@ func haPostRaw(ctx context.Context, base, key, body string, stream bool) haResul
 		sc := bufio.NewScanner(resp.Body)
 		done := false
 		for sc.Scan() {
+			signal()
 			b.WriteString(sc.Text())
 			b.WriteByte('\n')
 			if sc.Text() == "data: [DONE]" {
@@ -225,10 +239,21 @@ func TestTwoControlPlanesFailover(t *testing.T) {
 		}()
 	}
 	long := make(chan haResult, 4)
+	streaming := make(chan struct{}, 4)
+	longBody := `{"model":"sim-ha","max_tokens":300,"stream":true,"messages":[{"role":"user","content":"tell me a long story"}]}`
 	for range 4 {
-		go func() { long <- haPost(context.Background(), b.Client, c.APIKey, 300, true) }()
+		go func() {
+			long <- haPostFirst(context.Background(), b.Client, c.APIKey, longBody, true, func() { streaming <- struct{}{} })
+		}()
 	}
-	time.Sleep(500 * time.Millisecond) // let the long streams get going before the kill
+	// The kill comes once every long stream has its first line.
+	for range 4 {
+		select {
+		case <-streaming:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the long streams did not start within 30s")
+		}
+	}
 
 	killed := time.Now()
 	if err := syscall.Kill(c.Server.Cmd.Process.Pid, syscall.SIGKILL); err != nil {

@@ -2,6 +2,7 @@ package examples
 
 import (
 	"encoding/json"
+	"github.com/prometheus/prometheus/promql/parser"
 	"os"
 	"regexp"
 	"slices"
@@ -111,6 +112,7 @@ func TestMonitoringAlerts(t *testing.T) {
 	if err := dec.Decode(&rf); err != nil {
 		t.Fatalf("alerts.yml: %v", err)
 	}
+	promql := parser.NewParser(parser.Options{})
 	var alerts []string
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {
@@ -130,9 +132,22 @@ func TestMonitoringAlerts(t *testing.T) {
 			if r.Annotations["summary"] == "" {
 				t.Errorf("%s: no summary", where)
 			}
-			if strings.Count(r.Expr, "(") != strings.Count(r.Expr, ")") || strings.Count(r.Expr, "{") != strings.Count(r.Expr, "}") {
-				t.Errorf("%s: unbalanced brackets in %q", where, r.Expr)
+			// Prometheus's own parser, as the rule loader runs it: an alert
+			// expression must parse and be an instant vector.
+			expr, err := promql.ParseExpr(r.Expr)
+			if err != nil {
+				t.Errorf("%s: %q does not parse as PromQL: %v", where, r.Expr, err)
+				continue
 			}
+			if expr.Type() != parser.ValueTypeVector {
+				t.Errorf("%s: %q is a %s, an alert needs an instant vector", where, r.Expr, expr.Type())
+			}
+			parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+				if vs, ok := n.(*parser.VectorSelector); ok && vs.Name != "" && strings.HasPrefix(vs.Name, "llmgw_") && !exported[vs.Name] {
+					t.Errorf("%s: %s is not a metric llmgw exports", where, vs.Name)
+				}
+				return nil
+			})
 			checkNames(t, where, r.Expr, exported)
 		}
 	}
@@ -231,5 +246,25 @@ func TestMonitoringPrometheusConfig(t *testing.T) {
 		if !strings.HasSuffix(target, ":"+port) {
 			t.Errorf("prometheus.yml target %s is not on metrics_listen's default port %s", target, port)
 		}
+	}
+}
+
+// TestMonitoringAlertsParser: the parser the alerts go through refuses
+// expressions that bracket counting let through, and a range vector where
+// an alert needs an instant vector.
+func TestMonitoringAlertsParser(t *testing.T) {
+	promql := parser.NewParser(parser.Options{})
+	for _, bad := range []string{
+		`sum(rate(llmgw_requests_total[5m])) by`,
+		`llmgw_nodes{state="lost"} >`,
+		`rate(llmgw_requests_total[5x])`,
+	} {
+		if _, err := promql.ParseExpr(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	e, err := promql.ParseExpr(`llmgw_requests_total[5m]`)
+	if err != nil || e.Type() == parser.ValueTypeVector {
+		t.Errorf("a range vector parsed as %v, %v", e, err)
 	}
 }

@@ -84,7 +84,8 @@ func TestProxmoxClusterPlan(t *testing.T) {
 	}
 	want := []string{`llmgw_fabric.this["ib-a"]`, `llmgw_fabric.this["ib-b"]`}
 	for _, n := range []string{"gpu-141", "gpu-142", "gpu-143"} {
-		for _, r := range []string{"llmgw_node", "llmgw_node_certificate", "llmgw_proxmox_vm"} {
+		// The certificate is ephemeral: never planned, never stored.
+		for _, r := range []string{"llmgw_node", "llmgw_proxmox_vm"} {
 			want = append(want, `module.node["`+n+`"].`+r+`.this`)
 		}
 	}
@@ -103,8 +104,8 @@ func TestProxmoxClusterPlan(t *testing.T) {
 		if f, _ := node["fabric"].(map[string]any); f["name"] != w.fabric {
 			t.Errorf("node %s: fabric %v, want %s", n, node["fabric"], w.fabric)
 		}
-		if cert := after[`module.node["`+n+`"].llmgw_node_certificate.this`]; cert["node_name"] != n {
-			t.Errorf("certificate of %s: node_name %v", n, cert["node_name"])
+		if _, ok := vm["user_data_wo_version"].(string); !ok || vm["user_data"] != nil {
+			t.Errorf("VM of %s: user_data_wo_version %v, user_data %v; want the user-data write-only", n, vm["user_data_wo_version"], vm["user_data"])
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmgw/llmgw/internal/buildinfo"
 	dl "github.com/llmgw/llmgw/internal/download"
 
 	"golang.org/x/sys/unix"
@@ -58,7 +59,7 @@ func (f *Fetcher) downloader() *dl.Downloader {
 		delay = time.Second
 	}
 	d := &dl.Downloader{
-		Upstreams:   dl.Upstreams{Client: f.HTTPClient, HFEndpoint: f.HFEndpoint, HFToken: f.HFToken, S3: f.S3},
+		Upstreams:   dl.Upstreams{Client: f.HTTPClient, HFEndpoint: f.HFEndpoint, HFToken: f.HFToken, S3: f.S3, UserAgent: buildinfo.UserAgent("llmgw-mirror")},
 		MaxFailures: retries, RetryDelay: delay, MaxRetryDelay: 10 * time.Second,
 		StallTimeout: f.StallTimeout, Logger: f.log(),
 	}

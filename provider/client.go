@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/internal/buildinfo"
 	"github.com/llmgw/llmgw/pki"
 	"github.com/llmgw/llmgw/provider/proxmox"
 )
@@ -59,7 +60,8 @@ func NewClient(s settings) (*Client, error) {
 	}
 	conn, err := grpc.NewClient(s.Endpoint,
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
-		grpc.WithPerRPCCredentials(bearer(s.Token)))
+		grpc.WithPerRPCCredentials(bearer(s.Token)),
+		grpc.WithUserAgent(buildinfo.UserAgent("terraform-provider-llmgw")))
 	if err != nil {
 		return nil, fmt.Errorf("dialing endpoint %s: %w", s.Endpoint, err)
 	}

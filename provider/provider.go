@@ -256,6 +256,7 @@ func (p *llmgwProvider) Configure(ctx context.Context, req provider.ConfigureReq
 	c.pve, c.pveMissing = newPVE(s.PVE)
 	resp.ResourceData = c
 	resp.DataSourceData = c
+	resp.EphemeralResourceData = c
 }
 
 func (p *llmgwProvider) Resources(context.Context) []func() resource.Resource {
@@ -265,7 +266,7 @@ func (p *llmgwProvider) Resources(context.Context) []func() resource.Resource {
 
 // EphemeralResources are values Terraform never stores (Terraform 1.10+).
 func (p *llmgwProvider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {
-	return []func() ephemeral.EphemeralResource{newAPIKeySecretEphemeral}
+	return []func() ephemeral.EphemeralResource{newAPIKeySecretEphemeral, newNodeCertificateEphemeral}
 }
 
 func (p *llmgwProvider) DataSources(context.Context) []func() datasource.DataSource {

@@ -65,6 +65,7 @@ func (r *nodeCertificateResource) Schema(_ context.Context, _ resource.SchemaReq
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A node's client certificate (common name = node id, `clientAuth` usage), signed on the machine running Terraform with the CA of the provider's `pki` attribute. " +
 			"The CA key is read only while signing and is never written to state; the node's private key is (as `private_key_pem`, sensitive), so keep the state somewhere safe. " +
+			"With Terraform 1.11 or later, the ephemeral resource of the same name signs without storing anything, for `user_data_wo` of `llmgw_proxmox_vm` (`modules/proxmox-node` does so). " +
 			"A plan made after `not_after - early_renewal_hours` proposes a new certificate. " +
 			"The resource cannot be imported: a private key cannot be read back from anywhere, so make a new certificate instead.",
 		Attributes: map[string]schema.Attribute{

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -24,6 +23,10 @@ import (
 	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/spec"
 )
+
+// maxRetainHours is the control plane's longest content retention (the
+// store's MaxRetainHours): ten years.
+const maxRetainHours = 87600
 
 var (
 	_ resource.ResourceWithConfigure   = (*projectResource)(nil)
@@ -87,14 +90,14 @@ func (r *projectResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"threads_retain_hours": schema.Int64Attribute{
 				Optional: true, Computed: true, Default: int64default.StaticInt64(0),
 				MarkdownDescription: "Hours the project keeps conversations (threads sent with `x-llmgw-thread`, and `/v1/responses` stored for `previous_response_id`) after their last turn; " +
-					"0 (the default) keeps none, and turning it to 0 deletes what was kept at the next hourly prune. The same setting as `llmgw keys threads`.",
-				Validators: []validator.Int64{int64validator.Between(0, math.MaxInt32)},
+					"0 (the default) keeps none, and turning it to 0 deletes what was kept at the next hourly prune; at most 87600 (ten years). The same setting as `llmgw keys threads`.",
+				Validators: []validator.Int64{int64validator.Between(0, maxRetainHours)},
 			},
 			"memory_retain_hours": schema.Int64Attribute{
 				Optional: true, Computed: true, Default: int64default.StaticInt64(0),
 				MarkdownDescription: "Hours the project keeps its agents' memory notes (`/v1/memory`, the MCP server at `/mcp`) after their last write; " +
-					"0 (the default) keeps none. The same setting as `llmgw keys memory`.",
-				Validators: []validator.Int64{int64validator.Between(0, math.MaxInt32)},
+					"0 (the default) keeps none; at most 87600 (ten years). The same setting as `llmgw keys memory`.",
+				Validators: []validator.Int64{int64validator.Between(0, maxRetainHours)},
 			},
 		},
 	}

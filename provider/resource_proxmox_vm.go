@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -78,6 +79,8 @@ type proxmoxVMModel struct {
 	Nameservers         types.List   `tfsdk:"nameservers"`
 	SearchDomains       types.List   `tfsdk:"search_domains"`
 	UserData            types.String `tfsdk:"user_data"`
+	UserDataWO          types.String `tfsdk:"user_data_wo"`
+	UserDataWOVersion   types.String `tfsdk:"user_data_wo_version"`
 	WaitForRegistration types.Bool   `tfsdk:"wait_for_registration"`
 	RegistrationTimeout types.String `tfsdk:"registration_timeout"`
 	DrainTimeout        types.String `tfsdk:"drain_timeout"`
@@ -102,7 +105,7 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"since the user-data carries the node's private key. " +
 			"Destroy first drains the node named `name` when the control plane knows it (each replica's replacement is ready elsewhere before the original stops) and waits until it holds no replica (`drain_timeout`), then stops and destroys the VM: " +
 			"an `llmgw_node` destroyed in the same apply may still be moving the node's replicas when the VM's destroy starts.\n\n" +
-			"The first-boot inputs (`clone_from`, `storage`, `address`, `gateway`, `ssh_keys`, `nameservers`, `search_domains`, `user_data`) replace the VM when the configuration sets a value other than the state's; " +
+			"The first-boot inputs (`clone_from`, `storage`, `address`, `gateway`, `ssh_keys`, `nameservers`, `search_domains`, `user_data`, `user_data_wo_version`) replace the VM when the configuration sets a value other than the state's; " +
 			"one the configuration leaves unset or empty replaces nothing, so a VM imported into a configuration without them is kept.\n\n" +
 			"`cpu_type` defaults to `host`: Proxmox's own default model (kvm64) hides AVX2 and inference on the CPU becomes several times slower while everything looks healthy.",
 		Attributes: map[string]schema.Attribute{
@@ -132,9 +135,11 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Validators:    []validator.Int64{int64validator.AtLeast(pveMinVMID)},
 			},
 			"clone_from": schema.StringAttribute{
-				Required:            true,
-				MarkdownDescription: "The template to full-clone: its VMID or its name (a cloud image with cloud-init, e.g. Ubuntu 24.04). Changing it replaces the VM.",
-				PlanModifiers:       replaceString("Changing the template replaces the VM."),
+				Optional: true,
+				MarkdownDescription: "The template to full-clone: its VMID or its name (a cloud image with cloud-init, e.g. Ubuntu 24.04). Required to create a VM; " +
+					"an imported VM may leave it unset, since Proxmox keeps no record of the template a VM was cloned from (so `-generate-config-out` writes `clone_from = null`). " +
+					"Changing it replaces the VM, but setting it on an imported VM does not.",
+				PlanModifiers: replaceString("Changing the template replaces the VM."),
 			},
 			"cpu_type": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultPVECPUType),
@@ -202,8 +207,24 @@ func (r *proxmoxVMResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"user_data": schema.StringAttribute{
 				Optional: true, Sensitive: true,
 				MarkdownDescription: "The cloud-init user-data (`#cloud-config …`), which installs the agent with its certificate and key; hence sensitive. " +
-					"It reaches the VM on the uploaded ISO, which is deleted once the node has registered. Changing it replaces the VM.",
+					"It reaches the VM on the uploaded ISO, which is deleted once the node has registered. Changing it replaces the VM. " +
+					"**It is stored in the Terraform state**, private key included: prefer `user_data_wo`.",
 				PlanModifiers: replaceString("Changing the user-data replaces the VM."),
+				Validators:    []validator.String{stringvalidator.ConflictsWith(path.MatchRoot("user_data_wo"))},
+			},
+			"user_data_wo": schema.StringAttribute{
+				Optional: true, Sensitive: true, WriteOnly: true,
+				MarkdownDescription: "The cloud-init user-data as a write-only attribute (Terraform 1.11 or later): read only when the VM is created, never written to the plan or the state. " +
+					"Feed it from the ephemeral resource `llmgw_node_certificate`, whose private key then exists only on the VM. " +
+					"Requires `user_data_wo_version`; Terraform cannot compare a value it never stores, so a new user-data replaces the VM only when `user_data_wo_version` changes.",
+				Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("user_data_wo_version"))},
+			},
+			"user_data_wo_version": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Any string that stands for `user_data_wo`, such as a hash of its non-secret parts and a certificate generation (stored). " +
+					"Changing it replaces the VM with one booted with the current `user_data_wo`; setting it on an imported VM does not.",
+				PlanModifiers: replaceString("Changing user_data_wo_version replaces the VM."),
+				Validators:    []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("user_data_wo"))},
 			},
 			"wait_for_registration": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
@@ -251,6 +272,11 @@ func (r *proxmoxVMResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
+	}
+	if req.State.Raw.IsNull() && plan.CloneFrom.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("clone_from"), "clone_from is required to create a VM",
+			fmt.Sprintf("VM %s does not exist yet, so it is cloned from a template: set clone_from to the template's VMID or name. "+
+				"Only an imported VM may leave clone_from unset (Proxmox does not record which template a VM came from).", plan.Name.ValueString()))
 	}
 	if !plan.CPUType.IsUnknown() {
 		if w := cpuTypeWarning(plan.CPUType.ValueString()); w != "" {
@@ -392,6 +418,16 @@ func (r *proxmoxVMResource) refresh(ctx context.Context, pve *proxmox.Client, m 
 			}
 		}
 	}
+	if m.Address.IsNull() || m.Address.ValueString() == "dhcp" {
+		// address is required and is the node's address: an imported VM
+		// without a static one would generate a configuration that cannot
+		// plan, so say here what to fix.
+		diags.AddAttributeError(path.Root("address"), fmt.Sprintf("VM %d has no static address", vmid),
+			fmt.Sprintf("llmgw_proxmox_vm needs address, the VM's static address as CIDR, and Proxmox has none for VM %d (ipconfig0 = %q). "+
+				"Give the VM its address in Proxmox (`qm set %d --ipconfig0 ip=CIDR,gw=GATEWAY`) and import it again.",
+				vmid, cfg.IPConfigs["ipconfig0"], vmid))
+		return diags
+	}
 	if m.SSHKeys.IsNull() && cfg.SSHKeys != "" && m.CloneFrom.IsNull() {
 		if dec, err := url.PathUnescape(cfg.SSHKeys); err == nil {
 			var keys []string
@@ -407,12 +443,18 @@ func (r *proxmoxVMResource) refresh(ctx context.Context, pve *proxmox.Client, m 
 	}
 	if m.CloudInitISO.IsNull() {
 		// Imported: a seed ISO of ours still attached (a VM whose node
-		// never registered) is recorded, and removed once it does.
+		// never registered) is recorded, and removed once it does when
+		// wait_for_registration is true. Import reads it as false then, so
+		// that the configuration -generate-config-out writes changes
+		// nothing; a configuration that says true removes the ISO.
 		m.CloudInitISO = types.StringValue("")
 		m.CloudInitISORemoved = types.BoolValue(true)
 		if v := proxmox.SeedISOOf(cfg); v != "" {
 			m.CloudInitISO = types.StringValue(v)
 			m.CloudInitISORemoved = types.BoolValue(false)
+			if m.WaitForRegistration.IsNull() {
+				m.WaitForRegistration = types.BoolValue(false)
+			}
 		}
 	}
 	if m.WaitForRegistration.IsNull() {

@@ -31,7 +31,14 @@ func (r *proxmoxVMResource) Create(ctx context.Context, req resource.CreateReque
 	if pve == nil {
 		return
 	}
-	c := &vmCreation{r: r, pve: pve, plan: &plan, state: &resp.State, diags: &resp.Diagnostics}
+	c := &vmCreation{r: r, pve: pve, plan: &plan, state: &resp.State, diags: &resp.Diagnostics, userData: plan.UserData.ValueString()}
+	// user_data_wo is only in the configuration: the plan and the state
+	// never hold it.
+	var wo types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("user_data_wo"), &wo)...)
+	if !wo.IsNull() && !wo.IsUnknown() {
+		c.userData = wo.ValueString()
+	}
 	for _, step := range []func(context.Context) bool{
 		c.readInputs, c.checkTarget, c.checkVMID, c.findTemplate, c.checkDiskSize,
 		c.clone, c.uploadSeed, c.configure, c.resizeDisk, c.start, c.waitRegistration,
@@ -54,6 +61,7 @@ type vmCreation struct {
 	diags *diag.Diagnostics
 
 	name, node        string
+	userData          string // user_data or user_data_wo
 	vmid              int
 	keys, dns, search []string
 	tmpl              *proxmox.VM            // the template (clone_from)
@@ -181,7 +189,7 @@ func (c *vmCreation) clone(ctx context.Context) bool {
 // uploadSeed builds the cloud-init ISO (user-data, meta-data,
 // network-config), uploads it to iso_storage and records it in state.
 func (c *vmCreation) uploadSeed(ctx context.Context) bool {
-	seed := proxmox.Seed{Hostname: c.name, VMID: c.vmid, UserData: c.plan.UserData.ValueString(), SSHKeys: c.keys,
+	seed := proxmox.Seed{Hostname: c.name, VMID: c.vmid, UserData: c.userData, SSHKeys: c.keys,
 		Address: c.plan.Address.ValueString(), Gateway: c.plan.Gateway.ValueString(), Nameservers: c.dns, SearchDomains: c.search}
 	iso, err := seed.ISO()
 	if err != nil {

@@ -24,15 +24,16 @@ var KnownEngines = []string{"sim", "llamacpp", "vllm", "sglang"}
 
 // Declaration is a node's declared configuration.
 type Declaration struct {
-	// Fabrics the node is a member of, each with the adapters that carry it.
+	// Fabrics are the InfiniBand fabrics this node is a member of
+	// (fabrics.md), each with the adapters that carry it.
 	Fabrics []Fabric `koanf:"fabrics" yaml:"fabrics,omitempty" json:"fabrics,omitempty"`
-	// Engines maps an engine name (llamacpp, vllm, sglang, sim) to the path of
-	// its executable on the node. The sim engine needs no path: it is the
+	// Engines maps an engine name (`sim`, `llamacpp`, `vllm`, `sglang`) to the
+	// path of its executable on this node; `sim` needs no path: it is the
 	// llmgw binary itself.
 	Engines map[string]string `koanf:"engines" yaml:"engines,omitempty" json:"engines,omitempty"`
-	// Labels are free-form key/value pairs that profiles can require.
+	// Labels are free-form key/value pairs profiles can require.
 	Labels map[string]string `koanf:"labels" yaml:"labels,omitempty" json:"labels,omitempty"`
-	// ModelDirs are directories whose contents the node reports as present.
+	// ModelDirs are directories whose models the node reports as present.
 	ModelDirs []string `koanf:"model_dirs" yaml:"model_dirs,omitempty" json:"model_dirs,omitempty"`
 	// Discovery says where the hardware probes look.
 	Discovery Discovery `koanf:"discovery" yaml:"discovery,omitempty" json:"discovery"`
@@ -41,16 +42,29 @@ type Declaration struct {
 // Fabric is one InfiniBand fabric as declared: a name and the adapters
 // (e.g. mlx5_0) through which this node reaches it.
 type Fabric struct {
-	Name     string   `koanf:"name" yaml:"name" json:"name"`
+	// Name is the fabric's name, the same string on every member node.
+	// Default: required.
+	Name string `koanf:"name" yaml:"name" json:"name"`
+	// Adapters are the adapters (`mlx5_0`) through which this node reaches the
+	// fabric; each under one fabric only.
+	// Default: required.
 	Adapters []string `koanf:"adapters" yaml:"adapters" json:"adapters"`
 }
 
 // Discovery holds the paths the probes read.
 type Discovery struct {
+	// NvidiaSMI is the `nvidia-smi` to run.
+	// Default: `nvidia-smi` from `PATH`.
+	// Type: path.
 	NvidiaSMI string `koanf:"nvidia_smi" yaml:"nvidia_smi,omitempty" json:"nvidia_smi,omitempty"`
-	IBRoot    string `koanf:"ib_root" yaml:"ib_root,omitempty" json:"ib_root,omitempty"`
-	// CPUInfo is a /proc/cpuinfo-shaped file (simulated hardware: a CPU
-	// without AVX2, say).
+	// IBRoot is where InfiniBand adapters are read.
+	// Default: `/sys/class/infiniband`.
+	// Type: path.
+	IBRoot string `koanf:"ib_root" yaml:"ib_root,omitempty" json:"ib_root,omitempty"`
+	// CPUInfo is the `cpuinfo` file the CPU probe reads (model, cores, flags,
+	// AVX2).
+	// Default: `/proc/cpuinfo`.
+	// Type: path.
 	CPUInfo string `koanf:"cpuinfo" yaml:"cpuinfo,omitempty" json:"cpuinfo,omitempty"`
 }
 

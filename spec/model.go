@@ -32,40 +32,48 @@ var RoutingProfiles = []string{"chat", "prefix", "least-loaded", "round-robin"}
 
 // Model is one model in the catalog.
 type Model struct {
-	// Name is what clients ask for; lowercase letters, digits, '.', '_', '-'.
+	// Name is what clients ask for: lowercase letters, digits, `.`, `_` and
+	// `-`, starting with a letter or digit, at most 128 characters.
+	// Default: required.
 	Name string `koanf:"name" yaml:"name" json:"name"`
-	// Aliases are other names clients may use for the model.
+	// Aliases are other names clients may use; requests are forwarded under
+	// `name`.
 	Aliases []string `koanf:"aliases" yaml:"aliases,omitempty" json:"aliases,omitempty"`
-	// Source says where the weights are (ParseSource): an absolute local
-	// path, given to the engine as is; an http(s) URL of one file, an
-	// http(s) URL ending in "/" (a mirror's whole version),
-	// hf:org/repo[@rev]/file, hf:org/repo[@rev] (a whole revision),
-	// s3://bucket/key or s3://bucket/prefix/, which the agent fetches once per node into its
+	// Source says where the weights are: an absolute path on the node, given
+	// to the engine as is; an http(s) URL of one file, an http(s) URL ending
+	// in `/` (a mirror's whole version), `hf:org/repo[@rev]/file`,
+	// `hf:org/repo[@rev]` (a whole revision), `s3://bucket/key` or
+	// `s3://bucket/prefix/`, which the agent fetches once per node into its
 	// cache and gives the engine as a local path; a repository id
-	// (org/name) or another scheme (sim://…), given to the engine as is.
+	// (`org/name`) or another scheme (`sim://`), given to the engine as is.
 	Source string `koanf:"source" yaml:"source,omitempty" json:"source,omitempty"`
-	// RoutingProfile selects how requests are spread over replicas.
+	// RoutingProfile is how a replica is chosen: `chat` or `prefix` (prefix
+	// affinity balanced with load), `least-loaded`, `round-robin`
+	// (routing.md).
 	RoutingProfile string `koanf:"routing_profile" yaml:"routing_profile,omitempty" json:"routing_profile,omitempty"`
-	// ContextLength is the most tokens a client may use in one request
-	// (prompt plus output); 0 means unstated.
+	// ContextLength is the most tokens of one request, prompt plus output,
+	// passed to the engine; 0 is unstated.
 	ContextLength int `koanf:"context_length" yaml:"context_length,omitempty" json:"context_length,omitempty"`
-	// MaxOutput is the most tokens one response may have; 0 means unstated.
+	// MaxOutput is the most tokens of one answer (per choice): a request
+	// asking for more gets 400, one asking for nothing is forwarded with
+	// `max_tokens` set to it; 0 is unstated.
 	MaxOutput int `koanf:"max_output" yaml:"max_output,omitempty" json:"max_output,omitempty"`
-	// Pricing is what a request to this model costs; nil means the
-	// installation's auth.default_price applies. Changing it never restarts
-	// a replica.
+	// Pricing is the price per 1,000 prompt and completion tokens
+	// (tenancy.md); none means `auth.default_price`. Changing it restarts no
+	// replica.
 	Pricing *Pricing `koanf:"pricing" yaml:"pricing,omitempty" json:"pricing,omitempty"`
-	// Scaling bounds the number of replicas. No stanza means min 0, max 0:
-	// configured and deliberately not running.
+	// Scaling bounds the number of replicas.
 	Scaling Scaling `koanf:"scaling" yaml:"scaling" json:"scaling"`
-	// Profiles are the ways the model can be placed, tried by priority.
+	// Profiles are the ways the model can be placed, tried by priority; at
+	// least one.
+	// Default: required.
 	Profiles []Profile `koanf:"profiles" yaml:"profiles" json:"profiles"`
 	// Rollout says what happens to running replicas when an edit changes
-	// how they are built (a new Generation): RolloutAuto ("" reads as it)
-	// replaces them one at a time, each replacement ready before the
-	// replica it replaces stops; RolloutManual leaves them serving, marked
-	// stale, until the operator asks (`llmgw ctl rollout`). It is not part
-	// of the generation: changing it restarts nothing.
+	// how they are built: `auto` replaces them one at a time, each
+	// replacement ready before the replica it replaces stops; `manual`
+	// leaves them serving, marked stale, until `llmgw ctl rollout`.
+	// Changing it restarts nothing.
+	// Default: auto.
 	Rollout string `koanf:"rollout" yaml:"rollout,omitempty" json:"rollout,omitempty"`
 }
 
@@ -81,7 +89,11 @@ func (m Model) ManualRollout() bool { return m.Rollout == RolloutManual }
 // Pricing is a price per 1,000 tokens, in a unit the operator chooses
 // (the same unit budgets are in).
 type Pricing struct {
-	PromptPer1K     float64 `koanf:"prompt_per_1k" yaml:"prompt_per_1k" json:"prompt_per_1k"`
+	// PromptPer1K is the price of 1,000 prompt tokens: a finite number of at
+	// least 0.
+	PromptPer1K float64 `koanf:"prompt_per_1k" yaml:"prompt_per_1k" json:"prompt_per_1k"`
+	// CompletionPer1K is the price of 1,000 completion tokens: a finite number
+	// of at least 0.
 	CompletionPer1K float64 `koanf:"completion_per_1k" yaml:"completion_per_1k" json:"completion_per_1k"`
 }
 
@@ -130,41 +142,60 @@ const MaxReplicas = 10000
 // Scaling bounds a model's replica count. Min 0 with Max above it means load
 // on demand; replicas idle for IdleTimeout are stopped.
 type Scaling struct {
-	Min         int      `koanf:"min" yaml:"min" json:"min"`
-	Max         int      `koanf:"max" yaml:"max" json:"max"`
+	// Min is the number of replicas kept running; at most 10000.
+	Min int `koanf:"min" yaml:"min" json:"min"`
+	// Max is the upper bound, raised to `min` when lower; at most 10000.
+	// Default: `scaling.min`.
+	Max int `koanf:"max" yaml:"max" json:"max"`
+	// IdleTimeout is, with `min: 0`, how long the model may go unasked, with
+	// no request in flight or waiting, before its replicas stop (routing.md).
+	// Default: `0` (15m).
 	IdleTimeout Duration `koanf:"idle_timeout" yaml:"idle_timeout,omitempty" json:"idle_timeout,omitempty"`
 }
 
 // Profile is one way to run a model: an engine, the hardware it needs, and
 // how many nodes one replica spans.
 type Profile struct {
-	Name   string `koanf:"name" yaml:"name" json:"name"`
+	// Name is unique within the model; the same character rules as model
+	// names.
+	// Default: required.
+	Name string `koanf:"name" yaml:"name" json:"name"`
+	// Engine is `sim`, `llamacpp`, `vllm` or `sglang`.
+	// Default: required.
 	Engine string `koanf:"engine" yaml:"engine" json:"engine"`
-	// GPUClass is the GPU class as nodes report it (e.g. h100-80g). Empty
-	// with TP 0 means the profile runs on CPU; empty with TP above 0 takes
-	// GPUs of any one class on each node.
+	// GPUClass is the GPU class every shard needs, as nodes report it
+	// (`h100-80g`). Empty with `tp` 0 means the profile runs on CPU; empty
+	// with `tp` above 0 takes GPUs of any one class on each node.
 	GPUClass string `koanf:"gpu_class" yaml:"gpu_class,omitempty" json:"gpu_class,omitempty"`
-	// TP is the tensor-parallel width: GPUs per node for one replica.
+	// TP is the tensor-parallel width: GPUs per shard, on one node; at least 1
+	// when `gpu_class` is set.
 	TP int `koanf:"tp" yaml:"tp,omitempty" json:"tp,omitempty"`
-	// Nodes is how many nodes one replica spans (one shard per node): the
-	// replica's shard count, its world size. 0 is read as 1 (Shards).
+	// Nodes is how many nodes one replica spans, one shard per node (above 1
+	// for vllm, sglang and sim only).
 	Nodes int `koanf:"nodes" yaml:"nodes,omitempty" json:"nodes,omitempty"`
-	// Weight is the profile's share of traffic among ready replicas.
+	// Weight is the replica's share of traffic among the model's ready
+	// replicas; changing it restarts nothing.
 	Weight int `koanf:"weight" yaml:"weight,omitempty" json:"weight,omitempty"`
-	// Priority orders profiles for placement: higher is tried first.
+	// Priority orders profiles for placement, highest first, ties in file
+	// order; changing it restarts nothing.
 	Priority int `koanf:"priority" yaml:"priority,omitempty" json:"priority,omitempty"`
-	// StartupTimeout is how long a shard may take to become ready.
-	StartupTimeout Duration          `koanf:"startup_timeout" yaml:"startup_timeout,omitempty" json:"startup_timeout,omitempty"`
-	MinMemoryGB    int               `koanf:"min_memory_gb" yaml:"min_memory_gb,omitempty" json:"min_memory_gb,omitempty"`
-	MinDiskGB      int               `koanf:"min_disk_gb" yaml:"min_disk_gb,omitempty" json:"min_disk_gb,omitempty"`
-	Labels         map[string]string `koanf:"labels" yaml:"labels,omitempty" json:"labels,omitempty"`
-	// Args are passed to the engine after the arguments llmgw sets.
+	// StartupTimeout is how long a shard may take to answer its health check.
+	StartupTimeout Duration `koanf:"startup_timeout" yaml:"startup_timeout,omitempty" json:"startup_timeout,omitempty"`
+	// MinMemoryGB is the available memory (GiB) each node must have.
+	MinMemoryGB int `koanf:"min_memory_gb" yaml:"min_memory_gb,omitempty" json:"min_memory_gb,omitempty"`
+	// MinDiskGB is the free disk (GiB) each node must have where the agent
+	// keeps its state.
+	MinDiskGB int `koanf:"min_disk_gb" yaml:"min_disk_gb,omitempty" json:"min_disk_gb,omitempty"`
+	// Labels are labels each node must carry with equal values.
+	Labels map[string]string `koanf:"labels" yaml:"labels,omitempty" json:"labels,omitempty"`
+	// Args are extra engine arguments, appended after the ones llmgw builds.
 	Args []string `koanf:"args" yaml:"args,omitempty" json:"args,omitempty"`
-	// Env is added to the engine's environment last, so it can override
-	// what llmgw sets (e.g. NCCL_SOCKET_IFNAME).
+	// Env is extra engine environment, applied after the variables llmgw sets
+	// (so it can override `NCCL_IB_HCA`, or add `NCCL_SOCKET_IFNAME`).
 	Env map[string]string `koanf:"env" yaml:"env,omitempty" json:"env,omitempty"`
-	// LaunchMode is how vLLM runs across GPUs and nodes: "mp" (its own
-	// processes, the default) or "ray". Other engines take none.
+	// LaunchMode is how vllm (only) runs: `mp` (vLLM's own processes) or
+	// `ray` (a Ray cluster under vLLM; unverified).
+	// Default: `mp` for vllm.
 	LaunchMode string `koanf:"launch_mode" yaml:"launch_mode,omitempty" json:"launch_mode,omitempty"`
 }
 

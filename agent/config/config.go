@@ -25,43 +25,52 @@ const EnvPrefix = "LLMGW_"
 
 // Agent is the node agent's configuration.
 type Agent struct {
-	// NodeID is the node's claimed identity. The identity is the client
-	// certificate's common name; when set, the control plane refuses the
-	// node unless the two match. Carried, not checked, here.
+	// NodeID is the node's claimed id; when set, the control plane refuses the
+	// node unless it equals the certificate's common name (the CN is the
+	// identity either way).
 	NodeID string `koanf:"node_id" yaml:"node_id,omitempty" json:"node_id,omitempty"`
-	// Server is the control plane's agent endpoint, host:port. Required.
+	// Server is the control plane's `agent_listen`, as host:port.
+	// Default: required.
+	// Type: address.
 	Server string `koanf:"server" yaml:"server" json:"server"`
-	// Servers are further control planes' agent endpoints (host:port),
-	// tried in turn after Server when several control planes share a
-	// store. A standby answers with the leader's address and the agent
-	// dials that, so one address of any of them (or of a load balancer in
-	// front of them) is enough; listing them all keeps the agent going
-	// when the one it knows is down.
+	// Servers are further control planes' agent addresses (host:port), tried
+	// in turn after `server` when one is down; a standby answers with the
+	// leader's address, which the agent dials (ha.md).
 	Servers []string `koanf:"servers" yaml:"servers,omitempty" json:"servers,omitempty"`
-	// ServerName overrides the TLS server name checked in the control
-	// plane's certificate.
+	// ServerName is the name checked in the control plane's certificate, when
+	// it differs from the host dialled.
+	// Default: the host of `server`.
 	ServerName string `koanf:"server_name" yaml:"server_name,omitempty" json:"server_name,omitempty"`
 	// TLS is the CA that signed the control plane's certificate and this
-	// node's client certificate and key. Required.
+	// node's client certificate and key.
 	TLS TLS `koanf:"tls" yaml:"tls" json:"tls"`
-	// Address is the host other nodes and the control plane use to reach
-	// this node's engines.
+	// Address is this node's address as others reach it (a host or IP, no
+	// port, not 0.0.0.0): engines bind it and the control plane sends requests
+	// to it. Set it on every real node.
+	// Type: host.
 	Address string `koanf:"address" yaml:"address" json:"address"`
-	// StateDir holds the agent's state: shard records, fetched weights.
+	// StateDir holds shard state (`<shard>.json`) and engine output
+	// (`<shard>.log`); created if missing. Its filesystem's free space is the
+	// node's free disk.
+	// Type: path.
 	StateDir string `koanf:"state_dir" yaml:"state_dir" json:"state_dir"`
 	// EnginePorts is the range engines are given ports from.
 	EnginePorts PortRange `koanf:"engine_ports" yaml:"engine_ports" json:"engine_ports"`
-	// HeartbeatInterval is how often the agent reports when the control
-	// plane does not say.
+	// HeartbeatInterval is read and checked; agents use the interval the
+	// control plane sends.
 	HeartbeatInterval time.Duration `koanf:"heartbeat_interval" yaml:"heartbeat_interval" json:"heartbeat_interval"`
-	// WeightsDir is the cache fetched weights are kept in; "" means
-	// <state_dir>/weights (WeightsPath).
+	// WeightsDir is the cache fetched weights are kept in, one directory per
+	// source; absolute, created if missing.
+	// Default: `<state_dir>/weights`.
+	// Type: path.
 	WeightsDir string `koanf:"weights_dir" yaml:"weights_dir,omitempty" json:"weights_dir,omitempty"`
 	// Fetch tunes how weights are fetched.
 	Fetch Fetch `koanf:"fetch" yaml:"fetch" json:"fetch"`
-	// PeerListen is where the agent serves its complete cache entries to
-	// the other nodes of its fabric (host:port, mutual TLS with node
-	// certificates); "" serves none. Peers reach it at address and its port.
+	// PeerListen is where the agent serves its complete cache entries to the
+	// other nodes of its fabric, over mutual TLS with the node certificates
+	// (`tls.cert`, `tls.key`, `tls.ca`); peers reach it at `address` and this
+	// port (weights.md); `""` serves none.
+	// Type: address.
 	PeerListen string `koanf:"peer_listen" yaml:"peer_listen,omitempty" json:"peer_listen,omitempty"`
 
 	// Declaration is what the operator says the node is: fabrics, engines,
@@ -72,29 +81,45 @@ type Agent struct {
 
 // TLS names PEM files: the CA bundle and a certificate with its key.
 type TLS struct {
-	CA   string `koanf:"ca" yaml:"ca" json:"ca"`
+	// CA is the CA that signed the control plane's certificate.
+	// Default: required.
+	// Type: path.
+	CA string `koanf:"ca" yaml:"ca" json:"ca"`
+	// Cert is this node's certificate (`llmgw ctl cert issue-node`, or
+	// Terraform's `llmgw_node_certificate`).
+	// Default: required.
+	// Type: path.
 	Cert string `koanf:"cert" yaml:"cert" json:"cert"`
-	Key  string `koanf:"key" yaml:"key" json:"key"`
+	// Key is its key.
+	// Default: required.
+	// Type: path.
+	Key string `koanf:"key" yaml:"key" json:"key"`
 }
 
 // Fetch tunes the weights fetch.
 type Fetch struct {
-	// StallAfter is how long a fetch may move no byte before it is
-	// reported stalled.
+	// StallAfter is how long a fetch may move no byte before it is reported
+	// stalled (`ctl replicas`), with its last error.
 	StallAfter time.Duration `koanf:"stall_after" yaml:"stall_after" json:"stall_after"`
-	// GiveUpAfter is how long a fetch may move no byte before the shard
-	// waiting for it fails with the last error.
+	// GiveUpAfter is how long a fetch may move no byte before its shards fail
+	// with the last error; at least `fetch.stall_after`.
 	GiveUpAfter time.Duration `koanf:"give_up_after" yaml:"give_up_after" json:"give_up_after"`
-	// HFEndpoint is the Hugging Face hub's base URL for hf: sources; ""
-	// means $HF_ENDPOINT, else https://huggingface.co.
+	// HFEndpoint is the Hugging Face hub `hf:` sources are resolved against.
+	// Default: `$HF_ENDPOINT`, else `https://huggingface.co`.
+	// Type: URL.
 	HFEndpoint string `koanf:"hf_endpoint" yaml:"hf_endpoint,omitempty" json:"hf_endpoint,omitempty"`
-	// HFTokenFile names a file holding a hub token, sent to HFEndpoint.
+	// HFTokenFile is a file holding a hub token, sent as a bearer token to
+	// `fetch.hf_endpoint` (not to where it redirects).
+	// Type: path.
 	HFTokenFile string `koanf:"hf_token_file" yaml:"hf_token_file,omitempty" json:"hf_token_file,omitempty"`
-	// S3Endpoint is the S3 endpoint for s3:// sources; "" means
-	// $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS. The credentials
-	// are the standard AWS_* variables of the agent's environment.
+	// S3Endpoint is the S3 endpoint `s3://` sources are read from (`http://`
+	// means no TLS); the credentials are the agent's `AWS_ACCESS_KEY_ID`,
+	// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` (none: anonymous requests).
+	// Default: `$AWS_ENDPOINT_URL_S3`, `$AWS_ENDPOINT_URL`, else AWS.
+	// Type: URL.
 	S3Endpoint string `koanf:"s3_endpoint" yaml:"s3_endpoint,omitempty" json:"s3_endpoint,omitempty"`
-	// S3Region is the S3 region; "" means $AWS_REGION, $AWS_DEFAULT_REGION.
+	// S3Region is the S3 region.
+	// Default: `$AWS_REGION`, `$AWS_DEFAULT_REGION`.
 	S3Region string `koanf:"s3_region" yaml:"s3_region,omitempty" json:"s3_region,omitempty"`
 }
 
@@ -109,8 +134,11 @@ func (a Agent) WeightsPath() string {
 
 // PortRange is an inclusive range of TCP ports.
 type PortRange struct {
+	// From is the first port engines may take.
 	From int `koanf:"from" yaml:"from" json:"from"`
-	To   int `koanf:"to" yaml:"to" json:"to"`
+	// To is the last port engines may take (inclusive); `from <= to`, both in
+	// 1-65535.
+	To int `koanf:"to" yaml:"to" json:"to"`
 }
 
 // Size returns how many ports the range holds.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -165,7 +166,7 @@ func readCodedState(path string) (string, error) {
 func parseRate(s string) (float64, error) {
 	num, unit, _ := strings.Cut(s, " ")
 	r, err := strconv.ParseFloat(num, 64)
-	if err != nil || r < 0 || !strings.HasPrefix(unit, "Gb/sec") {
+	if err != nil || r < 0 || math.IsNaN(r) || math.IsInf(r, 0) || !strings.HasPrefix(unit, "Gb/sec") {
 		return 0, fmt.Errorf("rate %q is not shaped like \"200 Gb/sec (4X HDR)\"", s)
 	}
 	return r, nil

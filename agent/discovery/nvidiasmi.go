@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -168,7 +169,8 @@ func optionalFloat(v string) (*float64, error) {
 		return nil, nil
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		// ParseFloat reads "NaN" and "Inf", which are no reading at all.
 		return nil, fmt.Errorf("%q is not a number", v)
 	}
 	return &f, nil

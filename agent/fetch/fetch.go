@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/agent/discovery"
+	"github.com/llmgw/llmgw/internal/buildinfo"
 	"github.com/llmgw/llmgw/internal/download"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -170,7 +171,7 @@ func New(opts Options) (*Cache, error) {
 		}
 	}
 	dl := &download.Downloader{
-		Upstreams:    download.Upstreams{Client: opts.Client, HFEndpoint: opts.HFEndpoint, HFToken: opts.HFToken, S3: opts.S3},
+		Upstreams:    download.Upstreams{Client: opts.Client, HFEndpoint: opts.HFEndpoint, HFToken: opts.HFToken, S3: opts.S3, UserAgent: buildinfo.UserAgent("llmgw-agent")},
 		GiveUpAfter:  opts.GiveUpAfter,
 		StallTimeout: opts.StallAfter,
 		FreeBytes:    opts.FreeBytes,

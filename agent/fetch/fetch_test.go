@@ -390,3 +390,31 @@ func TestWholeRevisionAndS3(t *testing.T) {
 		}
 	}
 }
+
+// TestUserAgent: the agent's downloads say what they are and which
+// version, so a mirror's or the hub's logs can tell agents apart.
+func TestUserAgent(t *testing.T) {
+	var mu sync.Mutex
+	var agents []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		agents = append(agents, r.UserAgent())
+		mu.Unlock()
+		_, _ = w.Write([]byte("weights"))
+	}))
+	t.Cleanup(srv.Close)
+	c := newCache(t, Options{})
+	if _, err := c.Resolve(context.Background(), srv.URL+"/m/v/w.bin", nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(agents) == 0 {
+		t.Fatal("the server saw no request")
+	}
+	for _, ua := range agents {
+		if ua != "llmgw-agent/dev" {
+			t.Errorf("User-Agent %q, want llmgw-agent/dev (an unstamped test binary)", ua)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmgw/llmgw/internal/buildinfo"
 	"github.com/llmgw/llmgw/internal/download"
 )
 
@@ -244,7 +245,7 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 		}
 	}
 	d := &download.Downloader{
-		Upstreams:    download.Upstreams{Client: client},
+		Upstreams:    download.Upstreams{Client: client, UserAgent: buildinfo.UserAgent("llmgw-agent")},
 		MaxFailures:  2,
 		RetryDelay:   50 * time.Millisecond,
 		StallTimeout: c.opts.StallAfter,

@@ -7,11 +7,13 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/llmgw/llmgw/internal/buildinfo"
 	"github.com/llmgw/llmgw/runtime/hostadmin"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is the version the binary was built as (internal/buildinfo,
+// stamped by make build and make release).
+var version = buildinfo.Version()
 
 func run(args []string) int {
 	if len(args) == 0 {
@@ -22,7 +24,7 @@ func run(args []string) int {
 	defer stop()
 	switch args[0] {
 	case "version", "--version":
-		fmt.Println(version)
+		fmt.Println(buildinfo.String("llmgw"))
 		return 0
 	case "help", "-h", "--help":
 		usage()

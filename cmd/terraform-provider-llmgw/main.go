@@ -10,17 +10,15 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
+	"github.com/llmgw/llmgw/internal/buildinfo"
 	"github.com/llmgw/llmgw/provider"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	debug := flag.Bool("debug", false, "run the provider for a debugger: it prints TF_REATTACH_PROVIDERS for terraform to use")
 	flag.Parse()
 	quietSDKLogs()
-	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
+	err := providerserver.Serve(context.Background(), provider.New(buildinfo.Version()), providerserver.ServeOpts{
 		Address:         provider.Address,
 		Debug:           *debug,
 		ProtocolVersion: 6,

@@ -57,6 +57,9 @@ type Upstreams struct {
 	HFToken string
 	// S3 is where s3:// sources are read.
 	S3 S3Config
+	// UserAgent names the program and its version in every HTTP request
+	// (buildinfo.UserAgent); empty leaves Go's.
+	UserAgent string
 }
 
 func (u *Upstreams) client() *http.Client {
@@ -235,6 +238,9 @@ func (u *Upstreams) httpOpener(target string, header http.Header, hf bool) func(
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 		if err != nil {
 			return nil, Answer{}, Permanent(err)
+		}
+		if u.UserAgent != "" {
+			req.Header.Set("User-Agent", u.UserAgent)
 		}
 		for k, v := range header {
 			req.Header[k] = v
@@ -497,6 +503,9 @@ func (u *Upstreams) getJSONLink(ctx context.Context, target string, header http.
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return "", Permanent(err)
+	}
+	if u.UserAgent != "" {
+		req.Header.Set("User-Agent", u.UserAgent)
 	}
 	for k, vs := range header {
 		req.Header[k] = vs

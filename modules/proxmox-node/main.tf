@@ -41,6 +41,9 @@ locals {
     discovery   = local.discovery
   })
 
+  # The user-data carries the node's private key, from the ephemeral
+  # llmgw_node_certificate: it is ephemeral too, reaches the VM through the
+  # write-only user_data_wo, and is never in the plan or the state.
   user_data = templatefile("${path.module}/user-data.yaml.tftpl", {
     name           = var.name
     packages       = var.packages
@@ -49,17 +52,32 @@ locals {
     install_script = local.install_script
     files = [
       { path = local.install_script, mode = "0755", content = file("${path.module}/files/install-llmgw") },
-      { path = local.ca_path, mode = "0644", content = llmgw_node_certificate.this.ca_cert_pem },
-      { path = local.cert_path, mode = "0644", content = llmgw_node_certificate.this.cert_pem },
-      { path = local.key_path, mode = "0600", content = llmgw_node_certificate.this.private_key_pem },
+      { path = local.ca_path, mode = "0644", content = ephemeral.llmgw_node_certificate.this.ca_cert_pem },
+      { path = local.cert_path, mode = "0644", content = ephemeral.llmgw_node_certificate.this.cert_pem },
+      { path = local.key_path, mode = "0600", content = ephemeral.llmgw_node_certificate.this.private_key_pem },
       { path = local.config_path, mode = "0644", content = local.agent_yaml },
       { path = local.unit_path, mode = "0644", content = file("${path.module}/files/llmgw-agent.service") },
     ]
   })
+
+  # What the user-data is made of, the certificate aside: Terraform never
+  # sees user_data_wo again, so a change to any of these (or a new
+  # certificate_generation) replaces the VM through user_data_wo_version.
+  user_data_version = sha256(jsonencode({
+    certificate_generation = var.certificate_generation
+    agent_yaml             = local.agent_yaml
+    packages               = var.packages
+    binary                 = var.llmgw_binary
+    install_script         = file("${path.module}/files/install-llmgw")
+    unit                   = file("${path.module}/files/llmgw-agent.service")
+    template               = file("${path.module}/user-data.yaml.tftpl")
+  }))
 }
 
-# The node's identity: its certificate's common name is the node id.
-resource "llmgw_node_certificate" "this" {
+# The node's identity, signed afresh on every run and never stored: its
+# certificate's common name is the node id. Only the run that creates the
+# VM hands it over; the key then exists only on the node.
+ephemeral "llmgw_node_certificate" "this" {
   node_name      = var.name
   validity_hours = var.certificate_validity_hours
 }
@@ -82,7 +100,9 @@ resource "llmgw_proxmox_vm" "this" {
 
   nameservers    = length(var.nameservers) > 0 ? var.nameservers : null
   search_domains = length(var.search_domains) > 0 ? var.search_domains : null
-  user_data      = local.user_data
+
+  user_data_wo         = local.user_data
+  user_data_wo_version = local.user_data_version
 
   wait_for_registration = true
   registration_timeout  = var.registration_timeout

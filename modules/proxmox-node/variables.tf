@@ -222,7 +222,14 @@ variable "discovery" {
 variable "certificate_validity_hours" {
   type        = number
   default     = null
-  description = "How long the node's certificate is valid (the provider's default, a year, when null). A certificate renewed by a later plan changes the user-data and so replaces the VM."
+  description = "How long the node's certificate is valid (the provider's default, a year, when null). It is read when the VM is created; renew before it runs out with `certificate_generation`."
+}
+
+variable "certificate_generation" {
+  type        = number
+  default     = 1
+  nullable    = false
+  description = "Change it (1 → 2) to give the node a new certificate and key: the VM is replaced, booted with them. The key is never in the state, so this is the only way to renew it."
 }
 
 variable "registration_timeout" {

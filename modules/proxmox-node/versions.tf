@@ -1,6 +1,7 @@
 terraform {
-  # Variable validation that refers to another variable needs 1.9.
-  required_version = ">= 1.9"
+  # Ephemeral resources and write-only attributes (the node's key never in
+  # state) need 1.11.
+  required_version = ">= 1.11"
 
   required_providers {
     llmgw = {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	pveapi "github.com/luthermonson/go-proxmox"
+
+	"github.com/llmgw/llmgw/internal/buildinfo"
 )
 
 // Bounds of the Proxmox calls: one HTTP request, one task (a full clone of a
@@ -63,7 +65,7 @@ func New(s Settings) (*Client, error) {
 		TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 4,
 	}}
 	api := pveapi.NewClient(s.Endpoint, pveapi.WithHTTPClient(hc), pveapi.WithAPIToken(s.TokenID, s.Secret),
-		pveapi.WithUserAgent("terraform-provider-llmgw"))
+		pveapi.WithUserAgent(buildinfo.UserAgent("terraform-provider-llmgw")))
 	return &Client{api: api, endpoint: s.Endpoint}, nil
 }
 

@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -58,6 +59,9 @@ func diskSizeGiB(v string) int {
 		f /= 1024 * 1024
 	case "":
 		f /= 1024 * 1024 * 1024
+	}
+	if f > math.MaxInt32 {
+		return 0 // no disk is this large: a size that cannot be read
 	}
 	return int(f)
 }

@@ -5,23 +5,31 @@ package apishape
 // tool call) content_block_start, its content_block_delta events and
 // content_block_stop, then message_delta with the stop reason and the
 // usage, and message_stop.
+//
+// Blocks go one after another, as Anthropic sends them, however the
+// engine interleaves its deltas: the first tool call streams as it comes
+// and stays open to the end (its arguments may arrive after another
+// call's); further tool calls, and text after a tool call, are kept and
+// sent whole, each its own block, when the stream ends.
 type MessagesStream struct {
 	id, model string
 	stops     []string
 	acc       Accumulator
 	started   bool
 	// open is the Messages index of the block being streamed, -1 when
-	// none; openTool is the tool call it is (-1 for text).
-	open, openTool int
-	next           int
-	// toolBlock maps a tool call to its block index.
-	toolBlock map[int]int
-	finished  bool
+	// none; next the index of the next block.
+	open, next int
+	// live is the tool call streamed as it comes (-1: none yet); queued
+	// the later ones and text the text after a tool call, sent at the end.
+	live     int
+	queued   []int
+	text     string
+	finished bool
 }
 
 // NewMessagesStream starts the translation of one stream.
 func NewMessagesStream(id, model string, stops []string) *MessagesStream {
-	return &MessagesStream{id: id, model: model, stops: stops, open: -1, openTool: -1, toolBlock: map[int]int{}}
+	return &MessagesStream{id: id, model: model, stops: stops, open: -1, live: -1}
 }
 
 // Result is the answer streamed so far.
@@ -44,15 +52,19 @@ func (s *MessagesStream) closeBlock() []Event {
 		return nil
 	}
 	ev := Event{"content_block_stop", mustJSON(map[string]any{"type": "content_block_stop", "index": s.open})}
-	s.open, s.openTool = -1, -1
+	s.open = -1
 	return []Event{ev}
 }
 
-func (s *MessagesStream) openBlock(block map[string]any, tool int) []Event {
+func (s *MessagesStream) openBlock(block map[string]any) []Event {
 	out := s.closeBlock()
-	s.open, s.openTool = s.next, tool
+	s.open = s.next
 	s.next++
 	return append(out, Event{"content_block_start", mustJSON(map[string]any{"type": "content_block_start", "index": s.open, "content_block": block})})
+}
+
+func toolUseBlock(tc ChatToolCall) map[string]any {
+	return map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name, "input": map[string]any{}}
 }
 
 func blockDelta(index int, delta map[string]any) Event {
@@ -72,24 +84,28 @@ func (s *MessagesStream) Chunk(data []byte) (_ []Event, content bool, _ error) {
 	}
 	for _, d := range deltas {
 		switch {
+		case d.Text != "" && s.live >= 0:
+			s.text += d.Text
 		case d.Text != "":
-			if s.open < 0 || s.openTool >= 0 {
-				out = append(out, s.openBlock(map[string]any{"type": "text", "text": ""}, -1)...)
+			if s.open < 0 {
+				out = append(out, s.openBlock(map[string]any{"type": "text", "text": ""})...)
 			}
 			out = append(out, blockDelta(s.open, map[string]any{"type": "text_delta", "text": d.Text}))
+		case d.ToolStart && s.live >= 0:
+			s.queued = append(s.queued, d.ToolIndex)
 		case d.ToolStart:
-			tc := s.acc.Result.ToolCalls[d.ToolIndex]
-			out = append(out, s.openBlock(map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name, "input": map[string]any{}}, d.ToolIndex)...)
-			s.toolBlock[d.ToolIndex] = s.open
-		case d.ToolArgs != "":
-			out = append(out, blockDelta(s.toolBlock[d.ToolIndex], map[string]any{"type": "input_json_delta", "partial_json": d.ToolArgs}))
+			s.live = d.ToolIndex
+			out = append(out, s.openBlock(toolUseBlock(s.acc.Result.ToolCalls[d.ToolIndex]))...)
+		case d.ToolArgs != "" && d.ToolIndex == s.live:
+			out = append(out, blockDelta(s.open, map[string]any{"type": "input_json_delta", "partial_json": d.ToolArgs}))
 		}
 	}
 	return out, len(deltas) > 0, nil
 }
 
-// Finish ends the stream: the open block is closed and the message ends
-// with its stop reason and usage. It returns nothing when called again.
+// Finish ends the stream: the open block is closed, the blocks kept are
+// sent, and the message ends with its stop reason and usage. It returns
+// nothing when called again.
 func (s *MessagesStream) Finish() []Event {
 	if s.finished {
 		return nil
@@ -97,6 +113,19 @@ func (s *MessagesStream) Finish() []Event {
 	s.finished = true
 	out := s.start()
 	out = append(out, s.closeBlock()...)
+	for _, i := range s.queued {
+		tc := s.acc.Result.ToolCalls[i]
+		out = append(out, s.openBlock(toolUseBlock(tc))...)
+		if tc.Function.Arguments != "" {
+			out = append(out, blockDelta(s.open, map[string]any{"type": "input_json_delta", "partial_json": tc.Function.Arguments}))
+		}
+		out = append(out, s.closeBlock()...)
+	}
+	if s.text != "" {
+		out = append(out, s.openBlock(map[string]any{"type": "text", "text": ""})...)
+		out = append(out, blockDelta(s.open, map[string]any{"type": "text_delta", "text": s.text}))
+		out = append(out, s.closeBlock()...)
+	}
 	reason, seq := stopReason(&s.acc.Result, s.stops)
 	u := anthropicUsage(s.acc.Result.Usage)
 	out = append(out,

@@ -2,6 +2,7 @@ package apishape
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -232,5 +233,78 @@ func TestMessagesStream(t *testing.T) {
 	}
 	if !s.Done() || s.Finish() != nil {
 		t.Error("Finish twice sent events again, or [DONE] not seen")
+	}
+}
+
+// interleavedCalls are two tool calls whose argument deltas the engine
+// interleaves: the first call's arguments end after the second started.
+var interleavedCalls = []string{
+	`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"get","arguments":"{\"city\":"}}]}}]}`,
+	`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c2","type":"function","function":{"name":"put","arguments":"{\"n\":"}}]}}]}`,
+	`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}}]}}]}`,
+	`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"2}"}}]}}]}`,
+	`{"choices":[{"index":0,"delta":{"content":"done"}}]}`,
+	`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+	`[DONE]`,
+}
+
+// TestMessagesStreamInterleavedCalls: however the engine interleaves two
+// calls' deltas, blocks go one after another (no delta outside its
+// block's start and stop) and each block's input is the call's whole
+// arguments.
+func TestMessagesStreamInterleavedCalls(t *testing.T) {
+	s := NewMessagesStream("msg_1", "m", nil)
+	var evs []Event
+	for _, c := range interleavedCalls {
+		e, _, err := s.Chunk([]byte(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e...)
+	}
+	evs = append(evs, s.Finish()...)
+	open := -1
+	inputs := map[int]string{}
+	kinds := map[int]string{}
+	for _, e := range evs {
+		var m struct {
+			Index        int            `json:"index"`
+			ContentBlock map[string]any `json:"content_block"`
+			Delta        struct {
+				Type, PartialJSON, Text string
+			} `json:"delta"`
+		}
+		if err := json.Unmarshal(e.Data, &m); err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Delta struct {
+				PartialJSON string `json:"partial_json"`
+				Text        string `json:"text"`
+			} `json:"delta"`
+		}
+		_ = json.Unmarshal(e.Data, &d)
+		switch e.Name {
+		case "content_block_start":
+			if open >= 0 {
+				t.Fatalf("block %d starts while %d is open", m.Index, open)
+			}
+			open = m.Index
+			kinds[m.Index] = m.ContentBlock["type"].(string) + ":" + fmt.Sprint(m.ContentBlock["name"])
+		case "content_block_delta":
+			if m.Index != open {
+				t.Fatalf("a delta for block %d while %d is open: %s", m.Index, open, e.Data)
+			}
+			inputs[m.Index] += d.Delta.PartialJSON + d.Delta.Text
+		case "content_block_stop":
+			if m.Index != open {
+				t.Fatalf("stop of block %d while %d is open", m.Index, open)
+			}
+			open = -1
+		}
+	}
+	got := fmt.Sprint(kinds[0], "=", inputs[0], " ", kinds[1], "=", inputs[1], " ", kinds[2], "=", inputs[2])
+	if want := `tool_use:get={"city":"Paris"} tool_use:put={"n":2} text:<nil>=done`; got != want {
+		t.Fatalf("blocks %s\nwant   %s", got, want)
 	}
 }

@@ -389,9 +389,11 @@ func itemID(respID, prefix string, n int) string {
 	return fmt.Sprintf("%s%s_%d", prefix, suffix, n)
 }
 
+// messageItem is a message output item; one still in progress has no
+// content yet, one completed or incomplete (cut short) its text.
 func messageItem(id, text, status string) map[string]any {
 	content := []map[string]any{}
-	if status == "completed" {
+	if status != "in_progress" {
 		content = append(content, outputTextPart(text))
 	}
 	return map[string]any{"type": "message", "id": id, "status": status, "role": "assistant", "content": content}
@@ -404,6 +406,15 @@ func outputTextPart(text string) map[string]any {
 func callItem(id string, tc ChatToolCall, status string) map[string]any {
 	return map[string]any{"type": "function_call", "id": id, "call_id": tc.ID, "name": tc.Function.Name,
 		"arguments": tc.Function.Arguments, "status": status}
+}
+
+// itemStatus is a message item's status for a chat finish_reason:
+// incomplete when the answer was cut short, else completed.
+func itemStatus(finish string) string {
+	if status, _ := finishStatus(finish); status == "incomplete" {
+		return "incomplete"
+	}
+	return "completed"
 }
 
 // finishStatus maps a chat finish_reason to the response's status and
@@ -422,7 +433,7 @@ func finishStatus(finish string) (string, any) {
 func (req *ResponsesRequest) ResponseFromResult(meta ResponseMeta, r *Result) []byte {
 	var output []map[string]any
 	if r.Text != "" || len(r.ToolCalls) == 0 {
-		output = append(output, messageItem(itemID(meta.ID, "msg_", -1), r.Text, "completed"))
+		output = append(output, messageItem(itemID(meta.ID, "msg_", -1), r.Text, itemStatus(r.Finish)))
 	}
 	for i, tc := range r.ToolCalls {
 		output = append(output, callItem(itemID(meta.ID, "fc_", i), tc, "completed"))

@@ -10,6 +10,13 @@ package apishape
 // response.output_item.done); then response.completed (or
 // response.incomplete) with the whole response. Every event carries its
 // sequence_number.
+//
+// Items go one after another however the engine interleaves its deltas:
+// the first tool call streams as it comes and stays open to the end (its
+// arguments may arrive after another call's); further tool calls, and
+// text after a tool call, are kept and sent whole, each its own item,
+// when the stream ends. Every item's final form is built from the whole
+// answer.
 type ResponsesStream struct {
 	req     *ResponsesRequest
 	meta    ResponseMeta
@@ -22,13 +29,19 @@ type ResponsesStream struct {
 	open     int
 	openTool int
 	text     string
+	// live is the tool call streamed as it comes (-1: none yet); queued
+	// the later ones and after the text after a tool call, sent at the
+	// end.
+	live     int
+	queued   []int
+	after    string
 	finished bool
 	final    []byte
 }
 
 // NewResponsesStream starts the translation of one stream.
 func (req *ResponsesRequest) NewResponsesStream(meta ResponseMeta) *ResponsesStream {
-	return &ResponsesStream{req: req, meta: meta, open: -1, openTool: -1}
+	return &ResponsesStream{req: req, meta: meta, open: -1, openTool: -1, live: -1}
 }
 
 // Result is the answer streamed so far.
@@ -59,8 +72,9 @@ func (s *ResponsesStream) start() []Event {
 	}
 }
 
-// closeItem ends the item being streamed.
-func (s *ResponsesStream) closeItem() []Event {
+// closeItem ends the item being streamed; a message item is left with
+// status (completed, or incomplete for an answer cut short).
+func (s *ResponsesStream) closeItem(status string) []Event {
 	if s.open < 0 {
 		return nil
 	}
@@ -72,7 +86,7 @@ func (s *ResponsesStream) closeItem() []Event {
 		out = append(out,
 			s.event("response.output_text.done", map[string]any{"item_id": id, "output_index": i, "content_index": 0, "text": s.text, "logprobs": []any{}}),
 			s.event("response.content_part.done", map[string]any{"item_id": id, "output_index": i, "content_index": 0, "part": outputTextPart(s.text)}))
-		s.output[i] = messageItem(id, s.text, "completed")
+		s.output[i] = messageItem(id, s.text, status)
 	} else {
 		tc := s.acc.Result.ToolCalls[s.openTool]
 		out = append(out, s.event("response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": i,
@@ -82,6 +96,43 @@ func (s *ResponsesStream) closeItem() []Event {
 	out = append(out, s.event("response.output_item.done", map[string]any{"output_index": i, "item": s.output[i]}))
 	s.open, s.openTool = -1, -1
 	return out
+}
+
+// openText opens a message item.
+func (s *ResponsesStream) openText() []Event {
+	s.open, s.openTool, s.text = len(s.output), -1, ""
+	id := itemID(s.meta.ID, "msg_", -1)
+	if s.open > 0 {
+		id = itemID(s.meta.ID, "msg_", s.open)
+	}
+	s.output = append(s.output, messageItem(id, "", "in_progress"))
+	return []Event{
+		s.event("response.output_item.added", map[string]any{"output_index": s.open, "item": s.output[s.open]}),
+		s.event("response.content_part.added", map[string]any{"item_id": id, "output_index": s.open, "content_index": 0,
+			"part": outputTextPart("")}),
+	}
+}
+
+// textDelta adds text to the open message item.
+func (s *ResponsesStream) textDelta(text string) Event {
+	s.text += text
+	return s.event("response.output_text.delta", map[string]any{"item_id": s.output[s.open]["id"],
+		"output_index": s.open, "content_index": 0, "delta": text, "logprobs": []any{}})
+}
+
+// openCall opens a function_call item for tool call i.
+func (s *ResponsesStream) openCall(i int) []Event {
+	s.open, s.openTool = len(s.output), i
+	item := callItem(itemID(s.meta.ID, "fc_", i), s.acc.Result.ToolCalls[i], "in_progress")
+	item["arguments"] = ""
+	s.output = append(s.output, item)
+	return []Event{s.event("response.output_item.added", map[string]any{"output_index": s.open, "item": item})}
+}
+
+// argsDelta adds arguments to the open function_call item.
+func (s *ResponsesStream) argsDelta(args string) Event {
+	return s.event("response.function_call_arguments.delta", map[string]any{
+		"item_id": s.output[s.open]["id"], "output_index": s.open, "delta": args})
 }
 
 // Chunk translates one data payload of the engine's stream; content
@@ -97,58 +148,53 @@ func (s *ResponsesStream) Chunk(data []byte) (_ []Event, content bool, _ error) 
 	}
 	for _, d := range deltas {
 		switch {
+		case d.Text != "" && s.live >= 0:
+			s.after += d.Text
 		case d.Text != "":
-			if s.open < 0 || s.openTool >= 0 {
-				out = append(out, s.closeItem()...)
-				s.open, s.text = len(s.output), ""
-				id := itemID(s.meta.ID, "msg_", -1)
-				if s.open > 0 {
-					id = itemID(s.meta.ID, "msg_", s.open)
-				}
-				s.output = append(s.output, messageItem(id, "", "in_progress"))
-				out = append(out,
-					s.event("response.output_item.added", map[string]any{"output_index": s.open, "item": s.output[s.open]}),
-					s.event("response.content_part.added", map[string]any{"item_id": id, "output_index": s.open, "content_index": 0,
-						"part": outputTextPart("")}))
+			if s.open < 0 {
+				out = append(out, s.openText()...)
 			}
-			s.text += d.Text
-			out = append(out, s.event("response.output_text.delta", map[string]any{"item_id": s.output[s.open]["id"],
-				"output_index": s.open, "content_index": 0, "delta": d.Text, "logprobs": []any{}}))
+			out = append(out, s.textDelta(d.Text))
+		case d.ToolStart && s.live >= 0:
+			s.queued = append(s.queued, d.ToolIndex)
 		case d.ToolStart:
-			out = append(out, s.closeItem()...)
-			s.open, s.openTool = len(s.output), d.ToolIndex
-			item := callItem(itemID(s.meta.ID, "fc_", d.ToolIndex), s.acc.Result.ToolCalls[d.ToolIndex], "in_progress")
-			item["arguments"] = ""
-			s.output = append(s.output, item)
-			out = append(out, s.event("response.output_item.added", map[string]any{"output_index": s.open, "item": item}))
-		case d.ToolArgs != "":
-			index := -1
-			for i, it := range s.output {
-				if it["id"] == itemID(s.meta.ID, "fc_", d.ToolIndex) {
-					index = i
-				}
-			}
-			out = append(out, s.event("response.function_call_arguments.delta", map[string]any{
-				"item_id": itemID(s.meta.ID, "fc_", d.ToolIndex), "output_index": index, "delta": d.ToolArgs}))
+			s.live = d.ToolIndex
+			out = append(out, s.closeItem("completed")...)
+			out = append(out, s.openCall(d.ToolIndex)...)
+		case d.ToolArgs != "" && d.ToolIndex == s.live:
+			out = append(out, s.argsDelta(d.ToolArgs))
 		}
 	}
 	return out, len(deltas) > 0, nil
 }
 
-// Finish ends the stream: the open item is closed and the whole response
-// is sent with response.completed, or response.incomplete when the
-// answer was cut at max_output_tokens.
+// Finish ends the stream: the open item is closed, the items kept are
+// sent, and the whole response is sent with response.completed, or
+// response.incomplete when the answer was cut at max_output_tokens.
 func (s *ResponsesStream) Finish() []Event {
 	if s.finished {
 		return nil
 	}
 	s.finished = true
-	out := s.start()
-	out = append(out, s.closeItem()...)
-	if len(s.output) == 0 {
-		s.output = append(s.output, messageItem(itemID(s.meta.ID, "msg_", -1), "", "completed"))
-	}
 	status, incomplete := finishStatus(s.acc.Result.Finish)
+	itemStatus := itemStatus(s.acc.Result.Finish)
+	out := s.start()
+	out = append(out, s.closeItem(itemStatus)...)
+	for _, i := range s.queued {
+		out = append(out, s.openCall(i)...)
+		if args := s.acc.Result.ToolCalls[i].Function.Arguments; args != "" {
+			out = append(out, s.argsDelta(args))
+		}
+		out = append(out, s.closeItem(itemStatus)...)
+	}
+	if s.after != "" {
+		out = append(out, s.openText()...)
+		out = append(out, s.textDelta(s.after))
+		out = append(out, s.closeItem(itemStatus)...)
+	}
+	if len(s.output) == 0 {
+		s.output = append(s.output, messageItem(itemID(s.meta.ID, "msg_", -1), "", itemStatus))
+	}
 	o := s.req.object(s.meta, status, s.output, s.acc.Result.Usage, incomplete)
 	s.final = mustJSON(o)
 	name := "response.completed"
@@ -158,8 +204,16 @@ func (s *ResponsesStream) Finish() []Event {
 	return append(out, s.event(name, map[string]any{"response": o}))
 }
 
-// Broken ends a stream the engine broke off: an error event.
+// Broken ends a stream the engine broke off: an error event, then
+// response.failed with the response as it stood and the error.
 func (s *ResponsesStream) Broken(message string) []Event {
+	if s.finished {
+		return nil
+	}
 	s.finished = true
-	return []Event{s.event("error", map[string]any{"code": "server_error", "message": message, "param": nil})}
+	out := s.start()
+	out = append(out, s.event("error", map[string]any{"code": "server_error", "message": message, "param": nil}))
+	o := s.req.object(s.meta, "failed", s.output, s.acc.Result.Usage, nil)
+	o.Error = map[string]string{"code": "server_error", "message": message}
+	return append(out, s.event("response.failed", map[string]any{"response": o}))
 }

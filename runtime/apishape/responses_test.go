@@ -2,6 +2,7 @@ package apishape
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -133,7 +134,7 @@ func TestResponseFromResult(t *testing.T) {
 		{"text", Result{Text: "hi", Finish: "stop"}, "completed",
 			`[{"content":[{"annotations":[],"logprobs":[],"text":"hi","type":"output_text"}],"id":"msg_abc","role":"assistant","status":"completed","type":"message"}]`, nil},
 		{"cut at max_output_tokens", Result{Text: "hi", Finish: "length"}, "incomplete",
-			`[{"content":[{"annotations":[],"logprobs":[],"text":"hi","type":"output_text"}],"id":"msg_abc","role":"assistant","status":"completed","type":"message"}]`,
+			`[{"content":[{"annotations":[],"logprobs":[],"text":"hi","type":"output_text"}],"id":"msg_abc","role":"assistant","status":"incomplete","type":"message"}]`,
 			map[string]any{"reason": "max_output_tokens"}},
 		{"function call", Result{Finish: "tool_calls", ToolCalls: []ChatToolCall{newToolCall("c1", "get", `{}`)}}, "completed",
 			`[{"arguments":"{}","call_id":"c1","id":"fc_abc_0","name":"get","status":"completed","type":"function_call"}]`, nil},
@@ -215,5 +216,100 @@ func TestResponsesStreamEvents(t *testing.T) {
 	out := jsonString(t, final["output"])
 	if final["status"] != "completed" || !strings.Contains(out, `"text":"Let me"`) || !strings.Contains(out, `"call_id":"c1"`) {
 		t.Fatalf("final response %s", s.Final())
+	}
+}
+
+// TestResponsesStreamInterleavedCalls: however the engine interleaves two
+// calls' deltas, no event touches an item after its output_item.done,
+// each function_call's arguments (done event and final response) are the
+// call's whole arguments.
+func TestResponsesStreamInterleavedCalls(t *testing.T) {
+	req, _ := ParseResponses([]byte(`{"model":"m","input":"x","stream":true}`))
+	s := req.NewResponsesStream(ResponseMeta{ID: "resp_abc", CreatedAt: 7, Model: "m"})
+	var evs []Event
+	for _, c := range interleavedCalls {
+		e, _, err := s.Chunk([]byte(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e...)
+	}
+	evs = append(evs, s.Finish()...)
+	done := map[float64]bool{}
+	args := map[string]string{}
+	for _, e := range evs {
+		var m map[string]any
+		if err := json.Unmarshal(e.Data, &m); err != nil {
+			t.Fatal(err)
+		}
+		i, has := m["output_index"].(float64)
+		if has && done[i] {
+			t.Fatalf("%s for output %v after its output_item.done: %s", e.Name, i, e.Data)
+		}
+		switch e.Name {
+		case "response.output_item.done":
+			done[i] = true
+		case "response.function_call_arguments.done":
+			args[m["name"].(string)] = m["arguments"].(string)
+		}
+	}
+	if args["get"] != `{"city":"Paris"}` || args["put"] != `{"n":2}` {
+		t.Fatalf("arguments done %v", args)
+	}
+	var final struct {
+		Output []map[string]any `json:"output"`
+	}
+	if err := json.Unmarshal(s.Final(), &final); err != nil {
+		t.Fatal(err)
+	}
+	var items []string
+	for _, it := range final.Output {
+		items = append(items, fmt.Sprint(it["type"], ":", it["name"], it["arguments"]))
+	}
+	if got, want := strings.Join(items, " "), `function_call:get{"city":"Paris"} function_call:put{"n":2} message:<nil> <nil>`; got != want {
+		t.Fatalf("final output %s\nwant %s", got, want)
+	}
+}
+
+// TestResponsesStreamEnds: a stream cut at max_output_tokens ends with
+// response.incomplete and its message item incomplete (with its text);
+// one the engine broke off ends with an error event and response.failed
+// carrying the error.
+func TestResponsesStreamEnds(t *testing.T) {
+	req, _ := ParseResponses([]byte(`{"model":"m","input":"x","stream":true}`))
+	run := func(chunks []string, end func(*ResponsesStream) []Event) map[string]map[string]any {
+		t.Helper()
+		s := req.NewResponsesStream(ResponseMeta{ID: "resp_abc", CreatedAt: 7, Model: "m"})
+		var evs []Event
+		for _, c := range chunks {
+			e, _, err := s.Chunk([]byte(c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, e...)
+		}
+		evs = append(evs, end(s)...)
+		byName := map[string]map[string]any{}
+		for _, e := range evs {
+			var m map[string]any
+			if err := json.Unmarshal(e.Data, &m); err != nil {
+				t.Fatal(err)
+			}
+			byName[e.Name] = m
+		}
+		return byName
+	}
+	cut := run([]string{`{"choices":[{"index":0,"delta":{"content":"hi"}}]}`, `{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`, `[DONE]`},
+		(*ResponsesStream).Finish)
+	item := jsonString(t, cut["response.output_item.done"]["item"])
+	final := jsonString(t, cut["response.incomplete"]["response"])
+	if !strings.Contains(item, `"status":"incomplete"`) || !strings.Contains(item, `"text":"hi"`) || !strings.Contains(final, `"status":"incomplete"`) {
+		t.Fatalf("cut stream: item %s\nresponse %s", item, final)
+	}
+	broken := run([]string{`{"choices":[{"index":0,"delta":{"content":"hi"}}]}`},
+		func(s *ResponsesStream) []Event { return s.Broken("the engine went away") })
+	failed := jsonString(t, broken["response.failed"]["response"])
+	if broken["error"] == nil || !strings.Contains(failed, `"status":"failed"`) || !strings.Contains(failed, `"error":{"code":"server_error","message":"the engine went away"}`) {
+		t.Fatalf("broken stream: error %v\nresponse.failed %s", broken["error"], failed)
 	}
 }

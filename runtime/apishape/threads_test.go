@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func msgs(specs ...string) []json.RawMessage {
@@ -54,5 +55,26 @@ func TestMergeThread(t *testing.T) {
 				t.Fatalf("kept %d of history, sent %d", len(kept), len(got))
 			}
 		})
+	}
+}
+
+// TestMergeThreadCJK: a thread in Chinese (a token or more a character)
+// is fitted within the budget counted in characters; a quarter of the
+// bytes would count three quarters and keep a turn too many.
+func TestMergeThreadCJK(t *testing.T) {
+	long := strings.Repeat("我们今天讨论了模型的上下文长度", 20) // 300 characters
+	history := msgs("user:"+long, "assistant:"+long)
+	turn := msgs("user:" + long)
+	const budget = 800
+	sent, _, trimmed := MergeThread(history, turn, budget)
+	chars := 0
+	for _, m := range sent {
+		chars += utf8.RuneCount(m)
+	}
+	if chars > budget || trimmed != 1 {
+		t.Fatalf("sent %d messages, %d characters (%d turns trimmed) in a budget of %d tokens", len(sent), chars, trimmed, budget)
+	}
+	if got := EstimateTokens(msgs("user:" + strings.Repeat("x", 300))[0]); got < 100 || got > 120 {
+		t.Fatalf("300 ASCII letters estimated %d tokens, want about a third of the bytes", got)
 	}
 }

@@ -22,16 +22,23 @@ const EnvPrefix = "LLMGW_"
 
 // Server is the control plane's configuration.
 type Server struct {
-	// Listen is the client API (OpenAI-compatible) address.
+	// Listen is the client API: OpenAI-compatible HTTP (no TLS; terminate it
+	// in a proxy), as host:port.
+	// Type: address.
 	Listen string `koanf:"listen" yaml:"listen" json:"listen"`
-	// AgentListen is where agents dial in (gRPC, mutual TLS).
+	// AgentListen is where agents dial in: gRPC with mutual TLS.
+	// Type: address.
 	AgentListen string `koanf:"agent_listen" yaml:"agent_listen" json:"agent_listen"`
-	// ManageListen serves the management API (gRPC, TLS, bearer token).
+	// ManageListen is the management API for `llmgw ctl` and Terraform: gRPC
+	// over TLS with an admin token.
+	// Type: address.
 	ManageListen string `koanf:"manage_listen" yaml:"manage_listen" json:"manage_listen"`
-	// MetricsListen serves Prometheus metrics.
+	// MetricsListen serves Prometheus `/metrics`.
+	// Type: address.
 	MetricsListen string `koanf:"metrics_listen" yaml:"metrics_listen" json:"metrics_listen"`
-	// PprofListen serves net/http/pprof; it must be a loopback address, and
-	// "" turns it off. pprof can dump the heap, where API keys live.
+	// PprofListen serves Go pprof under `/debug/pprof/`, on a loopback address
+	// only (a heap profile holds API keys); `""` turns it off.
+	// Type: address.
 	PprofListen string `koanf:"pprof_listen" yaml:"pprof_listen" json:"pprof_listen"`
 	// AgentTLS is the agent listener's CA (which signs node certificates)
 	// and its server certificate. Required.
@@ -55,46 +62,69 @@ type Server struct {
 	// SharedLimits configures how control planes on one PostgreSQL store
 	// share rate limits and budgets.
 	SharedLimits SharedLimits `koanf:"shared_limits" yaml:"shared_limits" json:"shared_limits"`
-	// Models are declared in this file: restored on every start and not
-	// editable through the management API.
+	// Models are model definitions declared in this file: in the catalog on
+	// every start, not editable through the management API.
 	Models []spec.Model `koanf:"models" yaml:"models,omitempty" json:"models,omitempty"`
 }
 
 // TLS names a CA bundle and a certificate with its key, as PEM files.
 type TLS struct {
-	CA   string `koanf:"ca" yaml:"ca" json:"ca"`
+	// CA is the CA bundle that signed the node certificates; agents must
+	// present one.
+	// Default: required.
+	// Type: path.
+	CA string `koanf:"ca" yaml:"ca" json:"ca"`
+	// Cert is the control plane's certificate (PEM).
+	// Default: required.
+	// Type: path.
 	Cert string `koanf:"cert" yaml:"cert" json:"cert"`
-	Key  string `koanf:"key" yaml:"key" json:"key"`
+	// Key is its key (PEM).
+	// Default: required.
+	// Type: path.
+	Key string `koanf:"key" yaml:"key" json:"key"`
 }
 
 // CertKey names a certificate and its key, as PEM files.
 type CertKey struct {
+	// Cert is the management API's certificate (PEM).
+	// Default: `agent_tls.cert`.
+	// Type: path.
 	Cert string `koanf:"cert" yaml:"cert" json:"cert"`
-	Key  string `koanf:"key" yaml:"key" json:"key"`
+	// Key is its key (PEM).
+	// Default: `agent_tls.key`.
+	// Type: path.
+	Key string `koanf:"key" yaml:"key" json:"key"`
 }
 
 // Auth configures authentication and the store.
 type Auth struct {
-	// Enabled requires an API key on the client API.
+	// Enabled requires an API key on the client API; false accepts every
+	// request as the `default` project (a warning is logged at start).
 	Enabled bool `koanf:"enabled" yaml:"enabled" json:"enabled"`
-	// Store is a SQLite file path, a postgres:// URL, or "@" followed by
-	// the path of a file holding either (to keep a password out of this
-	// file); store.Open resolves all three.
+	// Store is the store: a SQLite file path (or `file:` URI), a `postgres://`
+	// or `postgresql://` URL, or `@` followed by the path of a file holding
+	// one of those (to keep a password out of this file).
 	Store string `koanf:"store" yaml:"store" json:"store"`
-	// DefaultRPM and DefaultTPM limit, per minute, the requests and tokens
-	// of every key and project nobody gave a limit; 0 means no limit.
+	// DefaultRPM is the requests per minute of every key and project without a
+	// limit of its own; 0 is no limit.
 	DefaultRPM int64 `koanf:"default_rpm" yaml:"default_rpm" json:"default_rpm"`
+	// DefaultTPM is the tokens per minute (prompt + completion) of every key
+	// and project without a limit of its own; 0 is no limit.
 	DefaultTPM int64 `koanf:"default_tpm" yaml:"default_tpm" json:"default_tpm"`
-	// DefaultMaxTokens is the completion length admission assumes for a
-	// request that sets no max_tokens, on a model without max_output.
+	// DefaultMaxTokens is the completion admission reserves for, and the
+	// gateway forwards as `max_tokens`, for a request without `max_tokens` on
+	// a model without `max_output` (never more than the model's
+	// `context_length`).
 	DefaultMaxTokens int `koanf:"default_max_tokens" yaml:"default_max_tokens" json:"default_max_tokens"`
-	// DefaultPrice prices models that have no pricing of their own; nil
-	// prices them at nothing.
+	// DefaultPrice is the price of models without `pricing` of their own; none
+	// means free, and budgets never bind.
 	DefaultPrice *spec.Pricing `koanf:"default_price" yaml:"default_price,omitempty" json:"default_price,omitempty"`
-	// KeyCacheTTL is how long a key lookup is trusted: a revoked key stops
-	// working within it.
+	// KeyCacheTTL is how long key, project and budget lookups are trusted (at
+	// most `1m`): a revoked key stops working within it.
 	KeyCacheTTL time.Duration `koanf:"key_cache_ttl" yaml:"key_cache_ttl" json:"key_cache_ttl"`
-	// LoginTTL is how long an admin token from `llmgw ctl login` works.
+	// LoginTTL is how long an admin token from `llmgw ctl login` works,
+	// between `1m` and `720h`; tokens from `llmgw keys admin-token` do not
+	// expire.
 	LoginTTL time.Duration `koanf:"login_ttl" yaml:"login_ttl" json:"login_ttl"`
 }
 
@@ -107,51 +137,64 @@ const (
 
 // Agents configures agent sessions.
 type Agents struct {
-	// HeartbeatInterval is how often agents report.
+	// HeartbeatInterval is sent to each agent when it connects: how often it
+	// reports. A session silent for more than three intervals is replaced by
+	// the node's next one. A node whose session ends is suspect (takes no new
+	// replicas); one unheard for three intervals has its replicas replaced
+	// elsewhere, serving until the replacement is ready (routing.md).
 	HeartbeatInterval time.Duration `koanf:"heartbeat_interval" yaml:"heartbeat_interval" json:"heartbeat_interval"`
-	// Grace is how long a node may go without a heartbeat before it is
-	// lost and its replicas are rebuilt elsewhere.
+	// Grace is how long a node may be silent before it is lost: its replicas
+	// fail and leave the routing table. Longer than `heartbeat_interval`.
 	Grace time.Duration `koanf:"grace" yaml:"grace" json:"grace"`
-	// Settle is the longest a restarted control plane waits for the
-	// replicas that were live when it last ran to be reported again by
-	// their agents before it places replicas anew, so that running engines
-	// are adopted rather than duplicated.
+	// Settle is the longest a restarted control plane waits for the replicas
+	// that were live when it last ran to be reported again by their agents
+	// before it places replicas anew, so running engines are adopted rather
+	// than duplicated; it stops waiting once all are back.
 	Settle time.Duration `koanf:"settle" yaml:"settle" json:"settle"`
-	// RequireDeclared refuses nodes Terraform has not declared.
+	// RequireDeclared refuses nodes for which the control plane holds no
+	// declaration (from Terraform's `llmgw_node`).
 	RequireDeclared bool `koanf:"require_declared" yaml:"require_declared" json:"require_declared"`
 }
 
 // Limits bounds client requests and connections.
 type Limits struct {
-	// MaxBodyBytes is the largest request body accepted.
+	// MaxBodyBytes is the largest request body (10 MiB by default); a larger
+	// one gets 413 `request_too_large`.
 	MaxBodyBytes int64 `koanf:"max_body_bytes" yaml:"max_body_bytes" json:"max_body_bytes"`
-	// MaxUnauthenticatedConns bounds the client connections on which no
-	// request has authenticated yet; a connection accepted beyond it is
-	// closed at once.
+	// MaxUnauthenticatedConns bounds the client connections open at once on
+	// which no request has authenticated yet; a connection accepted beyond
+	// them is closed unanswered.
 	MaxUnauthenticatedConns int `koanf:"max_unauthenticated_conns" yaml:"max_unauthenticated_conns" json:"max_unauthenticated_conns"`
+	// MaxNotesPerAgent bounds the memory notes one agent of a project
+	// keeps; a new note beyond it is refused.
+	MaxNotesPerAgent int `koanf:"max_notes_per_agent" yaml:"max_notes_per_agent" json:"max_notes_per_agent"`
+	// MaxNotesPerProject bounds them over all of a project's agents.
+	MaxNotesPerProject int `koanf:"max_notes_per_project" yaml:"max_notes_per_project" json:"max_notes_per_project"`
 }
 
 // Timeouts bounds client connections and proxied requests.
 type Timeouts struct {
-	// ClientHeader is how long a client may take to send a request's
-	// headers.
+	// ClientHeader is how long a client may take to send a request's headers;
+	// then the connection is closed.
 	ClientHeader time.Duration `koanf:"client_header" yaml:"client_header" json:"client_header"`
-	// ClientBody is how long a client may take to send a request's body,
-	// counted from the end of its headers.
+	// ClientBody is how long a client may take to send a request's body, from
+	// the end of its headers; then 408 `request_timeout` and the connection is
+	// closed.
 	ClientBody time.Duration `koanf:"client_body" yaml:"client_body" json:"client_body"`
 	// ClientIdle is how long a keep-alive connection may wait for its next
 	// request.
 	ClientIdle time.Duration `koanf:"client_idle" yaml:"client_idle" json:"client_idle"`
-	// ResponseHeader is how long an engine may take to start answering.
+	// ResponseHeader is how long an engine may take to send response headers
+	// (for a non-streamed answer, the whole generation).
 	ResponseHeader time.Duration `koanf:"response_header" yaml:"response_header" json:"response_header"`
-	// Generation is the most a whole response may take.
+	// Generation is the most one proxied request may take, streamed or not.
 	Generation time.Duration `koanf:"generation" yaml:"generation" json:"generation"`
-	// StreamIdle ends a stream whose engine sent nothing for this long,
-	// with an error event.
+	// StreamIdle ends a stream whose engine sends nothing for this long, with
+	// an error event.
 	StreamIdle time.Duration `koanf:"stream_idle" yaml:"stream_idle" json:"stream_idle"`
-	// ColdStartWait is how long a request for a model loaded on demand
-	// with no ready replica waits for one; then 503 with Retry-After. 0
-	// answers at once.
+	// ColdStartWait is how long a request for a model loaded on demand that
+	// has no ready replica waits for one before it gets 503 `model_loading`
+	// with `Retry-After`; `0` answers at once (routing.md).
 	ColdStartWait time.Duration `koanf:"cold_start_wait" yaml:"cold_start_wait" json:"cold_start_wait"`
 }
 
@@ -162,16 +205,21 @@ type Timeouts struct {
 // (a weight is what one replica carries at its latency target; ctl bench
 // measures it).
 type Autoscale struct {
-	// UpLoad and UpAfter: a replica is added when the load has stayed at
-	// or above UpLoad for UpAfter.
-	UpLoad  float64       `koanf:"up_load" yaml:"up_load" json:"up_load"`
+	// UpLoad is the load at or above which, held for `up_after`, a replica is
+	// added.
+	UpLoad float64 `koanf:"up_load" yaml:"up_load" json:"up_load"`
+	// UpAfter is how long the load must stay at or above `up_load` before a
+	// replica is added.
 	UpAfter time.Duration `koanf:"up_after" yaml:"up_after" json:"up_after"`
-	// DownLoad and DownAfter: one is removed when it has stayed at or
-	// below DownLoad for DownAfter.
-	DownLoad  float64       `koanf:"down_load" yaml:"down_load" json:"down_load"`
+	// DownLoad is the load at or below which, held for `down_after`, a replica
+	// is removed; above 0 and below `up_load`.
+	DownLoad float64 `koanf:"down_load" yaml:"down_load" json:"down_load"`
+	// DownAfter is how long the load must stay at or below `down_load` before
+	// a replica is removed.
 	DownAfter time.Duration `koanf:"down_after" yaml:"down_after" json:"down_after"`
-	// EvictAfter is how long a replica of a model loaded on demand must
-	// have run before it may be stopped to make room for another model.
+	// EvictAfter is how long a replica of a model loaded on demand must have
+	// run, and its model gone unasked, before it may be stopped to make room
+	// for another model.
 	EvictAfter time.Duration `koanf:"evict_after" yaml:"evict_after" json:"evict_after"`
 }
 
@@ -189,7 +237,7 @@ func Default() Server {
 		// replaced (the old ones keep serving); lost after 20 s, ten missed
 		// heartbeats (docs/routing.md).
 		Agents: Agents{HeartbeatInterval: 2 * time.Second, Grace: 20 * time.Second, Settle: 10 * time.Second},
-		Limits: Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024},
+		Limits: Limits{MaxBodyBytes: 10 << 20, MaxUnauthenticatedConns: 1024, MaxNotesPerAgent: 1000, MaxNotesPerProject: 10000},
 		Timeouts: Timeouts{ClientHeader: 10 * time.Second, ClientBody: 60 * time.Second, ClientIdle: 2 * time.Minute,
 			ResponseHeader: 60 * time.Second, Generation: 10 * time.Minute, StreamIdle: 5 * time.Minute, ColdStartWait: 5 * time.Second},
 		Autoscale:    Autoscale{UpLoad: 0.8, UpAfter: 30 * time.Second, DownLoad: 0.3, DownAfter: 5 * time.Minute, EvictAfter: 2 * time.Minute},
@@ -341,6 +389,12 @@ func (s Server) Validate() error {
 	}
 	if s.Limits.MaxUnauthenticatedConns <= 0 {
 		add("limits.max_unauthenticated_conns", "must be positive")
+	}
+	if s.Limits.MaxNotesPerAgent <= 0 {
+		add("limits.max_notes_per_agent", "must be positive")
+	}
+	if s.Limits.MaxNotesPerProject <= 0 {
+		add("limits.max_notes_per_project", "must be positive")
 	}
 	for _, d := range []struct {
 		key string

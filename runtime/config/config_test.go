@@ -31,7 +31,7 @@ func TestLoadExample(t *testing.T) {
 		s.Limits.MaxBodyBytes != 20<<20 || s.Timeouts.ResponseHeader != 2*time.Minute || s.Timeouts.Generation != 30*time.Minute {
 		t.Errorf("values not read: %+v", s)
 	}
-	if s.Limits.MaxUnauthenticatedConns != 512 || s.Timeouts.ClientHeader != 5*time.Second ||
+	if s.Limits.MaxUnauthenticatedConns != 512 || s.Limits.MaxNotesPerAgent != 200 || s.Limits.MaxNotesPerProject != 2000 || s.Timeouts.ClientHeader != 5*time.Second ||
 		s.Timeouts.ClientBody != 30*time.Second || s.Timeouts.ClientIdle != 90*time.Second {
 		t.Errorf("client connection bounds not read: %+v %+v", s.Limits, s.Timeouts)
 	}
@@ -179,8 +179,8 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name: "client timeouts and connection bound not positive",
-			body: tlsYAML + "limits: {max_unauthenticated_conns: 0}\ntimeouts: {client_header: 0s, client_body: -1s, client_idle: 0s}\n",
-			want: []string{"server.yaml: limits.max_unauthenticated_conns: must be positive", "server.yaml: timeouts.client_header: must be positive",
+			body: tlsYAML + "limits: {max_unauthenticated_conns: 0, max_notes_per_agent: -1, max_notes_per_project: 0}\ntimeouts: {client_header: 0s, client_body: -1s, client_idle: 0s}\n",
+			want: []string{"server.yaml: limits.max_unauthenticated_conns: must be positive", "server.yaml: limits.max_notes_per_agent: must be positive", "server.yaml: limits.max_notes_per_project: must be positive", "server.yaml: timeouts.client_header: must be positive",
 				"server.yaml: timeouts.client_body: must be positive", "server.yaml: timeouts.client_idle: must be positive"},
 		},
 		{

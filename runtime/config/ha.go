@@ -8,29 +8,38 @@ import (
 // HA configures how this control plane takes part with others sharing the
 // same (PostgreSQL) store: one leader owns the fleet, the others stand by.
 type HA struct {
-	// Name tells this control plane apart from the others on the store
-	// (ctl status shows it); "" is the host name. Two control planes must
-	// never share one: a control plane restarted under its name takes its
-	// own lease back at once.
+	// Name is this control plane's name among those on the store, shown by
+	// `ctl status`; each needs its own: a second live process under a name
+	// exits at start, and one restarted under its name takes the lease once
+	// its predecessor's has run out or was given up (ha.md).
+	// Default: the host name.
 	Name string `koanf:"name" yaml:"name,omitempty" json:"name,omitempty"`
-	// AdvertiseAgents is the host:port agents are sent to while this
-	// control plane leads; "" is agent_listen, with the host name when
-	// agent_listen has no host.
+	// AdvertiseAgents is the host:port a standby sends agents to while this
+	// control plane leads.
+	// Default: `agent_listen` (host name when its host is empty).
+	// Type: address.
 	AdvertiseAgents string `koanf:"advertise_agents" yaml:"advertise_agents,omitempty" json:"advertise_agents,omitempty"`
-	// AdvertiseManage is the host:port a standby relays management calls
-	// to while this control plane leads; "" is manage_listen, as above.
+	// AdvertiseManage is where a standby relays management calls while this
+	// control plane leads.
+	// Default: `manage_listen`, as above.
+	// Type: address.
 	AdvertiseManage string `koanf:"advertise_manage" yaml:"advertise_manage,omitempty" json:"advertise_manage,omitempty"`
-	// AdvertiseClient is the client API's address as ctl status shows it.
+	// AdvertiseClient is the client API's address, as `ctl status` shows it.
+	// Default: `listen`, as above.
+	// Type: address.
 	AdvertiseClient string `koanf:"advertise_client" yaml:"advertise_client,omitempty" json:"advertise_client,omitempty"`
-	// Lease is how long the leader lease lasts without a renewal: the
-	// longest a dead leader keeps the fleet.
+	// Lease is how long the leader lease lasts without a renewal: the longest
+	// a dead leader keeps the fleet; at least `1s`.
 	Lease time.Duration `koanf:"lease" yaml:"lease" json:"lease"`
-	// Renew is how often the leader renews the lease.
+	// Renew is how often the leader renews; at most half of `ha.lease`.
 	Renew time.Duration `koanf:"renew" yaml:"renew" json:"renew"`
-	// Retry is how often a standby tries to take the lease.
+	// Retry is how often a standby tries to take the lease; at most
+	// `ha.lease`.
 	Retry time.Duration `koanf:"retry" yaml:"retry" json:"retry"`
-	// ManageCA verifies the leader's management certificate when a standby
-	// relays a call to it; "" is agent_tls.ca.
+	// ManageCA is the CA that verifies the leader's management certificate
+	// when a standby relays to it.
+	// Default: `agent_tls.ca`.
+	// Type: path.
 	ManageCA string `koanf:"manage_ca" yaml:"manage_ca,omitempty" json:"manage_ca,omitempty"`
 }
 

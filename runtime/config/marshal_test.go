@@ -21,7 +21,7 @@ func everyKey() Server {
 	s.Auth = Auth{Enabled: false, Store: "@/etc/llmgw/store", DefaultRPM: 60, DefaultTPM: 6000, DefaultMaxTokens: 512,
 		DefaultPrice: &spec.Pricing{PromptPer1K: 0.01, CompletionPer1K: 0.5}, KeyCacheTTL: 2 * time.Second, LoginTTL: 90 * time.Minute}
 	s.Agents = Agents{HeartbeatInterval: time.Second, Grace: 15 * time.Second, Settle: 0, RequireDeclared: true}
-	s.Limits = Limits{MaxBodyBytes: 1 << 20, MaxUnauthenticatedConns: 64}
+	s.Limits = Limits{MaxBodyBytes: 1 << 20, MaxUnauthenticatedConns: 64, MaxNotesPerAgent: 50, MaxNotesPerProject: 500}
 	s.Timeouts = Timeouts{ClientHeader: 3 * time.Second, ClientBody: 20 * time.Second, ClientIdle: 30 * time.Second,
 		ResponseHeader: 5 * time.Second, Generation: 90 * time.Second, StreamIdle: time.Minute, ColdStartWait: 0}
 	s.Autoscale = Autoscale{UpLoad: 0.9, UpAfter: time.Minute, DownLoad: 0.1, DownAfter: 10 * time.Minute, EvictAfter: 5 * time.Minute}

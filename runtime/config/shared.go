@@ -7,23 +7,29 @@ import "time"
 // admits from its slices in memory. A SQLite store serves one control
 // plane, which counts in memory, and ignores this section.
 type SharedLimits struct {
-	// BudgetSlice is the fraction of a budget's amount a control plane
-	// leases beyond what a request needs when its slice runs short.
+	// BudgetSlice is the part of a budget's amount a control plane leases
+	// beyond what a request needs when its slice runs short; above 0, at most
+	// 1.
+	// Type: fraction.
 	BudgetSlice float64 `koanf:"budget_slice" yaml:"budget_slice" json:"budget_slice"`
-	// RateSlice is the same for a per-minute limit (rpm, tpm).
+	// RateSlice is the same for a key's or project's RPM and TPM.
+	// Type: fraction.
 	RateSlice float64 `koanf:"rate_slice" yaml:"rate_slice" json:"rate_slice"`
-	// SliceTTL is how long a slice lasts without renewal: the longest the
-	// slices of a control plane that died stay taken.
+	// SliceTTL is how long a slice lasts without renewal: the longest a dead
+	// control plane's budget slices stay taken (its rate slices count a
+	// minute longer, so nothing it admitted is counted twice in a rate
+	// window); at least `1s`.
 	SliceTTL time.Duration `koanf:"slice_ttl" yaml:"slice_ttl" json:"slice_ttl"`
-	// IdleReturn is how long a budget or limit goes without a request
-	// before a control plane gives back the part of its slice it does not
-	// use.
+	// IdleReturn is how long a budget or limit goes without a request before a
+	// control plane gives back the unused part of its slice; at most
+	// `slice_ttl`.
 	IdleReturn time.Duration `koanf:"idle_return" yaml:"idle_return" json:"idle_return"`
 }
 
-// DefaultSharedLimits: slices of a tenth, held for a minute (the rate
-// window, so a dead control plane's admissions are never counted twice),
-// given back after 2s idle.
+// DefaultSharedLimits: slices of a tenth, held for a minute, given back
+// after 2s idle. (A rate slice counts a minute past its lease's end
+// whatever the TTL, so a dead control plane's admissions are never counted
+// twice.)
 func DefaultSharedLimits() SharedLimits {
 	return SharedLimits{BudgetSlice: 0.1, RateSlice: 0.1, SliceTTL: time.Minute, IdleReturn: 2 * time.Second}
 }

@@ -54,6 +54,14 @@ type Admission interface {
 	Admit(ctx context.Context, p request.Principal, model string, req request.Info) (request.Ticket, error)
 }
 
+// RequestLimiter is implemented by an Admission that also limits the
+// requests that reach no engine (memory notes, /mcp): each counts as one
+// request against the key's and the project's requests per minute. It
+// returns the rate headers to send, or a *request.Rejection.
+type RequestLimiter interface {
+	LimitRequest(ctx context.Context, p request.Principal) (http.Header, error)
+}
+
 // ModelFilter is implemented by an Admission that limits which models a
 // principal may use; /v1/models then lists only those.
 type ModelFilter interface {

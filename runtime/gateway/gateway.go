@@ -38,6 +38,8 @@ const (
 	DefaultBodyTimeout           = 60 * time.Second
 	DefaultColdStartWait         = 5 * time.Second
 	DefaultStreamIdleTimeout     = 5 * time.Minute
+	DefaultMaxNotesPerAgent      = 1000
+	DefaultMaxNotesPerProject    = 10000
 )
 
 // Config tunes the gateway. Zero fields take the defaults above.
@@ -65,6 +67,12 @@ type Config struct {
 	// StreamIdleTimeout ends a stream whose engine sent nothing for this
 	// long with an error event; negative never does.
 	StreamIdleTimeout time.Duration
+	// MaxNotesPerAgent bounds the memory notes one agent of a project
+	// holds; a new note beyond it is refused.
+	MaxNotesPerAgent int
+	// MaxNotesPerProject bounds them over all a project's agents (agent
+	// ids are the client's to choose).
+	MaxNotesPerProject int
 	// Logger receives one debug line per request; nil discards.
 	Logger *slog.Logger
 }
@@ -122,6 +130,12 @@ func New(cfg Config, deps Deps) *Gateway {
 	if cfg.StreamIdleTimeout == 0 {
 		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
+	if cfg.MaxNotesPerAgent <= 0 {
+		cfg.MaxNotesPerAgent = DefaultMaxNotesPerAgent
+	}
+	if cfg.MaxNotesPerProject <= 0 {
+		cfg.MaxNotesPerProject = DefaultMaxNotesPerProject
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -168,6 +182,7 @@ func (g *Gateway) routeTable() []route {
 		g.spending("/v1/completions", g.serveInference),
 		g.spending("/v1/embeddings", g.serveInference),
 		g.spending("/v1/messages", g.serveMessages),
+		plain("/v1/messages/", g.serveMessagesUnknown),
 		g.spending("/v1/responses", g.serveResponses),
 		plain("/v1/responses/", g.serveResponse),
 		plain("/v1/threads/", g.serveThreadDelete),
@@ -403,8 +418,14 @@ type exchange struct {
 	// charged when the engine never reports usage.
 	events         int
 	promptEstimate int
+	// promptTypical is what the prompt is billed when the engine reported
+	// no usage (request.TypicalPromptTokens).
+	promptTypical int
 	// sent is set once the request went to the engine.
 	sent bool
+	// answered is set when the engine's headers for a non-streamed request
+	// came back 200: it has generated, whatever happens to the body.
+	answered bool
 	// done is set once the engine's final [DONE] event reached the client:
 	// the answer is whole, whatever the connection does next.
 	done bool
@@ -500,6 +521,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		}
 	}
 	x.promptEstimate = request.EstimatePromptTokens(len(body), req.tokenIDs)
+	x.promptTypical = request.TypicalPromptTokens(len(body), req.tokenIDs)
 
 	ticket, ok := g.admit(w, r, x, p, model, request.Info{
 		Endpoint: r.URL.Path, Stream: x.rec.Stream, MaxTokens: req.maxTokens, N: req.n, BestOf: req.bestOf,
@@ -573,9 +595,13 @@ func (x *exchange) finalUsage() request.Usage {
 	switch {
 	case x.usage.Reported || x.usage.Estimated || x.usage.Abandoned:
 	case x.events > 0:
-		x.usage = request.Usage{PromptTokens: x.promptEstimate, CompletionTokens: x.events, Estimated: true}
+		x.usage = request.Usage{PromptTokens: x.promptTypical, CompletionTokens: x.events, Estimated: true}
 		x.usage.TotalTokens = x.usage.PromptTokens + x.usage.CompletionTokens
-	case x.sent && x.rec.Status == statusClientGone:
+	case x.sent && x.rec.Status == statusClientGone,
+		// The engine answered but its body never came whole (a generation
+		// timeout, a cut connection) or held no usage: it did the work,
+		// so the reservation is charged rather than nothing.
+		x.answered:
 		x.usage = request.Usage{PromptTokens: x.promptEstimate, Abandoned: true}
 	}
 	return x.usage
@@ -589,6 +615,7 @@ func (g *Gateway) finish(x *exchange) {
 	x.rec.CompletionTokens = x.usage.CompletionTokens
 	x.rec.UsageReported = x.usage.Reported
 	x.rec.UsageEstimated = x.usage.Estimated || x.usage.Abandoned
+	x.rec.Priced, x.rec.Cost, x.rec.Admitted = x.usage.Priced, x.usage.Cost, x.usage.Admitted
 	if g.log.Enabled(context.Background(), slog.LevelDebug) {
 		g.log.Debug("request", "request_id", x.rec.RequestID, "endpoint", x.rec.Endpoint,
 			"model", x.rec.Model, "replica", x.rec.ReplicaID, "status", x.rec.Status,

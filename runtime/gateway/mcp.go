@@ -31,7 +31,7 @@ type noteOut struct {
 }
 
 type recallIn struct {
-	Query string `json:"query,omitempty" jsonschema:"words every note found holds (any case); all notes when empty"`
+	Query string `json:"query,omitempty" jsonschema:"words every note found holds (ASCII letters in any case); all notes when empty"`
 	Limit int    `json:"limit,omitempty" jsonschema:"the most notes to return, newest first (default 20, at most 100)"`
 }
 
@@ -112,8 +112,13 @@ func (g *Gateway) newMCPServer() *mcp.Server {
 // with the gateway's authenticator, then the streamable HTTP transport.
 func (g *Gateway) mcpHandler() http.Handler {
 	server := g.newMCPServer()
+	// The SDK's DNS-rebinding check (a loopback listener and a Host that
+	// is not loopback: 403) is off: it protects servers that trust the
+	// browser's origin, and every request here must bring the project's
+	// key, which a rebound page does not have; it would refuse every
+	// client behind a reverse proxy on the same host.
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, DisableLocalhostProtection: true})
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		if g.deps.Auth == nil {
 			return nil, fmt.Errorf("no authenticator is configured: %w", auth.ErrInvalidToken)
@@ -129,9 +134,22 @@ func (g *Gateway) mcpHandler() http.Handler {
 		if f, ok := r.Context().Value(connAuthKey{}).(func()); ok {
 			f()
 		}
-		return &auth.TokenInfo{UserID: p.KeyID, Extra: map[string]any{"project": p.Project}}, nil
+		return &auth.TokenInfo{UserID: p.KeyID, Extra: map[string]any{"project": p.Project, "principal": p}}, nil
 	}
-	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	// Each request counts against the key's and project's requests per
+	// minute, as /v1/memory's do.
+	limited := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			p, _ := ti.Extra["principal"].(request.Principal)
+			if aerr := g.limitRequest(r.Context(), w.Header(), p); aerr != nil {
+				g.closeUnread(w, r)
+				writeError(w, aerr)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(limited)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a := r.Header.Get(agentHeader); a != "" && !validRequestID(strings.TrimSpace(a)) {
 			writeError(w, newError(http.StatusBadRequest, typeInvalidRequest, "invalid_agent",

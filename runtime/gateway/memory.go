@@ -15,8 +15,9 @@ import (
 )
 
 // Memory notes for agents: what an agent chose to keep, through
-// /v1/memory or the MCP server at /mcp (mcp.go). Private to the key's
-// project and the agent id sent in x-llmgw-agent; only for a project that
+// /v1/memory or the MCP server at /mcp (mcp.go). Kept per project and,
+// within it, per agent id sent in x-llmgw-agent (a label any key of the
+// project may send, not an access boundary); only for a project that
 // keeps memory (llmgw keys memory).
 
 const agentHeader = "X-Llmgw-Agent"
@@ -32,6 +33,7 @@ const (
 type MemoryContent interface {
 	PutNote(ctx context.Context, n store.Note) error
 	SearchNotes(ctx context.Context, project, agent, query string, now time.Time, limit int) ([]store.Note, error)
+	CountNotes(ctx context.Context, project, agent, except string, now time.Time) (agentNotes, projectNotes int, err error)
 	DeleteNote(ctx context.Context, project, agent, id string) error
 }
 
@@ -117,6 +119,21 @@ func (n *notes) save(ctx context.Context, id, text string) (store.Note, error) {
 		return store.Note{}, &errNote{http.StatusBadRequest, "invalid_value", "id must be 1 to 128 letters, digits, '-', '_' or '.'"}
 	}
 	now := time.Now().UTC().Truncate(time.Second)
+	mine, all, err := n.store().CountNotes(ctx, n.project, n.agent, id, now)
+	if err != nil {
+		n.g.log.Warn("counting notes", "project", n.project, "err", err)
+		return store.Note{}, errors.New("the note could not be stored; try again")
+	}
+	if mine >= n.g.cfg.MaxNotesPerAgent {
+		return store.Note{}, &errNote{http.StatusBadRequest, "too_many_notes", fmt.Sprintf(
+			"agent %q of project %q holds %d notes, the most one agent may keep (limits.max_notes_per_agent); forget some, or replace one by its id",
+			n.agent, n.project, mine)}
+	}
+	if all >= n.g.cfg.MaxNotesPerProject {
+		return store.Note{}, &errNote{http.StatusBadRequest, "too_many_notes", fmt.Sprintf(
+			"project %q holds %d notes over all its agents, the most one project may keep (limits.max_notes_per_project); forget some, or replace one by its id",
+			n.project, all)}
+	}
 	note := store.Note{Project: n.project, Agent: n.agent, ID: id, Text: text, CreatedAt: now, UpdatedAt: now,
 		ExpiresAt: now.Add(time.Duration(hours) * time.Hour)}
 	if old, err := n.store().SearchNotes(ctx, n.project, n.agent, "", now, maxNoteLimit); err == nil {
@@ -200,6 +217,11 @@ func (g *Gateway) serveMemory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	if aerr := g.limitRequest(r.Context(), w.Header(), p); aerr != nil {
+		g.closeUnread(w, r)
+		writeError(w, aerr)
+		return
+	}
 	n, err := g.notesFor(p, r.Header.Get(agentHeader))
 	if err != nil {
 		writeError(w, noteError(err))
@@ -254,4 +276,29 @@ func (g *Gateway) serveMemory(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSONBody(w, toNoteJSON(note))
 	}
+}
+
+// limitRequest counts a request that reaches no engine against the key's
+// and the project's requests per minute, when admission limits them
+// (RequestLimiter); it sets the rate headers on h.
+func (g *Gateway) limitRequest(ctx context.Context, h http.Header, p request.Principal) *apiError {
+	rl, ok := g.deps.Admission.(RequestLimiter)
+	if !ok {
+		return nil
+	}
+	rh, err := rl.LimitRequest(ctx, p)
+	if err != nil {
+		if rej, ok := errors.AsType[*request.Rejection](err); ok {
+			for k, v := range rej.Header {
+				h[k] = v
+			}
+			return newError(rej.Status, rej.Type, rej.Code, rej.Message).withRetryAfter(rej.RetryAfter)
+		}
+		g.log.Warn("limiting request", "project", p.Project, "err", err)
+		return newError(http.StatusInternalServerError, typeServer, "", "the request could not be admitted; try again")
+	}
+	for k, v := range rh {
+		h[k] = v
+	}
+	return nil
 }

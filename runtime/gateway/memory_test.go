@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/runtime/tenancy"
 	"github.com/llmgw/llmgw/testkit/nodejs"
 )
 
@@ -29,6 +31,12 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func memoryGateway(t *testing.T) (string, store.Store) {
 	t.Helper()
+	return memoryGatewayWith(t, Config{}, nil)
+}
+
+// memoryGatewayWith is memoryGateway with a config and an admission.
+func memoryGatewayWith(t *testing.T, cfg Config, adm func(store.Store) Admission) (string, store.Store) {
+	t.Helper()
 	st := contentStore(t, 0)
 	for p, hours := range map[string]int{"keeps": 720, "other": 720, "off": 0} {
 		if err := st.CreateProject(t.Context(), store.Project{Name: p}); err != nil {
@@ -38,7 +46,11 @@ func memoryGateway(t *testing.T) (string, store.Store) {
 			t.Fatal(err)
 		}
 	}
-	gw := New(Config{}, Deps{Catalog: testModels, Auth: projectAuth{}, Routes: nil, Content: st})
+	deps := Deps{Catalog: testModels, Auth: projectAuth{}, Routes: nil, Content: st}
+	if adm != nil {
+		deps.Admission = adm(st)
+	}
+	gw := New(cfg, deps)
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(func() { srv.Close(); gw.Close() })
 	return srv.URL, st
@@ -134,6 +146,28 @@ func TestMCPMemory(t *testing.T) {
 	off := mcpSession(t, url, "key-off", "")
 	if _, e := callTool(t, off, "remember", map[string]any{"text": "x"}); !strings.Contains(e, "does not keep memory notes") {
 		t.Fatalf("remember in a project without memory: %q", e)
+	}
+	// Behind a reverse proxy on the same host: a loopback connection with
+	// the public Host is served (the key is what guards /mcp).
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "llmgw.example.com"
+	req.Header.Set("Authorization", "Bearer key-keeps")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	proxied, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, proxied); proxied.StatusCode != 200 || !strings.Contains(body, `"remember"`) {
+		t.Fatalf("/mcp with Host llmgw.example.com on a loopback connection: %d %s", proxied.StatusCode, body)
+	}
+	// A bad agent id is refused before any tool, with HTTP 400.
+	if c := do(t, http.MethodPost, url+"/mcp", map[string]string{"Authorization": "Bearer key-keeps", "X-Llmgw-Agent": "not an id!",
+		"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); c.status != 400 || !strings.Contains(c.raw, "invalid_agent") {
+		t.Fatalf("/mcp with a bad agent id: %d %s", c.status, c.raw)
 	}
 	// Without a key the transport refuses before any tool.
 	resp, err := http.Post(url+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
@@ -248,4 +282,87 @@ func TestMCPTypeScriptSDK(t *testing.T) {
 		!got.Again.IsError || !strings.Contains(got.Again.Text, "not found") {
 		t.Fatalf("MCP TypeScript client saw %s", out)
 	}
+}
+
+// TestMemoryBounds: an agent keeps at most MaxNotesPerAgent notes (a
+// replacement by id always fits; another agent has its own), refused
+// with a clear error on /v1/memory and /mcp alike; and both count
+// against the project's requests per minute.
+func TestMemoryBounds(t *testing.T) {
+	t.Run("notes per agent", func(t *testing.T) {
+		url, _ := memoryGatewayWith(t, Config{MaxNotesPerAgent: 3}, nil)
+		h := bearer("key-keeps")
+		h["X-Llmgw-Agent"] = "bot"
+		var first string
+		for i := range 3 {
+			c := do(t, http.MethodPost, url+"/v1/memory", h, `{"text":"note `+strconv.Itoa(i)+`"}`)
+			if c.status != 200 {
+				t.Fatalf("note %d: %d %s", i, c.status, c.raw)
+			}
+			if i == 0 {
+				first = c.body["id"].(string)
+			}
+		}
+		c := do(t, http.MethodPost, url+"/v1/memory", h, `{"text":"one too many"}`)
+		if e, _ := c.body["error"].(map[string]any); c.status != 400 || e["code"] != "too_many_notes" ||
+			!strings.Contains(e["message"].(string), "holds 3 notes") || !strings.Contains(e["message"].(string), "limits.max_notes_per_agent") {
+			t.Fatalf("a fourth note: %d %s", c.status, c.raw)
+		}
+		if c := do(t, http.MethodPost, url+"/v1/memory", h, `{"text":"replaced","id":"`+first+`"}`); c.status != 200 {
+			t.Fatalf("replacing a note at the bound: %d %s", c.status, c.raw)
+		}
+		if _, e := callTool(t, mcpSession(t, url, "key-keeps", "bot"), "remember", map[string]any{"text": "by MCP"}); !strings.Contains(e, "holds 3 notes") {
+			t.Fatalf("remember at the bound: %q", e)
+		}
+		if _, e := callTool(t, mcpSession(t, url, "key-keeps", "other-bot"), "remember", map[string]any{"text": "mine"}); e != "" {
+			t.Fatalf("another agent at its first note: %q", e)
+		}
+	})
+	t.Run("notes per project", func(t *testing.T) {
+		// Agent ids are the client's to choose: the project's notes are
+		// bounded over all of them.
+		url, _ := memoryGatewayWith(t, Config{MaxNotesPerProject: 4}, nil)
+		for i := range 4 {
+			h := bearer("key-keeps")
+			h["X-Llmgw-Agent"] = "agent-" + strconv.Itoa(i)
+			if c := do(t, http.MethodPost, url+"/v1/memory", h, `{"text":"one"}`); c.status != 200 {
+				t.Fatalf("agent %d: %d %s", i, c.status, c.raw)
+			}
+		}
+		h := bearer("key-keeps")
+		h["X-Llmgw-Agent"] = "agent-new"
+		c := do(t, http.MethodPost, url+"/v1/memory", h, `{"text":"one more"}`)
+		if e, _ := c.body["error"].(map[string]any); c.status != 400 || e["code"] != "too_many_notes" || !strings.Contains(e["message"].(string), "limits.max_notes_per_project") {
+			t.Fatalf("a fifth note in the project: %d %s", c.status, c.raw)
+		}
+		if c := do(t, http.MethodPost, url+"/v1/memory", bearer("key-other"), `{"text":"another project"}`); c.status != 200 {
+			t.Fatalf("another project: %d %s", c.status, c.raw)
+		}
+	})
+	t.Run("requests per minute", func(t *testing.T) {
+		url, _ := memoryGatewayWith(t, Config{}, func(st store.Store) Admission {
+			if err := st.UpdateProject(t.Context(), store.Project{Name: "keeps", RPM: 2}); err != nil {
+				t.Fatal(err)
+			}
+			return tenancy.NewAdmission(tenancy.Options{Store: st})
+		})
+		for i := range 2 {
+			if c := do(t, http.MethodGet, url+"/v1/memory", bearer("key-keeps"), ""); c.status != 200 || c.header.Get("X-Ratelimit-Limit-Requests") != "2" {
+				t.Fatalf("request %d: %d %v %s", i, c.status, c.header, c.raw)
+			}
+		}
+		c := do(t, http.MethodPost, url+"/v1/memory", bearer("key-keeps"), `{"text":"x"}`)
+		if e, _ := c.body["error"].(map[string]any); c.status != 429 || c.header.Get("Retry-After") == "" || e["code"] != "rate_limit_exceeded" {
+			t.Fatalf("third request: %d %v %s", c.status, c.header, c.raw)
+		}
+		c = do(t, http.MethodPost, url+"/mcp", map[string]string{"Authorization": "Bearer key-keeps", "Content-Type": "application/json",
+			"Accept": "application/json, text/event-stream"}, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		if c.status != 429 || c.header.Get("Retry-After") == "" {
+			t.Fatalf("/mcp past the project's requests per minute: %d %v %s", c.status, c.header, c.raw)
+		}
+		// Another project has its own count.
+		if c := do(t, http.MethodGet, url+"/v1/memory", bearer("key-other"), ""); c.status != 200 {
+			t.Fatalf("another project: %d %s", c.status, c.raw)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,6 +22,21 @@ func (g *Gateway) serveMessages(w http.ResponseWriter, r *http.Request, x *excha
 	}
 	x.shape = &messagesShape{}
 	g.serve(w, r, x)
+}
+
+// serveMessagesUnknown answers a path under /v1/messages/ the gateway
+// does not serve (count_tokens, batches) in Anthropic's error shape, as
+// the Anthropic clients that call it expect.
+func (g *Gateway) serveMessagesUnknown(w http.ResponseWriter, r *http.Request) {
+	g.closeUnread(w, r)
+	body := append(apishape.AnthropicError(http.StatusNotFound,
+		fmt.Sprintf("unknown URL: %s %s (this gateway serves POST /v1/messages only)", r.Method, r.URL.Path),
+		w.Header().Get(requestIDHeader)), '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = w.Write(body)
 }
 
 // messagesShape is one /v1/messages request.

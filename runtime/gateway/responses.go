@@ -174,7 +174,7 @@ func (g *Gateway) serveResponse(w http.ResponseWriter, r *http.Request) {
 		body = sr.Body
 	} else {
 		err = content.DeleteResponse(r.Context(), p.Project, id)
-		body, _ = json.Marshal(map[string]any{"id": id, "object": "response", "deleted": true})
+		body, _ = json.Marshal(map[string]any{"id": id, "object": "response.deleted", "deleted": true})
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, notFound)

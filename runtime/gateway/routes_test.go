@@ -177,6 +177,13 @@ func TestMessagesAuthAndErrors(t *testing.T) {
 	if c := do(t, http.MethodGet, url, bearer(testKey), ""); c.status != 405 || c.body["type"] != "error" {
 		t.Fatalf("GET: %d %s", c.status, c.raw)
 	}
+	// A path under /v1/messages/ the gateway does not serve answers in
+	// Anthropic's shape too.
+	c := do(t, http.MethodPost, url+"/count_tokens", bearer(testKey), messagesBody)
+	checkShape(t, "/v1/messages", c, "not_found_error", "")
+	if c.status != 404 || !strings.Contains(c.raw, "/v1/messages/count_tokens") {
+		t.Fatalf("count_tokens: %d %s", c.status, c.raw)
+	}
 }
 
 // TestStoredResponsesPolicy: a project that did not opt in keeps nothing
@@ -194,23 +201,33 @@ func TestStoredResponsesPolicy(t *testing.T) {
 	}
 	s := newSimGateway(t, Deps{Auth: projectAuth{}, Content: st})
 	url := s.url + "/v1/responses"
+	// Every request carries a marker no record may hold.
+	const marker = "zq7-kept-content"
+	responsesBody := `{"model":"coder","max_output_tokens":5,"input":"` + marker + `"}`
+	posts := 0
+	send := func(t *testing.T, method, url string, header map[string]string, body string) call {
+		if method == http.MethodPost {
+			posts++
+		}
+		return do(t, method, url, header, body)
+	}
 
-	off := do(t, http.MethodPost, url, bearer("key-proj"), responsesBody)
+	off := send(t, http.MethodPost, url, bearer("key-proj"), responsesBody)
 	if off.status != 200 || off.body["store"] != false {
 		t.Fatalf("project without retention: %d %s", off.status, off.raw)
 	}
 	id, _ := off.body["id"].(string)
-	next := do(t, http.MethodPost, url, bearer("key-proj"), `{"model":"coder","input":"more","previous_response_id":"`+id+`"}`)
+	next := send(t, http.MethodPost, url, bearer("key-proj"), `{"model":"coder","input":"`+marker+`","previous_response_id":"`+id+`"}`)
 	if next.status != 400 || next.body["error"].(map[string]any)["code"] != "previous_response_not_found" {
 		t.Fatalf("previous_response_id of an unstored response: %d %s", next.status, next.raw)
 	}
 
-	kept := do(t, http.MethodPost, url, bearer("key-keeps"), responsesBody)
+	kept := send(t, http.MethodPost, url, bearer("key-keeps"), responsesBody)
 	if kept.status != 200 || kept.body["store"] != true {
 		t.Fatalf("project with retention: %d %s", kept.status, kept.raw)
 	}
 	id, _ = kept.body["id"].(string)
-	notStored := do(t, http.MethodPost, url, bearer("key-keeps"), `{"model":"coder","input":"x","store":false}`)
+	notStored := send(t, http.MethodPost, url, bearer("key-keeps"), `{"model":"coder","input":"`+marker+`","store":false}`)
 	if notStored.body["store"] != false {
 		t.Fatalf("store:false was stored: %s", notStored.raw)
 	}
@@ -220,20 +237,29 @@ func TestStoredResponsesPolicy(t *testing.T) {
 	// Another project: GET, DELETE and previous_response_id answer as for
 	// an id that does not exist.
 	for _, c := range []call{
-		do(t, http.MethodGet, url+"/"+id, bearer("key-other"), ""),
-		do(t, http.MethodDelete, url+"/"+id, bearer("key-other"), ""),
-		do(t, http.MethodGet, url+"/resp_none", bearer("key-keeps"), ""),
+		send(t, http.MethodGet, url+"/"+id, bearer("key-other"), ""),
+		send(t, http.MethodDelete, url+"/"+id, bearer("key-other"), ""),
+		send(t, http.MethodGet, url+"/resp_none", bearer("key-keeps"), ""),
 	} {
 		if c.status != 404 || c.body["error"].(map[string]any)["code"] != "not_found" {
 			t.Fatalf("another project's response: %d %s", c.status, c.raw)
 		}
 	}
-	if c := do(t, http.MethodPost, url, bearer("key-other"), `{"model":"coder","input":"x","previous_response_id":"`+id+`"}`); c.status != 400 {
+	if c := send(t, http.MethodPost, url, bearer("key-other"), `{"model":"coder","input":"`+marker+`","previous_response_id":"`+id+`"}`); c.status != 400 {
 		t.Fatalf("another project's previous_response_id: %d %s", c.status, c.raw)
 	}
-	got := do(t, http.MethodGet, url+"/"+id, bearer("key-keeps"), "")
+	got := send(t, http.MethodGet, url+"/"+id, bearer("key-keeps"), "")
 	if got.status != 200 || got.body["id"] != id {
 		t.Fatalf("own response: %d %s", got.status, got.raw)
+	}
+	// DELETE answers as OpenAI's does; the response is gone.
+	other := send(t, http.MethodPost, url, bearer("key-keeps"), responsesBody)
+	if c := send(t, http.MethodDelete, url+"/"+other.body["id"].(string), bearer("key-keeps"), ""); c.status != 200 ||
+		c.body["object"] != "response.deleted" || c.body["deleted"] != true || c.body["id"] != other.body["id"] {
+		t.Fatalf("DELETE: %d %s", c.status, c.raw)
+	}
+	if c := send(t, http.MethodGet, url+"/"+other.body["id"].(string), bearer("key-keeps"), ""); c.status != 404 {
+		t.Fatalf("GET after DELETE: %d %s", c.status, c.raw)
 	}
 	// Retention: an hour later the response is gone, for reads and for
 	// the prune.
@@ -250,34 +276,107 @@ func TestStoredResponsesPolicy(t *testing.T) {
 	if n, err := st.PruneContent(t.Context(), sr.ExpiresAt); err != nil || n != 1 {
 		t.Fatalf("prune at expiry deleted %d, %v", n, err)
 	}
-	if c := do(t, http.MethodGet, url+"/"+id, bearer("key-keeps"), ""); c.status != 404 {
+	if c := send(t, http.MethodGet, url+"/"+id, bearer("key-keeps"), ""); c.status != 404 {
 		t.Fatalf("after the prune: %d %s", c.status, c.raw)
 	}
-	if strings.Contains(fmt.Sprint(<-s.records), "hi") {
-		t.Fatal("a usage record carries message content")
+	// No usage record carries message content: every request's record.
+	for i := range posts {
+		select {
+		case rec := <-s.records:
+			if strings.Contains(fmt.Sprintf("%+v", rec), marker) {
+				t.Fatalf("usage record %d carries message content: %+v", i, rec)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d usage records observed", i, posts)
+		}
 	}
 }
 
 // TestTranslatedStreamCutAtBound: an engine that streams past the
-// max_tokens admission reserved is cut there on a translated route too:
-// no more deltas than reserved, and the answer ends as cut at the bound.
+// max_tokens admission reserved is cut there on a translated route and on
+// a thread too: no more tokens than reserved (reasoning counted), the
+// token past the bound in neither what is relayed nor the final text nor
+// the stored thread, and the answer ends as cut at the bound (a thread's
+// with a final chunk and [DONE]).
 func TestTranslatedStreamCutAtBound(t *testing.T) {
-	adm := &recordingAdmission{}
-	h := newHarness(t, 1, Config{}, adm)
-	h.engines[0].handle = func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for range 10 {
-			fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n")
-		}
-		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	tests := []struct {
+		name, path, body string
+		thread           bool
+		reasoning        int
+		check            func(t *testing.T, body string)
+	}{
+		{name: "messages", path: "/v1/messages",
+			body: `{"model":"coder","max_tokens":3,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			check: func(t *testing.T, body string) {
+				if n := strings.Count(body, `"text_delta"`); n != 3 || !strings.Contains(body, `"stop_reason":"max_tokens"`) || !strings.Contains(body, "message_stop") {
+					t.Fatalf("%d deltas relayed of a bound of 3:\n%s", n, body)
+				}
+			}},
+		{name: "responses", path: "/v1/responses",
+			body: `{"model":"coder","max_output_tokens":3,"stream":true,"input":"hi"}`,
+			check: func(t *testing.T, body string) {
+				if n := strings.Count(body, "event: response.output_text.delta"); n != 3 || !strings.Contains(body, `"text":"t0t1t2"`) {
+					t.Fatalf("%d deltas relayed of a bound of 3, or a final text other than t0t1t2:\n%s", n, body)
+				}
+				if !strings.Contains(body, "event: response.incomplete") && !strings.Contains(body, "event: response.completed") {
+					t.Fatalf("the response does not end:\n%s", body)
+				}
+			}},
+		{name: "thread", path: "/v1/chat/completions", thread: true, reasoning: 2,
+			body: `{"model":"coder","max_tokens":3,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			check: func(t *testing.T, body string) {
+				events := streamEvents(body)
+				if len(events) < 2 || events[len(events)-1] != "[DONE]" || !strings.Contains(events[len(events)-2], `"finish_reason":"length"`) {
+					t.Fatalf("a thread's stream cut at its bound does not end with a length chunk and [DONE]:\n%s", body)
+				}
+				if strings.Count(body, `"reasoning_content"`) != 2 || strings.Count(body, `"content":"t`) != 1 {
+					t.Fatalf("want 2 reasoning tokens and 1 of text relayed of a bound of 3:\n%s", body)
+				}
+			}},
 	}
-	resp := h.post(t.Context(), "/v1/messages", `{"model":"coder","max_tokens":3,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-	defer resp.Body.Close()
-	body := readAll(t, resp)
-	if n := strings.Count(body, `"text_delta"`); n != 3 || !strings.Contains(body, `"stop_reason":"max_tokens"`) || !strings.Contains(body, "message_stop") {
-		t.Fatalf("%d deltas relayed of a bound of 3:\n%s", n, body)
-	}
-	if u := adm.settled(t); u.CompletionTokens != 3 || !u.Estimated {
-		t.Fatalf("settled %+v, want the 3 relayed tokens, estimated", u)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			adm := &recordingAdmission{}
+			h := newHarness(t, 1, Config{}, adm)
+			st := contentStore(t, 1)
+			h.gw.deps.Content = st
+			h.engines[0].handle = func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				for i := range tt.reasoning {
+					fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"r%d\"}}]}\n\n", i)
+				}
+				for i := range 10 {
+					fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d\"}}]}\n\n", i)
+				}
+				fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+			}
+			hdr := bearer(testKey)
+			if tt.thread {
+				hdr["X-Llmgw-Thread"] = "cut"
+			}
+			c := do(t, http.MethodPost, h.srv.URL+tt.path, hdr, tt.body)
+			if c.status != 200 {
+				t.Fatalf("status %d: %s", c.status, c.raw)
+			}
+			tt.check(t, c.raw)
+			if strings.Contains(c.raw, "t3") {
+				t.Fatalf("the token past the bound reached the client:\n%s", c.raw)
+			}
+			if u := adm.settled(t); u.CompletionTokens != 3 || !u.Estimated {
+				t.Fatalf("settled %+v, want the 3 relayed tokens, estimated", u)
+			}
+			h.record() // the handler has returned, the thread is stored
+			if tt.thread {
+				// The thread keeps what the client got.
+				stored, err := st.GetThread(t.Context(), "proj", "cut", time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var msgs []map[string]any
+				if err := json.Unmarshal(stored, &msgs); err != nil || len(msgs) != 2 || msgs[1]["content"] != "t0" {
+					t.Fatalf("stored thread %s, want the turn and the answer t0", stored)
+				}
+			}
+		})
 	}
 }

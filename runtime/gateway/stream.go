@@ -37,7 +37,9 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 		return
 	}
 
-	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	// An event is a few hundred bytes; a longer one is read in pieces
+	// (ErrBufferFull below). The transport buffers beneath this too.
+	br := bufio.NewReaderSize(resp.Body, 4<<10)
 	event := make([]byte, 0, 1024)
 	for {
 		lineStart := len(event)
@@ -125,6 +127,9 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 	}
 	if content {
 		x.events++
+	}
+	if pt, ok := x.shape.(passthrough); ok {
+		pt.relayed(eventData(event))
 	}
 	if flush {
 		if rc.Flush() != nil {
@@ -251,8 +256,10 @@ func (ch *streamChoice) carries() bool {
 // exceeds counts the tokens an event carries and reports whether relaying
 // it would pass the bound for one of its choices; an event that does not
 // pass it is counted.
-func (b *streamBound) exceeds(event []byte) bool {
-	data := eventData(event)
+func (b *streamBound) exceeds(event []byte) bool { return b.exceedsData(eventData(event)) }
+
+// exceedsData is exceeds for an event's data.
+func (b *streamBound) exceedsData(data []byte) bool {
 	if len(data) == 0 || data[0] != '{' {
 		return false
 	}
@@ -313,12 +320,12 @@ func eventData(event []byte) []byte {
 // cutStream ends a stream that reached its bound: a final chunk with
 // finish_reason "length" for each choice still open, the usage chunk when
 // the client asked for it, and [DONE]. The request is settled here, on
-// the tokens relayed and the prompt's bound, so that the usage chunk says
+// the tokens relayed and a typical prompt count, so that the usage chunk says
 // what was charged.
 func (g *Gateway) cutStream(w http.ResponseWriter, rc *http.ResponseController, x *exchange) {
 	b := &x.bound
 	b.cut = true
-	x.usage = request.Usage{PromptTokens: x.promptEstimate, CompletionTokens: b.relayed(), Estimated: true}
+	x.usage = request.Usage{PromptTokens: x.promptTypical, CompletionTokens: b.relayed(), Estimated: true}
 	x.usage.TotalTokens = x.usage.PromptTokens + x.usage.CompletionTokens
 	x.settle()
 	g.log.Warn("stream cut at its reserved completion tokens", "model", x.rec.Model, "replica", x.rec.ReplicaID,

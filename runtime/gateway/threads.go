@@ -53,6 +53,11 @@ type threadShape struct {
 	turn    []json.RawMessage
 	kept    []json.RawMessage
 	trimmed int
+	// acc reads a streamed answer.
+	acc apishape.Accumulator
+	// admitted is the budget (estimated tokens, 0 for none) the body that
+	// admission saw was fitted to: a fallback's body never holds more.
+	admitted int
 }
 
 func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body []byte) ([]byte, *apiError) {
@@ -82,6 +87,12 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 	if err := json.Unmarshal(s.top["messages"], &s.turn); err != nil {
 		return body, nil
 	}
+	var n int
+	if json.Unmarshal(s.top["n"], &n) == nil && n > 1 {
+		// A thread continues with one answer; which of n would it keep?
+		return nil, newError(http.StatusBadRequest, typeInvalidRequest, "unsupported_value",
+			fmt.Sprintf("n is %d; a request on a thread (x-llmgw-thread) asks for one answer: leave n out or send 1", n)).withParam("n")
+	}
 	stored, err := tc.GetThread(ctx, project, s.id, time.Now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -97,7 +108,8 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 	var model string
 	_ = json.Unmarshal(s.top["model"], &model)
 	canonical, _ := g.deps.Catalog.Resolve(model)
-	return s.fit(g, canonical, requestedBound(s.top)), nil
+	s.admitted = s.budget(g, canonical, requestedBound(s.top))
+	return s.fit(s.admitted), nil
 }
 
 // requestedBound is the completion bound the body asks for, 0 if none.
@@ -111,19 +123,25 @@ func requestedBound(top map[string]json.RawMessage) int {
 	return 0
 }
 
-// fit builds the body for a model: the history, trimmed to what the
-// model's context holds beside the completion, then the turn.
-func (s *threadShape) fit(g *Gateway, model string, maxTokens int) []byte {
-	budget := 0
-	if model != "" {
-		l := g.deps.Catalog.Limits(model)
-		if l.ContextLength > 0 {
-			if maxTokens <= 0 {
-				maxTokens = l.MaxOutput
-			}
-			budget = max(l.ContextLength-maxTokens, 1)
-		}
+// budget is what a model's context holds beside the completion, in
+// estimated tokens; 0 when the model's context length is not known.
+func (s *threadShape) budget(g *Gateway, model string, maxTokens int) int {
+	if model == "" {
+		return 0
 	}
+	l := g.deps.Catalog.Limits(model)
+	if l.ContextLength <= 0 {
+		return 0
+	}
+	if maxTokens <= 0 {
+		maxTokens = l.MaxOutput
+	}
+	return max(l.ContextLength-maxTokens, 1)
+}
+
+// fit builds the body for a budget: the history, trimmed to it, then the
+// turn.
+func (s *threadShape) fit(budget int) []byte {
 	var msgs []json.RawMessage
 	msgs, s.kept, s.trimmed = apishape.MergeThread(s.history, s.turn, budget)
 	s.top["messages"], _ = json.Marshal(msgs)
@@ -131,8 +149,16 @@ func (s *threadShape) fit(g *Gateway, model string, maxTokens int) []byte {
 	return body
 }
 
+// refit fits the thread to a budget's fallback model: to what that model
+// holds, and never to more than admission reserved for (the requested
+// model's budget), so a fallback that holds more gets the same history
+// and one that holds less gets less.
 func (s *threadShape) refit(g *Gateway, model string, maxTokens int) ([]byte, *parsedBody, *apiError) {
-	body := s.fit(g, model, maxTokens)
+	budget := s.budget(g, model, maxTokens)
+	if s.admitted > 0 && (budget == 0 || budget > s.admitted) {
+		budget = s.admitted
+	}
+	body := s.fit(budget)
 	req, aerr := parseRequest(body)
 	return body, req, aerr
 }
@@ -144,10 +170,6 @@ func (s *threadShape) setHeaders(h http.Header) {
 		h.Set(threadTrimmedHeader, strconv.Itoa(s.trimmed))
 	}
 }
-
-func (s *threadShape) whole(_ *exchange, _ *apishape.Result, raw []byte) []byte { return raw }
-
-func (s *threadShape) stream(x *exchange) shapeStream { return &threadStream{x: x} }
 
 // completed keeps the thread: the history that was sent, the turn and
 // the answer, for the retention from now.
@@ -168,33 +190,13 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 	}
 }
 
-// threadStream relays the engine's stream as it is, reading the answer
-// from it; the usage chunk the gateway asked for is not relayed.
-type threadStream struct {
-	x   *exchange
-	acc apishape.Accumulator
+// relayed reads the answer from the stream as the client gets it (the
+// chunk past the stream's bound is not relayed, so not read).
+func (s *threadShape) relayed(data []byte) {
+	_, _ = s.acc.Chunk(data) // a chunk that is not JSON adds nothing
 }
 
-func (t *threadStream) chunk(data []byte) ([]apishape.Event, bool, error) {
-	deltas, err := t.acc.Chunk(data)
-	if err != nil {
-		return nil, false, err
-	}
-	if t.x.injected && len(deltas) == 0 && t.acc.Result.Usage != nil && strings.Contains(string(data), `"choices":[]`) {
-		return nil, false, nil
-	}
-	return []apishape.Event{{Data: append([]byte(nil), data...)}}, len(deltas) > 0, nil
-}
-
-func (t *threadStream) finish() []apishape.Event { return nil }
-
-func (t *threadStream) broken(message string) []apishape.Event {
-	e, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": typeUpstream, "code": "upstream_error"}})
-	return []apishape.Event{{Data: e}}
-}
-
-func (t *threadStream) result() *apishape.Result { return &t.acc.Result }
-func (t *threadStream) ended() bool              { return t.acc.Done }
+func (s *threadShape) answer() *apishape.Result { return &s.acc.Result }
 
 // serveThreadDelete is DELETE /v1/threads/{id}: the client forgets one of
 // its project's threads. Another project's answers as one that does not

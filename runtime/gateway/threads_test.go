@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
@@ -46,6 +48,13 @@ func (e *seenEngine) last(t *testing.T) []map[string]any {
 		t.Fatal("the engine got no request")
 	}
 	return e.seen[len(e.seen)-1]
+}
+
+// lastSize is the JSON size of the messages of the last request.
+func (e *seenEngine) lastSize(t *testing.T) int {
+	t.Helper()
+	b, _ := json.Marshal(e.last(t))
+	return len(b)
 }
 
 func startSeenEngine(t *testing.T, model string) (*seenEngine, string) {
@@ -178,6 +187,13 @@ func TestThreads(t *testing.T) {
 	if c := turn("key-off", "t1", "big", "hi", false); c.status != 400 || c.body["error"].(map[string]any)["code"] != "threads_off" {
 		t.Fatalf("thread in a project without retention: %d %s", c.status, c.raw)
 	}
+	// n > 1: which answer would the thread keep? Refused.
+	h = bearer("key-proj")
+	h["X-Llmgw-Thread"] = "t1"
+	if c := do(t, http.MethodPost, url, h, `{"model":"big","n":2,"messages":[{"role":"user","content":"two answers"}]}`); c.status != 400 ||
+		c.body["error"].(map[string]any)["param"] != "n" || !strings.Contains(c.raw, "asks for one answer") {
+		t.Fatalf("n=2 on a thread: %d %s", c.status, c.raw)
+	}
 	if c := do(t, http.MethodPost, srv.URL+"/v1/completions", map[string]string{"Authorization": "Bearer key-proj", "X-Llmgw-Thread": "t1"}, `{"model":"big","prompt":"x"}`); c.status != 400 {
 		t.Fatalf("thread on /v1/completions: %d %s", c.status, c.raw)
 	}
@@ -196,12 +212,109 @@ func TestThreads(t *testing.T) {
 	}
 }
 
-// fallbackAdmission admits everything, serving fallback when it is set.
-type fallbackAdmission struct{ fallback atomic.Value }
+// fallbackAdmission admits everything, serving fallback when it is set;
+// it keeps what the last request it admitted said of itself.
+type fallbackAdmission struct {
+	fallback atomic.Value
+	mu       sync.Mutex
+	info     request.Info
+}
 
-func (a *fallbackAdmission) Admit(_ context.Context, _ request.Principal, model string, _ request.Info) (request.Ticket, error) {
+func (a *fallbackAdmission) lastInfo() request.Info {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.info
+}
+
+func (a *fallbackAdmission) Admit(_ context.Context, _ request.Principal, model string, in request.Info) (request.Ticket, error) {
+	a.mu.Lock()
+	a.info = in
+	a.mu.Unlock()
 	if f, _ := a.fallback.Load().(string); f != "" {
 		return PlainTicket(f), nil
 	}
 	return PlainTicket(model), nil
+}
+
+// TestThreadFallbackToLargerModel: a budget's fallback that holds more
+// than the model asked for gets no more of the thread than admission
+// reserved for: the history fitted to the requested model, not the
+// whole thread the fallback would hold.
+func TestThreadFallbackToLargerModel(t *testing.T) {
+	st := contentStore(t, 24)
+	big, bigURL := startSeenEngine(t, "big")
+	_, smallURL := startSeenEngine(t, "small")
+	rt := router.New()
+	rt.SetEndpoints("big", []router.Endpoint{{ReplicaID: "big-0", URL: bigURL, Weight: 1}})
+	rt.SetEndpoints("small", []router.Endpoint{{ReplicaID: "small-0", URL: smallURL, Weight: 1}})
+	adm := &fallbackAdmission{}
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st, Admission: adm})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	turn := func(model, content string) call {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 8,
+			"messages": []map[string]string{{"role": "user", "content": content}}})
+		h := bearer("key-proj")
+		h["X-Llmgw-Thread"] = "t1"
+		c := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, string(body))
+		if c.status != 200 {
+			t.Fatalf("turn %q on %s: %d %s", content, model, c.status, c.raw)
+		}
+		return c
+	}
+	// A thread on big, far past what small holds (200 tokens).
+	for i := range 12 {
+		turn("big", "turn number "+strconv.Itoa(i)+" with some words to take room")
+	}
+	whole := len(big.last(t))
+	// Asked for small, which holds a few turns; served by big.
+	adm.fallback.Store("big")
+	c := turn("small", "after the fallback")
+	info := adm.lastInfo()
+	got := big.last(t)
+	if c.header.Get("X-Llmgw-Thread-Trimmed") == "" || len(got) >= whole {
+		t.Fatalf("the fallback got %d messages, the last untrimmed turn %d (trimmed %q): more than was admitted",
+			len(got), whole, c.header.Get("X-Llmgw-Thread-Trimmed"))
+	}
+	if sent := big.lastSize(t); sent > info.BodyBytes {
+		t.Fatalf("admitted a body of %d bytes, sent %d bytes of messages to the fallback", info.BodyBytes, sent)
+	}
+	size := 0
+	for _, m := range got {
+		b, _ := json.Marshal(m)
+		size += (len(b) + 3) / 4
+	}
+	if size > 200-8 {
+		t.Fatalf("the fallback got about %d tokens of thread, more than the requested model's 200 less max_tokens 8", size)
+	}
+	if contents(got[len(got)-1:]) != "user:after the fallback" {
+		t.Fatalf("fallback turn sent %q", contents(got))
+	}
+}
+
+// TestThreadEngineErrorRelayed: an engine's refusal of a thread's request
+// reaches the client as it would without a thread: its status, body and
+// headers; the thread is left as it was.
+func TestThreadEngineErrorRelayed(t *testing.T) {
+	h := newHarness(t, 1, Config{}, nil)
+	st := contentStore(t, 1)
+	h.gw.deps.Content = st
+	const refusal = `{"object":"error","message":"This model's maximum context length is 8192 tokens","type":"BadRequestError","param":null,"code":400}`
+	h.engines[0].handle = func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Engine-Reason", "context")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, refusal)
+	}
+	hdr := bearer(testKey)
+	hdr["X-Llmgw-Thread"] = "t1"
+	c := do(t, http.MethodPost, h.srv.URL+"/v1/chat/completions", hdr, `{"model":"coder","messages":[{"role":"user","content":"hi"}]}`)
+	if c.status != 400 || c.raw != refusal || c.header.Get("X-Engine-Reason") != "context" {
+		t.Fatalf("thread request the engine refused: %d %v %s", c.status, c.header, c.raw)
+	}
+	h.record()
+	if _, err := st.GetThread(t.Context(), "proj", "t1", time.Now()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused turn was stored: %v", err)
+	}
 }

@@ -23,7 +23,9 @@ import (
 	"github.com/llmgw/llmgw/runtime/router"
 )
 
-// shape is one translated client API, made anew for each request.
+// shape is a client API put onto the engine's chat completions, made
+// anew for each request: a translated one (translator) or a chat
+// completion with more in it (passthrough: threads).
 type shape interface {
 	// toChat turns the client's body into a chat completions body.
 	toChat(ctx context.Context, g *Gateway, x *exchange, body []byte) ([]byte, *apiError)
@@ -31,12 +33,31 @@ type shape interface {
 	writeError(w http.ResponseWriter, x *exchange, e *apiError)
 	// setHeaders adds the shape's response headers.
 	setHeaders(h http.Header)
+	// completed is called once a whole answer reached the client.
+	completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result)
+}
+
+// translator is a shape whose answer is in another API's shape:
+// relayShaped turns the engine's answer into it.
+type translator interface {
+	shape
 	// whole renders a complete answer; raw is the engine's body.
 	whole(x *exchange, res *apishape.Result, raw []byte) []byte
 	// stream starts the translation of a streamed answer.
 	stream(x *exchange) shapeStream
-	// completed is called once a whole answer reached the client.
-	completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result)
+}
+
+// passthrough is a shape whose answer is the engine's own, relayed as
+// any chat completion is (relayStream, relayBody: errors, headers, the
+// stream's bound and its cut included); it reads the answer as it
+// reaches the client.
+type passthrough interface {
+	shape
+	// relayed reads the data of one event of a streamed answer, once it
+	// was sent to the client.
+	relayed(data []byte)
+	// answer is the streamed answer read so far.
+	answer() *apishape.Result
 }
 
 // shapeStream translates one streamed answer.
@@ -97,9 +118,9 @@ func engineError(status int, body []byte) *apiError {
 	return newError(status, typ, "", "the model's engine refused the request: "+msg)
 }
 
-// relayShaped relays the engine's answer translated by x.shape.
-// A stream is ended with the shape's broken-stream event when idle fires.
-func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchange, ep router.Endpoint, resp *http.Response, idle *idleWatch) {
+// relayShaped relays the engine's answer translated by ts (x.shape). A
+// stream is ended with the shape's broken-stream event when idle fires.
+func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchange, ep router.Endpoint, resp *http.Response, ts translator, idle *idleWatch) {
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxBufferedResponse))
 		if err != nil {
@@ -117,8 +138,8 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			return
 		}
 		x.usage = usageOf(res.Usage)
-		x.shape.setHeaders(w.Header())
-		out := x.shape.whole(x, res, data)
+		ts.setHeaders(w.Header())
+		out := ts.whole(x, res, data)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 		x.rec.Status = http.StatusOK
@@ -126,12 +147,12 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 		if _, err := w.Write(out); err != nil {
 			return
 		}
-		x.shape.completed(r.Context(), g, x, res)
+		ts.completed(r.Context(), g, x, res)
 		return
 	}
 
 	h := w.Header()
-	x.shape.setHeaders(h)
+	ts.setHeaders(h)
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	x.rec.Status = http.StatusOK
@@ -142,7 +163,7 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 		x.rec.Status = statusClientGone
 		return
 	}
-	st := x.shape.stream(x)
+	st := ts.stream(x)
 	send := func(evs []apishape.Event, flush bool) bool {
 		for _, e := range evs {
 			if _, err := w.Write(e.Bytes()); err != nil {
@@ -171,20 +192,24 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			}
 		}
 		if len(data) > 0 {
+			if x.bound.perChoice > 0 && st.result().Finish == "" && x.bound.exceedsData(data) {
+				// Past what admission reserved (an engine that ignored
+				// max_tokens): this chunk is neither translated nor
+				// relayed, and the answer ends, cut at the bound.
+				x.bound.cut = true
+				st.result().Finish = "length"
+				x.usage = request.Usage{PromptTokens: x.promptEstimate, CompletionTokens: x.bound.relayed(), Estimated: true}
+				x.usage.TotalTokens = x.usage.PromptTokens + x.usage.CompletionTokens
+				g.log.Warn("stream cut at its reserved completion tokens", "model", x.rec.Model, "replica", x.rec.ReplicaID,
+					"max_tokens", x.bound.perChoice, "completion_tokens", x.bound.relayed())
+				break
+			}
 			evs, content, cerr := st.chunk(data)
 			data = data[:0]
 			if cerr != nil {
 				g.log.Warn("translating engine stream", "replica", ep.ReplicaID, "model", x.rec.Model, "err", cerr)
 				send(st.broken("the model's engine sent a stream that could not be read"), true)
 				return
-			}
-			if content && x.bound.perChoice > 0 && x.events >= x.bound.perChoice && st.result().Finish == "" {
-				// Past what admission reserved (an engine that ignored
-				// max_tokens): this chunk is not relayed and the answer
-				// ends, cut at the bound.
-				x.bound.cut = true
-				st.result().Finish = "length"
-				break
 			}
 			if content {
 				x.events++
@@ -220,6 +245,6 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 	}
 	if send(st.finish(), true) {
 		x.done = true
-		x.shape.completed(r.Context(), g, x, res)
+		ts.completed(r.Context(), g, x, res)
 	}
 }

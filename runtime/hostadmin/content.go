@@ -36,6 +36,8 @@ func contentRetention(ctx context.Context, kind string, args []string, io IO) in
 		return io.fail(cmd, fmt.Errorf("give --retain-hours or --off, not both"))
 	case !*off && *hours <= 0:
 		return io.fail(cmd, fmt.Errorf("--retain-hours N (N > 0) is required: kept content must expire; or --off"))
+	case *hours > store.MaxRetainHours:
+		return io.fail(cmd, fmt.Errorf("--retain-hours %d is more than %d (ten years), the longest content may be kept", *hours, store.MaxRetainHours))
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {

@@ -62,13 +62,23 @@ type Status struct {
 	Leading bool
 	Token   int64
 	// Lease is the last lease read from the store (this control plane's
-	// or another's); zero before the first read.
-	Lease store.Lease
+	// or another's); zero before the first read. LeaseRead is when, on
+	// this process's clock (the claim's start).
+	Lease     store.Lease
+	LeaseRead time.Time
 	// ValidUntil is, while leading, when this control plane stops counting
 	// itself leader unless it renews.
 	ValidUntil time.Time
 	// Instance is this process's instance id.
 	Instance string
+}
+
+// LeaseValid reports whether the last lease read may still be valid at
+// now on this process's clock: what was left of it when read, less the
+// time since. A standby cut off from the store stops trusting the leader
+// it last saw once that lease would have run out.
+func (s Status) LeaseValid(now time.Time) bool {
+	return s.Lease.Holder != "" && s.Lease.ExpiresAt.Sub(s.Lease.Now) > now.Sub(s.LeaseRead)
 }
 
 // Elector runs the election for one control plane.
@@ -131,6 +141,10 @@ func (e *Elector) Leading() (int64, bool) {
 // takes over at once.
 func (e *Elector) Run(ctx context.Context) {
 	defer close(e.closed)
+	if err := e.checkUnique(ctx); err != nil {
+		e.lose(err.Error())
+		return
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -161,7 +175,7 @@ func (e *Elector) isLost() bool {
 func (e *Elector) round(ctx context.Context) time.Duration {
 	start := e.opts.Now()
 	e.mu.Lock()
-	leading, validUntil := e.st.Leading, e.st.ValidUntil
+	leading, validUntil, token := e.st.Leading, e.st.ValidUntil, e.st.Token
 	e.mu.Unlock()
 	// A claim may take no longer than the leader's remaining validity.
 	timeout := e.opts.TTL
@@ -193,13 +207,18 @@ func (e *Elector) round(ctx context.Context) time.Duration {
 		return 0
 	case !held:
 		e.mu.Lock()
-		e.st.Lease = l
+		e.st.Lease, e.st.LeaseRead = l, start
 		e.mu.Unlock()
 		return e.opts.Retry
+	case leading && l.Token != token:
+		// Someone else held the lease in between: what this control plane
+		// did under its old token may have been undone.
+		e.lose("the lease was taken over in between (token " + strconv.FormatInt(l.Token, 10) + ", had " + strconv.FormatInt(token, 10) + ")")
+		return 0
 	}
 	e.mu.Lock()
 	elected := !e.st.Leading
-	e.st = Status{Leading: true, Token: l.Token, Lease: l, ValidUntil: start.Add(e.opts.TTL), Instance: e.instance}
+	e.st = Status{Leading: true, Token: l.Token, Lease: l, LeaseRead: start, ValidUntil: start.Add(e.opts.TTL), Instance: e.instance}
 	e.mu.Unlock()
 	if elected {
 		e.log.Info("elected leader", "name", e.opts.Name, "token", l.Token, "lease", e.opts.TTL.String())
@@ -211,6 +230,51 @@ func (e *Elector) round(ctx context.Context) time.Duration {
 		go e.watchdog(ctx)
 	}
 	return e.opts.Renew
+}
+
+// checkUnique refuses a second live process under this control plane's
+// name: when the registry holds the name, recently seen, it waits as long
+// as a live holder of the name takes to record itself again and fails if
+// it did. A process restarted under its name passes, after that wait when
+// its predecessor was seen recently.
+func (e *Elector) checkUnique(ctx context.Context) error {
+	same := func() (store.ControlPlane, bool, error) {
+		cps, err := e.opts.Store.ListControlPlanes(ctx)
+		if err != nil {
+			return store.ControlPlane{}, false, err
+		}
+		for _, cp := range cps {
+			if cp.Name == e.opts.Name && cp.Instance != e.instance {
+				return cp, true, nil
+			}
+		}
+		return store.ControlPlane{}, false, nil
+	}
+	before, ok, err := same()
+	if err != nil || !ok {
+		return nil // best effort: the lease alone still keeps one leader
+	}
+	// A live process records itself after every claim: every Renew while
+	// it leads, every Retry while it stands by.
+	wait := 2 * max(e.opts.Renew, e.opts.Retry)
+	if l, err := e.opts.Store.GetLease(ctx, store.FleetLease); err == nil &&
+		(l.Now.Sub(before.SeenAt) > wait || (l.Instance == before.Instance && !l.Valid())) {
+		// Seen long ago, or it led and gave the lease up (a clean stop)
+		// or let it run out (it died or lost it, and exits): a restart.
+		return nil
+	}
+	e.log.Info("waiting to see whether another process runs under this name", "name", e.opts.Name, "wait", wait.String())
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(wait):
+	}
+	after, ok, err := same()
+	if err != nil || !ok || (after.Instance == before.Instance && !after.SeenAt.After(before.SeenAt)) {
+		return nil
+	}
+	return errors.New("another control plane (instance " + after.Instance + ") is running under the name " + strconv.Quote(e.opts.Name) +
+		"; ha.name must differ between control planes sharing a store")
 }
 
 // watchdog ends leadership when the local validity runs out without a

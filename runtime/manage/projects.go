@@ -90,6 +90,10 @@ func projectFromProto(p *managev1.Project) (store.Project, error) {
 		if h != nil && *h < 0 {
 			return store.Project{}, invalid("project "+p.GetName()+" "+field, "must not be negative (0 keeps nothing)")
 		}
+		if h != nil && *h > store.MaxRetainHours {
+			return store.Project{}, invalid("project "+p.GetName()+" "+field,
+				"must be at most %d (ten years), got %d", store.MaxRetainHours, *h)
+		}
 	}
 	return store.Project{Name: p.GetName(), RPM: p.GetRpm(), TPM: p.GetTpm(), AllowedModels: models}, nil
 }

@@ -38,7 +38,7 @@ func (s *Service) rolloutStatus(st *managev1.ModelStatus, e models.Entry) {
 		}
 	}
 	if s.opts.Reconciler != nil {
-		st.Stalled = s.opts.Reconciler.Stalled(e.Model.Name)
+		st.Stalled = s.opts.Reconciler.Stalled(e.Model.Name, e.Generation)
 	}
 }
 

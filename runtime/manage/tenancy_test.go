@@ -533,6 +533,8 @@ func TestProjectRetention(t *testing.T) {
 	}
 	_, err = s.UpdateProject(ctx, &managev1.UpdateProjectRequest{Project: &managev1.Project{Name: "team-a", MemoryRetainHours: h(-1)}})
 	wantCode(t, err, codes.InvalidArgument, "memory_retain_hours", "must not be negative")
+	_, err = s.UpdateProject(ctx, &managev1.UpdateProjectRequest{Project: &managev1.Project{Name: "team-a", ThreadsRetainHours: h(3_000_000)}})
+	wantCode(t, err, codes.InvalidArgument, "threads_retain_hours", "at most 87600")
 	list, err := s.ListProjects(ctx, &managev1.ListProjectsRequest{})
 	if err != nil || list.GetProjects()[1].GetMemoryRetainHours() != 720 {
 		t.Fatalf("list = %v, %v", list, err)

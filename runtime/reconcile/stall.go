@@ -23,8 +23,9 @@ type stall struct {
 	generation string
 	// why is the scheduler's explanation in one line.
 	why string
-	// since is when the stall began, or when something last freed room.
-	since time.Time
+	// since is when the stall began, or when something last freed room;
+	// began is when it began, whatever freed room since.
+	since, began time.Time
 	// want and current are scaling.min and the live replicas of the
 	// current generation not on a draining node.
 	want, current int
@@ -52,9 +53,12 @@ func (r *Reconciler) noteStall(tx *fleet.Tx, e models.Entry, failed bool, ex sch
 		delete(r.stalls, e.Model.Name)
 		return
 	}
-	st := stall{generation: e.Generation, why: WhyNotPlaced(ex), since: now, want: e.Model.Scaling.Min, current: current}
-	if prev, ok := r.stalls[e.Model.Name]; ok && prev.generation == e.Generation && !r.freeing {
-		st.since, st.logged = prev.since, prev.logged
+	st := stall{generation: e.Generation, why: WhyNotPlaced(ex), since: now, began: now, want: e.Model.Scaling.Min, current: current}
+	if prev, ok := r.stalls[e.Model.Name]; ok && prev.generation == e.Generation {
+		st.began, st.logged = prev.began, prev.logged
+		if !r.freeing {
+			st.since = prev.since
+		}
 	}
 	for _, rep := range old {
 		w := waitingReplica{id: rep.ID, generation: rep.Generation, draining: onDrainingNode(tx, rep)}
@@ -63,11 +67,23 @@ func (r *Reconciler) noteStall(tx *fleet.Tx, e models.Entry, failed bool, ex sch
 		}
 		st.waiting = append(st.waiting, w)
 	}
-	if !st.logged && now.Sub(st.since) >= r.opts.StallAfter {
+	if !st.logged && st.lasted(now, r.opts.StallAfter) {
 		st.logged = true
 		r.log.Warn("rollout stalled", "model", e.Model.Name, "generation", e.Generation, "waiting", len(st.waiting), "why", st.why)
 	}
 	r.stalls[e.Model.Name] = st
+}
+
+// stallPatience is how many StallAfter a stall may be put off by room
+// freeing elsewhere (a replica of another model stopping, a node becoming
+// ready) that did not let it place: a fleet where something always stops
+// must still report it.
+const stallPatience = 3
+
+// lasted reports whether the stall counts as one: StallAfter with nothing
+// freeing room, or stallPatience × StallAfter in all.
+func (st stall) lasted(now time.Time, after time.Duration) bool {
+	return now.Sub(st.since) >= after || now.Sub(st.began) >= stallPatience*after
 }
 
 // fleetFreeing reports whether room may appear without anyone acting: a
@@ -98,15 +114,16 @@ func (r *Reconciler) forgetStalls(byName map[string]models.Entry) {
 	}
 }
 
-// Stalled says why model's rollout cannot make progress: a replica of its
-// current generation has not placed for StallAfter with nothing freeing
-// room. It names the replicas that keep serving meanwhile. "" when the
-// model is not stalled.
-func (r *Reconciler) Stalled(model string) string {
+// Stalled says why generation of model's rollout cannot make progress: a
+// replica of it has not placed for StallAfter with nothing freeing room
+// (or for 3 × StallAfter in all). It names the replicas that keep serving
+// meanwhile. "" when that generation is not stalled: a stall of an
+// earlier one, before the reconciler has tried the new, is not its.
+func (r *Reconciler) Stalled(model, generation string) string {
 	r.backoffMu.Lock()
 	defer r.backoffMu.Unlock()
 	st, ok := r.stalls[model]
-	if !ok || r.opts.Now().Sub(st.since) < r.opts.StallAfter {
+	if !ok || st.generation != generation || !st.lasted(r.opts.Now(), r.opts.StallAfter) {
 		return ""
 	}
 	var b strings.Builder
@@ -144,7 +161,7 @@ func (r *Reconciler) DrainBlocked(node string) string {
 	var out []string
 	for _, model := range sortedStallModels(r.stalls) {
 		st := r.stalls[model]
-		if r.opts.Now().Sub(st.since) < r.opts.StallAfter {
+		if !st.lasted(r.opts.Now(), r.opts.StallAfter) {
 			continue
 		}
 		for _, w := range st.waiting {

@@ -139,29 +139,35 @@ func TestStalledRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.rec.Pass()
-	if got := h.rec.Stalled("sim-chat"); got != "" {
+	if got := h.rec.Stalled("sim-chat", e.Generation); got != "" {
 		t.Fatalf("Stalled at once = %q, want nothing before StallAfter", got)
 	}
 	h.now = h.now.Add(DefaultStallAfter - time.Second)
 	h.rec.Pass()
-	if got := h.rec.Stalled("sim-chat"); got != "" {
+	if got := h.rec.Stalled("sim-chat", e.Generation); got != "" {
 		t.Fatalf("Stalled after %s = %q, want nothing yet", DefaultStallAfter-time.Second, got)
 	}
 	h.now = h.now.Add(time.Second)
 	h.rec.Pass()
-	got := h.rec.Stalled("sim-chat")
+	got := h.rec.Stalled("sim-chat", e.Generation)
 	for _, want := range []string{"generation " + e.Generation + " cannot be placed", "no node can hold profile h100", "replica " + old + " (generation "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Stalled = %q, want it to contain %q", got, want)
 		}
 	}
-	// Back to what fits: the rollout proceeds and the stall is gone.
+	// Back to what fits: the new generation is not reported stalled, even
+	// before the reconciler has tried it (a rollout's first poll), and
+	// once it has, the rollout proceeds.
 	m.Profiles[0].TP = 2
-	if _, err := h.rec.opts.Catalog.Update(context.Background(), m); err != nil {
+	e2, err := h.rec.opts.Catalog.Update(context.Background(), m)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if got := h.rec.Stalled("sim-chat", e2.Generation); got != "" {
+		t.Errorf("Stalled(new generation) before a pass = %q, want nothing: the stall was the old generation's", got)
+	}
 	h.rec.Pass()
-	if got := h.rec.Stalled("sim-chat"); got != "" {
+	if got := h.rec.Stalled("sim-chat", e2.Generation); got != "" {
 		t.Errorf("Stalled after a fitting update = %q, want nothing", got)
 	}
 }
@@ -208,9 +214,22 @@ func TestStallClockRestartsWhileRoomFrees(t *testing.T) {
 	if err := h.rec.opts.Catalog.Delete(ctx, other); err != nil {
 		t.Fatal(err)
 	}
+	gen := h.rec.stalls[stalled].generation
 	h.now = h.now.Add(DefaultStallAfter)
 	h.rec.Pass()
-	if got := h.rec.Stalled(stalled); got != "" {
+	if got := h.rec.Stalled(stalled, gen); got != "" {
 		t.Errorf("Stalled(%s) while %s's replica stops = %q, want nothing", stalled, other, got)
+	}
+	// Room freeing elsewhere puts the report off only so long: a fleet
+	// where something is always stopping still reports the stall.
+	for range 2 * stallPatience {
+		h.now = h.now.Add(DefaultStallAfter / 2)
+		h.rec.Pass()
+	}
+	if !h.rec.freeing {
+		t.Fatalf("%s's replica no longer stops; the test needs it stopping", other)
+	}
+	if got := h.rec.Stalled(stalled, gen); !strings.Contains(got, "cannot be placed") && !strings.Contains(got, "no node can hold") {
+		t.Errorf("Stalled(%s) after %s of room freeing elsewhere = %q, want the stall reported", stalled, stallPatience*DefaultStallAfter, got)
 	}
 }

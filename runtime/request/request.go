@@ -79,6 +79,20 @@ func EstimatePromptTokens(bodyBytes int, tokenIDs bool) int {
 	return bodyBytes + PromptTemplateAllowance
 }
 
+// TypicalPromptTokens is what a prompt of bodyBytes of request body is
+// billed when the engine reported no count (a stream the client left, or
+// one cut at its bound): about four bytes a token for text, six for token
+// ids ("12345,"), never more than the bound EstimatePromptTokens reserves.
+// The bound is for reservations only: billed, it would charge several
+// times what the engine counted.
+func TypicalPromptTokens(bodyBytes int, tokenIDs bool) int {
+	n := bodyBytes / 4
+	if tokenIDs {
+		n = bodyBytes / 6
+	}
+	return min(max(n, 1), EstimatePromptTokens(bodyBytes, tokenIDs))
+}
+
 // Usage is the token usage the engine reported for a request.
 type Usage struct {
 	PromptTokens     int
@@ -97,6 +111,15 @@ type Usage struct {
 	// or a stream before its first event): the engine may have worked, so
 	// admission charges the request's whole reservation.
 	Abandoned bool
+	// Priced is set by admission's Settle, with Cost what it charged the
+	// project's budgets for the request: the usage row records that cost,
+	// not the tokens re-priced later at a price that may have changed.
+	Priced bool
+	Cost   float64
+	// Admitted is when admission admitted the request (set by Settle): the
+	// usage row is dated then, so its cost counts in the budget period
+	// that reserved it, however long the request ran.
+	Admitted time.Time
 }
 
 // Limits are what one response of a model may hold, from its catalog
@@ -194,7 +217,13 @@ type Record struct {
 	// UsageEstimated is true when the token counts are the gateway's
 	// estimate of an abandoned stream (see Usage.Estimated).
 	UsageEstimated bool
-	Latency        time.Duration
+	// Priced is set when admission charged the request; Cost is then what
+	// it charged (Usage.Cost).
+	Priced bool
+	Cost   float64
+	// Admitted is Usage.Admitted: when set, the usage row's time.
+	Admitted time.Time
+	Latency  time.Duration
 	// TTFT is the time to the first streamed event; zero when not streamed.
 	TTFT   time.Duration
 	Stream bool

@@ -134,11 +134,13 @@ func advertised(configured, bound string) string {
 func (h *ha) leading() (int64, bool) { return h.el.Leading() }
 
 // leaderElsewhere returns the lease holder when it is another control
-// plane whose lease was valid when last read.
+// plane whose lease may still be valid: what was left of it when last
+// read, less the time since on this clock (a standby cut off from the
+// store does not trust its last view for ever).
 func (h *ha) leaderElsewhere() (store.Lease, bool) {
 	st := h.el.Status()
 	l := st.Lease
-	if st.Leading || l.Holder == "" || l.Instance == st.Instance || !l.Valid() {
+	if st.Leading || l.Holder == "" || l.Instance == st.Instance || !st.LeaseValid(time.Now()) {
 		return store.Lease{}, false
 	}
 	return l, true
@@ -349,12 +351,22 @@ func (h *ha) followOnce(ctx context.Context) error {
 	return nil
 }
 
+// relayedHeader marks a management call a standby relayed, with its name:
+// a call is relayed at most once.
+const relayedHeader = "x-llmgw-relayed"
+
 // relay is the management API's interceptor on every control plane: the
 // leader answers itself; a standby passes the call, with its credentials,
 // to the leader and returns the answer.
 func (h *ha) relay(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if _, ok := h.leading(); ok {
 		return handler(ctx, req)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if from := md.Get(relayedHeader); len(from) > 0 {
+		// Relayed once already: the two control planes disagree on who
+		// leads (one of them has a stale view). Relaying again could loop.
+		return nil, status.Errorf(codes.Unavailable, "relayed by control plane %s, which took this one for the leader, but this one is a standby (a leader change is under way); retry in a few seconds", from[0])
 	}
 	l, ok := h.leaderElsewhere()
 	if !ok {
@@ -368,8 +380,7 @@ func (h *ha) relay(ctx context.Context, req any, info *grpc.UnaryServerInfo, han
 	if err != nil {
 		return nil, status.Errorf(codes.Unimplemented, "relaying %s: %v", info.FullMethod, err)
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	out := metadata.MD{}
+	out := metadata.MD{relayedHeader: {h.name}}
 	if v := md.Get("authorization"); len(v) > 0 {
 		out.Set("authorization", v...)
 	}

@@ -39,21 +39,50 @@ func TestPruneContentDeletesExpired(t *testing.T) {
 		}
 		return now
 	}
+	p := &signalingPruner{st: st, pruned: make(chan int64)}
 	go func() {
-		pruneContent(pctx, st, 10*time.Millisecond, clock, slog.New(slog.DiscardHandler))
+		pruneContent(pctx, p, 10*time.Millisecond, clock, slog.New(slog.DiscardHandler))
 		close(done)
 	}()
 	gone := func(id string) bool {
 		_, err := st.GetResponse(ctx, store.DefaultProject, id, now)
 		return err != nil
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !gone("resp_old") || !gone("resp_new") {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: resp_old gone %v, resp_new gone %v", gone("resp_old"), gone("resp_new"))
-		}
-		time.Sleep(5 * time.Millisecond)
+	// At start: the expired one goes, the other stays.
+	if n := p.next(t); n != 1 || !gone("resp_old") || gone("resp_new") {
+		t.Fatalf("first prune deleted %d: resp_old gone %v, resp_new gone %v", n, gone("resp_old"), gone("resp_new"))
 	}
-	cancel()
+	// On the next tick, two hours later: the other goes too.
+	if n := p.next(t); n != 1 || !gone("resp_new") {
+		t.Fatalf("second prune deleted %d: resp_new gone %v", n, gone("resp_new"))
+	}
+	cancel() // a prune in progress does not wait for a reader then
 	<-done
+}
+
+// signalingPruner prunes with the store and sends each prune's count.
+type signalingPruner struct {
+	st     contentPruner
+	pruned chan int64
+}
+
+func (p *signalingPruner) PruneContent(ctx context.Context, now time.Time) (int64, error) {
+	n, err := p.st.PruneContent(ctx, now)
+	select {
+	case p.pruned <- n:
+	case <-ctx.Done():
+	}
+	return n, err
+}
+
+// next waits for the next prune and returns what it deleted.
+func (p *signalingPruner) next(t *testing.T) int64 {
+	t.Helper()
+	select {
+	case n := <-p.pruned:
+		return n
+	case <-time.After(10 * time.Second):
+		t.Fatal("no prune within 10s")
+		return 0
+	}
 }

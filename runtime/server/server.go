@@ -174,7 +174,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("manage_tls: %w", err)
 	}
-	s.agentSrv = grpc.NewServer(grpc.Creds(credentials.NewTLS(agentTLS)),
+	s.agentSrv = grpc.NewServer(grpc.Creds(newRefusalLog(credentials.NewTLS(agentTLS), s.log.With("component", "agents"), "agent_listen")),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// A peer that vanished without closing its connection is noticed
 		// within a minute, so its session ends and its node is marked lost.
@@ -230,7 +230,7 @@ func (s *Server) build(ctx context.Context) error {
 		HA:      func(ctx context.Context) (*managev1.HAStatus, error) { return s.ha.status(ctx) },
 		OnDrain: func(ctx context.Context, node string, draining bool) error { return s.ha.drained(ctx, node, draining) }})
 	// A standby relays every call to the leader, which authenticates it.
-	s.manageSrv = grpc.NewServer(grpc.Creds(credentials.NewTLS(manageTLS)), grpc.ChainUnaryInterceptor(
+	s.manageSrv = grpc.NewServer(grpc.Creds(newRefusalLog(credentials.NewTLS(manageTLS), s.log.With("component", "manage"), "manage_listen")), grpc.ChainUnaryInterceptor(
 		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			return s.ha.relay(ctx, req, info, handler)
 		}, msvc.AuthInterceptor()))
@@ -249,6 +249,8 @@ func (s *Server) build(ctx context.Context) error {
 		GenerationTimeout:     cfg.Timeouts.Generation,
 		StreamIdleTimeout:     cfg.Timeouts.StreamIdle,
 		ColdStartWait:         coldStartWait(cfg.Timeouts.ColdStartWait),
+		MaxNotesPerAgent:      cfg.Limits.MaxNotesPerAgent,
+		MaxNotesPerProject:    cfg.Limits.MaxNotesPerProject,
 		Logger:                s.log.With("component", "gateway"),
 	}, gateway.Deps{
 		Catalog:   catalogView{s.Catalog},

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmgw/llmgw/internal/buildinfo"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -107,6 +108,7 @@ func (c *Checker) Check(ctx context.Context, raw string) (warning string, err er
 	if err != nil {
 		return "", fmt.Errorf("source %s: %w", raw, err)
 	}
+	req.Header.Set("User-Agent", buildinfo.UserAgent("llmgw-server"))
 	if hf && c.HFToken != "" {
 		req.Header.Set("Authorization", "Bearer "+c.HFToken)
 	}

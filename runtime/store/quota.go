@@ -17,9 +17,10 @@ import (
 //
 //	recorded spend of the period + Σ over live slices (granted - spent) <= limit
 //
-// holds for a budget, and Σ live granted <= limit for a rate limit. A slice
-// the holder stops renewing stops counting at its expiry: its unspent part
-// returns, and what it spent is already in the recorded spend.
+// holds for a budget, and Σ live granted <= limit for a rate limit. A budget
+// slice the holder stops renewing stops counting at its expiry: its unspent
+// part returns, and what it spent is already in the recorded spend. A rate
+// slice counts for its Linger (a minute) past its expiry.
 
 // SliceRequest asks for a holder's slice of a subject to be set to between
 // Need and Want (totals over the slice's life, spent included).
@@ -37,6 +38,19 @@ type SliceRequest struct {
 	Need, Want float64
 	// TTL is how long the slice lasts from the database's now.
 	TTL time.Duration
+	// Fallback, for a budget, says the slice may take the budget's
+	// fallback_allowance beyond its amount. The store caps Limit at what
+	// the budget it holds allows (amount, plus the allowance for a
+	// fallback), so a holder whose copy of the budget is stale (lowered
+	// since it read it) cannot lease against the old amount.
+	Fallback bool
+	// Linger is how long past its expiry another holder's slice of the
+	// subject still counts against Limit: for a per-minute limit, a
+	// minute, since what that holder admitted in its last minute is still
+	// in the window (it may have died, or been cut off from the store
+	// while it admitted up to its lease's end). 0 for a budget, whose
+	// spend is in the recorded rows.
+	Linger time.Duration
 }
 
 // Slice is a holder's slice as the store left it.

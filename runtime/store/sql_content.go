@@ -21,8 +21,8 @@ func (s *sqlStore) SetRetention(ctx context.Context, project, kind string, hours
 	if err := checkKind(kind); err != nil {
 		return fmt.Errorf("setting retention of project %q: %w", project, err)
 	}
-	if hours < 0 {
-		return fmt.Errorf("setting %s retention of project %q: hours must not be negative, got %d", kind, project, hours)
+	if hours < 0 || hours > MaxRetainHours {
+		return fmt.Errorf("setting %s retention of project %q: hours must be from 0 to %d (ten years), got %d", kind, project, MaxRetainHours, hours)
 	}
 	err := s.inProjectTx(ctx, project, func(tx *sql.Tx) error {
 		var one int
@@ -60,6 +60,18 @@ func (s *sqlStore) Retention(ctx context.Context, project, kind string) (int, er
 	return hours, nil
 }
 
+// live is the condition under which a row of table, last written at its
+// column written, may still be read at the time given as the query's next
+// argument: before its expires_at, and within its project's current
+// retention for kind from that write. So a retention cut short ends
+// access to what was written under the longer one, and a kind turned
+// off (no retention row) ends it at once, before the prune deletes it.
+func live(table, written, kind string) string {
+	return `(` + table + `.expires_at > ? AND EXISTS (SELECT 1 FROM content_retention
+		WHERE content_retention.project = ` + table + `.project AND content_retention.kind = '` + kind + `'
+		AND ` + table + `.` + written + ` + content_retention.retain_hours * 3600000000 > ?))`
+}
+
 // PutResponse stores a response.
 func (s *sqlStore) PutResponse(ctx context.Context, r StoredResponse) error {
 	if r.CreatedAt.IsZero() {
@@ -82,7 +94,7 @@ func (s *sqlStore) GetResponse(ctx context.Context, project, id string, now time
 	var body, history string
 	var created, expires int64
 	err := s.queryRow(ctx, `SELECT model, body, history, created_at, expires_at FROM stored_responses
-		WHERE project = ? AND id = ? AND expires_at > ?`, project, id, toDB(now)).Scan(&r.Model, &body, &history, &created, &expires)
+		WHERE project = ? AND id = ? AND `+live("stored_responses", "created_at", ContentThreads), project, id, toDB(now), toDB(now)).Scan(&r.Model, &body, &history, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -104,7 +116,8 @@ func (s *sqlStore) DeleteResponse(ctx context.Context, project, id string) error
 // GetThread returns a project's unexpired thread.
 func (s *sqlStore) GetThread(ctx context.Context, project, id string, now time.Time) ([]byte, error) {
 	var msgs string
-	err := s.queryRow(ctx, `SELECT messages FROM threads WHERE project = ? AND id = ? AND expires_at > ?`, project, id, toDB(now)).Scan(&msgs)
+	err := s.queryRow(ctx, `SELECT messages FROM threads WHERE project = ? AND id = ? AND `+live("threads", "updated_at", ContentThreads),
+		project, id, toDB(now), toDB(now)).Scan(&msgs)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -157,8 +170,9 @@ func (s *sqlStore) SearchNotes(ctx context.Context, project, agent, query string
 	if limit <= 0 {
 		limit = 20
 	}
-	q := `SELECT id, text, created_at, updated_at, expires_at FROM memory_notes WHERE project = ? AND agent = ? AND expires_at > ?`
-	args := []any{project, agent, toDB(now)}
+	q := `SELECT id, text, created_at, updated_at, expires_at FROM memory_notes WHERE project = ? AND agent = ? AND ` +
+		live("memory_notes", "updated_at", ContentMemory)
+	args := []any{project, agent, toDB(now), toDB(now)}
 	for _, w := range strings.Fields(strings.ToLower(query)) {
 		q += ` AND LOWER(text) LIKE ? ESCAPE '\'`
 		args = append(args, "%"+likeEscaper.Replace(w)+"%")
@@ -174,6 +188,19 @@ func (s *sqlStore) SearchNotes(ctx context.Context, project, agent, query string
 	}, args...)
 }
 
+// CountNotes counts an agent's and its project's unexpired notes other
+// than the agent's note except.
+func (s *sqlStore) CountNotes(ctx context.Context, project, agent, except string, now time.Time) (int, int, error) {
+	var mine, all int
+	err := s.queryRow(ctx, `SELECT COALESCE(SUM(CASE WHEN agent = ? THEN 1 ELSE 0 END), 0), COUNT(*) FROM memory_notes
+		WHERE project = ? AND NOT (agent = ? AND id = ?) AND `+live("memory_notes", "updated_at", ContentMemory),
+		agent, project, agent, except, toDB(now), toDB(now)).Scan(&mine, &all)
+	if err != nil {
+		return 0, 0, fmt.Errorf("counting notes: %w", err)
+	}
+	return mine, all, nil
+}
+
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // DeleteNote deletes an agent's note.
@@ -184,15 +211,15 @@ func (s *sqlStore) DeleteNote(ctx context.Context, project, agent, id string) er
 	return nil
 }
 
-// PruneContent deletes expired content and the content of kinds turned
+// PruneContent deletes what reads no longer return (see live): content
+// expired, past its project's current retention, or of a kind turned
 // off.
 func (s *sqlStore) PruneContent(ctx context.Context, now time.Time) (int64, error) {
 	var total int64
-	for _, p := range []struct{ table, kind string }{
-		{"stored_responses", ContentThreads}, {"threads", ContentThreads}, {"memory_notes", ContentMemory},
+	for _, p := range []struct{ table, written, kind string }{
+		{"stored_responses", "created_at", ContentThreads}, {"threads", "updated_at", ContentThreads}, {"memory_notes", "updated_at", ContentMemory},
 	} {
-		res, err := s.exec(ctx, `DELETE FROM `+p.table+` WHERE expires_at <= ?
-			OR project NOT IN (SELECT project FROM content_retention WHERE kind = ?)`, toDB(now), p.kind)
+		res, err := s.exec(ctx, `DELETE FROM `+p.table+` WHERE NOT `+live(p.table, p.written, p.kind), toDB(now), toDB(now))
 		if err != nil {
 			return total, fmt.Errorf("pruning %s: %w", p.table, err)
 		}

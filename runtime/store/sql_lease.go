@@ -16,7 +16,9 @@ func (s *sqlStore) nowSQL(query string) string {
 const leaseColumns = `name, holder, instance, token, agent_addr, client_addr, manage_addr, acquired_at, renewed_at, expires_at`
 
 // AcquireLease takes, renews or fails to take the lease in one statement:
-// the upsert's WHERE decides, so two claimants racing cannot both win.
+// the upsert's WHERE decides, so two claimants racing cannot both win. Only
+// the instance holding the lease renews it; any other, even one with the
+// holder's name, takes it only once it has expired (or was released).
 func (s *sqlStore) AcquireLease(ctx context.Context, c LeaseClaim) (Lease, bool, error) {
 	if c.Name == "" || c.Holder == "" || c.Instance == "" {
 		return Lease{}, false, errors.New("acquiring lease: name, holder and instance are required")
@@ -32,8 +34,7 @@ func (s *sqlStore) AcquireLease(ctx context.Context, c LeaseClaim) (Lease, bool,
 			holder = excluded.holder, instance = excluded.instance,
 			agent_addr = excluded.agent_addr, client_addr = excluded.client_addr, manage_addr = excluded.manage_addr,
 			renewed_at = excluded.renewed_at, expires_at = excluded.expires_at
-		WHERE leader_leases.instance = excluded.instance OR leader_leases.holder = excluded.holder
-			OR leader_leases.expires_at <= excluded.renewed_at
+		WHERE leader_leases.instance = excluded.instance OR leader_leases.expires_at <= excluded.renewed_at
 		RETURNING ` + leaseColumns + `, NOW`)
 	l, err := scanLease(s.queryRowW(ctx, q, c.Name, c.Holder, c.Instance, c.AgentAddr, c.ClientAddr, c.ManageAddr, c.TTL.Microseconds()))
 	if errors.Is(err, sql.ErrNoRows) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -38,26 +39,47 @@ func (s *sqlStore) TakeSlice(ctx context.Context, r SliceRequest) (sl Slice, ok 
 		}
 	}
 	q := func(query string) string { return s.d.rebind(s.nowSQL(query)) }
-	var now int64
-	var recorded, others float64
-	// One statement, so both sums come from one snapshot.
+	if period, ok := budgetPeriod(r.Subject); ok && r.Project != "" {
+		// The budget as stored now, not as the holder last read it.
+		var amount, allowance float64
+		var onExhausted string
+		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT amount, fallback_allowance, on_exhausted FROM budgets WHERE project = ? AND period = ?`),
+			r.Project, period).Scan(&amount, &allowance, &onExhausted)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			// No such budget (deleted meanwhile): nothing to cap against.
+		case err != nil:
+			return Slice{}, false, fmt.Errorf("%s: reading the budget: %w", what, err)
+		default:
+			if r.Fallback && onExhausted == OnExhaustedFallback {
+				amount += allowance
+			}
+			r.Limit = min(r.Limit, amount)
+		}
+	}
+	var now, expires int64
+	var recorded, others, granted, spent float64
+	var found int64
+	// One statement, so the sums and the holder's own row come from one
+	// snapshot: on PostgreSQL's READ COMMITTED a usage row of this holder
+	// committed between two statements would be in its slice's spent but
+	// not in the recorded spend, and the grant would pass the limit.
 	err = tx.QueryRowContext(ctx, q(`SELECT NOW,
 		(SELECT COALESCE(SUM(cost), 0) FROM usage_records WHERE ? <> '' AND project = ? AND at >= ?),
 		(SELECT COALESCE(SUM(CASE WHEN granted > spent THEN granted - spent ELSE 0 END), 0)
-			FROM quota_slices WHERE subject = ? AND holder <> ? AND expires_at > NOW)`),
-		r.Project, r.Project, toDB(r.Since), r.Subject, r.Holder).Scan(&now, &recorded, &others)
+			FROM quota_slices WHERE subject = ? AND holder <> ? AND expires_at + ? > NOW),
+		(SELECT COUNT(*) FROM quota_slices WHERE subject = ? AND holder = ?),
+		COALESCE((SELECT granted FROM quota_slices WHERE subject = ? AND holder = ?), 0),
+		COALESCE((SELECT spent FROM quota_slices WHERE subject = ? AND holder = ?), 0),
+		COALESCE((SELECT expires_at FROM quota_slices WHERE subject = ? AND holder = ?), 0)`),
+		r.Project, r.Project, toDB(r.Since), r.Subject, r.Holder, r.Linger.Microseconds(),
+		r.Subject, r.Holder, r.Subject, r.Holder, r.Subject, r.Holder, r.Subject, r.Holder).
+		Scan(&now, &recorded, &others, &found, &granted, &spent, &expires)
 	if err != nil {
-		return Slice{}, false, fmt.Errorf("%s: summing the limit's use: %w", what, err)
+		return Slice{}, false, fmt.Errorf("%s: reading the limit's use: %w", what, err)
 	}
-	var granted, spent float64
-	var expires int64
-	err = tx.QueryRowContext(ctx, q(`SELECT granted, spent, expires_at FROM quota_slices WHERE subject = ? AND holder = ?`),
-		r.Subject, r.Holder).Scan(&granted, &spent, &expires)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		granted, spent, expires = 0, 0, now
-	case err != nil:
-		return Slice{}, false, fmt.Errorf("%s: reading the slice: %w", what, err)
+	if found == 0 {
+		expires = now
 	}
 	// The holder's unspent part may take what the others and the recorded
 	// spend leave of the limit.
@@ -113,4 +135,14 @@ func (s *sqlStore) chargeSlices(ctx context.Context, tx *sql.Tx, rows []UsageRow
 		}
 	}
 	return nil
+}
+
+// budgetPeriod returns the period of a budget's subject (BudgetSubject).
+func budgetPeriod(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, "budget/")
+	if !ok {
+		return "", false
+	}
+	period, _, ok := strings.Cut(rest, "/")
+	return period, ok
 }

@@ -144,6 +144,9 @@ func NewAdmission(opts Options) *Admission {
 		if c.Idle <= 0 {
 			c.Idle = DefaultSliceIdle
 		}
+		if c.RateLinger <= 0 {
+			c.RateLinger = DefaultRateLinger
+		}
 		a.shared, a.slices = &c, map[string]*slice{}
 		var ctx context.Context
 		ctx, a.stopUpkeep = context.WithCancel(context.Background())
@@ -447,9 +450,16 @@ func (a *Admission) admitOnce(p request.Principal, proj projectInfo, model strin
 	cost := a.price(model).Cost(prompt, completion)
 	if a.shared != nil {
 		// A slice too short for the model asked for grows before a
-		// fallback is considered.
+		// fallback is considered. A slice taken against a budget since
+		// lowered is taken again against the new amount first: its room
+		// was granted against the old one.
 		for i := range lines {
-			if bl := &lines[i]; !bl.fits(cost, "", false) && !grown[growKey{bl.sl, false}] {
+			bl := &lines[i]
+			switch {
+			case grown[growKey{bl.sl, false}]:
+			case bl.sl.limit > bl.limitFor(bl.fallback, true)+1e-9:
+				gs = append(gs, growth{s: bl.sl, extra: cost, limit: bl.budget.Amount, retake: true})
+			case !bl.fits(cost, "", false):
 				gs = append(gs, growth{s: bl.sl, extra: cost, limit: bl.budget.Amount})
 			}
 		}
@@ -615,7 +625,11 @@ func (t *ticket) Settle(u request.Usage) request.Usage {
 			prompt, completion = prompt-overPrompt, completion-overCompletion
 			u.PromptTokens, u.CompletionTokens = int(prompt), int(completion)
 			u.TotalTokens = int(prompt + completion)
-			t.a.overshot(t.model, overPrompt, overCompletion, u.Reported)
+			if u.Reported {
+				// Only the engine's own count is overshoot; the gateway's
+				// estimate is merely capped.
+				t.a.overshot(t.model, overPrompt, overCompletion, true)
+			}
 		}
 		// A price raised while the request ran does not charge more than
 		// was reserved either.
@@ -634,19 +648,28 @@ func (t *ticket) Settle(u request.Usage) request.Usage {
 				sl.reserved = 0
 			}
 		}
+		// The spend counts in the period the request was admitted in, which
+		// reserved it (the usage row is dated then too): a request running
+		// over midnight charges the old day, not the new one, whose slice
+		// never reserved it.
+		admitted := time.Unix(t.sec, 0).UTC()
 		for _, period := range []string{store.PeriodDay, store.PeriodMonth, store.PeriodTotal} {
+			start := PeriodStart(period, admitted)
 			if l := t.a.ledgers[ledgerKey{t.project, period}]; l != nil {
 				l.roll(now)
-				l.charge(actual)
+				if l.start.Equal(start) {
+					l.charge(actual)
+				}
 			}
 			// The usage row charges this control plane's slice of each
 			// budget the project has; so does this.
 			if t.a.shared != nil {
-				if sl := t.a.slices[store.BudgetSubject(t.project, period, PeriodStart(period, now))]; sl != nil {
+				if sl := t.a.slices[store.BudgetSubject(t.project, period, start)]; sl != nil {
 					sl.consumed += actual
 				}
 			}
 		}
+		u.Priced, u.Cost, u.Admitted = true, actual, admitted
 		t.charged = u
 	})
 	return t.charged

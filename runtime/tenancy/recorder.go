@@ -108,8 +108,14 @@ func (r *Recorder) Observe(rec request.Record) {
 	if rec.Principal.Project == "" || rec.Model == "" {
 		return
 	}
+	at := time.Now()
+	if !rec.Admitted.IsZero() {
+		// Dated when admitted: the row counts in the budget period whose
+		// ledger and slice reserved it.
+		at = rec.Admitted
+	}
 	row := store.UsageRow{
-		At:               time.Now(),
+		At:               at,
 		RequestID:        rec.RequestID,
 		Project:          rec.Principal.Project,
 		KeyID:            rec.Principal.KeyID,
@@ -124,7 +130,12 @@ func (r *Recorder) Observe(rec request.Record) {
 		Stream:           rec.Stream,
 		Holder:           r.opts.Holder,
 	}
-	if r.opts.Price != nil && rec.Model != "" {
+	switch {
+	case rec.Priced:
+		// What admission charged: the slices and ledgers hold that, and a
+		// price changed since must not make the row differ.
+		row.Cost = rec.Cost
+	case r.opts.Price != nil:
 		row.Cost = r.opts.Price(rec.Model, row.PromptTokens, row.CompletionTokens)
 	}
 	r.mu.Lock()

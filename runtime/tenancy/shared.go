@@ -34,10 +34,10 @@ import (
 // and the live slices never add up to more than the limit: tokens and
 // requests per minute over all control planes stay within the limit. A
 // slice is shrunk only down to what its window still holds. A control
-// plane that dies leaves its slice counted until the slice expires: with a
-// TTL of at least a minute (the default), nothing it admitted is counted
-// twice; a shorter TTL lets what it admitted in its last minute be admitted
-// again elsewhere, at most its slice.
+// plane that dies, or is cut off from the store and admits until its
+// lease ends, leaves its slice counted until a minute (RateLinger) after
+// the slice expires: what it admitted is never counted twice, whatever
+// the TTL.
 //
 // A slice is used only until its lease runs out on this process's clock
 // (the renewal's start plus the TTL), before the store lets anyone else
@@ -57,6 +57,10 @@ type Shared struct {
 	// Idle is how long a subject goes without a request before its unused
 	// slice is given back. Default 2s.
 	Idle time.Duration
+	// RateLinger is how long past its lease's end a rate slice still
+	// counts in the store: what its holder admitted in its last minute is
+	// in the window that long. Default a minute (tests shorten it).
+	RateLinger time.Duration
 }
 
 // Default shared-counting settings.
@@ -64,6 +68,7 @@ const (
 	DefaultSliceFraction = 0.1
 	DefaultSliceTTL      = time.Minute
 	DefaultSliceIdle     = 2 * time.Second
+	DefaultRateLinger    = time.Minute
 )
 
 // slice is this control plane's slice of one subject.
@@ -132,6 +137,10 @@ type growth struct {
 	extra    float64
 	limit    float64
 	fallback bool
+	// retake takes the slice again against limit, lower than the one it
+	// was taken against: it keeps what the new limit leaves of it, and
+	// grows by extra if that fits.
+	retake bool
 }
 
 type growKey struct {
@@ -142,6 +151,14 @@ type growKey struct {
 // grow leases more of each slice, one store call per slice.
 func (a *Admission) grow(ctx context.Context, gs []growth) error {
 	for _, g := range gs {
+		if g.retake {
+			if err := a.take(ctx, g.s, g.limit, false, func(base, _ float64) (float64, float64, bool) {
+				return 0, max(g.s.granted, base+g.extra), false
+			}); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := a.take(ctx, g.s, g.limit, g.fallback, func(base, room float64) (need, want float64, skip bool) {
 			if room >= g.extra {
 				return 0, 0, true // another request grew it meanwhile
@@ -168,6 +185,7 @@ func (a *Admission) take(ctx context.Context, s *slice, limit float64, fallback 
 	now := a.now()
 	a.mu.Lock()
 	need, want, skip := size(s.base(now), s.room(now, fallback))
+	consumed, rate := s.consumed, s.w != nil
 	if !skip && want < s.granted {
 		// Shrinking: stop admitting beyond the new size before the store
 		// hears of it.
@@ -178,8 +196,22 @@ func (a *Admission) take(ctx context.Context, s *slice, limit float64, fallback 
 		return nil
 	}
 	started := time.Now()
+	var linger time.Duration
+	if rate {
+		linger = a.shared.RateLinger
+	}
 	res, ok, err := a.shared.Store.TakeSlice(ctx, store.SliceRequest{Subject: s.subject, Holder: a.shared.Holder, Limit: limit,
-		Project: s.project, Since: s.since, Need: need, Want: want, TTL: a.shared.TTL})
+		Project: s.project, Since: s.since, Need: need, Want: want, TTL: a.shared.TTL, Linger: linger, Fallback: fallback})
+	// Need and Want count what this process knows it spent; the store's
+	// row may know more (a slice forgotten while idle and made again
+	// starts from nothing). Ask again with the store's figure, or the
+	// grant would leave the request no room.
+	if d := res.Spent - consumed; err == nil && ok && !rate && need > 0 && d > 1e-9 {
+		need, want = need+d, want+d
+		started = time.Now()
+		res, ok, err = a.shared.Store.TakeSlice(ctx, store.SliceRequest{Subject: s.subject, Holder: a.shared.Holder, Limit: limit,
+			Project: s.project, Since: s.since, Need: need, Want: want, TTL: a.shared.TTL, Linger: linger, Fallback: fallback})
+	}
 	if err != nil {
 		a.log.Warn("leasing a slice of a shared limit", "subject", s.subject, "err", err)
 		return &request.Rejection{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "limits_unavailable", Reason: "limit",

@@ -266,8 +266,8 @@ func TestSharedRateSliceOfDeadControlPlane(t *testing.T) {
 	const maxTokens = 20
 	body := chatBody("big", maxTokens)
 	worst := int64(request.EstimatePromptTokens(len(body(false)), false) + maxTokens)
-	ttl := 2 * time.Second
-	a, b, _ := sharedPair(t, 2*worst, nil, tenancy.Shared{RateSlice: 1, TTL: ttl, Idle: time.Hour}, 0, 2000)
+	ttl, linger := 2*time.Second, 3*time.Second
+	a, b, _ := sharedPair(t, 2*worst, nil, tenancy.Shared{RateSlice: 1, TTL: ttl, Idle: time.Hour, RateLinger: linger}, 0, 2000)
 	if r := a.post(t, body(false), false); r.status != http.StatusOK {
 		t.Fatalf("a's request: status %d", r.status)
 	}
@@ -281,12 +281,17 @@ func TestSharedRateSliceOfDeadControlPlane(t *testing.T) {
 		if r.status == http.StatusOK {
 			break
 		}
-		if r.status != http.StatusTooManyRequests || time.Since(killed) > ttl+5*time.Second {
-			t.Fatalf("b's request %s after a died: status %d; want 429 until a's slice (ttl %s) expires, then 200", time.Since(killed), r.status, ttl)
+		if r.status != http.StatusTooManyRequests || time.Since(killed) > ttl+linger+5*time.Second {
+			t.Fatalf("b's request %s after a died: status %d; want 429 until a's slice (ttl %s) expires and lingers %s, then 200", time.Since(killed), r.status, ttl, linger)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("a's rate slice returned %s after a died (slice ttl %s)", time.Since(killed).Round(10*time.Millisecond), ttl)
+	// What a admitted in its last minute stays in the window: its slice
+	// counts a linger past its lease's end (at least ttl/2 after the kill).
+	if took := time.Since(killed); took < ttl/2+linger {
+		t.Errorf("a's rate slice returned %s after a died; want no sooner than ttl/2 + linger = %s", took, ttl/2+linger)
+	}
+	t.Logf("a's rate slice returned %s after a died (slice ttl %s, linger %s)", time.Since(killed).Round(10*time.Millisecond), ttl, linger)
 }
 
 // TestSharedBudgetsShowEveryControlPlane: with shared limits, the budget

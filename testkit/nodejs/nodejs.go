@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -28,7 +29,7 @@ func Require(t testing.TB) {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
+			if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
 				t.Fatalf("%s not found (CI=true): %v", tool, err)
 			}
 			t.Skipf("%s not found: %v", tool, err)

@@ -167,7 +167,9 @@ type Cluster struct {
 	secrets     []string
 	allProcs    []*Proc
 	metricsURL  string
-	metricsText string
+	metricsMu   sync.Mutex
+	metricsText string // the last metrics read
+	metricsRead bool
 }
 
 // NodeSpec describes an agent to start on simulated hardware.
@@ -326,15 +328,67 @@ func (c *Cluster) AddSecret(s string) {
 // MetricsURL is the control plane's /metrics address.
 func (c *Cluster) MetricsURL() string { return c.metricsURL }
 
-// scrapeMetrics keeps the control plane's metrics for scanForSecrets.
-func (c *Cluster) scrapeMetrics() {
-	resp, err := http.Get(c.metricsURL)
+// readMetrics GETs the control plane's metrics and keeps them for
+// scanForSecrets; it returns why it could not.
+func (c *Cluster) readMetrics() error {
+	cli := http.Client{Timeout: 5 * time.Second}
+	resp, err := cli.Get(c.metricsURL)
 	if err != nil {
-		return // the server may already be stopped by the test
+		return err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	c.metricsText = string(b)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "# TYPE ") {
+		return fmt.Errorf("GET %s: %s, %d bytes without a metric", c.metricsURL, resp.Status, len(b))
+	}
+	c.metricsMu.Lock()
+	c.metricsText, c.metricsRead = string(b), true
+	c.metricsMu.Unlock()
+	return nil
+}
+
+// watchMetrics reads the metrics of the control plane p every half second
+// until it exits, so that a test that kills it still leaves metrics to
+// scan: the last ones read before it died.
+func (c *Cluster) watchMetrics(p *Proc) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.Done:
+			return
+		case <-tick.C:
+			_ = c.readMetrics()
+		}
+	}
+}
+
+// scrapeMetrics reads the metrics a last time for scanForSecrets. The
+// metrics half of the scan must not pass by doing nothing: a control plane
+// still running that does not answer fails the test, and so does a test
+// whose metrics were never read at all.
+func (c *Cluster) scrapeMetrics() {
+	running := false
+	if c.Server != nil {
+		select {
+		case <-c.Server.Done:
+		default:
+			running = true
+		}
+	}
+	err := c.readMetrics()
+	c.metricsMu.Lock()
+	read := c.metricsRead
+	c.metricsMu.Unlock()
+	switch {
+	case err != nil && running:
+		c.t.Errorf("secret scan: the control plane runs but its metrics cannot be read, so they cannot be scanned: %v", err)
+	case !read:
+		c.t.Errorf("secret scan: the control plane's metrics were never read (%v), so they cannot be scanned", err)
+	}
 }
 
 // scanForSecrets fails the test when a secret appears in what the
@@ -343,7 +397,9 @@ func (c *Cluster) scanForSecrets() {
 	c.secretsMu.Lock()
 	secrets := slices.Clone(c.secrets)
 	c.secretsMu.Unlock()
+	c.metricsMu.Lock()
 	outputs := map[string]string{"metrics": c.metricsText}
+	c.metricsMu.Unlock()
 	for _, p := range c.allProcs {
 		outputs[p.name] += p.Output()
 	}
@@ -370,6 +426,7 @@ func (c *Cluster) StartServer() {
 		conn.Close()
 		return true, ""
 	})
+	go c.watchMetrics(c.Server)
 }
 
 // stopServer stops the control plane with SIGTERM and waits for it.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,9 @@ func testContentRetention(t *testing.T, s store.Store) {
 	}
 	if err := s.SetRetention(ctx, "nobody", store.ContentThreads, 1); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown project: %v, want ErrNotFound", err)
+	}
+	if err := s.SetRetention(ctx, store.DefaultProject, store.ContentThreads, store.MaxRetainHours+1); err == nil || !strings.Contains(err.Error(), "from 0 to 87600") {
+		t.Fatalf("a retention past ten years: %v", err)
 	}
 	if err := s.SetRetention(ctx, store.DefaultProject, "diaries", 1); err == nil {
 		t.Fatal("unknown kind accepted")
@@ -199,6 +203,17 @@ func testMemoryNotes(t *testing.T, s store.Store) {
 			t.Errorf("search %q = %q, want %q", q, got, want)
 		}
 	}
+	count := func(agent, except string, at time.Time) string {
+		t.Helper()
+		mine, all, err := s.CountNotes(ctx, store.DefaultProject, agent, except, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%d/%d", mine, all)
+	}
+	if n, o, x, e := count("bot", "", now), count("other", "", now), count("bot", "n1", now), count("bot", "", now.Add(2*time.Hour)); n != "2/3" || o != "1/3" || x != "1/2" || e != "0/0" {
+		t.Errorf("CountNotes (agent/project): bot %s, other %s, bot but n1 %s, bot expired %s; want 2/3, 1/3, 1/2, 0/0", n, o, x, e)
+	}
 	put("bot", "n1", "the deploy key moved", now.Add(3*time.Second))
 	if got := ids("vault"); got != "" {
 		t.Errorf("replaced note still found by its old text: %q", got)
@@ -217,5 +232,99 @@ func testMemoryNotes(t *testing.T, s store.Store) {
 	}
 	if n, err := s.PruneContent(ctx, now); err != nil || n != 2 {
 		t.Fatalf("prune after memory turned off: %d, %v; want 2", n, err)
+	}
+}
+
+// testContentRetentionCut: a retention cut short ends access, on reads
+// and at the prune, to what was written under the longer one (from its
+// last write); a kind turned off ends it at once, before any prune.
+func testContentRetentionCut(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p := store.DefaultProject
+	for _, kind := range []string{store.ContentThreads, store.ContentMemory} {
+		if err := s.SetRetention(ctx, p, kind, 720); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	expires := now.Add(720 * time.Hour)
+	put := func() {
+		t.Helper()
+		if err := s.PutResponse(ctx, store.StoredResponse{Project: p, ID: "resp_" + now.Format("150405.000000"), Model: "m",
+			Body: []byte(`{}`), History: []byte(`[]`), CreatedAt: now, ExpiresAt: expires}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutThread(ctx, p, "t1", []byte(`[1]`), expires); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutNote(ctx, store.Note{Project: p, Agent: "bot", ID: "n1", Text: "kept",
+			CreatedAt: now, UpdatedAt: now, ExpiresAt: expires}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// found reports which of the three reads return their row at.
+	found := func(at time.Time) string {
+		t.Helper()
+		var out []string
+		if _, err := s.GetResponse(ctx, p, "resp_"+now.Format("150405.000000"), at); err == nil {
+			out = append(out, "response")
+		} else if !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if _, err := s.GetThread(ctx, p, "t1", at); err == nil {
+			out = append(out, "thread")
+		} else if !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		notes, err := s.SearchNotes(ctx, p, "bot", "", at, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(notes) > 0 {
+			out = append(out, "note")
+		}
+		return strings.Join(out, ",")
+	}
+	put()
+	if got := found(now.Add(2 * time.Hour)); got != "response,thread,note" {
+		t.Fatalf("under a 720h retention, 2h later: found %q", got)
+	}
+	// Cut to 1h: what was written 2h ago is no longer read, though its
+	// expires_at is 30 days away, and the prune deletes it.
+	for _, kind := range []string{store.ContentThreads, store.ContentMemory} {
+		if err := s.SetRetention(ctx, p, kind, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := found(now.Add(30 * time.Minute)); got != "response,thread,note" {
+		t.Fatalf("within the shorter retention: found %q", got)
+	}
+	if got := found(now.Add(2 * time.Hour)); got != "" {
+		t.Fatalf("past the shorter retention: found %q", got)
+	}
+	if n, err := s.PruneContent(ctx, now.Add(30*time.Minute)); err != nil || n != 0 {
+		t.Fatalf("prune within the shorter retention: %d, %v", n, err)
+	}
+	if n, err := s.PruneContent(ctx, now.Add(2*time.Hour)); err != nil || n != 3 {
+		t.Fatalf("prune past the shorter retention deleted %d, %v; want 3", n, err)
+	}
+	// Turned off: nothing is read any more, before the prune.
+	now = now.Add(time.Second)
+	for _, kind := range []string{store.ContentThreads, store.ContentMemory} {
+		if err := s.SetRetention(ctx, p, kind, 720); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put()
+	if got := found(now); got != "response,thread,note" {
+		t.Fatalf("written again: found %q", got)
+	}
+	for _, kind := range []string{store.ContentThreads, store.ContentMemory} {
+		if err := s.SetRetention(ctx, p, kind, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := found(now); got != "" {
+		t.Fatalf("after --off, before the prune: found %q", got)
 	}
 }

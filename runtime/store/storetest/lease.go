@@ -79,11 +79,17 @@ func testLeaseTakeover(t *testing.T, s store.Store) {
 	if err != nil || fs.Value != `{"m":4}` || fs.Token != 2 {
 		t.Fatalf("fleet state = %+v, %v", fs, err)
 	}
-	// A restarted cp-b (same name, new instance) takes over at once, with
-	// a new token.
+	// A second cp-b (same name, new instance) may be a live duplicate: it
+	// is refused while the lease is valid, and takes it once released.
+	if l, ok, err := s.AcquireLease(ctx, claim("cp-b", "b2", time.Minute)); err != nil || ok || l.Instance != "b1" || l.Token != 2 {
+		t.Fatalf("same name, other instance, while valid = %+v, %v, %v; want refused, b keeps token 2", l, ok, err)
+	}
+	if err := s.ReleaseLease(ctx, store.FleetLease, "b1", 2); err != nil {
+		t.Fatal(err)
+	}
 	b2, ok, err := s.AcquireLease(ctx, claim("cp-b", "b2", time.Minute))
 	if err != nil || !ok || b2.Token != 3 || b2.Instance != "b2" {
-		t.Fatalf("restarted holder = %+v, %v, %v; want held with token 3", b2, ok, err)
+		t.Fatalf("restarted holder after release = %+v, %v, %v; want held with token 3", b2, ok, err)
 	}
 	if err := s.ReleaseLease(ctx, store.FleetLease, "b2", 3); err != nil {
 		t.Fatal(err)

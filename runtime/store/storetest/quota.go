@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -102,5 +103,127 @@ func testQuotaSliceRace(t *testing.T, s store.Store) {
 	wg.Wait()
 	if won != 7 {
 		t.Errorf("%d holders got a slice of a limit of 7", won)
+	}
+}
+
+// testQuotaSliceWithUsage: three holders spend a budget of 30 in rows of 1
+// while they grow their slices, each holder's rows committing concurrently
+// with its own next grow; however the commits interleave, the recorded
+// spend never passes the limit.
+func testQuotaSliceWithUsage(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for round := range 4 {
+		project := fmt.Sprintf("race%d", round)
+		if err := s.CreateProject(ctx, store.Project{Name: project}); err != nil {
+			t.Fatal(err)
+		}
+		since := time.Unix(0, 0).UTC()
+		subj := store.BudgetSubject(project, store.PeriodTotal, since)
+		const limit = 30
+		var wg sync.WaitGroup
+		for h := range 3 {
+			holder := fmt.Sprintf("h%d", h)
+			rows := make(chan float64, limit)
+			wg.Go(func() {
+				for c := range rows {
+					if err := s.InsertUsage(ctx, []store.UsageRow{{At: time.Now(), Project: project, Model: "m", Cost: c, Holder: holder}}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+			wg.Go(func() {
+				defer close(rows)
+				issued := 0.0
+				for range 3 * limit {
+					sl, ok, err := s.TakeSlice(ctx, store.SliceRequest{Subject: subj, Holder: holder, Limit: limit, Project: project, Since: since,
+						Need: issued + 1, Want: issued + 2, TTL: time.Minute})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if !ok {
+						continue
+					}
+					for issued+1 <= sl.Granted+1e-9 {
+						rows <- 1
+						issued++
+					}
+				}
+			})
+		}
+		wg.Wait()
+		spent, err := s.ProjectSpend(ctx, project, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spent > limit+1e-9 {
+			t.Fatalf("round %d: %.0f recorded of a budget of %d: a grow was granted past the limit", round, spent, limit)
+		}
+	}
+}
+
+// testQuotaRateLinger: a rate slice whose holder stopped renewing it still
+// counts for its Linger past its expiry (what the holder admitted in its
+// last minute is still in the window); with no linger it frees at expiry.
+func testQuotaRateLinger(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	take := func(subject, holder string, need float64, ttl, linger time.Duration) (store.Slice, bool) {
+		t.Helper()
+		sl, ok, err := s.TakeSlice(ctx, store.SliceRequest{Subject: subject, Holder: holder, Limit: 100, Need: need, Want: need, TTL: ttl, Linger: linger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sl, ok
+	}
+	a1, ok := take("rate/project/l/tokens", "a", 60, 50*time.Millisecond, time.Minute)
+	if !ok {
+		t.Fatal("a's slice refused")
+	}
+	a2, ok := take("rate/project/m/tokens", "a", 60, 50*time.Millisecond, 0)
+	if !ok {
+		t.Fatal("a's second slice refused")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// A Need-0 read by a third holder tells the database's clock.
+		sl, _ := take("rate/project/l/tokens", "c", 0, time.Minute, time.Minute)
+		if sl.Now.After(a1.ExpiresAt) && sl.Now.After(a2.ExpiresAt) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the database's clock never passed the slices' expiry")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the database's clock
+	}
+	if sl, ok := take("rate/project/l/tokens", "b", 60, time.Minute, time.Minute); ok {
+		t.Errorf("b took 60 of 100 while a's expired slice of 60 lingers: %+v", sl)
+	}
+	if sl, ok := take("rate/project/m/tokens", "b", 60, time.Minute, 0); !ok {
+		t.Errorf("b refused 60 of 100 after a's slice expired with no linger: %+v", sl)
+	}
+}
+
+// testQuotaBudgetAsStored: a holder asking against a budget's old amount
+// (its copy is stale) gets no more than the amount stored now allows; a
+// fallback slice may take the stored fallback_allowance on top.
+func testQuotaBudgetAsStored(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if err := s.CreateProject(ctx, store.Project{Name: "lowered"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutBudget(ctx, store.Budget{Project: "lowered", Period: store.PeriodTotal, Amount: 5, OnExhausted: store.OnExhaustedFallback,
+		FallbackModel: "small", FallbackAllowance: 2}); err != nil {
+		t.Fatal(err)
+	}
+	since := store.PeriodStart(store.PeriodTotal, time.Now())
+	subj := store.BudgetSubject("lowered", store.PeriodTotal, since)
+	r := store.SliceRequest{Subject: subj, Holder: "a", Limit: 100, Project: "lowered", Since: since, Need: 1, Want: 50, TTL: time.Minute}
+	if sl, ok, err := s.TakeSlice(ctx, r); err != nil || !ok || sl.Granted != 5 {
+		t.Fatalf("slice against a stale amount of 100 = %+v, %v, %v; want the stored 5", sl, ok, err)
+	}
+	r.Holder, r.Fallback = "b", true
+	if sl, ok, err := s.TakeSlice(ctx, r); err != nil || !ok || sl.Granted != 2 {
+		t.Fatalf("fallback slice = %+v, %v, %v; want the stored allowance of 2 left", sl, ok, err)
 	}
 }

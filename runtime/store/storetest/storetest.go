@@ -58,11 +58,15 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StoredResponses", testStoredResponses},
 		{"Threads", testThreads},
 		{"MemoryNotes", testMemoryNotes},
+		{"ContentRetentionCut", testContentRetentionCut},
 		{"LeaseTakeover", testLeaseTakeover},
 		{"LeaseRace", testLeaseRace},
 		{"DrainsAndControlPlanes", testDrainsAndControlPlanes},
 		{"QuotaSlices", testQuotaSlices},
 		{"QuotaSliceRace", testQuotaSliceRace},
+		{"QuotaSliceWithUsage", testQuotaSliceWithUsage},
+		{"QuotaRateLinger", testQuotaRateLinger},
+		{"QuotaBudgetAsStored", testQuotaBudgetAsStored},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// sseEvents splits an event stream the way the relay frames it: an event
+// ends with a line that is empty once its line ending is trimmed; what
+// follows the last such line is one more event.
+func sseEvents(data []byte) [][]byte {
+	var events [][]byte
+	start := 0
+	for i := 0; i < len(data); {
+		j := bytes.IndexByte(data[i:], '\n')
+		if j < 0 {
+			break
+		}
+		line := data[i : i+j+1]
+		i += j + 1
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			events = append(events, data[start:i])
+			start = i
+		}
+	}
+	if start < len(data) {
+		events = append(events, data[start:])
+	}
+	return events
+}
+
+// FuzzRelayStream feeds the SSE relay whatever an engine might send and
+// checks that the client gets it byte for byte when the gateway asked for
+// nothing (injected false), and with exactly the usage-only events taken
+// out when the gateway asked the engine for usage itself (injected true);
+// and that the usage read is the last usage event's.
+func FuzzRelayStream(f *testing.F) {
+	for _, seed := range []string{
+		"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n",
+		"data: {\"choices\":[{\"delta\":{}}]}\r\n\r\n: keep-alive\n\nevent: x\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\n\n",
+		"data: {\"usage\": {\"completion_tokens\": 2}, \"choices\": []}\n\ndata: [DONE]",
+		"data:{\"choices\":[],\"usage\":{\"prompt_tokens\":-1,\"completion_tokens\":1e309}}\n\n",
+		"\n\n\n",
+		"data: " + string(bytes.Repeat([]byte("x"), 40000)) + "\n\n",
+		"",
+	} {
+		f.Add([]byte(seed), false)
+		f.Add([]byte(seed), true)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, injected bool) {
+		g := &Gateway{log: slog.New(slog.DiscardHandler)}
+		x := &exchange{start: time.Now(), injected: injected}
+		resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(bytes.NewReader(data))}
+		w := httptest.NewRecorder()
+		g.relayStream(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), x, resp, nil)
+
+		var want []byte
+		var lastUsage *usageJSON
+		for _, ev := range sseEvents(data) {
+			u, usageOnly := eventUsage(ev)
+			if u != nil {
+				lastUsage = u
+			}
+			if injected && u != nil && usageOnly {
+				continue
+			}
+			want = append(want, ev...)
+		}
+		if got := w.Body.Bytes(); !bytes.Equal(got, want) {
+			t.Fatalf("the client got\n%q\nwant\n%q", got, want)
+		}
+		if lastUsage != nil && x.usage != lastUsage.usage() {
+			t.Fatalf("usage %+v, want the last usage event's %+v", x.usage, lastUsage.usage())
+		}
+	})
+}
