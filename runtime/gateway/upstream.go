@@ -248,20 +248,21 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 	defer resp.Body.Close()
 	x.answered = resp.StatusCode == http.StatusOK && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 
+	// A stream, translated or not, is bounded by StreamIdleTimeout.
+	var idle *idleWatch
+	if d := g.cfg.StreamIdleTimeout; d > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		idle = &idleWatch{d: d}
+		idle.t = time.AfterFunc(d, func() { idle.fired.Store(true); resp.Body.Close() })
+		defer idle.t.Stop()
+	}
 	if ts, ok := x.shape.(translator); ok {
-		g.relayShaped(w, r, x, ep, resp, ts)
+		g.relayShaped(w, r, x, ep, resp, ts, idle)
 		return nil
 	}
 	if x.shape != nil {
 		x.shape.setHeaders(w.Header())
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var idle *idleWatch
-		if d := g.cfg.StreamIdleTimeout; d > 0 {
-			idle = &idleWatch{d: d}
-			idle.t = time.AfterFunc(d, func() { idle.fired.Store(true); resp.Body.Close() })
-			defer idle.t.Stop()
-		}
 		g.relayStream(w, r, x, resp, idle)
 		if pt, ok := x.shape.(passthrough); ok && x.done {
 			pt.completed(r.Context(), g, x, pt.answer())

@@ -29,6 +29,7 @@ var (
 	ErrAlreadyExists = errors.New("model already exists")
 	ErrDeclarative   = errors.New("model is declared in server.yaml")
 	ErrInvalid       = errors.New("invalid model")
+	ErrConflict      = errors.New("model changed since it was read")
 )
 
 // Entry is one catalog model with where it came from.
@@ -226,15 +227,21 @@ func (r *Registry) Resolve(name string) (string, bool) {
 
 // Create adds a model through the API and stores it.
 func (r *Registry) Create(ctx context.Context, m spec.Model) (Entry, error) {
-	return r.put(ctx, m, false)
+	return r.put(ctx, m, false, 0)
 }
 
 // Update replaces a model added through the API.
 func (r *Registry) Update(ctx context.Context, m spec.Model) (Entry, error) {
-	return r.put(ctx, m, true)
+	return r.put(ctx, m, true, 0)
 }
 
-func (r *Registry) put(ctx context.Context, m spec.Model, update bool) (Entry, error) {
+// UpdateIf is Update refused with ErrConflict unless the stored model is
+// at revision (0: no check).
+func (r *Registry) UpdateIf(ctx context.Context, m spec.Model, revision int64) (Entry, error) {
+	return r.put(ctx, m, true, revision)
+}
+
+func (r *Registry) put(ctx context.Context, m spec.Model, update bool, ifRevision int64) (Entry, error) {
 	m = m.Clone()
 	m.Normalize()
 	if err := m.Validate(); err != nil {
@@ -250,6 +257,8 @@ func (r *Registry) put(ctx context.Context, m spec.Model, update bool) (Entry, e
 		return Entry{}, fmt.Errorf("%w: %q", ErrAlreadyExists, m.Name)
 	case !exists && update:
 		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, m.Name)
+	case ifRevision != 0 && cur.Revision != ifRevision:
+		return Entry{}, fmt.Errorf("%w: %q was read at revision %d and is now at revision %d; read it again and redo the change", ErrConflict, m.Name, ifRevision, cur.Revision)
 	}
 	others := make([]spec.Model, 0, len(r.entries))
 	for name, e := range r.entries {
