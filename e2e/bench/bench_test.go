@@ -42,10 +42,17 @@ import (
 
 const model = "sim-bench"
 
-// catalog is the server's view of the real catalog (models.Registry).
+// catalog is the server's view of the catalog: the real one
+// (models.Registry) when r is set, else the one model named model, with
+// no terms of its own.
 type catalog struct{ r *models.Registry }
 
-func (c catalog) Lookup(name string) (request.Model, bool) { return c.r.Lookup(name) }
+func (c catalog) Lookup(name string) (request.Model, bool) {
+	if c.r == nil {
+		return request.Model{Name: name}, name == model
+	}
+	return c.r.Lookup(name)
+}
 func (c catalog) List() []gateway.ModelInfo                { return []gateway.ModelInfo{{ID: model}} }
 
 func serve(b *testing.B, h http.Handler) string {
