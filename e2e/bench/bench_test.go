@@ -53,7 +53,7 @@ func (c catalog) Lookup(name string) (request.Model, bool) {
 	}
 	return c.r.Lookup(name)
 }
-func (c catalog) List() []gateway.ModelInfo                { return []gateway.ModelInfo{{ID: model}} }
+func (c catalog) List() []gateway.ModelInfo { return []gateway.ModelInfo{{ID: model}} }
 
 func serve(b *testing.B, h http.Handler) string {
 	b.Helper()
