@@ -229,9 +229,12 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 		x.fail(w, newError(http.StatusBadGateway, typeUpstream, "upstream_error", "the model's replica cannot be reached"))
 		return nil
 	}
+	// The two values over one array: an upstream request is made for
+	// every request.
+	vals := [...]string{"application/json", x.rec.RequestID}
 	up.Header = http.Header{
-		"Content-Type":  {"application/json"},
-		requestIDHeader: {x.rec.RequestID},
+		"Content-Type":  vals[0:1:1],
+		requestIDHeader: vals[1:2:2],
 	}
 	if a := r.Header.Get("Accept"); a != "" {
 		up.Header.Set("Accept", a)

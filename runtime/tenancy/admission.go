@@ -580,7 +580,7 @@ func (a *Admission) admitOnce(p request.Principal, proj projectInfo, terms reque
 		}
 	}
 	t := &ticket{a: a, model: served.Name, price: price, served: served, headers: rateHeaders(checks, sec), sec: sec, worst: worst, cost: cost, project: p.Project,
-		prompt: prompt, completion: completion, maxTokens: perChoice}
+		prompt: prompt, completion: completion, maxTokens: perChoice, windows: make([]*window, 0, 2)}
 	if km != nil {
 		t.windows = append(t.windows, &km.tokens)
 	}
