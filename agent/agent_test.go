@@ -195,12 +195,7 @@ func TestEngineChecks(t *testing.T) {
 // TestEnginePortsNotShared: shards starting together never get the same
 // port, although none has bound its port yet; a full range says so.
 func TestEnginePortsNotShared(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	base := fourFreePorts(t)
 	a := &Agent{cfg: agentconfig.Agent{EnginePorts: agentconfig.PortRange{From: base, To: base + 3}},
 		shards: map[string]*shardState{}, log: slog.New(slog.DiscardHandler)}
 	seen := map[int]string{}
@@ -225,4 +220,36 @@ func TestEnginePortsNotShared(t *testing.T) {
 	if _, err := a.enginePort("s4", "127.0.0.1"); err != nil {
 		t.Errorf("after s0 went: %v", err)
 	}
+}
+
+// fourFreePorts finds four consecutive loopback ports nothing listens on
+// (other tests on the machine take ephemeral ports all the time, so a
+// free first port says nothing of the next three).
+func fourFreePorts(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if base > 65000 {
+			continue
+		}
+		free := true
+		for off := 0; off < 4 && free; off++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off))
+			if err != nil {
+				free = false
+				continue
+			}
+			l.Close()
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no four consecutive free loopback ports")
+	return 0
 }

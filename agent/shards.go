@@ -30,6 +30,16 @@ type shardState struct {
 	// source is the model's source as the StartShard wrote it (the
 	// engine is given the cache's path for a fetched one).
 	source string
+	// unpin releases the shard's pin of its cache entry (fetch.Cache.Pin)
+	// once it stops or fails.
+	unpin func()
+}
+
+// release lets go of the shard's cache pin, if it holds one.
+func (s *shardState) release() {
+	if s.unpin != nil {
+		s.unpin()
+	}
 }
 
 // shardStatusesLocked returns the current status of every shard, for a
@@ -64,6 +74,11 @@ func (a *Agent) setStatus(id string, fn func(st *agentv1.ShardStatus)) {
 
 func (a *Agent) fail(id string, err error, lastOutput []string) {
 	a.log.Warn("shard failed", "shard", id, "err", err)
+	a.mu.Lock()
+	if s, ok := a.shards[id]; ok {
+		s.release()
+	}
+	a.mu.Unlock()
 	a.setStatus(id, func(st *agentv1.ShardStatus) {
 		st.State = agentv1.ShardState_SHARD_STATE_FAILED
 		st.Error = err.Error()
@@ -92,7 +107,9 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 		return // a repeated command: already running or done
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a.shards[id] = &shardState{cancel: cancel, status: statusFor(ss), source: ss.Source}
+	// Pinned before anything resolves it: a weights collection running
+	// meanwhile keeps the entry this shard is about to run from.
+	a.shards[id] = &shardState{cancel: cancel, status: statusFor(ss), source: ss.Source, unpin: a.weights.Pin(ss.Source)}
 	decl := a.decl
 	a.mu.Unlock()
 
@@ -272,6 +289,7 @@ func (a *Agent) stopShard(id, reason string) {
 	}
 	a.log.Info("stopping shard", "shard", id, "reason", reason)
 	s.cancel()
+	s.release()
 	// Once the engine is gone, say so: the control plane keeps its GPUs
 	// allocated until then.
 	stopped := proto.Clone(s.status).(*agentv1.ShardStatus)
@@ -296,6 +314,7 @@ func (a *Agent) StopAll(timeout time.Duration) {
 	for _, s := range a.shards {
 		s.stopped = true
 		s.cancel()
+		s.release()
 	}
 	a.shards = map[string]*shardState{}
 	a.mu.Unlock()

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmgw/llmgw/api/managev1"
@@ -146,7 +148,12 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 	}
 	cctx, cancel = c.callCtx(ctx)
 	defer cancel()
-	if _, err := c.UpdateModel(cctx, &managev1.UpdateModelRequest{Model: def}); err != nil {
+	// Only over the definition that was measured: an edit made meanwhile
+	// is neither reverted nor given a weight measured before it.
+	if _, err := c.UpdateModel(cctx, &managev1.UpdateModelRequest{Model: def, IfRevision: m.GetRevision()}); err != nil {
+		if status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "revision") {
+			return a.errorf("saving the weight of %s: the model was changed while it was measured (%v); nothing saved: run the benchmark again, or set weight: %d yourself", name, status.Convert(err).Message(), weight)
+		}
 		return a.rpcError(c, "saving the weight of "+name, err)
 	}
 	fmt.Fprintf(a.stdout, "saved weight %d on profile %s of %s: the router weighs its replicas by it from now on (nothing restarts)\n",
@@ -233,6 +240,6 @@ func benchOne(ctx context.Context, hc *http.Client, base, key, model, prompt str
 // what the control plane reports (origin, generation, status, warnings).
 func cloneModel(m *managev1.Model) *managev1.Model {
 	out := proto.Clone(m).(*managev1.Model)
-	out.Origin, out.Generation, out.Status, out.Warnings = "", "", nil, nil
+	out.Origin, out.Generation, out.Status, out.Warnings, out.Revision = "", "", nil, nil, 0
 	return out
 }

@@ -71,6 +71,7 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
 
 tenancy (same connection flags; every listing takes --json):
   projects [create|update|delete NAME] [--rpm N] [--tpm N] [--allow M,M]
+              [--threads-retain-hours H] [--memory-retain-hours H]
                                  projects: the unit of limits, budgets and keys
   keys [--project P] [--all]     API keys (never their secrets)
   keys create NAME [--project P] [--expires 30d] [--rpm N] [--tpm N]
@@ -78,6 +79,7 @@ tenancy (same connection flags; every listing takes --json):
   keys update ID [--rpm N] [--tpm N] | keys revoke ID
   budgets [--project P]          budgets, what was spent this period, warnings
   budgets set PROJECT --period day|month|total --amount X [--on-exhausted refuse|fallback] [--fallback M]
+              [--fallback-allowance Y]
   budgets delete PROJECT --period P
   prices                         every model's price and auth.default_price
   usage [--project P] [--model M] [--since 7d] [--until T] [--by-day] [--rows]

@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmgw/llmgw/api/managev1"
@@ -97,8 +100,13 @@ func (a *app) cmdScale(ctx context.Context, args []string) int {
 			return a.errorf("scaling model %s: max %d is below min %d", name, sc.Max, sc.Min)
 		}
 		def.Scaling = sc
-		got, err := c.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: def})
+		// Only over the definition read above: an edit made in between is
+		// not silently reverted.
+		got, err := c.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: def, IfRevision: m.GetRevision()})
 		if err != nil {
+			if status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "revision") {
+				return a.errorf("scaling model %s: it was changed by someone else while this command ran (%s); nothing changed: run it again", name, status.Convert(err).Message())
+			}
 			return a.rpcError(c, "scaling model "+name, err)
 		}
 		what := fmt.Sprintf("%s kept running", plural(int(sc.Min), "replica"))

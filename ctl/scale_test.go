@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/llmgw/llmgw/api/managev1"
@@ -66,5 +67,36 @@ func TestScale(t *testing.T) {
 				t.Errorf("definition sent %v, want the stored one with only scaling changed", got)
 			}
 		})
+	}
+}
+
+// TestScaleIsCompareAndSet: ctl scale sends the revision it read, and an
+// edit made in between (the stored revision moved) is not reverted: the
+// command fails saying so and nothing is changed.
+func TestScaleIsCompareAndSet(t *testing.T) {
+	const coder = "qwen2.5-coder-3b-instruct"
+	f := cannedManage()
+	f.find(coder).Revision = 7
+	env := startServer(t, f)
+	if code, _, errOut := runCtl(t, env, "scale", coder, "2"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	f.mu.Lock()
+	if len(f.ifRevisions) != 1 || f.ifRevisions[0] != 7 {
+		t.Errorf("if_revision sent %v, want [7] (the revision read)", f.ifRevisions)
+	}
+	f.updated, f.ifRevisions = nil, nil
+	f.mu.Unlock()
+
+	// Someone else's edit lands between this command's read and its write.
+	f.onGet = func(m *managev1.Model) { m.Revision = 8 }
+	code, _, errOut := runCtl(t, env, "scale", coder, "3")
+	if code != 1 || !strings.Contains(errOut, "it was changed by someone else while this command ran") || !strings.Contains(errOut, "read at revision 7 and is now at revision 8") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the conflict named", code, errOut)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.updated) != 0 {
+		t.Errorf("updated %v, want nothing changed", f.updated)
 	}
 }

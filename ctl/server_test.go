@@ -47,8 +47,13 @@ type fakeManage struct {
 	collects  []*managev1.CollectWeightsRequest
 	created   []*managev1.Model
 	updated   []*managev1.Model
-	deleted   []string
-	replicaQ  []string
+	// onGet, when set, changes the stored model right after GetModel read
+	// it (an edit made between a read and a write).
+	onGet func(*managev1.Model)
+	// ifRevisions are the if_revision each accepted UpdateModel carried.
+	ifRevisions []int64
+	deleted     []string
+	replicaQ    []string
 }
 
 func (f *fakeManage) GetStatus(context.Context, *managev1.GetStatusRequest) (*managev1.Status, error) {
@@ -74,7 +79,11 @@ func (f *fakeManage) find(name string) *managev1.Model {
 
 func (f *fakeManage) GetModel(_ context.Context, req *managev1.GetModelRequest) (*managev1.Model, error) {
 	if m := f.find(req.GetName()); m != nil {
-		return m, nil
+		out := proto.Clone(m).(*managev1.Model)
+		if f.onGet != nil {
+			f.onGet(m) // a concurrent edit after this read
+		}
+		return out, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "model %q not found", req.GetName())
 }
@@ -94,7 +103,14 @@ func (f *fakeManage) CreateModel(_ context.Context, req *managev1.CreateModelReq
 func (f *fakeManage) UpdateModel(_ context.Context, req *managev1.UpdateModelRequest) (*managev1.Model, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Like the control plane: an update over a revision that is no longer
+	// the stored one is refused.
+	if cur := f.find(req.GetModel().GetName()); cur != nil && req.GetIfRevision() != 0 && req.GetIfRevision() != cur.GetRevision() {
+		return nil, status.Errorf(codes.FailedPrecondition, "updating model %s: model changed since it was read: %q was read at revision %d and is now at revision %d; read it again and redo the change",
+			cur.GetName(), cur.GetName(), req.GetIfRevision(), cur.GetRevision())
+	}
 	f.updated = append(f.updated, req.GetModel())
+	f.ifRevisions = append(f.ifRevisions, req.GetIfRevision())
 	out := proto.Clone(req.GetModel()).(*managev1.Model)
 	out.Origin, out.Generation = "api", "g2"
 	return out, nil

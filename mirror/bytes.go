@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	dl "github.com/llmgw/llmgw/internal/download"
 )
 
 // SHA256Header carries the lowercase hex sha256 of the whole file on the
@@ -52,7 +54,7 @@ func BytesHandler(s *Store, log *slog.Logger, metrics *Metrics) http.Handler {
 			serveManifest(w, s, model, version, log)
 			return
 		}
-		rel, err := cleanRelPath(parts[2])
+		rel, err := dl.CleanRelPath(parts[2])
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

@@ -50,21 +50,6 @@ func CheckName(kind, s string) error {
 	return nil
 }
 
-// cleanRelPath checks a file's path inside a version: relative, no "..",
-// no element starting with "." (those are the mirror's own files). It
-// returns the path with forward slashes.
-func cleanRelPath(p string) (string, error) {
-	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") {
-		return "", fmt.Errorf("file path %q: must be relative", p)
-	}
-	for el := range strings.SplitSeq(p, "/") {
-		if el == "" || el == "." || el == ".." || strings.HasPrefix(el, ".") {
-			return "", fmt.Errorf("file path %q: empty, '.' or '..' elements and hidden names are refused", p)
-		}
-	}
-	return p, nil
-}
-
 // File is one file of a version.
 type File = mirrorv1.File
 

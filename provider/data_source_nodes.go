@@ -61,7 +61,7 @@ func (d *nodesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 				MarkdownDescription: "The nodes, ordered by id.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"id":            schema.StringAttribute{Computed: true, MarkdownDescription: "The node id: the common name of its certificate."},
-					"state":         schema.StringAttribute{Computed: true, MarkdownDescription: "`pending`, `ready` or `lost`."},
+					"state":         schema.StringAttribute{Computed: true, MarkdownDescription: "`pending`, `ready`, `lost`, `draining` or `suspect` (its agent's session ended or went quiet: no new replica goes there)."},
 					"declared":      schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the control plane holds a declaration for the node. An undeclared node runs on its agent's own declaration file; `terraform import llmgw_node.x ID` adopts it."},
 					"reason":        schema.StringAttribute{Computed: true, MarkdownDescription: "Why the node is not ready, or warnings about it; empty when none."},
 					"address":       schema.StringAttribute{Computed: true, MarkdownDescription: "The address engines on the node are reached at."},

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmgw/llmgw/testkit/testcluster"
 )
@@ -100,6 +101,14 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 	}
 	if strings.Contains(out, "will be replaced") {
 		t.Errorf("with rollout manual the plan still says the replica will be replaced:\n%s", out)
+	}
+	// Applying it stores the edit and returns at once: the stale replica
+	// serving is what a manual rollout promises, so apply does not wait for
+	// a replacement the control plane will not place (it used to, until
+	// rollout_timeout).
+	out, took := tf.Run(0, "apply", "-input=false", "-auto-approve", "-no-color")
+	if !strings.Contains(out, "Apply complete!") || took > time.Minute {
+		t.Errorf("apply of a manual-rollout edit took %s:\n%s", took, out)
 	}
 	tf.Run(0, "destroy", "-input=false", "-auto-approve", "-no-color")
 }

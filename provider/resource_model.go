@@ -170,7 +170,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				Optional:            true,
 				Computed:            true,
 				Default:             booldefault.StaticBool(true),
-				MarkdownDescription: "Whether apply waits until `scaling.min` replicas of the new definition are ready (default true). Apply fails with the shard's error and the engine's last output when a replica fails.",
+				MarkdownDescription: "Whether apply waits until `scaling.min` replicas of the new definition are ready (default true); with `rollout = \"manual\"` the replicas of an earlier definition that keep serving count, since none is replaced until `llmgw ctl rollout`. Apply fails with the shard's error and the engine's last output when a replica fails.",
 			},
 			"rollout_timeout": schema.StringAttribute{
 				Optional:            true,
@@ -489,7 +489,7 @@ func (r *modelResource) settle(ctx context.Context, pm *managev1.Model, plan mod
 	if err != nil {
 		timeout, _ = time.ParseDuration(defaultRolloutTimeout)
 	}
-	final, wd := waitRollout(ctx, r.client, m.Name, pm.GetGeneration(), m.Scaling.Min, timeout)
+	final, wd := waitRollout(ctx, r.client, m.Name, pm.GetGeneration(), m.Scaling.Min, m.ManualRollout(), timeout)
 	diags.Append(wd...)
 	if final != nil {
 		state, d = fromAPI(final, plan)
@@ -540,11 +540,14 @@ func (r *modelResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 }
 
 // waitRollout polls the model until scaling.min replicas of generation are
-// ready. It fails with the replica's error and its shards' last output when a
+// ready; with a manual rollout, replicas of an earlier generation count too,
+// since the control plane keeps them serving, stale, and places no
+// replacement until llmgw ctl rollout asks (waiting for one would only time
+// out). It fails with the replica's error and its shards' last output when a
 // replica of this rollout fails, with the status message when the model
 // reports failed or no node can hold it, and with the ready count at the
 // timeout. It returns the model as last read.
-func waitRollout(ctx context.Context, c *Client, name, generation string, want int, timeout time.Duration) (*managev1.Model, diag.Diagnostics) {
+func waitRollout(ctx context.Context, c *Client, name, generation string, want int, manual bool, timeout time.Duration) (*managev1.Model, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	started := time.Now()
 	deadline := started.Add(timeout)
@@ -561,7 +564,7 @@ func waitRollout(ctx context.Context, c *Client, name, generation string, want i
 			diags.Append(c.Diag("waiting for the rollout of model "+name, err))
 			return pm, diags
 		}
-		ready, failed := rolloutProgress(reps, generation, started)
+		ready, failed := rolloutProgress(reps, generation, started, manual)
 		st := pm.GetStatus()
 		switch {
 		case ready >= want:
@@ -594,13 +597,17 @@ func waitRollout(ctx context.Context, c *Client, name, generation string, want i
 	}
 }
 
-// rolloutProgress counts the ready replicas of generation and returns the
-// first replica of it that failed since the rollout started.
-func rolloutProgress(reps []*managev1.Replica, generation string, started time.Time) (int, *managev1.Replica) {
+// rolloutProgress counts the ready replicas of generation (of any
+// generation when stale counts: a manual rollout) and returns the first
+// replica of generation that failed since the rollout started.
+func rolloutProgress(reps []*managev1.Replica, generation string, started time.Time, staleCounts bool) (int, *managev1.Replica) {
 	ready := 0
 	var failed *managev1.Replica
 	for _, r := range reps {
 		if r.GetModelGeneration() != generation {
+			if staleCounts && r.GetState() == "ready" {
+				ready++
+			}
 			continue
 		}
 		switch r.GetState() {

@@ -128,17 +128,22 @@ func TestRolloutProgress(t *testing.T) {
 	}
 	tests := []struct {
 		gen        string
+		manual     bool
 		wantReady  int
 		wantFailed string
 	}{
 		{gen: "g1", wantReady: 1},
 		{gen: "g2", wantReady: 1, wantFailed: "new-failure"},
 		{gen: "g3"},
+		// A manual rollout keeps the stale replicas serving and places no
+		// replacement: they count, or apply would wait until it timed out.
+		{gen: "g3", manual: true, wantReady: 2},
+		{gen: "g2", manual: true, wantReady: 2, wantFailed: "new-failure"},
 	}
 	for _, tt := range tests {
-		ready, failed := rolloutProgress(reps, tt.gen, started)
+		ready, failed := rolloutProgress(reps, tt.gen, started, tt.manual)
 		if ready != tt.wantReady || failed.GetId() != tt.wantFailed {
-			t.Errorf("generation %s: ready %d failed %q, want %d %q", tt.gen, ready, failed.GetId(), tt.wantReady, tt.wantFailed)
+			t.Errorf("generation %s (manual %v): ready %d failed %q, want %d %q", tt.gen, tt.manual, ready, failed.GetId(), tt.wantReady, tt.wantFailed)
 		}
 	}
 }

@@ -160,7 +160,7 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Computed:            true,
 				MarkdownDescription: "Whether the control plane holds this declaration; false for an imported node that runs on its local file until the next apply.",
 			},
-			"state":         computed("`pending`, `ready`, `lost` or `draining`; `pending` too while no agent with this identity has connected."),
+			"state":         computed("`pending`, `ready`, `lost`, `draining` or `suspect` (its agent's session ended or went quiet: no new replica goes there); `pending` too while no agent with this identity has connected."),
 			"reason":        computed("Why the node is not ready, or warnings about it."),
 			"gpus":          schema.Int64Attribute{Computed: true, MarkdownDescription: "GPUs found on the node."},
 			"gpu_classes":   schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "The distinct GPU classes found (e.g. `h100-80g`), sorted."},

@@ -51,7 +51,8 @@ type Agent struct {
 	Address string `koanf:"address" yaml:"address" json:"address"`
 	// StateDir holds shard state (`<shard>.json`) and engine output
 	// (`<shard>.log`); created if missing. Its filesystem's free space is the
-	// node's free disk.
+	// node's free disk for `min_disk_gb` when the agent reports no weights
+	// cache (else the cache's filesystem counts, weights.md).
 	// Type: path.
 	StateDir string `koanf:"state_dir" yaml:"state_dir" json:"state_dir"`
 	// EnginePorts is the range engines are given ports from.

@@ -298,13 +298,15 @@ func checkGPUs(c *specCheck, s ShardSpec) {
 	}
 }
 
-// gpuEnv builds the environment of a GPU engine: the shard's GPUs, the
-// fabric's adapters for NCCL when the replica spans nodes, extra (driver
+// gpuEnv builds the environment of a GPU engine: CUDA_DEVICE_ORDER=PCI_BUS_ID
+// (so that CUDA numbers GPUs as NVML and nvidia-smi do, by PCI bus, and the
+// indices the scheduler placed by are the GPUs the engine uses; CUDA's
+// default orders the fastest first), the shard's GPUs, the fabric's adapters for NCCL when the replica spans nodes, extra (driver
 // specific) pairs, then the operator's Env, sorted by key, last so that it
 // overrides. NCCL_SOCKET_IFNAME is deliberately not set: which interface
 // carries bootstrap traffic is the operator's to say through Env.
 func gpuEnv(s ShardSpec, extra ...string) []string {
-	env := []string{"CUDA_VISIBLE_DEVICES=" + joinInts(s.GPUIndices)}
+	env := []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + joinInts(s.GPUIndices)}
 	if s.Shards() > 1 && len(s.FabricAdapters) > 0 {
 		env = append(env, "NCCL_IB_HCA="+strings.Join(s.FabricAdapters, ","))
 	}

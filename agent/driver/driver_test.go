@@ -68,7 +68,7 @@ func TestCommands(t *testing.T) {
 			spec: with(baseSpec("llamacpp"), func(s *ShardSpec) { s.ContextLength = 32768 }),
 			want: []Command{{Path: "/opt/venv/bin/llamacpp", Args: []string{
 				"--model", "/models/qwen", "--host", "10.0.0.1", "--port", "8000", "--alias", "qwen", "--metrics",
-				"--n-gpu-layers", "0", "--parallel", "1", "--ctx-size", "32768"}, Env: []string{"CUDA_VISIBLE_DEVICES="}}},
+				"--n-gpu-layers", "0", "--parallel", "1", "--ctx-size", "32768"}, Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES="}}},
 		},
 		{
 			name: "llamacpp gpu with parallel slots from args multiplies context",
@@ -82,14 +82,14 @@ func TestCommands(t *testing.T) {
 			want: []Command{{Path: "/opt/venv/bin/llamacpp", Args: []string{
 				"--model", "/models/qwen", "--host", "10.0.0.1", "--port", "8000", "--alias", "qwen", "--metrics",
 				"--n-gpu-layers", "999", "--ctx-size", "65536", "--parallel", "2"},
-				Env: []string{"CUDA_VISIBLE_DEVICES=1", "CUDA_VISIBLE_DEVICES=7"}}},
+				Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=1", "CUDA_VISIBLE_DEVICES=7"}}},
 		},
 		{
 			name: "llamacpp ctx-size in args wins",
 			spec: with(baseSpec("llamacpp"), func(s *ShardSpec) { s.ContextLength = 32768; s.Args = []string{"--ctx-size=65536"} }),
 			want: []Command{{Path: "/opt/venv/bin/llamacpp", Args: []string{
 				"--model", "/models/qwen", "--host", "10.0.0.1", "--port", "8000", "--alias", "qwen", "--metrics",
-				"--n-gpu-layers", "0", "--parallel", "1", "--ctx-size=65536"}, Env: []string{"CUDA_VISIBLE_DEVICES="}}},
+				"--n-gpu-layers", "0", "--parallel", "1", "--ctx-size=65536"}, Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES="}}},
 		},
 		{
 			name: "vllm mp single node",
@@ -97,7 +97,7 @@ func TestCommands(t *testing.T) {
 			want: []Command{{Path: "/opt/venv/bin/vllm", Args: []string{
 				"serve", "/models/qwen", "--host", "10.0.0.1", "--port", "8000", "--served-model-name", "qwen",
 				"--tensor-parallel-size", "2", "--distributed-executor-backend", "mp", "--max-model-len", "8192", "--enforce-eager"},
-				Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1"}}},
+				Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1"}}},
 		},
 		{
 			name: "vllm mp multi-node rank 0",
@@ -106,7 +106,7 @@ func TestCommands(t *testing.T) {
 				"serve", "/models/qwen", "--host", "10.0.0.1", "--port", "8000", "--served-model-name", "qwen",
 				"--tensor-parallel-size", "2", "--pipeline-parallel-size", "2", "--distributed-executor-backend", "mp",
 				"--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "29500"},
-				Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1", "NCCL_SOCKET_IFNAME=ib0"}}},
+				Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1", "NCCL_SOCKET_IFNAME=ib0"}}},
 		},
 		{
 			name: "vllm mp multi-node worker is headless",
@@ -115,36 +115,36 @@ func TestCommands(t *testing.T) {
 				"serve", "/models/qwen", "--served-model-name", "qwen",
 				"--tensor-parallel-size", "2", "--pipeline-parallel-size", "2", "--distributed-executor-backend", "mp",
 				"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--master-port", "29500", "--headless"},
-				Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1"}}},
+				Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1"}}},
 		},
 		{
 			name: "vllm ray multi-node rank 0 runs the head as a sidecar",
 			spec: with(multiNode(baseSpec("vllm"), 0), func(s *ShardSpec) { gpu2(s); s.LaunchMode = "ray" }),
 			want: []Command{
 				{Path: "/opt/venv/bin/ray", Args: []string{"start", "--head", "--port", "29500", "--num-gpus", "2", "--block"},
-					Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1"}, WaitAddr: "10.0.0.1:29500"},
+					Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1"}, WaitAddr: "10.0.0.1:29500"},
 				{Path: "/opt/venv/bin/vllm", Args: []string{
 					"serve", "/models/qwen", "--host", "10.0.0.1", "--port", "8000", "--served-model-name", "qwen",
 					"--tensor-parallel-size", "2", "--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray"},
-					Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1", "RAY_ADDRESS=10.0.0.1:29500"}},
+					Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1", "RAY_ADDRESS=10.0.0.1:29500"}},
 			},
 		},
 		{
 			name: "vllm ray worker runs only ray",
 			spec: with(multiNode(baseSpec("vllm"), 1), func(s *ShardSpec) { gpu2(s); s.LaunchMode = "ray"; s.Binary = "vllm" }),
 			want: []Command{{Path: "ray", Args: []string{"start", "--address", "10.0.0.1:29500", "--num-gpus", "2", "--block"},
-				Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1"}}},
+				Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1"}}},
 		},
 		{
 			name: "vllm ray single node",
 			spec: with(baseSpec("vllm"), func(s *ShardSpec) { gpu2(s); s.LaunchMode = "ray"; s.DistInitAddr = "10.0.0.1:6380" }),
 			want: []Command{
 				{Path: "/opt/venv/bin/ray", Args: []string{"start", "--head", "--port", "6380", "--num-gpus", "2", "--block"},
-					Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1"}, WaitAddr: "10.0.0.1:6380"},
+					Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1"}, WaitAddr: "10.0.0.1:6380"},
 				{Path: "/opt/venv/bin/vllm", Args: []string{
 					"serve", "/models/qwen", "--host", "10.0.0.1", "--port", "8000", "--served-model-name", "qwen",
 					"--tensor-parallel-size", "2", "--distributed-executor-backend", "ray"},
-					Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1", "RAY_ADDRESS=10.0.0.1:6380"}},
+					Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1", "RAY_ADDRESS=10.0.0.1:6380"}},
 			},
 		},
 		{
@@ -153,7 +153,7 @@ func TestCommands(t *testing.T) {
 			want: []Command{{Path: "/opt/sglang/bin/python3", Args: []string{
 				"-m", "sglang.launch_server", "--model-path", "/models/qwen", "--host", "10.0.0.1", "--port", "8000",
 				"--served-model-name", "qwen", "--tensor-parallel-size", "2", "--context-length", "4096"},
-				Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1"}}},
+				Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1"}}},
 		},
 		{
 			name: "sglang default launcher",
@@ -161,7 +161,7 @@ func TestCommands(t *testing.T) {
 			want: []Command{{Path: "python3", Args: []string{
 				"-m", "sglang.launch_server", "--model-path", "/models/qwen", "--host", "10.0.0.1", "--port", "8000",
 				"--served-model-name", "qwen", "--tensor-parallel-size", "2"},
-				Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1"}}},
+				Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3", "PYTHONUNBUFFERED=1"}}},
 		},
 		{
 			name: "sglang multi-node worker through a wrapper binary",
@@ -169,7 +169,7 @@ func TestCommands(t *testing.T) {
 			want: []Command{{Path: "/opt/bin/sglang-serve", Args: []string{
 				"--model-path", "/models/qwen", "--served-model-name", "qwen", "--tensor-parallel-size", "4",
 				"--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.1:29500"},
-				Env: []string{"CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1"}}},
+				Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3", "NCCL_IB_HCA=mlx5_0,mlx5_1", "PYTHONUNBUFFERED=1"}}},
 		},
 	}
 	for _, tt := range tests {

@@ -103,7 +103,8 @@ func (c *Cache) Collect(keep, inUse map[string]bool, dryRun bool) (removed []Ent
 	return removed, errs
 }
 
-// remove deletes one entry, unless a download of its source runs: under
+// remove deletes one entry, unless a download of its source runs or a
+// shard pinned it (Pin): under
 // the cache's lock the entry is checked again and renamed out of its name
 // at once, so a fetch asked for after that downloads it afresh and never
 // sees half a deletion.
@@ -112,6 +113,10 @@ func (c *Cache) remove(e Entry) error {
 	if _, running := c.inflight[e.Source]; running {
 		c.mu.Unlock()
 		return fmt.Errorf("%s (%s): kept: it is being fetched", e.Key, e.Source)
+	}
+	if c.pins[e.Key] > 0 {
+		c.mu.Unlock()
+		return fmt.Errorf("%s (%s): kept: a shard of this node is starting from it", e.Key, e.Source)
 	}
 	again, ok := c.entry(e.Key)
 	if !ok || again.Source != e.Source {

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -100,6 +101,9 @@ type Cache struct {
 	inflight map[string]*call
 	// gen counts changes to the complete entries (Generation).
 	gen uint64
+	// pins counts, per entry key, the users that hold it (Pin): a pinned
+	// entry is never collected.
+	pins map[string]int
 }
 
 // call is one download that any number of waiters share.
@@ -173,7 +177,30 @@ func New(opts Options) (*Cache, error) {
 		FreeBytes:    opts.FreeBytes,
 		Logger:       opts.Logger,
 	}
-	return &Cache{opts: opts, log: opts.Logger, dl: dl, inflight: map[string]*call{}}, nil
+	return &Cache{opts: opts, log: opts.Logger, dl: dl, inflight: map[string]*call{}, pins: map[string]int{}}, nil
+}
+
+// Pin holds source's entry for a user (a shard about to resolve it and run
+// from it) until release is called: Collect keeps a pinned entry whatever
+// it was told is in use. Taken before the fetch, it closes the window in
+// which a collection that listed what is in use a moment earlier could
+// delete an entry a starting shard found complete. release may be called
+// more than once.
+func (c *Cache) Pin(source string) (release func()) {
+	key := Key(source)
+	c.mu.Lock()
+	c.pins[key]++
+	c.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			if c.pins[key]--; c.pins[key] <= 0 {
+				delete(c.pins, key)
+			}
+			c.mu.Unlock()
+		})
+	}
 }
 
 // Key is the name of source's entry in the cache: the first 16 hex digits
@@ -298,6 +325,7 @@ func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, peers []Peer
 		<-prev
 	}
 	p := cl.progress
+	p.Begin() // the stall clock runs from here, not from the epoch
 	stop, reported := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(reported)
@@ -394,8 +422,50 @@ func writeRecord(dir string, r record) error {
 		return err
 	}
 	p := filepath.Join(dir, CompleteFile)
-	if err := os.WriteFile(p, append(b, '\n'), 0o640); err != nil {
+	fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	_, err = fh.Write(append(b, '\n'))
+	if err == nil {
+		err = fh.Sync() // on disk before the rename that makes the entry whole
+	}
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	return nil
+}
+
+// syncTree syncs dir and every directory below it (a set's files land in
+// subdirectories).
+func syncTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return syncDir(p)
+		}
+		return nil
+	})
+}
+
+// syncDir flushes a directory's entries (names created, renamed into it) to
+// disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
 }
@@ -410,10 +480,16 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	if err := os.MkdirAll(tmp, 0o750); err != nil {
 		return "", fmt.Errorf("fetching %s: creating %s: %w", src.Raw, tmp, err)
 	}
+	// The source's listing first: it is what a peer's bytes are checked
+	// against.
+	files, err := c.dl.List(ctx, src.Raw, p)
+	if err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
 	var landed []download.Landed
 	from := "source"
 	for _, peer := range peers {
-		l, err := c.fromPeer(ctx, peer, Key(src.Raw), tmp, p)
+		l, err := c.fromPeer(ctx, peer, Key(src.Raw), tmp, files, p)
 		if err == nil {
 			landed, from = l, "peer "+peer.Node
 			break
@@ -424,10 +500,6 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 		c.log.Warn("fetch from a peer failed, trying the next source", "source", src.Raw, "peer", peer.Node, "err", err)
 	}
 	if landed == nil {
-		files, err := c.dl.List(ctx, src.Raw, p)
-		if err != nil {
-			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
-		}
 		landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
 		if err != nil {
 			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
@@ -438,12 +510,22 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	for _, l := range landed {
 		rec.Files = append(rec.Files, recordFile{Path: l.Path, Size: l.Size, SHA256: l.SHA256})
 	}
+	// The files (synced as each landed), the record, then the partial
+	// directory's names are on disk before the rename, and the rename is
+	// before the entry is given out: a crash leaves a partial to resume or
+	// a whole entry, never a complete-looking one with bytes missing.
 	if err := writeRecord(tmp, rec); err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
+	if err := syncTree(tmp); err != nil {
 		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}
 	final := c.EntryDir(src.Raw)
 	if err := os.Rename(tmp, final); err != nil {
 		return "", fmt.Errorf("fetching %s: moving %s to %s: %w", src.Raw, tmp, final, err)
+	}
+	if err := syncDir(c.opts.Dir); err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}
 	path, _, err := c.complete(src)
 	return path, err

@@ -2,11 +2,14 @@ package fetch
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -189,14 +192,26 @@ func PeerTLS(caFile, certFile, keyFile string) (server, client func(node string)
 // its manifest and files as from a mirror, resuming what dir holds. Its
 // error says why the peer could not serve; the partial files stay for the
 // next source to resume.
-func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string, p *download.Progress) ([]download.Landed, error) {
+//
+// want is the source's own listing: the peer's manifest must name the same
+// files at the same sizes, and every file is verified against the sha256
+// the source gives (a peer that gives none, or another, for a file the
+// source gives one for is refused), so a peer can serve no bytes the source
+// would not have.
+func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string, want []download.File, p *download.Progress) ([]download.Landed, error) {
 	if c.opts.PeerClient == nil {
 		return nil, errors.New("no peer TLS configured")
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: c.opts.PeerClient(peer.Node), ForceAttemptHTTP2: false}}
 	defer client.CloseIdleConnections()
 	base := (&url.URL{Scheme: "https", Host: peer.Address, Path: PeerPrefix + key + "/"}).String()
-	// Wait for a peer that is fetching: its bytes must keep growing.
+	// Wait for a peer that is fetching: its bytes must keep growing. They
+	// are reported as this fetch's meanwhile, so the wait is neither seen
+	// as a stall nor as a fetch that moves nothing.
+	if p == nil {
+		p = &download.Progress{}
+	}
+	p.Begin()
 	var last int64 = -1
 	lastMove := time.Now()
 	for {
@@ -219,6 +234,7 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 		if done != last {
 			last, lastMove = done, time.Now()
 		}
+		p.Elsewhere(done)
 		if time.Since(lastMove) > c.opts.StallAfter {
 			return nil, fmt.Errorf("peer %s: its own fetch moved no byte for %s", peer.Node, c.opts.StallAfter)
 		}
@@ -240,6 +256,9 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 	if err != nil {
 		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
 	}
+	if err := matchSource(files, want); err != nil {
+		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
+	}
 	landed, err := d.Fetch(ctx, dir, files, p, haveLanded)
 	if err != nil {
 		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
@@ -247,9 +266,55 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 	return landed, nil
 }
 
-// haveLanded says a file under its own name landed in an earlier run: it
-// was verified before its rename.
+// matchSource checks a peer's listing against the source's and gives each
+// file the source's sha256 to be verified against: the peer must offer the
+// source's files, at their sizes, with the same sha256 wherever the source
+// gives one.
+func matchSource(files, want []download.File) error {
+	if len(files) != len(want) {
+		return fmt.Errorf("its entry has %d files, the source %d", len(files), len(want))
+	}
+	byPath := make(map[string]download.File, len(want))
+	for _, w := range want {
+		byPath[w.Path] = w
+	}
+	for i, f := range files {
+		w, ok := byPath[f.Path]
+		switch {
+		case !ok:
+			return fmt.Errorf("its entry has %s, which the source does not", f.Path)
+		case w.Size >= 0 && f.Size != w.Size:
+			return fmt.Errorf("its %s is %d bytes, the source's %d", f.Path, f.Size, w.Size)
+		case w.SHA256 != "" && f.SHA256 != w.SHA256:
+			return fmt.Errorf("its %s has sha256 %q, the source's %s", f.Path, f.SHA256, w.SHA256)
+		}
+		if w.SHA256 != "" {
+			files[i].SHA256 = w.SHA256
+		}
+	}
+	return nil
+}
+
+// haveLanded says a file under its own name landed in an earlier run, and
+// gives its sha256 computed from its bytes: a file whose bytes do not hash
+// to the sha256 expected is fetched again.
 func haveLanded(final string, f download.File) (string, bool) {
 	st, err := os.Stat(final)
-	return f.SHA256, err == nil && st.Mode().IsRegular() && (f.Size < 0 || st.Size() == f.Size)
+	if err != nil || !st.Mode().IsRegular() || (f.Size >= 0 && st.Size() != f.Size) {
+		return "", false
+	}
+	fh, err := os.Open(final)
+	if err != nil {
+		return "", false
+	}
+	defer fh.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, fh); err != nil {
+		return "", false
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if f.SHA256 != "" && sum != f.SHA256 {
+		return "", false
+	}
+	return sum, true
 }

@@ -1014,7 +1014,10 @@ type Model struct {
 	// ones: "auto" (or absent) replaces them one at a time, each replacement
 	// ready first; "manual" leaves them serving, marked stale, until
 	// RolloutModel. Changing it restarts nothing.
-	Rollout       string `protobuf:"bytes,14,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Rollout string `protobuf:"bytes,14,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	// Output only: the stored definition's revision, raised by every
+	// update; UpdateModelRequest.if_revision names it.
+	Revision      int64 `protobuf:"varint,15,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1145,6 +1148,13 @@ func (x *Model) GetRollout() string {
 		return x.Rollout
 	}
 	return ""
+}
+
+func (x *Model) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // Pricing is a price per 1,000 tokens, in a unit the operator chooses (the
@@ -1411,8 +1421,13 @@ func (x *GetModelRequest) GetName() string {
 }
 
 type UpdateModelRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Model         *Model                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model *Model                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// When set, the update is refused (FAILED_PRECONDITION, naming both
+	// revisions) unless the stored model is still at this revision (the
+	// revision GetModel answered): a read-modify-write does not silently
+	// revert an edit made in between. 0: no check.
+	IfRevision    int64 `protobuf:"varint,2,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1452,6 +1467,13 @@ func (x *UpdateModelRequest) GetModel() *Model {
 		return x.Model
 	}
 	return nil
+}
+
+func (x *UpdateModelRequest) GetIfRevision() int64 {
+	if x != nil {
+		return x.IfRevision
+	}
+	return 0
 }
 
 type DeleteModelRequest struct {
@@ -6205,7 +6227,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\aScaling\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x05R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x05R\x03max\x12!\n" +
-	"\fidle_timeout\x18\x03 \x01(\tR\vidleTimeout\"\xfc\x03\n" +
+	"\fidle_timeout\x18\x03 \x01(\tR\vidleTimeout\"\x98\x04\n" +
 	"\x05Model\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaliases\x18\x02 \x03(\tR\aaliases\x12\x16\n" +
@@ -6224,7 +6246,8 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\v2\x1c.llmgw.manage.v1.ModelStatusR\x06status\x122\n" +
 	"\apricing\x18\f \x01(\v2\x18.llmgw.manage.v1.PricingR\apricing\x12\x1a\n" +
 	"\bwarnings\x18\r \x03(\tR\bwarnings\x12\x18\n" +
-	"\arollout\x18\x0e \x01(\tR\arollout\"Y\n" +
+	"\arollout\x18\x0e \x01(\tR\arollout\x12\x1a\n" +
+	"\brevision\x18\x0f \x01(\x03R\brevision\"Y\n" +
 	"\aPricing\x12\"\n" +
 	"\rprompt_per_1k\x18\x01 \x01(\x01R\vpromptPer1k\x12*\n" +
 	"\x11completion_per_1k\x18\x02 \x01(\x01R\x0fcompletionPer1k\"\xbe\x02\n" +
@@ -6241,9 +6264,11 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x12CreateModelRequest\x12,\n" +
 	"\x05model\x18\x01 \x01(\v2\x16.llmgw.manage.v1.ModelR\x05model\"%\n" +
 	"\x0fGetModelRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"B\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"c\n" +
 	"\x12UpdateModelRequest\x12,\n" +
-	"\x05model\x18\x01 \x01(\v2\x16.llmgw.manage.v1.ModelR\x05model\"(\n" +
+	"\x05model\x18\x01 \x01(\v2\x16.llmgw.manage.v1.ModelR\x05model\x12\x1f\n" +
+	"\vif_revision\x18\x02 \x01(\x03R\n" +
+	"ifRevision\"(\n" +
 	"\x12DeleteModelRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
 	"\x13DeleteModelResponse\"\x13\n" +

@@ -103,7 +103,7 @@ func runCtl(ctx context.Context, args []string) int {
 func runDev(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	dir := fs.String("dir", ".llmgw-dev", "directory for certificates, configuration, store and logs (reused)")
-	base := fs.Int("port-base", 8080, "client API port; management +1, agents +2, metrics +3, pprof +4")
+	base := fs.Int("port-base", 8080, "client API port; management +1, agents +2, metrics +3, pprof +4, the mirror's bytes +5 and management +6")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return 2

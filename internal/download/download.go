@@ -137,6 +137,23 @@ func (p *Progress) LastByte() time.Time {
 	return p.lastByte
 }
 
+// Begin marks the download started (its stall clock runs from now) if
+// nothing did yet.
+func (p *Progress) Begin() { p.start() }
+
+// Elsewhere records that n bytes of the source are held elsewhere on this
+// download's behalf (a peer it waits for, fetching the source itself): they
+// are reported as its bytes until its own transfer starts, and their growth
+// counts as bytes received (the download is not stalled while they grow).
+func (p *Progress) Elsewhere(n int64) {
+	p.mu.Lock()
+	if n > p.landed+p.current || p.lastByte.IsZero() {
+		p.lastByte = time.Now()
+	}
+	p.landed, p.current = 0, n
+	p.mu.Unlock()
+}
+
 func (p *Progress) start() {
 	p.mu.Lock()
 	if p.lastByte.IsZero() {

@@ -218,7 +218,7 @@ func systemText(raw json.RawMessage) (string, *Error) {
 	}
 	var blocks []anthropicBlock
 	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return "", invalid("system", "system: must be a string or a list of text blocks, got %s", jsonKind(raw))
+		return "", invalid("system", "system: must be a string or a list of text blocks, got %s", JSONKind(raw))
 	}
 	var parts []string
 	for i, b := range blocks {
@@ -239,7 +239,7 @@ func blocksOf(raw json.RawMessage, where string) ([]anthropicBlock, *Error) {
 	}
 	var blocks []anthropicBlock
 	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return nil, invalid(where, "%s: must be a string or a list of content blocks, got %s", where, jsonKind(raw))
+		return nil, invalid(where, "%s: must be a string or a list of content blocks, got %s", where, JSONKind(raw))
 	}
 	return blocks, nil
 }

@@ -360,8 +360,8 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// jsonKind names the JSON type of a value for error messages.
-func jsonKind(raw json.RawMessage) string {
+// JSONKind names the JSON type of a value for error messages.
+func JSONKind(raw json.RawMessage) string {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return "nothing"

@@ -80,7 +80,7 @@ func ParseResponses(body []byte) (*ResponsesRequest, *Error) {
 			Strict      *bool           `json:"strict"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil {
-			return nil, invalid(fmt.Sprintf("tools[%d]", i), "tools[%d] must be an object, got %s", i, jsonKind(raw))
+			return nil, invalid(fmt.Sprintf("tools[%d]", i), "tools[%d] must be an object, got %s", i, JSONKind(raw))
 		}
 		if t.Type != "function" {
 			return nil, unsupported(fmt.Sprintf("tools[%d].type", i), "tools[%d]: tool type %q is not supported; only function tools are", i, t.Type)
@@ -116,7 +116,7 @@ func ParseResponses(body []byte) (*ResponsesRequest, *Error) {
 			Strict *bool           `json:"strict"`
 		}
 		if err := json.Unmarshal(req.Text.Format, &f); err != nil {
-			return nil, invalid("text.format", "text.format must be an object, got %s", jsonKind(req.Text.Format))
+			return nil, invalid("text.format", "text.format must be an object, got %s", JSONKind(req.Text.Format))
 		}
 		switch f.Type {
 		case "text", "":
@@ -170,7 +170,7 @@ func (req *ResponsesRequest) InputMessages() ([]ChatMessage, *Error) {
 	}
 	var items []responsesItem
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, invalid("input", "input must be a string or a list of items, got %s", jsonKind(raw))
+		return nil, invalid("input", "input must be a string or a list of items, got %s", JSONKind(raw))
 	}
 	var out []ChatMessage
 	for i, it := range items {
@@ -227,7 +227,7 @@ func responsesContent(raw json.RawMessage, at string) (json.RawMessage, *Error) 
 	}
 	var parts []responsesPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, invalid(at, "%s must be a string or a list of content parts, got %s", at, jsonKind(raw))
+		return nil, invalid(at, "%s must be a string or a list of content parts, got %s", at, JSONKind(raw))
 	}
 	var out []contentPart
 	for j, p := range parts {
@@ -257,7 +257,7 @@ func outputText(raw json.RawMessage, at string) (string, *Error) {
 	}
 	var parts []responsesPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", invalid(at, "%s must be a string or a list of content parts, got %s", at, jsonKind(raw))
+		return "", invalid(at, "%s must be a string or a list of content parts, got %s", at, JSONKind(raw))
 	}
 	var sb strings.Builder
 	for j, p := range parts {

@@ -27,13 +27,14 @@ type ModelInfo struct {
 
 // Catalog resolves the model names clients send.
 type Catalog interface {
-	// Resolve maps a canonical name or an alias to the canonical name.
-	Resolve(name string) (canonical string, ok bool)
+	// Lookup resolves a canonical name or an alias and returns what the
+	// request path needs of the model (its canonical name, aliases, own
+	// price, and the limits a request asking for more is refused by). A
+	// request is looked up once: the gateway carries the result to
+	// admission (request.Info.Model), which does not look again.
+	Lookup(name string) (request.Model, bool)
 	// List returns the catalog's models.
 	List() []ModelInfo
-	// Limits returns what one response of a canonical model may hold; a
-	// request asking for more is refused.
-	Limits(model string) request.Limits
 }
 
 // Auth authenticates API keys.

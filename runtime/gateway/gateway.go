@@ -439,6 +439,24 @@ type exchange struct {
 	// shape is the client API translated onto the engine's chat
 	// completions (translate.go); nil when the request is passed through.
 	shape shape
+	// model is the catalog's entry for the name looked, the one lookup
+	// of the catalog a request makes (lookup).
+	model  request.Model
+	looked string
+}
+
+// lookup returns the catalog's entry for a model name. The catalog is
+// asked once per request: a shape that looked the name up before the
+// body was parsed (threads) leaves the answer here.
+func (x *exchange) lookup(g *Gateway, name string) (request.Model, bool) {
+	if x.model.Name != "" && x.looked == name {
+		return x.model, true
+	}
+	m, ok := g.deps.Catalog.Lookup(name)
+	if ok {
+		x.model, x.looked = m, name
+	}
+	return m, ok
 }
 
 // settle settles the request's ticket, once, with what it used.
@@ -507,15 +525,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 	}
 	isEmbeddings := r.URL.Path == "/v1/embeddings"
 	x.rec.Stream = req.stream && !isEmbeddings
-	model, ok := g.deps.Catalog.Resolve(req.model)
+	terms, ok := x.lookup(g, req.model)
 	if !ok {
 		x.fail(w, newError(http.StatusNotFound, typeInvalidRequest, "model_not_found",
 			fmt.Sprintf("the model %q does not exist", req.model)).withParam("model"))
 		return
 	}
+	model := terms.Name
 	x.rec.Model = model
 	if !isEmbeddings {
-		if aerr := req.checkLimits(g.deps.Catalog.Limits(model)); aerr != nil {
+		if aerr := req.checkLimits(terms.Limits); aerr != nil {
 			x.fail(w, aerr)
 			return
 		}
@@ -526,7 +545,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 	ticket, ok := g.admit(w, r, x, p, model, request.Info{
 		Endpoint: r.URL.Path, Stream: x.rec.Stream, MaxTokens: req.maxTokens, N: req.n, BestOf: req.bestOf,
 		Prompts: req.prompts, BodyBytes: len(body),
-		PromptEstimate: x.promptEstimate,
+		PromptEstimate: x.promptEstimate, Model: terms,
 	})
 	if !ok {
 		return
@@ -535,7 +554,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		if rf, ok := x.shape.(refitter); ok {
 			// A budget's fallback model may hold less: the shape fits its
 			// body to it (never larger than what was admitted).
-			if body, req, aerr = rf.refit(g, x.rec.Model, req.maxTokens); aerr != nil {
+			if body, req, aerr = rf.refit(g.servedLimits(ticket, x.rec.Model), req.maxTokens); aerr != nil {
 				x.fail(w, aerr)
 				return
 			}
@@ -586,6 +605,25 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, x *exchange, p r
 		x.rec.Model = served
 	}
 	return ticket, true
+}
+
+// servedTerms is implemented by a ticket that knows the catalog's entry
+// of the model serving it (a budget's fallback, which admission looked up).
+type servedTerms interface {
+	Served() request.Model
+}
+
+// servedLimits returns the limits of the model a ticket serves when it is
+// not the one asked for: from the ticket when it knows them, else from the
+// catalog (a fallback's lookup).
+func (g *Gateway) servedLimits(t request.Ticket, model string) request.Limits {
+	if st, ok := t.(servedTerms); ok {
+		if m := st.Served(); m.Name == model {
+			return m.Limits
+		}
+	}
+	m, _ := g.deps.Catalog.Lookup(model)
+	return m.Limits
 }
 
 // finalUsage returns the request's usage once it has ended. When the engine

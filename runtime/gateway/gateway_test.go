@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,18 +24,13 @@ const testKey = "sk-test"
 // testCatalog is a Catalog over fixed models.
 type testCatalog []ModelInfo
 
-func (c testCatalog) Resolve(name string) (string, bool) {
+func (c testCatalog) Lookup(name string) (request.Model, bool) {
 	for _, m := range c {
-		if m.ID == name {
-			return m.ID, true
-		}
-		for _, a := range m.Aliases {
-			if a == name {
-				return m.ID, true
-			}
+		if m.ID == name || slices.Contains(m.Aliases, name) {
+			return request.Model{Name: m.ID, Aliases: m.Aliases, Limits: testLimits[m.ID]}, true
 		}
 	}
-	return "", false
+	return request.Model{}, false
 }
 
 func (c testCatalog) List() []ModelInfo { return c }
@@ -43,8 +39,6 @@ func (c testCatalog) List() []ModelInfo { return c }
 var testLimits = map[string]request.Limits{
 	"qwen/coder-3b": {MaxOutput: 1024, ContextLength: 8192},
 }
-
-func (c testCatalog) Limits(model string) request.Limits { return testLimits[model] }
 
 // testAuth accepts testKey only.
 type testAuth struct{}

@@ -67,7 +67,8 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := strings.TrimPrefix(r.URL.Path, "/v1/models/")
-	canonical, ok := g.deps.Catalog.Resolve(name)
+	m, ok := g.deps.Catalog.Lookup(name)
+	canonical := m.Name
 	if ok && g.allows(r, p, canonical) {
 		for _, m := range g.deps.Catalog.List() {
 			if m.ID == canonical {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -205,4 +206,43 @@ func decodeBool(t *testing.T, m map[string]json.RawMessage, key string) bool {
 		t.Fatalf("engine cannot read %s %s: %v", key, raw, err)
 	}
 	return v != nil && *v
+}
+
+// FuzzParseAgrees: the hand walk of a valid body (parseValid) finds what
+// the decoder finds (parseStrict): the same fields, spans and bounds, or
+// the same refusal; a body it does not take is left to the decoder.
+func FuzzParseAgrees(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"m"}`,
+		` {"model" : "m\"x" , "max_tokens": 5, "messages":[{"role":"user","content":"a\\\"b}]"}], "stream":true}`,
+		`{"model":"m","max_tokens":1e2}`,
+		`{"model":"m","max_tokens":-0,"n":3,"best_of":null}`,
+		`{"model":"m","max_tokens":99999999999999999999999}`,
+		`{"model":"m","stream":"yes"}`,
+		`{"model":5}`,
+		`{"model":null}`,
+		`{"model":"\u00e9","m\u006fdel":"x"}`,
+		"{\"model\":\"\xff\"}",
+		"{\"mod\xffel\":\"a\",\"model\":\"b\"}",
+		`{"model":"m","prompt":[[1,2],[3]],"stream_options":{"include_usage":true}}`,
+		`{"model":"m","MAX_TOKENS":9}`,
+		`{"model":"m","x":[{"y":"]}"},[]],"max_tokens":3}`,
+		`{"model":"m","max_tokens":1,"max_tokens":2}`,
+		`{}`,
+		`[]`,
+		`{"model":"m"}{}`,
+		`{"model":"m",}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fast, ok, fastErr := parseValid(bytes.Clone(body))
+		if !ok {
+			return
+		}
+		strict, strictErr := parseStrict(body)
+		if !reflect.DeepEqual(fast, strict) || !reflect.DeepEqual(fastErr, strictErr) {
+			t.Fatalf("%q:\nwalked  %+v %+v\ndecoded %+v %+v", body, fast, fastErr, strict, strictErr)
+		}
+	})
 }

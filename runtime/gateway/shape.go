@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+
+	"github.com/llmgw/llmgw/runtime/apishape"
 )
 
 // checkMessages refuses a top-level "messages" that is not an array, with
@@ -18,26 +20,5 @@ func checkMessages(raw json.RawMessage) *apiError {
 		return nil
 	}
 	return newError(http.StatusBadRequest, typeInvalidRequest, "invalid_type",
-		"messages must be an array, got "+jsonKindOf(raw)).withParam("messages")
-}
-
-// jsonKindOf names the JSON type of a valid JSON value: "a string", "an
-// object", "null".
-func jsonKindOf(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return "nothing"
-	}
-	switch raw[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
+		"messages must be an array, got "+apishape.JSONKind(raw)).withParam("messages")
 }

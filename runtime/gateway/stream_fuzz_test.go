@@ -79,3 +79,30 @@ func FuzzRelayStream(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBodyUsage: the hand walk of a response body reads the usage that
+// encoding/json reads.
+func FuzzBodyUsage(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"c1","choices":[{"message":{"content":"\"usage\":{}"}}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`,
+		`{"usage":{"prompt_tokens":1,"completion_tokens":2},"usage":{"prompt_tokens":5}}`,
+		`{"usage":{"prompt_tokens":1},"usage":null}`,
+		`{"usage":{"prompt_tokens":"1"}}`,
+		`{"usage":{"prompt_tokens":1.5}}`,
+		`{"USAGE":{"prompt_tokens":3}}`,
+		`{"us\u0061ge":{"prompt_tokens":3}}`,
+		"{\"u\u017fage\":{\"prompt_tokens\":3}}",
+		`{"x":{"usage":{"prompt_tokens":9}}}`,
+		`{"usage":[]}`,
+		`[]`,
+		`{}`,
+		`{"usage":{}}{}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if got, want := bodyUsage(body), decodeUsage(body); got != want {
+			t.Fatalf("%q: walked %+v, decoded %+v", body, got, want)
+		}
+	})
+}

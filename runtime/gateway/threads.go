@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/apishape"
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/store"
 )
 
@@ -33,7 +34,7 @@ type ThreadContent interface {
 // refitter is a shape whose body depends on the model that serves: after
 // a budget's fallback it is built again for that model.
 type refitter interface {
-	refit(g *Gateway, model string, maxTokens int) ([]byte, *parsedBody, *apiError)
+	refit(limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError)
 }
 
 func (g *Gateway) threads() ThreadContent {
@@ -107,8 +108,12 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 	}
 	var model string
 	_ = json.Unmarshal(s.top["model"], &model)
-	canonical, _ := g.deps.Catalog.Resolve(model)
-	s.admitted = s.budget(g, canonical, requestedBound(s.top))
+	// The one lookup of the request; serve finds it on the exchange.
+	var limits request.Limits
+	if m, ok := x.lookup(g, model); ok {
+		limits = m.Limits
+	}
+	s.admitted = budgetOf(limits, requestedBound(s.top))
 	return s.fit(s.admitted), nil
 }
 
@@ -123,13 +128,9 @@ func requestedBound(top map[string]json.RawMessage) int {
 	return 0
 }
 
-// budget is what a model's context holds beside the completion, in
+// budgetOf is what a model's context holds beside the completion, in
 // estimated tokens; 0 when the model's context length is not known.
-func (s *threadShape) budget(g *Gateway, model string, maxTokens int) int {
-	if model == "" {
-		return 0
-	}
-	l := g.deps.Catalog.Limits(model)
+func budgetOf(l request.Limits, maxTokens int) int {
 	if l.ContextLength <= 0 {
 		return 0
 	}
@@ -153,8 +154,8 @@ func (s *threadShape) fit(budget int) []byte {
 // holds, and never to more than admission reserved for (the requested
 // model's budget), so a fallback that holds more gets the same history
 // and one that holds less gets less.
-func (s *threadShape) refit(g *Gateway, model string, maxTokens int) ([]byte, *parsedBody, *apiError) {
-	budget := s.budget(g, model, maxTokens)
+func (s *threadShape) refit(limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError) {
+	budget := budgetOf(limits, maxTokens)
 	if s.admitted > 0 && (budget == 0 || budget > s.admitted) {
 		budget = s.admitted
 	}

@@ -29,9 +29,11 @@ var twoModelLimits = map[string]request.Limits{
 	"small": {MaxOutput: 16, ContextLength: 200},
 }
 
-func (twoModels) Resolve(name string) (string, bool) { _, ok := twoModelLimits[name]; return name, ok }
-func (twoModels) List() []ModelInfo                  { return []ModelInfo{{ID: "big"}, {ID: "small"}} }
-func (twoModels) Limits(m string) request.Limits     { return twoModelLimits[m] }
+func (twoModels) Lookup(name string) (request.Model, bool) {
+	l, ok := twoModelLimits[name]
+	return request.Model{Name: name, Limits: l}, ok
+}
+func (twoModels) List() []ModelInfo { return []ModelInfo{{ID: "big"}, {ID: "small"}} }
 
 // seenEngine is a sim engine that remembers the messages of each chat
 // request it served.

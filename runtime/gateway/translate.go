@@ -118,8 +118,9 @@ func engineError(status int, body []byte) *apiError {
 	return newError(status, typ, "", "the model's engine refused the request: "+msg)
 }
 
-// relayShaped relays the engine's answer translated by ts (x.shape).
-func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchange, ep router.Endpoint, resp *http.Response, ts translator) {
+// relayShaped relays the engine's answer translated by ts (x.shape). A
+// stream is ended with the shape's broken-stream event when idle fires.
+func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchange, ep router.Endpoint, resp *http.Response, ts translator, idle *idleWatch) {
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxBufferedResponse))
 		if err != nil {
@@ -175,9 +176,11 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 	var data []byte
 	for {
 		line, err := br.ReadSlice('\n')
+		idle.kick()
 		if errors.Is(err, bufio.ErrBufferFull) {
 			// A data line longer than the buffer: keep it whole.
 			rest, err2 := br.ReadBytes('\n')
+			idle.kick()
 			line, err = append(append([]byte(nil), line...), rest...), err2
 		}
 		if trimmed := bytes.TrimRight(line, "\r\n"); len(trimmed) > 0 {
@@ -232,7 +235,12 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 	}
 	res := st.result()
 	if res.Finish == "" && !st.ended() {
-		send(st.broken("the model's engine ended the stream before the answer was complete"), true)
+		why := "the model's engine ended the stream before the answer was complete"
+		if idle != nil && idle.fired.Load() {
+			why = "the model's replica sent nothing for " + g.cfg.StreamIdleTimeout.String() + "; the answer is incomplete, retry the request"
+		}
+		x.rec.Status = http.StatusBadGateway
+		send(st.broken(why), true)
 		return
 	}
 	if send(st.finish(), true) {

@@ -232,9 +232,12 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 		x.fail(w, newError(http.StatusBadGateway, typeUpstream, "upstream_error", "the model's replica cannot be reached"))
 		return nil
 	}
+	// The two values over one array: an upstream request is made for
+	// every request.
+	vals := [...]string{"application/json", x.rec.RequestID}
 	up.Header = http.Header{
-		"Content-Type":  {"application/json"},
-		requestIDHeader: {x.rec.RequestID},
+		"Content-Type":  vals[0:1:1],
+		requestIDHeader: vals[1:2:2],
 	}
 	if a := r.Header.Get("Accept"); a != "" {
 		up.Header.Set("Accept", a)
@@ -251,20 +254,21 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 	defer resp.Body.Close()
 	x.answered = resp.StatusCode == http.StatusOK && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 
+	// A stream, translated or not, is bounded by StreamIdleTimeout.
+	var idle *idleWatch
+	if d := g.cfg.StreamIdleTimeout; d > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		idle = &idleWatch{d: d}
+		idle.t = time.AfterFunc(d, func() { idle.fired.Store(true); resp.Body.Close() })
+		defer idle.t.Stop()
+	}
 	if ts, ok := x.shape.(translator); ok {
-		g.relayShaped(w, r, x, ep, resp, ts)
+		g.relayShaped(w, r, x, ep, resp, ts, idle)
 		return nil
 	}
 	if x.shape != nil {
 		x.shape.setHeaders(w.Header())
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var idle *idleWatch
-		if d := g.cfg.StreamIdleTimeout; d > 0 {
-			idle = &idleWatch{d: d}
-			idle.t = time.AfterFunc(d, func() { idle.fired.Store(true); resp.Body.Close() })
-			defer idle.t.Stop()
-		}
 		g.relayStream(w, r, x, resp, idle)
 		if pt, ok := x.shape.(passthrough); ok && x.done {
 			pt.completed(r.Context(), g, x, pt.answer())
@@ -369,8 +373,61 @@ func (u *usageJSON) usage() request.Usage {
 	return request.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens, Reported: true}
 }
 
-// bodyUsage reads the usage object of a complete response body.
+// bodyUsage reads the usage object of a complete response body, as
+// decodeUsage does; a valid body is walked by hand (the top level only, the
+// usage value decoded), which spares decoding the whole answer.
 func bodyUsage(data []byte) request.Usage {
+	if u, ok := walkUsage(data); ok {
+		return u
+	}
+	return decodeUsage(data)
+}
+
+// walkUsage is bodyUsage for a valid JSON object whose keys encoding/json
+// could match to "usage" only by being "usage"; ok is false otherwise.
+func walkUsage(data []byte) (request.Usage, bool) {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' || !json.Valid(data) {
+		return request.Usage{}, false
+	}
+	var u *usageJSON
+	for i = skipSpace(data, i+1); data[i] != '}'; {
+		keyEnd := skipString(data, i)
+		key := data[i+1 : keyEnd-1]
+		start := skipColon(data, keyEnd)
+		end := skipValue(data, start)
+		switch {
+		case string(key) == "usage":
+			// Into the same pointer, as the decoder does with a
+			// repeated key: the last wins, field by field.
+			if json.Unmarshal(data[start:end], &u) != nil {
+				return request.Usage{}, true
+			}
+		case mayFoldToUsage(key):
+			return request.Usage{}, false
+		}
+		if i = skipSpace(data, end); data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+	}
+	return u.usage(), true
+}
+
+// mayFoldToUsage reports whether encoding/json might match a raw key
+// other than "usage" to the field usage: escaped, not ASCII, or "usage"
+// in other case.
+func mayFoldToUsage(key []byte) bool {
+	for _, c := range key {
+		if c == '\\' || c >= 0x80 {
+			return true
+		}
+	}
+	return len(key) == len("usage") && strings.EqualFold(string(key), "usage")
+}
+
+// decodeUsage reads the usage object of a complete response body with
+// encoding/json.
+func decodeUsage(data []byte) request.Usage {
 	var v struct {
 		Usage *usageJSON `json:"usage"`
 	}

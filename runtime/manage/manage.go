@@ -299,6 +299,7 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 	pm := specpb.ModelToProto(e.Model)
 	pm.Origin = e.Origin
 	pm.Generation = e.Generation
+	pm.Revision = e.Revision
 	st := &managev1.ModelStatus{ReplicasDesired: int32(e.Model.Scaling.Min), Rollout: spec.RolloutAuto}
 	if e.Model.ManualRollout() {
 		st.Rollout = spec.RolloutManual
@@ -353,7 +354,7 @@ func catalogError(op string, err error) error {
 		return status.Errorf(codes.NotFound, "%s: %v", op, err)
 	case errors.Is(err, models.ErrAlreadyExists):
 		return status.Errorf(codes.AlreadyExists, "%s: %v", op, err)
-	case errors.Is(err, models.ErrDeclarative):
+	case errors.Is(err, models.ErrDeclarative), errors.Is(err, models.ErrConflict):
 		return status.Errorf(codes.FailedPrecondition, "%s: %v", op, err)
 	case errors.Is(err, models.ErrInvalid):
 		return status.Errorf(codes.InvalidArgument, "%s: %v", op, err)
@@ -410,7 +411,7 @@ func (s *Service) UpdateModel(ctx context.Context, req *managev1.UpdateModelRequ
 		return nil, err
 	}
 	warnings = append(warnings, flagWarnings...)
-	e, err := s.opts.Catalog.Update(ctx, m)
+	e, err := s.opts.Catalog.UpdateIf(ctx, m, req.GetIfRevision())
 	if err != nil {
 		return nil, catalogError("updating model "+m.Name, err)
 	}

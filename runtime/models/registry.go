@@ -29,6 +29,7 @@ var (
 	ErrAlreadyExists = errors.New("model already exists")
 	ErrDeclarative   = errors.New("model is declared in server.yaml")
 	ErrInvalid       = errors.New("invalid model")
+	ErrConflict      = errors.New("model changed since it was read")
 )
 
 // Entry is one catalog model with where it came from.
@@ -48,6 +49,9 @@ type Registry struct {
 	mu      sync.RWMutex
 	entries map[string]Entry
 	aliases map[string]string // alias or name -> name
+	// lookup is, by name and by alias, what the request path needs of
+	// each model (Lookup); rebuilt with aliases, never changed in place.
+	lookup  map[string]request.Model
 	changed chan struct{}
 }
 
@@ -127,6 +131,32 @@ func (r *Registry) rebuildAliasesLocked() {
 		}
 	}
 	r.aliases = a
+	// One entry per name a client may send, made once here so a request's
+	// Lookup copies nothing; Price and Aliases are shared, read only.
+	terms := make(map[string]request.Model, len(r.entries))
+	for name, e := range r.entries {
+		m := request.Model{Name: name, Limits: request.Limits{MaxOutput: e.Model.MaxOutput, ContextLength: e.Model.ContextLength}}
+		if e.Model.Pricing != nil {
+			p := *e.Model.Pricing
+			m.Price = &p
+		}
+		terms[name] = m
+	}
+	for al, name := range a {
+		if al != name {
+			m := terms[name]
+			m.Aliases = append(m.Aliases, al)
+			terms[name] = m
+		}
+	}
+	for _, m := range terms {
+		sort.Strings(m.Aliases)
+	}
+	l := make(map[string]request.Model, len(a))
+	for al, name := range a {
+		l[al] = terms[name]
+	}
+	r.lookup = l
 }
 
 // List returns every entry sorted by name.
@@ -174,6 +204,19 @@ func (r *Registry) Terms(name string) (price *spec.Pricing, limits request.Limit
 	return price, request.Limits{MaxOutput: e.Model.MaxOutput, ContextLength: e.Model.ContextLength}, true
 }
 
+// Lookup resolves a model name or alias and returns, in one look, what the
+// request path needs of the model: its canonical name, aliases, own price
+// and limits. The gateway calls it once per request and carries the result
+// (request.Info.Model), so admission, settlement and the usage record need
+// not look again. Nothing is copied: the result's Price and Aliases are
+// shared and must not be changed.
+func (r *Registry) Lookup(name string) (request.Model, bool) {
+	r.mu.RLock()
+	m, ok := r.lookup[name]
+	r.mu.RUnlock()
+	return m, ok
+}
+
 // Resolve maps a model name or alias to the model's name.
 func (r *Registry) Resolve(name string) (string, bool) {
 	r.mu.RLock()
@@ -184,15 +227,21 @@ func (r *Registry) Resolve(name string) (string, bool) {
 
 // Create adds a model through the API and stores it.
 func (r *Registry) Create(ctx context.Context, m spec.Model) (Entry, error) {
-	return r.put(ctx, m, false)
+	return r.put(ctx, m, false, 0)
 }
 
 // Update replaces a model added through the API.
 func (r *Registry) Update(ctx context.Context, m spec.Model) (Entry, error) {
-	return r.put(ctx, m, true)
+	return r.put(ctx, m, true, 0)
 }
 
-func (r *Registry) put(ctx context.Context, m spec.Model, update bool) (Entry, error) {
+// UpdateIf is Update refused with ErrConflict unless the stored model is
+// at revision (0: no check).
+func (r *Registry) UpdateIf(ctx context.Context, m spec.Model, revision int64) (Entry, error) {
+	return r.put(ctx, m, true, revision)
+}
+
+func (r *Registry) put(ctx context.Context, m spec.Model, update bool, ifRevision int64) (Entry, error) {
 	m = m.Clone()
 	m.Normalize()
 	if err := m.Validate(); err != nil {
@@ -208,6 +257,8 @@ func (r *Registry) put(ctx context.Context, m spec.Model, update bool) (Entry, e
 		return Entry{}, fmt.Errorf("%w: %q", ErrAlreadyExists, m.Name)
 	case !exists && update:
 		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, m.Name)
+	case ifRevision != 0 && cur.Revision != ifRevision:
+		return Entry{}, fmt.Errorf("%w: %q was read at revision %d and is now at revision %d; read it again and redo the change", ErrConflict, m.Name, ifRevision, cur.Revision)
 	}
 	others := make([]spec.Model, 0, len(r.entries))
 	for name, e := range r.entries {

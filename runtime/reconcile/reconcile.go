@@ -109,21 +109,31 @@ type Reconciler struct {
 	// when the reconciler started (the idle clock of models nobody asked
 	// for since); the ready replicas seen, and each model's last measured
 	// load time.
-	scaling   map[string]*scaleState
-	owed      map[string]int
-	evicting  map[string]bool
+	scaling  map[string]*scaleState
+	owed     map[string]int
+	evicting map[string]bool
+	// roomFor is, per model that evicted a replica of another to make
+	// room, when; it is placed first until it places or EvictAfter passes.
+	roomFor   map[string]time.Time
 	started   time.Time
 	readySeen map[string]bool
 	loadTime  map[string]time.Duration
 	// inflight is the requests in flight per replica, read from Routing
 	// once per pass.
 	inflight map[string]int64
+	// lostAt is, per node now silent or draining, since when the
+	// reconciler has seen it so.
+	lostAt map[string]time.Time
 }
 
 type backoff struct {
 	failures int
 	until    time.Time
 	last     string
+	// at is when the last failure was recorded: a replacement for a
+	// replica on a node that went silent or draining after it bypasses
+	// the backoff, one earned after does not.
+	at time.Time
 }
 
 // New returns a reconciler.
@@ -148,7 +158,7 @@ func New(opts Options) *Reconciler {
 		opts.StallAfter = DefaultStallAfter
 	}
 	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{},
-		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}}
+		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{}}
 }
 
 // Run reconciles until ctx ends.
@@ -190,11 +200,12 @@ func (r *Reconciler) Pass() {
 	}
 	entries := byPriority(r.opts.Catalog.List())
 	r.readInflight()
+	now := r.opts.Now()
+	entries = r.roomFirst(entries, now)
 	byName := make(map[string]models.Entry, len(entries))
 	for _, e := range entries {
 		byName[e.Model.Name] = e
 	}
-	now := r.opts.Now()
 	r.forgetStalls(byName)
 	endpoints := map[string][]router.Endpoint{}
 	var live []string
@@ -202,6 +213,7 @@ func (r *Reconciler) Pass() {
 		r.placing = nil
 		defer func() { r.placing = nil }()
 		r.holding = r.holdPlacement(tx, now)
+		r.noteLostNodes(tx, now)
 		r.retire(tx, byName, now)
 		r.freeing = fleetFreeing(tx)
 		for _, rep := range tx.Replicas() {
@@ -291,6 +303,7 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			b.failures++
 			b.until = now.Add(min(time.Second<<min(b.failures-1, 6), time.Minute))
 			b.last = rep.Error
+			b.at = now
 			r.backoff[rep.Model] = b
 			r.backoffMu.Unlock()
 			continue
@@ -321,10 +334,13 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 			}
 			r.startWorkers(tx, rep)
 		}
-		// Only a ready replica of the current generation clears the
-		// backoff: the old replicas serving through a rollout must not
-		// hide that every replacement fails.
-		if rep.State == fleet.ReplicaReady && rep.Generation == byName[rep.Model].Generation {
+		// Only a replica of the current generation that became ready
+		// since the last pass (noteReady has not seen it yet) clears the
+		// backoff: the old replicas serving through a rollout, or a
+		// replica that was ready before and is being replaced off a
+		// draining or silent node, must not hide that every replacement
+		// fails.
+		if rep.State == fleet.ReplicaReady && !r.readySeen[rep.ID] && rep.Generation == byName[rep.Model].Generation {
 			r.backoffMu.Lock()
 			if b, ok := r.backoff[rep.Model]; ok && b.failures > 0 {
 				b.failures = 0
@@ -348,6 +364,49 @@ func onDrainingNode(tx *fleet.Tx, rep *fleet.Replica) bool {
 		}
 	}
 	return false
+}
+
+// onSilentNode reports whether a shard of rep runs on a node silent for
+// SuspectAfter.
+func onSilentNode(tx *fleet.Tx, rep *fleet.Replica) bool {
+	for _, s := range rep.Shards {
+		if n := tx.Node(s.Node); n != nil && n.Silent {
+			return true
+		}
+	}
+	return false
+}
+
+// noteLostNodes stamps when each node was first seen silent or draining,
+// and forgets the nodes that are neither any more.
+func (r *Reconciler) noteLostNodes(tx *fleet.Tx, now time.Time) {
+	seen := map[string]bool{}
+	for _, n := range tx.Nodes() {
+		if !n.Draining && !n.Silent {
+			continue
+		}
+		seen[n.ID] = true
+		if _, ok := r.lostAt[n.ID]; !ok {
+			r.lostAt[n.ID] = now
+		}
+	}
+	for id := range r.lostAt {
+		if !seen[id] {
+			delete(r.lostAt, id)
+		}
+	}
+}
+
+// lostSince is since when rep has run on a silent or draining node (the
+// earliest of its nodes').
+func (r *Reconciler) lostSince(rep *fleet.Replica) time.Time {
+	var since time.Time
+	for _, s := range rep.Shards {
+		if t, ok := r.lostAt[s.Node]; ok && (since.IsZero() || t.Before(since)) {
+			since = t
+		}
+	}
+	return since
 }
 
 // holdPlacement reports whether placement must wait for replicas that were
@@ -454,13 +513,16 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			old = append(old, rep)
 		}
 	}
-	// Old replicas that may be replaced now, oldest (and not ready) first.
-	var rollable []*fleet.Replica
+	// Old replicas that may be replaced now: not ready first, then those
+	// on a silent node (lost first: a stale replica on a healthy node
+	// serves longer), then oldest.
+	var rollable, heldReps []*fleet.Replica
 	held := 0
 	manualHeld := e.Model.ManualRollout() && r.rolloutRequested(e.Model.Name) != e.Generation
 	for _, rep := range old {
 		if manualHeld && !onDrainingNode(tx, rep) {
 			held++
+			heldReps = append(heldReps, rep)
 			continue
 		}
 		rollable = append(rollable, rep)
@@ -473,24 +535,34 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		if ri != rj {
 			return !ri
 		}
+		if si, sj := onSilentNode(tx, rollable[i]), onSilentNode(tx, rollable[j]); si != sj {
+			return si
+		}
 		return rollable[i].Created.Before(rollable[j].Created)
 	})
 	if len(current) < want && r.holding {
 		return
 	}
 	r.backoffMu.Lock()
-	until := r.backoff[e.Model.Name].until
+	b := r.backoff[e.Model.Name]
 	r.backoffMu.Unlock()
+	until := b.until
 	// Missing capacity at once; then one replacement at a time. Replicas
-	// lost with their node, or on a node now silent or draining, count as
-	// missing (owed): their replacements are placed at once and wait for
-	// no backoff the model earned elsewhere.
+	// lost with their node, on a node now silent (whatever their
+	// generation), or of the current generation on a draining node, count
+	// as missing: their replacements are placed at once. They wait for no
+	// backoff the model earned before the node was lost (owed), but a
+	// replacement that fails earns a backoff of its own that the next one
+	// waits for. A stale replica on a draining node that is still heard
+	// from is left to the rollout, one at a time.
 	owed := r.owed[e.Model.Name]
 	lostOld := 0
 	for _, rep := range old {
-		if rep.Generation == e.Generation && onDrainingNode(tx, rep) {
-			owed++
+		if onSilentNode(tx, rep) || (rep.Generation == e.Generation && onDrainingNode(tx, rep)) {
 			lostOld++
+			if b.at.Before(r.lostSince(rep)) {
+				owed++
+			}
 		}
 	}
 	missing := want - len(current) - (len(old) - lostOld)
@@ -524,6 +596,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	}
 	if len(current) >= want {
 		delete(r.owed, e.Model.Name)
+		delete(r.roomFor, e.Model.Name)
 	}
 	// An old replica stops once a ready replica of this generation makes
 	// up for it.
@@ -538,27 +611,31 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		remaining--
 	}
 	if extra := len(current) + held - want; extra > 0 && remaining-held == 0 {
-		// Retire the least useful first: not ready, then the fewest
+		// Retire the least useful first, stale replicas held by a manual
+		// rollout as well as current ones: not ready, then the fewest
 		// requests in flight, then newest.
-		sort.SliceStable(current, func(i, j int) bool {
-			ri, rj := current[i].State == fleet.ReplicaReady, current[j].State == fleet.ReplicaReady
+		surplus := append(slices.Clone(current), heldReps...)
+		sort.SliceStable(surplus, func(i, j int) bool {
+			ri, rj := surplus[i].State == fleet.ReplicaReady, surplus[j].State == fleet.ReplicaReady
 			if ri != rj {
 				return !ri
 			}
-			if fi, fj := r.inflight[current[i].ID], r.inflight[current[j].ID]; fi != fj {
+			if fi, fj := r.inflight[surplus[i].ID], r.inflight[surplus[j].ID]; fi != fj {
 				return fi < fj
 			}
-			return current[i].Created.After(current[j].Created)
+			return surplus[i].Created.After(surplus[j].Created)
 		})
-		for _, rep := range current[:min(extra, len(current))] {
-			if rep.State == fleet.ReplicaReady && len(currentReady)+held <= want {
+		serving := len(currentReady) + held
+		for _, rep := range surplus[:min(extra, len(surplus))] {
+			isHeld := slices.Contains(heldReps, rep)
+			if rep.State == fleet.ReplicaReady && serving <= want {
 				break
 			}
 			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", why)
 			r.stopShards(tx, rep, "scaled down: "+why)
 			r.retireReplica(tx, rep, now)
-			if rep.State == fleet.ReplicaReady {
-				currentReady = currentReady[:len(currentReady)-1]
+			if isHeld || rep.State == fleet.ReplicaReady {
+				serving--
 			}
 		}
 	}

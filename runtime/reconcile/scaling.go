@@ -89,6 +89,34 @@ func byPriority(entries []models.Entry) []models.Entry {
 	return out
 }
 
+// roomFirst moves the models that evicted a replica to make room, and have
+// not placed since, ahead of the other models loaded on demand, so the
+// room freed goes to the model that asked for it; the claim lapses after
+// EvictAfter.
+func (r *Reconciler) roomFirst(entries []models.Entry, now time.Time) []models.Entry {
+	for name, at := range r.roomFor {
+		if now.Sub(at) > r.opts.Autoscale.EvictAfter || !slices.ContainsFunc(entries, func(e models.Entry) bool { return e.Model.Name == name }) {
+			delete(r.roomFor, name)
+		}
+	}
+	if len(r.roomFor) == 0 {
+		return entries
+	}
+	// Models at min ≥ 1 stay first (byPriority), then the models owed
+	// room, then the other models loaded on demand.
+	rank := func(e models.Entry) int {
+		if e.Model.Scaling.Min != 0 {
+			return 0
+		}
+		if _, ok := r.roomFor[e.Model.Name]; ok {
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(entries, func(a, b models.Entry) int { return rank(a) - rank(b) })
+	return entries
+}
+
 // demanded signals when a request found a model loaded on demand without
 // a replica; nil without Routing (a nil channel never fires).
 func (r *Reconciler) demanded() <-chan struct{} {
@@ -164,7 +192,9 @@ func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, 
 		last = r.started
 	}
 	inUse := d.Pending || d.Waiting > 0 || d.InFlight > 0
-	recent := !last.IsZero() && now.Sub(last) < r.idleTimeout(e)
+	// A model evicted to make room is idle until asked for again: its last
+	// request is what it was evicted despite.
+	recent := !last.IsZero() && now.Sub(last) < r.idleTimeout(e) && last.After(st.evicted)
 	switch {
 	case inUse || recent:
 		if sc.Min == 0 {
@@ -265,6 +295,7 @@ func (r *Reconciler) evictFor(tx *fleet.Tx, e models.Entry, now time.Time) {
 	}
 	r.log.Info("replica stopped", "model", best.Model, "replica", best.ID, "reason", "idle, evicted to make room for "+e.Model.Name)
 	r.evicting[best.ID] = true
+	r.roomFor[e.Model.Name] = now
 	if st := r.scaling[best.Model]; st != nil {
 		st.want, st.evicted = 0, now
 	}

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Principal is who a request is made by.
@@ -51,6 +53,41 @@ type Info struct {
 	// PromptEstimate is the gateway's upper bound of the prompt's tokens,
 	// made before the engine has counted them (see EstimatePromptTokens).
 	PromptEstimate int
+	// Model is the catalog's entry of the model asked for, as the gateway
+	// looked it up; admission takes its terms from here rather than asking
+	// the catalog again. A zero Model (Name "") leaves admission to look
+	// the model up itself.
+	Model Model
+}
+
+// Model is what the request path needs of one catalog model: looked up
+// once per request (the gateway resolves the name the client sent) and
+// carried on the request, so that admission, settlement and the usage
+// record do not consult the catalog again.
+type Model struct {
+	// Name is the model's canonical name.
+	Name string
+	// Aliases are the other names that resolve to Name. Shared with the
+	// catalog: read only.
+	Aliases []string
+	// Price is the model's own price; nil when it has none (the default
+	// price applies). Shared with the catalog: read only.
+	Price *spec.Pricing
+	// Limits are its max_output and context_length.
+	Limits Limits
+}
+
+// Known reports whether name is the model's name or one of its aliases.
+func (m Model) Known(name string) bool {
+	if name == m.Name {
+		return name != ""
+	}
+	for _, a := range m.Aliases {
+		if a == name {
+			return true
+		}
+	}
+	return false
 }
 
 // PromptTemplateAllowance is what EstimatePromptTokens adds to a body's

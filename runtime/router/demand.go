@@ -12,10 +12,11 @@ import (
 type modelState struct {
 	name string
 	sel  atomic.Pointer[Selector]
-	// index remembers which endpoints took each prompt prefix; bits counts
-	// the endpoints given a bit in it (under the router's mu).
-	index *prefixIndex
-	bits  int
+	// index remembers which endpoints took each prompt prefix; bitUsers
+	// counts the endpoints holding each of its 64 bits (under the
+	// router's mu).
+	index    *prefixIndex
+	bitUsers [64]int
 	// lastRequest is when a request for the model last arrived (Unix ns).
 	lastRequest atomic.Int64
 	// pending is set when a request found no endpoint of a model loaded on

@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/binary"
 	"hash/maphash"
+	mathbits "math/bits"
 	"sync"
 )
 
@@ -115,8 +116,11 @@ func (a PrefixAffinity) Select(p *Pool, key Key) *Upstream {
 // prefixIndex remembers, for each block of recent prompts, which replicas
 // took a prompt with that prefix and whether prompts continued it in more
 // than one way: an approximate radix tree kept as a map of chained block
-// hashes. Replicas are bits of a 64-bit set (a model with more than 64
-// replicas shares bits, which only blurs the choice). It holds about
+// hashes. Replicas are bits of a 64-bit set: a replica gets a free bit,
+// and a bit freed when its replica leaves is cleared from every block
+// before it is given again, so a new replica never inherits a gone one's
+// prefixes (a model with more than 64 replicas at once shares bits, which
+// only blurs the choice). It holds about
 // capacity blocks in two generations: when the newer fills, the older is
 // dropped, so blocks not seen for a generation are forgotten and memory
 // stays bounded.
@@ -191,6 +195,50 @@ func (x *prefixIndex) lookup(key Key) match {
 	}
 	b, _ := x.getLocked(key[lo-1])
 	return match{depth: lo, holders: b.holders, branched: b.branched}
+}
+
+// forget clears bit from every block: its replica is gone.
+func (x *prefixIndex) forget(bit uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, m := range []map[uint64]block{x.cur, x.old} {
+		for k, b := range m {
+			if b.holders&bit != 0 {
+				b.holders &^= bit
+				m[k] = b
+			}
+		}
+	}
+}
+
+// takeBit gives a new endpoint of the model a bit of its prefix index: the
+// lowest free one, else (more than 64 endpoints) the least shared.
+// r.mu must be held.
+func (ms *modelState) takeBit() uint64 {
+	best := 0
+	for i, n := range ms.bitUsers {
+		if n < ms.bitUsers[best] {
+			best = i
+		}
+		if n == 0 {
+			best = i
+			break
+		}
+	}
+	ms.bitUsers[best]++
+	return 1 << best
+}
+
+// freeBit gives back an endpoint's bit; once no endpoint holds it, it is
+// cleared from the index. r.mu must be held.
+func (ms *modelState) freeBit(bit uint64) {
+	i := mathbits.TrailingZeros64(bit)
+	if i >= 64 || ms.bitUsers[i] == 0 {
+		return
+	}
+	if ms.bitUsers[i]--; ms.bitUsers[i] == 0 {
+		ms.index.forget(bit)
+	}
 }
 
 // record adds the replica whose bit is holder to every block of key.

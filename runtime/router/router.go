@@ -305,8 +305,7 @@ func (r *Router) SetEndpoints(model string, eps []Endpoint) {
 			}
 			st := r.states[k]
 			if st == nil {
-				st = &upstreamState{bit: 1 << (ms.bits % 64)}
-				ms.bits++
+				st = &upstreamState{bit: ms.takeBit()}
 				r.states[k] = st
 			}
 			ups = append(ups, &Upstream{ep: ep, weight: int64(max(ep.Weight, 1)), inflight: &st.inflight, st: st, model: ms})
@@ -321,6 +320,7 @@ func (r *Router) SetEndpoints(model string, eps []Endpoint) {
 		k := upstreamKey{u.ep.ReplicaID, u.ep.URL}
 		if !slices.ContainsFunc(ups, func(n *Upstream) bool { return n.st == u.st }) {
 			delete(r.states, k)
+			u.model.freeBit(u.st.bit)
 		}
 	}
 	r.storeLocked(model, ups, ms)

@@ -28,9 +28,8 @@ func (oneKey) Authenticate(_ context.Context, key string) (request.Principal, er
 
 type noModels struct{}
 
-func (noModels) Resolve(string) (string, bool) { return "", false }
-func (noModels) List() []gateway.ModelInfo     { return nil }
-func (noModels) Limits(string) request.Limits  { return request.Limits{} }
+func (noModels) Lookup(string) (request.Model, bool) { return request.Model{}, false }
+func (noModels) List() []gateway.ModelInfo           { return nil }
 
 // TestClientListenerCountsUnauthenticated: connections count against the
 // bound until a request on them authenticates or they close; one beyond

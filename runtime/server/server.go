@@ -474,12 +474,7 @@ func (s *Server) warnUnpricedBudgets(ctx context.Context, prices tenancy.Prices)
 // catalogView adapts the registry to what the gateway needs.
 type catalogView struct{ r *models.Registry }
 
-func (c catalogView) Resolve(name string) (string, bool) { return c.r.Resolve(name) }
-
-func (c catalogView) Limits(model string) request.Limits {
-	_, l, _ := c.r.Terms(model)
-	return l
-}
+func (c catalogView) Lookup(name string) (request.Model, bool) { return c.r.Lookup(name) }
 
 func (c catalogView) List() []gateway.ModelInfo {
 	entries := c.r.List()

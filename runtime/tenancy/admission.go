@@ -39,9 +39,26 @@ type Store interface {
 }
 
 // Models gives a model's own price (nil: none) and its limits (max_output,
-// context_length). *models.Registry implements it.
+// context_length). *models.Registry implements it, and Lookup too, which
+// admission prefers: it resolves an alias and gives the model's aliases in
+// the same look.
+//
+// Admission looks a model up only when the request does not carry its
+// terms (request.Info.Model, which the gateway fills from its own lookup)
+// and for a budget's fallback model when a budget is spent.
 type Models interface {
 	Terms(name string) (price *spec.Pricing, limits request.Limits, ok bool)
+}
+
+// modelLookup is what *models.Registry offers beside Terms.
+type modelLookup interface {
+	Lookup(name string) (request.Model, bool)
+}
+
+// resolver maps an alias to its model's name; a Models without Lookup may
+// offer it.
+type resolver interface {
+	Resolve(name string) (string, bool)
 }
 
 // Pending reports the cost of usage recorded but not yet written to the
@@ -187,29 +204,71 @@ func (a *Admission) sweep(now int64) {
 	}
 }
 
-// price returns a model's price: its own, else the default, else free.
-func (a *Admission) price(model string) spec.Pricing { return a.prices.Of(model) }
+// lookup returns the catalog's terms of a model by name or alias: the
+// canonical name, aliases, own price and limits. A model the catalog does
+// not know is returned under the name given, with no terms of its own.
+func (a *Admission) lookup(name string) request.Model {
+	switch m := a.opts.Models.(type) {
+	case nil:
+		return request.Model{Name: name}
+	case modelLookup:
+		if t, ok := m.Lookup(name); ok {
+			return t
+		}
+		return request.Model{Name: name}
+	}
+	// A Models without Lookup: resolve an alias when it can, then the
+	// terms.
+	if r, ok := a.opts.Models.(resolver); ok && name != "" {
+		if c, ok := r.Resolve(name); ok {
+			name = c
+		}
+	}
+	t := request.Model{Name: name}
+	if price, limits, ok := a.opts.Models.Terms(name); ok {
+		t.Price, t.Limits = price, limits
+	}
+	return t
+}
+
+// terms returns the terms of the model a request asks for: those the
+// request carries (the gateway's lookup), else the catalog's.
+func (a *Admission) terms(model string, req request.Info) request.Model {
+	if req.Model.Name == model && model != "" {
+		return req.Model
+	}
+	return a.lookup(model)
+}
 
 // Allows implements gateway.ModelFilter: whether the principal's project
 // may use the model. A project whose settings cannot be read is shown
 // everything; admission refuses what it must when the request comes.
 func (a *Admission) Allows(ctx context.Context, p request.Principal, model string) bool {
 	proj, err := a.dir.get(ctx, p.Project)
-	return err != nil || a.allowed(proj.project, model)
+	if err != nil || len(proj.project.AllowedModels) == 0 {
+		return true
+	}
+	return a.allowed(proj.project, a.lookup(model))
 }
 
 // allowed reports whether a project may use a canonical model: its
 // allowed_models is empty or names the model or one of its aliases.
-func (a *Admission) allowed(p store.Project, model string) bool {
-	if len(p.AllowedModels) == 0 || slices.Contains(p.AllowedModels, model) {
+func (a *Admission) allowed(p store.Project, m request.Model) bool {
+	if len(p.AllowedModels) == 0 || slices.Contains(p.AllowedModels, m.Name) {
 		return true
 	}
-	r, ok := a.opts.Models.(interface{ Resolve(string) (string, bool) })
+	if slices.ContainsFunc(p.AllowedModels, m.Known) {
+		return true
+	}
+	if _, ok := a.opts.Models.(modelLookup); ok {
+		return false // Lookup gave every alias
+	}
+	r, ok := a.opts.Models.(resolver)
 	if !ok {
 		return false
 	}
 	for _, name := range p.AllowedModels {
-		if c, ok := r.Resolve(name); ok && c == model {
+		if c, ok := r.Resolve(name); ok && c == m.Name {
 			return true
 		}
 	}
@@ -235,16 +294,11 @@ const maxWorst = int64(1) << 40
 // context_length). The gateway refuses a max_tokens above that for the
 // model asked for; a budget's fallback model may produce less, and then
 // the request is bounded to it. 0 for embeddings.
-func (a *Admission) perChoice(model string, req request.Info) int {
+func (a *Admission) perChoice(m request.Model, req request.Info) int {
 	if req.Endpoint == "/v1/embeddings" {
 		return 0
 	}
-	var limits request.Limits
-	if a.opts.Models != nil {
-		if _, l, ok := a.opts.Models.Terms(model); ok {
-			limits = l
-		}
-	}
+	limits := m.Limits
 	n := req.MaxTokens
 	switch {
 	case n > 0:
@@ -262,26 +316,36 @@ func (a *Admission) perChoice(model string, req request.Info) int {
 // promptBound is the most prompt tokens the request may count: the
 // gateway's bound (request.EstimatePromptTokens), never more than the
 // model's context_length, since an engine refuses a longer prompt.
-func (a *Admission) promptBound(model string, req request.Info) int64 {
+func (a *Admission) promptBound(m request.Model, req request.Info) int64 {
 	n := min(max(int64(req.PromptEstimate), 0), maxWorst)
-	if a.opts.Models != nil {
-		if _, l, ok := a.opts.Models.Terms(model); ok && l.ContextLength > 0 {
-			n = min(n, int64(l.ContextLength))
-		}
+	if l := m.Limits; l.ContextLength > 0 {
+		n = min(n, int64(l.ContextLength))
 	}
 	return n
 }
 
-// canonical returns a model's canonical name when the catalog knows it as
-// an alias (a budget stored before fallback models were resolved at set
-// time), else the name itself.
-func (a *Admission) canonical(name string) string {
-	if r, ok := a.opts.Models.(interface{ Resolve(string) (string, bool) }); ok && name != "" {
-		if c, ok := r.Resolve(name); ok {
-			return c
+// fallbacks looks up the fallback models of a request's budgets, once each,
+// when one of them is needed (a budget the request does not fit): each
+// line's fallback becomes its canonical name (a budget stored before
+// fallback models were resolved at set time may name an alias), and the
+// result holds each one's terms by that name.
+func (a *Admission) fallbacks(lines []budgetLine) map[string]request.Model {
+	out := map[string]request.Model{}
+	byName := map[string]string{}
+	for i := range lines {
+		bl := &lines[i]
+		if bl.fallback == "" {
+			continue
 		}
+		c, ok := byName[bl.fallback]
+		if !ok {
+			m := a.lookup(bl.fallback)
+			c, byName[bl.fallback] = m.Name, m.Name
+			out[c] = m
+		}
+		bl.fallback = c
 	}
-	return name
+	return out
 }
 
 // completionCap is the most completion tokens the request may produce:
@@ -326,7 +390,8 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 	if err != nil {
 		return nil, fmt.Errorf("reading project %q: %w", p.Project, err)
 	}
-	if !a.allowed(proj.project, model) {
+	terms := a.terms(model, req)
+	if !a.allowed(proj.project, terms) {
 		return nil, &request.Rejection{Status: http.StatusForbidden, Type: "permission_error", Code: "model_not_allowed",
 			Reason: "model_not_allowed", Message: fmt.Sprintf("project %q may not use model %q", p.Project, model)}
 	}
@@ -335,11 +400,11 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 		return nil, err
 	}
 
-	prompt := a.promptBound(model, req)
-	perChoice := a.perChoice(model, req)
+	prompt := a.promptBound(terms, req)
+	perChoice := a.perChoice(terms, req)
 	var grown map[growKey]bool
 	for attempt := 0; ; attempt++ {
-		t, gs, err := a.admitOnce(p, proj, model, req, a.now(), prompt, perChoice, grown)
+		t, gs, err := a.admitOnce(p, proj, terms, req, a.now(), prompt, perChoice, grown)
 		if len(gs) == 0 || attempt == 4 {
 			return t, err
 		}
@@ -362,7 +427,7 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 // With shared limits it may instead return the slices that are too short
 // (never grown yet for this request), with the refusal to give if they
 // cannot grow.
-func (a *Admission) admitOnce(p request.Principal, proj projectInfo, model string, req request.Info, now time.Time,
+func (a *Admission) admitOnce(p request.Principal, proj projectInfo, terms request.Model, req request.Info, now time.Time,
 	prompt int64, perChoice int, grown map[growKey]bool) (request.Ticket, []growth, error) {
 	completion := a.completionCap(perChoice, req)
 	worst := prompt + completion
@@ -439,15 +504,18 @@ func (a *Admission) admitOnce(p request.Principal, proj projectInfo, model strin
 			continue // loaded above; deleted meanwhile
 		}
 		l.roll(now)
-		bl := budgetLine{budget: b, ledger: l, fallback: a.canonical(b.FallbackModel), now: now}
+		// The fallback is looked up (and its name resolved) only when a
+		// budget is spent: a.fallbacks below.
+		bl := budgetLine{budget: b, ledger: l, fallback: b.FallbackModel, now: now}
 		if a.shared != nil {
 			start := PeriodStart(b.Period, now)
 			bl.sl = a.sliceFor(store.BudgetSubject(p.Project, b.Period, start), nil, p.Project, start)
 		}
 		lines = append(lines, bl)
 	}
-	served := model
-	cost := a.price(model).Cost(prompt, completion)
+	served := terms
+	price := a.prices.of(terms)
+	cost := price.Cost(prompt, completion)
 	if a.shared != nil {
 		// A slice too short for the model asked for grows before a
 		// fallback is considered. A slice taken against a budget since
@@ -468,15 +536,16 @@ func (a *Admission) admitOnce(p request.Principal, proj projectInfo, model strin
 				Reason: "budget", Message: fmt.Sprintf("a budget of project %q is spent over all control planes", p.Project)}
 		}
 	}
-	if len(lines) > 0 {
+	if len(lines) > 0 && !allFit(lines, cost) {
+		fbs := a.fallbacks(lines)
 		fbPerChoice := perChoice
 		fallbackCost := func(fb string) float64 {
 			// The rate windows were checked for perChoice: the fallback
 			// gets no more, and less when it can produce less.
-			fbPerChoice = min(perChoice, a.perChoice(fb, req))
-			return a.price(fb).Cost(prompt, a.completionCap(fbPerChoice, req))
+			fbPerChoice = min(perChoice, a.perChoice(fbs[fb], req))
+			return a.prices.of(fbs[fb]).Cost(prompt, a.completionCap(fbPerChoice, req))
 		}
-		d := decideBudgets(lines, cost, fallbackCost, func(m string) bool { return a.allowed(proj.project, m) })
+		d := decideBudgets(lines, cost, fallbackCost, func(m string) bool { return a.allowed(proj.project, fbs[m]) })
 		if d.refused != nil {
 			rej := &request.Rejection{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "budget_exceeded",
 				Reason: "budget", Message: budgetMessage(p.Project, d)}
@@ -492,7 +561,8 @@ func (a *Admission) admitOnce(p request.Principal, proj projectInfo, model strin
 			return nil, gs, rej
 		}
 		if d.served != "" {
-			served, cost, perChoice = d.served, d.cost, fbPerChoice
+			served, cost, perChoice = fbs[d.served], d.cost, fbPerChoice
+			price = a.prices.of(served)
 			completion = a.completionCap(perChoice, req)
 		}
 	}
@@ -509,8 +579,8 @@ func (a *Admission) admitOnce(p request.Principal, proj projectInfo, model strin
 			c.w.charge(sec, 1)
 		}
 	}
-	t := &ticket{a: a, model: served, headers: rateHeaders(checks, sec), sec: sec, worst: worst, cost: cost, project: p.Project,
-		prompt: prompt, completion: completion, maxTokens: perChoice}
+	t := &ticket{a: a, model: served.Name, price: price, served: served, headers: rateHeaders(checks, sec), sec: sec, worst: worst, cost: cost, project: p.Project,
+		prompt: prompt, completion: completion, maxTokens: perChoice, windows: make([]*window, 0, 2)}
 	if km != nil {
 		t.windows = append(t.windows, &km.tokens)
 	}
@@ -538,6 +608,13 @@ func money(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 // request and token limits, as they stand now.
 func rateHeaders(checks []check, now int64) http.Header {
 	h := make(http.Header, 6)
+	// One backing array for the six values: a request's headers are
+	// made on every admission.
+	vals := make([]string, 0, 6)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	for _, tokens := range []bool{false, true} {
 		var best *check
 		var bestLeft int64
@@ -558,9 +635,9 @@ func rateHeaders(checks []check, now int64) http.Header {
 		if tokens {
 			names = &tokenHeaders
 		}
-		h[names[0]] = []string{strconv.FormatInt(best.limit, 10)}
-		h[names[1]] = []string{strconv.FormatInt(max(bestLeft, 0), 10)}
-		h[names[2]] = []string{best.w.wait(now, best.limit, best.limit).String()}
+		set(names[0], strconv.FormatInt(best.limit, 10))
+		set(names[1], strconv.FormatInt(max(bestLeft, 0), 10))
+		set(names[2], best.w.wait(now, best.limit, best.limit).String())
 	}
 	return h
 }
@@ -572,8 +649,13 @@ var (
 
 // ticket is an admitted request's reservations.
 type ticket struct {
-	a       *Admission
-	model   string
+	a     *Admission
+	model string
+	// price is the served model's price when it was admitted: what the
+	// request is charged at (a price changed later applies to requests
+	// admitted after it).
+	price   spec.Pricing
+	served  request.Model
 	project string
 	headers http.Header
 	sec     int64
@@ -593,6 +675,10 @@ type ticket struct {
 }
 
 func (t *ticket) Model() string { return t.model }
+
+// Served is the catalog's entry of the model serving the request, so the
+// gateway need not look a budget's fallback up again.
+func (t *ticket) Served() request.Model { return t.served }
 
 func (t *ticket) MaxTokens() int { return t.maxTokens }
 
@@ -631,9 +717,9 @@ func (t *ticket) Settle(u request.Usage) request.Usage {
 				t.a.overshot(t.model, overPrompt, overCompletion, true)
 			}
 		}
-		// A price raised while the request ran does not charge more than
-		// was reserved either.
-		actual := min(t.a.price(t.model).Cost(prompt, completion), t.cost)
+		// Charged at the price it was admitted at, which is what it
+		// reserved; never more than the reservation.
+		actual := min(t.price.Cost(prompt, completion), t.cost)
 		now := t.a.now()
 		t.a.mu.Lock()
 		defer t.a.mu.Unlock()

@@ -495,7 +495,7 @@ func TestWorstCaseCountsEveryCompletion(t *testing.T) {
 		{request.Info{Endpoint: "/v1/completions", MaxTokens: request.MaxTokens, N: request.MaxChoices, Prompts: 1 << 30}, maxWorst},
 	}
 	for _, tt := range tests {
-		if got := a.completionCap(a.perChoice("m", tt.req), tt.req); got != tt.want {
+		if got := a.completionCap(a.perChoice(a.lookup("m"), tt.req), tt.req); got != tt.want {
 			t.Errorf("completionCap(%+v) = %d, want %d", tt.req, got, tt.want)
 		}
 	}

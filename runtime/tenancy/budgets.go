@@ -78,6 +78,17 @@ type budgetDecision struct {
 	fallbackTried string
 }
 
+// allFit reports whether a request whose worst case costs cost on the
+// model asked for fits every budget, so no fallback need be considered.
+func allFit(lines []budgetLine, cost float64) bool {
+	for i := range lines {
+		if !lines[i].fits(cost, "", false) {
+			return false
+		}
+	}
+	return true
+}
+
 // decideBudgets decides a request whose worst case costs cost on the model
 // asked for. fallbackCost returns the worst-case cost of serving it on a
 // fallback model (it is called at most once); allowed says whether the

@@ -58,7 +58,18 @@ func (catalog) List() []gateway.ModelInfo {
 	return []gateway.ModelInfo{{ID: "big"}, {ID: "small", Aliases: []string{"chat"}}}
 }
 
-func (catalog) Limits(string) request.Limits { return limits }
+func (c catalog) Lookup(name string) (request.Model, bool) {
+	canonical, ok := c.Resolve(name)
+	if !ok {
+		return request.Model{}, false
+	}
+	m := request.Model{Name: canonical, Limits: limits}
+	if canonical == "small" {
+		m.Aliases = []string{"chat"}
+	}
+	m.Price, _, _ = c.Terms(canonical)
+	return m, true
+}
 
 func (catalog) Terms(name string) (*spec.Pricing, request.Limits, bool) {
 	p, ok := prices[name]

@@ -1,6 +1,9 @@
 package tenancy
 
-import "github.com/llmgw/llmgw/spec"
+import (
+	"github.com/llmgw/llmgw/runtime/request"
+	"github.com/llmgw/llmgw/spec"
+)
 
 // Prices prices usage: a model's own price, else the default, else free.
 // Admission reserves and settles with it and the usage recorder writes
@@ -19,6 +22,15 @@ func (p Prices) Of(model string) spec.Pricing {
 		if own, _, ok := p.Models.Terms(model); ok && own != nil {
 			return *own
 		}
+	}
+	return p.of(request.Model{Name: model})
+}
+
+// of returns the price of a model whose terms are known: its own, else
+// the default, else free.
+func (p Prices) of(m request.Model) spec.Pricing {
+	if m.Price != nil {
+		return *m.Price
 	}
 	if p.Default != nil {
 		return *p.Default

@@ -135,7 +135,10 @@ func (r *Recorder) Observe(rec request.Record) {
 		// What admission charged: the slices and ledgers hold that, and a
 		// price changed since must not make the row differ.
 		row.Cost = rec.Cost
-	case r.opts.Price != nil:
+	case r.opts.Price != nil && row.PromptTokens+row.CompletionTokens > 0:
+		// A request admission never charged (refused, or no admission):
+		// priced here. One that used nothing costs nothing, without
+		// asking the catalog.
 		row.Cost = r.opts.Price(rec.Model, row.PromptTokens, row.CompletionTokens)
 	}
 	r.mu.Lock()

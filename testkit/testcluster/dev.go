@@ -8,8 +8,9 @@ import (
 	"testing"
 )
 
-// DevPortBase finds five consecutive free loopback ports, for `llmgw dev
-// --port-base`.
+// DevPortBase finds seven consecutive free loopback ports, for `llmgw dev
+// --port-base` (devcluster.Options.PortBase: the control plane's four
+// listeners, pprof, and the mirror's two).
 func DevPortBase(t testing.TB) int {
 	t.Helper()
 	for attempt := 0; attempt < 50; attempt++ {
@@ -18,7 +19,7 @@ func DevPortBase(t testing.TB) int {
 			continue
 		}
 		free := true
-		for off := 1; off < 5 && free; off++ {
+		for off := 1; off < 7 && free; off++ {
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off))
 			if err != nil {
 				free = false
@@ -30,7 +31,7 @@ func DevPortBase(t testing.TB) int {
 			return base
 		}
 	}
-	t.Fatal("no five consecutive free loopback ports")
+	t.Fatal("no seven consecutive free loopback ports")
 	return 0
 }
 

@@ -432,6 +432,9 @@ func (c *Cluster) StartServer() {
 // stopServer stops the control plane with SIGTERM and waits for it.
 func (c *Cluster) StopServer() {
 	c.t.Helper()
+	// A test may stop the control plane before the watch's first tick:
+	// read the metrics now, while it still answers, for the secret scan.
+	_ = c.readMetrics()
 	if err := c.Server.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		c.t.Fatal(err)
 	}

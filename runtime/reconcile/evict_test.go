@@ -1,0 +1,84 @@
+package reconcile
+
+import (
+	"testing"
+	"time"
+)
+
+// A model evicted to make room stays idle until asked for again, and the
+// room freed goes to the model that asked for it: no model takes turns.
+func TestEvictedModelStaysIdleAndRoomGoesToAsker(t *testing.T) {
+	h := newRouted(t, onDemand("od-a", 8, time.Hour), onDemand("od-b", 8, time.Hour), onDemand("od-c", 8, time.Hour), onDemand("od-d", 8, time.Hour))
+	for _, m := range []string{"od-a", "od-b", "od-c"} {
+		_, _ = h.rt.Pick(m, "")
+	}
+	h.rec.Pass()
+	for _, m := range []string{"od-a", "od-b", "od-c"} {
+		h.readyAll(m)
+	}
+	h.now = h.now.Add(3 * time.Minute)
+	h.heartbeat()
+	_, _ = h.rt.Pick("od-d", "")
+	h.rec.Pass()
+	h.ackStops()
+	h.rec.Pass()
+	h.readyAll("od-d")
+	t.Logf("after first eviction: a=%d b=%d c=%d d=%d live", len(h.live("od-a")), len(h.live("od-b")), len(h.live("od-c")), len(h.live("od-d")))
+	if n := len(h.live("od-d")); n != 1 {
+		t.Fatalf("od-d asked for room and a replica was evicted for it: %d live, want 1", n)
+	}
+	// Nobody asks anything for 5 minutes.
+	for i := 0; i < 300; i++ {
+		h.now = h.now.Add(time.Second)
+		h.heartbeat()
+		h.rec.Pass()
+		h.ackStops()
+		for _, m := range []string{"od-a", "od-b", "od-c", "od-d"} {
+			h.readyAll(m)
+		}
+	}
+	total := 0
+	for _, c := range h.conns {
+		total += len(c.stops())
+	}
+	t.Logf("after 5 idle minutes: a=%d b=%d c=%d d=%d live; stops sent=%d", len(h.live("od-a")), len(h.live("od-b")), len(h.live("od-c")), len(h.live("od-d")), total)
+	if n := len(h.live("od-d")); n != 1 {
+		t.Errorf("od-d: %d live after 5 idle minutes, want 1", n)
+	}
+	if total > 1 {
+		t.Errorf("%d evictions with no request after the first", total-1)
+	}
+}
+
+// The room freed by an eviction goes to the model that asked for it even
+// when the evicted model (earlier in the catalog) is asked for again before
+// the room is free.
+func TestEvictionRoomHeldForAsker(t *testing.T) {
+	h := newRouted(t, onDemand("od-a", 8, time.Hour), onDemand("od-b", 8, time.Hour), onDemand("od-c", 8, time.Hour), onDemand("od-d", 8, time.Hour))
+	for _, m := range []string{"od-a", "od-b", "od-c"} {
+		_, _ = h.rt.Pick(m, "")
+	}
+	h.rec.Pass()
+	for _, m := range []string{"od-a", "od-b", "od-c"} {
+		h.readyAll(m)
+	}
+	h.now = h.now.Add(3 * time.Minute)
+	h.heartbeat()
+	_, _ = h.rt.Pick("od-d", "")
+	h.rec.Pass()
+	var victim string
+	for _, m := range []string{"od-a", "od-b", "od-c"} {
+		if h.stopped(m) == 1 {
+			victim = m
+		}
+	}
+	if victim == "" {
+		t.Fatal("no replica evicted for od-d")
+	}
+	_, _ = h.rt.Pick(victim, "") // asked for again while its replica stops
+	h.ackStops()
+	h.rec.Pass()
+	if n := len(h.live("od-d")); n != 1 {
+		t.Errorf("od-d asked for room first: %d live, want 1 (the freed room went to %s?)", n, victim)
+	}
+}
