@@ -92,6 +92,7 @@ func TestModule(t *testing.T) {
 			t.Errorf("the node's private key appears in the apply output or the agent's log")
 		}
 		n.tf.Run(0, "plan", "-input=false", "-no-color", "-detailed-exitcode")
+		n.checkPlanHasNoKey(t, boot)
 
 		n.tf.Run(0, "destroy", "-input=false", "-no-color", "-auto-approve")
 		if _, ok := h.pve.VM(142); ok {
@@ -682,19 +683,54 @@ func (n *node) checkStateFiles(t *testing.T, b *boot) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkNoKey(t, "terraform.tfstate", string(state), keyPEM)
+	// The state before the last apply, where an earlier write would stay.
+	if backup, err := os.ReadFile(filepath.Join(n.tf.Dir, "terraform.tfstate.backup")); err == nil {
+		checkNoKey(t, "terraform.tfstate.backup", string(backup), keyPEM)
+	}
+	if !strings.Contains(string(state), `"user_data_wo_version"`) {
+		t.Errorf("terraform.tfstate has no user_data_wo_version: is it the state of this module?")
+	}
+}
+
+// checkNoKey fails t when text (a state, a plan, terraform's output) holds
+// the node's private key, a PEM key header or the user-data.
+func checkNoKey(t *testing.T, what, text string, keyPEM []byte) {
+	t.Helper()
 	key := strings.TrimSpace(string(keyPEM))
 	body := key[strings.Index(key, "\n")+1 : strings.LastIndex(key, "\n")]
-	for what, s := range map[string]string{
+	for name, s := range map[string]string{
 		"the private key":          body,
 		"a PEM private key header": "PRIVATE KEY",
 		"the user-data":            "#cloud-config",
 		"the user-data in base64":  base64.StdEncoding.EncodeToString(keyPEM)[:40],
 	} {
-		if strings.Contains(string(state), s) || strings.Contains(string(state), strings.ReplaceAll(s, "\n", `\n`)) {
-			t.Errorf("terraform.tfstate holds %s", what)
+		if strings.Contains(text, s) || strings.Contains(text, strings.ReplaceAll(s, "\n", `\n`)) {
+			t.Errorf("%s holds %s", what, name)
 		}
 	}
-	if !strings.Contains(string(state), `"user_data_wo_version"`) {
-		t.Errorf("terraform.tfstate has no user_data_wo_version: is it the state of this module?")
+}
+
+// checkPlanHasNoKey saves a plan that replaces the VM (so it opens the
+// ephemeral certificate and sets user_data_wo, as a first apply does) and
+// checks that neither the plan as terraform prints it, nor the saved plan
+// file as terraform show -json reads it, holds the key or the user-data.
+func (n *node) checkPlanHasNoKey(t *testing.T, b *boot) {
+	t.Helper()
+	keyPEM := b.files["/etc/llmgw/"+n.name+"-key.pem"]
+	out, _ := n.tf.Run(0, "plan", "-input=false", "-no-color", "-out=replace.tfplan", "-replace=module.node.llmgw_proxmox_vm.this")
+	if !strings.Contains(out, "module.node.llmgw_proxmox_vm.this will be replaced, as requested") || !strings.Contains(out, "ephemeral.llmgw_node_certificate.this: Opening complete") {
+		t.Fatalf("the plan does not replace the VM with a certificate signed for it:\n%s", testcluster.Tail(out, 60))
+	}
+	checkNoKey(t, "the plan's output", out, keyPEM)
+	human, _ := n.tf.Run(0, "show", "-no-color", "replace.tfplan")
+	checkNoKey(t, "terraform show of the saved plan", human, keyPEM)
+	js, _ := n.tf.Run(0, "show", "-json", "replace.tfplan")
+	checkNoKey(t, "terraform show -json of the saved plan", js, keyPEM)
+	if !strings.Contains(js, `"user_data_wo_version"`) {
+		t.Errorf("the saved plan has no user_data_wo_version: is it the plan of this module?")
+	}
+	if err := os.Remove(filepath.Join(n.tf.Dir, "replace.tfplan")); err != nil {
+		t.Fatal(err)
 	}
 }
