@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,4 +93,80 @@ func BenchmarkProxyAccounted(b *testing.B) {
 			}
 		}
 	})
+}
+
+// streamingBody is what an engine streams for an 8-token chat answer with
+// usage: the role chunk, one chunk per token, the finish chunk, the usage
+// chunk and [DONE], as vLLM frames them.
+func streamingBody() string {
+	var s strings.Builder
+	head := `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"qwen/coder-3b","choices":[`
+	s.WriteString("data: " + head + `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")
+	for i := 0; i < 8; i++ {
+		s.WriteString("data: " + head + `{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")
+	}
+	s.WriteString("data: " + head + `{"index":0,"delta":{},"logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":null}` + "\n\n")
+	s.WriteString("data: " + head + `],"usage":{"prompt_tokens":5,"completion_tokens":8,"total_tokens":13}}` + "\n\n")
+	s.WriteString("data: [DONE]\n\n")
+	return s.String()
+}
+
+// BenchmarkProxyStreaming is BenchmarkProxyNonStreaming for a bounded
+// stream (max_tokens, so every event goes through the bound) of 8 tokens;
+// TTFB is the time to the first body byte, reported as ttfb-ns/op.
+func BenchmarkProxyStreaming(b *testing.B) {
+	events := streamingBody()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, events)
+	}))
+	defer up.Close()
+	rt := router.New()
+	rt.SetEndpoints("qwen/coder-3b", []router.Endpoint{{ReplicaID: "r", URL: up.URL}})
+	// The ticket's bound, 8, is the 8 tokens the engine streams.
+	gw := New(Config{}, Deps{Catalog: testModels, Auth: testAuth{}, Routes: rt, Admission: &countingAdmission{}})
+	defer gw.Close()
+	srv := httptest.NewServer(gw.Handler())
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	body := `{"model":"coder","messages":[{"role":"user","content":"hello there"}],"max_tokens":8,"stream":true}`
+	var ttfb atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		one := make([]byte, 1)
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			start := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(resp.Body, one); err != nil {
+				b.Fatal(err)
+			}
+			ttfb.Add(int64(time.Since(start)))
+			rest, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !bytes.HasSuffix(rest, []byte("data: [DONE]\n\n")) || bytes.Count(rest, []byte(" tok")) != 8 {
+				b.Fatalf("status %d, stream %q", resp.StatusCode, rest)
+			}
+		}
+	})
+	b.ReportMetric(float64(ttfb.Load())/float64(b.N), "ttfb-ns/op")
+}
+
+// BenchmarkStreamBound is the bound's per-event work alone: one token
+// chunk counted.
+func BenchmarkStreamBound(b *testing.B) {
+	ev := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"qwen/coder-3b","choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")
+	bd := streamBound{perChoice: 1 << 30}
+	b.ReportAllocs()
+	for b.Loop() {
+		if bd.exceeds(ev) {
+			b.Fatal("exceeds")
+		}
+	}
 }
