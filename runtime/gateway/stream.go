@@ -258,35 +258,39 @@ func (ch *streamChoice) carries() bool {
 // pass it is counted.
 func (b *streamBound) exceeds(event []byte) bool { return b.exceedsData(eventData(event)) }
 
-// exceedsData is exceeds for an event's data.
+// exceedsData is exceeds for an event's data. The chunk is walked
+// (walkChunk), and decoded only when the walk cannot decide it.
 func (b *streamBound) exceedsData(data []byte) bool {
-	if len(data) == 0 || data[0] != '{' {
-		return false
+	var buf [4]chunkChoice
+	h, choices, ok, decided := walkChunk(data, buf[:0], b.id == "")
+	if !decided {
+		if len(data) == 0 || data[0] != '{' {
+			return false
+		}
+		h, choices, ok = decodeChunk(data, buf[:0])
 	}
-	var c streamChunk
-	if json.Unmarshal(data, &c) != nil {
+	if !ok {
 		return false
 	}
 	if b.tokens == nil {
 		b.tokens, b.finished = map[int]int{}, map[int]bool{}
 	}
 	if b.id == "" {
-		b.id, b.object, b.created, b.model = c.ID, c.Object, c.Created, c.Model
+		b.id, b.object, b.created, b.model = h.id, h.object, h.created, h.model
 	}
-	for i := range c.Choices {
-		if ch := &c.Choices[i]; ch.carries() && b.tokens[ch.Index]+1 > b.perChoice {
+	for _, ch := range choices {
+		if ch.carries && b.tokens[ch.index]+1 > b.perChoice {
 			return true
 		}
 	}
-	for i := range c.Choices {
-		ch := &c.Choices[i]
-		if ch.carries() {
-			b.tokens[ch.Index]++
-		} else if _, seen := b.tokens[ch.Index]; !seen {
-			b.tokens[ch.Index] = 0
+	for _, ch := range choices {
+		if ch.carries {
+			b.tokens[ch.index]++
+		} else if _, seen := b.tokens[ch.index]; !seen {
+			b.tokens[ch.index] = 0
 		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			b.finished[ch.Index] = true
+		if ch.finished {
+			b.finished[ch.index] = true
 		}
 	}
 	return false

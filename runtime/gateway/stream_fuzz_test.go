@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 )
@@ -105,4 +106,67 @@ func FuzzBodyUsage(f *testing.F) {
 			t.Fatalf("%q: walked %+v, decoded %+v", body, got, want)
 		}
 	})
+}
+
+// FuzzChunkAgrees: where the walk of a stream chunk decides, it reads
+// what encoding/json reads.
+func FuzzChunkAgrees(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}],"usage":null}`,
+		`{"id":"c1","choices":[{"index":1,"delta":{"role":"assistant","content":""},"finish_reason":"stop"},{"index":0,"text":"x"}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[],"reasoning_content":"r","reasoning":null}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"a"},"Index":2}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"a"}}],"choices":[]}`,
+		`{"choices":[{"index":0,"delta":{"cont\u0065nt":"a"}}]}`,
+		`{"choices":[{"index":1.0,"delta":{"content":"a"}}]}`,
+		`{"choices":[{"index":"1","text":5}]}`,
+		`{"choices":[null,{"index":2}]}`,
+		`{"choices":{},"created":1e3}`,
+		`{"id":5}`,
+		`{"id":"\u00e9t\u00e9","model":"\"q\"","created":-0}`,
+		`{"choices":[{"index":0,"finish_reason":""}]} `,
+		`{"choices":[{"index":0,"text":null,"delta":null,"finish_reason":null}]}`,
+		`{"choices":[]}{}`,
+		`[]`,
+		`{`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, got, ok, decided := walkChunk(data, nil, true)
+		if !decided {
+			return
+		}
+		wh, want, wok := decodeChunk(data, nil)
+		if ok != wok {
+			t.Fatalf("%q: walk ok %v, decoder ok %v", data, ok, wok)
+		}
+		if !ok {
+			return
+		}
+		if h != wh || !slices.Equal(got, want) {
+			t.Fatalf("%q: walked %+v %+v, decoded %+v %+v", data, h, got, wh, want)
+		}
+	})
+}
+
+// TestWalkChunkDecides: the chunks engines send are read by the walk,
+// not the decoder.
+func TestWalkChunkDecides(t *testing.T) {
+	for _, ev := range sseEvents([]byte(streamingBody())) {
+		data := eventData(ev)
+		if data[0] != '{' {
+			continue
+		}
+		if _, _, ok, decided := walkChunk(data, nil, true); !ok || !decided {
+			t.Errorf("%s: walk ok %v decided %v", data, ok, decided)
+		}
+	}
+	data := []byte(`{"choices":[{"index":2,"delta":{"tool_calls":[{"index":0}]}},{"index":0,"text":"","finish_reason":"stop"}]}`)
+	_, got, ok, decided := walkChunk(data, nil, false)
+	want := []chunkChoice{{index: 2, carries: true}, {index: 0, finished: true}}
+	if !ok || !decided || !slices.Equal(got, want) {
+		t.Errorf("walked %+v (ok %v, decided %v), want %+v", got, ok, decided, want)
+	}
 }
