@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,70 +19,14 @@ import (
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/testkit/gguf"
+	"github.com/llmgw/llmgw/testkit/llamacpp"
+	"github.com/llmgw/llmgw/testkit/nodejs"
 	"github.com/llmgw/llmgw/testkit/testcluster"
 )
-
-// llamaServer returns the llama-server that testkit/llamacpp/build.sh built
-// (make tools-llamacpp, which make test runs first): LLMGW_LLAMA_SERVER, or
-// the script's cache. Without one the test is skipped on a developer's
-// machine and fails under CI.
-func llamaServer(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("LLMGW_LLAMA_SERVER"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("LLMGW_LLAMA_SERVER: %v", err)
-		}
-		return p
-	}
-	out, err := exec.Command("bash", filepath.Join("..", "testkit", "llamacpp", "build.sh"), "--cached").Output()
-	if err == nil {
-		return strings.TrimSpace(string(out))
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("no llama-server built (CI=true): run make tools-llamacpp: %v", err)
-	}
-	t.Skip("no llama-server built: run make tools-llamacpp (testkit/llamacpp/build.sh)")
-	return ""
-}
 
 // openaiNodeVersion is the official openai npm package the Node.js client
 // test installs (into a cache outside the checkout, once per machine).
 const openaiNodeVersion = "6.30.1"
-
-// openaiNode returns the directory openai is installed in, installing it
-// with npm when missing. Without node and npm the test is skipped on a
-// developer's machine and fails under CI.
-func openaiNode(t *testing.T) string {
-	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s not found (CI=true): %v", tool, err)
-			}
-			t.Skipf("%s not found: %v", tool, err)
-		}
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cache = filepath.Join(home, ".cache")
-	}
-	dir := filepath.Join(cache, "llmgw", "npm", "openai-"+openaiNodeVersion)
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err == nil {
-		return dir
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--omit=peer", "--prefix", dir, "openai@"+openaiNodeVersion)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install openai@%s: %v\n%s", openaiNodeVersion, err, out)
-	}
-	return dir
-}
 
 // llamaServerPIDs returns the pids of the llama-server processes serving
 // the GGUF file model, whoever their parent is.
@@ -119,7 +62,7 @@ func llamaServerPIDs(t *testing.T, model string) []int {
 // reports its exit and last output and is replaced) and the agent
 // restarted (the same llama-server process is adopted).
 func TestLlamaCppEndToEnd(t *testing.T) {
-	server := llamaServer(t)
+	server := llamacpp.Server(t)
 	model := filepath.Join(t.TempDir(), "tiny.gguf")
 	if err := gguf.Write(model, gguf.Model{}); err != nil {
 		t.Fatal(err)
@@ -286,18 +229,9 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 	})
 
 	t.Run("openai npm client under node", func(t *testing.T) {
-		dir := openaiNode(t)
-		cmd := exec.Command("node", filepath.Join("testdata", "openai-node.cjs"))
-		cmd.Env = append(os.Environ(), "OPENAI_NODE_DIR="+dir, "OPENAI_BASE_URL="+c.Client, "OPENAI_API_KEY="+c.APIKey, "MODEL=tiny-llama")
-		out, err := cmd.Output()
-		if err != nil {
-			var stderr []byte
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				stderr = ee.Stderr
-			}
-			t.Fatalf("node: %v\n%s%s", err, out, stderr)
-		}
+		dir := nodejs.Install(t, "openai@"+openaiNodeVersion)
+		out := nodejs.Run(t, filepath.Join("testdata", "openai-node.cjs"),
+			"OPENAI_NODE_DIR="+dir, "OPENAI_BASE_URL="+c.Client, "OPENAI_API_KEY="+c.APIKey, "MODEL=tiny-llama")
 		var got struct {
 			Version     string                  `json:"version"`
 			ChatChoices int                     `json:"chat_choices"`
@@ -388,7 +322,7 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 // then answers at once), and a model whose weights llama-server cannot load
 // fails the apply with the shard's error and the engine's last output.
 func TestLlamaCppTerraformApply(t *testing.T) {
-	server := llamaServer(t)
+	server := llamacpp.Server(t)
 	model := filepath.Join(t.TempDir(), "tiny.gguf")
 	if err := gguf.Write(model, gguf.Model{}); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	managev1 "github.com/llmgw/llmgw/api/managev1"
 	specv1 "github.com/llmgw/llmgw/api/specv1"
 	"github.com/llmgw/llmgw/testkit/gguf"
+	"github.com/llmgw/llmgw/testkit/llamacpp"
 	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
@@ -30,7 +31,7 @@ import (
 // the tools, and the check names --jinja. The random model is pushed to
 // open a call with logit_bias passed through --extra.
 func TestToolCheckLlamaCpp(t *testing.T) {
-	server := llamaServer(t)
+	server := llamacpp.Server(t)
 	model := filepath.Join(t.TempDir(), "tiny.gguf")
 	if err := gguf.Write(model, gguf.Model{}); err != nil {
 		t.Fatal(err)

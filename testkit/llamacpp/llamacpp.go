@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -27,7 +28,7 @@ func Server(t testing.TB) string {
 	if err == nil {
 		return strings.TrimSpace(string(out))
 	}
-	if os.Getenv("CI") == "true" {
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
 		t.Fatalf("no llama-server built (CI=true): run make tools-llamacpp: %v", err)
 	}
 	t.Skip("no llama-server built: run make tools-llamacpp (testkit/llamacpp/build.sh)")
