@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,17 +122,8 @@ func run(ctx context.Context, engine string, cmd driver.Command, timeout time.Du
 		timeout = DefaultTimeout
 	}
 	r := Result{Engine: engine, Path: cmd.Path, Checked: time.Now()}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c := exec.CommandContext(ctx, cmd.Path, cmd.Args...)
-	c.Env = append(os.Environ(), cmd.Env...)
 	out := &tailBuffer{max: outputTailBytes}
-	c.Stdout, c.Stderr = out, out
-	// Its own process group, so that a timeout kills what it started too.
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
-	c.WaitDelay = waitDelay
-	err := c.Run()
+	err := runGroup(ctx, cmd, timeout, out)
 	r.Took = time.Since(r.Checked)
 	lines := outputLines(out.Bytes())
 	name := Name(engine, cmd.Path)
@@ -140,7 +132,7 @@ func run(ctx context.Context, engine string, cmd driver.Command, timeout time.Du
 		r.OK = true
 		r.Version = versionLine(lines)
 		return r
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded):
 		r.Error = fmt.Sprintf("%s cannot start: `%s` did not finish within %s", name, commandLine(cmd), timeout)
 	default:
 		r.Error = name + " cannot start: " + why(err, lines)
@@ -241,6 +233,29 @@ func outputLines(b []byte) []string {
 
 func commandLine(c driver.Command) string {
 	return strings.Join(append([]string{c.Path}, c.Args...), " ")
+}
+
+// runGroup runs cmd with the agent's environment plus cmd.Env, its output
+// (stdout and stderr) into out, in its own process group so that a timeout
+// (timeout, or DefaultTimeout when not above 0) kills what it started too.
+// When the context ended the run, its error is returned.
+func runGroup(ctx context.Context, cmd driver.Command, timeout time.Duration, out io.Writer) error {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, cmd.Path, cmd.Args...)
+	c.Env = append(os.Environ(), cmd.Env...)
+	c.Stdout, c.Stderr = out, out
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+	c.WaitDelay = waitDelay
+	err := c.Run()
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return err
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/llmgw/llmgw/agent/driver"
@@ -82,22 +79,8 @@ func readHelp(ctx context.Context, r *Result, cmds []driver.Command, timeout tim
 // output runs cmd like a check and returns the first max bytes of its
 // output (stdout and stderr), whether more was cut, and the error.
 func output(ctx context.Context, cmd driver.Command, timeout time.Duration, max int) ([]byte, bool, error) {
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c := exec.CommandContext(ctx, cmd.Path, cmd.Args...)
-	c.Env = append(os.Environ(), cmd.Env...)
 	out := &headBuffer{max: max}
-	c.Stdout, c.Stderr = out, out
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
-	c.WaitDelay = waitDelay
-	err := c.Run()
-	if ctx.Err() != nil {
-		err = ctx.Err()
-	}
+	err := runGroup(ctx, cmd, timeout, out)
 	out.mu.Lock()
 	defer out.mu.Unlock()
 	return out.buf, out.cut, err
