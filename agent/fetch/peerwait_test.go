@@ -24,7 +24,11 @@ func TestPeerWaitIsNotStalled(t *testing.T) {
 	m.Hold = hold
 	m.Mu.Unlock()
 	src := origin.URL + "/n/v/w.gguf"
-	go func() { _, _ = a.Resolve(context.Background(), src, nil) }()
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		_, _ = a.Resolve(context.Background(), src, nil)
+	}()
 	c := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: 10 * time.Second})
 	var mu sync.Mutex
 	var reports []Progress
@@ -56,6 +60,7 @@ func TestPeerWaitIsNotStalled(t *testing.T) {
 	close(hold)
 	cancel()
 	<-done
+	<-aDone // the peer's own fetch ends once the source answers; its files are in a TempDir
 	if len(rs) == 0 {
 		t.Fatal("no progress")
 	}
