@@ -134,7 +134,9 @@ func New(opts Options) (*Cache, error) {
 	// agent died mid-way) is deleted now: it was no one's any more.
 	if des, err := os.ReadDir(opts.Dir); err == nil {
 		for _, de := range des {
-			if k, ok := strings.CutSuffix(strings.TrimPrefix(de.Name(), "."), ".deleting"); ok && strings.HasPrefix(de.Name(), ".") && keyRE.MatchString(k) {
+			k, ok := strings.CutSuffix(strings.TrimPrefix(de.Name(), "."), ".deleting")
+			k = strings.TrimSuffix(k, partialSuffix) // a partial download being collected
+			if ok && strings.HasPrefix(de.Name(), ".") && keyRE.MatchString(k) {
 				_ = os.RemoveAll(filepath.Join(opts.Dir, de.Name()))
 			}
 		}
@@ -480,6 +482,11 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	if err := os.MkdirAll(tmp, 0o750); err != nil {
 		return "", fmt.Errorf("fetching %s: creating %s: %w", src.Raw, tmp, err)
 	}
+	// What is being fetched here, for a collection that finds it left
+	// behind; removed before the directory becomes the entry.
+	if err := os.WriteFile(filepath.Join(tmp, sourceFile), []byte(src.Raw+"\n"), 0o640); err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
 	// The source's listing first: it is what a peer's bytes are checked
 	// against.
 	files, err := c.dl.List(ctx, src.Raw, p)
@@ -514,6 +521,7 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	// directory's names are on disk before the rename, and the rename is
 	// before the entry is given out: a crash leaves a partial to resume or
 	// a whole entry, never a complete-looking one with bytes missing.
+	_ = os.Remove(filepath.Join(tmp, sourceFile))
 	if err := writeRecord(tmp, rec); err != nil {
 		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}
