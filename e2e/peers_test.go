@@ -25,7 +25,7 @@ import (
 // TestOneCopyPerFabric: three nodes of one fabric that serve their caches
 // to peers start three replicas of a new model at once; the mirror, by its
 // own metrics, serves one copy of the weights: the first node fetches from
-// it, the others wait for that node and copy from it.
+// it, the others follow that node's download (or copy its entry).
 func TestOneCopyPerFabric(t *testing.T) {
 	dir := t.TempDir()
 	data := weightsrv.RandomBytes(3<<20, 51)

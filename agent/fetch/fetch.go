@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -120,6 +121,9 @@ type call struct {
 	nextID    int
 	// progress is the running download's, for peers asking how far it is.
 	progress *download.Progress
+	// listing is the source's files once listed (nil before), for peers
+	// that follow the partial files as they grow; set once, under c.mu.
+	listing []download.File
 }
 
 // New returns a cache in opts.Dir, creating it.
@@ -333,7 +337,11 @@ func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, peers []Peer
 		defer close(reported)
 		c.reportLoop(src.Raw, p, cl, stop)
 	}()
-	path, err := c.download(ctx, src, peers, p)
+	path, err := c.download(ctx, src, peers, p, func(files []download.File) {
+		c.mu.Lock()
+		cl.listing = slices.Clone(files)
+		c.mu.Unlock()
+	})
 	close(stop)
 	<-reported // no progress reaches a waiter after Resolve returned
 	c.mu.Lock()
@@ -474,7 +482,10 @@ func syncDir(dir string) error {
 
 // download fetches every file of src into the partial directory, records
 // it, renames it to the entry's name and returns the path for the engine.
-func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *download.Progress) (string, error) {
+//
+// listed is given the source's listing as soon as it is read, for peers
+// following this download.
+func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *download.Progress, listed func([]download.File)) (string, error) {
 	if path, ok, err := c.complete(src); ok || err != nil {
 		return path, err // completed by a call that ended while this one started
 	}
@@ -493,6 +504,7 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	if err != nil {
 		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}
+	listed(files)
 	var landed []download.Landed
 	from := "source"
 	for _, peer := range peers {
@@ -508,6 +520,13 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	}
 	if landed == nil {
 		landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
+		if err != nil && len(peers) > 0 && errors.Is(err, download.ErrVerify) {
+			// Bytes a peer sent while it was itself fetching were not
+			// verified yet: resumed from the source they fail the check as
+			// a whole. The file was discarded; fetch it afresh, once.
+			c.log.Warn("a file resumed after a peer's bytes failed verification, fetching it again from the source", "source", src.Raw, "err", err)
+			landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
+		}
 		if err != nil {
 			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 		}

@@ -403,7 +403,7 @@ type Hello struct {
 	// The engine checks the agent ran at start for the declaration in use.
 	// An agent that runs none sends none: unknown, not failed.
 	EngineChecks []*EngineCheck `protobuf:"bytes,7,rep,name=engine_checks,json=engineChecks,proto3" json:"engine_checks,omitempty"`
-	// host:port where the agent serves its complete cache entries to the
+	// host:port where the agent serves its cache entries (complete or being fetched) to the
 	// other nodes of its fabric (mutual TLS, node certificates); absent when
 	// it serves none.
 	PeerAddress   string `protobuf:"bytes,8,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
