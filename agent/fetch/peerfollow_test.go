@@ -2,13 +2,13 @@ package fetch
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
-	"sync"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
