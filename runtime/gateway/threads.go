@@ -54,8 +54,8 @@ type threadShape struct {
 	// revision is the stored thread's when it was read, 0 for none.
 	revision int64
 	turn     []json.RawMessage
-	kept    []json.RawMessage
-	trimmed int
+	kept     []json.RawMessage
+	trimmed  int
 	// sent is the estimate of the messages of the last body fitted.
 	sent int
 	// shrunk is set once the thread was fitted again after the engine
