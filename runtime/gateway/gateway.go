@@ -489,7 +489,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, x *exch
 		if r.URL.Path != "/v1/chat/completions" {
 			g.closeUnread(w, r)
 			x.fail(w, newError(http.StatusBadRequest, typeInvalidRequest, "unsupported_header",
-				fmt.Sprintf("x-llmgw-thread is read on /v1/chat/completions only, not on %s", r.URL.Path)))
+				fmt.Sprintf("x-llmgw-thread is read on /v1/chat/completions, /v1/messages and /v1/responses, not on %s", r.URL.Path)))
 			return
 		}
 		x.shape = &threadShape{id: id}
