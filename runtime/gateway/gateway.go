@@ -105,6 +105,9 @@ type Gateway struct {
 	handler   http.Handler
 	// inflight counts inference requests not yet reported to the Observer.
 	inflight sync.WaitGroup
+	// engineFits holds, by model, what the last length refusal of its
+	// engine told (threads.go, engineFit).
+	engineFits sync.Map
 }
 
 // New returns a gateway. Call Close when it is no longer used.
@@ -581,7 +584,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 	}
 	if sh, ok := x.shape.(shrinker); ok {
 		x.refit = func(engineBody []byte) []byte {
-			fitted := sh.shrink(engineBody, ticket.MaxTokens())
+			fitted, learned := sh.shrink(engineBody, ticket.MaxTokens())
+			if learned != nil {
+				g.engineFits.Store(model, *learned)
+			}
 			if fitted == nil {
 				return nil
 			}
@@ -606,7 +612,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 // shrinker is a shape that can send a shorter body after the engine
 // refused one for its length (threads).
 type shrinker interface {
-	shrink(engineBody []byte, maxTokens int) []byte
+	shrink(engineBody []byte, maxTokens int) ([]byte, *engineFit)
 }
 
 // admit asks admission for a ticket for the request and gives it to the

@@ -70,6 +70,6 @@ func (t *threaded) refit(limits request.Limits, maxTokens int) ([]byte, *parsedB
 	return t.thread.refit(limits, maxTokens)
 }
 
-func (t *threaded) shrink(engineBody []byte, maxTokens int) []byte {
+func (t *threaded) shrink(engineBody []byte, maxTokens int) ([]byte, *engineFit) {
 	return t.thread.shrink(engineBody, maxTokens)
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -118,10 +119,12 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 	_ = json.Unmarshal(s.top["model"], &model)
 	// The one lookup of the request; serve finds it on the exchange.
 	var limits request.Limits
-	if m, ok := x.lookup(g, model); ok {
+	m, ok := x.lookup(g, model)
+	if ok {
 		limits = m.Limits
 	}
-	s.admitted = budgetOf(limits, requestedBound(s.top))
+	bound := requestedBound(s.top)
+	s.admitted = g.engineBudget(m.Name, budgetOf(limits, bound), cmp.Or(bound, limits.MaxOutput))
 	return s.fit(s.admitted), nil
 }
 
@@ -176,6 +179,42 @@ func (s *threadShape) refit(limits request.Limits, maxTokens int) ([]byte, *pars
 	return body, req, aerr
 }
 
+// engineFit is what an engine's length refusal told of its model: the
+// context it holds and the tokens it counts per estimated token. For
+// engineFitTTL after, threads of the model are fitted to it, so that a
+// thread at the edge of a context shorter (or a tokenizer denser) than
+// the catalog says is not refused on every turn.
+type engineFit struct {
+	limit int
+	ratio float64
+	at    time.Time
+}
+
+const engineFitTTL = 10 * time.Minute
+
+// engineBudget lowers budget (estimated tokens, 0 for none) to what the
+// model's engine was last told to hold, less maxTokens.
+func (g *Gateway) engineBudget(model string, budget, maxTokens int) int {
+	v, ok := g.engineFits.Load(model)
+	if !ok {
+		return budget
+	}
+	f := v.(engineFit)
+	if time.Since(f.at) > engineFitTTL {
+		g.engineFits.CompareAndDelete(model, v)
+		return budget
+	}
+	room := f.limit - maxTokens
+	if room <= 0 {
+		room = f.limit / 2
+	}
+	b := max(int(float64(room)/f.ratio*shrinkMargin), 1)
+	if budget == 0 || b < budget {
+		return b
+	}
+	return budget
+}
+
 // shrinkMargin is the share of what the engine said fits that a thread
 // fitted again is given: the history's older turns may count more
 // tokens for their estimate than the whole did.
@@ -188,11 +227,17 @@ const shrinkMargin = 0.9
 // maxTokens (the completion forwarded), with a margin (when it names
 // its context but not its count, the estimate is taken for its count).
 // An engine that names no context gets three quarters of what was sent. It returns nil
-// when the refusal is another, or when no more history can be dropped.
-func (s *threadShape) shrink(engineBody []byte, maxTokens int) []byte {
+// when the refusal is another, or when no more history can be dropped;
+// and, when the engine named its context and its count, what that tells
+// of the model (engineFit).
+func (s *threadShape) shrink(engineBody []byte, maxTokens int) ([]byte, *engineFit) {
 	cr, ok := apishape.ParseContextRefusal(engineBody)
 	if s.shrunk || !ok || s.sent <= 0 {
-		return nil
+		return nil, nil
+	}
+	var learned *engineFit
+	if cr.Limit > 0 && cr.Prompt > 0 {
+		learned = &engineFit{limit: cr.Limit, ratio: float64(cr.Prompt) / float64(s.sent), at: time.Now()}
 	}
 	s.shrunk = true
 	budget := s.sent * 3 / 4
@@ -213,9 +258,9 @@ func (s *threadShape) shrink(engineBody []byte, maxTokens int) []byte {
 	before := s.trimmed
 	body := s.fit(budget)
 	if s.trimmed == before {
-		return nil
+		return nil, learned
 	}
-	return body
+	return body, learned
 }
 
 func (s *threadShape) writeError(w http.ResponseWriter, _ *exchange, e *apiError) { writeError(w, e) }

@@ -149,7 +149,8 @@ func answerText(t *testing.T, raw string, stream bool) string {
 // history fitted to the context the engine named, and the client gets
 // the answer, told how many turns were left out; the usage charged is
 // the request that was served, not the one refused; the thread keeps
-// what was sent.
+// what was sent. Later turns of the model's threads are fitted to what
+// the refusal told, and not refused again.
 func TestThreadFittedAgainAfterContextRefusal(t *testing.T) {
 	for _, tt := range []struct {
 		name          string
@@ -199,14 +200,20 @@ func TestThreadFittedAgainAfterContextRefusal(t *testing.T) {
 					if c.header.Get("X-Llmgw-Thread-Trimmed") != "" && refused < 0 {
 						t.Fatalf("turn %d trimmed without a refusal", i)
 					}
+					if n := words(sent[0]); refused >= 0 && n > maxModelLen-maxTokens {
+						t.Fatalf("turn %d after the refusal: %d words sent; want it fitted to %d-%d", i, n, maxModelLen, maxTokens)
+					}
 					continue
 				case 2:
 				default:
 					t.Fatalf("turn %d sent %d times", i, len(sent))
 				}
-				if refused < 0 {
-					refused = i
+				if refused >= 0 {
+					// The first refusal told the engine's context: later
+					// turns are fitted to it at once.
+					t.Fatalf("turn %d refused again after turn %d's refusal told the engine's context", i, refused)
 				}
+				refused = i
 				if codes[0] != 400 || codes[1] != 200 {
 					t.Fatalf("turn %d: the engine answered %v, want a refusal then the answer", i, codes)
 				}
