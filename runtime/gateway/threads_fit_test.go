@@ -32,8 +32,10 @@ type shortEngine struct {
 	mu    sync.Mutex
 	seen  [][]map[string]any
 	codes []int
-	// hold, when above 0, holds each request until that many arrived.
-	hold int
+	// hold, when above 0, holds each request until that many arrived
+	// (counting all the engine got); release is closed then.
+	hold    int
+	release chan struct{}
 }
 
 var vllmContextWords = regexp.MustCompile(`maximum context length is (\d+) tokens. However, your request has (\d+) input tokens`)
@@ -46,18 +48,16 @@ func (e *shortEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(body, &v)
 	e.mu.Lock()
 	e.seen = append(e.seen, v.Messages)
-	n, hold := len(e.seen), e.hold
+	n, hold, release := len(e.seen), e.hold, e.release
+	if hold > 0 && n == hold {
+		close(release) // the last one held has arrived
+	}
 	e.mu.Unlock()
 	if hold > 0 {
-		for n < hold { // wait until the others arrived too
-			select {
-			case <-r.Context().Done():
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			e.mu.Lock()
-			n = len(e.seen)
-			e.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-release:
 		}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -275,7 +275,7 @@ func TestThreadTurnsAtOnce(t *testing.T) {
 		// Both requests reach the engine with the same history before
 		// either is answered.
 		eng.mu.Lock()
-		eng.hold = len(eng.seen) + 2
+		eng.hold, eng.release = len(eng.seen)+2, make(chan struct{})
 		eng.mu.Unlock()
 		var wg sync.WaitGroup
 		calls := make([]call, 2)
