@@ -36,6 +36,9 @@ type shortEngine struct {
 	// (counting all the engine got); release is closed then.
 	hold    int
 	release chan struct{}
+	// gate, when set, holds every request until it is closed; each
+	// request held is sent on arrived first.
+	gate, arrived chan struct{}
 }
 
 var vllmContextWords = regexp.MustCompile(`maximum context length is (\d+) tokens. However, your request has (\d+) input tokens`)
@@ -48,7 +51,7 @@ func (e *shortEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(body, &v)
 	e.mu.Lock()
 	e.seen = append(e.seen, v.Messages)
-	n, hold, release := len(e.seen), e.hold, e.release
+	n, hold, release, gate, arrived := len(e.seen), e.hold, e.release, e.gate, e.arrived
 	if hold > 0 && n == hold {
 		close(release) // the last one held has arrived
 	}
@@ -58,6 +61,14 @@ func (e *shortEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-release:
+		}
+	}
+	if gate != nil {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-gate:
 		}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -323,5 +334,48 @@ func TestThreadTurnsAtOnce(t *testing.T) {
 	eng.mu.Unlock()
 	if len(last) != 2+4*3+1 {
 		t.Fatalf("the next turn was sent %d messages, want %d: %s", len(last), 2+4*3+1, contents(last))
+	}
+}
+
+// TestThreadDeletedDuringTurn: a thread deleted while a turn runs is
+// begun again with that turn alone, not brought back whole.
+func TestThreadDeletedDuringTurn(t *testing.T) {
+	st := contentStore(t, 24)
+	eng, rt := startShortEngine(t, 8192, false)
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	h := bearer("key-proj")
+	h["X-Llmgw-Thread"] = "t1"
+	turn := func(content string) call {
+		body, _ := json.Marshal(map[string]any{"model": "big", "max_tokens": 8,
+			"messages": []map[string]string{{"role": "user", "content": content}}})
+		return do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, string(body))
+	}
+	if c := turn("forget me"); c.status != 200 {
+		t.Fatalf("first turn: %d %s", c.status, c.raw)
+	}
+	eng.mu.Lock()
+	eng.gate, eng.arrived = make(chan struct{}), make(chan struct{}, 1)
+	eng.mu.Unlock()
+	done := make(chan call, 1)
+	go func() { done <- turn("after the delete") }()
+	<-eng.arrived
+	if c := do(t, http.MethodDelete, srv.URL+"/v1/threads/t1", bearer("key-proj"), ""); c.status != 200 {
+		t.Fatalf("delete: %d %s", c.status, c.raw)
+	}
+	close(eng.gate)
+	c := <-done
+	if c.status != 200 {
+		t.Fatalf("turn during the delete: %d %s", c.status, c.raw)
+	}
+	stored, err := st.GetThread(t.Context(), "proj", "t1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []map[string]any
+	_ = json.Unmarshal(stored.Messages, &msgs)
+	if got, want := contents(msgs), "user:after the delete | assistant:"+answerText(t, c.raw, false); got != want {
+		t.Fatalf("the thread after a delete during a turn holds %q, want %q", got, want)
 	}
 }
