@@ -226,10 +226,10 @@ const shrinkMargin = 0.9
 // was sent, and the history is fitted to the context it named, less
 // maxTokens (the completion forwarded), with a margin (when it names
 // its context but not its count, the estimate is taken for its count).
-// An engine that names no context gets three quarters of what was sent. It returns nil
-// when the refusal is another, or when no more history can be dropped;
-// and, when the engine named its context and its count, what that tells
-// of the model (engineFit).
+// An engine that names no context gets three quarters of what was sent.
+// It returns nil when the refusal is another, or when no more history
+// can be dropped; and, when the engine named its context and its count,
+// what that tells of the model (engineFit).
 func (s *threadShape) shrink(engineBody []byte, maxTokens int) ([]byte, *engineFit) {
 	cr, ok := apishape.ParseContextRefusal(engineBody)
 	if s.shrunk || !ok || s.sent <= 0 {
