@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -242,4 +243,45 @@ func TestFollowedPeerDiesMidway(t *testing.T) {
 // fmtSscan reads the start of a "bytes=N-" range.
 func fmtSscan(rg string, n *int64) (int, error) {
 	return fmt.Sscanf(rg, "bytes=%d-", n)
+}
+
+// TestPeerRecordCheck: bytes a peer sent while fetching a source that
+// lists no sha256 are kept only when the peer's record, once complete,
+// gives their sha256; a record naming another, or a peer whose fetch did
+// not complete, removes them for the next source to fetch.
+func TestPeerRecordCheck(t *testing.T) {
+	body := []byte("bytes a peer sent while it fetched")
+	for _, tc := range []struct {
+		name   string
+		answer func(w http.ResponseWriter)
+		keep   bool
+	}{
+		{"record matches", func(w http.ResponseWriter) {
+			fmt.Fprintf(w, `{"source":"s","files":[{"path":"w.gguf","size":%d,"sha256":%q}]}`, len(body), weightsrv.SHA256(body))
+		}, true},
+		{"record differs", func(w http.ResponseWriter) {
+			fmt.Fprintf(w, `{"source":"s","files":[{"path":"w.gguf","size":%d,"sha256":%q}]}`, len(body), weightsrv.SHA256([]byte("other")))
+		}, false},
+		{"fetch failed", func(w http.ResponseWriter) { http.NotFound(w, nil) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { tc.answer(w) }))
+			defer srv.Close()
+			c := newCache(t, Options{StallAfter: time.Second, PeerPoll: 10 * time.Millisecond})
+			dir := t.TempDir()
+			p := filepath.Join(dir, "w.gguf")
+			if err := os.WriteFile(p, body, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			landed := []download.Landed{{Path: "w.gguf", Size: int64(len(body)), SHA256: weightsrv.SHA256(body)}}
+			err := c.checkPeerRecord(context.Background(), srv.Client(), srv.URL+"/", Peer{Node: "node01"}, dir, landed, []int{0})
+			_, statErr := os.Stat(p)
+			if tc.keep && (err != nil || statErr != nil) {
+				t.Fatalf("err %v, file %v: want kept", err, statErr)
+			}
+			if !tc.keep && (err == nil || !os.IsNotExist(statErr)) {
+				t.Fatalf("err %v, file %v: want an error and the file removed", err, statErr)
+			}
+		})
+	}
 }
