@@ -95,7 +95,7 @@ type ha struct {
 	// (demand.go).
 	demand  *demand
 	started bool
-	relays    map[string]*grpc.ClientConn
+	relays  map[string]*grpc.ClientConn
 	// lost is told once why leadership ended.
 	lost chan string
 }
