@@ -42,11 +42,12 @@ const (
 
 // Timings of the follower and the publisher.
 const (
-	// followEvery is how often a standby reads the leader's routes and
-	// the stored catalog; followWaiting how often it reads the routes
-	// while a request waits for a model to load.
-	followEvery   = time.Second
-	followWaiting = 250 * time.Millisecond
+	// followEvery is how often a standby reads the stored catalog, and
+	// followRoutes how often the leader's routes: a request waiting for a
+	// model to load is served, and a replica the leader stopped is left
+	// alone, within about twice that of the leader's change.
+	followEvery  = time.Second
+	followRoutes = 250 * time.Millisecond
 	// followFresh is how old a standby's last successful read may be for
 	// it to count as ready.
 	followFresh = 5 * time.Second
@@ -340,11 +341,10 @@ func (h *ha) publish(ctx context.Context) {
 }
 
 // follow is a standby's loop: it reads the leader's routes into the router
-// and the stored catalog into the registry, every followEvery, and the
-// routes every followWaiting while a request waits for a model loading on
-// demand, so that it is served as soon as the leader routes to a replica.
+// every followRoutes, and the stored catalog into the registry every
+// followEvery.
 func (h *ha) follow(ctx context.Context) {
-	t := time.NewTicker(followWaiting)
+	t := time.NewTicker(followRoutes)
 	defer t.Stop()
 	var last time.Time
 	for {
@@ -360,9 +360,6 @@ func (h *ha) follow(ctx context.Context) {
 			continue
 		}
 		full := time.Since(last) >= followEvery
-		if !full && !h.waiting() {
-			continue
-		}
 		if full {
 			last = time.Now()
 		}
@@ -373,16 +370,6 @@ func (h *ha) follow(ctx context.Context) {
 			h.s.log.Warn("following the leader", "err", err)
 		}
 	}
-}
-
-// waiting reports whether a request waits for a model to have a replica.
-func (h *ha) waiting() bool {
-	for _, e := range h.s.Catalog.List() {
-		if h.s.Router.Demand(e.Model.Name).Waiting > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // followLoading reads when the leader expects each model loading on
