@@ -193,7 +193,8 @@ func (d *demand) gather(now time.Time) (demandRecord, string) {
 // request found no replica) it writes its record if what it was asked
 // changed, and at least every refresh while it has anything to report,
 // so that the leader's view of it stays fresh. While this control plane
-// leads it writes nothing (its requests are counted directly). When ctx
+// leads it writes nothing (its requests are counted directly) and removes
+// the record it wrote as a standby. When ctx
 // ends (after the client API has stopped) it removes its record.
 func (d *demand) report(ctx context.Context) {
 	t := time.NewTicker(demandEvery)
@@ -201,21 +202,30 @@ func (d *demand) report(ctx context.Context) {
 	var last string
 	var wrote time.Time
 	written := false
+	remove := func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := d.h.s.Store.DeleteDemand(dctx, d.h.name, d.h.el.Status().Instance); err != nil {
+			d.h.s.log.Warn("removing this control plane's demand record", "err", err)
+			return
+		}
+		written, last = false, ""
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			if written {
-				dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				if err := d.h.s.Store.DeleteDemand(dctx, d.h.name, d.h.el.Status().Instance); err != nil {
-					d.h.s.log.Warn("removing this control plane's demand record", "err", err)
-				}
-				cancel()
+				remove()
 			}
 			return
 		case <-t.C:
 		case <-d.write:
 		}
 		if _, leading := d.h.leading(); leading {
+			// Took over: its requests count directly now.
+			if written {
+				remove()
+			}
 			continue
 		}
 		now := time.Now()

@@ -373,12 +373,14 @@ func (h *ha) follow(ctx context.Context) {
 }
 
 // followLoading reads when the leader expects each model loading on
-// demand to serve, and configures the router for every catalog model as
+// demand to serve and, when that or (with catalog) the catalog may have
+// changed, or while a model loads, configures the router for every catalog
+// model as
 // the leader's reconciler does: its routing profile, whether it loads on
 // demand (a request that finds no replica is counted as demand, which the
 // leader reads, and waits or is told to retry), and that ETA, which, once
 // past, is a second away, as on the leader.
-func (h *ha) followLoading(ctx context.Context) error {
+func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 	raw := ""
 	fs, err := h.s.Store.GetFleetState(ctx, fleetLoading)
 	switch {
@@ -391,6 +393,9 @@ func (h *ha) followLoading(ctx context.Context) error {
 	defer h.mu.Unlock()
 	if _, ok := h.leading(); ok {
 		return nil // elected meanwhile: the reconciler configures the router
+	}
+	if !catalog && raw == h.loadingRaw && len(h.loading) == 0 {
+		return nil // nothing changed that the router takes
 	}
 	if raw != h.loadingRaw {
 		var ms map[string]int64
@@ -429,7 +434,7 @@ func (h *ha) followOnce(ctx context.Context, catalog bool) error {
 			return err
 		}
 	}
-	if err := h.followLoading(ctx); err != nil {
+	if err := h.followLoading(ctx, catalog); err != nil {
 		return err
 	}
 	fs, err := h.s.Store.GetFleetState(ctx, fleetRoutes)
