@@ -3,9 +3,12 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -27,72 +30,148 @@ import (
 // store, key and project rate limits, a priced budget reserved and
 // settled, the usage recorder, request metrics, the real catalog. Its
 // allocations and CPU profile are the gateway's own cost per request
-// (`go test -bench ProxyAccounted -cpuprofile`).
+// (`go test -bench ProxyAccounted -cpuprofile`). Its Streaming twin is
+// the same for a bounded 8-token stream; BenchmarkBareProxy is the floor
+// both are held to: httputil.ReverseProxy in front of the same engine.
 func BenchmarkProxyAccounted(b *testing.B) {
+	for _, c := range benchCases {
+		b.Run(c.name, func(b *testing.B) { benchAccounted(b, c.stream, false, c.serial) })
+	}
+}
+
+// BenchmarkBareProxy is BenchmarkProxyAccounted through a bare
+// httputil.ReverseProxy (no auth, no accounting): the cost of a proxy hop
+// on this machine, to hold the gateway's against.
+func BenchmarkBareProxy(b *testing.B) {
+	for _, c := range benchCases {
+		b.Run(c.name, func(b *testing.B) { benchAccounted(b, c.stream, true, c.serial) })
+	}
+}
+
+// benchCases are the loads of BenchmarkProxyAccounted and
+// BenchmarkBareProxy: parallel clients (ns/op is the CPU a request costs)
+// and one client at a time (ns/op is a request's latency, ttfb-ns/op the
+// time to its first byte, as at a light load).
+var benchCases = []struct {
+	name           string
+	stream, serial bool
+}{{"json", false, false}, {"stream", true, false}, {"json-serial", false, true}, {"stream-serial", true, true}}
+
+func benchAccounted(b *testing.B, stream, bare, serial bool) {
+	answer := `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`
+	ctype := "application/json"
+	if stream {
+		answer, ctype = streamingBody(), "text/event-stream"
+	}
+	// A streaming engine writes and flushes event by event, as vLLM and
+	// the sim engine do.
+	events := strings.SplitAfter(answer, "\n\n")
+	if !stream {
+		events = []string{answer}
+	}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`)
-	}))
-	defer up.Close()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	k, err := keys.New(st).CreateAPIKey(ctx, store.DefaultProject, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := st.UpdateProject(ctx, store.Project{Name: store.DefaultProject, RPM: 1e9, TPM: 1e12}); err != nil {
-		b.Fatal(err)
-	}
-	if err := st.SetAPIKeyLimits(ctx, k.ID, 1e9, 1e12); err != nil {
-		b.Fatal(err)
-	}
-	if err := st.PutBudget(ctx, store.Budget{Project: store.DefaultProject, Period: store.PeriodMonth, Amount: 1e12, OnExhausted: store.OnExhaustedRefuse}); err != nil {
-		b.Fatal(err)
-	}
-	reg, err := models.New([]spec.Model{catalogModel("coder-3b", "coder", 0.001)}, nil, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	prices := tenancy.Prices{Models: reg}
-	rec := tenancy.NewRecorder(tenancy.RecorderOptions{Store: st, Price: prices.Cost})
-	defer func() { _ = rec.Close(ctx) }()
-	adm := tenancy.NewAdmission(tenancy.Options{Store: st, Models: reg, Pending: rec})
-	mr := metrics.New()
-	obs, err := metrics.NewObserver(mr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rt := router.New()
-	rt.SetEndpoints("coder-3b", []router.Endpoint{{ReplicaID: "r", URL: up.URL, Weight: 1}})
-	gw := New(Config{}, Deps{Catalog: &countingCatalog{r: reg}, Auth: auth.NewKeys(st, time.Minute, nil), Routes: rt,
-		Admission: adm, Observer: Observers{rec, obs}})
-	defer gw.Close()
-	srv := httptest.NewServer(gw.Handler())
-	defer srv.Close()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-	body := `{"model":"coder","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+k.Secret)
-			resp, err := client.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				b.Fatalf("status %d", resp.StatusCode)
+		w.Header().Set("Content-Type", ctype)
+		rc := http.NewResponseController(w)
+		for _, ev := range events {
+			_, _ = io.WriteString(w, ev)
+			if stream {
+				_ = rc.Flush()
 			}
 		}
-	})
+	}))
+	defer up.Close()
+	var h http.Handler
+	secret := testKey
+	if bare {
+		u, err := url.Parse(up.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rp := httputil.NewSingleHostReverseProxy(u)
+		rp.FlushInterval = -1
+		h = rp
+	} else {
+		ctx := context.Background()
+		st, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		k, err := keys.New(st).CreateAPIKey(ctx, store.DefaultProject, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		secret = k.Secret
+		if err := st.UpdateProject(ctx, store.Project{Name: store.DefaultProject, RPM: 1e9, TPM: 1e12}); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.SetAPIKeyLimits(ctx, k.ID, 1e9, 1e12); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.PutBudget(ctx, store.Budget{Project: store.DefaultProject, Period: store.PeriodMonth, Amount: 1e12, OnExhausted: store.OnExhaustedRefuse}); err != nil {
+			b.Fatal(err)
+		}
+		reg, err := models.New([]spec.Model{catalogModel("coder-3b", "coder", 0.001)}, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		prices := tenancy.Prices{Models: reg}
+		rec := tenancy.NewRecorder(tenancy.RecorderOptions{Store: st, Price: prices.Cost})
+		defer func() { _ = rec.Close(ctx) }()
+		adm := tenancy.NewAdmission(tenancy.Options{Store: st, Models: reg, Pending: rec})
+		mr := metrics.New()
+		obs, err := metrics.NewObserver(mr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rt := router.New()
+		rt.SetEndpoints("coder-3b", []router.Endpoint{{ReplicaID: "r", URL: up.URL, Weight: 1}})
+		gw := New(Config{}, Deps{Catalog: &countingCatalog{r: reg}, Auth: auth.NewKeys(st, time.Minute, nil), Routes: rt,
+			Admission: adm, Observer: Observers{rec, obs}})
+		defer gw.Close()
+		h = gw.Handler()
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	body := fmt.Sprintf(`{"model":"coder","messages":[{"role":"user","content":"hello there"}],"max_tokens":%d,"stream":%t}`,
+		map[bool]int{false: 16, true: 8}[stream], stream)
+	var ttfb atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	one := func(buf []byte) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(resp.Body, buf); err != nil {
+			b.Fatal(err)
+		}
+		ttfb.Add(int64(time.Since(start)))
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	if serial {
+		buf := make([]byte, 1)
+		for b.Loop() {
+			one(buf)
+		}
+	} else {
+		b.RunParallel(func(pb *testing.PB) {
+			buf := make([]byte, 1)
+			for pb.Next() {
+				one(buf)
+			}
+		})
+	}
+	b.ReportMetric(float64(ttfb.Load())/float64(b.N), "ttfb-ns/op")
 }
 
 // streamingBody is what an engine streams for an 8-token chat answer with
