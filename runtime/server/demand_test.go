@@ -8,12 +8,15 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/config"
+	"github.com/llmgw/llmgw/runtime/leader"
+	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/spec"
@@ -263,4 +266,79 @@ func TestStandbyDemandReachesLeader(t *testing.T) {
 		}
 	}
 	waitUntil(t, "the leader to forget the standby's request in flight", 5*time.Second, func() bool { return inFlight(a) == 0 })
+}
+
+// TestStandbyTakesLeadersETA: the leader keeps a loading model's ETA for
+// the standbys (a change under a second is not worth a write); a standby
+// configures the model as loaded on demand and tells its requests the
+// leader's ETA, or a second once it is past, as the leader does.
+func TestStandbyTakesLeadersETA(t *testing.T) {
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	lazy := spec.Model{Name: "lazy", Source: "sim://lazy", Scaling: spec.Scaling{Min: 0, Max: 1},
+		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+	lazy.Normalize()
+	log := slog.New(slog.DiscardHandler)
+	cat, err := models.New([]spec.Model{lazy}, st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The leader's side.
+	lead := &ha{etas: map[string]time.Time{}}
+	eta := time.Now().Add(30 * time.Second).Truncate(time.Millisecond)
+	lead.setETA("lazy", eta)
+	if !lead.etasDirty || !lead.etas["lazy"].Equal(eta) {
+		t.Fatalf("after a first ETA: dirty %v, etas %v", lead.etasDirty, lead.etas)
+	}
+	lead.etasDirty = false
+	lead.setETA("lazy", eta.Add(300*time.Millisecond))
+	lead.setETA("other", time.Time{})
+	if lead.etasDirty {
+		t.Error("an ETA moved by 300ms, or none for a model not loading, made a write")
+	}
+	lead.setETA("lazy", time.Time{})
+	if !lead.etasDirty || len(lead.etas) != 0 {
+		t.Errorf("the model's replica ready: dirty %v, etas %v; want it gone, written", lead.etasDirty, lead.etas)
+	}
+
+	// The standby's side: what the leader wrote, read.
+	l, ok, err := st.AcquireLease(ctx, store.LeaseClaim{Name: store.FleetLease, Holder: "cp-a", Instance: "a1", TTL: time.Minute})
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	b, _ := json.Marshal(map[string]int64{"lazy": eta.UnixMilli()})
+	if err := st.PutFleetState(ctx, l.Token, fleetLoading, string(b)); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Store: st, Catalog: cat, Router: router.New(), log: log}
+	s.ha = &ha{s: s, name: "cp-b", el: leader.New(leader.Options{Store: st, Name: "cp-b"})}
+	if err := s.ha.followLoading(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Router.Route("lazy", router.Request{})
+	nr, _ := errors.AsType[*router.NotReadyError](err)
+	if nr == nil || !nr.Loading || !nr.ETA.Equal(eta) {
+		t.Fatalf("a request for lazy on the standby: %v (%+v); want loading on demand with the leader's ETA %v", err, nr, eta)
+	}
+	past := time.Now().Add(-time.Minute)
+	b, _ = json.Marshal(map[string]int64{"lazy": past.UnixMilli()})
+	if err := st.PutFleetState(ctx, l.Token, fleetLoading, string(b)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ha.followLoading(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Router.Route("lazy", router.Request{})
+	nr, _ = errors.AsType[*router.NotReadyError](err)
+	if nr == nil || nr.ETA.Before(time.Now()) || nr.ETA.After(time.Now().Add(time.Second)) {
+		t.Fatalf("with the leader's ETA past: %v (%+v); want an ETA a second away", err, nr)
+	}
 }
