@@ -300,6 +300,11 @@ func (h *ha) publish(ctx context.Context) {
 		}
 		h.mu.Lock()
 		var writes []struct{ key, value string }
+		if !h.routesWritten && h.s.Reconciler.Ready() {
+			// The first write of a new leader replaces what the last
+			// one wrote, ETAs too.
+			h.etasDirty = true
+		}
 		if h.dirty || (!h.routesWritten && h.s.Reconciler.Ready()) {
 			b, err := json.Marshal(h.published)
 			if err != nil {
@@ -373,13 +378,12 @@ func (h *ha) follow(ctx context.Context) {
 }
 
 // followLoading reads when the leader expects each model loading on
-// demand to serve and, when that or (with catalog) the catalog may have
-// changed, or while a model loads, configures the router for every catalog
-// model as
-// the leader's reconciler does: its routing profile, whether it loads on
-// demand (a request that finds no replica is counted as demand, which the
-// leader reads, and waits or is told to retry), and that ETA, which, once
-// past, is a second away, as on the leader.
+// demand to serve. When that or (with catalog) the catalog may have
+// changed, or while a model loads, it configures the router for every
+// catalog model as the leader's reconciler does: its routing profile,
+// whether it loads on demand (a request that finds no replica is counted
+// as demand, which the leader reads, and waits or is told to retry), and
+// that ETA, which, once past, is a second away, as on the leader.
 func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 	raw := ""
 	fs, err := h.s.Store.GetFleetState(ctx, fleetLoading)
