@@ -112,7 +112,7 @@ func newDemand(h *ha) *demand {
 		asks: map[string]uint64{}, askedAt: map[string]time.Time{}, lastRequest: map[string]time.Time{}, seenAsks: map[askKey]uint64{}}
 }
 
-func signal(ch chan struct{}) {
+func notify(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
@@ -128,8 +128,8 @@ func (d *demand) forward(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-d.h.s.Router.Demanded():
-			signal(d.kick)
-			signal(d.write)
+			notify(d.kick)
+			notify(d.write)
 		}
 	}
 }
@@ -284,7 +284,7 @@ func (d *demand) follow(ctx context.Context) {
 			continue
 		}
 		if d.merge(rows, time.Now()) {
-			signal(d.kick)
+			notify(d.kick)
 		}
 	}
 }
