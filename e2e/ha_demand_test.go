@@ -37,6 +37,23 @@ func scrape(url string) (string, error) {
 	return string(b), err
 }
 
+// waitStandbyRoutes waits until the standby routes n replicas of model. A
+// standby is ready once the leader has written its routes at all (with
+// nothing running too) and follows their changes within half a second, so
+// a test that has seen a replica ready on the leader waits for this before
+// it sends requests through the standby.
+func waitStandbyRoutes(t *testing.T, b *testcluster.ControlPlane, model string, n int) {
+	t.Helper()
+	testcluster.WaitFor(t, fmt.Sprintf("the standby to route to %d replicas of %s", n, model), 5*time.Second, func() (bool, string) {
+		text, err := scrape(b.Metrics)
+		if err != nil {
+			return false, err.Error()
+		}
+		got := strings.Count(text, `llmgw_router_replica_up{model="`+model+`"`)
+		return got == n, fmt.Sprintf("%d routed", got)
+	})
+}
+
 // lazyBody is a chat request for sim-lazy of n tokens.
 func lazyBody(n int, stream bool) string {
 	return fmt.Sprintf(`{"model":"sim-lazy","max_tokens":%d,"stream":%t,"messages":[{"role":"user","content":"wake up"}]}`, n, stream)
