@@ -15,9 +15,10 @@ import (
 )
 
 // relayStream relays a server-sent-event response event by event and reads
-// the usage from the chunk that carries it. It flushes whenever it has
-// nothing more from the engine in hand, so an event is never held back, and
-// events that arrived together leave together. When the
+// the usage from the chunk that carries it. It flushes the first event at
+// once and after that whenever it has no whole event from the engine in
+// hand, so an event is never held back, and events that arrived together
+// leave together. When the
 // gateway itself asked for usage (x.injected), the usage-only chunk is
 // dropped so the client sees the stream it asked for.
 //
@@ -41,6 +42,9 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 	// (ErrBufferFull below). The transport buffers beneath this too.
 	br := bufio.NewReaderSize(resp.Body, 4<<10)
 	event := make([]byte, 0, 1024)
+	// The first event leaves at once (it is the time to first token);
+	// later ones that arrived together leave together.
+	first := true
 	for {
 		lineStart := len(event)
 		var err error
@@ -79,7 +83,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 		if len(bytes.TrimRight(line, "\r\n")) > 0 {
 			continue
 		}
-		if !g.emit(w, rc, x, event, br.Buffered() == 0) {
+		if !g.emit(w, rc, x, event, first || !eventInHand(br)) {
 			// The client went away, or the stream reached its bound and
 			// was ended; returning cancels the upstream.
 			if !x.bound.cut {
@@ -88,7 +92,20 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 			return
 		}
 		event = event[:0]
+		first = false
 	}
+}
+
+// eventInHand reports whether br holds a whole next event, which can leave
+// with the one before it. An event is never held back waiting for bytes
+// that have not arrived.
+func eventInHand(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := br.Peek(n) // never blocks: n bytes are buffered
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r\n"))
 }
 
 // streamError ends a stream with an error event in OpenAI's shape.

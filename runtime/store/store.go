@@ -38,6 +38,9 @@ var (
 	ErrSchemaTooNew = errors.New("store schema is newer than this binary")
 	// ErrUnsupported means the DSN names a backend this build cannot use.
 	ErrUnsupported = errors.New("unsupported store backend")
+	// ErrConflict means the object changed since the caller read it (a
+	// compare-and-set lost); nothing was written.
+	ErrConflict = errors.New("changed since it was read")
 )
 
 // DefaultProject is the project an API key belongs to when none is given.

@@ -58,6 +58,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StoredResponses", testStoredResponses},
 		{"Threads", testThreads},
 		{"MemoryNotes", testMemoryNotes},
+		{"ThreadRevisionRace", testThreadRevisionRace},
+		{"NoteCapRace", testNoteCapRace},
 		{"ContentRetentionCut", testContentRetentionCut},
 		{"LeaseTakeover", testLeaseTakeover},
 		{"LeaseRace", testLeaseRace},

@@ -1,4 +1,4 @@
--- The SQLite twin of postgres/0010_control_plane_demand.sql: a SQLite
+-- The SQLite twin of postgres/0011_control_plane_demand.sql: a SQLite
 -- store serves one control plane, so nothing writes it; the table keeps the
 -- schemas alike and lets the store suite test the same statements.
 -- What each control plane that does not lead reports of the requests it
