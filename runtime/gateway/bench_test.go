@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -58,16 +59,78 @@ var benchCases = []struct {
 }{{"json", false, false}, {"stream", true, false}, {"json-serial", false, true}, {"stream-serial", true, true}}
 
 func benchAccounted(b *testing.B, stream, bare, serial bool) {
+	up := benchEngine(b, stream)
+	base, secret := benchFront(b, up, bare)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	body := benchBody(stream)
+	var ttfb atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	one := func() {
+		ttfb.Add(int64(benchOne(b, client, base, secret, body)))
+	}
+	if serial {
+		for b.Loop() {
+			one()
+		}
+	} else {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				one()
+			}
+		})
+	}
+	b.ReportMetric(float64(ttfb.Load())/float64(b.N), "ttfb-ns/op")
+}
+
+// BenchmarkGatewayAgainstBareProxy sends one request at a time, in turn
+// through the accounted gateway and through a bare httputil.ReverseProxy
+// in front of the same engine, so both see the same machine at the same
+// moment, and reports each one's median time to first byte and the ratio
+// gateway/bare (goal ≤ 1: the gateway costs no more than a proxy hop).
+func BenchmarkGatewayAgainstBareProxy(b *testing.B) {
+	for _, stream := range []bool{false, true} {
+		b.Run(map[bool]string{false: "json", true: "stream"}[stream], func(b *testing.B) {
+			up := benchEngine(b, stream)
+			gwURL, secret := benchFront(b, up, false)
+			bareURL, _ := benchFront(b, up, true)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+			body := benchBody(stream)
+			var gw, bare []time.Duration
+			for range 50 { // warm both
+				benchOne(b, client, gwURL, secret, body)
+				benchOne(b, client, bareURL, secret, body)
+			}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if i%2 == 0 {
+					gw = append(gw, benchOne(b, client, gwURL, secret, body))
+				} else {
+					bare = append(bare, benchOne(b, client, bareURL, secret, body))
+				}
+			}
+			if len(gw) == 0 || len(bare) == 0 {
+				return
+			}
+			slices.Sort(gw)
+			slices.Sort(bare)
+			g, r := gw[len(gw)/2], bare[len(bare)/2]
+			b.ReportMetric(float64(g.Nanoseconds()), "gateway-ttfb-p50-ns")
+			b.ReportMetric(float64(r.Nanoseconds()), "bare-ttfb-p50-ns")
+			b.ReportMetric(float64(g)/float64(r), "gateway/bare")
+		})
+	}
+}
+
+// benchEngine is an engine answering every request at once: a chat
+// completion, or an 8-token stream written and flushed event by event,
+// as vLLM and the sim engine do.
+func benchEngine(b *testing.B, stream bool) string {
 	answer := `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`
 	ctype := "application/json"
+	events := []string{answer}
 	if stream {
-		answer, ctype = streamingBody(), "text/event-stream"
-	}
-	// A streaming engine writes and flushes event by event, as vLLM and
-	// the sim engine do.
-	events := strings.SplitAfter(answer, "\n\n")
-	if !stream {
-		events = []string{answer}
+		ctype, events = "text/event-stream", strings.SplitAfter(streamingBody(), "\n\n")
 	}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -80,11 +143,21 @@ func benchAccounted(b *testing.B, stream, bare, serial bool) {
 			}
 		}
 	}))
-	defer up.Close()
+	b.Cleanup(up.Close)
+	return up.URL
+}
+
+// benchFront starts what requests go through to the engine at up: the
+// gateway with everything a production request meets (a key
+// authenticated over a SQLite store, key and project rate limits, a
+// priced budget reserved and settled, the usage recorder, request
+// metrics, the real catalog), or a bare httputil.ReverseProxy. It returns
+// the front's URL and the API key to send.
+func benchFront(b *testing.B, up string, bare bool) (base, secret string) {
 	var h http.Handler
-	secret := testKey
+	secret = testKey
 	if bare {
-		u, err := url.Parse(up.URL)
+		u, err := url.Parse(up)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -97,7 +170,7 @@ func benchAccounted(b *testing.B, stream, bare, serial bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer st.Close()
+		b.Cleanup(func() { st.Close() })
 		k, err := keys.New(st).CreateAPIKey(ctx, store.DefaultProject, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -118,7 +191,7 @@ func benchAccounted(b *testing.B, stream, bare, serial bool) {
 		}
 		prices := tenancy.Prices{Models: reg}
 		rec := tenancy.NewRecorder(tenancy.RecorderOptions{Store: st, Price: prices.Cost})
-		defer func() { _ = rec.Close(ctx) }()
+		b.Cleanup(func() { _ = rec.Close(ctx) })
 		adm := tenancy.NewAdmission(tenancy.Options{Store: st, Models: reg, Pending: rec})
 		mr := metrics.New()
 		obs, err := metrics.NewObserver(mr)
@@ -126,52 +199,43 @@ func benchAccounted(b *testing.B, stream, bare, serial bool) {
 			b.Fatal(err)
 		}
 		rt := router.New()
-		rt.SetEndpoints("coder-3b", []router.Endpoint{{ReplicaID: "r", URL: up.URL, Weight: 1}})
+		rt.SetEndpoints("coder-3b", []router.Endpoint{{ReplicaID: "r", URL: up, Weight: 1}})
 		gw := New(Config{}, Deps{Catalog: &countingCatalog{r: reg}, Auth: auth.NewKeys(st, time.Minute, nil), Routes: rt,
 			Admission: adm, Observer: Observers{rec, obs}})
-		defer gw.Close()
+		b.Cleanup(gw.Close)
 		h = gw.Handler()
 	}
 	srv := httptest.NewServer(h)
-	defer srv.Close()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-	body := fmt.Sprintf(`{"model":"coder","messages":[{"role":"user","content":"hello there"}],"max_tokens":%d,"stream":%t}`,
+	b.Cleanup(srv.Close)
+	return srv.URL, secret
+}
+
+func benchBody(stream bool) string {
+	return fmt.Sprintf(`{"model":"coder","messages":[{"role":"user","content":"hello there"}],"max_tokens":%d,"stream":%t}`,
 		map[bool]int{false: 16, true: 8}[stream], stream)
-	var ttfb atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
-	one := func(buf []byte) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+secret)
-		start := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(resp.Body, buf); err != nil {
-			b.Fatal(err)
-		}
-		ttfb.Add(int64(time.Since(start)))
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
+}
+
+// benchOne sends one request and reads its answer whole; it returns the
+// time to the answer's first byte.
+func benchOne(b *testing.B, client *http.Client, base, secret, body string) time.Duration {
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+secret)
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
 	}
-	if serial {
-		buf := make([]byte, 1)
-		for b.Loop() {
-			one(buf)
-		}
-	} else {
-		b.RunParallel(func(pb *testing.PB) {
-			buf := make([]byte, 1)
-			for pb.Next() {
-				one(buf)
-			}
-		})
+	var one [1]byte
+	if _, err := io.ReadFull(resp.Body, one[:]); err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(float64(ttfb.Load())/float64(b.N), "ttfb-ns/op")
+	ttfb := time.Since(start)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("status %d", resp.StatusCode)
+	}
+	return ttfb
 }
 
 // streamingBody is what an engine streams for an 8-token chat answer with

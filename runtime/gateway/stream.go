@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/request"
@@ -34,14 +35,27 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 	// must not cut it (GenerationTimeout bounds it instead).
 	_ = rc.SetWriteDeadline(time.Time{})
 	w.WriteHeader(resp.StatusCode)
-	if err := rc.Flush(); err != nil {
-		return
-	}
+	// The headers leave with the first event, in one write, unless the
+	// engine takes longer than streamHeadersAfter to send it (a long
+	// prefill, a queue): then they leave on their own, so the client
+	// knows its request was taken.
+	hw := &headerWait{rc: rc}
+	hw.t = time.AfterFunc(streamHeadersAfter, hw.fire)
+	defer hw.stop()
 
 	// An event is a few hundred bytes; a longer one is read in pieces
 	// (ErrBufferFull below). The transport buffers beneath this too.
-	br := bufio.NewReaderSize(resp.Body, 4<<10)
-	event := make([]byte, 0, 1024)
+	sb := streamBufs.Get().(*streamBuf)
+	defer streamBufs.Put(sb)
+	br := sb.br
+	br.Reset(resp.Body)
+	defer br.Reset(nil)
+	event := sb.event[:0]
+	defer func() {
+		if cap(event) <= maxPooledEvent {
+			sb.event = event[:0]
+		}
+	}()
 	// The first event leaves at once (it is the time to first token);
 	// later ones that arrived together leave together.
 	first := true
@@ -57,6 +71,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 				break
 			}
 		}
+		hw.stop()
 		if err != nil {
 			// End of stream: pass on what is left. A broken stream's last
 			// event is cut short and is not passed on.
@@ -95,6 +110,52 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 		first = false
 	}
 }
+
+// streamHeadersAfter is how long a stream's headers wait for its first
+// event to leave with it.
+const streamHeadersAfter = 50 * time.Millisecond
+
+// headerWait sends a stream's headers on their own when its first event is
+// late: fire flushes them unless stop came first. stop waits for a flush
+// in progress, so nothing else writes to the client meanwhile.
+type headerWait struct {
+	rc      *http.ResponseController
+	t       *time.Timer
+	mu      sync.Mutex
+	stopped bool
+}
+
+func (h *headerWait) fire() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.stopped {
+		_ = h.rc.Flush()
+	}
+}
+
+func (h *headerWait) stop() {
+	if h.t == nil {
+		return
+	}
+	h.t.Stop()
+	h.mu.Lock()
+	h.stopped = true
+	h.mu.Unlock()
+	h.t = nil
+}
+
+// maxPooledEvent is the largest event buffer kept for another stream.
+const maxPooledEvent = 64 << 10
+
+// streamBuf is a stream's read buffer and event, reused across streams.
+type streamBuf struct {
+	br    *bufio.Reader
+	event []byte
+}
+
+var streamBufs = sync.Pool{New: func() any {
+	return &streamBuf{br: bufio.NewReaderSize(nil, 4<<10), event: make([]byte, 0, 1024)}
+}}
 
 // eventInHand reports whether br holds a whole next event, which can leave
 // with the one before it. An event is never held back waiting for bytes

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -85,5 +86,56 @@ func TestEventNotHeldForTheNext(t *testing.T) {
 				seen <- struct{}{}
 			}
 		})
+	}
+}
+
+// TestStreamHeadersBeforeALateFirstEvent: a stream's headers reach the
+// client on their own when the engine's first event is late (a long
+// prefill), well before that event; the event follows.
+func TestStreamHeadersBeforeALateFirstEvent(t *testing.T) {
+	h := newHarness(t, 1, Config{}, nil)
+	release := make(chan struct{})
+	h.engines[0].handle = func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = w.Write([]byte(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"late"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"))
+	}
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, h.srv.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"coder","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		got <- answer{resp, err}
+	}()
+	var resp *http.Response
+	select {
+	case a := <-got:
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		resp = a.resp
+	case <-time.After(3 * time.Second):
+		close(release)
+		t.Fatal("no headers while the first event was late")
+	}
+	defer resp.Body.Close()
+	close(release)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.Contains(string(rest), "late") || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Fatalf("stream %q (%v), want the late event and [DONE]", rest, err)
 	}
 }

@@ -58,6 +58,7 @@ type Store interface {
 	TenancyStore
 	ContentStore
 	LeaseStore
+	DemandStore
 	QuotaStore
 	// Close releases the database. The Store must not be used afterwards.
 	Close() error

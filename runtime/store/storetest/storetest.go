@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LeaseTakeover", testLeaseTakeover},
 		{"LeaseRace", testLeaseRace},
 		{"DrainsAndControlPlanes", testDrainsAndControlPlanes},
+		{"ControlPlaneDemand", testControlPlaneDemand},
 		{"QuotaSlices", testQuotaSlices},
 		{"QuotaSliceRace", testQuotaSliceRace},
 		{"QuotaSliceWithUsage", testQuotaSliceWithUsage},
