@@ -112,7 +112,7 @@ func badJSON(format string, args ...any) *apiError {
 // that differs from one it reads only in case ("MAX_TOKENS"), which a
 // case-insensitive parser would read as that key.
 //
-// A valid JSON object (json.Valid, which allocates nothing) is walked by
+// A valid JSON object (validJSON: encoding/json.Valid's answer, faster) is walked by
 // hand (parseValid), without the decoder's tokens and copies; anything
 // else goes through the decoder (parseStrict), whose errors name what is
 // wrong. Both find the same keys, values and spans (FuzzParseAgrees).
@@ -167,7 +167,7 @@ func parseStrict(body []byte) (*parsedBody, *apiError) {
 // is false for any other body.
 func parseValid(body []byte) (req *parsedBody, ok bool, aerr *apiError) {
 	i := skipSpace(body, 0)
-	if i == len(body) || body[i] != '{' || !json.Valid(body) {
+	if i == len(body) || body[i] != '{' || !validJSON(body) {
 		return nil, false, nil
 	}
 	req = &parsedBody{objStart: i + 1}

@@ -44,7 +44,7 @@ func walkChunk(data []byte, buf []chunkChoice, head bool) (h chunkHead, choices 
 	if len(data) == 0 || data[0] != '{' {
 		return h, buf, false, false
 	}
-	if !json.Valid(data) {
+	if !validJSON(data) {
 		return h, buf, false, true // the decoder refuses it too
 	}
 	choices = buf

@@ -407,7 +407,7 @@ func bodyUsage(data []byte) request.Usage {
 // could match to "usage" only by being "usage"; ok is false otherwise.
 func walkUsage(data []byte) (request.Usage, bool) {
 	i := skipSpace(data, 0)
-	if i == len(data) || data[i] != '{' || !json.Valid(data) {
+	if i == len(data) || data[i] != '{' || !validJSON(data) {
 		return request.Usage{}, false
 	}
 	var u *usageJSON
