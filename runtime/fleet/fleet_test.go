@@ -482,3 +482,27 @@ func TestShardFetchProgress(t *testing.T) {
 		t.Fatalf("after the fetch ended: fetch %v, activity %v", r.Shards[0].Fetch, r.FetchActivity)
 	}
 }
+
+// TestModelReplicas: only the named model's replicas, sorted by id, as
+// copies the caller may change.
+func TestModelReplicas(t *testing.T) {
+	f := New()
+	for _, r := range []*Replica{
+		{ID: "r3", Model: "a", Profile: spec.Profile{Nodes: 1}, Shards: []*Shard{{ID: "r3-0", Node: "n1", GPUs: []int{0}}}},
+		{ID: "r1", Model: "a", Profile: spec.Profile{Nodes: 1}, Shards: []*Shard{{ID: "r1-0", Node: "n1", GPUs: []int{1}}}},
+		{ID: "r2", Model: "b", Profile: spec.Profile{Nodes: 1}, Shards: []*Shard{{ID: "r2-0", Node: "n2"}}},
+	} {
+		f.AddReplica(r)
+	}
+	got := f.ModelReplicas("a")
+	if len(got) != 2 || got[0].ID != "r1" || got[1].ID != "r3" {
+		t.Fatalf("ModelReplicas(a) = %+v, want r1 and r3", got)
+	}
+	got[0].Shards[0].GPUs[0] = 7
+	if again := f.ModelReplicas("a"); again[0].Shards[0].GPUs[0] != 1 {
+		t.Fatalf("changing a returned replica changed the fleet's: GPUs %v", again[0].Shards[0].GPUs)
+	}
+	if got := f.ModelReplicas("none"); len(got) != 0 {
+		t.Fatalf("ModelReplicas(none) = %+v, want none", got)
+	}
+}

@@ -78,6 +78,23 @@ func (f *Fleet) Replicas() []Replica {
 	return out
 }
 
+// ModelReplicas returns copies of model's replicas that have not left the
+// fleet (the failed history of Replicas is not among them), sorted by id.
+// It copies only that model's: a status read of one model in a catalog of
+// many stays independent of how many replicas the others run.
+func (f *Fleet) ModelReplicas(model string) []Replica {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []Replica
+	for _, r := range f.replicas {
+		if r.Model == model {
+			out = append(out, copyReplica(r))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
 func copyReplica(r *Replica) Replica {
 	c := *r
 	c.Shards = make([]*Shard, len(r.Shards))

@@ -304,8 +304,9 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 	if e.Model.ManualRollout() {
 		st.Rollout = spec.RolloutManual
 	}
-	for _, r := range s.opts.Fleet.Replicas() {
-		if r.Model != e.Model.Name || !r.Live() {
+	reps := s.opts.Fleet.ModelReplicas(e.Model.Name)
+	for _, r := range reps {
+		if !r.Live() {
 			continue
 		}
 		st.ReplicasTotal++
@@ -343,7 +344,7 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 			}
 		}
 	}
-	s.rolloutStatus(st, e)
+	s.rolloutStatus(st, e, reps)
 	pm.Status = st
 	return pm
 }

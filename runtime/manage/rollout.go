@@ -16,11 +16,11 @@ import (
 // rolloutStatus adds to st what the reconciler knows of e's rollout: the
 // live replicas still waiting for their replacement (an older generation,
 // or on a draining node) and, when the current generation cannot be placed,
-// why.
-func (s *Service) rolloutStatus(st *managev1.ModelStatus, e models.Entry) {
+// why. reps are e's replicas (Fleet.ModelReplicas).
+func (s *Service) rolloutStatus(st *managev1.ModelStatus, e models.Entry, reps []fleet.Replica) {
 	draining := map[string]bool{} // looked up per node as met: a catalog of many models reads this for each
-	for _, r := range s.opts.Fleet.Replicas() {
-		if r.Model != e.Model.Name || !r.Live() {
+	for _, r := range reps {
+		if !r.Live() {
 			continue
 		}
 		outdated := r.Generation != e.Generation
