@@ -66,6 +66,15 @@ func NewTerraform(t testing.TB, c *Cluster) *Terraform {
 // returns its output and how long it took.
 func (tf *Terraform) Run(want int, args ...string) (string, time.Duration) {
 	tf.t.Helper()
+	out, took, _ := tf.RunCPU(want, args...)
+	return out, took
+}
+
+// RunCPU is Run that also returns the CPU time terraform used, the
+// providers it started and waited for included: on a shared machine it
+// varies much less with the load than the wall time.
+func (tf *Terraform) RunCPU(want int, args ...string) (string, time.Duration, time.Duration) {
+	tf.t.Helper()
 	cmd := exec.Command(tf.Bin, args...)
 	cmd.Dir, cmd.Env = tf.Dir, tf.Env
 	start := time.Now()
@@ -81,5 +90,13 @@ func (tf *Terraform) Run(want int, args ...string) (string, time.Duration) {
 	if code != want {
 		tf.t.Fatalf("terraform %s exited %d, want %d:\n%s", strings.Join(args, " "), code, want, Tail(string(out), 60))
 	}
-	return string(out), took
+	return string(out), took, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
+// In returns a runner like tf in another fresh working directory: a second
+// configuration against the same cluster, with its own state.
+func (tf *Terraform) In(dir string) *Terraform {
+	c := *tf
+	c.Dir = dir
+	return &c
 }
