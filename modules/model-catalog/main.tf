@@ -33,27 +33,33 @@ locals {
     ), ["(the file is not a YAML mapping)"])
   }
 
-  models = { for name, fs in local.files_by_name : name => { file = fs[0], def = local.definitions[fs[0]] } }
+  # Model name => its file. The resource's for_each is this map of short
+  # strings, not of the decoded definitions: with those, each instance cost
+  # Terraform work that grew with the whole collection, a plan grew with
+  # the square of the catalog (a third of a 200-model plan's CPU, measured
+  # by BenchmarkTerraformPlan200Models). Each instance reads its own
+  # definition from local.definitions instead.
+  model_files = { for name, fs in local.files_by_name : name => fs[0] }
 }
 
 resource "llmgw_model" "this" {
-  for_each = local.models
+  for_each = local.model_files
 
   name            = each.key
-  aliases         = try(each.value.def.aliases, null)
-  source          = try(each.value.def.source, null)
-  routing_profile = try(each.value.def.routing_profile, null)
-  context_length  = try(each.value.def.context_length, null)
-  max_output      = try(each.value.def.max_output, null)
+  aliases         = try(local.definitions[each.value].aliases, null)
+  source          = try(local.definitions[each.value].source, null)
+  routing_profile = try(local.definitions[each.value].routing_profile, null)
+  context_length  = try(local.definitions[each.value].context_length, null)
+  max_output      = try(local.definitions[each.value].max_output, null)
 
-  scaling = try(each.value.def.scaling, null) == null ? null : {
-    min          = try(each.value.def.scaling.min, null)
-    max          = try(each.value.def.scaling.max, null)
-    idle_timeout = try(each.value.def.scaling.idle_timeout, null)
+  scaling = try(local.definitions[each.value].scaling, null) == null ? null : {
+    min          = try(local.definitions[each.value].scaling.min, null)
+    max          = try(local.definitions[each.value].scaling.max, null)
+    idle_timeout = try(local.definitions[each.value].scaling.idle_timeout, null)
   }
 
   profiles = [
-    for p in try(each.value.def.profiles, []) : {
+    for p in try(local.definitions[each.value].profiles, []) : {
       name            = try(p.name, null)
       engine          = try(p.engine, null)
       gpu_class       = try(p.gpu_class, null)
@@ -81,16 +87,16 @@ resource "llmgw_model" "this" {
       error_message = "Model ${each.key} is defined in more than one file of ${var.models_dir}: ${join(", ", local.files_by_name[each.key])}. Keep one file per model."
     }
     precondition {
-      condition     = can(tostring(each.value.def.name))
-      error_message = "${var.models_dir}/${each.value.file}: name is required."
+      condition     = can(tostring(local.definitions[each.value].name))
+      error_message = "${var.models_dir}/${each.value}: name is required."
     }
     precondition {
-      condition     = length(local.unknown_keys[each.value.file]) == 0
-      error_message = "${var.models_dir}/${each.value.file}: unknown key ${join(", ", local.unknown_keys[each.value.file])} (llmgw ctl model add -f would reject it too)."
+      condition     = length(local.unknown_keys[each.value]) == 0
+      error_message = "${var.models_dir}/${each.value}: unknown key ${join(", ", local.unknown_keys[each.value])} (llmgw ctl model add -f would reject it too)."
     }
     precondition {
-      condition     = length(try(each.value.def.profiles, [])) > 0
-      error_message = "${var.models_dir}/${each.value.file}: profiles: a model needs at least one profile."
+      condition     = length(try(local.definitions[each.value].profiles, [])) > 0
+      error_message = "${var.models_dir}/${each.value}: profiles: a model needs at least one profile."
     }
   }
 }

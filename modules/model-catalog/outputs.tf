@@ -10,5 +10,5 @@ output "generations" {
 
 output "files" {
   description = "Model name => the file of models_dir that defines it."
-  value       = { for name, m in local.models : name => m.file }
+  value       = local.model_files
 }
