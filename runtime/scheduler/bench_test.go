@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -115,66 +116,117 @@ func BenchmarkExplain1000(b *testing.B) {
 // waits for the one running), printed against the goals of issue 17.
 // Misses are printed, not failed: the figures depend on the machine. One
 // round takes several seconds, so the benchmark runs it once.
+//
+// On two cores shared with other work one timing says little, so each
+// figure is robust three ways: it is the process's CPU time (a pass waiting
+// for a core does not count; the garbage collector's work on the other core
+// does, so it is never below the pass's wall time on an idle machine and
+// the goals are not loosened); the sizes are timed in turn, round after
+// round, so a busy moment slows neighbouring sizes alike; and each size's
+// figure is its fastest round, the least disturbed. The growth per
+// doubling is the ratio of those figures. The median round and the fastest
+// wall time are printed beside each to show the noise.
 func BenchmarkPlacementGoals(b *testing.B) {
 	for b.Loop() {
 		placementGoals()
 	}
 }
 
+// Placement goals (issue 17) and how they are measured.
+const (
+	passGoal    = 100 * time.Millisecond
+	growthGoal  = 2.3
+	explainGoal = 10 * time.Millisecond
+	// goalRounds rounds of at least goalSlice each per size.
+	goalRounds = 15
+	goalSlice  = 40 * time.Millisecond
+)
+
 func placementGoals() {
-	const (
-		passGoal    = 100 * time.Millisecond
-		growthGoal  = 2.3
-		explainGoal = 10 * time.Millisecond
-	)
 	mark := func(ok bool) string {
 		if ok {
 			return "ok"
 		}
 		return "MISS"
 	}
-	fmt.Println("placement: full pass (models = nodes/2, 8 H100s per node, Place + Assume per replica)")
-	var prev float64
-	for _, nodes := range []int{250, 500, 1000, 2000} {
+	sizes := []int{250, 500, 1000, 2000}
+	passes := make([]func(), len(sizes))
+	for k, nodes := range sizes {
 		s := benchFleet(nodes)
 		ds, mins := benchDemands(nodes)
-		r := measure(func() { fullPass(s, ds, mins) })
-		ns := float64(r.ns)
-		line := fmt.Sprintf("  %5d nodes: %8.2f ms  %7d allocs  %6.1f MB", nodes, ns/1e6, r.allocs, float64(r.bytes)/1e6)
-		if prev > 0 {
-			g := ns / prev
-			line += fmt.Sprintf("  growth %.2fx (goal <= %.1fx: %s)", g, growthGoal, mark(g <= growthGoal))
-		}
-		if nodes == 1000 {
-			line += fmt.Sprintf("  (goal < %v: %s)", passGoal, mark(time.Duration(ns) < passGoal))
-		}
-		fmt.Println(line)
-		prev = ns
+		passes[k] = func() { fullPass(s, ds, mins) }
 	}
 	s := benchFleet(1000)
 	ds, mins := benchDemands(1000)
 	f, _ := fullPass(s, ds[:len(ds)/2], mins)
-	r := measure(func() { f.Explain(ds[len(ds)-1]) })
-	d := time.Duration(r.ns)
-	fmt.Printf("placement: explain one model at 1000 nodes: %.2f ms  %d allocs  (goal <= %v: %s)\n", float64(d)/1e6, r.allocs, explainGoal, mark(d <= explainGoal))
+	explain := func() { f.Explain(ds[len(ds)-1]) }
+	times := interleaved(append(passes, explain), goalRounds, goalSlice)
+
+	fmt.Printf("placement: full pass (models = nodes/2, 8 H100s per node, Place + Assume per replica): CPU ms, fastest of %d interleaved rounds (median round, fastest wall)\n", goalRounds)
+	var prev time.Duration
+	for k, nodes := range sizes {
+		t := times[k]
+		a := allocsOf(passes[k])
+		line := fmt.Sprintf("  %5d nodes: %7.2f ms (%7.2f, %7.2f)  %7d allocs  %6.1f MB", nodes, ms(t.cpu[0]), ms(t.cpu[len(t.cpu)/2]), ms(t.wall[0]), a.allocs, float64(a.bytes)/1e6)
+		if prev > 0 {
+			g := float64(t.cpu[0]) / float64(prev)
+			line += fmt.Sprintf("  growth %.2fx (goal <= %.1fx: %s)", g, growthGoal, mark(g <= growthGoal))
+		}
+		if nodes == 1000 {
+			line += fmt.Sprintf("  (goal < %v: %s)", passGoal, mark(t.cpu[0] < passGoal))
+		}
+		fmt.Println(line)
+		prev = t.cpu[0]
+	}
+	e := times[len(sizes)]
+	fmt.Printf("placement: explain one model at 1000 nodes: %.2f ms (%.2f, %.2f)  %d allocs  (goal <= %v: %s)\n",
+		ms(e.cpu[0]), ms(e.cpu[len(e.cpu)/2]), ms(e.wall[0]), allocsOf(explain).allocs, explainGoal, mark(e.cpu[0] <= explainGoal))
 }
 
-// measured is the cost of one call: nanoseconds, allocations and bytes.
-type measured struct{ ns, allocs, bytes uint64 }
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-// measure calls f for at least a second (and at least three times) after a
-// warm-up call, and returns the mean cost of one call.
-func measure(f func()) measured {
-	f()
+// timings are one function's mean CPU and wall time per call in each round,
+// each sorted, fastest first.
+type timings struct{ cpu, wall []time.Duration }
+
+// interleaved times each of fs over rounds rounds, one after another within
+// a round, each for at least slice of wall time (and at least once), after
+// a warm-up call of each.
+func interleaved(fs []func(), rounds int, slice time.Duration) []timings {
+	out := make([]timings, len(fs))
+	for _, f := range fs {
+		f()
+	}
+	for range rounds {
+		for k, f := range fs {
+			runtime.GC()
+			start, cpu, n := time.Now(), cpuTime(), 0
+			for n == 0 || time.Since(start) < slice {
+				f()
+				n++
+			}
+			out[k].cpu = append(out[k].cpu, (cpuTime()-cpu)/time.Duration(n))
+			out[k].wall = append(out[k].wall, time.Since(start)/time.Duration(n))
+		}
+	}
+	for _, t := range out {
+		slices.Sort(t.cpu)
+		slices.Sort(t.wall)
+	}
+	return out
+}
+
+// allocated is what one call allocates.
+type allocated struct{ allocs, bytes uint64 }
+
+// allocsOf returns what one call of f allocates, the mean of three.
+func allocsOf(f func()) allocated {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	start, n := time.Now(), uint64(0)
-	for n < 3 || time.Since(start) < time.Second {
+	for range 3 {
 		f()
-		n++
 	}
-	elapsed := time.Since(start)
 	runtime.ReadMemStats(&after)
-	return measured{ns: uint64(elapsed.Nanoseconds()) / n, allocs: (after.Mallocs - before.Mallocs) / n, bytes: (after.TotalAlloc - before.TotalAlloc) / n}
+	return allocated{allocs: (after.Mallocs - before.Mallocs) / 3, bytes: (after.TotalAlloc - before.TotalAlloc) / 3}
 }

@@ -26,15 +26,48 @@ type Fleet struct {
 	index map[string]int
 	state []nodeState
 	owned []bool
-	// byFree groups node positions, ascending, by (total GPUs, free GPUs);
-	// byFabric by (fabric, total, free), for multi-node profiles.
-	byFree   map[freeKey][]int
-	byFabric map[freeKey][]int
+	// all groups every node by (total GPUs, free GPUs); fabrics groups the
+	// nodes of each fabric alike, for multi-node profiles, and fabric and
+	// local say where node i is among them (fabric -1 for none).
+	all     scope
+	fabrics []*scope
+	fabric  []int
+	local   []int
 	// byModel and bySource list the positions (ascending) of nodes that
 	// hold replicas of a model, or weights from a source: the only nodes
 	// the spread and weights-present rankers tell apart.
 	byModel  map[string][]int
 	bySource map[string][]int
+	// cands is choose's buffer, kept between calls.
+	cands []candidate
+}
+
+// scope is a set of nodes grouped by (total GPUs, free GPUs): within a
+// group the default rankers score alike every node the spread and
+// weights-present rankers do not set apart.
+type scope struct {
+	members []int // node positions, ascending; a group holds indices into it
+	groups  []*freeGroup
+	byKey   map[freeKey]*freeGroup
+}
+
+// freeGroup is the members of a scope with total GPUs and free of them free.
+type freeGroup struct {
+	freeKey
+	set idSet
+}
+
+type freeKey struct{ total, free int }
+
+// group returns the scope's group for k, made on first use.
+func (sc *scope) group(k freeKey) *freeGroup {
+	g := sc.byKey[k]
+	if g == nil {
+		g = &freeGroup{freeKey: k, set: newIDSet(len(sc.members))}
+		sc.byKey[k] = g
+		sc.groups = append(sc.groups, g)
+	}
+	return g
 }
 
 // nodeState is a node's GPUs as the checkers and rankers read them.
@@ -50,28 +83,40 @@ type classFree struct {
 	free  []int // ascending
 }
 
-type freeKey struct {
-	fabric      string
-	total, free int
-}
-
 // NewFleet prepares s for placements. s is not modified.
 func NewFleet(s Snapshot) *Fleet {
 	f := &Fleet{
 		sc:       Default(),
 		nodes:    slices.Clone(s.Nodes),
 		index:    make(map[string]int, len(s.Nodes)),
-		byFree:   map[freeKey][]int{},
-		byFabric: map[freeKey][]int{},
 		byModel:  map[string][]int{},
 		bySource: map[string][]int{},
 	}
 	if !slices.IsSortedFunc(f.nodes, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) }) {
 		slices.SortStableFunc(f.nodes, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
 	}
-	f.ptrs = make([]*Node, len(f.nodes))
-	f.state = make([]nodeState, len(f.nodes))
-	f.owned = make([]bool, len(f.nodes))
+	n := len(f.nodes)
+	f.ptrs = make([]*Node, n)
+	f.state = make([]nodeState, n)
+	f.owned = make([]bool, n)
+	f.fabric = make([]int, n)
+	f.local = make([]int, n)
+	f.all = scope{members: make([]int, n), byKey: map[freeKey]*freeGroup{}}
+	byName := map[string]int{}
+	for i := range f.nodes {
+		f.all.members[i] = i
+		f.fabric[i] = -1
+		if name := f.nodes[i].Fabric; name != "" {
+			k, ok := byName[name]
+			if !ok {
+				k = len(f.fabrics)
+				byName[name] = k
+				f.fabrics = append(f.fabrics, &scope{byKey: map[freeKey]*freeGroup{}})
+			}
+			f.fabric[i], f.local[i] = k, len(f.fabrics[k].members)
+			f.fabrics[k].members = append(f.fabrics[k].members, i)
+		}
+	}
 	for i := range f.nodes {
 		n := &f.nodes[i]
 		f.ptrs[i] = n
@@ -148,13 +193,17 @@ func (st *nodeState) pick(p spec.Profile) ([]int, bool) {
 // bucket adds (or removes) node i to the groups of its current state.
 func (f *Fleet) bucket(i int, add bool) {
 	st := &f.state[i]
-	keys := [2]freeKey{{total: st.total, free: st.free}, {fabric: f.nodes[i].Fabric, total: st.total, free: st.free}}
-	for k, m := range []map[freeKey][]int{f.byFree, f.byFabric} {
-		if add {
-			m[keys[k]] = insertSorted(m[keys[k]], i)
+	k := freeKey{total: st.total, free: st.free}
+	set := func(sc *scope, j int) {
+		if g := sc.group(k); add {
+			g.set.add(j)
 		} else {
-			m[keys[k]] = removeSorted(m[keys[k]], i)
+			g.set.remove(j)
 		}
+	}
+	set(&f.all, i)
+	if fab := f.fabric[i]; fab >= 0 {
+		set(f.fabrics[fab], f.local[i])
 	}
 }
 
@@ -164,14 +213,6 @@ func insertSorted(l []int, i int) []int {
 		return l
 	}
 	return slices.Insert(l, j, i)
-}
-
-func removeSorted(l []int, i int) []int {
-	j, found := slices.BinarySearch(l, i)
-	if !found {
-		return l
-	}
-	return slices.Delete(l, j, j+1)
 }
 
 // Snapshot returns the fleet as it now is, nodes sorted by ID. Later
@@ -244,14 +285,7 @@ func (f *Fleet) Place(d Demand) Plan {
 // other scores are equal) the first feasible nodes by ID.
 func (f *Fleet) choose(d Demand, p spec.Profile) []candidate {
 	want := p.Shards()
-	groups := f.byFree
-	if want > 1 {
-		groups = f.byFabric
-	}
-	var cands []candidate
-	seen := func(i int) bool {
-		return slices.ContainsFunc(cands, func(c candidate) bool { return c.node == &f.nodes[i] })
-	}
+	cands := f.cands[:0]
 	consider := func(i int) bool {
 		if !f.feasible(i, p, d) {
 			return false
@@ -264,32 +298,47 @@ func (f *Fleet) choose(d Demand, p spec.Profile) []candidate {
 		n := &f.nodes[i]
 		return n.Replicas[d.Model] > 0 || (d.Source != "" && slices.Contains(n.ModelsPresent, d.Source))
 	}
-	for _, i := range f.byModel[d.Model] {
+	// The nodes set apart, once each: the union of two ascending lists.
+	byModel, bySource := f.byModel[d.Model], []int(nil)
+	if d.Source != "" {
+		bySource = f.bySource[d.Source]
+	}
+	for len(byModel) > 0 || len(bySource) > 0 {
+		var i int
+		switch {
+		case len(bySource) == 0 || (len(byModel) > 0 && byModel[0] < bySource[0]):
+			i, byModel = byModel[0], byModel[1:]
+		case len(byModel) == 0 || bySource[0] < byModel[0]:
+			i, bySource = bySource[0], bySource[1:]
+		default:
+			i, byModel, bySource = byModel[0], byModel[1:], bySource[1:]
+		}
 		consider(i)
 	}
-	if d.Source != "" {
-		for _, i := range f.bySource[d.Source] {
-			if !seen(i) {
-				consider(i)
-			}
-		}
+	scopes := []*scope{&f.all}
+	if want > 1 {
+		scopes = f.fabrics
 	}
-	for k, l := range groups {
-		if k.free < p.TP || (want > 1 && k.fabric == "") {
-			continue
-		}
-		taken := 0
-		for _, i := range l {
-			if special(i) {
+	for _, sc := range scopes {
+		for _, g := range sc.groups {
+			if g.free < p.TP {
 				continue
 			}
-			if consider(i) {
-				if taken++; taken == want {
-					break
+			taken := 0
+			for j := g.set.next(0); j >= 0; j = g.set.next(j + 1) {
+				i := sc.members[j]
+				if special(i) {
+					continue
+				}
+				if consider(i) {
+					if taken++; taken == want {
+						break
+					}
 				}
 			}
 		}
 	}
+	f.cands = cands
 	slices.SortFunc(cands, func(a, b candidate) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
 			return c
