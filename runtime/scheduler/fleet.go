@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
@@ -26,35 +27,53 @@ type Fleet struct {
 	index map[string]int
 	state []nodeState
 	owned []bool
-	// all groups every node by (total GPUs, free GPUs); fabrics groups the
-	// nodes of each fabric alike, for multi-node profiles, and fabric and
-	// local say where node i is among them (fabric -1 for none).
+	// all groups every node by (total GPUs, free GPUs); fabrics, sorted by
+	// name, group the nodes of each fabric alike, for multi-node profiles,
+	// and fabric and local say where node i is among them (fabric -1 for
+	// none).
 	all     scope
 	fabrics []*scope
 	fabric  []int
 	local   []int
+	// maxRate is the fastest link of any fabric. prune is false when a
+	// node's link rate is NaN, which no bound orders: every fabric with
+	// candidates is then evaluated.
+	maxRate float64
+	prune   bool
 	// byModel and bySource list the positions (ascending) of nodes that
 	// hold replicas of a model, or weights from a source: the only nodes
 	// the spread and weights-present rankers tell apart.
 	byModel  map[string][]int
 	bySource map[string][]int
-	// cands is choose's buffer, kept between calls.
-	cands []candidate
+	// Buffers kept between calls of choose, and the call that last
+	// evaluated each fabric.
+	cands, fabCands, best []candidate
+	tiers                 []*freeGroup
+	evaluated             []uint64
+	call                  uint64
 }
 
 // scope is a set of nodes grouped by (total GPUs, free GPUs): within a
 // group the default rankers score alike every node the spread and
 // weights-present rankers do not set apart.
 type scope struct {
-	members []int // node positions, ascending; a group holds indices into it
-	groups  []*freeGroup
-	byKey   map[freeKey]*freeGroup
+	members  []int   // node positions, ascending; a group holds indices into it
+	maxRate  float64 // a fabric's fastest link
+	nFabrics int     // the all scope's: how many fabrics its groups index
+	groups   []*freeGroup
+	byKey    map[freeKey]*freeGroup
 }
 
 // freeGroup is the members of a scope with total GPUs and free of them free.
 type freeGroup struct {
 	freeKey
 	set idSet
+	// fabrics, in the all scope's groups, holds every fabric whose own
+	// group of this key has a member.
+	fabrics idSet
+	// score is a member's score for the profile being placed, when the
+	// spread and weights-present rankers do not set it apart.
+	score float64
 }
 
 type freeKey struct{ total, free int }
@@ -63,7 +82,7 @@ type freeKey struct{ total, free int }
 func (sc *scope) group(k freeKey) *freeGroup {
 	g := sc.byKey[k]
 	if g == nil {
-		g = &freeGroup{freeKey: k, set: newIDSet(len(sc.members))}
+		g = &freeGroup{freeKey: k, set: newIDSet(len(sc.members)), fabrics: newIDSet(sc.nFabrics)}
 		sc.byKey[k] = g
 		sc.groups = append(sc.groups, g)
 	}
@@ -101,20 +120,42 @@ func NewFleet(s Snapshot) *Fleet {
 	f.owned = make([]bool, n)
 	f.fabric = make([]int, n)
 	f.local = make([]int, n)
-	f.all = scope{members: make([]int, n), byKey: map[freeKey]*freeGroup{}}
-	byName := map[string]int{}
+	var names []string
+	for i := range f.nodes {
+		if name := f.nodes[i].Fabric; name != "" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	f.fabrics = make([]*scope, len(names))
+	for k := range f.fabrics {
+		f.fabrics[k] = &scope{byKey: map[freeKey]*freeGroup{}}
+	}
+	f.evaluated = make([]uint64, len(names))
+	f.all = scope{members: make([]int, n), nFabrics: len(names), byKey: map[freeKey]*freeGroup{}}
+	f.prune = true
 	for i := range f.nodes {
 		f.all.members[i] = i
 		f.fabric[i] = -1
-		if name := f.nodes[i].Fabric; name != "" {
-			k, ok := byName[name]
-			if !ok {
-				k = len(f.fabrics)
-				byName[name] = k
-				f.fabrics = append(f.fabrics, &scope{byKey: map[freeKey]*freeGroup{}})
-			}
-			f.fabric[i], f.local[i] = k, len(f.fabrics[k].members)
-			f.fabrics[k].members = append(f.fabrics[k].members, i)
+		name, rate := f.nodes[i].Fabric, f.nodes[i].FabricRateGbps
+		if name == "" {
+			continue
+		}
+		k, _ := slices.BinarySearch(names, name)
+		sc := f.fabrics[k]
+		if len(sc.members) == 0 || rate > sc.maxRate {
+			sc.maxRate = rate
+		}
+		if math.IsNaN(rate) {
+			f.prune = false
+		}
+		f.fabric[i], f.local[i] = k, len(sc.members)
+		sc.members = append(sc.members, i)
+	}
+	for k, sc := range f.fabrics {
+		if k == 0 || sc.maxRate > f.maxRate {
+			f.maxRate = sc.maxRate
 		}
 	}
 	for i := range f.nodes {
@@ -194,16 +235,26 @@ func (st *nodeState) pick(p spec.Profile) ([]int, bool) {
 func (f *Fleet) bucket(i int, add bool) {
 	st := &f.state[i]
 	k := freeKey{total: st.total, free: st.free}
-	set := func(sc *scope, j int) {
-		if g := sc.group(k); add {
-			g.set.add(j)
-		} else {
-			g.set.remove(j)
+	g := f.all.group(k)
+	fab := f.fabric[i]
+	if add {
+		g.set.add(i)
+		if fab >= 0 {
+			fg := f.fabrics[fab].group(k)
+			if fg.set.empty() {
+				g.fabrics.add(fab)
+			}
+			fg.set.add(f.local[i])
 		}
+		return
 	}
-	set(&f.all, i)
-	if fab := f.fabric[i]; fab >= 0 {
-		set(f.fabrics[fab], f.local[i])
+	g.set.remove(i)
+	if fab >= 0 {
+		fg := f.fabrics[fab].group(k)
+		fg.set.remove(f.local[i])
+		if fg.set.empty() {
+			g.fabrics.remove(fab)
+		}
 	}
 }
 
@@ -285,19 +336,7 @@ func (f *Fleet) Place(d Demand) Plan {
 // other scores are equal) the first feasible nodes by ID.
 func (f *Fleet) choose(d Demand, p spec.Profile) []candidate {
 	want := p.Shards()
-	cands := f.cands[:0]
-	consider := func(i int) bool {
-		if !f.feasible(i, p, d) {
-			return false
-		}
-		gpus, _ := f.state[i].pick(p)
-		cands = append(cands, candidate{node: &f.nodes[i], gpus: gpus, score: f.score(i, p, d)})
-		return true
-	}
-	special := func(i int) bool {
-		n := &f.nodes[i]
-		return n.Replicas[d.Model] > 0 || (d.Source != "" && slices.Contains(n.ModelsPresent, d.Source))
-	}
+	f.cands = f.cands[:0]
 	// The nodes set apart, once each: the union of two ascending lists.
 	byModel, bySource := f.byModel[d.Model], []int(nil)
 	if d.Source != "" {
@@ -313,50 +352,183 @@ func (f *Fleet) choose(d Demand, p spec.Profile) []candidate {
 		default:
 			i, byModel, bySource = byModel[0], byModel[1:], bySource[1:]
 		}
-		consider(i)
+		f.cands = f.consider(f.cands, i, p, d)
 	}
-	scopes := []*scope{&f.all}
-	if want > 1 {
-		scopes = f.fabrics
-	}
-	for _, sc := range scopes {
-		for _, g := range sc.groups {
-			if g.free < p.TP {
-				continue
+	var chosen []candidate
+	if want == 1 {
+		for _, g := range f.all.groups {
+			if g.free >= p.TP {
+				f.cands = f.firstFeasible(f.cands, &f.all, g, 1, p, d)
 			}
-			taken := 0
-			for j := g.set.next(0); j >= 0; j = g.set.next(j + 1) {
-				i := sc.members[j]
-				if special(i) {
-					continue
-				}
-				if consider(i) {
-					if taken++; taken == want {
-						break
-					}
+		}
+		sortCandidates(f.cands)
+		if len(f.cands) > 0 {
+			chosen = f.cands[:1]
+		}
+	} else {
+		chosen = f.chooseFabric(d, p, want)
+	}
+	for j := range chosen {
+		chosen[j].gpus = slices.Clone(chosen[j].gpus)
+	}
+	return chosen
+}
+
+// chooseFabric is chooseFabric over the candidates choose would gather for
+// a multi-node profile, evaluating as few fabrics as decide it: every
+// fabric holding a node set apart (f.cands), then the others best bound
+// first. A fabric whose best group's members score s can score at most
+// want copies of s averaged, its link rate is at most its fastest link's,
+// and ties go to the lower name: once no fabric left can beat the best by
+// that bound, the best is the one chooseFabric picks.
+func (f *Fleet) chooseFabric(d Demand, p spec.Profile, want int) []candidate {
+	f.call++
+	best, bestFab := f.best[:0], -1
+	var bestScore, bestRate float64
+	evaluate := func(k int, special []candidate) {
+		f.evaluated[k] = f.call
+		fc := append(f.fabCands[:0], special...)
+		sc := f.fabrics[k]
+		for _, g := range sc.groups {
+			if g.free >= p.TP {
+				fc = f.firstFeasible(fc, sc, g, want, p, d)
+			}
+		}
+		f.fabCands = fc
+		if len(fc) < want {
+			return
+		}
+		sortCandidates(fc)
+		score, rate := fabricMerit(fc[:want])
+		if bestFab < 0 || score > bestScore || (score == bestScore && (rate > bestRate || (rate == bestRate && k < bestFab))) {
+			best, bestFab, bestScore, bestRate = append(best[:0], fc[:want]...), k, score, rate
+		}
+	}
+	if !f.prune {
+		// chooseFabric itself, over the candidates of every fabric.
+		for _, sc := range f.fabrics {
+			for _, g := range sc.groups {
+				if g.free >= p.TP {
+					f.cands = f.firstFeasible(f.cands, sc, g, want, p, d)
 				}
 			}
 		}
+		sortCandidates(f.cands)
+		return chooseFabric(f.cands, want)
 	}
-	f.cands = cands
+	// The fabrics of the nodes set apart (feasible ones all have one).
+	special := f.cands
+	slices.SortStableFunc(special, func(a, b candidate) int { return cmp.Compare(f.fabric[a.at], f.fabric[b.at]) })
+	for j := 0; j < len(special); {
+		k, e := f.fabric[special[j].at], j+1
+		for e < len(special) && f.fabric[special[e].at] == k {
+			e++
+		}
+		evaluate(k, special[j:e])
+		j = e
+	}
+	// The others by tiers of groups whose members score alike, best first.
+	tiers := f.tiers[:0]
+	for _, g := range f.all.groups {
+		if g.free >= p.TP && !g.fabrics.empty() {
+			g.score = groupScore(g.total, g.free, p.TP)
+			tiers = append(tiers, g)
+		}
+	}
+	slices.SortFunc(tiers, func(a, b *freeGroup) int { return cmp.Compare(b.score, a.score) })
+	f.tiers = tiers
+	for t := 0; t < len(tiers); {
+		e := t + 1
+		for e < len(tiers) && tiers[e].score == tiers[t].score {
+			e++
+		}
+		tier := tiers[t:e]
+		t = e
+		var sum float64
+		for range want {
+			sum += tier[0].score
+		}
+		bound := sum / float64(want) // as fabricMerit averages
+		if bestFab >= 0 && bound < bestScore {
+			break // every later tier's bound is at most this one
+		}
+		for k := nextFabric(tier, 0); k >= 0; k = nextFabric(tier, k+1) {
+			if f.evaluated[k] == f.call {
+				continue
+			}
+			rate := f.fabrics[k].maxRate
+			if bestFab >= 0 && bound <= bestScore && (bound < bestScore || rate < bestRate || (rate == bestRate && k > bestFab)) {
+				if bound < bestScore || (f.maxRate <= bestRate && k > bestFab) {
+					break // no later fabric of the tier can beat the best
+				}
+				continue
+			}
+			evaluate(k, nil)
+		}
+	}
+	return f.keepBest(best, bestFab)
+}
+
+// keepBest keeps best's array for the next call and returns best, nil when
+// no fabric placed.
+func (f *Fleet) keepBest(best []candidate, fab int) []candidate {
+	f.best = best
+	if fab < 0 {
+		return nil
+	}
+	return best
+}
+
+// nextFabric returns the lowest fabric at or after k with a member in any of
+// the groups, or -1.
+func nextFabric(groups []*freeGroup, k int) int {
+	next := -1
+	for _, g := range groups {
+		if j := g.fabrics.next(k); j >= 0 && (next < 0 || j < next) {
+			next = j
+		}
+	}
+	return next
+}
+
+// firstFeasible appends to cands the first want feasible members of group g
+// of sc, by ID, that the spread and weights-present rankers do not set
+// apart (choose takes those separately).
+func (f *Fleet) firstFeasible(cands []candidate, sc *scope, g *freeGroup, want int, p spec.Profile, d Demand) []candidate {
+	taken := 0
+	for j := g.set.next(0); j >= 0; j = g.set.next(j + 1) {
+		i := sc.members[j]
+		n := &f.nodes[i]
+		if n.Replicas[d.Model] > 0 || (d.Source != "" && slices.Contains(n.ModelsPresent, d.Source)) {
+			continue
+		}
+		before := len(cands)
+		if cands = f.consider(cands, i, p, d); len(cands) > before {
+			if taken++; taken == want {
+				break
+			}
+		}
+	}
+	return cands
+}
+
+// consider appends node i to cands when it is feasible.
+func (f *Fleet) consider(cands []candidate, i int, p spec.Profile, d Demand) []candidate {
+	if !f.feasible(i, p, d) {
+		return cands
+	}
+	gpus, _ := f.state[i].pick(p)
+	return append(cands, candidate{node: &f.nodes[i], at: i, gpus: gpus, score: f.score(i, p, d)})
+}
+
+// sortCandidates puts candidates in rank order: score, then ID.
+func sortCandidates(cands []candidate) {
 	slices.SortFunc(cands, func(a, b candidate) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.node.ID, b.node.ID)
 	})
-	var chosen []candidate
-	if want == 1 {
-		if len(cands) > 0 {
-			chosen = cands[:1]
-		}
-	} else {
-		chosen = chooseFabric(cands, want)
-	}
-	for j := range chosen {
-		chosen[j].gpus = slices.Clone(chosen[j].gpus)
-	}
-	return chosen
 }
 
 // feasible is the default checker chain's verdict on node i, without the
@@ -390,14 +562,27 @@ func (f *Fleet) feasible(i int, p spec.Profile, d Demand) bool {
 // as Scheduler.score computes it.
 func (f *Fleet) score(i int, p spec.Profile, d Demand) float64 {
 	n, st := &f.nodes[i], &f.state[i]
+	return fleetScore(st.total, st.free, p.TP, WeightsPresentRanker{}.Score(n, p, d, nil), SpreadRanker{}.Score(n, p, d, nil))
+}
+
+// groupScore is the score of a node with total GPUs, free of them free,
+// that neither holds the weights nor runs a replica of the model.
+func groupScore(total, free, tp int) float64 {
+	return fleetScore(total, free, tp, 0, 1)
+}
+
+// fleetScore is the mean of the default rankers' scores for a GPU profile
+// of tp GPUs: bin-pack's from the node's GPUs, and the weights-present and
+// spread rankers' own.
+func fleetScore(total, free, tp int, weights, spread float64) float64 {
 	var binpack float64
-	if st.total > 0 {
-		binpack = clamp01(1 - float64(st.free-p.TP)/float64(st.total))
+	if total > 0 {
+		binpack = clamp01(1 - float64(free-tp)/float64(total))
 	}
 	var sum float64
 	sum += clamp01(binpack)
-	sum += clamp01(WeightsPresentRanker{}.Score(n, p, d, nil))
-	sum += clamp01(SpreadRanker{}.Score(n, p, d, nil))
+	sum += clamp01(weights)
+	sum += clamp01(spread)
 	return sum / 3
 }
 

@@ -58,13 +58,13 @@ func (s *idSet) empty() bool {
 
 // next returns the smallest member at or after i, or -1.
 func (s *idSet) next(i int) int {
-	return s.nextAt(0, i)
+	return s.nextAt(0, max(i, 0))
 }
 
 func (s *idSet) nextAt(level, i int) int {
 	l := s.levels[level]
 	w := i >> 6
-	if i < 0 || w >= len(l) {
+	if w >= len(l) {
 		return -1
 	}
 	if m := l[w] >> (i & 63); m != 0 {

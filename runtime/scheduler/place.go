@@ -81,6 +81,7 @@ func orderProfiles(ps []spec.Profile) []spec.Profile {
 // candidate is a feasible node with the GPUs a shard would take on it.
 type candidate struct {
 	node  *Node
+	at    int // the node's position in a Fleet
 	gpus  []int
 	score float64
 }
@@ -237,18 +238,24 @@ func chooseFabric(feasible []candidate, want int) []candidate {
 			continue
 		}
 		cs = cs[:want]
-		var sum float64
-		rate := cs[0].node.FabricRateGbps
-		for _, c := range cs {
-			sum += c.score
-			rate = min(rate, c.node.FabricRateGbps)
-		}
-		score := sum / float64(want)
+		score, rate := fabricMerit(cs)
 		if best == nil || score > bestScore || (score == bestScore && rate > bestRate) {
 			best, bestScore, bestRate = cs, score, rate
 		}
 	}
 	return best
+}
+
+// fabricMerit is what chooseFabric compares fabrics by: the mean score of
+// the chosen candidates and the slowest of their links.
+func fabricMerit(cs []candidate) (score, rate float64) {
+	var sum float64
+	rate = cs[0].node.FabricRateGbps
+	for _, c := range cs {
+		sum += c.score
+		rate = min(rate, c.node.FabricRateGbps)
+	}
+	return sum / float64(len(cs)), rate
 }
 
 // validateProfile returns what is wrong with p, or "" when nothing is: the
