@@ -998,8 +998,14 @@ type Model struct {
 	// Output only: "config" for models declared in server.yaml (not editable
 	// through this API), "api" for models stored by this API.
 	Origin string `protobuf:"bytes,9,opt,name=origin,proto3" json:"origin,omitempty"`
-	// Output only: a hash of the definition; replicas placed for another
-	// generation are rolled.
+	// Output only: a hash over what each profile's replicas are built from
+	// (the model's name, source and context length, and the profile's
+	// engine, tp, nodes, args, env and launch mode). It changes when any
+	// profile's replicas would be rebuilt or a profile is added or removed;
+	// a running replica is rolled only when its own profile's part changed
+	// (Replica.stale). Aliases, pricing, scaling, max_output, rollout and a
+	// profile's weight, priority, startup timeout and placement constraints
+	// are not in it.
 	Generation string `protobuf:"bytes,10,opt,name=generation,proto3" json:"generation,omitempty"`
 	// Output only.
 	Status *ModelStatus `protobuf:"bytes,11,opt,name=status,proto3" json:"status,omitempty"`
@@ -1227,8 +1233,9 @@ type ModelStatus struct {
 	// Live replicas of an older generation, or on a draining node, waiting
 	// for their replacements.
 	ReplicasOutdated int32 `protobuf:"varint,7,opt,name=replicas_outdated,json=replicasOutdated,proto3" json:"replicas_outdated,omitempty"`
-	// Live replicas placed for an earlier generation of the model: their
-	// profile changed since (engine, args, source, tp, ...). They serve until
+	// Live replicas built from an earlier definition: their own profile's
+	// build fields (engine, args, tp, ...) or the model's source, name or
+	// context length changed since. They serve until
 	// replaced, one at a time; with rollout "manual" only once RolloutModel
 	// is called.
 	ReplicasStale int32 `protobuf:"varint,8,opt,name=replicas_stale,json=replicasStale,proto3" json:"replicas_stale,omitempty"`
@@ -1731,15 +1738,22 @@ type Replica struct {
 	Model   string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	Profile string                 `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
 	// starting | ready | failed | stopping
-	State           string   `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
-	Error           string   `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	Fabric          string   `protobuf:"bytes,6,opt,name=fabric,proto3" json:"fabric,omitempty"`
-	ShardsExpected  int32    `protobuf:"varint,7,opt,name=shards_expected,json=shardsExpected,proto3" json:"shards_expected,omitempty"`
-	Shards          []*Shard `protobuf:"bytes,8,rep,name=shards,proto3" json:"shards,omitempty"`
-	CreatedUnixMs   int64    `protobuf:"varint,9,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
-	ModelGeneration string   `protobuf:"bytes,10,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	State          string   `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	Error          string   `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Fabric         string   `protobuf:"bytes,6,opt,name=fabric,proto3" json:"fabric,omitempty"`
+	ShardsExpected int32    `protobuf:"varint,7,opt,name=shards_expected,json=shardsExpected,proto3" json:"shards_expected,omitempty"`
+	Shards         []*Shard `protobuf:"bytes,8,rep,name=shards,proto3" json:"shards,omitempty"`
+	CreatedUnixMs  int64    `protobuf:"varint,9,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	// A hash of what this replica was built from: the model's build fields
+	// and those of its own profile.
+	ModelGeneration string `protobuf:"bytes,10,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
+	// The replica was built otherwise than its model now asks: its own
+	// profile's build fields (or the model's) changed since it was placed,
+	// or the profile is gone. It serves until replaced (with rollout
+	// "manual", until RolloutModel).
+	Stale         bool `protobuf:"varint,11,opt,name=stale,proto3" json:"stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Replica) Reset() {
@@ -1840,6 +1854,13 @@ func (x *Replica) GetModelGeneration() string {
 		return x.ModelGeneration
 	}
 	return ""
+}
+
+func (x *Replica) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
 }
 
 type Shard struct {
@@ -6278,7 +6299,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x13ListReplicasRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"L\n" +
 	"\x14ListReplicasResponse\x124\n" +
-	"\breplicas\x18\x01 \x03(\v2\x18.llmgw.manage.v1.ReplicaR\breplicas\"\xb9\x02\n" +
+	"\breplicas\x18\x01 \x03(\v2\x18.llmgw.manage.v1.ReplicaR\breplicas\"\xcf\x02\n" +
 	"\aReplica\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x18\n" +
@@ -6290,7 +6311,8 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x06shards\x18\b \x03(\v2\x16.llmgw.manage.v1.ShardR\x06shards\x12&\n" +
 	"\x0fcreated_unix_ms\x18\t \x01(\x03R\rcreatedUnixMs\x12)\n" +
 	"\x10model_generation\x18\n" +
-	" \x01(\tR\x0fmodelGeneration\"\xef\x01\n" +
+	" \x01(\tR\x0fmodelGeneration\x12\x14\n" +
+	"\x05stale\x18\v \x01(\bR\x05stale\"\xef\x01\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12\x12\n" +

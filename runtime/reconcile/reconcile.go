@@ -262,15 +262,17 @@ func (r *Reconciler) Pass() {
 	}
 }
 
-// followRouting gives a running replica the routing weight and priority of
-// the catalog's current profile of the same name. Those two are left out of
-// spec.Generation, so editing them rolls nothing: the replica keeps running
-// and the router weighs it by the new weight from this pass on (an adopted
-// replica, rebuilt from what its agents echoed, is corrected the same way).
+// followRouting gives a running replica every field of the catalog's
+// current profile of the same name that it is not built from (weight,
+// priority, startup timeout, placement constraints: spec.FollowProfile).
+// Those are left out of its generation, so editing them rolls nothing: the
+// replica keeps running and the router weighs it by the new weight from
+// this pass on (an adopted replica, rebuilt from what its agents echoed, is
+// corrected the same way).
 func followRouting(rep *fleet.Replica, e models.Entry) {
 	for _, p := range e.Model.Profiles {
 		if p.Name == rep.Profile.Name {
-			rep.Profile.Weight, rep.Profile.Priority = p.Weight, p.Priority
+			rep.Profile = spec.FollowProfile(rep.Profile, p)
 			return
 		}
 	}
@@ -340,7 +342,7 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 		// replica that was ready before and is being replaced off a
 		// draining or silent node, must not hide that every replacement
 		// fails.
-		if rep.State == fleet.ReplicaReady && !r.readySeen[rep.ID] && rep.Generation == byName[rep.Model].Generation {
+		if e := byName[rep.Model]; rep.State == fleet.ReplicaReady && !r.readySeen[rep.ID] && !e.Stale(rep.Profile.Name, rep.Generation) {
 			r.backoffMu.Lock()
 			if b, ok := r.backoff[rep.Model]; ok && b.failures > 0 {
 				b.failures = 0
@@ -504,7 +506,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		if rep.Model != e.Model.Name || !rep.Live() {
 			continue
 		}
-		if rep.Generation == e.Generation && !onDrainingNode(tx, rep) {
+		if !e.Stale(rep.Profile.Name, rep.Generation) && !onDrainingNode(tx, rep) {
 			current = append(current, rep)
 			if rep.State == fleet.ReplicaReady {
 				currentReady = append(currentReady, rep)
@@ -558,7 +560,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	owed := r.owed[e.Model.Name]
 	lostOld := 0
 	for _, rep := range old {
-		if onSilentNode(tx, rep) || (rep.Generation == e.Generation && onDrainingNode(tx, rep)) {
+		if onSilentNode(tx, rep) || (!e.Stale(rep.Profile.Name, rep.Generation) && onDrainingNode(tx, rep)) {
 			lostOld++
 			if b.at.Before(r.lostSince(rep)) {
 				owed++
@@ -642,13 +644,15 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 }
 
 // RequestRollout asks for the stale replicas of a model whose rollout is
-// manual to be replaced, one at a time, by replicas of generation (the
-// model's current one). It returns the ids of the live replicas of another
-// generation, the ones that will be replaced.
-func (r *Reconciler) RequestRollout(model, generation string) []string {
+// manual to be replaced, one at a time, by replicas of e, the model's
+// current definition. It returns the ids of the live replicas that e calls
+// stale (their own profile changed since they were placed), the ones that
+// will be replaced.
+func (r *Reconciler) RequestRollout(e models.Entry) []string {
+	model, generation := e.Model.Name, e.Generation
 	var stale []string
 	for _, rep := range r.opts.Fleet.Replicas() {
-		if rep.Model == model && rep.Live() && rep.Generation != generation {
+		if rep.Model == model && rep.Live() && e.Stale(rep.Profile.Name, rep.Generation) {
 			stale = append(stale, rep.ID)
 		}
 	}
@@ -702,7 +706,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		ID:         newID("r"),
 		Model:      e.Model.Name,
 		Profile:    plan.Profile,
-		Generation: e.Generation,
+		Generation: e.ReplicaGeneration(plan.Profile.Name),
 		Fabric:     plan.Fabric,
 		Created:    now,
 	}
@@ -727,7 +731,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 			GpuIndices:      gpus,
 			Fabric:          plan.Fabric,
 			ContextLength:   int32(e.Model.ContextLength),
-			ModelGeneration: e.Generation,
+			ModelGeneration: rep.Generation,
 			Profile:         profile,
 		}
 		if fetched {
