@@ -45,6 +45,42 @@ resource "llmgw_model" "m" {
 `, contextLength, maxOutput, rollout)
 }
 
+// planModelTFTwoProfiles is planModelTF(8192, 2048) with placement and
+// serving edits: a second profile (cpu, with args cpuArgs, tried after
+// h100), h100's weight, pricing and scaling.max.
+func planModelTFTwoProfiles(cpuArgs string) string {
+	return fmt.Sprintf(`terraform {
+  required_providers {
+    llmgw = { source = "llmgw/llmgw" }
+  }
+}
+
+provider "llmgw" {}
+
+resource "llmgw_model" "m" {
+  name           = "tf-roll"
+  source         = "sim://roll"
+  context_length = 8192
+  max_output     = 2048
+  pricing        = { prompt_per_1k = 0.5, completion_per_1k = 1 }
+  scaling        = { min = 1, max = 2 }
+  profiles = [{
+    name            = "h100"
+    engine          = "sim"
+    gpu_class       = "h100-80g"
+    tp              = 1
+    weight          = 3
+    priority        = 10
+    startup_timeout = "1m"
+  }, {
+    name   = "cpu"
+    engine = "sim"
+    args   = [%q]
+  }]
+}
+`, cpuArgs)
+}
+
 // TestAccModelPlanSaysRollout is issue 18's item 4, with the real terraform
 // CLI's plan text as a CI job shows it: a max_output change says no running
 // replica restarts; a context_length change warns that the running replica
@@ -68,11 +104,32 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 
 	write(planModelTF(8192, 2048))
 	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
-	if !strings.Contains(out, `rollout_plan   = "new model: 1 replica to place`) && !regexp.MustCompile(`~ rollout_plan\s+= "new model: [^"]*" -> "no running replica restarts \(the change keeps the generation\)"`).MatchString(out) {
+	if !strings.Contains(out, `rollout_plan   = "new model: 1 replica to place`) && !regexp.MustCompile(`~ rollout_plan\s+= "new model: [^"]*" -> "no running replica restarts \(the change keeps what they are built from\)"`).MatchString(out) {
 		t.Errorf("the plan of a max_output change does not say that nothing restarts:\n%s", out)
 	}
 	if strings.Contains(out, "will be replaced") {
 		t.Errorf("the plan of a max_output change warns of a replacement:\n%s", out)
+	}
+
+	// A profile added, h100's weight, pricing and scaling.max: the running
+	// h100 replica is built as before, so nothing restarts and nothing
+	// warns; nor does an edit of the cpu profile's args once applied.
+	write(planModelTFTwoProfiles("--decode-tps=5"))
+	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
+	if !regexp.MustCompile(`rollout_plan\s+= "[^"]*" -> "no running replica restarts \(the change keeps what they are built from\)"`).MatchString(out) {
+		t.Errorf("the plan of an added profile, a weight, pricing and scaling.max does not say that nothing restarts:\n%s", out)
+	}
+	if strings.Contains(out, "Warning") {
+		t.Errorf("the plan of a placement-only change warns:\n%s", out)
+	}
+	tf.Run(0, "apply", "-input=false", "-auto-approve", "-no-color")
+	write(planModelTFTwoProfiles("--decode-tps=50"))
+	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
+	if !regexp.MustCompile(`rollout_plan\s+= "[^"]*" -> "no running replica restarts \(profile cpu changes, which no running replica uses\)"`).MatchString(out) {
+		t.Errorf("the plan of an edit of a profile no replica uses does not say that nothing restarts:\n%s", out)
+	}
+	if strings.Contains(out, "Warning") {
+		t.Errorf("the plan of an edit of a profile no replica uses warns:\n%s", out)
 	}
 
 	write(planModelTF(16384, 2048))

@@ -10,9 +10,10 @@ import (
 )
 
 // A field's role says whether changing it restarts a running replica. Every
-// field of Model and Profile is classified in modelRoles or profileRoles
-// (TestEveryFieldHasARole fails for one that is not), so a new field cannot
-// roll replicas, or fail to, by accident.
+// field of Model and Profile is classified in modelRoles or profileRoles,
+// declared in model.go under each type (TestEveryFieldHasARole fails for a
+// field that is not), so a new field cannot roll replicas, or fail to, by
+// accident.
 type fieldRole int
 
 const (
@@ -26,46 +27,18 @@ const (
 	// keeps its node and GPUs.
 	rolePlacement
 	// roleServing: read live by the gateway, the router or the reconciler
-	// (routing, limits, pricing, replica count, start supervision). A
-	// change takes effect on running replicas without restarting them.
+	// (routing, limits, pricing, replica count). A change takes effect on
+	// running replicas without restarting them.
 	roleServing
+	// roleStart: given to a replica's agents when it is placed, to
+	// supervise its start. A change applies to replicas placed from then
+	// on; a running one keeps what its agents were given.
+	roleStart
 	// roleOwnProfile: Model.Profiles. A replica is built from its own
 	// profile only: adding, removing or editing another profile leaves it
 	// alone.
 	roleOwnProfile
 )
-
-// modelRoles classifies each field of Model.
-var modelRoles = map[string]fieldRole{
-	"Name":           roleBuild,   // the engine serves the model under it (--served-model-name, --alias)
-	"Aliases":        roleServing, // resolved by the gateway; requests are forwarded under Name
-	"Source":         roleBuild,   // the weights the engine loads
-	"RoutingProfile": roleServing, // the router's policy
-	"ContextLength":  roleBuild,   // passed to the engine (--max-model-len, --ctx-size)
-	"MaxOutput":      roleServing, // enforced by the gateway on each request
-	"Pricing":        roleServing, // charged by the gateway
-	"Scaling":        roleServing, // the reconciler's replica count
-	"Profiles":       roleOwnProfile,
-	"Rollout":        roleServing, // the reconciler's rollout policy
-}
-
-// profileRoles classifies each field of Profile.
-var profileRoles = map[string]fieldRole{
-	"Name":           roleBuild,     // the replica's identity: a renamed profile is another one
-	"Engine":         roleBuild,     // the program started
-	"GPUClass":       rolePlacement, // which GPUs new replicas take
-	"TP":             roleBuild,     // GPUs per shard, --tensor-parallel-size
-	"Nodes":          roleBuild,     // shards per replica, the engine's world size
-	"Weight":         roleServing,   // the router's share, followed by running replicas
-	"Priority":       rolePlacement, // the order profiles are tried in
-	"StartupTimeout": roleServing,   // how long the control plane waits for a start
-	"MinMemoryGB":    rolePlacement,
-	"MinDiskGB":      rolePlacement,
-	"Labels":         rolePlacement,
-	"Args":           roleBuild, // the engine's extra arguments
-	"Env":            roleBuild, // the engine's extra environment
-	"LaunchMode":     roleBuild, // vLLM's executor backend
-}
 
 // ReplicaGeneration hashes what a replica placed with profile is built
 // from: m's build fields (name, source, context length) and that profile's
@@ -134,15 +107,15 @@ func RolledProfiles(a, b Model) []string {
 func SameReplicas(a, b Model) bool { return len(RolledProfiles(a, b)) == 0 }
 
 // FollowProfile returns running, a replica's profile as it was placed, with
-// every field that is not a build field taken from catalog, the catalog's
+// every serving and placement field taken from catalog, the catalog's
 // current profile of the same name: a running replica follows an edit of
-// its weight, priority, startup timeout or placement constraints without
-// restarting.
+// its weight, priority or placement constraints without restarting. Build
+// and start fields stay as the replica was placed with them.
 func FollowProfile(running, catalog Profile) Profile {
 	out := running
 	rv, cv := reflect.ValueOf(&out).Elem(), reflect.ValueOf(catalog)
 	for i := range rv.NumField() {
-		if profileRoles[rv.Type().Field(i).Name] != roleBuild {
+		if r := profileRoles[rv.Type().Field(i).Name]; r == roleServing || r == rolePlacement {
 			rv.Field(i).Set(cv.Field(i))
 		}
 	}

@@ -148,8 +148,11 @@ func TestFollowProfile(t *testing.T) {
 	catalog.Weight, catalog.Priority, catalog.StartupTimeout, catalog.GPUClass = 9, 1, Duration(5), "l4"
 	catalog.Args = []string{"--new"}
 	got := FollowProfile(running, catalog)
-	if got.Weight != 9 || got.Priority != 1 || got.StartupTimeout != 5 || got.GPUClass != "l4" {
+	if got.Weight != 9 || got.Priority != 1 || got.GPUClass != "l4" {
 		t.Errorf("FollowProfile did not take the catalog's serving and placement fields: %+v", got)
+	}
+	if got.StartupTimeout != running.StartupTimeout {
+		t.Errorf("FollowProfile took the catalog's startup_timeout %v: the replica's agents were given %v", got.StartupTimeout, running.StartupTimeout)
 	}
 	if !slices.Equal(got.Args, running.Args) {
 		t.Errorf("FollowProfile took the catalog's args %v: a running replica's engine was built with %v", got.Args, running.Args)
