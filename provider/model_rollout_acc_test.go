@@ -54,7 +54,7 @@ func TestAccModelRolloutStalls(t *testing.T) {
 			},
 			{
 				Config:      c.providerBlock() + stuckModelHCL(9),
-				ExpectError: regexp.MustCompile(`(?s)Rollout of model tf-stuck cannot make progress.*generation\s+\w+\s+cannot\s+be\s+placed:\s+no\s+node\s+can\s+hold\s+profile\s+h100.*needs\s+9.*replica\s+r-\w+\s+\(generation\s+\w+,\s+on\s+node0[12]\)\s+keeps\s+serving`),
+				ExpectError: regexp.MustCompile(`(?s)Rollout of model tf-stuck cannot make progress.*generation\s+\w+\s+cannot\s+be\s+placed:\s+no\s+node\s+can\s+hold\s+profile\s+h100.*needs\s+9.*replica\s+r-\w+\s+\(stale,\s+profile\s+\w+,\s+on\s+node0[12]\)\s+keeps\s+serving`),
 			},
 			{
 				PreConfig: func() {
