@@ -1225,10 +1225,11 @@ type ModelStatus struct {
 	// serving | starting | unplaced | failed
 	State   string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	// Why the current generation cannot be placed while replicas of an older
-	// one (or on a draining node) keep serving: the rollout is stuck. Set once
-	// that has lasted a few seconds with nothing freeing room; empty
-	// otherwise.
+	// Why the rollout is stuck (stalled_reason says which kind): the current
+	// generation cannot be placed while replicas of an older one (or on a
+	// draining node) keep serving, set once that has lasted a few seconds
+	// with nothing freeing room; or a replica of it was placed but is not
+	// becoming ready. Empty otherwise.
 	Stalled string `protobuf:"bytes,6,opt,name=stalled,proto3" json:"stalled,omitempty"`
 	// Live replicas of an older generation, or on a draining node, waiting
 	// for their replacements.
@@ -1241,7 +1242,14 @@ type ModelStatus struct {
 	ReplicasStale int32 `protobuf:"varint,8,opt,name=replicas_stale,json=replicasStale,proto3" json:"replicas_stale,omitempty"`
 	// The model's rollout policy as the control plane applies it: "auto" or
 	// "manual".
-	Rollout       string `protobuf:"bytes,9,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Rollout string `protobuf:"bytes,9,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	// What stalled says: "placement" (no node can hold a needed replica) or
+	// "not_ready" (a replica of the current definition was placed but has
+	// been starting well past what its profile took the last time: twice
+	// that, and at least 10 seconds more; stalled names it with its shards'
+	// state, error and last engine output, and it goes on starting until its
+	// startup_timeout fails it). Empty when stalled is.
+	StalledReason string `protobuf:"bytes,10,opt,name=stalled_reason,json=stalledReason,proto3" json:"stalled_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1335,6 +1343,13 @@ func (x *ModelStatus) GetReplicasStale() int32 {
 func (x *ModelStatus) GetRollout() string {
 	if x != nil {
 		return x.Rollout
+	}
+	return ""
+}
+
+func (x *ModelStatus) GetStalledReason() string {
+	if x != nil {
+		return x.StalledReason
 	}
 	return ""
 }
@@ -6271,7 +6286,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\brevision\x18\x0f \x01(\x03R\brevision\"Y\n" +
 	"\aPricing\x12\"\n" +
 	"\rprompt_per_1k\x18\x01 \x01(\x01R\vpromptPer1k\x12*\n" +
-	"\x11completion_per_1k\x18\x02 \x01(\x01R\x0fcompletionPer1k\"\xbe\x02\n" +
+	"\x11completion_per_1k\x18\x02 \x01(\x01R\x0fcompletionPer1k\"\xe5\x02\n" +
 	"\vModelStatus\x12)\n" +
 	"\x10replicas_desired\x18\x01 \x01(\x05R\x0freplicasDesired\x12%\n" +
 	"\x0ereplicas_ready\x18\x02 \x01(\x05R\rreplicasReady\x12%\n" +
@@ -6281,7 +6296,9 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\astalled\x18\x06 \x01(\tR\astalled\x12+\n" +
 	"\x11replicas_outdated\x18\a \x01(\x05R\x10replicasOutdated\x12%\n" +
 	"\x0ereplicas_stale\x18\b \x01(\x05R\rreplicasStale\x12\x18\n" +
-	"\arollout\x18\t \x01(\tR\arollout\"B\n" +
+	"\arollout\x18\t \x01(\tR\arollout\x12%\n" +
+	"\x0estalled_reason\x18\n" +
+	" \x01(\tR\rstalledReason\"B\n" +
 	"\x12CreateModelRequest\x12,\n" +
 	"\x05model\x18\x01 \x01(\v2\x16.llmgw.manage.v1.ModelR\x05model\"%\n" +
 	"\x0fGetModelRequest\x12\x12\n" +

@@ -38,7 +38,11 @@ func (s *Service) rolloutStatus(st *managev1.ModelStatus, e models.Entry) {
 		}
 	}
 	if s.opts.Reconciler != nil {
-		st.Stalled = s.opts.Reconciler.Stalled(e.Model.Name, e.Generation)
+		if st.Stalled = s.opts.Reconciler.Stalled(e.Model.Name, e.Generation); st.Stalled != "" {
+			st.StalledReason = "placement"
+		} else if st.Stalled = s.opts.Reconciler.NotReady(e.Model.Name, e.Generation); st.Stalled != "" {
+			st.StalledReason = "not_ready"
+		}
 	}
 }
 

@@ -82,8 +82,10 @@ type Reconciler struct {
 	backoffMu sync.Mutex
 	backoff   map[string]backoff
 	// stalls are the models whose needed replica did not place in the
-	// last pass that tried (stall.go).
+	// last pass that tried (stall.go); slow the models with a replica
+	// starting past its profile's bound (slowstart.go).
 	stalls map[string]stall
+	slow   map[string]slowStart
 	// rollouts holds, per model whose rollout is manual, the generation an
 	// operator asked its stale replicas to be rolled to (RequestRollout).
 	rollouts map[string]string
@@ -118,6 +120,9 @@ type Reconciler struct {
 	started   time.Time
 	readySeen map[string]bool
 	loadTime  map[string]time.Duration
+	// startTime is, per profile, how long its last replica placed by this
+	// control plane took to become ready, from startSince (slowstart.go).
+	startTime map[profileKey]time.Duration
 	// inflight is the requests in flight per replica, read from Routing
 	// once per pass.
 	inflight map[string]int64
@@ -158,7 +163,8 @@ func New(opts Options) *Reconciler {
 		opts.StallAfter = DefaultStallAfter
 	}
 	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{},
-		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{}}
+		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
+		startTime: map[profileKey]time.Duration{}}
 }
 
 // Run reconciles until ctx ends.
@@ -225,6 +231,7 @@ func (r *Reconciler) Pass() {
 			r.scale(tx, e, now)
 		}
 		r.noteReady(tx, now)
+		r.noteSlowStarts(tx, byName, now)
 		for _, rep := range tx.Replicas() {
 			if rep.Live() {
 				live = append(live, rep.ID)

@@ -327,6 +327,7 @@ func (r *Reconciler) noteReady(tx *fleet.Tx, now time.Time) {
 			if !rep.Adopted {
 				r.loadTime[rep.Model] = now.Sub(rep.Created)
 			}
+			r.noteStart(rep, now)
 		}
 	}
 	for id := range r.readySeen {
