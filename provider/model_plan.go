@@ -21,7 +21,8 @@ func rolloutPlanSchema() schema.StringAttribute {
 		Computed: true,
 		MarkdownDescription: "What the planned change does to running replicas, in words, set at plan time so that a reviewer reads it in the plan: " +
 			"which running replicas are replaced or that none restarts, " +
-			"and where the control plane's dry run expects the new replicas to go. A running replica is replaced only when what its engine is built from changes: " +
+			"and where the control plane's dry run expects each new replica to go (up to 16, in the order the control plane places them: " +
+			"those scaling.min adds, then one replacement at a time, each placed while the replica it replaces still holds its GPUs; a prediction from the fleet at plan time). A running replica is replaced only when what its engine is built from changes: " +
 			"the model's `name`, `source` or `context_length`, or its own profile's `name`, `engine`, `tp`, `nodes`, `args`, `env` or `launch_mode`. " +
 			"Adding a profile, editing or removing another one, and `aliases`, `pricing`, `scaling`, `max_output`, `rollout`, `routing_profile` " +
 			"and a profile's `weight`, `priority`, `startup_timeout`, `gpu_class`, `min_memory_gb`, `min_disk_gb` and `labels` restart nothing " +
@@ -134,12 +135,44 @@ func replicaWhere(rep *managev1.Replica) string {
 	return rep.GetId() + " on " + strings.Join(shards, " + ")
 }
 
-// expectedWhere says where the dry run put a replica: "the first
-// replacement is expected with profile h100, placed on node02 (gpu 1)".
+// expectedWhere says where the control plane's dry run expects the
+// replicas the change places, each in turn: "expected: profile h100,
+// placed on node02 (gpu 1)" for a new one, "r-1's replacement with
+// profile h100, placed on node01 (gpu 0)" for a replacement, the reason
+// for one that does not place, and how many more were not dry-run. which
+// ("the first replacement") names the first for a control plane that
+// dry-runs one replica only.
 func expectedWhere(ex *managev1.Explanation, dryRun bool, which string) string {
 	if !dryRun {
 		return "where " + which + " goes is not dry-run (placement_check = \"off\", or a value known only at apply)"
 	}
+	if len(ex.GetRollout()) == 0 {
+		return expectedFirst(ex, which)
+	}
+	var parts []string
+	for _, p := range ex.GetRollout() {
+		who := "a new replica"
+		if p.GetReplaces() != "" {
+			who = p.GetReplaces() + "'s replacement"
+		}
+		switch {
+		case !p.GetPlaced():
+			parts = append(parts, fmt.Sprintf("%s: no node can hold it then (%s)", who, p.GetSummary()))
+		case p.GetReplaces() == "":
+			parts = append(parts, fmt.Sprintf("profile %s, %s", p.GetProfile(), p.GetSummary()))
+		default:
+			parts = append(parts, fmt.Sprintf("%s with profile %s, %s", who, p.GetProfile(), p.GetSummary()))
+		}
+	}
+	if n := ex.GetRolloutMore(); n > 0 {
+		parts = append(parts, strings.Replace(countNoun(int(n), "replica"), " ", " more ", 1)+" not dry-run")
+	}
+	return "expected: " + strings.Join(parts, "; ")
+}
+
+// expectedFirst says where the dry run put its one replica: "the first
+// replacement is expected with profile h100, placed on node02 (gpu 1)".
+func expectedFirst(ex *managev1.Explanation, which string) string {
 	if ex == nil || !ex.GetPlaced() {
 		return "no node can hold " + which + " now (the control plane's dry run placed none)"
 	}

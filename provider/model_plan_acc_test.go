@@ -33,7 +33,7 @@ resource "llmgw_model" "m" {
   context_length = %d
   max_output     = %d
   rollout        = %q
-  scaling        = { min = 1 }
+  scaling        = { min = 2 }
   profiles = [{
     name            = "h100"
     engine          = "sim"
@@ -63,7 +63,7 @@ resource "llmgw_model" "m" {
   context_length = 8192
   max_output     = 2048
   pricing        = { prompt_per_1k = 0.5, completion_per_1k = 1 }
-  scaling        = { min = 1, max = 2 }
+  scaling        = { min = 2, max = 3 }
   profiles = [{
     name            = "h100"
     engine          = "sim"
@@ -82,10 +82,13 @@ resource "llmgw_model" "m" {
 }
 
 // TestAccModelPlanSaysRollout is issue 18's item 4, with the real terraform
-// CLI's plan text as a CI job shows it: a max_output change says no running
-// replica restarts; a context_length change warns that the running replica
-// will be replaced, names it and where it runs, and says where the control
-// plane's dry run expects its replacement.
+// CLI's plan text as a CI job shows it: a new model's plan says where each
+// of its two replicas goes; a max_output change says no running replica
+// restarts, and so does an added profile with a weight, pricing and
+// scaling.max change, and an args edit of a profile no replica uses; a
+// context_length change warns that the two running replicas will be
+// replaced, names them and where they run, and says where the control
+// plane's dry run expects each one's replacement.
 func TestAccModelPlanSaysRollout(t *testing.T) {
 	c := newAccCluster(t, declaredModel, twoNodes()...)
 	tf := testcluster.NewTerraform(t, c.Cluster)
@@ -97,14 +100,14 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 	write(planModelTF(8192, 1024))
 	tf.Run(0, "init", "-input=false")
 	out, _ := tf.Run(0, "plan", "-input=false", "-no-color")
-	if !regexp.MustCompile(`rollout_plan\s+= "new model: 1 replica to place; the first is expected with profile h100, placed on node0[12] \(gpu [01]\)"`).MatchString(out) {
+	if !regexp.MustCompile(`rollout_plan\s+= "new model: 2 replicas to place; expected: profile h100, placed on node0[12] \(gpu [01]\); profile h100, placed on node0[12] \(gpu [01]\)"`).MatchString(out) {
 		t.Errorf("the plan of a new model does not say where it goes:\n%s", out)
 	}
 	tf.Run(0, "apply", "-input=false", "-auto-approve", "-no-color")
 
 	write(planModelTF(8192, 2048))
 	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
-	if !strings.Contains(out, `rollout_plan   = "new model: 1 replica to place`) && !regexp.MustCompile(`~ rollout_plan\s+= "new model: [^"]*" -> "no running replica restarts \(the change keeps what they are built from\)"`).MatchString(out) {
+	if !strings.Contains(out, `rollout_plan   = "new model: 2 replicas to place`) && !regexp.MustCompile(`~ rollout_plan\s+= "new model: [^"]*" -> "no running replica restarts \(the change keeps what they are built from\)"`).MatchString(out) {
 		t.Errorf("the plan of a max_output change does not say that nothing restarts:\n%s", out)
 	}
 	if strings.Contains(out, "will be replaced") {
@@ -135,13 +138,17 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 	write(planModelTF(16384, 2048))
 	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
 	for _, re := range []string{
-		`Warning: Model tf-roll: 1 running replica will be replaced`,
+		`Warning: Model tf-roll: 2 running replicas will be replaced`,
 		`context_length\s+8192\s+→\s+16384`,
-		`rollout_plan\s+= "[^"]*" -> "new generation: replaces 1 running replica \(r-\w+ on node0[12] \(gpu [01]\)\), each replacement ready before the replica it replaces stops; the first replacement is expected with profile h100, placed on node0[12] \(gpu [01]\)"`,
+		`rollout_plan\s+= "[^"]*" -> "new generation: replaces 2 running replicas \((r-\w+) on node0[12] \(gpu [01]\); (r-\w+) on node0[12] \(gpu [01]\)\), each replacement ready before the replica it replaces stops; expected: r-\w+'s replacement with profile h100, placed on node0[12] \(gpu [01]\); r-\w+'s replacement with profile h100, placed on node0[12] \(gpu [01]\)"`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("the plan of a context_length change lacks %s:\n%s", re, out)
 		}
+	}
+	if m := regexp.MustCompile(`replaces 2 running replicas \((r-\w+) on [^;]*; (r-\w+) on .*expected: (r-\w+)'s replacement[^;]*; (r-\w+)'s replacement`).FindStringSubmatch(out); m == nil ||
+		!(m[1] == m[3] && m[2] == m[4] || m[1] == m[4] && m[2] == m[3]) {
+		t.Errorf("the replacements expected do not name the two running replicas, one each: %q", m)
 	}
 
 	// With rollout = "manual" the same change leaves the replica serving,
@@ -149,8 +156,8 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 	write(planModelTFRollout(16384, 2048, "manual"))
 	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
 	for _, re := range []string{
-		`Warning: Model tf-roll: 1 running replica will be stale`,
-		`rollout_plan\s+= "[^"]*" -> "new generation: 1 running replica \(r-\w+ on node0[12] \(gpu [01]\)\) keeps serving the earlier definition, stale, until .llmgw ctl rollout tf-roll. replaces them one at a time`,
+		`Warning: Model tf-roll: 2 running replicas will be stale`,
+		`rollout_plan\s+= "[^"]*" -> "new generation: 2 running replicas \(r-\w+ on node0[12] \(gpu [01]\); r-\w+ on node0[12] \(gpu [01]\)\) keep serving the earlier definition, stale, until .llmgw ctl rollout tf-roll. replaces them one at a time`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("the plan of a context_length change with rollout manual lacks %s:\n%s", re, out)

@@ -530,8 +530,28 @@ func (s *Service) PlanPlacement(ctx context.Context, req *managev1.PlanPlacement
 	plan := s.opts.Reconciler.PlanOne(m)
 	out := ExplanationToProto(plan.Explanation, &plan)
 	out.Warnings = append(warnings, s.scalingWarnings(m)...)
+	planned, more := s.opts.Reconciler.PlanRollout(m, rolloutDryRunLimit)
+	for _, p := range planned {
+		pr := &managev1.PlannedReplica{Replaces: p.Replaces, Placed: p.Plan.Placed}
+		if p.Plan.Placed {
+			pr.Profile = p.Plan.Profile.Name
+			for _, pe := range p.Plan.Explanation.Profiles {
+				if pe.Placed {
+					pr.Summary = pe.Summary
+				}
+			}
+		} else {
+			pr.Summary = reconcile.WhyNotPlaced(p.Plan.Explanation)
+		}
+		out.Rollout = append(out.Rollout, pr)
+	}
+	out.RolloutMore = int32(more)
 	return out, nil
 }
+
+// rolloutDryRunLimit bounds the replicas PlanPlacement's rollout dry run
+// places: each is one scheduler pass over the fleet.
+const rolloutDryRunLimit = 16
 
 // withScalingWarnings adds to pm, the answer to a create or update of m, the
 // warnings of scalingWarnings, and logs them.

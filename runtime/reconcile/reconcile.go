@@ -539,16 +539,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	if len(rollable) == 0 && held == 0 {
 		r.clearRollout(e.Model.Name)
 	}
-	sort.SliceStable(rollable, func(i, j int) bool {
-		ri, rj := rollable[i].State == fleet.ReplicaReady, rollable[j].State == fleet.ReplicaReady
-		if ri != rj {
-			return !ri
-		}
-		if si, sj := onSilentNode(tx, rollable[i]), onSilentNode(tx, rollable[j]); si != sj {
-			return si
-		}
-		return rollable[i].Created.Before(rollable[j].Created)
-	})
+	rolloutOrder(tx, rollable)
 	if len(current) < want && r.holding {
 		return
 	}
@@ -648,6 +639,22 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			}
 		}
 	}
+}
+
+// rolloutOrder sorts old replicas in the order a rollout replaces them:
+// not ready first, then those on a silent node (lost first: a stale
+// replica on a healthy node serves longer), then oldest.
+func rolloutOrder(tx *fleet.Tx, old []*fleet.Replica) {
+	sort.SliceStable(old, func(i, j int) bool {
+		ri, rj := old[i].State == fleet.ReplicaReady, old[j].State == fleet.ReplicaReady
+		if ri != rj {
+			return !ri
+		}
+		if si, sj := onSilentNode(tx, old[i]), onSilentNode(tx, old[j]); si != sj {
+			return si
+		}
+		return old[i].Created.Before(old[j].Created)
+	})
 }
 
 // RequestRollout asks for the stale replicas of a model whose rollout is
