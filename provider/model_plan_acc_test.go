@@ -146,8 +146,8 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 			t.Errorf("the plan of a context_length change lacks %s:\n%s", re, out)
 		}
 	}
-	if m := regexp.MustCompile(`replaces 2 running replicas \((r-\w+) on [^;]*; (r-\w+) on .*expected: (r-\w+)'s replacement[^;]*; (r-\w+)'s replacement`).FindStringSubmatch(out); m == nil ||
-		!(m[1] == m[3] && m[2] == m[4] || m[1] == m[4] && m[2] == m[3]) {
+	m := regexp.MustCompile(`replaces 2 running replicas \((r-\w+) on [^;]*; (r-\w+) on .*expected: (r-\w+)'s replacement[^;]*; (r-\w+)'s replacement`).FindStringSubmatch(out)
+	if oneEach := m != nil && (m[1] == m[3] && m[2] == m[4] || m[1] == m[4] && m[2] == m[3]); !oneEach {
 		t.Errorf("the replacements expected do not name the two running replicas, one each: %q", m)
 	}
 
