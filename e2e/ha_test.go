@@ -185,6 +185,7 @@ func TestTwoControlPlanesFailover(t *testing.T) {
 		got := httpStatus(root(b.Client) + "/ready")
 		return got == http.StatusOK, fmt.Sprint(got)
 	})
+	waitStandbyRoutes(t, b, "sim-ha", 2)
 	if r := haPost(context.Background(), b.Client, c.APIKey, 5, false); r.status != http.StatusOK || r.err != nil {
 		t.Fatalf("request through the standby: %d %v %s", r.status, r.err, r.body)
 	}

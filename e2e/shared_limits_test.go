@@ -41,6 +41,7 @@ func TestSharedLimitsAcrossControlPlanes(t *testing.T) {
 		got := httpStatus(root(b.Client) + "/ready")
 		return got == http.StatusOK, fmt.Sprint(got)
 	})
+	waitStandbyRoutes(t, b, "sim-priced", 1)
 	st, err := store.Open(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)

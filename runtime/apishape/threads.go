@@ -88,3 +88,24 @@ func MergeThread(history, turn []json.RawMessage, budget int) (msgs, kept []json
 	msgs = append(append([]json.RawMessage(nil), kept...), turn...)
 	return msgs, kept, trimmed
 }
+
+// AppendTurn is a thread after a turn whose answer came while another
+// turn of the same thread was stored: what is stored now, then the turn
+// and its answer. A turn with a system message of its own replaces the
+// stored ones, as in MergeThread.
+func AppendTurn(stored, turn []json.RawMessage, answer json.RawMessage) []json.RawMessage {
+	turnHasSystem := false
+	for _, m := range turn {
+		if roleOf(m) == "system" {
+			turnHasSystem = true
+		}
+	}
+	out := make([]json.RawMessage, 0, len(stored)+len(turn)+1)
+	for _, m := range stored {
+		if turnHasSystem && roleOf(m) == "system" {
+			continue
+		}
+		out = append(out, m)
+	}
+	return append(append(out, turn...), answer)
+}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
@@ -64,7 +65,8 @@ func TestAnthropicSDK(t *testing.T) {
 		t.Skip("runs Node.js")
 	}
 	dir := nodejs.Install(t, nodejs.Anthropic)
-	s := newSimGateway(t, Deps{})
+	st := contentStore(t, 24)
+	s := newSimGateway(t, Deps{Content: st})
 	out := nodejs.Run(t, filepath.Join("testdata", "anthropic-messages.cjs"),
 		"SDK_DIR="+dir, "BASE_URL="+s.url, "API_KEY="+testKey, "MODEL=coder")
 	t.Logf("%s", out)
@@ -99,9 +101,20 @@ func TestAnthropicSDK(t *testing.T) {
 			Status int    `json:"status"`
 			Type   string `json:"type"`
 		} `json:"error"`
+		Thread struct{ First, Second string } `json:"thread"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("node printed %q: %v", out, err)
+	}
+	// The thread holds both turns and both answers.
+	if th, err := st.GetThread(t.Context(), "proj", "sdk-thread", time.Now()); err != nil {
+		t.Errorf("the SDK's thread: %v", err)
+	} else {
+		var msgs []map[string]any
+		_ = json.Unmarshal(th.Messages, &msgs)
+		if contents(msgs) != "user:my name is Ada | assistant:"+got.Thread.First+" | user:what is my name? | assistant:"+got.Thread.Second {
+			t.Errorf("the SDK's thread holds %s (answers %+v)", contents(msgs), got.Thread)
+		}
 	}
 	if got.Plain.Type != "message" || got.Plain.Role != "assistant" || len(got.Plain.Content) != 1 || got.Plain.Content[0]["type"] != "text" {
 		t.Errorf("plain message: %+v", got.Plain)

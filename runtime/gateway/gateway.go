@@ -105,6 +105,9 @@ type Gateway struct {
 	handler   http.Handler
 	// inflight counts inference requests not yet reported to the Observer.
 	inflight sync.WaitGroup
+	// engineFits holds, by model, what the last length refusal of its
+	// engine told (threads.go, engineFit).
+	engineFits sync.Map
 }
 
 // New returns a gateway. Call Close when it is no longer used.
@@ -443,6 +446,12 @@ type exchange struct {
 	// of the catalog a request makes (lookup).
 	model  request.Model
 	looked string
+	// refit, when set, is the body to send again after the engine
+	// refused the body sent (its 400 answer) for its length, or nil; it
+	// is called once (threads: threadShape.shrink). resent is the body
+	// it made, which a retry on another replica sends.
+	refit  func(engineBody []byte) []byte
+	resent []byte
 }
 
 // lookup returns the catalog's entry for a model name. The catalog is
@@ -483,7 +492,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, x *exch
 		if r.URL.Path != "/v1/chat/completions" {
 			g.closeUnread(w, r)
 			x.fail(w, newError(http.StatusBadRequest, typeInvalidRequest, "unsupported_header",
-				fmt.Sprintf("x-llmgw-thread is read on /v1/chat/completions only, not on %s", r.URL.Path)))
+				fmt.Sprintf("x-llmgw-thread is read on /v1/chat/completions, /v1/messages and /v1/responses, not on %s", r.URL.Path)))
 			return
 		}
 		x.shape = &threadShape{id: id}
@@ -573,7 +582,37 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request could not be forwarded"))
 		return
 	}
+	if sh, ok := x.shape.(shrinker); ok {
+		x.refit = func(engineBody []byte) []byte {
+			fitted, learned := sh.shrink(engineBody, ticket.MaxTokens())
+			if learned != nil {
+				g.engineFits.Store(model, *learned)
+			}
+			if fitted == nil {
+				return nil
+			}
+			freq, aerr := parseRequest(fitted)
+			if aerr != nil {
+				return nil
+			}
+			out, err := freq.rewrite(fitted, model, x.injected, ticket.MaxTokens())
+			if err != nil {
+				return nil
+			}
+			// Billed as what is now sent when the engine counts nothing.
+			x.promptEstimate = request.EstimatePromptTokens(len(fitted), freq.tokenIDs)
+			x.promptTypical = request.TypicalPromptTokens(len(fitted), freq.tokenIDs)
+			x.resent = out
+			return out
+		}
+	}
 	g.forward(w, r, x, model, key, body)
+}
+
+// shrinker is a shape that can send a shorter body after the engine
+// refused one for its length (threads).
+type shrinker interface {
+	shrink(engineBody []byte, maxTokens int) ([]byte, *engineFit)
 }
 
 // admit asks admission for a ticket for the request and gives it to the

@@ -31,9 +31,8 @@ const (
 
 // MemoryContent is what memory notes need of the store.
 type MemoryContent interface {
-	PutNote(ctx context.Context, n store.Note) error
+	SaveNote(ctx context.Context, n store.Note, caps store.NoteCaps) (store.Note, error)
 	SearchNotes(ctx context.Context, project, agent, query string, now time.Time, limit int) ([]store.Note, error)
-	CountNotes(ctx context.Context, project, agent, except string, now time.Time) (agentNotes, projectNotes int, err error)
 	DeleteNote(ctx context.Context, project, agent, id string) error
 }
 
@@ -119,31 +118,20 @@ func (n *notes) save(ctx context.Context, id, text string) (store.Note, error) {
 		return store.Note{}, &errNote{http.StatusBadRequest, "invalid_value", "id must be 1 to 128 letters, digits, '-', '_' or '.'"}
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	mine, all, err := n.store().CountNotes(ctx, n.project, n.agent, id, now)
-	if err != nil {
-		n.g.log.Warn("counting notes", "project", n.project, "err", err)
-		return store.Note{}, errors.New("the note could not be stored; try again")
-	}
-	if mine >= n.g.cfg.MaxNotesPerAgent {
-		return store.Note{}, &errNote{http.StatusBadRequest, "too_many_notes", fmt.Sprintf(
-			"agent %q of project %q holds %d notes, the most one agent may keep (limits.max_notes_per_agent); forget some, or replace one by its id",
-			n.agent, n.project, mine)}
-	}
-	if all >= n.g.cfg.MaxNotesPerProject {
+	note, err := n.store().SaveNote(ctx, store.Note{Project: n.project, Agent: n.agent, ID: id, Text: text,
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Duration(hours) * time.Hour)},
+		store.NoteCaps{PerAgent: n.g.cfg.MaxNotesPerAgent, PerProject: n.g.cfg.MaxNotesPerProject})
+	if ce, ok := errors.AsType[*store.NoteCapError](err); ok {
+		if ce.PerAgent {
+			return store.Note{}, &errNote{http.StatusBadRequest, "too_many_notes", fmt.Sprintf(
+				"agent %q of project %q holds %d notes, the most one agent may keep (limits.max_notes_per_agent); forget some, or replace one by its id",
+				n.agent, n.project, ce.Held)}
+		}
 		return store.Note{}, &errNote{http.StatusBadRequest, "too_many_notes", fmt.Sprintf(
 			"project %q holds %d notes over all its agents, the most one project may keep (limits.max_notes_per_project); forget some, or replace one by its id",
-			n.project, all)}
+			n.project, ce.Held)}
 	}
-	note := store.Note{Project: n.project, Agent: n.agent, ID: id, Text: text, CreatedAt: now, UpdatedAt: now,
-		ExpiresAt: now.Add(time.Duration(hours) * time.Hour)}
-	if old, err := n.store().SearchNotes(ctx, n.project, n.agent, "", now, maxNoteLimit); err == nil {
-		for _, o := range old {
-			if o.ID == id {
-				note.CreatedAt = o.CreatedAt
-			}
-		}
-	}
-	if err := n.store().PutNote(ctx, note); err != nil {
+	if err != nil {
 		n.g.log.Warn("storing note", "project", n.project, "err", err)
 		return store.Note{}, errors.New("the note could not be stored; try again")
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -316,6 +317,49 @@ func TestMemoryBounds(t *testing.T) {
 		}
 		if _, e := callTool(t, mcpSession(t, url, "key-keeps", "other-bot"), "remember", map[string]any{"text": "mine"}); e != "" {
 			t.Fatalf("another agent at its first note: %q", e)
+		}
+	})
+	t.Run("notes at once", func(t *testing.T) {
+		// 12 notes saved at once, /v1/memory and /mcp mixed, under a
+		// bound of 3: exactly 3 are kept, the rest refused.
+		url, st := memoryGatewayWith(t, Config{MaxNotesPerAgent: 3}, nil)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		saved, refused := 0, 0
+		for i := range 12 {
+			wg.Go(func() {
+				ok, msg := false, ""
+				if i%2 == 0 {
+					h := bearer("key-keeps")
+					h["X-Llmgw-Agent"] = "bot"
+					c := do(t, http.MethodPost, url+"/v1/memory", h, `{"text":"note `+strconv.Itoa(i)+`"}`)
+					ok = c.status == 200
+					if e, _ := c.body["error"].(map[string]any); e != nil {
+						msg, _ = e["message"].(string)
+					}
+				} else {
+					_, msg = callTool(t, mcpSession(t, url, "key-keeps", "bot"), "remember", map[string]any{"text": "by MCP " + strconv.Itoa(i)})
+					ok = msg == ""
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case ok:
+					saved++
+				case strings.Contains(msg, "limits.max_notes_per_agent"):
+					refused++
+				default:
+					t.Errorf("note %d: %q", i, msg)
+				}
+			})
+		}
+		wg.Wait()
+		held, err := st.SearchNotes(t.Context(), "keeps", "bot", "", time.Now(), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if saved != 3 || refused != 9 || len(held) != 3 {
+			t.Fatalf("12 notes at once under a bound of 3: %d saved, %d refused, %d kept", saved, refused, len(held))
 		}
 	})
 	t.Run("notes per project", func(t *testing.T) {

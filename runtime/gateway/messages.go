@@ -21,6 +21,7 @@ func (g *Gateway) serveMessages(w http.ResponseWriter, r *http.Request, x *excha
 		}
 	}
 	x.shape = &messagesShape{}
+	onThread(r, x)
 	g.serve(w, r, x)
 }
 

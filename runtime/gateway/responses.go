@@ -28,6 +28,7 @@ type Content interface {
 // translated onto the engine's chat completions.
 func (g *Gateway) serveResponses(w http.ResponseWriter, r *http.Request, x *exchange) {
 	x.shape = &responsesShape{}
+	onThread(r, x)
 	g.serve(w, r, x)
 }
 
@@ -103,6 +104,19 @@ func (s *responsesShape) whole(_ *exchange, res *apishape.Result, _ []byte) []by
 
 func (s *responsesShape) stream(*exchange) shapeStream {
 	return &responsesStream{s.req.NewResponsesStream(s.meta), s}
+}
+
+// prefixConversation puts a thread's history before the conversation
+// stored with the response (a response made on a thread).
+func (s *responsesShape) prefixConversation(history []json.RawMessage) {
+	var before []apishape.ChatMessage
+	for _, m := range history {
+		var cm apishape.ChatMessage
+		if json.Unmarshal(m, &cm) == nil {
+			before = append(before, cm)
+		}
+	}
+	s.conv = append(before, s.conv...)
 }
 
 // completed stores the response when the project keeps conversations and

@@ -373,8 +373,8 @@ func TestTranslatedStreamCutAtBound(t *testing.T) {
 					t.Fatal(err)
 				}
 				var msgs []map[string]any
-				if err := json.Unmarshal(stored, &msgs); err != nil || len(msgs) != 2 || msgs[1]["content"] != "t0" {
-					t.Fatalf("stored thread %s, want the turn and the answer t0", stored)
+				if err := json.Unmarshal(stored.Messages, &msgs); err != nil || len(msgs) != 2 || msgs[1]["content"] != "t0" {
+					t.Fatalf("stored thread %s, want the turn and the answer t0", stored.Messages)
 				}
 			}
 		})

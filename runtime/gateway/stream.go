@@ -9,15 +9,17 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/request"
 )
 
 // relayStream relays a server-sent-event response event by event and reads
-// the usage from the chunk that carries it. It flushes whenever it has
-// nothing more from the engine in hand, so an event is never held back, and
-// events that arrived together leave together. When the
+// the usage from the chunk that carries it. It flushes the first event at
+// once and after that whenever it has no whole event from the engine in
+// hand, so an event is never held back, and events that arrived together
+// leave together. When the
 // gateway itself asked for usage (x.injected), the usage-only chunk is
 // dropped so the client sees the stream it asked for.
 //
@@ -33,14 +35,30 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 	// must not cut it (GenerationTimeout bounds it instead).
 	_ = rc.SetWriteDeadline(time.Time{})
 	w.WriteHeader(resp.StatusCode)
-	if err := rc.Flush(); err != nil {
-		return
-	}
+	// The headers leave with the first event, in one write, unless the
+	// engine takes longer than streamHeadersAfter to send it (a long
+	// prefill, a queue): then they leave on their own, so the client
+	// knows its request was taken.
+	hw := &headerWait{rc: rc}
+	hw.t = time.AfterFunc(streamHeadersAfter, hw.fire)
+	defer hw.stop()
 
 	// An event is a few hundred bytes; a longer one is read in pieces
 	// (ErrBufferFull below). The transport buffers beneath this too.
-	br := bufio.NewReaderSize(resp.Body, 4<<10)
-	event := make([]byte, 0, 1024)
+	sb := streamBufs.Get().(*streamBuf)
+	defer streamBufs.Put(sb)
+	br := sb.br
+	br.Reset(resp.Body)
+	defer br.Reset(nil)
+	event := sb.event[:0]
+	defer func() {
+		if cap(event) <= maxPooledEvent {
+			sb.event = event[:0]
+		}
+	}()
+	// The first event leaves at once (it is the time to first token);
+	// later ones that arrived together leave together.
+	first := true
 	for {
 		lineStart := len(event)
 		var err error
@@ -53,6 +71,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 				break
 			}
 		}
+		hw.stop()
 		if err != nil {
 			// End of stream: pass on what is left. A broken stream's last
 			// event is cut short and is not passed on.
@@ -79,7 +98,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 		if len(bytes.TrimRight(line, "\r\n")) > 0 {
 			continue
 		}
-		if !g.emit(w, rc, x, event, br.Buffered() == 0) {
+		if !g.emit(w, rc, x, event, first || !eventInHand(br)) {
 			// The client went away, or the stream reached its bound and
 			// was ended; returning cancels the upstream.
 			if !x.bound.cut {
@@ -88,7 +107,66 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 			return
 		}
 		event = event[:0]
+		first = false
 	}
+}
+
+// streamHeadersAfter is how long a stream's headers wait for its first
+// event to leave with it.
+const streamHeadersAfter = 50 * time.Millisecond
+
+// headerWait sends a stream's headers on their own when its first event is
+// late: fire flushes them unless stop came first. stop waits for a flush
+// in progress, so nothing else writes to the client meanwhile.
+type headerWait struct {
+	rc      *http.ResponseController
+	t       *time.Timer
+	mu      sync.Mutex
+	stopped bool
+}
+
+func (h *headerWait) fire() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.stopped {
+		_ = h.rc.Flush()
+	}
+}
+
+func (h *headerWait) stop() {
+	if h.t == nil {
+		return
+	}
+	h.t.Stop()
+	h.mu.Lock()
+	h.stopped = true
+	h.mu.Unlock()
+	h.t = nil
+}
+
+// maxPooledEvent is the largest event buffer kept for another stream.
+const maxPooledEvent = 64 << 10
+
+// streamBuf is a stream's read buffer and event, reused across streams.
+type streamBuf struct {
+	br    *bufio.Reader
+	event []byte
+}
+
+var streamBufs = sync.Pool{New: func() any {
+	return &streamBuf{br: bufio.NewReaderSize(nil, 4<<10), event: make([]byte, 0, 1024)}
+}}
+
+// eventInHand reports whether br holds a whole next event, which can leave
+// with the one before it. An event is never held back waiting for bytes
+// that have not arrived.
+func eventInHand(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := br.Peek(n) // never blocks: n bytes are buffered
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r\n"))
 }
 
 // streamError ends a stream with an error event in OpenAI's shape.

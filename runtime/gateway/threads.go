@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,8 +27,8 @@ const (
 
 // ThreadContent is what threads need of the store.
 type ThreadContent interface {
-	GetThread(ctx context.Context, project, id string, now time.Time) ([]byte, error)
-	PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time) error
+	GetThread(ctx context.Context, project, id string, now time.Time) (store.Thread, error)
+	PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64) (int64, error)
 	DeleteThread(ctx context.Context, project, id string) error
 }
 
@@ -51,9 +52,16 @@ type threadShape struct {
 	// turn the messages the client sent.
 	top     map[string]json.RawMessage
 	history []json.RawMessage
-	turn    []json.RawMessage
-	kept    []json.RawMessage
-	trimmed int
+	// revision is the stored thread's when it was read, 0 for none.
+	revision int64
+	turn     []json.RawMessage
+	kept     []json.RawMessage
+	trimmed  int
+	// sent is the estimate of the messages of the last body fitted.
+	sent int
+	// shrunk is set once the thread was fitted again after the engine
+	// refused its length.
+	shrunk bool
 	// acc reads a streamed answer.
 	acc apishape.Accumulator
 	// admitted is the budget (estimated tokens, 0 for none) the body that
@@ -101,7 +109,8 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 		g.log.Warn("reading thread", "project", project, "err", err)
 		return nil, newError(http.StatusInternalServerError, typeServer, "", "the thread could not be read; try again")
 	default:
-		if err := json.Unmarshal(stored, &s.history); err != nil {
+		s.revision = stored.Revision
+		if err := json.Unmarshal(stored.Messages, &s.history); err != nil {
 			g.log.Warn("decoding thread", "project", project, "err", err)
 			return nil, newError(http.StatusInternalServerError, typeServer, "", "the thread could not be read")
 		}
@@ -110,10 +119,12 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 	_ = json.Unmarshal(s.top["model"], &model)
 	// The one lookup of the request; serve finds it on the exchange.
 	var limits request.Limits
-	if m, ok := x.lookup(g, model); ok {
+	m, ok := x.lookup(g, model)
+	if ok {
 		limits = m.Limits
 	}
-	s.admitted = budgetOf(limits, requestedBound(s.top))
+	bound := requestedBound(s.top)
+	s.admitted = g.engineBudget(m.Name, budgetOf(limits, bound), cmp.Or(bound, limits.MaxOutput))
 	return s.fit(s.admitted), nil
 }
 
@@ -145,6 +156,10 @@ func budgetOf(l request.Limits, maxTokens int) int {
 func (s *threadShape) fit(budget int) []byte {
 	var msgs []json.RawMessage
 	msgs, s.kept, s.trimmed = apishape.MergeThread(s.history, s.turn, budget)
+	s.sent = 0
+	for _, m := range msgs {
+		s.sent += apishape.EstimateTokens(m)
+	}
 	s.top["messages"], _ = json.Marshal(msgs)
 	body, _ := json.Marshal(s.top)
 	return body
@@ -164,6 +179,90 @@ func (s *threadShape) refit(limits request.Limits, maxTokens int) ([]byte, *pars
 	return body, req, aerr
 }
 
+// engineFit is what an engine's length refusal told of its model: the
+// context it holds and the tokens it counts per estimated token. For
+// engineFitTTL after, threads of the model are fitted to it, so that a
+// thread at the edge of a context shorter (or a tokenizer denser) than
+// the catalog says is not refused on every turn.
+type engineFit struct {
+	limit int
+	ratio float64
+	at    time.Time
+}
+
+const engineFitTTL = 10 * time.Minute
+
+// engineBudget lowers budget (estimated tokens, 0 for none) to what the
+// model's engine was last told to hold, less maxTokens.
+func (g *Gateway) engineBudget(model string, budget, maxTokens int) int {
+	v, ok := g.engineFits.Load(model)
+	if !ok {
+		return budget
+	}
+	f := v.(engineFit)
+	if time.Since(f.at) > engineFitTTL {
+		g.engineFits.CompareAndDelete(model, v)
+		return budget
+	}
+	room := f.limit - maxTokens
+	if room <= 0 {
+		room = f.limit / 2
+	}
+	b := max(int(float64(room)/f.ratio*shrinkMargin), 1)
+	if budget == 0 || b < budget {
+		return b
+	}
+	return budget
+}
+
+// shrinkMargin is the share of what the engine said fits that a thread
+// fitted again is given: the history's older turns may count more
+// tokens for their estimate than the whole did.
+const shrinkMargin = 0.9
+
+// shrink fits the thread again, once, after the engine refused the body
+// it was sent (engineBody, a 400) for being longer than its context:
+// the engine's tokens per estimated token are what it counted over what
+// was sent, and the history is fitted to the context it named, less
+// maxTokens (the completion forwarded), with a margin (when it names
+// its context but not its count, the estimate is taken for its count).
+// An engine that names no context gets three quarters of what was sent.
+// It returns nil when the refusal is another, or when no more history
+// can be dropped; and, when the engine named its context and its count,
+// what that tells of the model (engineFit).
+func (s *threadShape) shrink(engineBody []byte, maxTokens int) ([]byte, *engineFit) {
+	cr, ok := apishape.ParseContextRefusal(engineBody)
+	if s.shrunk || !ok || s.sent <= 0 {
+		return nil, nil
+	}
+	var learned *engineFit
+	if cr.Limit > 0 && cr.Prompt > 0 {
+		learned = &engineFit{limit: cr.Limit, ratio: float64(cr.Prompt) / float64(s.sent), at: time.Now()}
+	}
+	s.shrunk = true
+	budget := s.sent * 3 / 4
+	if cr.Limit > 0 {
+		room := cr.Limit - maxTokens
+		if room <= 0 {
+			room = cr.Limit / 2
+		}
+		if cr.Prompt > 0 {
+			budget = int(float64(room) * float64(s.sent) / float64(cr.Prompt) * shrinkMargin)
+		} else {
+			// The engine's count is not known: as the estimate's, and
+			// no less trimming than without a limit.
+			budget = min(budget, int(float64(room)*shrinkMargin))
+		}
+	}
+	budget = max(min(budget, s.sent-1), 1)
+	before := s.trimmed
+	body := s.fit(budget)
+	if s.trimmed == before {
+		return nil, learned
+	}
+	return body, learned
+}
+
 func (s *threadShape) writeError(w http.ResponseWriter, _ *exchange, e *apiError) { writeError(w, e) }
 
 func (s *threadShape) setHeaders(h http.Header) {
@@ -172,23 +271,57 @@ func (s *threadShape) setHeaders(h http.Header) {
 	}
 }
 
-// completed keeps the thread: the history that was sent, the turn and
-// the answer, for the retention from now.
+// threadWrites bounds the writes of one turn's thread: another turn's
+// write between this one's read and write makes it read again and
+// append.
+const threadWrites = 5
+
+// completed keeps the thread for the retention from now: the history
+// that was sent, the turn and the answer, when the thread is still as
+// this turn read it. When another turn of the thread was stored
+// meanwhile (two turns at once), this turn and its answer go after what
+// that one stored: both land, in the order their answers ended. A thread
+// deleted meanwhile is begun again with this turn only.
 func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result) {
+	ctx = context.WithoutCancel(ctx)
+	project := x.rec.Principal.Project
 	answer, err := json.Marshal(res.Message())
 	if err != nil {
 		return
 	}
 	msgs := append(append(append([]json.RawMessage(nil), s.kept...), s.turn...), answer)
-	data, err := json.Marshal(msgs)
-	if err != nil {
-		return
+	prev := s.revision
+	for range threadWrites {
+		data, err := json.Marshal(msgs)
+		if err != nil {
+			return
+		}
+		_, err = g.threads().PutThread(ctx, project, s.id, data, time.Now().Add(time.Duration(s.retain)*time.Hour), prev)
+		if !errors.Is(err, store.ErrConflict) {
+			if err != nil {
+				g.log.Warn("storing thread", "project", project, "err", err)
+			}
+			return
+		}
+		// Another turn was stored since this one read the thread.
+		cur, err := g.threads().GetThread(ctx, project, s.id, time.Now())
+		var stored []json.RawMessage
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			prev = 0
+		case err != nil:
+			g.log.Warn("reading thread", "project", project, "err", err)
+			return
+		default:
+			if err := json.Unmarshal(cur.Messages, &stored); err != nil {
+				g.log.Warn("decoding thread", "project", project, "err", err)
+				return
+			}
+			prev = cur.Revision
+		}
+		msgs = apishape.AppendTurn(stored, s.turn, answer)
 	}
-	err = g.threads().PutThread(context.WithoutCancel(ctx), x.rec.Principal.Project, s.id, data,
-		time.Now().Add(time.Duration(s.retain)*time.Hour))
-	if err != nil {
-		g.log.Warn("storing thread", "project", x.rec.Principal.Project, "err", err)
-	}
+	g.log.Warn("storing thread: too many turns at once; this turn was not kept", "project", project)
 }
 
 // relayed reads the answer from the stream as the client gets it (the

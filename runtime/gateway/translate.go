@@ -174,6 +174,7 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 	}
 	br := bufio.NewReaderSize(resp.Body, 16<<10)
 	var data []byte
+	first := true
 	for {
 		line, err := br.ReadSlice('\n')
 		idle.kick()
@@ -220,10 +221,13 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			if u := st.result().Usage; u != nil {
 				x.usage = usageOf(u)
 			}
-			if !send(evs, br.Buffered() == 0) {
+			// The first events leave at once (time to first token), later
+			// ones when no whole event is in hand.
+			if !send(evs, first || !eventInHand(br)) {
 				x.rec.Status = statusClientGone
 				return
 			}
+			first = false
 		}
 		if err != nil {
 			break

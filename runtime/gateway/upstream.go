@@ -29,6 +29,10 @@ const statusClientGone = 499
 // looked for in its tail.
 const maxBufferedResponse = 32 << 20
 
+// maxRefusalBytes bounds an engine's 400 answer read to tell whether it
+// refused a thread's length.
+const maxRefusalBytes = 1 << 20
+
 // dialTimeout bounds connecting to an engine.
 const dialTimeout = 3 * time.Second
 
@@ -129,6 +133,9 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, m
 		// The replica failed before answering: out of the table, and the
 		// request goes elsewhere while its deadline allows.
 		lease.Fail()
+		if x.resent != nil {
+			body = x.resent // fitted again after a length refusal
+		}
 		lastErr = err
 		tried = append(tried, ep.ReplicaID)
 		g.log.Warn("replica failed before answering; trying another", "replica", ep.ReplicaID, "model", model, "err", err)
@@ -252,6 +259,19 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return nil
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusBadRequest && x.refit != nil {
+		// Refused for its length? Sent once more, fitted shorter.
+		refit := x.refit
+		x.refit = nil
+		data, rerr := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBytes))
+		if rerr == nil {
+			if fitted := refit(data); fitted != nil {
+				g.log.Info("engine refused a thread's length; sending it fitted shorter", "model", x.rec.Model, "replica", ep.ReplicaID)
+				return g.attempt(ctx, w, r, x, ep, fitted)
+			}
+		}
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(data), resp.Body))
+	}
 	x.answered = resp.StatusCode == http.StatusOK && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 
 	// A stream, translated or not, is bounded by StreamIdleTimeout.

@@ -34,13 +34,20 @@ import (
 const (
 	fleetRoutes       = "routes"
 	fleetLiveReplicas = "live_replicas"
+	// fleetLoading holds, per model loaded on demand whose replica is
+	// loading with none ready, when the leader expects it to serve (Unix
+	// ms): a standby tells its requests the same Retry-After.
+	fleetLoading = "loading"
 )
 
 // Timings of the follower and the publisher.
 const (
-	// followEvery is how often a standby reads the leader's routes and
-	// the stored catalog.
-	followEvery = time.Second
+	// followEvery is how often a standby reads the stored catalog, and
+	// followRoutes how often the leader's routes: a request waiting for a
+	// model to load is served, and a replica the leader stopped is left
+	// alone, within about twice that of the leader's change.
+	followEvery  = time.Second
+	followRoutes = 250 * time.Millisecond
 	// followFresh is how old a standby's last successful read may be for
 	// it to count as ready.
 	followFresh = 5 * time.Second
@@ -75,15 +82,29 @@ type ha struct {
 	// written to the store by publish when dirty.
 	published map[string][]router.Endpoint
 	dirty     bool
-	started   bool
-	relays    map[string]*grpc.ClientConn
+	// routesWritten is set once the leader has written its routes, so
+	// that standbys follow (and are ready) even while no model runs.
+	routesWritten bool
+	// etas are, per model loading on demand, when the leader expects it
+	// to serve, written (fleetLoading) when etasDirty; loadingRaw is what
+	// a standby last read of them.
+	etas       map[string]time.Time
+	etasDirty  bool
+	loadingRaw string
+	loading    map[string]time.Time
+	// demand shares what this control plane is asked with the leader
+	// (demand.go).
+	demand  *demand
+	started bool
+	relays  map[string]*grpc.ClientConn
 	// lost is told once why leadership ended.
 	lost chan string
 }
 
 func newHA(s *Server) (*ha, error) {
 	cfg := s.cfg.HA
-	h := &ha{s: s, cfg: cfg, name: cfg.Name, published: map[string][]router.Endpoint{}, relays: map[string]*grpc.ClientConn{}, lost: make(chan string, 1)}
+	h := &ha{s: s, cfg: cfg, name: cfg.Name, published: map[string][]router.Endpoint{}, etas: map[string]time.Time{},
+		relays: map[string]*grpc.ClientConn{}, lost: make(chan string, 1)}
 	if h.name == "" {
 		host, err := os.Hostname()
 		if err != nil {
@@ -109,6 +130,7 @@ func newHA(s *Server) (*ha, error) {
 		OnElected: h.elected, OnLost: h.lose,
 		Logger: s.log,
 	})
+	h.demand = newDemand(h)
 	return h, nil
 }
 
@@ -240,7 +262,29 @@ func (h *ha) SetEndpoints(model string, eps []router.Endpoint) {
 	h.dirty = true
 }
 
-// publish writes the leader's routes when they changed, under its token.
+// setETA keeps when the leader expects a model loading on demand to
+// serve (zero: none is loading), for the standbys. A change of less than a
+// second is not worth a write.
+func (h *ha) setETA(model string, eta time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old, had := h.etas[model]
+	switch {
+	case eta.IsZero() && had:
+		delete(h.etas, model)
+	case eta.IsZero():
+		return
+	case had && eta.Sub(old).Abs() < time.Second:
+		return
+	default:
+		h.etas[model] = eta
+	}
+	h.etasDirty = true
+}
+
+// publish writes the leader's routes when they changed (and once, when its
+// reconciler first drives the fleet, even if nothing runs), and the
+// models' ETAs when they changed, under its token.
 func (h *ha) publish(ctx context.Context) {
 	t := time.NewTicker(publishEvery)
 	defer t.Stop()
@@ -251,38 +295,63 @@ func (h *ha) publish(ctx context.Context) {
 		case <-t.C:
 		}
 		token, ok := h.leading()
+		if !ok {
+			continue
+		}
 		h.mu.Lock()
-		if !ok || !h.dirty {
-			h.mu.Unlock()
-			continue
+		var writes []struct{ key, value string }
+		if !h.routesWritten && h.s.Reconciler.Ready() {
+			// The first write of a new leader replaces what the last
+			// one wrote, ETAs too.
+			h.etasDirty = true
 		}
-		b, err := json.Marshal(h.published)
-		h.dirty = false
+		if h.dirty || (!h.routesWritten && h.s.Reconciler.Ready()) {
+			b, err := json.Marshal(h.published)
+			if err != nil {
+				h.s.log.Error("encoding routes", "err", err)
+			} else {
+				writes = append(writes, struct{ key, value string }{fleetRoutes, string(b)})
+			}
+			h.dirty, h.routesWritten = false, true
+		}
+		if h.etasDirty {
+			ms := make(map[string]int64, len(h.etas))
+			for m, t := range h.etas {
+				ms[m] = t.UnixMilli()
+			}
+			b, _ := json.Marshal(ms)
+			writes = append(writes, struct{ key, value string }{fleetLoading, string(b)})
+			h.etasDirty = false
+		}
 		h.mu.Unlock()
-		if err != nil {
-			h.s.log.Error("encoding routes", "err", err)
-			continue
-		}
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err = h.s.Store.PutFleetState(wctx, token, fleetRoutes, string(b))
-		cancel()
-		switch {
-		case errors.Is(err, store.ErrFenced):
-			h.el.Abdicate("the store refused the routes: " + err.Error())
-		case err != nil:
-			h.s.log.Warn("publishing routes", "err", err)
-			h.mu.Lock()
-			h.dirty = true
-			h.mu.Unlock()
+		for _, w := range writes {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := h.s.Store.PutFleetState(wctx, token, w.key, w.value)
+			cancel()
+			switch {
+			case errors.Is(err, store.ErrFenced):
+				h.el.Abdicate("the store refused the " + w.key + ": " + err.Error())
+			case err != nil:
+				h.s.log.Warn("publishing fleet state", "key", w.key, "err", err)
+				h.mu.Lock()
+				if w.key == fleetRoutes {
+					h.dirty = true
+				} else {
+					h.etasDirty = true
+				}
+				h.mu.Unlock()
+			}
 		}
 	}
 }
 
 // follow is a standby's loop: it reads the leader's routes into the router
-// and the stored catalog into the registry.
+// every followRoutes, and the stored catalog into the registry every
+// followEvery.
 func (h *ha) follow(ctx context.Context) {
-	t := time.NewTicker(followEvery)
+	t := time.NewTicker(followRoutes)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -295,8 +364,12 @@ func (h *ha) follow(ctx context.Context) {
 			// plane's own from before a restart: nothing to follow.
 			continue
 		}
+		full := time.Since(last) >= followEvery
+		if full {
+			last = time.Now()
+		}
 		rctx, cancel := context.WithTimeout(ctx, followEvery)
-		err := h.followOnce(rctx)
+		err := h.followOnce(rctx, full)
 		cancel()
 		if err != nil {
 			h.s.log.Warn("following the leader", "err", err)
@@ -304,8 +377,68 @@ func (h *ha) follow(ctx context.Context) {
 	}
 }
 
-func (h *ha) followOnce(ctx context.Context) error {
-	if _, err := h.s.Catalog.Reload(ctx); err != nil {
+// followLoading reads when the leader expects each model loading on
+// demand to serve. When that or (with catalog) the catalog may have
+// changed, or while a model loads, it configures the router for every
+// catalog model as the leader's reconciler does: its routing profile,
+// whether it loads on demand (a request that finds no replica is counted
+// as demand, which the leader reads, and waits or is told to retry), and
+// that ETA, which, once past, is a second away, as on the leader.
+func (h *ha) followLoading(ctx context.Context, catalog bool) error {
+	raw := ""
+	fs, err := h.s.Store.GetFleetState(ctx, fleetLoading)
+	switch {
+	case err == nil:
+		raw = fs.Value
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.leading(); ok {
+		return nil // elected meanwhile: the reconciler configures the router
+	}
+	if !catalog && raw == h.loadingRaw && len(h.loading) == 0 {
+		return nil // nothing changed that the router takes
+	}
+	if raw != h.loadingRaw {
+		var ms map[string]int64
+		if raw != "" {
+			if err := json.Unmarshal([]byte(raw), &ms); err != nil {
+				return fmt.Errorf("decoding the leader's ETAs: %w", err)
+			}
+		}
+		h.loading = make(map[string]time.Time, len(ms))
+		for m, at := range ms {
+			h.loading[m] = time.UnixMilli(at)
+		}
+		h.loadingRaw = raw
+	}
+	now := time.Now()
+	for _, e := range h.s.Catalog.List() {
+		m := e.Model
+		policy, _ := router.Policy(m.RoutingProfile)
+		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.Min == 0 && m.Scaling.Max > 0}
+		if eta, ok := h.loading[m.Name]; ok {
+			c.ETA = eta
+			if eta.Before(now) {
+				c.ETA = now.Add(time.Second)
+			}
+		}
+		h.s.Router.SetModel(m.Name, c)
+	}
+	return nil
+}
+
+// followOnce reads the leader's routes and ETAs, and with catalog the
+// stored catalog first.
+func (h *ha) followOnce(ctx context.Context, catalog bool) error {
+	if catalog {
+		if _, err := h.s.Catalog.Reload(ctx); err != nil {
+			return err
+		}
+	}
+	if err := h.followLoading(ctx, catalog); err != nil {
 		return err
 	}
 	fs, err := h.s.Store.GetFleetState(ctx, fleetRoutes)
@@ -324,12 +457,6 @@ func (h *ha) followOnce(ctx context.Context) error {
 		return nil // elected meanwhile: the reconciler's routes rule
 	}
 	h.followedAt = time.Now()
-	for _, e := range h.s.Catalog.List() {
-		// The model's routing profile applies here too. A standby does not
-		// load models on demand: the leader never hears what it is asked.
-		policy, _ := router.Policy(e.Model.RoutingProfile)
-		h.s.Router.SetModel(e.Model.Name, router.ModelConfig{Policy: policy})
-	}
 	if fs.Value == h.routesRaw && h.hasRoutes {
 		return nil
 	}

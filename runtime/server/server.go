@@ -156,7 +156,7 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.Reconciler = reconcile.New(reconcile.Options{
-		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: haEndpoints{s}, Routing: s.Router, Grace: cfg.Agents.Grace, Logger: s.log,
+		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: haEndpoints{s}, Routing: haRouting{s}, Grace: cfg.Agents.Grace, Logger: s.log,
 		// The agents' own bound: a session silent for three heartbeats is
 		// replaced by the node's next one; its node is suspect from then.
 		SuspectAfter: 3 * cfg.Agents.HeartbeatInterval,
@@ -527,6 +527,27 @@ func (s *Server) Run(ctx context.Context) error {
 	electCtx, stopElection := context.WithCancel(context.Background())
 	defer stopElection()
 	go s.ha.el.Run(electCtx)
+	// What a standby is asked reaches the leader through the store
+	// (demand.go); a standby reports until its client API has stopped.
+	// SQLite serves one control plane: there is nobody to share with.
+	reportCtx, stopReport := context.WithCancel(context.Background())
+	defer stopReport()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.ha.demand.forward(ctx)
+	}()
+	if store.SharesLimits(s.Store) {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			s.ha.demand.follow(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			s.ha.demand.report(reportCtx)
+		}()
+	}
 	wg.Add(5)
 	go func() {
 		defer wg.Done()
@@ -575,6 +596,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Warn("requests did not end after their connections closed", "err", err)
 	}
 	waitDone()
+	stopReport()
 	flushCtx, flushDone := context.WithTimeout(context.Background(), 10*time.Second)
 	if err := s.recorder.Close(flushCtx); err != nil {
 		s.log.Error("writing usage at shutdown", "err", err)

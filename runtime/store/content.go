@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -56,18 +57,31 @@ type ContentStore interface {
 	// DeleteResponse deletes a project's response, or returns an error
 	// wrapping ErrNotFound.
 	DeleteResponse(ctx context.Context, project, id string) error
-	// GetThread returns a project's thread's messages (JSON) unless it
-	// expired before now (as GetResponse says); another project's, an expired one and an
+	// GetThread returns a project's thread unless it expired before now
+	// (as GetResponse says); another project's, an expired one and an
 	// unknown id all return an error wrapping ErrNotFound.
-	GetThread(ctx context.Context, project, id string, now time.Time) ([]byte, error)
-	// PutThread creates or replaces a thread's messages.
-	PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time) error
+	GetThread(ctx context.Context, project, id string, now time.Time) (Thread, error)
+	// PutThread stores a thread's messages if the thread is as the caller
+	// read it: prev is the Revision GetThread returned, 0 when it found
+	// none. When another write came between (or the thread was deleted,
+	// or one was begun meanwhile) it writes nothing and returns an error
+	// wrapping ErrConflict. It returns the new revision.
+	PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64) (int64, error)
 	// DeleteThread deletes a project's thread, or returns an error
 	// wrapping ErrNotFound.
 	DeleteThread(ctx context.Context, project, id string) error
 
 	// PutNote creates a memory note or replaces its text.
 	PutNote(ctx context.Context, n Note) error
+	// SaveNote creates a note, or replaces the text of the agent's note
+	// of the same id, unless a new note would leave the agent holding
+	// more than caps.PerAgent unexpired notes (as GetResponse says, at
+	// n.UpdatedAt) or the project more than caps.PerProject (0: no
+	// bound); then it writes nothing and returns a *NoteCapError. The
+	// count and the write are one transaction under a lock on the
+	// project's notes, so notes saved at once never pass a bound. It
+	// returns the note as stored (a replaced note keeps its CreatedAt).
+	SaveNote(ctx context.Context, n Note, caps NoteCaps) (Note, error)
 	// SearchNotes returns a project's agent's unexpired notes (as
 	// GetResponse says) whose text
 	// holds every word of query (case-insensitive for ASCII letters, and
@@ -87,6 +101,33 @@ type ContentStore interface {
 	// content expired, past its project's current retention, or of a
 	// kind its project turned off; it returns how many rows went.
 	PruneContent(ctx context.Context, now time.Time) (int64, error)
+}
+
+// Thread is a stored conversation: its messages as the chat messages a
+// next turn sends (JSON), and its revision, which every write changes.
+type Thread struct {
+	Messages []byte
+	Revision int64
+}
+
+// NoteCaps bound the notes SaveNote keeps; 0 is no bound.
+type NoteCaps struct {
+	PerAgent, PerProject int
+}
+
+// NoteCapError is SaveNote's refusal of a new note past a bound.
+type NoteCapError struct {
+	Project, Agent string
+	// Agent's bound (else the project's), the notes held and the bound.
+	PerAgent  bool
+	Held, Cap int
+}
+
+func (e *NoteCapError) Error() string {
+	if e.PerAgent {
+		return fmt.Sprintf("agent %q of project %q holds %d notes, its bound", e.Agent, e.Project, e.Held)
+	}
+	return fmt.Sprintf("project %q holds %d notes over all its agents, its bound", e.Project, e.Held)
 }
 
 // Note is a memory note an agent kept.

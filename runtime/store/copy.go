@@ -36,8 +36,9 @@ var copyTables = []string{
 // lease, who is running, the routes the leader published): they describe
 // the processes on the source, not the installation, and are not copied;
 // the control planes on the destination write them again (quota_slices:
-// the slices of limits and budgets they lease).
-var liveTables = []string{"leader_leases", "control_planes", "fleet_state", "quota_slices"}
+// the slices of limits and budgets they lease; control_plane_demand: what
+// each reports of its requests).
+var liveTables = []string{"leader_leases", "control_planes", "fleet_state", "quota_slices", "control_plane_demand"}
 
 // seedRows matches, per table, the rows a migration puts into a new store.
 // They do not make a destination non-empty, and Copy replaces them with the

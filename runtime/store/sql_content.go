@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"time"
 )
@@ -114,28 +116,50 @@ func (s *sqlStore) DeleteResponse(ctx context.Context, project, id string) error
 }
 
 // GetThread returns a project's unexpired thread.
-func (s *sqlStore) GetThread(ctx context.Context, project, id string, now time.Time) ([]byte, error) {
+func (s *sqlStore) GetThread(ctx context.Context, project, id string, now time.Time) (Thread, error) {
 	var msgs string
-	err := s.queryRow(ctx, `SELECT messages FROM threads WHERE project = ? AND id = ? AND `+live("threads", "updated_at", ContentThreads),
-		project, id, toDB(now), toDB(now)).Scan(&msgs)
+	var th Thread
+	err := s.queryRow(ctx, `SELECT messages, revision FROM threads WHERE project = ? AND id = ? AND `+live("threads", "updated_at", ContentThreads),
+		project, id, toDB(now), toDB(now)).Scan(&msgs, &th.Revision)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("getting thread %q: %w", id, err)
+		return Thread{}, fmt.Errorf("getting thread %q: %w", id, err)
 	}
-	return []byte(msgs), nil
+	th.Messages = []byte(msgs)
+	return th, nil
 }
 
-// PutThread creates or replaces a thread.
-func (s *sqlStore) PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time) error {
-	_, err := s.exec(ctx, `INSERT INTO threads (project, id, messages, updated_at, expires_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (project, id) DO UPDATE SET messages = excluded.messages, updated_at = excluded.updated_at, expires_at = excluded.expires_at`,
-		project, id, string(messages), toDB(s.now()), toDB(expires))
-	if err != nil {
-		return fmt.Errorf("storing thread %q: %w", id, err)
+// newRevision is a thread's revision after a write: random, so a thread
+// deleted and begun again never comes back to a revision a reader holds.
+func newRevision() int64 { return rand.Int64N(math.MaxInt64-1) + 1 }
+
+// PutThread stores a thread if it is at revision prev (0: there is no
+// live thread of that id, though a dead row not yet pruned may be
+// there, which the write replaces).
+func (s *sqlStore) PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64) (int64, error) {
+	rev, now := newRevision(), toDB(s.now())
+	var res sql.Result
+	var err error
+	if prev == 0 {
+		res, err = s.exec(ctx, `INSERT INTO threads (project, id, messages, updated_at, expires_at, revision) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (project, id) DO UPDATE SET messages = excluded.messages, updated_at = excluded.updated_at,
+			expires_at = excluded.expires_at, revision = excluded.revision
+			WHERE NOT `+live("threads", "updated_at", ContentThreads),
+			project, id, string(messages), now, toDB(expires), rev, now, now)
+	} else {
+		res, err = s.exec(ctx, `UPDATE threads SET messages = ?, updated_at = ?, expires_at = ?, revision = ?
+			WHERE project = ? AND id = ? AND revision = ?`,
+			string(messages), now, toDB(expires), rev, project, id, prev)
 	}
-	return nil
+	if err = requireRow(res, err); errors.Is(err, ErrNotFound) {
+		err = ErrConflict
+	}
+	if err != nil {
+		return 0, fmt.Errorf("storing thread %q: %w", id, err)
+	}
+	return rev, nil
 }
 
 // DeleteThread deletes a project's thread.
@@ -186,6 +210,52 @@ func (s *sqlStore) SearchNotes(ctx context.Context, project, agent, query string
 		n.CreatedAt, n.UpdatedAt, n.ExpiresAt = fromDB(created), fromDB(updated), fromDB(expires)
 		return n, err
 	}, args...)
+}
+
+// SaveNote stores a note within caps: the count and the write in one
+// transaction holding the lock on the project's notes (PostgreSQL; on
+// SQLite the one writer connection serialises them).
+func (s *sqlStore) SaveNote(ctx context.Context, n Note, caps NoteCaps) (Note, error) {
+	if n.UpdatedAt.IsZero() {
+		n.UpdatedAt = s.now()
+	}
+	if n.CreatedAt.IsZero() {
+		n.CreatedAt = n.UpdatedAt
+	}
+	err := s.inLockedTx(ctx, "notes:"+n.Project, func(tx *sql.Tx) error {
+		var mine, all int
+		at := toDB(n.UpdatedAt)
+		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(SUM(CASE WHEN agent = ? THEN 1 ELSE 0 END), 0), COUNT(*) FROM memory_notes
+			WHERE project = ? AND NOT (agent = ? AND id = ?) AND `+live("memory_notes", "updated_at", ContentMemory)),
+			n.Agent, n.Project, n.Agent, n.ID, at, at).Scan(&mine, &all)
+		if err != nil {
+			return fmt.Errorf("counting notes: %w", err)
+		}
+		if caps.PerAgent > 0 && mine >= caps.PerAgent {
+			return &NoteCapError{Project: n.Project, Agent: n.Agent, PerAgent: true, Held: mine, Cap: caps.PerAgent}
+		}
+		if caps.PerProject > 0 && all >= caps.PerProject {
+			return &NoteCapError{Project: n.Project, Agent: n.Agent, Held: all, Cap: caps.PerProject}
+		}
+		var created int64
+		err = tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO memory_notes (project, agent, id, text, created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (project, agent, id) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+			created_at = CASE WHEN `+live("memory_notes", "updated_at", ContentMemory)+` THEN memory_notes.created_at ELSE excluded.created_at END
+			RETURNING created_at`),
+			n.Project, n.Agent, n.ID, n.Text, toDB(n.CreatedAt), at, toDB(n.ExpiresAt), at, at).Scan(&created)
+		if err != nil {
+			return err
+		}
+		n.CreatedAt = fromDB(created)
+		return nil
+	})
+	if err != nil {
+		if _, ok := errors.AsType[*NoteCapError](err); ok {
+			return Note{}, err
+		}
+		return Note{}, fmt.Errorf("storing note %q: %w", n.ID, err)
+	}
+	return n, nil
 }
 
 // CountNotes counts an agent's and its project's unexpired notes other

@@ -127,7 +127,13 @@ func (s *sqlStore) DeleteProject(ctx context.Context, name string) error {
 // (on PostgreSQL; SQLite's single writer serialises anyway), so that
 // creating a key in a project and deleting that project cannot both
 // succeed.
-func (s *sqlStore) inProjectTx(ctx context.Context, project string, fn func(*sql.Tx) error) (err error) {
+func (s *sqlStore) inProjectTx(ctx context.Context, project string, fn func(*sql.Tx) error) error {
+	return s.inLockedTx(ctx, "project:"+project, fn)
+}
+
+// inLockedTx runs fn in a write transaction holding the lock of a name
+// on PostgreSQL (SQLite's single writer serialises anyway).
+func (s *sqlStore) inLockedTx(ctx context.Context, name string, fn func(*sql.Tx) error) (err error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -138,8 +144,8 @@ func (s *sqlStore) inProjectTx(ctx context.Context, project string, fn func(*sql
 		}
 	}()
 	if s.d.lockName != "" {
-		if _, err := tx.ExecContext(ctx, s.d.rebind(s.d.lockName), "project:"+project); err != nil {
-			return fmt.Errorf("locking project %q: %w", project, err)
+		if _, err := tx.ExecContext(ctx, s.d.rebind(s.d.lockName), name); err != nil {
+			return fmt.Errorf("locking %s: %w", name, err)
 		}
 	}
 	if err := fn(tx); err != nil {

@@ -38,6 +38,9 @@ var (
 	ErrSchemaTooNew = errors.New("store schema is newer than this binary")
 	// ErrUnsupported means the DSN names a backend this build cannot use.
 	ErrUnsupported = errors.New("unsupported store backend")
+	// ErrConflict means the object changed since the caller read it (a
+	// compare-and-set lost); nothing was written.
+	ErrConflict = errors.New("changed since it was read")
 )
 
 // DefaultProject is the project an API key belongs to when none is given.
@@ -55,6 +58,7 @@ type Store interface {
 	TenancyStore
 	ContentStore
 	LeaseStore
+	DemandStore
 	QuotaStore
 	// Close releases the database. The Store must not be used afterwards.
 	Close() error

@@ -423,33 +423,14 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 	}
 }
 
-// admitOnce decides a request under the admission lock and reserves it.
-// With shared limits it may instead return the slices that are too short
-// (never grown yet for this request), with the refusal to give if they
-// cannot grow.
-func (a *Admission) admitOnce(p request.Principal, proj projectInfo, terms request.Model, req request.Info, now time.Time,
-	prompt int64, perChoice int, grown map[growKey]bool) (request.Ticket, []growth, error) {
-	completion := a.completionCap(perChoice, req)
-	worst := prompt + completion
+// rateChecks tests a request against each rate check, under the
+// admission lock: it needs 1 of a request limit and worst (its prompt
+// bound plus completion) of a token limit, in the window and, with
+// shared limits, in this control plane's slice. It returns the slices
+// the request uses; or the slices too short, not grown yet for this
+// request, with the refusal to give if they cannot grow; or a refusal.
+func (a *Admission) rateChecks(checks []check, now time.Time, worst, prompt, completion int64, grown map[growKey]bool) ([]*slice, []growth, error) {
 	sec := now.Unix()
-
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.sweep(sec)
-	var buf [4]check
-	checks := buf[:0]
-	var km *meter
-	if p.KeyID != "" {
-		km = a.meterFor(a.keys, p.KeyID, sec)
-		checks = append(checks,
-			check{&km.requests, limitOf(p.RPM, a.opts.DefaultRPM), false, "key", p.KeyID},
-			check{&km.tokens, limitOf(p.TPM, a.opts.DefaultTPM), true, "key", p.KeyID})
-	}
-	pm := a.meterFor(a.projs, p.Project, sec)
-	checks = append(checks,
-		check{&pm.requests, limitOf(proj.project.RPM, a.opts.DefaultRPM), false, "project", p.Project},
-		check{&pm.tokens, limitOf(proj.project.TPM, a.opts.DefaultTPM), true, "project", p.Project})
-
 	var gs []growth
 	var used []*slice
 	for _, c := range checks {
@@ -493,6 +474,40 @@ func (a *Admission) admitOnce(p request.Principal, proj projectInfo, terms reque
 	if len(gs) > 0 {
 		return nil, gs, &request.Rejection{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
 			Reason: "limit", RetryAfter: a.shared.Idle, Message: "rate limit reached over all control planes; retry shortly"}
+	}
+	return used, nil, nil
+}
+
+// admitOnce decides a request under the admission lock and reserves it.
+// With shared limits it may instead return the slices that are too short
+// (never grown yet for this request), with the refusal to give if they
+// cannot grow.
+func (a *Admission) admitOnce(p request.Principal, proj projectInfo, terms request.Model, req request.Info, now time.Time,
+	prompt int64, perChoice int, grown map[growKey]bool) (request.Ticket, []growth, error) {
+	completion := a.completionCap(perChoice, req)
+	worst := prompt + completion
+	sec := now.Unix()
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sweep(sec)
+	var buf [4]check
+	checks := buf[:0]
+	var km *meter
+	if p.KeyID != "" {
+		km = a.meterFor(a.keys, p.KeyID, sec)
+		checks = append(checks,
+			check{&km.requests, limitOf(p.RPM, a.opts.DefaultRPM), false, "key", p.KeyID},
+			check{&km.tokens, limitOf(p.TPM, a.opts.DefaultTPM), true, "key", p.KeyID})
+	}
+	pm := a.meterFor(a.projs, p.Project, sec)
+	checks = append(checks,
+		check{&pm.requests, limitOf(proj.project.RPM, a.opts.DefaultRPM), false, "project", p.Project},
+		check{&pm.tokens, limitOf(proj.project.TPM, a.opts.DefaultTPM), true, "project", p.Project})
+
+	used, gs, err := a.rateChecks(checks, now, worst, prompt, completion, grown)
+	if err != nil {
+		return nil, gs, err
 	}
 
 	// Budgets: every budget of the project must hold the worst case of

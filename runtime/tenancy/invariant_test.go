@@ -130,7 +130,7 @@ func startStack(t *testing.T, st store.Store, overshoot int, tps float64, opt fu
 	s.admission = tenancy.NewAdmission(opts)
 	s.recorder = tenancy.NewRecorder(tenancy.RecorderOptions{Store: st, Price: s.admission.Cost, Holder: holder})
 	s.gw = gateway.New(gateway.Config{}, gateway.Deps{Catalog: catalog{}, Auth: auth{}, Routes: rt,
-		Admission: s.admission, Observer: s.recorder})
+		Admission: s.admission, Observer: s.recorder, Content: st})
 	srv := httptest.NewServer(s.gw.Handler())
 	t.Cleanup(func() { srv.Close(); s.gw.Close() })
 	s.url = srv.URL

@@ -12,15 +12,40 @@ import (
 // no engine (memory notes, /mcp) counts as one request against the key's
 // and the project's requests per minute, and is refused as Admit refuses
 // one when either is reached. It takes no tokens and no budget. With
-// limits shared between control planes it is counted in this control
-// plane's windows, which its slices bound for the requests that reach an
-// engine.
+// limits shared between control planes it is counted as Admit counts a
+// request: in this control plane's window and in its slice of each
+// limit, leased from the store, so the requests of every route over all
+// control planes stay within the limit.
 func (a *Admission) LimitRequest(ctx context.Context, p request.Principal) (http.Header, error) {
 	proj, err := a.dir.get(ctx, p.Project)
 	if err != nil {
 		return nil, fmt.Errorf("reading project %q: %w", p.Project, err)
 	}
-	sec := a.now().Unix()
+	var grown map[growKey]bool
+	for attempt := 0; ; attempt++ {
+		h, gs, err := a.limitOnce(p, proj, grown)
+		if len(gs) == 0 || attempt == 4 {
+			return h, err
+		}
+		// Shared limits: this control plane's slices are short; lease
+		// more and decide again (as Admit does).
+		if grown == nil {
+			grown = map[growKey]bool{}
+		}
+		for _, g := range gs {
+			grown[growKey{g.s, g.fallback}] = true
+		}
+		if err := a.grow(ctx, gs); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// limitOnce decides a request that reaches no engine under the admission
+// lock, and counts it; or returns the slices too short (see rateChecks).
+func (a *Admission) limitOnce(p request.Principal, proj projectInfo, grown map[growKey]bool) (http.Header, []growth, error) {
+	now := a.now()
+	sec := now.Unix()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sweep(sec)
@@ -31,19 +56,15 @@ func (a *Admission) LimitRequest(ctx context.Context, p request.Principal) (http
 	}
 	pm := a.meterFor(a.projs, p.Project, sec)
 	checks = append(checks, check{&pm.requests, limitOf(proj.project.RPM, a.opts.DefaultRPM), false, "project", p.Project})
-	for _, c := range checks {
-		if c.limit <= 0 {
-			continue
-		}
-		if wait := c.w.wait(sec, 1, c.limit); wait > 0 {
-			return nil, &request.Rejection{Status: http.StatusTooManyRequests, Type: c.kind(), Code: "rate_limit_exceeded",
-				Reason: "limit", Header: rateHeaders(checks, sec), RetryAfter: wait, Message: fmt.Sprintf(
-					"rate limit of %s reached: %d %s per minute; used %d; retry in %s",
-					c.whose(), c.limit, c.kind(), c.w.sum(sec), wait)}
-		}
+	used, gs, err := a.rateChecks(checks, now, 0, 0, 0, grown)
+	if err != nil {
+		return nil, gs, err
 	}
 	for _, c := range checks {
 		c.w.charge(sec, 1)
 	}
-	return rateHeaders(checks, sec), nil
+	for _, sl := range used {
+		sl.used = now
+	}
+	return rateHeaders(checks, sec), nil, nil
 }

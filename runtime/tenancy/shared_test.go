@@ -6,7 +6,9 @@ package tenancy_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -354,4 +356,80 @@ func TestSharedIdleSliceReturns(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("b admitted %s after a's request (idle_return %s, slice ttl 1m)", time.Since(done).Round(10*time.Millisecond), idle)
+}
+
+// TestSharedRPMCountsNoteRequests: memory-note requests, which reach no
+// engine, count against a shared requests-per-minute limit as inference
+// requests do: 20 at once over two control planes, then 20 chat
+// requests, under a limit of 10: no more than 10 of all 40 are admitted.
+func TestSharedRPMCountsNoteRequests(t *testing.T) {
+	a, b, st := sharedPair(t, 0, nil, tenancy.Shared{}, 0, 2000)
+	ctx := t.Context()
+	if err := st.UpdateProject(ctx, store.Project{Name: "p", RPM: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetRetention(ctx, "p", store.ContentMemory, 24); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 20)
+	start := make(chan struct{})
+	for i := range codes {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			<-start
+			req, err := http.NewRequest(http.MethodPost, s.url+"/v1/memory", strings.NewReader(fmt.Sprintf(`{"text":"note %d"}`, i)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			req.Header.Set("Authorization", "Bearer k")
+			req.Header.Set("X-Llmgw-Agent", "bot")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		})
+	}
+	close(start)
+	wg.Wait()
+	notes := 0
+	for i, c := range codes {
+		switch c {
+		case http.StatusOK:
+			notes++
+		case http.StatusTooManyRequests:
+		default:
+			t.Errorf("note request %d: status %d", i, c)
+		}
+	}
+	chats := 0
+	for i, r := range burst2(t, a, b, 20, chatBody("big", 5)) {
+		switch r.status {
+		case http.StatusOK:
+			chats++
+		case http.StatusTooManyRequests:
+		default:
+			t.Errorf("chat request %d: status %d", i, r.status)
+		}
+	}
+	held, err := st.SearchNotes(ctx, "p", "bot", "", time.Now(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rpm 10 over two control planes: %d note requests and %d chat requests admitted of 20 each", notes, chats)
+	if notes+chats > 10 {
+		t.Errorf("%d note and %d chat requests admitted within a minute under a shared limit of 10 per minute", notes, chats)
+	}
+	if notes < 5 || len(held) != notes {
+		t.Errorf("%d note requests admitted, %d notes kept; want at least 5 of the 10 the limit holds, each kept", notes, len(held))
+	}
+	settle(t, st, a, b)
 }

@@ -158,7 +158,7 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 	if maxTokens == nil {
 		maxTokens, maxParam = req.MaxTokens, "max_tokens"
 	}
-	if !e.checkPrompt(w, len(prompt), maxTokens, "messages", maxParam) {
+	if !e.checkPrompt(w, len(prompt), maxTokens, maxParam) {
 		return
 	}
 	fn, call, err := chooseTool(req)

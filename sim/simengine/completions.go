@@ -57,7 +57,7 @@ func (e *Engine) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	plans := make([]completionPlan, len(prompts))
 	for i, p := range prompts {
-		if !e.checkPrompt(w, len(p), req.MaxTokens, "prompt", "max_tokens") {
+		if !e.checkPrompt(w, len(p), req.MaxTokens, "max_tokens") {
 			return
 		}
 		plans[i] = overshoot(planCompletion(req.MaxTokens, len(p), e.cfg.MaxModelLen, e.cfg.EOSAfter, req.IgnoreEOS),

@@ -234,18 +234,29 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // checkPrompt rejects a prompt that leaves no room for a completion and a
 // max_tokens below one; it writes the 400 itself and reports false.
-func (e *Engine) checkPrompt(w http.ResponseWriter, promptTokens int, maxTokens *int, param, maxParam string) bool {
+func (e *Engine) checkPrompt(w http.ResponseWriter, promptTokens int, maxTokens *int, maxParam string) bool {
 	if maxTokens != nil && *maxTokens < 1 {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s must be at least 1, got %d", maxParam, *maxTokens), maxParam, "")
 		return false
 	}
 	if promptTokens >= e.cfg.MaxModelLen {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf(
-			"This model's maximum context length is %d tokens. However, your request has %d input tokens.",
-			e.cfg.MaxModelLen, promptTokens), param, "context_length_exceeded")
+		writeContextError(w, e.cfg.MaxModelLen, promptTokens)
 		return false
 	}
 	return true
+}
+
+// writeContextError refuses a prompt longer than the context as vLLM
+// (0.10 and later) does: its words and its error body, whose type is the
+// Python exception's name and whose code is the HTTP status.
+func writeContextError(w http.ResponseWriter, maxModelLen, promptTokens int) {
+	writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
+		"message": fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+			maxModelLen, promptTokens),
+		"type":  "BadRequestError",
+		"param": nil,
+		"code":  http.StatusBadRequest,
+	}})
 }
 
 // checkModel answers 404 model_not_found for a model this engine does not

@@ -33,7 +33,6 @@ func TestErrorBodies(t *testing.T) {
 		{name: "chat no messages", path: "/v1/chat/completions", body: map[string]any{"model": testModel, "messages": []any{}}, wantStatus: 400, wantParam: "messages"},
 		{name: "chat max_tokens zero", path: "/v1/chat/completions", body: map[string]any{"model": testModel, "max_tokens": 0, "messages": []map[string]string{{"role": "user", "content": "x"}}}, wantStatus: 400, wantParam: "max_tokens"},
 		{name: "chat n two", path: "/v1/chat/completions", body: map[string]any{"model": testModel, "n": 2, "messages": []map[string]string{{"role": "user", "content": "x"}}}, wantStatus: 400, wantParam: "n"},
-		{name: "chat prompt too long", path: "/v1/chat/completions", body: map[string]any{"model": testModel, "messages": []map[string]string{{"role": "user", "content": "1 2 3 4 5 6 7 8 9 10"}}}, wantStatus: 400, wantParam: "messages", wantCode: "context_length_exceeded"},
 		{name: "chat unknown named tool", path: "/v1/chat/completions", body: map[string]any{"model": testModel, "tools": weatherTools, "tool_choice": map[string]any{"type": "function", "function": map[string]string{"name": "nope"}}, "messages": []map[string]string{{"role": "user", "content": "x"}}}, wantStatus: 400, wantParam: "tool_choice"},
 		{name: "completions no prompt", path: "/v1/completions", body: map[string]any{"model": testModel}, wantStatus: 400, wantParam: "prompt"},
 		{name: "embeddings empty array", path: "/v1/embeddings", body: map[string]any{"model": testModel, "input": []string{}}, wantStatus: 400, wantParam: "input"},
@@ -65,6 +64,23 @@ func TestErrorBodies(t *testing.T) {
 				t.Fatalf("param %v code %v, want %v %v: %s", e["param"], e["code"], tt.wantParam, tt.wantCode, raw)
 			}
 		})
+	}
+}
+
+// TestContextLengthRefusalIsVLLMs: a prompt longer than the context is
+// refused with vLLM's words and body, which the gateway reads to fit a
+// thread again.
+func TestContextLengthRefusalIsVLLMs(t *testing.T) {
+	_, srv := newTestServer(t, Config{MaxModelLen: 8})
+	for _, tt := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"` + testModel + `","messages":[{"role":"user","content":"1 2 3 4 5 6 7 8 9 10"}]}`},
+		{"/v1/completions", `{"model":"` + testModel + `","prompt":"1 2 3 4 5 6 7 8 9 10"}`},
+	} {
+		status, raw := post(t, srv.URL+tt.path, tt.body)
+		const want = `{"error":{"code":400,"message":"This model's maximum context length is 8 tokens. However, your request has 10 input tokens. Please reduce the length of the input messages.","param":null,"type":"BadRequestError"}}`
+		if status != 400 || strings.TrimSpace(string(raw)) != want {
+			t.Fatalf("%s: %d %s, want 400 %s", tt.path, status, raw, want)
+		}
 	}
 }
 

@@ -23,9 +23,11 @@ type ControlPlane struct {
 	Client    string // client API base URL (…/v1)
 	Manage    string
 	AgentAddr string
-	CfgPath   string
-	Proc      *Proc
-	c         *Cluster
+	// Metrics is its /metrics address.
+	Metrics string
+	CfgPath string
+	Proc    *Proc
+	c       *Cluster
 }
 
 // AddControlPlane starts another control plane named name ("cp-2", …) on
@@ -38,6 +40,7 @@ func (c *Cluster) AddControlPlane(name string) *ControlPlane {
 		Client:    "http://127.0.0.1:" + strconv.Itoa(p[0]) + "/v1",
 		Manage:    "127.0.0.1:" + strconv.Itoa(p[1]),
 		AgentAddr: "127.0.0.1:" + strconv.Itoa(p[2]),
+		Metrics:   "http://127.0.0.1:" + strconv.Itoa(p[3]) + "/metrics",
 	}
 	// serverConfig reads the listeners, PKI and store from a Cluster.
 	cfg, err := serverConfig(&Cluster{Manage: cp.Manage, AgentAddr: cp.AgentAddr, PKIDir: c.PKIDir, StoreDSN: c.StoreDSN}, p, c.opts)

@@ -1,6 +1,6 @@
 // The official @anthropic-ai/sdk against llmgw's /v1/messages: a plain
 // message, a stream (raw events and the SDK's MessageStream), a tool
-// round trip, and an error. Run by clients_test.go with SDK_DIR,
+// round trip, two turns of a thread, and an error. Run by clients_test.go with SDK_DIR,
 // BASE_URL, API_KEY and MODEL set; prints one line of JSON.
 const { createRequire } = require("node:module");
 const path = require("node:path");
@@ -40,6 +40,13 @@ async function main() {
       { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "sunny, 21C" }] }],
   });
   out.tool_answer = { stop_reason: answer.stop_reason, content: answer.content };
+
+  // Two turns of an llmgw thread (x-llmgw-thread as a request option):
+  // the second is sent only its own message.
+  const onThread = { headers: { "x-llmgw-thread": "sdk-thread" } };
+  const t1 = await client.messages.create({ model, max_tokens: 6, messages: [{ role: "user", content: "my name is Ada" }] }, onThread);
+  const t2 = await client.messages.stream({ model, max_tokens: 6, messages: [{ role: "user", content: "what is my name?" }] }, onThread).finalMessage();
+  out.thread = { first: t1.content[0].text, second: t2.content[0].text };
 
   try {
     await client.messages.create({ model: "no-such-model", max_tokens: 4, messages: [{ role: "user", content: "hi" }] });

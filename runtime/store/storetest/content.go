@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,8 +111,9 @@ func testStoredResponses(t *testing.T, s store.Store) {
 	}
 }
 
-// testThreads: a thread is replaced whole, read by its own project only
-// and not past its expiry, and pruned with its project's retention.
+// testThreads: a thread is replaced whole at the revision it was read
+// at, read by its own project only and not past its expiry, and pruned
+// with its project's retention.
 func testThreads(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	for _, p := range []string{"a", "b"} {
@@ -123,20 +125,28 @@ func testThreads(t *testing.T, s store.Store) {
 		}
 	}
 	now := time.Now()
-	if err := s.PutThread(ctx, "a", "t1", []byte(`[1]`), now.Add(time.Hour)); err != nil {
+	rev, err := s.PutThread(ctx, "a", "t1", []byte(`[1]`), now.Add(time.Hour), 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutThread(ctx, "a", "t1", []byte(`[1,2]`), now.Add(2*time.Hour)); err != nil {
+	if _, err := s.PutThread(ctx, "a", "t1", []byte(`[9]`), now.Add(time.Hour), 0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a second thread begun over a live one: %v, want ErrConflict", err)
+	}
+	rev2, err := s.PutThread(ctx, "a", "t1", []byte(`[1,2]`), now.Add(2*time.Hour), rev)
+	if err != nil || rev2 == rev || rev2 <= 0 {
+		t.Fatalf("PutThread at its revision: %d (was %d), %v", rev2, rev, err)
+	}
+	if _, err := s.PutThread(ctx, "a", "t1", []byte(`[1,3]`), now.Add(2*time.Hour), rev); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("PutThread at a revision written over: %v, want ErrConflict", err)
+	}
+	if _, err := s.PutThread(ctx, "b", "t1", []byte(`["b"]`), now.Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutThread(ctx, "b", "t1", []byte(`["b"]`), now.Add(time.Hour)); err != nil {
-		t.Fatal(err)
+	if got, err := s.GetThread(ctx, "a", "t1", now); err != nil || string(got.Messages) != `[1,2]` || got.Revision != rev2 {
+		t.Fatalf("GetThread = %s at %d, %v; want [1,2] at %d", got.Messages, got.Revision, err, rev2)
 	}
-	if got, err := s.GetThread(ctx, "a", "t1", now); err != nil || string(got) != `[1,2]` {
-		t.Fatalf("GetThread = %s, %v", got, err)
-	}
-	if got, err := s.GetThread(ctx, "b", "t1", now); err != nil || string(got) != `["b"]` {
-		t.Fatalf("the same id in another project = %s, %v", got, err)
+	if got, err := s.GetThread(ctx, "b", "t1", now); err != nil || string(got.Messages) != `["b"]` {
+		t.Fatalf("the same id in another project = %s, %v", got.Messages, err)
 	}
 	if _, err := s.GetThread(ctx, "a", "t1", now.Add(2*time.Hour)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("expired thread: %v", err)
@@ -254,7 +264,7 @@ func testContentRetentionCut(t *testing.T, s store.Store) {
 			Body: []byte(`{}`), History: []byte(`[]`), CreatedAt: now, ExpiresAt: expires}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PutThread(ctx, p, "t1", []byte(`[1]`), expires); err != nil {
+		if _, err := s.PutThread(ctx, p, "t1", []byte(`[1]`), expires, 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.PutNote(ctx, store.Note{Project: p, Agent: "bot", ID: "n1", Text: "kept",
@@ -326,5 +336,141 @@ func testContentRetentionCut(t *testing.T, s store.Store) {
 	}
 	if got := found(now); got != "" {
 		t.Fatalf("after --off, before the prune: found %q", got)
+	}
+}
+
+// testThreadRevisionRace: of writers that read a thread at one revision
+// and write at once, exactly one lands; the others get ErrConflict. A
+// thread whose row outlived its expiry (not pruned yet) is begun again
+// as one that does not exist.
+func testThreadRevisionRace(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if err := s.SetRetention(ctx, store.DefaultProject, store.ContentThreads, 1); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`["old"]`), now.Add(-time.Minute), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetThread(ctx, store.DefaultProject, "old", now); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an expired thread read: %v", err)
+	}
+	if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`["new"]`), now.Add(time.Hour), 0); err != nil {
+		t.Fatalf("beginning again a thread whose row expired: %v", err)
+	}
+	for _, start := range []string{"fresh", "written"} {
+		var prev int64
+		if start == "written" {
+			var err error
+			if prev, err = s.PutThread(ctx, store.DefaultProject, start, []byte(`[0]`), now.Add(time.Hour), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const writers = 8
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won, lost := 0, 0
+		for i := range writers {
+			wg.Go(func() {
+				_, err := s.PutThread(ctx, store.DefaultProject, start, fmt.Appendf(nil, "[%d]", i+1), now.Add(time.Hour), prev)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					won++
+				case errors.Is(err, store.ErrConflict):
+					lost++
+				default:
+					t.Errorf("writer %d: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		if won != 1 || lost != writers-1 {
+			t.Fatalf("%s thread: %d writes at one revision landed, %d conflicted; want 1 and %d", start, won, lost, writers-1)
+		}
+	}
+}
+
+// testNoteCapRace: notes saved at once never pass the bound on an
+// agent's notes nor the one on a project's, and replacing a note is not
+// a new one.
+func testNoteCapRace(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if err := s.SetRetention(ctx, store.DefaultProject, store.ContentMemory, 1); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	note := func(agent, id string) store.Note {
+		return store.Note{Project: store.DefaultProject, Agent: agent, ID: id, Text: "x " + id,
+			UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	}
+	caps := store.NoteCaps{PerAgent: 5, PerProject: 8}
+	save := func(agents []string, per int) (saved int, capped []*store.NoteCapError) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for _, a := range agents {
+			for i := range per {
+				wg.Go(func() {
+					_, err := s.SaveNote(ctx, note(a, fmt.Sprintf("%s-%d", a, i)), caps)
+					mu.Lock()
+					defer mu.Unlock()
+					if ce, ok := errors.AsType[*store.NoteCapError](err); ok {
+						capped = append(capped, ce)
+						return
+					}
+					if err != nil {
+						t.Errorf("saving a note of %s: %v", a, err)
+						return
+					}
+					saved++
+				})
+			}
+		}
+		wg.Wait()
+		return saved, capped
+	}
+	count := func(agent string) int {
+		t.Helper()
+		mine, _, err := s.CountNotes(ctx, store.DefaultProject, agent, "", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mine
+	}
+	// 12 at once for one agent: exactly 5 land.
+	if saved, capped := save([]string{"bot"}, 12); saved != 5 || len(capped) != 7 || count("bot") != 5 {
+		t.Fatalf("12 notes of one agent at once under a bound of 5: %d saved, %d refused, %d held", saved, len(capped), count("bot"))
+	} else if !capped[0].PerAgent || capped[0].Held != 5 || capped[0].Cap != 5 {
+		t.Fatalf("refusal %+v, want the agent's bound, 5 held of 5", capped[0])
+	}
+	// Two more agents, 4 notes each at once: the project holds 8 at most.
+	saved, capped := save([]string{"a1", "a2"}, 4)
+	_, all, err := s.CountNotes(ctx, store.DefaultProject, "", "", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved != 3 || all != 8 {
+		t.Fatalf("8 notes of two agents at once, 5 held, project bound 8: %d saved, %d held", saved, all)
+	}
+	for _, c := range capped {
+		if c.PerAgent || c.Held != 8 {
+			t.Fatalf("refusal %+v, want the project's bound, 8 held", c)
+		}
+	}
+	// At the bounds, a note replaced by its id still saves, and keeps
+	// when it was made.
+	held, err := s.SearchNotes(ctx, store.DefaultProject, "bot", "", now, 1)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("searching bot's notes: %v, %v", held, err)
+	}
+	later := note("bot", held[0].ID)
+	later.Text, later.UpdatedAt = "replaced", now.Add(time.Second)
+	got, err := s.SaveNote(ctx, later, caps)
+	if err != nil {
+		t.Fatalf("replacing a note at the bound: %v", err)
+	}
+	if !got.CreatedAt.Equal(now) || got.Text != "replaced" {
+		t.Fatalf("replaced note %+v, want created at %v", got, now)
 	}
 }

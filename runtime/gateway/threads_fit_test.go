@@ -1,0 +1,381 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/request"
+	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/sim/simengine"
+)
+
+// shortEngine is a sim engine whose context (maxModelLen words) is far
+// shorter than the catalog says (twoModels' "big": 8192), so a thread
+// the gateway fits to the catalog is refused for its length. As
+// llama-server (llama) it words that refusal as llama-server does. It
+// keeps the messages of every request and can hold requests until a
+// number of them arrived (hold).
+type shortEngine struct {
+	eng   *simengine.Engine
+	llama bool
+	mu    sync.Mutex
+	seen  [][]map[string]any
+	codes []int
+	// hold, when above 0, holds each request until that many arrived
+	// (counting all the engine got); release is closed then.
+	hold    int
+	release chan struct{}
+	// gate, when set, holds every request until it is closed; each
+	// request held is sent on arrived first.
+	gate, arrived chan struct{}
+}
+
+var vllmContextWords = regexp.MustCompile(`maximum context length is (\d+) tokens. However, your request has (\d+) input tokens`)
+
+func (e *shortEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var v struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	_ = json.Unmarshal(body, &v)
+	e.mu.Lock()
+	e.seen = append(e.seen, v.Messages)
+	n, hold, release, gate, arrived := len(e.seen), e.hold, e.release, e.gate, e.arrived
+	if hold > 0 && n == hold {
+		close(release) // the last one held has arrived
+	}
+	e.mu.Unlock()
+	if hold > 0 {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-release:
+		}
+	}
+	if gate != nil {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-gate:
+		}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	rec := httptest.NewRecorder()
+	e.eng.Handler().ServeHTTP(rec, r)
+	e.mu.Lock()
+	e.codes = append(e.codes, rec.Code)
+	e.mu.Unlock()
+	out := rec.Body.Bytes()
+	if m := vllmContextWords.FindSubmatch(out); rec.Code == http.StatusBadRequest && m != nil && e.llama {
+		limit, _ := strconv.Atoi(string(m[1]))
+		prompt, _ := strconv.Atoi(string(m[2]))
+		out, _ = json.Marshal(map[string]any{"error": map[string]any{"code": 400,
+			"message": fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", prompt, limit),
+			"type":    "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": limit}})
+	}
+	for k, vv := range rec.Header() {
+		w.Header()[k] = vv
+	}
+	w.Header().Del("Content-Length")
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(out)
+}
+
+// words is what the sim engine counts as the prompt of messages.
+func words(msgs []map[string]any) int {
+	n := 0
+	for _, m := range msgs {
+		c, _ := m["content"].(string)
+		n += len(strings.Fields(c))
+	}
+	return n
+}
+
+func startShortEngine(t *testing.T, maxModelLen int, llama bool) (*shortEngine, *router.Router) {
+	t.Helper()
+	eng, err := simengine.New(simengine.Config{ServedModelName: "big", EOSAfter: 3, MaxModelLen: maxModelLen}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	se := &shortEngine{eng: eng, llama: llama}
+	srv := httptest.NewServer(se)
+	t.Cleanup(srv.Close)
+	rt := router.New()
+	rt.SetEndpoints("big", []router.Endpoint{{ReplicaID: "big-0", URL: srv.URL, Weight: 1}})
+	return se, rt
+}
+
+// answerText is the text of a chat answer, streamed or not.
+func answerText(t *testing.T, raw string, stream bool) string {
+	t.Helper()
+	if !stream {
+		var v struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(raw), &v); err != nil || len(v.Choices) != 1 {
+			t.Fatalf("answer %s: %v", raw, err)
+		}
+		return v.Choices[0].Message.Content
+	}
+	var b strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(raw))
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(data), &c) == nil && len(c.Choices) > 0 {
+			b.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	return b.String()
+}
+
+// TestThreadFittedAgainAfterContextRefusal: when the engine refuses a
+// thread's request for its length (vLLM's words, as the sim engine
+// says it, and llama-server's), the gateway sends it once more with the
+// history fitted to the context the engine named, and the client gets
+// the answer, told how many turns were left out; the usage charged is
+// the request that was served, not the one refused; the thread keeps
+// what was sent. Later turns of the model's threads are fitted to what
+// the refusal told, and not refused again.
+func TestThreadFittedAgainAfterContextRefusal(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		llama, stream bool
+	}{
+		{"vllm", false, false},
+		{"vllm stream", false, true},
+		{"llama-server", true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const maxModelLen, maxTokens = 60, 8
+			st := contentStore(t, 24)
+			eng, rt := startShortEngine(t, maxModelLen, tt.llama)
+			adm := &recordingAdmission{}
+			records := make(chan request.Record, 64)
+			gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st, Admission: adm,
+				Observer: ObserverFunc(func(r request.Record) { records <- r })})
+			srv := httptest.NewServer(gw.Handler())
+			t.Cleanup(func() { srv.Close(); gw.Close() })
+			turn := func(i int, stream bool) call {
+				t.Helper()
+				body, _ := json.Marshal(map[string]any{"model": "big", "max_tokens": maxTokens, "stream": stream,
+					"messages": []map[string]string{{"role": "user", "content": "turn " + strconv.Itoa(i) + " with six more words here"}}})
+				h := bearer("key-proj")
+				h["X-Llmgw-Thread"] = "t1"
+				return do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, string(body))
+			}
+			// Each turn is 8 words and its answer 3: the sixth turn's
+			// prompt passes the engine's 60.
+			refused := -1
+			for i := range 10 {
+				eng.mu.Lock()
+				before := len(eng.seen)
+				eng.mu.Unlock()
+				stream := tt.stream && i >= 5
+				c := turn(i, stream)
+				if c.status != 200 {
+					t.Fatalf("turn %d: %d %s", i, c.status, c.raw)
+				}
+				u := adm.settled(t)
+				rec := <-records
+				eng.mu.Lock()
+				sent, codes := eng.seen[before:], eng.codes[before:]
+				eng.mu.Unlock()
+				switch len(sent) {
+				case 1:
+					if c.header.Get("X-Llmgw-Thread-Trimmed") != "" && refused < 0 {
+						t.Fatalf("turn %d trimmed without a refusal", i)
+					}
+					if n := words(sent[0]); refused >= 0 && n > maxModelLen-maxTokens {
+						t.Fatalf("turn %d after the refusal: %d words sent; want it fitted to %d-%d", i, n, maxModelLen, maxTokens)
+					}
+					continue
+				case 2:
+				default:
+					t.Fatalf("turn %d sent %d times", i, len(sent))
+				}
+				if refused >= 0 {
+					// The first refusal told the engine's context: later
+					// turns are fitted to it at once.
+					t.Fatalf("turn %d refused again after turn %d's refusal told the engine's context", i, refused)
+				}
+				refused = i
+				if codes[0] != 400 || codes[1] != 200 {
+					t.Fatalf("turn %d: the engine answered %v, want a refusal then the answer", i, codes)
+				}
+				first, second := words(sent[0]), words(sent[1])
+				if first < maxModelLen || second > maxModelLen-maxTokens {
+					t.Fatalf("turn %d: refused at %d words, sent again at %d; want it to fit %d-%d", i, first, second, maxModelLen, maxTokens)
+				}
+				if last := sent[1][len(sent[1])-1]; last["content"] != "turn "+strconv.Itoa(i)+" with six more words here" {
+					t.Fatalf("turn %d: fitted again without its new turn: %v", i, sent[1])
+				}
+				dropped, _ := strconv.Atoi(c.header.Get("X-Llmgw-Thread-Trimmed"))
+				if dropped < 1 || (len(sent[0])-len(sent[1]))/2 != dropped {
+					t.Fatalf("turn %d: x-llmgw-thread-trimmed %q, but %d messages were dropped", i, c.header.Get("X-Llmgw-Thread-Trimmed"), len(sent[0])-len(sent[1]))
+				}
+				// Charged what was served: the sim counts the words sent
+				// the second time.
+				if u.PromptTokens != second || !u.Reported || rec.PromptTokens != second || rec.Status != 200 {
+					t.Fatalf("turn %d: settled %+v, recorded %d prompt tokens (status %d); want the %d of the request served",
+						i, u, rec.PromptTokens, rec.Status, second)
+				}
+				// The thread keeps what was sent and the answer.
+				stored, err := st.GetThread(t.Context(), "proj", "t1", time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var msgs []map[string]any
+				_ = json.Unmarshal(stored.Messages, &msgs)
+				if len(msgs) != len(sent[1])+1 || msgs[len(msgs)-1]["content"] != answerText(t, c.raw, stream) {
+					t.Fatalf("turn %d: stored %d messages (last %v), want the %d sent and the answer %q", i, len(msgs), msgs[len(msgs)-1], len(sent[1]), answerText(t, c.raw, stream))
+				}
+			}
+			if refused < 0 {
+				t.Fatal("no turn was refused: the test does not test the refit")
+			}
+		})
+	}
+}
+
+// TestThreadTurnsAtOnce: two turns sent at once on one thread both land
+// in it, each followed by its own answer, in the order their answers
+// ended; neither is lost.
+func TestThreadTurnsAtOnce(t *testing.T) {
+	st := contentStore(t, 24)
+	eng, rt := startShortEngine(t, 8192, false)
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	turn := func(content string) call {
+		body, _ := json.Marshal(map[string]any{"model": "big", "max_tokens": 8,
+			"messages": []map[string]string{{"role": "user", "content": content}}})
+		h := bearer("key-proj")
+		h["X-Llmgw-Thread"] = "t1"
+		return do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, string(body))
+	}
+	if c := turn("first words"); c.status != 200 {
+		t.Fatalf("first turn: %d %s", c.status, c.raw)
+	}
+	for round := range 3 {
+		// Both requests reach the engine with the same history before
+		// either is answered.
+		eng.mu.Lock()
+		eng.hold, eng.release = len(eng.seen)+2, make(chan struct{})
+		eng.mu.Unlock()
+		var wg sync.WaitGroup
+		calls := make([]call, 2)
+		for i := range calls {
+			wg.Go(func() { calls[i] = turn(fmt.Sprintf("round %d turn %c", round, 'a'+i)) })
+		}
+		wg.Wait()
+		for i, c := range calls {
+			if c.status != 200 {
+				t.Fatalf("round %d turn %d: %d %s", round, i, c.status, c.raw)
+			}
+		}
+		stored, err := st.GetThread(t.Context(), "proj", "t1", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []map[string]any
+		_ = json.Unmarshal(stored.Messages, &msgs)
+		if len(msgs) != 2+4*(round+1) {
+			t.Fatalf("round %d: the thread holds %d messages, want %d: %s", round, len(msgs), 2+4*(round+1), contents(msgs))
+		}
+		tail := msgs[len(msgs)-4:]
+		for i, c := range calls {
+			want := fmt.Sprintf("round %d turn %c", round, 'a'+i)
+			at := -1
+			for j, m := range tail {
+				if m["role"] == "user" && m["content"] == want {
+					at = j
+				}
+			}
+			if at < 0 || at%2 != 0 || tail[at+1]["role"] != "assistant" || tail[at+1]["content"] != answerText(t, c.raw, false) {
+				t.Fatalf("round %d: turn %q is not followed by its answer %q in %s", round, want, answerText(t, c.raw, false), contents(msgs))
+			}
+		}
+	}
+	eng.mu.Lock()
+	eng.hold = 0
+	eng.mu.Unlock()
+	// The next turn sees both of the last round's turns.
+	if c := turn("after"); c.status != 200 {
+		t.Fatalf("next turn: %d %s", c.status, c.raw)
+	}
+	eng.mu.Lock()
+	last := eng.seen[len(eng.seen)-1]
+	eng.mu.Unlock()
+	if len(last) != 2+4*3+1 {
+		t.Fatalf("the next turn was sent %d messages, want %d: %s", len(last), 2+4*3+1, contents(last))
+	}
+}
+
+// TestThreadDeletedDuringTurn: a thread deleted while a turn runs is
+// begun again with that turn alone, not brought back whole.
+func TestThreadDeletedDuringTurn(t *testing.T) {
+	st := contentStore(t, 24)
+	eng, rt := startShortEngine(t, 8192, false)
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	h := bearer("key-proj")
+	h["X-Llmgw-Thread"] = "t1"
+	turn := func(content string) call {
+		body, _ := json.Marshal(map[string]any{"model": "big", "max_tokens": 8,
+			"messages": []map[string]string{{"role": "user", "content": content}}})
+		return do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, string(body))
+	}
+	if c := turn("forget me"); c.status != 200 {
+		t.Fatalf("first turn: %d %s", c.status, c.raw)
+	}
+	eng.mu.Lock()
+	eng.gate, eng.arrived = make(chan struct{}), make(chan struct{}, 1)
+	eng.mu.Unlock()
+	done := make(chan call, 1)
+	go func() { done <- turn("after the delete") }()
+	<-eng.arrived
+	if c := do(t, http.MethodDelete, srv.URL+"/v1/threads/t1", bearer("key-proj"), ""); c.status != 200 {
+		t.Fatalf("delete: %d %s", c.status, c.raw)
+	}
+	close(eng.gate)
+	c := <-done
+	if c.status != 200 {
+		t.Fatalf("turn during the delete: %d %s", c.status, c.raw)
+	}
+	stored, err := st.GetThread(t.Context(), "proj", "t1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []map[string]any
+	_ = json.Unmarshal(stored.Messages, &msgs)
+	if got, want := contents(msgs), "user:after the delete | assistant:"+answerText(t, c.raw, false); got != want {
+		t.Fatalf("the thread after a delete during a turn holds %q, want %q", got, want)
+	}
+}
