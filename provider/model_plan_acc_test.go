@@ -1,14 +1,17 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
@@ -104,6 +107,26 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 		t.Errorf("the plan of a new model does not say where it goes:\n%s", out)
 	}
 	tf.Run(0, "apply", "-input=false", "-auto-approve", "-no-color")
+	// live is the model's live replicas, each "id" or "id (stale)".
+	live := func() []string {
+		reps, err := c.ManageClient().ListReplicas(context.Background(), &managev1.ListReplicasRequest{Model: "tf-roll"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range reps.GetReplicas() {
+			if st := r.GetState(); st == "ready" || st == "starting" {
+				id := r.GetId()
+				if r.GetStale() {
+					id += " (stale)"
+				}
+				out = append(out, id)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	first := live()
 
 	write(planModelTF(8192, 2048))
 	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
@@ -126,6 +149,11 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 		t.Errorf("the plan of a placement-only change warns:\n%s", out)
 	}
 	tf.Run(0, "apply", "-input=false", "-auto-approve", "-no-color")
+	// Several reconcile passes (one a second at least) see the edit.
+	time.Sleep(2 * time.Second)
+	if now := live(); len(first) != 2 || !slices.Equal(now, first) {
+		t.Errorf("live replicas after applying an added profile, a weight, pricing and scaling.max = %v, want %v kept, none stale", now, first)
+	}
 	write(planModelTFTwoProfiles("--decode-tps=50"))
 	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
 	if !regexp.MustCompile(`rollout_plan\s+= "[^"]*" -> "no running replica restarts \(profile cpu changes, which no running replica uses\)"`).MatchString(out) {
