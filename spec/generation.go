@@ -102,10 +102,6 @@ func RolledProfiles(a, b Model) []string {
 	return out
 }
 
-// SameReplicas reports whether changing a into b leaves every replica of a
-// built alike, so that the change rolls none of them.
-func SameReplicas(a, b Model) bool { return len(RolledProfiles(a, b)) == 0 }
-
 // FollowProfile returns running, a replica's profile as it was placed, with
 // every serving and placement field taken from catalog, the catalog's
 // current profile of the same name: a running replica follows an edit of

@@ -112,7 +112,7 @@ func TestReplicaGenerationIsItsOwnProfile(t *testing.T) {
 	}
 }
 
-func TestRolledProfilesAndSameReplicas(t *testing.T) {
+func TestRolledProfiles(t *testing.T) {
 	base := twoProfiles()
 	m := base.Clone()
 	m.Profiles[1].Args = []string{"--threads", "8"}
@@ -121,9 +121,6 @@ func TestRolledProfilesAndSameReplicas(t *testing.T) {
 	if got := RolledProfiles(base, m); !slices.Equal(got, []string{"b"}) {
 		t.Errorf("RolledProfiles = %v, want [b]", got)
 	}
-	if SameReplicas(base, m) {
-		t.Error("SameReplicas is true though profile b's replicas roll")
-	}
 	gone := base.Clone()
 	gone.Profiles = gone.Profiles[1:]
 	if got := RolledProfiles(base, gone); !slices.Equal(got, []string{"a"}) {
@@ -131,8 +128,8 @@ func TestRolledProfilesAndSameReplicas(t *testing.T) {
 	}
 	placement := base.Clone()
 	placement.Profiles[0].Weight, placement.Profiles[0].GPUClass, placement.Scaling.Max = 7, "a100-80g", 5
-	if !SameReplicas(base, placement) {
-		t.Error("a placement and routing change would roll replicas")
+	if got := RolledProfiles(base, placement); len(got) != 0 {
+		t.Errorf("a placement and routing change would roll the replicas of %v", got)
 	}
 	if Generation(placement) != Generation(base) {
 		t.Error("the model's generation changed with a placement and routing change")
