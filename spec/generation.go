@@ -142,19 +142,21 @@ func LegacyGeneration(m Model) string {
 }
 
 // buildFields is v's build fields that are not zero (an empty list or map
-// is zero), by field name.
+// is zero), by their json name: the definition's own key, so that renaming
+// a Go field does not roll replicas.
 func buildFields(v any, roles map[string]fieldRole) map[string]any {
 	rv := reflect.ValueOf(v)
 	out := map[string]any{}
 	for i := range rv.NumField() {
-		f := rv.Field(i)
-		if roles[rv.Type().Field(i).Name] != roleBuild || f.IsZero() {
+		f, sf := rv.Field(i), rv.Type().Field(i)
+		if roles[sf.Name] != roleBuild || f.IsZero() {
 			continue
 		}
 		if (f.Kind() == reflect.Slice || f.Kind() == reflect.Map) && f.Len() == 0 {
 			continue
 		}
-		out[rv.Type().Field(i).Name] = f.Interface()
+		key, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		out[key] = f.Interface()
 	}
 	return out
 }

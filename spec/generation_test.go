@@ -3,6 +3,7 @@ package spec
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -19,7 +20,10 @@ func TestEveryFieldHasARole(t *testing.T) {
 			name := c.typ.Field(i).Name
 			names[name] = true
 			if c.roles[name] == 0 {
-				t.Errorf("%s.%s has no role: classify it in spec/generation.go (build: its engine process is built from it; placement; serving)", c.typ.Name(), name)
+				t.Errorf("%s.%s has no role: classify it in spec/model.go (build: its engine process is built from it; placement; serving; start)", c.typ.Name(), name)
+			}
+			if key, _, _ := strings.Cut(c.typ.Field(i).Tag.Get("json"), ","); c.roles[name] == roleBuild && (key == "" || key == "-") {
+				t.Errorf("build field %s.%s has no json name: the generation hashes it by that name", c.typ.Name(), name)
 			}
 		}
 		for name := range c.roles {
