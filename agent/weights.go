@@ -38,7 +38,7 @@ func (a *Agent) cacheReport() (*agentv1.WeightsCache, uint64) {
 }
 
 func cacheEntryToProto(e fetch.Entry) *agentv1.CacheEntry {
-	return &agentv1.CacheEntry{Key: e.Key, Source: e.Source, SizeBytes: e.Bytes, FetchedUnixMs: e.Fetched.UnixMilli()}
+	return &agentv1.CacheEntry{Key: e.Key, Source: e.Source, SizeBytes: e.Bytes, FetchedUnixMs: e.Fetched.UnixMilli(), Partial: e.Partial}
 }
 
 // cacheChanged returns the cache report when the cache changed since the

@@ -137,7 +137,14 @@ func writeCollected(w io.Writer, nodes []*managev1.NodeWeights, dryRun bool) err
 		var freed uint64
 		for _, e := range n.GetEntries() {
 			freed += e.GetSizeBytes()
-			if _, err := fmt.Fprintf(w, "%s: %s %s (%s, %s)\n", n.GetNode(), verb, e.GetKey(), e.GetSource(), sizeText(e.GetSizeBytes())); err != nil {
+			what, source := e.GetKey(), e.GetSource()
+			if e.GetPartial() {
+				what = "partial download " + what
+				if source == "" {
+					source = "source not recorded"
+				}
+			}
+			if _, err := fmt.Fprintf(w, "%s: %s %s (%s, %s)\n", n.GetNode(), verb, what, source, sizeText(e.GetSizeBytes())); err != nil {
 				return err
 			}
 		}

@@ -43,9 +43,15 @@ func TestWeights(t *testing.T) {
 	}
 
 	f.collected = f.collected[:1]
+	f.collected[0].Entries = append(f.collected[0].Entries,
+		&managev1.WeightsEntry{Key: "0123456789abcdef", Source: "hf:org/gone@v2", SizeBytes: 3 << 20, Partial: true},
+		&managev1.WeightsEntry{Key: "fedcba9876543210", SizeBytes: 1 << 10, Partial: true})
 	code, out, _ = runCtl(t, startServer(t, f), "weights", "--collect", "--dry-run", "--node", "node01")
-	if code != 0 || out != "node01: would delete ffee000011112222 (hf:org/old@v1, 512 MiB)\nnode01: would delete 1 entry, 512 MiB\n" {
-		t.Fatalf("dry run: code %d\n%s", code, out)
+	if want := "node01: would delete ffee000011112222 (hf:org/old@v1, 512 MiB)\n" +
+		"node01: would delete partial download 0123456789abcdef (hf:org/gone@v2, 3.0 MiB)\n" +
+		"node01: would delete partial download fedcba9876543210 (source not recorded, 1.0 KiB)\n" +
+		"node01: would delete 3 entries, 515 MiB\n"; code != 0 || out != want {
+		t.Fatalf("dry run: code %d\n%s\nwant:\n%s", code, out, want)
 	}
 	if !proto.Equal(f.collects[1], &managev1.CollectWeightsRequest{Node: "node01", DryRun: true, TimeoutMs: 60_000}) {
 		t.Errorf("asked %v", f.collects[1])

@@ -93,7 +93,7 @@ func serveFile(w http.ResponseWriter, r *http.Request, s *Store, model, version,
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
-	sum, err := s.FileSHA256(path)
+	sum, err := s.fileSHA256(path, st)
 	if err != nil {
 		log.Error("hashing file", "path", path, "err", err)
 		http.Error(w, "hashing the file failed; see the mirror's log", http.StatusInternalServerError)

@@ -210,3 +210,27 @@ func TestBytesRefusesTraversal(t *testing.T) {
 		})
 	}
 }
+
+// TestBytesSumKeptInMemory: once a file's sha256 is known, answering it
+// again reads neither the file nor its sidecar (a sidecar emptied by hand
+// changes nothing); a file replaced, or a version deleted and held again,
+// is hashed afresh.
+func TestBytesSumKeptInMemory(t *testing.T) {
+	srv, dir, data := bytesServer(t)
+	if resp, _ := get(t, srv.URL+"/m/v/a.gguf", nil); resp.Header.Get(SHA256Header) != sum(data) {
+		t.Fatalf("first answer: sha256 %q", resp.Header.Get(SHA256Header))
+	}
+	side := filepath.Join(dir, "m", "v", ".a.gguf.sha256")
+	writeFile(t, side, nil)
+	if resp, _ := get(t, srv.URL+"/m/v/a.gguf", nil); resp.Header.Get(SHA256Header) != sum(data) {
+		t.Errorf("second answer: sha256 %q, want %q from memory", resp.Header.Get(SHA256Header), sum(data))
+	}
+	if b, _ := os.ReadFile(side); len(b) != 0 {
+		t.Errorf("the sidecar was rewritten (%q): the second answer hashed the file again", b)
+	}
+	other := []byte("another file of another size")
+	writeFile(t, filepath.Join(dir, "m", "v", "a.gguf"), other)
+	if resp, _ := get(t, srv.URL+"/m/v/a.gguf", nil); resp.Header.Get(SHA256Header) != sum(other) {
+		t.Errorf("after replacing the file: sha256 %q, want %q", resp.Header.Get(SHA256Header), sum(other))
+	}
+}

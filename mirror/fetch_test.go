@@ -242,10 +242,16 @@ func TestFetchURLFromMirror(t *testing.T) {
 	checkVersion(t, s, "copy", "set", map[string][]byte{"a.gguf": data, "sub/b.gguf": []byte("second file")})
 
 	// A cached sum that no longer matches the bytes (a disk flipped a bit
-	// after hashing): the fetch refuses them.
+	// after hashing, leaving the size and modification time): the fetch
+	// refuses them.
 	path := filepath.Join(dir, "m", "v", "a.gguf")
 	st, _ := os.Stat(path)
-	if err := writeSidecar(path, sidecarKey(st), sum([]byte("other"))); err != nil {
+	flipped := bytes.Clone(data)
+	flipped[10] ^= 1
+	if err := os.WriteFile(path, flipped, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Fetch(ctx(t), s, "copy", "v2", srv.URL+"/m/v/a.gguf", nil); !errors.Is(err, ErrVerify) {

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/llmgw/llmgw/api/mirrorv1"
 
@@ -64,7 +65,14 @@ type Store struct {
 	Dir string
 
 	hashes singleflight.Group
+	// sums remembers, per path, the sha256 last read or computed and the
+	// size and modification time it is for, so that serving a file does
+	// not read its sidecar on every request.
+	sums sync.Map // path -> knownSum
 }
+
+// knownSum is a sha256 and the sidecarKey of the file it was computed from.
+type knownSum struct{ key, sum string }
 
 // NewStore opens dir, which must exist.
 func NewStore(dir string) (*Store, error) {
@@ -213,8 +221,19 @@ func (s *Store) FileSHA256(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return s.fileSHA256(path, st)
+}
+
+// fileSHA256 is FileSHA256 for a file already stat'ed (st): from memory
+// when the file's size and modification time are those the sum was for,
+// else from its sidecar, else hashed.
+func (s *Store) fileSHA256(path string, st fs.FileInfo) (string, error) {
 	key := sidecarKey(st)
+	if k, ok := s.sums.Load(path); ok && k.(knownSum).key == key {
+		return k.(knownSum).sum, nil
+	}
 	if sum, ok := readSidecar(path, key); ok {
+		s.sums.Store(path, knownSum{key, sum})
 		return sum, nil
 	}
 	v, err, _ := s.hashes.Do(path+"\x00"+key, func() (any, error) {
@@ -222,8 +241,9 @@ func (s *Store) FileSHA256(path string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		// A read-only directory keeps no cache; the next request hashes again.
+		// A read-only directory keeps no sidecar; memory keeps the sum.
 		_ = writeSidecar(path, key, sum)
+		s.sums.Store(path, knownSum{key, sum})
 		return sum, nil
 	})
 	if err != nil {
@@ -292,6 +312,12 @@ func (s *Store) Delete(model, version string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("deleting %s/%s: %w", model, version, err)
 	}
+	s.sums.Range(func(k, _ any) bool {
+		if strings.HasPrefix(k.(string), dir+string(filepath.Separator)) {
+			s.sums.Delete(k)
+		}
+		return true
+	})
 	_ = os.Remove(filepath.Join(s.Dir, model)) // fails, as it should, while other versions remain
 	return nil
 }

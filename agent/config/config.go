@@ -67,8 +67,8 @@ type Agent struct {
 	WeightsDir string `koanf:"weights_dir" yaml:"weights_dir,omitempty" json:"weights_dir,omitempty"`
 	// Fetch tunes how weights are fetched.
 	Fetch Fetch `koanf:"fetch" yaml:"fetch" json:"fetch"`
-	// PeerListen is where the agent serves its complete cache entries to the
-	// other nodes of its fabric, over mutual TLS with the node certificates
+	// PeerListen is where the agent serves its cache entries (complete, or
+	// as they are fetched) to the other nodes of its fabric, over mutual TLS with the node certificates
 	// (`tls.cert`, `tls.key`, `tls.ca`); peers reach it at `address` and this
 	// port (weights.md); `""` serves none.
 	// Type: address.

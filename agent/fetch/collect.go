@@ -3,10 +3,12 @@ package fetch
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/llmgw/llmgw/spec"
@@ -18,6 +20,10 @@ type Entry struct {
 	Source  string
 	Bytes   uint64
 	Fetched time.Time
+	// Partial marks a partial download (.<key>.partial) rather than a
+	// complete entry: Source is the one its fetch recorded ("" when an
+	// older agent left it), Fetched when it was last written to.
+	Partial bool
 }
 
 var keyRE = regexp.MustCompile(`^[0-9a-f]{16}$`)
@@ -78,16 +84,22 @@ func (c *Cache) Generation() uint64 {
 // keep and whose source is not in use (a shard of the node running,
 // starting or fetching it) and is not being fetched. Every path is checked
 // again just before it goes: still a directory of the cache named by a key,
-// still holding a record of a source of that key. Nothing else in the
-// directory is ever touched. With dryRun it only lists them. errs says, in
-// words, which entries a problem kept.
+// still holding a record of a source of that key. The same rules take the
+// partial downloads (.<key>.partial) a fetch no longer running left
+// behind; a partial whose fetch runs is left alone without a word, as it
+// is the fetch's. Nothing else in the directory is ever touched. With
+// dryRun it only lists them. errs says, in words, which entries a problem
+// kept.
 func (c *Cache) Collect(keep, inUse map[string]bool, dryRun bool) (removed []Entry, errs []string) {
 	entries, err := c.Entries()
 	if err != nil {
 		return nil, []string{err.Error()}
 	}
+	wanted := func(e Entry) bool {
+		return keep[e.Key] || inUse[e.Key] || (e.Source != "" && inUse[e.Source])
+	}
 	for _, e := range entries {
-		if keep[e.Key] || inUse[e.Source] || inUse[e.Key] {
+		if wanted(e) {
 			continue
 		}
 		if dryRun {
@@ -100,7 +112,132 @@ func (c *Cache) Collect(keep, inUse map[string]bool, dryRun bool) (removed []Ent
 		}
 		removed = append(removed, e)
 	}
+	for _, e := range c.partials() {
+		if wanted(e) {
+			continue
+		}
+		if dryRun {
+			c.mu.Lock()
+			busy := c.busy(e.Key)
+			c.mu.Unlock()
+			if !busy {
+				removed = append(removed, e)
+			}
+			continue
+		}
+		gone, err := c.removePartial(e)
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+		if gone {
+			removed = append(removed, e)
+		}
+	}
 	return removed, errs
+}
+
+// partialSuffix names a download in progress: .<key>.partial.
+const partialSuffix = ".partial"
+
+// sourceFile, in a partial directory, records the source being fetched
+// into it, so that a collection can say what it deletes.
+const sourceFile = ".source"
+
+// partialKey reads name as a partial download's directory name and
+// returns its key.
+func partialKey(name string) (string, bool) {
+	k, ok := strings.CutSuffix(name, partialSuffix)
+	if !ok || !strings.HasPrefix(k, ".") {
+		return "", false
+	}
+	k = k[1:]
+	return k, keyRE.MatchString(k)
+}
+
+// partials lists the partial downloads: real directories (not links)
+// directly in the cache named .<key>.partial.
+func (c *Cache) partials() []Entry {
+	des, err := os.ReadDir(c.opts.Dir)
+	if err != nil {
+		return nil
+	}
+	var out []Entry
+	for _, de := range des {
+		key, ok := partialKey(de.Name())
+		if !ok {
+			continue
+		}
+		dir := filepath.Join(c.opts.Dir, de.Name())
+		st, err := os.Lstat(dir)
+		if err != nil || !st.IsDir() {
+			continue
+		}
+		e := Entry{Key: key, Partial: true, Fetched: st.ModTime()}
+		if b, err := os.ReadFile(filepath.Join(dir, sourceFile)); err == nil {
+			if src := strings.TrimSpace(string(b)); spec.WeightsKey(src) == key {
+				e.Source = src
+			}
+		}
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() && p != filepath.Join(dir, sourceFile) {
+				if info, err := d.Info(); err == nil {
+					e.Bytes += uint64(info.Size())
+					if info.ModTime().After(e.Fetched) {
+						e.Fetched = info.ModTime()
+					}
+				}
+			}
+			return nil
+		})
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// busy reports whether a download with key runs (even one every waiter
+// left, until it has let go of its files) or a shard pinned key. c.mu is
+// held.
+func (c *Cache) busy(key string) bool {
+	if c.pins[key] > 0 {
+		return true
+	}
+	for src := range c.inflight {
+		if Key(src) == key {
+			return true
+		}
+	}
+	return false
+}
+
+// removePartial deletes a partial download no fetch is writing: under the
+// cache's lock it is checked again and moved aside, so a fetch asked for
+// after that starts afresh in a new partial directory. gone is false,
+// without an error, when a fetch of it runs (or a shard pinned its key):
+// the partial is that fetch's.
+func (c *Cache) removePartial(e Entry) (gone bool, err error) {
+	name := "." + e.Key + partialSuffix
+	dir := filepath.Join(c.opts.Dir, name)
+	trash := filepath.Join(c.opts.Dir, name+".deleting")
+	c.mu.Lock()
+	if c.busy(e.Key) {
+		c.mu.Unlock()
+		return false, nil
+	}
+	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
+		c.mu.Unlock()
+		return false, nil // gone already, or no longer a directory: not ours to touch
+	}
+	if err := os.Rename(dir, trash); err != nil {
+		c.mu.Unlock()
+		return false, fmt.Errorf("%s: kept: %w", dir, err)
+	}
+	c.mu.Unlock()
+	if err := os.RemoveAll(trash); err != nil {
+		return true, fmt.Errorf("%s: moved aside to %s but not deleted: %w", dir, trash, err)
+	}
+	c.log.Info("partial download deleted", "key", e.Key, "source", e.Source, "bytes", e.Bytes)
+	return true, nil
 }
 
 // remove deletes one entry, unless a download of its source runs or a

@@ -93,7 +93,10 @@ func TestCollectProperty(t *testing.T) {
 			spec.WeightsKey("s3://b/k"): func(p string) error { // a link named like an entry
 				return os.Symlink(outside, p)
 			},
-			"." + spec.WeightsKey("http://m/p") + ".partial": func(p string) error { return os.MkdirAll(p, 0o750) },
+			"." + spec.WeightsKey("s3://b/p/") + ".partial": func(p string) error { // a link named like a partial
+				return os.Symlink(outside, p)
+			},
+			".my-model.partial": func(p string) error { return os.MkdirAll(filepath.Join(p, "sub"), 0o750) },
 		}
 		for name, mk := range foreign {
 			if rapid.Bool().Draw(rt, "put "+name) {
@@ -114,6 +117,37 @@ func TestCollectProperty(t *testing.T) {
 				gone = append(gone, Key(src))
 			}
 		}
+		// Partial downloads a fetch left behind (the first without the
+		// record of its source an older agent did not write), and one a
+		// fetch is writing: collected under the same rules, except the one
+		// being written, which is never touched nor reported.
+		for i := range rapid.IntRange(0, 4).Draw(rt, "partials") {
+			src := "http://mirror:8081/p" + strconv.Itoa(i) + "/v/w.gguf"
+			pdir := filepath.Join(dir, "."+Key(src)+".partial")
+			if err := os.MkdirAll(filepath.Join(pdir, "sub"), 0o750); err != nil {
+				rt.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(pdir, "sub", ".w.gguf.partial"), []byte("half of "+src), 0o640); err != nil {
+				rt.Fatal(err)
+			}
+			if i > 0 {
+				if err := os.WriteFile(filepath.Join(pdir, sourceFile), []byte(src+"\n"), 0o640); err != nil {
+					rt.Fatal(err)
+				}
+			}
+			switch rapid.IntRange(0, 3).Draw(rt, "partial fate") {
+			case 0:
+				keep[Key(src)] = true
+			case 1:
+				inUse[Key(src)] = true
+			case 2:
+				c.mu.Lock()
+				c.inflight[src] = &call{done: make(chan struct{})}
+				c.mu.Unlock()
+			default:
+				gone = append(gone, "."+Key(src)+".partial")
+			}
+		}
 		before := snapshotTree(t, dir)
 		outsideBefore := snapshotTree(t, outside)
 		dry, errs := c.Collect(keep, inUse, true)
@@ -124,13 +158,21 @@ func TestCollectProperty(t *testing.T) {
 		if len(errs) != 0 {
 			rt.Fatalf("errors %v", errs)
 		}
+		name := func(e Entry) string {
+			if e.Partial {
+				return "." + e.Key + ".partial"
+			}
+			return e.Key
+		}
 		var keys, dryKeys []string
 		for _, e := range removed {
-			keys = append(keys, e.Key)
+			keys = append(keys, name(e))
 		}
 		for _, e := range dry {
-			dryKeys = append(dryKeys, e.Key)
+			dryKeys = append(dryKeys, name(e))
 		}
+		sort.Strings(keys)
+		sort.Strings(dryKeys)
 		sort.Strings(gone)
 		if !equal(keys, gone) || !equal(dryKeys, gone) {
 			rt.Fatalf("removed %v (dry run %v), want %v", keys, dryKeys, gone)

@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -120,6 +121,9 @@ type call struct {
 	nextID    int
 	// progress is the running download's, for peers asking how far it is.
 	progress *download.Progress
+	// listing is the source's files once listed (nil before), for peers
+	// that follow the partial files as they grow; set once, under c.mu.
+	listing []download.File
 }
 
 // New returns a cache in opts.Dir, creating it.
@@ -134,7 +138,9 @@ func New(opts Options) (*Cache, error) {
 	// agent died mid-way) is deleted now: it was no one's any more.
 	if des, err := os.ReadDir(opts.Dir); err == nil {
 		for _, de := range des {
-			if k, ok := strings.CutSuffix(strings.TrimPrefix(de.Name(), "."), ".deleting"); ok && strings.HasPrefix(de.Name(), ".") && keyRE.MatchString(k) {
+			k, ok := strings.CutSuffix(strings.TrimPrefix(de.Name(), "."), ".deleting")
+			k = strings.TrimSuffix(k, partialSuffix) // a partial download being collected
+			if ok && strings.HasPrefix(de.Name(), ".") && keyRE.MatchString(k) {
 				_ = os.RemoveAll(filepath.Join(opts.Dir, de.Name()))
 			}
 		}
@@ -331,7 +337,11 @@ func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, peers []Peer
 		defer close(reported)
 		c.reportLoop(src.Raw, p, cl, stop)
 	}()
-	path, err := c.download(ctx, src, peers, p)
+	path, err := c.download(ctx, src, peers, p, func(files []download.File) {
+		c.mu.Lock()
+		cl.listing = slices.Clone(files)
+		c.mu.Unlock()
+	})
 	close(stop)
 	<-reported // no progress reaches a waiter after Resolve returned
 	c.mu.Lock()
@@ -472,7 +482,10 @@ func syncDir(dir string) error {
 
 // download fetches every file of src into the partial directory, records
 // it, renames it to the entry's name and returns the path for the engine.
-func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *download.Progress) (string, error) {
+//
+// listed is given the source's listing as soon as it is read, for peers
+// following this download.
+func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *download.Progress, listed func([]download.File)) (string, error) {
 	if path, ok, err := c.complete(src); ok || err != nil {
 		return path, err // completed by a call that ended while this one started
 	}
@@ -480,12 +493,18 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	if err := os.MkdirAll(tmp, 0o750); err != nil {
 		return "", fmt.Errorf("fetching %s: creating %s: %w", src.Raw, tmp, err)
 	}
+	// What is being fetched here, for a collection that finds it left
+	// behind; removed before the directory becomes the entry.
+	if err := os.WriteFile(filepath.Join(tmp, sourceFile), []byte(src.Raw+"\n"), 0o640); err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
 	// The source's listing first: it is what a peer's bytes are checked
 	// against.
 	files, err := c.dl.List(ctx, src.Raw, p)
 	if err != nil {
 		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}
+	listed(files)
 	var landed []download.Landed
 	from := "source"
 	for _, peer := range peers {
@@ -501,6 +520,13 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	}
 	if landed == nil {
 		landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
+		if err != nil && len(peers) > 0 && errors.Is(err, download.ErrVerify) {
+			// Bytes a peer sent while it was itself fetching were not
+			// verified yet: resumed from the source they fail the check as
+			// a whole. The file was discarded; fetch it afresh, once.
+			c.log.Warn("a file resumed after a peer's bytes failed verification, fetching it again from the source", "source", src.Raw, "err", err)
+			landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
+		}
 		if err != nil {
 			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 		}
@@ -514,6 +540,7 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	// directory's names are on disk before the rename, and the rename is
 	// before the entry is given out: a crash leaves a partial to resume or
 	// a whole entry, never a complete-looking one with bytes missing.
+	_ = os.Remove(filepath.Join(tmp, sourceFile))
 	if err := writeRecord(tmp, rec); err != nil {
 		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,9 +39,34 @@ const PeerPrefix = "/v1/weights/"
 // bytes the peer holds so far.
 const fetchingHeader = "X-Llmgw-Fetching-Bytes"
 
-// PeerHandler serves the cache's complete entries to the node's peers. An
-// entry still being fetched answers 503 with its progress, so a peer waits
-// for it rather than going to the source; anything else is 404.
+// followHeader, on a request to a peer, says the asking node follows an
+// entry being fetched as its files grow: the peer then answers the
+// manifest (marked fetching) and the files' bytes so far, following them
+// until they are whole, rather than a 503. A node that does not send it
+// (an older agent) is answered 503 until the entry is complete.
+const followHeader = "X-Llmgw-Follow"
+
+// peerFile is a file in an entry's manifest as served to peers.
+type peerFile struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// peerManifest is an entry's manifest as served to peers: the mirror's
+// shape, plus whether the peer is still fetching it (its sha256s then are
+// the source's listing's, absent where the source gives none).
+type peerManifest struct {
+	Source   string     `json:"source"`
+	Fetching bool       `json:"fetching,omitempty"`
+	Files    []peerFile `json:"files"`
+}
+
+// PeerHandler serves the cache's entries to the node's peers. An entry
+// still being fetched is served as it grows to a peer that follows
+// (followHeader) once its listing is known, and answers 503 with its
+// progress otherwise, so a peer waits for it rather than going to the
+// source; anything else is 404.
 func (c *Cache) PeerHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -55,27 +81,13 @@ func (c *Cache) PeerHandler() http.Handler {
 		}
 		e, rec, ok := c.entryRecord(key)
 		if !ok {
-			if done, ok := c.fetching(key); ok {
-				w.Header().Set(fetchingHeader, strconv.FormatInt(done, 10))
-				w.Header().Set("Retry-After", "1")
-				http.Error(w, "still fetching", http.StatusServiceUnavailable)
-				return
-			}
-			http.NotFound(w, r)
+			c.serveFetching(w, r, key, file)
 			return
 		}
 		if file == "" {
-			type mf struct {
-				Path   string `json:"path"`
-				Size   int64  `json:"size"`
-				SHA256 string `json:"sha256,omitempty"`
-			}
-			out := struct {
-				Source string `json:"source"`
-				Files  []mf   `json:"files"`
-			}{Source: e.Source}
+			out := peerManifest{Source: e.Source}
 			for _, f := range rec.Files {
-				out.Files = append(out.Files, mf(f))
+				out.Files = append(out.Files, peerFile(f))
 			}
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(out)
@@ -102,6 +114,175 @@ func (c *Cache) PeerHandler() http.Handler {
 	})
 }
 
+// serveFetching answers for an entry that is not complete: 404 when no
+// download of it runs; the manifest or a file's bytes as they grow for a
+// peer that follows, once the listing (with every size) is known; 503
+// with the progress otherwise.
+func (c *Cache) serveFetching(w http.ResponseWriter, r *http.Request, key, file string) {
+	cl, source, listing, ok := c.fetchingCall(key)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	follow := r.Header.Get(followHeader) != "" && listing != nil
+	if !follow {
+		w.Header().Set(fetchingHeader, strconv.FormatInt(cl.progress.Bytes(), 10))
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "still fetching", http.StatusServiceUnavailable)
+		return
+	}
+	if file == "" {
+		out := peerManifest{Source: source, Fetching: true}
+		for _, f := range listing {
+			out.Files = append(out.Files, peerFile{Path: f.Path, Size: f.Size, SHA256: f.SHA256})
+		}
+		w.Header().Set(fetchingHeader, strconv.FormatInt(cl.progress.Bytes(), 10))
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+		return
+	}
+	for _, f := range listing {
+		if f.Path == file && path.Clean(file) == file {
+			c.serveGrowing(w, r, cl, key, f)
+			return
+		}
+	}
+	http.NotFound(w, r)
+}
+
+// fetchingCall is the running download of the source with key, and its
+// listing with every size known (nil until then: a single URL's size is
+// learnt from its first answer).
+func (c *Cache) fetchingCall(key string) (*call, string, []download.File, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for src, cl := range c.inflight {
+		if Key(src) != key || cl.abandoned {
+			continue
+		}
+		if cl.listing == nil {
+			return cl, src, nil, true
+		}
+		files := slices.Clone(cl.listing)
+		for i := range files {
+			if files[i].Size >= 0 {
+				continue
+			}
+			if total := cl.progress.Total(); len(files) == 1 && total >= 0 {
+				files[i].Size = total
+				continue
+			}
+			return cl, src, nil, true
+		}
+		return cl, src, files, true
+	}
+	return nil, "", nil, false
+}
+
+// serveGrowing sends f's bytes from the Range asked for (bytes=N- or none)
+// as the download writes them: from the entry once complete, from its
+// landed file in the partial directory, or from its partial file, waiting
+// at the end of what is written for more. The answer announces the whole
+// size; if the download ends without f whole, or writes nothing for
+// StallAfter, the connection is cut and the peer resumes elsewhere. The
+// bytes are not verified yet: the peer checks them against the source's
+// sha256 or this node's record once complete.
+func (c *Cache) serveGrowing(w http.ResponseWriter, r *http.Request, cl *call, key string, f download.File) {
+	var start int64
+	ranged := false
+	if rg := r.Header.Get("Range"); rg != "" {
+		if v, ok := strings.CutPrefix(rg, "bytes="); ok && strings.HasSuffix(v, "-") {
+			if n, err := strconv.ParseInt(strings.TrimSuffix(v, "-"), 10, 64); err == nil && n >= 0 {
+				start, ranged = n, true
+			}
+		}
+	}
+	w.Header().Set("Accept-Ranges", "bytes")
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if f.SHA256 != "" {
+		w.Header().Set(download.SHA256Header, f.SHA256)
+	}
+	if ranged && start >= f.Size {
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", f.Size))
+		http.Error(w, "range not satisfiable", http.StatusRequestedRangeNotSatisfiable)
+		return
+	}
+	w.Header().Set("Content-Length", strconv.FormatInt(f.Size-start, 10))
+	if ranged {
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, f.Size-1, f.Size))
+		w.WriteHeader(http.StatusPartialContent)
+	} else {
+		w.WriteHeader(http.StatusOK)
+	}
+	if r.Method == http.MethodHead {
+		return
+	}
+	rel := filepath.FromSlash(f.Path)
+	landed := filepath.Join(c.opts.Dir, "."+key+partialSuffix, rel)
+	candidates := []string{filepath.Join(c.opts.Dir, key, rel), landed, download.PartialName(landed)}
+	var fh *os.File
+	defer func() {
+		if fh != nil {
+			fh.Close()
+		}
+	}()
+	flusher, _ := w.(http.Flusher)
+	buf := make([]byte, 1<<20)
+	off := start
+	lastMove := time.Now()
+	ended := false
+	for off < f.Size {
+		changed := cl.progress.Changed() // before reading: no write is missed
+		if fh == nil {
+			for i, p := range candidates {
+				h, err := os.Open(p)
+				if err != nil {
+					continue
+				}
+				// A whole file must have the listed size: one that does
+				// not is left from an earlier run, about to be replaced.
+				if st, err := h.Stat(); i < len(candidates)-1 && (err != nil || st.Size() != f.Size) {
+					h.Close()
+					continue
+				}
+				fh = h
+				break
+			}
+		}
+		if fh != nil {
+			n, err := fh.ReadAt(buf[:min(int64(len(buf)), f.Size-off)], off)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return // the peer went away
+				}
+				off += int64(n)
+				lastMove = time.Now()
+				continue
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				c.log.Warn("serving a file being fetched to a peer", "key", key, "file", f.Path, "err", err)
+				panic(http.ErrAbortHandler)
+			}
+		}
+		if ended || time.Since(lastMove) > c.opts.StallAfter {
+			// The download ended, or wrote nothing for StallAfter, without
+			// the file whole: cut, so the peer resumes elsewhere.
+			panic(http.ErrAbortHandler)
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-cl.done:
+			ended = true // read once more: the last bytes may have landed
+		case <-changed:
+		case <-time.After(100 * time.Millisecond): // a rename moves no byte
+		}
+	}
+}
+
 // entryRecord is a complete entry and its record.
 func (c *Cache) entryRecord(key string) (Entry, record, bool) {
 	e, ok := c.entry(key)
@@ -117,22 +298,6 @@ func (c *Cache) entryRecord(key string) (Entry, record, bool) {
 		return Entry{}, record{}, false
 	}
 	return e, rec, true
-}
-
-// fetching reports whether a download of the source with key runs, and its
-// bytes so far.
-func (c *Cache) fetching(key string) (int64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for src, cl := range c.inflight {
-		if Key(src) == key && !cl.abandoned {
-			if cl.progress != nil {
-				return cl.progress.Bytes(), true
-			}
-			return 0, true
-		}
-	}
-	return 0, false
 }
 
 // PeerTLS is the TLS the node's peers are spoken with: the node's own
@@ -187,11 +352,13 @@ func PeerTLS(caFile, certFile, keyFile string) (server, client func(node string)
 	return server, client, nil
 }
 
-// fromPeer fills dir with src's files from peer: it waits while the peer
-// is still fetching them itself (as long as its bytes grow), then fetches
-// its manifest and files as from a mirror, resuming what dir holds. Its
-// error says why the peer could not serve; the partial files stay for the
-// next source to resume.
+// fromPeer fills dir with src's files from peer, as from a mirror,
+// resuming what dir holds. A peer still fetching them itself is followed:
+// its files are read as they grow, so the two transfers run together (a
+// peer that does not offer that, an older agent, or that does not know
+// every size yet is waited for as long as its bytes grow). Its error says
+// why the peer could not serve; the partial files stay for the next
+// source to resume.
 //
 // want is the source's own listing: the peer's manifest must name the same
 // files at the same sizes, and every file is verified against the sha256
@@ -202,7 +369,7 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 	if c.opts.PeerClient == nil {
 		return nil, errors.New("no peer TLS configured")
 	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: c.opts.PeerClient(peer.Node), ForceAttemptHTTP2: false}}
+	client := &http.Client{Transport: followTransport{&http.Transport{TLSClientConfig: c.opts.PeerClient(peer.Node), ForceAttemptHTTP2: false}}}
 	defer client.CloseIdleConnections()
 	base := (&url.URL{Scheme: "https", Host: peer.Address, Path: PeerPrefix + key + "/"}).String()
 	// Wait for a peer that is fetching: its bytes must keep growing. They
@@ -263,7 +430,91 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 	if err != nil {
 		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
 	}
+	// A file neither the source nor the peer's manifest gave a sha256 for
+	// came from a peer still fetching it: its bytes are checked against
+	// the peer's record once the peer's entry is complete, as they would
+	// have been had it been complete from the start.
+	var unchecked []int
+	for i, f := range files {
+		if f.SHA256 == "" {
+			unchecked = append(unchecked, i)
+		}
+	}
+	if len(unchecked) > 0 {
+		if err := c.checkPeerRecord(ctx, client, base, peer, dir, landed, unchecked); err != nil {
+			return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
+		}
+	}
 	return landed, nil
+}
+
+// followTransport asks a peer to serve an entry it is still fetching as it
+// grows (followHeader).
+type followTransport struct{ base *http.Transport }
+
+func (t followTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(followHeader, "1")
+	return t.base.RoundTrip(r)
+}
+
+func (t followTransport) CloseIdleConnections() { t.base.CloseIdleConnections() }
+
+// checkPeerRecord waits for peer's entry to be complete (as long as the
+// peer says it is fetching, and no longer than StallAfter) and checks the
+// landed files at the given indexes against the sha256 its record gives.
+// A file it cannot check (the peer's fetch failed or went away, its record
+// names another sha256) is removed from dir, so the next source fetches
+// it.
+func (c *Cache) checkPeerRecord(ctx context.Context, client *http.Client, base string, peer Peer, dir string, landed []download.Landed, idx []int) error {
+	drop := func(err error) error {
+		for _, i := range idx {
+			_ = os.Remove(filepath.Join(dir, filepath.FromSlash(landed[i].Path)))
+		}
+		return err
+	}
+	deadline := time.Now().Add(c.opts.StallAfter)
+	var m peerManifest
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
+		if err != nil {
+			return drop(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return drop(fmt.Errorf("its record could not be read to check the bytes it sent while fetching: %w", err))
+		}
+		m = peerManifest{}
+		derr := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK && derr == nil && !m.Fetching:
+		case resp.StatusCode == http.StatusOK && derr == nil, resp.StatusCode == http.StatusServiceUnavailable:
+			if time.Now().After(deadline) {
+				return drop(fmt.Errorf("its fetch did not complete within %s: the bytes it sent while fetching are not verified", c.opts.StallAfter))
+			}
+			select {
+			case <-ctx.Done():
+				return drop(ctx.Err())
+			case <-time.After(min(c.opts.PeerPoll, 50*time.Millisecond)):
+			}
+			continue
+		default:
+			return drop(fmt.Errorf("its fetch did not complete (%s): the bytes it sent while fetching are not verified", resp.Status))
+		}
+		break
+	}
+	sums := map[string]string{}
+	for _, f := range m.Files {
+		sums[f.Path] = f.SHA256
+	}
+	for _, i := range idx {
+		l := landed[i]
+		if want := sums[l.Path]; want == "" || want != l.SHA256 {
+			return drop(fmt.Errorf("%s: %w: its record says %q, the bytes it sent while fetching hash to %s", l.Path, download.ErrVerify, want, l.SHA256))
+		}
+	}
+	return nil
 }
 
 // matchSource checks a peer's listing against the source's and gives each

@@ -403,7 +403,7 @@ type Hello struct {
 	// The engine checks the agent ran at start for the declaration in use.
 	// An agent that runs none sends none: unknown, not failed.
 	EngineChecks []*EngineCheck `protobuf:"bytes,7,rep,name=engine_checks,json=engineChecks,proto3" json:"engine_checks,omitempty"`
-	// host:port where the agent serves its complete cache entries to the
+	// host:port where the agent serves its cache entries (complete or being fetched) to the
 	// other nodes of its fabric (mutual TLS, node certificates); absent when
 	// it serves none.
 	PeerAddress   string `protobuf:"bytes,8,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
@@ -705,6 +705,10 @@ type CacheEntry struct {
 	Source        string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
 	SizeBytes     uint64 `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	FetchedUnixMs int64  `protobuf:"varint,4,opt,name=fetched_unix_ms,json=fetchedUnixMs,proto3" json:"fetched_unix_ms,omitempty"`
+	// A partial download a fetch no longer running left behind (only among
+	// what a CollectWeights deleted, or would); source is empty when the
+	// agent that left it did not record it.
+	Partial       bool `protobuf:"varint,5,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -765,6 +769,13 @@ func (x *CacheEntry) GetFetchedUnixMs() int64 {
 		return x.FetchedUnixMs
 	}
 	return 0
+}
+
+func (x *CacheEntry) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
 }
 
 // FetchWeights asks the agent to fetch a source into its cache now.
@@ -2445,14 +2456,15 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\fWeightsCache\x124\n" +
 	"\aentries\x18\x01 \x03(\v2\x1a.llmgw.agent.v1.CacheEntryR\aentries\x12&\n" +
 	"\x0fdisk_free_bytes\x18\x02 \x01(\x04R\rdiskFreeBytes\x12(\n" +
-	"\x10disk_total_bytes\x18\x03 \x01(\x04R\x0ediskTotalBytes\"}\n" +
+	"\x10disk_total_bytes\x18\x03 \x01(\x04R\x0ediskTotalBytes\"\x97\x01\n" +
 	"\n" +
 	"CacheEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x03 \x01(\x04R\tsizeBytes\x12&\n" +
-	"\x0ffetched_unix_ms\x18\x04 \x01(\x03R\rfetchedUnixMs\"q\n" +
+	"\x0ffetched_unix_ms\x18\x04 \x01(\x03R\rfetchedUnixMs\x12\x18\n" +
+	"\apartial\x18\x05 \x01(\bR\apartial\"q\n" +
 	"\fFetchWeights\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x121\n" +

@@ -3862,7 +3862,11 @@ type WeightsEntry struct {
 	// The live shards of the node that use it.
 	Shards []string `protobuf:"bytes,6,rep,name=shards,proto3" json:"shards,omitempty"`
 	// Neither a catalog model nor a live shard of the node needs it.
-	Collectable   bool `protobuf:"varint,7,opt,name=collectable,proto3" json:"collectable,omitempty"`
+	Collectable bool `protobuf:"varint,7,opt,name=collectable,proto3" json:"collectable,omitempty"`
+	// A partial download a fetch no longer running left behind (only among
+	// what a CollectWeights deleted, or would); source is empty when the
+	// agent that left it did not record it.
+	Partial       bool `protobuf:"varint,8,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3942,6 +3946,13 @@ func (x *WeightsEntry) GetShards() []string {
 func (x *WeightsEntry) GetCollectable() bool {
 	if x != nil {
 		return x.Collectable
+	}
+	return false
+}
+
+func (x *WeightsEntry) GetPartial() bool {
+	if x != nil {
+		return x.Partial
 	}
 	return false
 }
@@ -6554,7 +6565,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\aentries\x18\x05 \x03(\v2\x1d.llmgw.manage.v1.WeightsEntryR\aentries\x12&\n" +
 	"\x0fdisk_free_bytes\x18\x06 \x01(\x04R\rdiskFreeBytes\x12(\n" +
 	"\x10disk_total_bytes\x18\a \x01(\x04R\x0ediskTotalBytes\x12\x16\n" +
-	"\x06errors\x18\b \x03(\tR\x06errors\"\xd1\x01\n" +
+	"\x06errors\x18\b \x03(\tR\x06errors\"\xeb\x01\n" +
 	"\fWeightsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1d\n" +
@@ -6563,7 +6574,8 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x0ffetched_unix_ms\x18\x04 \x01(\x03R\rfetchedUnixMs\x12\x16\n" +
 	"\x06models\x18\x05 \x03(\tR\x06models\x12\x16\n" +
 	"\x06shards\x18\x06 \x03(\tR\x06shards\x12 \n" +
-	"\vcollectable\x18\a \x01(\bR\vcollectable\"c\n" +
+	"\vcollectable\x18\a \x01(\bR\vcollectable\x12\x18\n" +
+	"\apartial\x18\b \x01(\bR\apartial\"c\n" +
 	"\x15CollectWeightsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x1d\n" +

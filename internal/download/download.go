@@ -96,6 +96,29 @@ type Progress struct {
 	filesDone  int
 	lastByte   time.Time
 	lastErr    string
+	// changed is closed, and cleared, at the next change of the bytes
+	// held (Changed).
+	changed chan struct{}
+}
+
+// Changed returns a channel closed the next time the download's bytes on
+// disk change (bytes written, a file landed, a partial emptied): a reader
+// following the files as they grow waits on it rather than polling.
+func (p *Progress) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.changed == nil {
+		p.changed = make(chan struct{})
+	}
+	return p.changed
+}
+
+// notify wakes Changed's waiters; p.mu is held.
+func (p *Progress) notify() {
+	if p.changed != nil {
+		close(p.changed)
+		p.changed = nil
+	}
 }
 
 // Bytes is how many bytes of the source are on disk.
@@ -167,6 +190,7 @@ func (p *Progress) received(n int64) {
 	p.current += n
 	if n > 0 {
 		p.lastByte = time.Now()
+		p.notify()
 	}
 	p.mu.Unlock()
 }
@@ -174,6 +198,7 @@ func (p *Progress) received(n int64) {
 func (p *Progress) setCurrent(n int64) {
 	p.mu.Lock()
 	p.current = n
+	p.notify()
 	p.mu.Unlock()
 }
 
@@ -182,6 +207,7 @@ func (p *Progress) fileLanded(size int64) {
 	p.landed += size
 	p.current = 0
 	p.filesDone++
+	p.notify()
 	p.mu.Unlock()
 }
 

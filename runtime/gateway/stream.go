@@ -193,7 +193,13 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 		}
 	}
 	content := contentEvent(event)
-	if content && x.bound.perChoice > 0 && x.bound.exceeds(event) {
+	// An event adds at most one token to each of its choices, and no
+	// choice holds more tokens than events were relayed: while that count
+	// is below the bound, the event cannot pass it, so it leaves first and
+	// is counted after (the count is off the token's way to the client).
+	bounded := content && x.bound.perChoice > 0
+	countAfter := bounded && x.events < x.bound.perChoice
+	if bounded && !countAfter && x.bound.exceeds(event) {
 		g.cutStream(w, rc, x)
 		return false
 	}
@@ -205,6 +211,17 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 	}
 	if content {
 		x.events++
+	}
+	if countAfter && flush {
+		if rc.Flush() != nil {
+			return false
+		}
+		flush = false
+	}
+	if countAfter && x.bound.exceeds(event) {
+		// Cannot happen (see above); were it to, the bound is still held
+		// from the next event on.
+		g.log.Error("stream bound passed by an event it could not pass", "model", x.rec.Model)
 	}
 	if pt, ok := x.shape.(passthrough); ok {
 		pt.relayed(eventData(event))

@@ -80,7 +80,7 @@ func (w weightsWanted) keep(node string) []string {
 func (w weightsWanted) entry(node string, e *agentv1.CacheEntry) *managev1.WeightsEntry {
 	we := &managev1.WeightsEntry{
 		Key: e.GetKey(), Source: e.GetSource(), SizeBytes: e.GetSizeBytes(), FetchedUnixMs: e.GetFetchedUnixMs(),
-		Models: w.models[e.GetKey()], Shards: w.shards[node][e.GetKey()],
+		Models: w.models[e.GetKey()], Shards: w.shards[node][e.GetKey()], Partial: e.GetPartial(),
 	}
 	we.Collectable = len(we.Models) == 0 && len(we.Shards) == 0
 	return we

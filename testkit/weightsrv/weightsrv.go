@@ -8,6 +8,7 @@ package weightsrv
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -42,6 +43,9 @@ type Server struct {
 	ranges      []string
 	served      int64
 	Status      int // when set, every file request is answered with it
+	// Rate, when set, paces every file answer to about this many bytes a
+	// second (a slow upstream).
+	Rate int64
 }
 
 // New starts a server, closed when the test ends.
@@ -102,7 +106,7 @@ func (m *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.Cuts--
 		cut = 1 + m.rng.Int64N(int64(len(body))/8) // five cuts still leave bytes to serve
 	}
-	ignore, corrupt := m.IgnoreRange, m.Corrupt
+	ignore, corrupt, rate := m.IgnoreRange, m.Corrupt, m.Rate
 	m.Mu.Unlock()
 	if corrupt {
 		body = bytes.Clone(body)
@@ -112,7 +116,7 @@ func (m *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ignore {
 		r.Header.Del("Range")
 	}
-	cw := &cutWriter{ResponseWriter: w, m: m, left: cut}
+	cw := &cutWriter{ResponseWriter: w, m: m, left: cut, rate: rate, start: time.Now(), ctx: r.Context()}
 	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(body))
 }
 
@@ -145,15 +149,48 @@ func (m *Server) manifest(w http.ResponseWriter, prefix string) {
 // drops the connection once left bytes went out.
 type cutWriter struct {
 	http.ResponseWriter
-	m    *Server
-	left int64
+	m     *Server
+	left  int64
+	rate  int64
+	start time.Time
+	sent  int64
+	ctx   context.Context
 }
 
 func (c *cutWriter) Write(b []byte) (int, error) {
 	if c.left >= 0 && int64(len(b)) > c.left {
 		b = b[:c.left]
 	}
+	if c.rate > 0 {
+		// Small writes, each sent when the pace allows it.
+		const chunk = 16 << 10
+		var n int
+		for len(b) > 0 {
+			k := min(len(b), chunk)
+			due := c.start.Add(time.Duration(float64(c.sent) / float64(c.rate) * float64(time.Second)))
+			select {
+			case <-time.After(time.Until(due)):
+			case <-c.ctx.Done():
+				return n, c.ctx.Err()
+			}
+			w, err := c.write(b[:k])
+			n += w
+			c.sent += int64(w)
+			if err != nil {
+				return n, err
+			}
+			b = b[k:]
+		}
+		return n, nil
+	}
+	return c.write(b)
+}
+
+func (c *cutWriter) write(b []byte) (int, error) {
 	n, err := c.ResponseWriter.Write(b)
+	if c.rate > 0 {
+		c.ResponseWriter.(http.Flusher).Flush()
+	}
 	c.m.Mu.Lock()
 	c.m.served += int64(n)
 	c.m.Mu.Unlock()
