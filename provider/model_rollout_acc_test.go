@@ -126,9 +126,11 @@ func TestAccModelRolloutNotReady(t *testing.T) {
 			},
 			{
 				PreConfig: func() {
-					if took := time.Since(applyStarted); took > 90*time.Second {
+					took := time.Since(applyStarted)
+					if took > 90*time.Second {
 						t.Errorf("the apply of a replacement that never becomes ready (with its plan) took %s, want well under rollout_timeout (5m)", took)
 					}
+					t.Logf("plan and apply of a replacement that never becomes ready failed after %s", took.Round(100*time.Millisecond))
 					m, err := c.ManageClient().GetModel(ctx, &managev1.GetModelRequest{Name: "tf-hang"})
 					if err != nil {
 						t.Fatal(err)
