@@ -61,7 +61,7 @@ type scope struct {
 	maxRate  float64 // a fabric's fastest link
 	nFabrics int     // the all scope's: how many fabrics its groups index
 	groups   []*freeGroup
-	byKey    map[freeKey]*freeGroup
+	byKey    [][]*freeGroup // [total][free]
 }
 
 // freeGroup is the members of a scope with total GPUs and free of them free.
@@ -80,12 +80,19 @@ type freeKey struct{ total, free int }
 
 // group returns the scope's group for k, made on first use.
 func (sc *scope) group(k freeKey) *freeGroup {
-	g := sc.byKey[k]
-	if g == nil {
-		g = &freeGroup{freeKey: k, set: newIDSet(len(sc.members)), fabrics: newIDSet(sc.nFabrics)}
-		sc.byKey[k] = g
-		sc.groups = append(sc.groups, g)
+	if k.total < len(sc.byKey) {
+		if g := sc.byKey[k.total][k.free]; g != nil {
+			return g
+		}
+	} else {
+		sc.byKey = slices.Grow(sc.byKey, k.total+1-len(sc.byKey))
+		for t := len(sc.byKey); t <= k.total; t++ {
+			sc.byKey = append(sc.byKey, make([]*freeGroup, t+1))
+		}
 	}
+	g := &freeGroup{freeKey: k, set: newIDSet(len(sc.members)), fabrics: newIDSet(sc.nFabrics)}
+	sc.byKey[k.total][k.free] = g
+	sc.groups = append(sc.groups, g)
 	return g
 }
 
@@ -120,20 +127,22 @@ func NewFleet(s Snapshot) *Fleet {
 	f.owned = make([]bool, n)
 	f.fabric = make([]int, n)
 	f.local = make([]int, n)
-	var names []string
+	fabricOf := map[string]int{}
 	for i := range f.nodes {
 		if name := f.nodes[i].Fabric; name != "" {
-			names = append(names, name)
+			fabricOf[name] = 0
 		}
 	}
-	slices.Sort(names)
-	names = slices.Compact(names)
+	names := slices.Sorted(maps.Keys(fabricOf))
+	for k, name := range names {
+		fabricOf[name] = k
+	}
 	f.fabrics = make([]*scope, len(names))
 	for k := range f.fabrics {
-		f.fabrics[k] = &scope{byKey: map[freeKey]*freeGroup{}}
+		f.fabrics[k] = &scope{}
 	}
 	f.evaluated = make([]uint64, len(names))
-	f.all = scope{members: make([]int, n), nFabrics: len(names), byKey: map[freeKey]*freeGroup{}}
+	f.all = scope{members: make([]int, n), nFabrics: len(names)}
 	f.prune = true
 	for i := range f.nodes {
 		f.all.members[i] = i
@@ -142,7 +151,7 @@ func NewFleet(s Snapshot) *Fleet {
 		if name == "" {
 			continue
 		}
-		k, _ := slices.BinarySearch(names, name)
+		k := fabricOf[name]
 		sc := f.fabrics[k]
 		if len(sc.members) == 0 || rate > sc.maxRate {
 			sc.maxRate = rate
@@ -181,24 +190,50 @@ func NewFleet(s Snapshot) *Fleet {
 }
 
 // newNodeState reads n's GPUs as freeByClass does: a GPU index listed twice
-// counts once, with the class it was first listed with.
+// counts once, with the class it was first listed with. The free lists of
+// all classes share one array.
 func newNodeState(n *Node) nodeState {
 	st := nodeState{node: n}
+	type freeGPU struct {
+		class string
+		index int
+	}
+	var buf [16]freeGPU
+	free := buf[:0]
+	var low uint64 // indices 0-63 seen, the rest looked up
 	for i, g := range n.GPUs {
-		if slices.ContainsFunc(n.GPUs[:i], func(h GPU) bool { return h.Index == g.Index }) {
+		if g.Index >= 0 && g.Index < 64 {
+			if low&(1<<g.Index) != 0 {
+				continue
+			}
+			low |= 1 << g.Index
+		} else if slices.ContainsFunc(n.GPUs[:i], func(h GPU) bool { return h.Index == g.Index }) {
 			continue
 		}
 		st.total++
-		if _, used := n.UsedGPUs[g.Index]; used {
-			continue
+		if _, used := n.UsedGPUs[g.Index]; !used {
+			free = append(free, freeGPU{g.Class, g.Index})
 		}
-		st.free++
-		j, found := slices.BinarySearchFunc(st.classes, g.Class, func(c classFree, class string) int { return cmp.Compare(c.class, class) })
-		if !found {
-			st.classes = slices.Insert(st.classes, j, classFree{class: g.Class})
+	}
+	st.free = len(free)
+	if len(free) == 0 {
+		return st
+	}
+	slices.SortFunc(free, func(a, b freeGPU) int {
+		if c := cmp.Compare(a.class, b.class); c != 0 {
+			return c
 		}
-		k, _ := slices.BinarySearch(st.classes[j].free, g.Index)
-		st.classes[j].free = slices.Insert(st.classes[j].free, k, g.Index)
+		return cmp.Compare(a.index, b.index)
+	})
+	indices := make([]int, len(free))
+	for j, g := range free {
+		indices[j] = g.index
+		if j == 0 || g.class != free[j-1].class {
+			st.classes = append(st.classes, classFree{class: g.class})
+		}
+		c := &st.classes[len(st.classes)-1]
+		start := j - len(c.free)
+		c.free = indices[start : j+1 : j+1]
 	}
 	return st
 }
@@ -612,13 +647,14 @@ func (f *Fleet) assume(d Demand, plan Plan, memory bool) {
 			n.Replicas = maps.Clone(n.Replicas)
 			f.owned[i] = true
 		}
+		st := &f.state[i]
 		if n.UsedGPUs == nil {
-			n.UsedGPUs = make(map[int]string, len(sh.GPUIndices))
+			n.UsedGPUs = make(map[int]string, max(st.total, len(sh.GPUIndices)))
 		}
 		f.bucket(i, false)
-		st := &f.state[i]
+		holder := d.Model + "/" + p.Name + "/" + strconv.Itoa(sh.Rank)
 		for _, g := range sh.GPUIndices {
-			n.UsedGPUs[g] = d.Model + "/" + p.Name + "/" + strconv.Itoa(sh.Rank)
+			n.UsedGPUs[g] = holder
 			for c := range st.classes {
 				if j, found := slices.BinarySearch(st.classes[c].free, g); found {
 					st.classes[c].free = slices.Delete(st.classes[c].free, j, j+1)

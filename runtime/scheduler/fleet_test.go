@@ -267,3 +267,34 @@ func TestFleetFabricTies(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeStateMatchesFreeByClass holds the Fleet's reading of a node's GPUs
+// to the checkers' own (freeByClass, gpuCount): GPUs listed twice (the
+// first listing's class counts), indices past 63, mixed classes, some used.
+func TestNodeStateMatchesFreeByClass(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := Node{UsedGPUs: map[int]string{}}
+		for i := range rapid.IntRange(0, 12).Draw(t, "gpus") {
+			idx := rapid.OneOf(rapid.IntRange(0, 9), rapid.IntRange(60, 70)).Draw(t, fmt.Sprintf("index%d", i))
+			class := rapid.SampledFrom([]string{"h100-80g", "a100-80g", "l4"}).Draw(t, fmt.Sprintf("class%d", i))
+			n.GPUs = append(n.GPUs, GPU{Index: idx, Class: class})
+			if rapid.IntRange(0, 3).Draw(t, fmt.Sprintf("used%d", i)) == 0 {
+				n.UsedGPUs[idx] = "held"
+			}
+		}
+		st := newNodeState(&n)
+		got := map[string][]int{}
+		for _, c := range st.classes {
+			got[c.class] = c.free
+		}
+		if want := freeByClass(&n); !reflect.DeepEqual(got, want) {
+			t.Fatalf("free by class %v, want %v", got, want)
+		}
+		if st.total != gpuCount(&n) || st.free != freeCount(&n) {
+			t.Fatalf("total %d free %d, want %d and %d", st.total, st.free, gpuCount(&n), freeCount(&n))
+		}
+		if !slices.IsSortedFunc(st.classes, func(a, b classFree) int { return cmp.Compare(a.class, b.class) }) {
+			t.Fatalf("classes not sorted: %v", st.classes)
+		}
+	})
+}
