@@ -12,14 +12,21 @@ import (
 
 // Fleet is a Snapshot prepared for a whole pass of placements: nodes sorted
 // once and indexed by ID, the free GPUs of each node kept by class and
-// updated in place by Assume, and feasible nodes grouped by what the default
-// rankers see of them, so that a Place looks at a few candidates rather than
-// every node. Its decisions are exactly those of Place and Assume on the
+// updated in place by Assume, and nodes grouped by what the default rankers
+// see of them (their GPU total and free count), in the fleet and in each
+// fabric, so that a Place looks at a few candidates rather than every node:
+// the nodes the spread and weights-present rankers set apart, the first
+// feasible nodes of each group, and for a multi-node profile only the
+// fabrics that could still beat the best one found (chooseFabric). A GPU
+// profile's Place costs the same on a fleet of any size; a CPU profile's,
+// and one that places nowhere (its plan explains every node), check every
+// node. Its decisions are exactly those of Place and Assume on the
 // equivalent Snapshot with the default scheduler; its plans carry a
 // per-profile summary only, and Explain gives every node's verdict.
 //
-// A Fleet is not safe for concurrent use. It owns copies of the maps it
-// changes, so the Snapshot it was built from is never modified.
+// A Fleet is not safe for concurrent use, not even by Places alone: they
+// share its buffers. It owns copies of the maps it changes, so the Snapshot
+// it was built from is never modified.
 type Fleet struct {
 	sc    Scheduler
 	nodes []Node
