@@ -358,14 +358,17 @@ func PeerTLS(caFile, certFile, keyFile string) (server, client func(node string)
 // peer that does not offer that, an older agent, or that does not know
 // every size yet is waited for as long as its bytes grow). Its error says
 // why the peer could not serve; the partial files stay for the next
-// source to resume.
+// source to resume, and the files that landed unchecked (below) are
+// deleted.
 //
 // want is the source's own listing: the peer's manifest must name the same
 // files at the same sizes, and every file is verified against the sha256
 // the source gives (a peer that gives none, or another, for a file the
 // source gives one for is refused), so a peer can serve no bytes the source
 // would not have.
-func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string, want []download.File, p *download.Progress) ([]download.Landed, error) {
+//
+// cl, when not nil, is the call the fetch runs for.
+func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string, want []download.File, p *download.Progress, cl *call) (_ []download.Landed, err error) {
 	if c.opts.PeerClient == nil {
 		return nil, errors.New("no peer TLS configured")
 	}
@@ -426,19 +429,38 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 	if err := matchSource(files, want); err != nil {
 		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
 	}
-	landed, err := d.Fetch(ctx, dir, files, p, haveLanded)
-	if err != nil {
-		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
-	}
-	// A file neither the source nor the peer's manifest gave a sha256 for
-	// came from a peer still fetching it: its bytes are checked against
+	// A file neither the source nor the peer's manifest gives a sha256 for
+	// comes from a peer still fetching it: its bytes are checked against
 	// the peer's record once the peer's entry is complete, as they would
-	// have been had it been complete from the start.
+	// have been had it been complete from the start. Until then they are
+	// listed as not checked (on disk before the first of them lands), and
+	// deleted should this fetch end without the check.
 	var unchecked []int
+	var paths []string
 	for i, f := range files {
 		if f.SHA256 == "" {
 			unchecked = append(unchecked, i)
+			paths = append(paths, f.Path)
 		}
+	}
+	if len(paths) > 0 {
+		if err := markUnchecked(dir, paths); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err == nil {
+				return
+			}
+			for _, path := range paths {
+				if rerr := removeLanded(dir, path); rerr != nil {
+					c.log.Warn("deleting a file a peer sent that was not checked", "path", path, "err", rerr)
+				}
+			}
+		}()
+	}
+	landed, err := d.Fetch(ctx, dir, files, p, haveLanded)
+	if err != nil {
+		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
 	}
 	if len(unchecked) > 0 {
 		if err := c.checkPeerRecord(ctx, client, base, peer, dir, landed, unchecked); err != nil {
