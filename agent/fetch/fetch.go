@@ -121,8 +121,9 @@ type call struct {
 	nextID    int
 	// progress is the running download's, for peers asking how far it is.
 	progress *download.Progress
-	// listing is the source's files once listed (nil before), for peers
-	// that follow the partial files as they grow; under c.mu (followable).
+	// listing is the source's files while the download writes them (nil
+	// before, and while it waits on a peer), for peers that follow the
+	// partial files as they grow; under c.mu (followable).
 	listing []download.File
 }
 
@@ -477,7 +478,8 @@ func syncDir(dir string) error {
 }
 
 // followable sets what the peers following cl's download may follow: the
-// source's files once listed. cl may be nil.
+// source's files while it writes them, none (nil) while it writes none,
+// when they are answered 503 with its progress. cl may be nil.
 func (c *Cache) followable(cl *call, files []download.File) {
 	if cl == nil {
 		return
@@ -489,7 +491,7 @@ func (c *Cache) followable(cl *call, files []download.File) {
 
 // download fetches every file of src into the partial directory, records
 // it, renames it to the entry's name and returns the path for the engine.
-// The peers following cl may follow it once its listing is read.
+// The peers following cl may follow it while it writes files.
 func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *download.Progress, cl *call) (string, error) {
 	if path, ok, err := c.complete(src); ok || err != nil {
 		return path, err // completed by a call that ended while this one started
@@ -514,7 +516,6 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	if err != nil {
 		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}
-	c.followable(cl, files)
 	var landed []download.Landed
 	from := "source"
 	for _, peer := range peers {
@@ -539,6 +540,7 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 		for i := range files {
 			files[i].HeldUnchecked = held[files[i].Path]
 		}
+		c.followable(cl, files)
 		landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
 		if err != nil && len(peers) > 0 && errors.Is(err, download.ErrVerify) {
 			// Bytes a peer sent while it was itself fetching were not

@@ -64,9 +64,10 @@ type peerManifest struct {
 
 // PeerHandler serves the cache's entries to the node's peers. An entry
 // still being fetched is served as it grows to a peer that follows
-// (followHeader) once its listing is known, and answers 503 with its
-// progress otherwise, so a peer waits for it rather than going to the
-// source; anything else is 404.
+// (followHeader) while its download writes files, and answers 503 with its
+// progress otherwise (before that, or while it waits on a peer of its own
+// that does not offer to be followed), so a peer waits for it rather than
+// going to the source; anything else is 404.
 func (c *Cache) PeerHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -116,8 +117,8 @@ func (c *Cache) PeerHandler() http.Handler {
 
 // serveFetching answers for an entry that is not complete: 404 when no
 // download of it runs; the manifest or a file's bytes as they grow for a
-// peer that follows, once the listing (with every size) is known; 503
-// with the progress otherwise.
+// peer that follows, while the download writes files and every size is
+// known; 503 with the progress otherwise.
 func (c *Cache) serveFetching(w http.ResponseWriter, r *http.Request, key, file string) {
 	cl, source, listing, ok := c.fetchingCall(key)
 	if !ok {
@@ -151,8 +152,8 @@ func (c *Cache) serveFetching(w http.ResponseWriter, r *http.Request, key, file 
 }
 
 // fetchingCall is the running download of the source with key, and its
-// listing with every size known (nil until then: a single URL's size is
-// learnt from its first answer).
+// listing with every size known while it writes files (nil otherwise: a
+// single URL's size is learnt from its first answer).
 func (c *Cache) fetchingCall(key string) (*call, string, []download.File, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -367,7 +368,9 @@ func PeerTLS(caFile, certFile, keyFile string) (server, client func(node string)
 // source gives one for is refused), so a peer can serve no bytes the source
 // would not have.
 //
-// cl, when not nil, is the call the fetch runs for.
+// cl, when not nil, is the call the fetch runs for: the peers following
+// it are answered 503 with its progress while it waits on peer, and
+// follow its files once it writes them.
 func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string, want []download.File, p *download.Progress, cl *call) (_ []download.Landed, err error) {
 	if c.opts.PeerClient == nil {
 		return nil, errors.New("no peer TLS configured")
@@ -400,6 +403,9 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 		if resp.StatusCode != http.StatusServiceUnavailable {
 			return nil, fmt.Errorf("peer %s: %s", peer.Node, resp.Status)
 		}
+		// Writing nothing while it waits, this node has nothing for its
+		// own followers to follow: they wait on it as it waits on peer.
+		c.followable(cl, nil)
 		done, _ := strconv.ParseInt(resp.Header.Get(fetchingHeader), 10, 64)
 		if done != last {
 			last, lastMove = done, time.Now()
@@ -458,6 +464,7 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 			}
 		}()
 	}
+	c.followable(cl, want)
 	landed, err := d.Fetch(ctx, dir, files, p, haveLanded)
 	if err != nil {
 		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
