@@ -34,7 +34,7 @@ func TestFollowerWaitsOnPeerWaitingOnOlderAgent(t *testing.T) {
 	m, origin := weightsrv.New(t)
 	body := weightsrv.RandomBytes(size, 95)
 	m.Files["c/v/w.gguf"] = body // a set: its sizes are known from its listing
-	m.Rate = size / 2 // two seconds: several times the followers' stall_after
+	m.Rate = size / 2            // two seconds: several times the followers' stall_after
 	tlsFor := peerPKI(t, "node01", "node02", "node03")
 	s1, c1 := tlsFor("node01")
 	_, c2 := tlsFor("node02")

@@ -219,7 +219,9 @@ func TestUncheckedPeerBytesAfterRestart(t *testing.T) {
 	copyTree(t, B.opts.Dir, partialImage)
 	cancel()
 	close(o.holdB)
-	<-bDone
+	if err := <-bDone; !errors.Is(err, context.Canceled) {
+		t.Errorf("the node, cancelled while it checks: %v", err)
+	}
 	if err := <-aDone; err != nil {
 		t.Fatal(err)
 	}

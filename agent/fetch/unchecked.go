@@ -103,10 +103,13 @@ func removeLanded(dir, path string) error {
 	return nil
 }
 
-// clearUnchecked removes dir's uncheckedFile: every file is verified.
+// clearUnchecked removes dir's uncheckedFile (and one an agent stopped
+// while writing): every file is verified.
 func clearUnchecked(dir string) error {
-	if err := os.Remove(filepath.Join(dir, uncheckedFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing the list of files not checked: %w", err)
+	for _, name := range []string{uncheckedFile, uncheckedFile + ".new"} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the list of files not checked: %w", err)
+		}
 	}
 	return nil
 }
