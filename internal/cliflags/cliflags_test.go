@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +33,40 @@ func TestParse(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	if _, err := Parse(fs, []string{"a", "--nope"}); err == nil {
 		t.Error("an unknown flag after a positional was accepted")
+	}
+}
+
+func TestNewUsageAndExitCode(t *testing.T) {
+	var out strings.Builder
+	fs := New("serve", "llmgw serve [-c FILE]", &out)
+	fs.String("c", "server.yaml", "configuration file")
+	_, err := Parse(fs, []string{"-h"})
+	if code := ExitCode(err); code != 0 {
+		t.Errorf("-h: exit code %d, want 0", code)
+	}
+	want := "usage: llmgw serve [-c FILE]\n\nflags:\n  -c string\n    \tconfiguration file (default \"server.yaml\")\n"
+	if out.String() != want {
+		t.Errorf("-h printed\n%s\nwant\n%s", out.String(), want)
+	}
+	out.Reset()
+	_, err = Parse(fs, []string{"--nope"})
+	if code := ExitCode(err); code != 2 {
+		t.Errorf("--nope: exit code %d, want 2", code)
+	}
+	if !strings.HasPrefix(out.String(), "flag provided but not defined: -nope\nusage: llmgw serve") {
+		t.Errorf("--nope printed\n%s", out.String())
+	}
+}
+
+func TestParseNoArgs(t *testing.T) {
+	var out strings.Builder
+	fs := New("serve", "llmgw serve", &out)
+	v := fs.Bool("v", false, "verbose")
+	if err := ParseNoArgs(fs, []string{"-v"}); err != nil || !*v {
+		t.Errorf("ParseNoArgs(-v) = %v, v %v", err, *v)
+	}
+	err := ParseNoArgs(fs, []string{"extra", "-v"})
+	if err == nil || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), "unexpected argument \"extra\"\nusage: llmgw serve") {
+		t.Errorf("ParseNoArgs(extra) = %v, printed\n%s", err, out.String())
 	}
 }
