@@ -79,27 +79,7 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 	mc := c.ManageClient()
 	ctx := context.Background()
 
-	// ready returns the ready replica as "id@endpoint".
-	ready := func() (string, string) {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "tiny-llama"})
-		if err != nil {
-			return "", err.Error()
-		}
-		var states []string
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetId()+"="+r.GetState()+" "+r.GetError())
-			if r.GetState() == "ready" {
-				return r.GetId() + "@" + r.GetShards()[0].GetEndpoint(), ""
-			}
-		}
-		return "", strings.Join(states, "; ")
-	}
-	var replica string
-	testcluster.WaitFor(t, "tiny-llama ready", 3*time.Minute, func() (bool, string) {
-		r, why := ready()
-		replica = r
-		return r != "", why
-	})
+	replica := testcluster.WaitReadyReplica(t, mc, "tiny-llama", 3*time.Minute)
 	pids := llamaServerPIDs(t, model)
 	if len(pids) != 1 {
 		t.Fatalf("llama-server processes for the model: %v, want one", pids)
@@ -272,7 +252,7 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 				}
 			}
 		}
-		next, _ = ready()
+		next, _ = testcluster.ReadyReplica(ctx, mc, "tiny-llama")
 		return next != "" && next != replica, strings.Join(states, "; ")
 	})
 	if reported == nil || !strings.Contains(reported.GetError(), "signal: killed") || len(reported.GetLastOutput()) == 0 {
@@ -296,12 +276,7 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 	testcluster.WaitFor(t, "the engine adopted", time.Minute, func() (bool, string) {
 		return strings.Contains(second.Output(), "engine adopted"), testcluster.Tail(second.Output(), 5)
 	})
-	var after string
-	testcluster.WaitFor(t, "tiny-llama ready again", time.Minute, func() (bool, string) {
-		r, why := ready()
-		after = r
-		return r != "", why
-	})
+	after := testcluster.WaitReadyReplica(t, mc, "tiny-llama", time.Minute)
 	if after != replica {
 		t.Fatalf("replica %s before the agent restart, %s after; want the running engine adopted", replica, after)
 	}

@@ -51,38 +51,12 @@ func TestOneCopyPerFabric(t *testing.T) {
 	}
 	mc := c.ManageClient()
 	ctx := context.Background()
-	testcluster.WaitFor(t, "three nodes ready", 30*time.Second, func() (bool, string) {
-		ns, err := mc.ListNodes(ctx, &managev1.ListNodesRequest{})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		for _, n := range ns.GetNodes() {
-			if n.GetState() == "ready" {
-				ready++
-			}
-		}
-		return ready == 3, fmt.Sprint(ready, " ready")
-	})
+	testcluster.WaitNodesReady(t, mc, 3, 30*time.Second)
 	whole := &specv1.Profile{Name: "x8", Engine: "sim", GpuClass: "h100-80g", Tp: 8, StartupTimeout: "1m"}
 	if _, err := mc.CreateModel(ctx, &managev1.CreateModelRequest{Model: &managev1.Model{Name: "wide", Source: source, Scaling: &managev1.Scaling{Min: 3, Max: 3}, Profiles: []*specv1.Profile{whole}}}); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.WaitFor(t, "three replicas ready", 90*time.Second, func() (bool, string) {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "wide"})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		var states []string
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetState()+" "+r.GetError())
-			if r.GetState() == "ready" {
-				ready++
-			}
-		}
-		return ready == 3, strings.Join(states, "; ")
-	})
+	testcluster.WaitReadyReplicas(t, mc, "wide", 3, 90*time.Second)
 	if served := mirrorServedBytes(t, metrics, "wide", "v1"); served != float64(len(data)) {
 		t.Errorf("the mirror served %.0f bytes for three nodes of one fabric, want one copy (%d)", served, len(data))
 	}
@@ -145,19 +119,7 @@ func TestFollowPeerStillFetching(t *testing.T) {
 	}
 	mc := c.ManageClient()
 	ctx := context.Background()
-	testcluster.WaitFor(t, "two nodes ready", 30*time.Second, func() (bool, string) {
-		ns, err := mc.ListNodes(ctx, &managev1.ListNodesRequest{})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		for _, n := range ns.GetNodes() {
-			if n.GetState() == "ready" {
-				ready++
-			}
-		}
-		return ready == 2, fmt.Sprint(ready, " ready")
-	})
+	testcluster.WaitNodesReady(t, mc, 2, 30*time.Second)
 	whole := &specv1.Profile{Name: "x8", Engine: "sim", GpuClass: "h100-80g", Tp: 8, StartupTimeout: "1m"}
 	if _, err := mc.CreateModel(ctx, &managev1.CreateModelRequest{Model: &managev1.Model{Name: "slow", Source: source, Scaling: &managev1.Scaling{Min: 2, Max: 2}, Profiles: []*specv1.Profile{whole}}}); err != nil {
 		t.Fatal(err)
@@ -183,21 +145,7 @@ func TestFollowPeerStillFetching(t *testing.T) {
 			t.Errorf("%s holds %d bytes with the source half-way (%d served): it waits for its peer's download to end rather than following it", id, h, m.Served())
 		}
 	}
-	testcluster.WaitFor(t, "two replicas ready", 90*time.Second, func() (bool, string) {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "slow"})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		var states []string
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetState()+" "+r.GetError())
-			if r.GetState() == "ready" {
-				ready++
-			}
-		}
-		return ready == 2, strings.Join(states, "; ")
-	})
+	testcluster.WaitReadyReplicas(t, mc, "slow", 2, 90*time.Second)
 	if n := m.Served(); n != size {
 		t.Errorf("the source served %d bytes for two nodes of one fabric, want one copy (%d)", n, size)
 	}

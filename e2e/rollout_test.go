@@ -53,7 +53,7 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 		replica = id
 		return id != "", why
 	})
-	engines := childEngines(t, agent.Cmd.Process.Pid, m.Name)
+	engines := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name)
 	if len(engines) != 1 {
 		t.Fatalf("engines of %s: %v, want one", m.Name, engines)
 	}
@@ -74,7 +74,7 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if now := childEngines(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
+	if now := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
 		t.Fatalf("engine pids %v after the weight edit, want %v: the engine was restarted", now, engines)
 	}
 	if n := strings.Count(c.Server.Output(), "replica placed"); n != 1 {
@@ -100,7 +100,7 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 		t.Fatalf("the tp edit kept replica %s", replica)
 	}
 	testcluster.WaitFor(t, "the old engine stopped", 30*time.Second, func() (bool, string) {
-		now := childEngines(t, agent.Cmd.Process.Pid, m.Name)
+		now := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name)
 		return len(now) == 1 && !slices.Contains(now, engines[0]), fmt.Sprintf("engines %v (old %d)", now, engines[0])
 	})
 }
@@ -140,7 +140,7 @@ func TestManualRollout(t *testing.T) {
 		n, why := ready()
 		return n[created.GetGeneration()] == 2, why
 	})
-	engines := childEngines(t, agent.Cmd.Process.Pid, m.Name)
+	engines := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name)
 
 	m.Profiles[0].Args = []string{"--decode-tps", "500"}
 	updated, err := mc.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: specpb.ModelToProto(m)})
@@ -155,7 +155,7 @@ func TestManualRollout(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if now := childEngines(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
+	if now := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
 		t.Fatalf("engines %v after the edit, want %v untouched", now, engines)
 	}
 	if out := runCtlE2E(t, c, "models"); !strings.Contains(out, "serving (2 stale)") || !strings.Contains(out, "ctl rollout sim-manual") {
