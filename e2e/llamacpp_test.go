@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,26 +32,10 @@ const openaiNodeVersion = "6.30.1"
 // the GGUF file model, whoever their parent is.
 func llamaServerPIDs(t *testing.T, model string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		argv := strings.Split(string(cmd), "\x00")
-		if filepath.Base(argv[0]) == "llama-server" && strings.Contains(string(cmd), "\x00--model\x00"+model+"\x00") {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return testcluster.Processes(t, func(_ int, argv []string) bool {
+		i := slices.Index(argv, "--model")
+		return filepath.Base(argv[0]) == "llama-server" && i >= 0 && i+1 < len(argv) && argv[i+1] == model
+	})
 }
 
 // TestLlamaCppEndToEnd runs a real llama-server, built from the llama.cpp

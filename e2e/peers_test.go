@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +54,7 @@ func TestOneCopyPerFabric(t *testing.T) {
 		t.Fatal(err)
 	}
 	testcluster.WaitReadyReplicas(t, mc, "wide", 3, 90*time.Second)
-	if served := mirrorServedBytes(t, metrics, "wide", "v1"); served != float64(len(data)) {
+	if served := testcluster.MirrorServedBytes(t, metrics, "wide", "v1"); served != float64(len(data)) {
 		t.Errorf("the mirror served %.0f bytes for three nodes of one fabric, want one copy (%d)", served, len(data))
 	}
 	fromPeer := 0
@@ -79,23 +76,6 @@ func TestOneCopyPerFabric(t *testing.T) {
 			t.Errorf("%s: its copy differs (%v)", id, err)
 		}
 	}
-}
-
-func mirrorServedBytes(t *testing.T, m *mirror.Metrics, model, version string) float64 {
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	want := fmt.Sprintf(`llmgw_mirror_served_bytes_total{model=%q,version=%q} `, model, version)
-	sc := bufio.NewScanner(rec.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), want); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	return 0
 }
 
 // TestFollowPeerStillFetching: two nodes of one fabric start a new model

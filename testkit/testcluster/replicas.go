@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,8 +98,17 @@ func WaitNodesReady(t testing.TB, mc managev1.ManageServiceClient, n int, timeou
 }
 
 // EngineChildren returns the pids of the sim engines serving model that
-// the agent process agentPID started (its children), read from /proc.
+// the agent process agentPID started (its children).
 func EngineChildren(t testing.TB, agentPID int, model string) []int {
+	t.Helper()
+	return Processes(t, func(ppid int, argv []string) bool {
+		return ppid == agentPID && slices.Contains(argv, "sim-engine") && argAfter(argv, "--served-model-name") == model
+	})
+}
+
+// Processes returns the pids of the processes match accepts, given each
+// one's parent pid and command line, read from /proc.
+func Processes(t testing.TB, match func(ppid int, argv []string) bool) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -116,15 +126,27 @@ func EngineChildren(t testing.TB, agentPID int, model string) []int {
 		}
 		// Fields after the command name, which is in parentheses: state ppid ...
 		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(agentPID) {
+		if len(fields) < 2 {
 			continue
 		}
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.Contains(string(cmd), "sim-engine") && strings.Contains(string(cmd), "--served-model-name\x00"+model+"\x00") {
+		ppid, _ := strconv.Atoi(fields[1])
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(cmd) == 0 {
+			continue
+		}
+		if match(ppid, strings.Split(strings.TrimSuffix(string(cmd), "\x00"), "\x00")) {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// argAfter returns the argument after flag in argv ("" when none).
+func argAfter(argv []string, flag string) string {
+	if i := slices.Index(argv, flag); i >= 0 && i+1 < len(argv) {
+		return argv[i+1]
+	}
+	return ""
 }
 
 // WaitReadyReplicas waits up to timeout until n replicas of model (of
