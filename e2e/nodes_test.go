@@ -56,6 +56,8 @@ func TestDeclareDrainRevoke(t *testing.T) {
 		return n != "", why
 	})
 	other := map[string]string{"node01": "node02", "node02": "node01"}[first]
+	// The drain needs the other node to take the replica: both connected.
+	testcluster.WaitNodesReady(t, mc, 2, 30*time.Second)
 	if _, err := mc.DrainNode(ctx, &managev1.DrainNodeRequest{Name: first}); err != nil {
 		t.Fatal(err)
 	}
