@@ -66,13 +66,18 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 	if got := updated.GetGeneration(); got != gen {
 		t.Fatalf("a weight and priority edit changed the generation %s → %s: the replica would roll", gen, got)
 	}
-	// Several reconcile passes (one a second at least) see the edit.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if id, why := readyOf(gen); id != replica {
-			t.Fatalf("after the weight edit the ready replica is %q (%s), want %s kept", id, why, replica)
+	// The reconcile pass that gives the running replica its new weight is
+	// the one that would have rolled it.
+	weighted := fmt.Sprintf("llmgw_router_replica_weight{model=%q,replica=%q} 5\n", m.Name, replica)
+	testcluster.WaitFor(t, "the running replica routed with weight 5", 30*time.Second, func() (bool, string) {
+		text, err := scrape(c.MetricsURL())
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(200 * time.Millisecond)
+		return strings.Contains(text, weighted), "no " + strings.TrimSpace(weighted)
+	})
+	if id, why := readyOf(gen); id != replica {
+		t.Fatalf("after the weight edit the ready replica is %q (%s), want %s kept", id, why, replica)
 	}
 	if now := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
 		t.Fatalf("engine pids %v after the weight edit, want %v: the engine was restarted", now, engines)
