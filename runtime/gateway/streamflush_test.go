@@ -22,8 +22,8 @@ func TestEventNotHeldForTheNext(t *testing.T) {
 	// the client to have seen want (a word of the step's whole event)
 	// before writing the next step.
 	steps := []struct{ write, want string }{
-		{chunk("Alpha") + `data: {"id":"c1","obj`, "Alpha"},
-		{`ect":"chat.completion.chunk","model":"qwen/coder-3b","choices":[{"index":0,"delta":{"content":"Beta"},"finish_reason":null}]}` + "\n\n" +
+		{chunk("Alpha") + `data: {"id":"c1","objec`, "Alpha"},
+		{`t":"chat.completion.chunk","model":"qwen/coder-3b","choices":[{"index":0,"delta":{"content":"Beta"},"finish_reason":null}]}` + "\n\n" +
 			chunk("Gamma") + `data: {"id"`, "Gamma"},
 		{`:"c1","object":"chat.completion.chunk","model":"qwen/coder-3b","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n", ""},
 	}
@@ -115,7 +115,7 @@ func TestStreamHeadersBeforeALateFirstEvent(t *testing.T) {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, h.srv.URL+"/v1/chat/completions",
 			strings.NewReader(`{"model":"coder","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 		req.Header.Set("Authorization", "Bearer "+testKey)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // the test closes it once received
 		got <- answer{resp, err}
 	}()
 	var resp *http.Response

@@ -10,6 +10,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -82,7 +84,13 @@ func fromShapeError(e *apishape.Error) *apiError {
 	return ae
 }
 
-func newID(prefix string) string { return prefix + newRequestID() }
+// newID names what a client may ask for again (a stored response, a
+// note): 128 bits from crypto/rand, so one cannot be guessed from another.
+func newID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
 
 func usageOf(u *apishape.Usage) request.Usage {
 	if u == nil {

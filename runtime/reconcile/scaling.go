@@ -174,7 +174,7 @@ func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, 
 	d.Pending = r.opts.Routing.TakePending(name)
 	ready, live := 0, 0
 	for _, rep := range tx.Replicas() {
-		if rep.Model != name || !rep.Live() || rep.Generation != e.Generation {
+		if rep.Model != name || !rep.Live() || e.Stale(rep.Profile.Name, rep.Generation) {
 			continue
 		}
 		live++
@@ -327,6 +327,7 @@ func (r *Reconciler) noteReady(tx *fleet.Tx, now time.Time) {
 			if !rep.Adopted {
 				r.loadTime[rep.Model] = now.Sub(rep.Created)
 			}
+			r.noteStart(rep, now)
 		}
 	}
 	for id := range r.readySeen {
