@@ -130,3 +130,24 @@ func TestEveryCommandHelpCoversTheUsage(t *testing.T) {
 		}
 	}
 }
+
+// A missing or extra argument is a usage error too: the error, the usage,
+// exit 2, and nothing read (no server.yaml is needed to say so).
+func TestWrongArgumentCount(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"keys", "revoke"}, "missing the key id\nusage: llmgw keys revoke ID"},
+		{[]string{"keys", "list", "extra"}, "unexpected argument \"extra\"\nusage: llmgw keys list"},
+		{[]string{"users", "promote"}, "missing the user\nusage: llmgw users promote"},
+		{[]string{"users", "demote", "a", "b"}, "unexpected argument \"b\"\nusage: llmgw users demote"},
+		{[]string{"server", "extra"}, "unexpected argument \"extra\"\nusage: llmgw server"},
+		{[]string{"sim-engine", "--served-model-name", "m", "extra"}, "unexpected argument \"extra\"\nusage: llmgw sim-engine"},
+	} {
+		code, out := llmgw(t, tt.args...)
+		if code != 2 || !strings.HasPrefix(out, tt.want) {
+			t.Errorf("llmgw %q: exit %d, want 2 and %q first:\n%s", tt.args, code, tt.want, out)
+		}
+	}
+}

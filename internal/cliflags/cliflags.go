@@ -71,15 +71,27 @@ func ExitCode(err error) int {
 // positional argument is an error, printed with the usage as a bad flag
 // is.
 func ParseNoArgs(fs *flag.FlagSet, args []string) error {
+	_, err := ParseN(fs, args, 0, "")
+	return err
+}
+
+// ParseN parses a command that takes exactly n positional arguments, what
+// naming them for the error when some are missing; a wrong count is an
+// error printed with the usage, as a bad flag is.
+func ParseN(fs *flag.FlagSet, args []string, n int, what string) ([]string, error) {
 	pos, err := Parse(fs, args)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if len(pos) > 0 {
-		err := fmt.Errorf("unexpected argument %q", pos[0])
-		fmt.Fprintln(fs.Output(), err)
-		fs.Usage()
-		return err
+	switch {
+	case len(pos) < n:
+		err = fmt.Errorf("missing %s", what)
+	case len(pos) > n:
+		err = fmt.Errorf("unexpected argument %q", pos[n])
+	default:
+		return pos, nil
 	}
-	return nil
+	fmt.Fprintln(fs.Output(), err)
+	fs.Usage()
+	return nil, err
 }

@@ -70,3 +70,18 @@ func TestParseNoArgs(t *testing.T) {
 		t.Errorf("ParseNoArgs(extra) = %v, printed\n%s", err, out.String())
 	}
 }
+
+func TestParseN(t *testing.T) {
+	var out strings.Builder
+	fs := New("revoke", "llmgw keys revoke ID", &out)
+	if pos, err := ParseN(fs, []string{"k1"}, 1, "the key id"); err != nil || !slices.Equal(pos, []string{"k1"}) {
+		t.Errorf("ParseN(k1) = %q, %v", pos, err)
+	}
+	for args, want := range map[string]string{"": "missing the key id\nusage: llmgw keys revoke ID", "a b": "unexpected argument \"b\"\nusage: llmgw keys revoke ID"} {
+		out.Reset()
+		_, err := ParseN(fs, strings.Fields(args), 1, "the key id")
+		if err == nil || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), want) {
+			t.Errorf("ParseN(%q) = %v, printed\n%s", args, err, out.String())
+		}
+	}
+}

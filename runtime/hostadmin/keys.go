@@ -70,22 +70,13 @@ func Keys(ctx context.Context, args []string, io IO) int {
 	case "list":
 		asJSON = fs.Bool("json", false, "print JSON")
 	}
-	pos, err := cliflags.Parse(fs, args[1:])
-	if err != nil {
-		return cliflags.ExitCode(err)
-	}
 	want := 0
 	if sub == "revoke" {
 		want = 1
 	}
-	if len(pos) != want {
-		if len(pos) < want {
-			fmt.Fprintln(io.Err, "missing the key id")
-		} else {
-			fmt.Fprintf(io.Err, "unexpected argument %q\n", pos[want])
-		}
-		fs.Usage()
-		return 2
+	pos, err := cliflags.ParseN(fs, args[1:], want, "the key id")
+	if err != nil {
+		return cliflags.ExitCode(err)
 	}
 	path, err := configPath(fs, *cfgPath)
 	if err != nil {

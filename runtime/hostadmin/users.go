@@ -64,22 +64,13 @@ func Users(ctx context.Context, args []string, io IO) int {
 	case "list":
 		asJSON = fs.Bool("json", false, "print JSON")
 	}
-	pos, err := cliflags.Parse(fs, args[1:])
+	want := 1
+	if sub == "list" {
+		want = 0
+	}
+	pos, err := cliflags.ParseN(fs, args[1:], want, "the user")
 	if err != nil {
 		return cliflags.ExitCode(err)
-	}
-	wantArgs := 1
-	if sub == "list" {
-		wantArgs = 0
-	}
-	if len(pos) != wantArgs {
-		if len(pos) < wantArgs {
-			fmt.Fprintln(io.Err, "missing the user")
-		} else {
-			fmt.Fprintf(io.Err, "unexpected argument %q\n", pos[wantArgs])
-		}
-		fs.Usage()
-		return 2
 	}
 	path, err := configPath(fs, *cfgPath)
 	if err != nil {
