@@ -11,7 +11,9 @@
 // file landed, with a .complete record beside them. So nothing is ever
 // visible under the final name before it is whole, an interrupted download
 // resumes from the bytes it has (a Range request), and one download serves
-// every shard of the node that asks for the same source.
+// every shard of the node that asks for the same source. Files a peer sent
+// while it was itself fetching, that nothing checked yet, are listed in
+// the partial directory's .unchecked until they are (unchecked.go).
 package fetch
 
 import (
