@@ -34,12 +34,12 @@ func TestFollowerWaitsOnPeerWaitingOnOlderAgent(t *testing.T) {
 	m, origin := weightsrv.New(t)
 	body := weightsrv.RandomBytes(size, 95)
 	m.Files["c/v/w.gguf"] = body // a set: its sizes are known from its listing
-	m.Rate = size / 2            // two seconds: several times the followers' stall_after
+	m.Rate = size / 4            // four seconds: eight times the followers' stall_after
 	tlsFor := peerPKI(t, "node01", "node02", "node03")
 	s1, c1 := tlsFor("node01")
 	_, c2 := tlsFor("node02")
 	s3, c3 := tlsFor("node03")
-	const stall = 300 * time.Millisecond
+	const stall = 500 * time.Millisecond
 	C := newCache(t, Options{PeerClient: c3})
 	_, addrC := servePeer(t, olderAgent(C.PeerHandler()), s3(""))
 	A := newCache(t, Options{PeerClient: c1, PeerPoll: 20 * time.Millisecond, StallAfter: stall})
