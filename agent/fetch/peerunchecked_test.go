@@ -24,12 +24,14 @@ import (
 // uncheckedOrigin is a mirror whose manifest gives a.bin no sha256 (as a
 // manifest may) and b.bin one. Its first answer for a.bin is firstA, with
 // the X-Llmgw-Sha256 of the true bytes when sumFirst, none otherwise; its
-// later answers are a with its sha256. Its first answer for b.bin is held
-// after its last byte until holdB is closed (when holdB is not nil).
+// later answers are a with its sha256; when gateA is not nil, the first
+// answer's last bytes wait for it to be closed. Its first answer for b.bin
+// is held after its last byte until holdB is closed (when holdB is not
+// nil).
 type uncheckedOrigin struct {
 	a, b, firstA []byte
 	sumFirst     bool
-	holdB        chan struct{}
+	gateA, holdB chan struct{}
 	reqs         sync.Map // path -> *atomic.Int32
 }
 
@@ -57,6 +59,13 @@ func (o *uncheckedOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", strconv.Itoa(len(o.firstA)))
 			for rest := o.firstA; len(rest) > 0; {
 				k := min(len(rest), 16<<10)
+				if k == len(rest) && o.gateA != nil {
+					select {
+					case <-o.gateA:
+					case <-r.Context().Done():
+						return
+					}
+				}
 				_, _ = w.Write(rest[:k])
 				w.(http.Flusher).Flush()
 				rest = rest[k:]
@@ -85,12 +94,16 @@ func (o *uncheckedOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// servedFiles wraps a peer handler, counting the file answers it began.
-func servedFiles(h http.Handler, n *sync.Map) http.Handler {
+// servedFiles wraps a peer handler, counting the answers it began by
+// path, and calling on (when not nil) with each path asked for.
+func servedFiles(h http.Handler, n *sync.Map, on func(path string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			c, _ := n.LoadOrStore(r.URL.Path, new(atomic.Int32))
 			c.(*atomic.Int32).Add(1)
+			if on != nil {
+				on(r.URL.Path)
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -105,7 +118,9 @@ func TestUncheckedPeerBytesDroppedWhenPeerFails(t *testing.T) {
 	a := weightsrv.RandomBytes(256<<10, 91)
 	bad := bytes.Clone(a)
 	bad[len(bad)/2] ^= 0xff
-	o := &uncheckedOrigin{a: a, b: weightsrv.RandomBytes(256<<10, 92), firstA: bad, sumFirst: true}
+	// The corrupt answer's end waits for the node to be reading a.bin
+	// from the peer.
+	o := &uncheckedOrigin{a: a, b: weightsrv.RandomBytes(256<<10, 92), firstA: bad, sumFirst: true, gateA: make(chan struct{})}
 	origin := httptest.NewServer(o)
 	defer origin.Close()
 	tlsFor := peerPKI(t, "node01", "node02")
@@ -113,12 +128,18 @@ func TestUncheckedPeerBytesDroppedWhenPeerFails(t *testing.T) {
 	_, c2 := tlsFor("node02")
 	A := newCache(t, Options{PeerClient: c1, StallAfter: 3 * time.Second})
 	var served sync.Map
-	_, addrA := servePeer(t, servedFiles(A.PeerHandler(), &served), s1(""))
-	B := newCache(t, Options{PeerClient: c2, PeerPoll: 10 * time.Millisecond, StallAfter: 3 * time.Second})
 	src := origin.URL + "/s/v/"
+	var once sync.Once
+	_, addrA := servePeer(t, servedFiles(A.PeerHandler(), &served, func(p string) {
+		if p == PeerPrefix+Key(src)+"/a.bin" {
+			once.Do(func() { close(o.gateA) })
+		}
+	}), s1(""))
+	B := newCache(t, Options{PeerClient: c2, PeerPoll: 10 * time.Millisecond, StallAfter: 3 * time.Second})
 	aErr := make(chan error, 1)
 	go func() { _, err := A.Resolve(context.Background(), src, nil); aErr <- err }()
 	p, err := B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
+	once.Do(func() { close(o.gateA) }) // had the node not followed, the peer goes on
 	if err := <-aErr; !errors.Is(err, download.ErrVerify) {
 		t.Fatalf("the peer's fetch: %v; want its sha256 check to fail", err)
 	}
