@@ -95,19 +95,36 @@ func (o *uncheckedOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // servedFiles wraps a peer handler, counting the answers it began by
-// path, and calling on (when not nil) with each path asked for.
-func servedFiles(h http.Handler, n *sync.Map, on func(path string)) http.Handler {
+// path, and calling sent (when not nil) with a path once its answer
+// wrote body bytes.
+func servedFiles(h http.Handler, n *sync.Map, sent func(path string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			c, _ := n.LoadOrStore(r.URL.Path, new(atomic.Int32))
 			c.(*atomic.Int32).Add(1)
-			if on != nil {
-				on(r.URL.Path)
+			if sent != nil {
+				w = &sentWriter{ResponseWriter: w, sent: func() { sent(r.URL.Path) }}
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+// sentWriter calls sent after each body write.
+type sentWriter struct {
+	http.ResponseWriter
+	sent func()
+}
+
+func (s *sentWriter) Write(b []byte) (int, error) {
+	n, err := s.ResponseWriter.Write(b)
+	if n > 0 {
+		s.sent()
+	}
+	return n, err
+}
+
+func (s *sentWriter) Flush() { s.ResponseWriter.(http.Flusher).Flush() }
 
 // TestUncheckedPeerBytesDroppedWhenPeerFails: a node follows a peer whose
 // source gives a.bin no sha256. The peer's copy of a.bin turns out corrupt
@@ -118,8 +135,8 @@ func TestUncheckedPeerBytesDroppedWhenPeerFails(t *testing.T) {
 	a := weightsrv.RandomBytes(256<<10, 91)
 	bad := bytes.Clone(a)
 	bad[len(bad)/2] ^= 0xff
-	// The corrupt answer's end waits for the node to be reading a.bin
-	// from the peer.
+	// The corrupt answer's end waits for the peer to have sent the node
+	// bytes of a.bin (so it reads it through a file it holds open).
 	o := &uncheckedOrigin{a: a, b: weightsrv.RandomBytes(256<<10, 92), firstA: bad, sumFirst: true, gateA: make(chan struct{})}
 	origin := httptest.NewServer(o)
 	defer origin.Close()
