@@ -92,6 +92,10 @@ type ha struct {
 	etasDirty  bool
 	loadingRaw string
 	loading    map[string]time.Time
+	// configured holds the models a standby last configured the router
+	// for: one that left the catalog is forgotten (what was asked of it
+	// does not count for a model created later under its name).
+	configured map[string]bool
 	// demand shares what this control plane is asked with the leader
 	// (demand.go).
 	demand  *demand
@@ -415,8 +419,10 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 		h.loadingRaw = raw
 	}
 	now := time.Now()
+	present := map[string]bool{}
 	for _, e := range h.s.Catalog.List() {
 		m := e.Model
+		present[m.Name] = true
 		policy, _ := router.Policy(m.RoutingProfile)
 		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.Min == 0 && m.Scaling.Max > 0}
 		if eta, ok := h.loading[m.Name]; ok {
@@ -427,6 +433,12 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 		}
 		h.s.Router.SetModel(m.Name, c)
 	}
+	for name := range h.configured {
+		if !present[name] {
+			h.s.Router.Forget(name)
+		}
+	}
+	h.configured = present
 	return nil
 }
 
