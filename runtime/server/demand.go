@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,12 @@ import (
 // reconciler within about two of these (a request that finds no replica
 // has the standby write at once).
 const demandEvery = 250 * time.Millisecond
+
+// pruneAfter is, in ha.lease, how old a record is when the leader removes
+// it: its standby died without removing it (a live standby rewrites its
+// record at least every ha.renew while it has anything to report, and one
+// with nothing to report loses nothing when its record goes).
+const pruneAfter = 10
 
 // demandRecord is a standby's record as stored (store.PeerDemand.Value).
 // Times are ages at the write, so the clocks of the machines need not
@@ -90,9 +97,9 @@ type demand struct {
 	lastRequest map[string]time.Time
 	// seenAsks is, per standby instance and model, the asks counted.
 	seenAsks map[askKey]uint64
-	// readFailing and writeFailing are set while reading or writing fails,
-	// so each failure is logged once.
-	readFailing, writeFailing bool
+	// readFailing, writeFailing and pruneFailing are set while reading,
+	// writing or removing records fails, so each failure is logged once.
+	readFailing, writeFailing, pruneFailing bool
 }
 
 type askKey struct{ instance, model string }
@@ -259,7 +266,8 @@ func (d *demand) report(ctx context.Context) {
 }
 
 // follow is the leader's reader: every demandEvery, while leading, it
-// reads the standbys' records into the merged view.
+// reads the standbys' records into the merged view, and removes those of
+// standbys that died (prune).
 func (d *demand) follow(ctx context.Context) {
 	t := time.NewTicker(demandEvery)
 	defer t.Stop()
@@ -289,6 +297,32 @@ func (d *demand) follow(ctx context.Context) {
 		if d.merge(rows, time.Now()) {
 			notify(d.kick)
 		}
+		d.prune(ctx, rows)
+	}
+}
+
+// prune removes the records older than pruneAfter × ttl when rows, just
+// read, hold one. The store removes only what is that old when it deletes,
+// so a record its standby rewrote meanwhile stays.
+func (d *demand) prune(ctx context.Context, rows []store.PeerDemand) {
+	bound := pruneAfter * d.ttl
+	if !slices.ContainsFunc(rows, func(r store.PeerDemand) bool { return r.Age > bound }) {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	n, err := d.h.s.Store.PruneDemand(pctx, bound)
+	cancel()
+	d.mu.Lock()
+	failing := d.pruneFailing
+	d.pruneFailing = err != nil
+	d.mu.Unlock()
+	switch {
+	case err != nil:
+		if !failing && ctx.Err() == nil {
+			d.h.s.log.Warn("removing the demand records of control planes gone", "err", err)
+		}
+	case n > 0:
+		d.h.s.log.Info("removed the demand records of control planes gone", "records", n, "older_than", bound.String())
 	}
 }
 

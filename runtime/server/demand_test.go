@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -490,5 +492,60 @@ func TestStandbyForgetsDeletedModel(t *testing.T) {
 	}
 	if d := s.Router.Demand("lazy"); d.Pending || !d.LastRequest.IsZero() {
 		t.Errorf("the deleted model's request counts for the model created again: %+v", d)
+	}
+}
+
+// TestLeaderPrunesDeadStandbys: the leader removes a record not rewritten
+// for 10 × ha.lease (a standby that died without removing its own), and
+// keeps the others.
+func TestLeaderPrunesDeadStandbys(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "llmgw.db")
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, name := range []string{"cp-dead", "cp-b"} {
+		if err := st.PutDemand(ctx, name, name+"-1", `{}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// cp-dead last wrote a minute ago (10 × a lease of 2 s is 20 s).
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `UPDATE control_plane_demand SET updated_at = updated_at - 60000000 WHERE name = 'cp-dead'`); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	s := &Server{Store: st, Router: router.New(), log: log}
+	s.Catalog, err = models.New(nil, st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ha = &ha{s: s, name: "cp-a", cfg: config.HA{Lease: 2 * time.Second, Renew: 500 * time.Millisecond},
+		el: leader.New(leader.Options{Store: st, Name: "cp-a", TTL: 2 * time.Second, Renew: 500 * time.Millisecond, Logger: log})}
+	s.ha.demand = newDemand(s.ha)
+	rctx, cancel := context.WithCancel(ctx)
+	go s.ha.el.Run(rctx)
+	defer func() { cancel(); <-s.ha.el.Done() }()
+	waitUntil(t, "cp-a to lead", 5*time.Second, func() bool { _, ok := s.ha.leading(); return ok })
+	done := make(chan struct{})
+	go func() { defer close(done); s.ha.demand.follow(rctx) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, "the dead standby's record to be removed", 5*time.Second, func() bool {
+		rows, err := st.ListDemand(ctx)
+		return err == nil && !slices.ContainsFunc(rows, func(r store.PeerDemand) bool { return r.Name == "cp-dead" })
+	})
+	rows, err := st.ListDemand(ctx)
+	if err != nil || len(rows) != 1 || rows[0].Name != "cp-b" {
+		t.Errorf("records left: %+v, %v; want cp-b's", rows, err)
+	}
+	if !strings.Contains(logs.String(), "removed the demand records of control planes gone") {
+		t.Errorf("the removal was not logged: %s", logs.String())
 	}
 }
