@@ -261,6 +261,9 @@ func (d *demand) report(ctx context.Context) {
 			}
 			continue
 		}
+		if failing {
+			d.h.s.log.Info("writing this control plane's demand for the leader again")
+		}
 		last, wrote, written = sig, now, true
 	}
 }
@@ -293,6 +296,9 @@ func (d *demand) follow(ctx context.Context) {
 				d.h.s.log.Warn("reading the standbys' demand", "err", err)
 			}
 			continue
+		}
+		if failing {
+			d.h.s.log.Info("reading the standbys' demand again")
 		}
 		if d.merge(rows, time.Now()) {
 			notify(d.kick)

@@ -351,11 +351,13 @@ func (h *ha) publish(ctx context.Context) {
 
 // follow is a standby's loop: it reads the leader's routes into the router
 // every followRoutes, and the stored catalog into the registry every
-// followEvery.
+// followEvery. A run of failed reads is logged once, and so is the read
+// that ends it.
 func (h *ha) follow(ctx context.Context) {
 	t := time.NewTicker(followRoutes)
 	defer t.Stop()
 	var last time.Time
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -375,9 +377,13 @@ func (h *ha) follow(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, followEvery)
 		err := h.followOnce(rctx, full)
 		cancel()
-		if err != nil {
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
 			h.s.log.Warn("following the leader", "err", err)
+		case err == nil && failing:
+			h.s.log.Info("following the leader again")
 		}
+		failing = err != nil
 	}
 }
 
