@@ -223,19 +223,30 @@ func (s *sqlStore) SaveNote(ctx context.Context, n Note, caps NoteCaps) (Note, e
 		n.CreatedAt = n.UpdatedAt
 	}
 	err := s.inLockedTx(ctx, "notes:"+n.Project, func(tx *sql.Tx) error {
-		var mine, all int
 		at := toDB(n.UpdatedAt)
-		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(SUM(CASE WHEN agent = ? THEN 1 ELSE 0 END), 0), COUNT(*) FROM memory_notes
-			WHERE project = ? AND NOT (agent = ? AND id = ?) AND `+live("memory_notes", "updated_at", ContentMemory)),
-			n.Agent, n.Project, n.Agent, n.ID, at, at).Scan(&mine, &all)
+		// Replacing a live note adds nothing: no cap refuses it, even one
+		// lowered below what is held.
+		var replacing int
+		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM memory_notes
+			WHERE project = ? AND agent = ? AND id = ? AND `+live("memory_notes", "updated_at", ContentMemory)),
+			n.Project, n.Agent, n.ID, at, at).Scan(&replacing)
 		if err != nil {
-			return fmt.Errorf("counting notes: %w", err)
+			return fmt.Errorf("reading note: %w", err)
 		}
-		if caps.PerAgent > 0 && mine >= caps.PerAgent {
-			return &NoteCapError{Project: n.Project, Agent: n.Agent, PerAgent: true, Held: mine, Cap: caps.PerAgent}
-		}
-		if caps.PerProject > 0 && all >= caps.PerProject {
-			return &NoteCapError{Project: n.Project, Agent: n.Agent, Held: all, Cap: caps.PerProject}
+		if replacing == 0 {
+			var mine, all int
+			err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(SUM(CASE WHEN agent = ? THEN 1 ELSE 0 END), 0), COUNT(*) FROM memory_notes
+				WHERE project = ? AND `+live("memory_notes", "updated_at", ContentMemory)),
+				n.Agent, n.Project, at, at).Scan(&mine, &all)
+			if err != nil {
+				return fmt.Errorf("counting notes: %w", err)
+			}
+			if caps.PerAgent > 0 && mine >= caps.PerAgent {
+				return &NoteCapError{Project: n.Project, Agent: n.Agent, PerAgent: true, Held: mine, Cap: caps.PerAgent}
+			}
+			if caps.PerProject > 0 && all >= caps.PerProject {
+				return &NoteCapError{Project: n.Project, Agent: n.Agent, Held: all, Cap: caps.PerProject}
+			}
 		}
 		var created int64
 		err = tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO memory_notes (project, agent, id, text, created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)
