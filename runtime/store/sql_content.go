@@ -137,7 +137,10 @@ func newRevision() int64 { return rand.Int64N(math.MaxInt64-1) + 1 }
 
 // PutThread stores a thread if it is at revision prev (0: there is no
 // live thread of that id, though a dead row not yet pruned may be
-// there, which the write replaces).
+// there, which the write replaces; or the live row is at revision 0,
+// as one an older release wrote during a rolling upgrade, which reads as
+// revision 0 and is written over the same way: this release never
+// writes 0, so two first writes still cannot both land).
 func (s *sqlStore) PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64) (int64, error) {
 	rev, now := newRevision(), toDB(s.now())
 	var res sql.Result
@@ -146,7 +149,7 @@ func (s *sqlStore) PutThread(ctx context.Context, project, id string, messages [
 		res, err = s.exec(ctx, `INSERT INTO threads (project, id, messages, updated_at, expires_at, revision) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (project, id) DO UPDATE SET messages = excluded.messages, updated_at = excluded.updated_at,
 			expires_at = excluded.expires_at, revision = excluded.revision
-			WHERE NOT `+live("threads", "updated_at", ContentThreads),
+			WHERE threads.revision = 0 OR NOT `+live("threads", "updated_at", ContentThreads),
 			project, id, string(messages), now, toDB(expires), rev, now, now)
 	} else {
 		res, err = s.exec(ctx, `UPDATE threads SET messages = ?, updated_at = ?, expires_at = ?, revision = ?
