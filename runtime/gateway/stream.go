@@ -171,13 +171,16 @@ func eventInHand(br *bufio.Reader) bool {
 
 // streamError ends a stream with an error event in OpenAI's shape.
 func (g *Gateway) streamError(w http.ResponseWriter, rc *http.ResponseController, msg string) {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"message": msg, "type": typeUpstream, "code": "upstream_error", "param": nil,
-	}})
-	_, _ = w.Write([]byte("data: "))
-	_, _ = w.Write(b)
-	_, _ = w.Write([]byte("\n\n"))
+	_, _ = w.Write(chatErrorEvent(typeUpstream, "upstream_error", msg))
 	_ = rc.Flush()
+}
+
+// chatErrorEvent is an error event of a chat stream, in OpenAI's shape.
+func chatErrorEvent(typ, code, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": msg, "type": typ, "code": code, "param": nil,
+	}})
+	return append(append([]byte("data: "), b...), "\n\n"...)
 }
 
 // emit sends one event to the client unless it is the injected usage chunk,
@@ -205,6 +208,13 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 	}
 	if x.rec.TTFT == 0 {
 		x.rec.TTFT = time.Since(x.start)
+	}
+	if x.beforeDone != nil && !content && bytes.Contains(event, []byte("[DONE]")) {
+		if extra := x.endAnswer(); len(extra) > 0 {
+			if _, err := w.Write(extra); err != nil {
+				return false
+			}
+		}
 	}
 	if _, err := w.Write(event); err != nil {
 		return false
@@ -466,6 +476,7 @@ func (g *Gateway) cutStream(w http.ResponseWriter, rc *http.ResponseController, 
 		c["usage"] = map[string]int{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.PromptTokens + u.CompletionTokens}
 		write(c)
 	}
+	out.Write(x.endAnswer())
 	out.WriteString("data: [DONE]\n\n")
 	if _, err := w.Write(out.Bytes()); err == nil && rc.Flush() == nil {
 		x.done = true

@@ -245,15 +245,16 @@ func TestThreadFittedAgainAfterContextRefusal(t *testing.T) {
 					t.Fatalf("turn %d: settled %+v, recorded %d prompt tokens (status %d); want the %d of the request served",
 						i, u, rec.PromptTokens, rec.Status, second)
 				}
-				// The thread keeps what was sent and the answer.
+				// The thread keeps every turn, those left out of what
+				// was sent too, and the answer.
 				stored, err := st.GetThread(t.Context(), "proj", "t1", time.Now())
 				if err != nil {
 					t.Fatal(err)
 				}
 				var msgs []map[string]any
 				_ = json.Unmarshal(stored.Messages, &msgs)
-				if len(msgs) != len(sent[1])+1 || msgs[len(msgs)-1]["content"] != answerText(t, c.raw, stream) {
-					t.Fatalf("turn %d: stored %d messages (last %v), want the %d sent and the answer %q", i, len(msgs), msgs[len(msgs)-1], len(sent[1]), answerText(t, c.raw, stream))
+				if len(msgs) != 2*(i+1) || msgs[0]["content"] != "turn 0 with six more words here" || msgs[len(msgs)-1]["content"] != answerText(t, c.raw, stream) {
+					t.Fatalf("turn %d: stored %d messages (first %v, last %v), want all %d and the answer %q", i, len(msgs), msgs[0], msgs[len(msgs)-1], 2*(i+1), answerText(t, c.raw, stream))
 				}
 			}
 			if refused < 0 {

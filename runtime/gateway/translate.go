@@ -35,7 +35,8 @@ type shape interface {
 	writeError(w http.ResponseWriter, x *exchange, e *apiError)
 	// setHeaders adds the shape's response headers.
 	setHeaders(h http.Header)
-	// completed is called once a whole answer reached the client.
+	// completed is called once the engine's answer is whole, before its
+	// end (the non-streamed body, a stream's last events) is sent.
 	completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result)
 }
 
@@ -146,16 +147,16 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			return
 		}
 		x.usage = usageOf(res.Usage)
-		ts.setHeaders(w.Header())
 		out := ts.whole(x, res, data)
+		// Kept before it is sent, so that the answer can say when a
+		// thread's turn was not (x-llmgw-thread-unsaved).
+		ts.completed(r.Context(), g, x, res)
+		ts.setHeaders(w.Header())
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 		x.rec.Status = http.StatusOK
 		w.WriteHeader(http.StatusOK)
-		if _, err := w.Write(out); err != nil {
-			return
-		}
-		ts.completed(r.Context(), g, x, res)
+		_, _ = w.Write(out)
 		return
 	}
 
@@ -255,8 +256,18 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 		send(st.broken(why), true)
 		return
 	}
-	if send(st.finish(), true) {
+	// Kept once whole, before its last events are sent, so that the
+	// stream can say when a thread's turn was not.
+	last := st.finish()
+	ts.completed(r.Context(), g, x, res)
+	if us, ok := ts.(interface{ unsavedWhy() string }); ok && us.unsavedWhy() != "" {
+		if n, ok := st.(interface {
+			notice(message string) apishape.Event
+		}); ok {
+			last = append([]apishape.Event{n.notice(us.unsavedWhy())}, last...)
+		}
+	}
+	if send(last, true) {
 		x.done = true
-		ts.completed(r.Context(), g, x, res)
 	}
 }

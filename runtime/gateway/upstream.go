@@ -125,6 +125,11 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, m
 		}
 		ep := lease.Endpoint()
 		x.rec.ReplicaID = ep.ReplicaID
+		if x.fitReplica != nil {
+			if fitted := x.fitReplica(ep.ReplicaID); fitted != nil {
+				body = fitted // fitted to what this replica's engine said it holds
+			}
+		}
 		err = g.attempt(ctx, w, r, x, ep, body)
 		if err == nil {
 			lease.Done()
@@ -289,10 +294,18 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 		x.shape.setHeaders(w.Header())
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		g.relayStream(w, r, x, resp, idle)
-		if pt, ok := x.shape.(passthrough); ok && x.done {
-			pt.completed(r.Context(), g, x, pt.answer())
+		if pt, ok := x.shape.(passthrough); ok && resp.StatusCode == http.StatusOK {
+			// Kept when the answer is whole, before its [DONE], so that
+			// the stream can say when it was not.
+			x.beforeDone = func() []byte {
+				pt.completed(r.Context(), g, x, pt.answer())
+				if us, ok := pt.(interface{ unsavedWhy() string }); ok && us.unsavedWhy() != "" {
+					return chatErrorEvent(typeServer, "thread_not_stored", us.unsavedWhy())
+				}
+				return nil
+			}
 		}
+		g.relayStream(w, r, x, resp, idle)
 		return nil
 	}
 	g.relayBody(w, r, x, ep, resp)
@@ -342,15 +355,18 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 	copyResponseHeaders(w.Header(), resp.Header)
 	x.rec.Status = resp.StatusCode
 	if len(data) <= maxBufferedResponse {
-		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-		w.WriteHeader(resp.StatusCode)
-		_, werr := w.Write(data)
 		if resp.StatusCode == http.StatusOK {
 			x.usage = bodyUsage(data)
-			if pt, ok := x.shape.(passthrough); ok && werr == nil {
+			if pt, ok := x.shape.(passthrough); ok {
+				// Kept before it is sent, so that the answer can say
+				// when it was not (a thread's x-llmgw-thread-unsaved).
 				g.answered(r, x, ep, pt, data)
+				pt.setHeaders(w.Header())
 			}
 		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(data)
 		return
 	}
 	// Too large to hold: relay the rest as it comes, keeping a tail.
