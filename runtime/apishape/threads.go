@@ -115,7 +115,8 @@ func AppendTurn(stored, turn []json.RawMessage, answer json.RawMessage) []json.R
 // MergeThread drops them (a user message to the next, system messages
 // never); the last turn is always kept.
 func CapThread(msgs []json.RawMessage, maxBytes int) []json.RawMessage {
-	size := 2
+	// The array's brackets, its messages and the commas between them.
+	size := 1
 	for _, m := range msgs {
 		size += len(m) + 1
 	}
