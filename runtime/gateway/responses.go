@@ -156,8 +156,8 @@ func (r *responsesStream) broken(message string) []apishape.Event { return r.Bro
 func (r *responsesStream) notice(message string) apishape.Event {
 	return r.ErrorEvent("thread_not_stored", message)
 }
-func (r *responsesStream) result() *apishape.Result               { return r.Result() }
-func (r *responsesStream) ended() bool                            { return r.Done() }
+func (r *responsesStream) result() *apishape.Result { return r.Result() }
+func (r *responsesStream) ended() bool              { return r.Done() }
 
 // serveResponse is GET and DELETE /v1/responses/{id}: a stored response
 // of the caller's project. Another project's answers as one that does not
