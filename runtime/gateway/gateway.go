@@ -48,6 +48,7 @@ const (
 // Config tunes the gateway. Zero fields take the defaults above.
 type Config struct {
 	// MaxBodyBytes is the largest request body accepted; larger gets 413.
+	// It bounds what a thread keeps too (threadShape.completed).
 	MaxBodyBytes int64
 	// BodyTimeout bounds how long a client may take to send a request's
 	// body, counted from the end of its headers; a body not in by then
