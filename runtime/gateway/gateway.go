@@ -598,9 +598,13 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		if x.rec.Requested != "" {
 			limits = g.servedLimits(ticket, x.rec.Model)
 		}
-		if body, req, aerr = rf.refit(limits, forwarded); aerr != nil {
+		fitted, freq, aerr := rf.refit(limits, forwarded)
+		if aerr != nil {
 			x.fail(w, aerr)
 			return
+		}
+		if fitted != nil {
+			body, req = fitted, freq
 		}
 	}
 	model = x.rec.Model

@@ -36,8 +36,9 @@ type ThreadContent interface {
 	DeleteThread(ctx context.Context, project, id string) error
 }
 
-// refitter is a shape whose body depends on the model that serves: after
-// a budget's fallback it is built again for that model.
+// refitter is a shape whose body depends on the model that serves and
+// the completion forwarded: once admitted it is built again for them
+// (nil: the body stands).
 type refitter interface {
 	refit(limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError)
 }
@@ -86,6 +87,9 @@ type threadShape struct {
 	admitted, base int
 	// unsaved, when set, says why this turn could not be stored.
 	unsaved string
+	// fittable is set once the body was read as a chat body and fitted
+	// (else parseRequest says what is wrong with it, and it is left so).
+	fittable bool
 }
 
 func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body []byte) ([]byte, *apiError) {
@@ -153,6 +157,7 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 	s.context = limits.ContextLength
 	s.admitted = budgetOf(limits, cmp.Or(requestedBound(s.top), limits.MaxOutput))
 	s.base = s.admitted
+	s.fittable = true
 	return s.fit(s.admitted), nil
 }
 
@@ -207,6 +212,9 @@ func (s *threadShape) fit(budget int) []byte {
 // that holds more gets the same history and one that holds less gets
 // less.
 func (s *threadShape) refit(limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError) {
+	if !s.fittable {
+		return nil, nil, nil
+	}
 	budget := budgetOf(limits, maxTokens)
 	if s.admitted > 0 && (budget == 0 || budget > s.admitted) {
 		budget = s.admitted
@@ -226,6 +234,9 @@ func (s *threadShape) refit(limits request.Limits, maxTokens int) ([]byte, *pars
 // the margin. It returns the body, or nil when the one fitted last is
 // the one to send.
 func (s *threadShape) forReplica(fits *fitMemory, model, replica string, maxTokens int) []byte {
+	if !s.fittable {
+		return nil
+	}
 	budget := s.base
 	limit, known := fits.limitOf(s.project, model, replica)
 	ratio, rated := fits.ratioOf(s.project, s.id, model)
