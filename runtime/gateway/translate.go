@@ -173,13 +173,20 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 		return
 	}
 	st := ts.stream(x)
+	// pending is set while events were written and not flushed.
+	pending := false
 	send := func(evs []apishape.Event, flush bool) bool {
 		for _, e := range evs {
 			if _, err := w.Write(e.Bytes()); err != nil {
 				return false
 			}
+			pending = true
 		}
-		return !flush || rc.Flush() == nil
+		if !flush || !pending {
+			return true
+		}
+		pending = false
+		return rc.Flush() == nil
 	}
 	br := bufio.NewReaderSize(resp.Body, 16<<10)
 	var data []byte
@@ -237,6 +244,13 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 				return
 			}
 			first = false
+		} else if pending && !eventInHand(br) {
+			// An event without data (a comment, a keep-alive) ended and
+			// nothing whole follows it: what was written leaves now.
+			if !send(nil, true) {
+				x.rec.Status = statusClientGone
+				return
+			}
 		}
 		if err != nil {
 			break
