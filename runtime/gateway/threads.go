@@ -358,8 +358,8 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 	project := x.rec.Principal.Project
 	if x.usage.Reported && x.usage.PromptTokens > 0 && s.sent > 0 {
 		// What the engine counted of what was sent keeps the thread's
-		// rate up to date, if a refusal made it remembered.
-		g.fits.rated(project, s.id, x.rec.Model, float64(x.usage.PromptTokens)/float64(s.sent))
+		// rate up to date, when it is fitted to what a refusal told.
+		g.fits.rated(project, s.id, x.rec.Model, x.rec.ReplicaID, float64(x.usage.PromptTokens)/float64(s.sent))
 	}
 	answer, err := json.Marshal(res.Message())
 	if err != nil {

@@ -13,7 +13,8 @@ import (
 // named, by the model and replica that refused (another replica of the
 // model may hold more), and the engine's tokens per estimated token,
 // by the thread and model (the rate is the thread's own text's; each
-// later answer of the thread updates it with what the engine counted).
+// later answer of the thread updates it with what the engine counted,
+// and so does an answer of a thread fitted to a replica's context).
 type fitMemory struct {
 	mu     sync.Mutex
 	limits map[replicaFit]fitEntry
@@ -51,14 +52,22 @@ func (m *fitMemory) learn(project, model, replica, thread string, f engineFit) {
 	}
 }
 
-// rated updates a thread's remembered rate with what the engine counted
-// of a request it answered; a thread with none remembered is left so.
-func (m *fitMemory) rated(project, thread, model string, ratio float64) {
+// rated keeps what the engine counted of a request of a thread it
+// answered as the thread's rate: when a rate of the thread is
+// remembered, or the context of the replica that answered (the thread
+// is fitted to it); else nothing is kept.
+func (m *fitMemory) rated(project, thread, model, replica string, ratio float64) {
+	if ratio <= 0 {
+		return
+	}
 	k := threadFit{project, thread, model}
+	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.ratios[k]; ok && ratio > 0 {
-		m.ratios[k] = fitEntry{ratio: ratio, at: time.Now()}
+	_, rated := m.ratios[k]
+	l, limited := m.limits[replicaFit{project, model, replica}]
+	if rated || limited && now.Sub(l.at) <= engineFitTTL {
+		m.ratios[k] = fitEntry{ratio: ratio, at: now}
 	}
 }
 

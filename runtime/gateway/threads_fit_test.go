@@ -448,7 +448,8 @@ func TestThreadFitStaysInItsProject(t *testing.T) {
 
 // TestFitMemoryKeys: what a refusal told is kept for the project, the
 // model and the replica that refused (the context) and for the thread
-// (its rate); an answer updates a remembered rate and adds none.
+// (its rate); an answer updates a remembered rate, and adds one only
+// for a thread answered by a replica whose context is remembered.
 func TestFitMemoryKeys(t *testing.T) {
 	var m fitMemory
 	m.learn("p", "big", "big-0", "t1", engineFit{limit: 100, ratio: 1.5})
@@ -468,13 +469,17 @@ func TestFitMemoryKeys(t *testing.T) {
 			t.Fatalf("rate known for %v: %v", k, r)
 		}
 	}
-	m.rated("p", "t1", "big", 0.8)
-	m.rated("p", "t2", "big", 3)
+	m.rated("p", "t1", "big", "big-1", 0.8)
+	m.rated("p", "t2", "big", "big-0", 0.7)
+	m.rated("p", "t3", "big", "big-1", 3)
 	if r, _ := m.ratioOf("p", "t1", "big"); r != 0.8 {
 		t.Fatalf("rate after an answer: %v, want 0.8", r)
 	}
-	if _, ok := m.ratioOf("p", "t2", "big"); ok {
-		t.Fatal("an answer remembered a rate no refusal told")
+	if r, _ := m.ratioOf("p", "t2", "big"); r != 0.7 {
+		t.Fatalf("rate of a thread answered by the replica whose context is known: %v, want 0.7", r)
+	}
+	if _, ok := m.ratioOf("p", "t3", "big"); ok {
+		t.Fatal("an answer remembered a rate of a thread fitted to nothing a refusal told")
 	}
 }
 
