@@ -208,11 +208,15 @@ func TestThreadTurnNotStoredIsSaid(t *testing.T) {
 			t.Fatalf("%s stream not stored: %d %s", tt.path, c.status, c.raw)
 		}
 	}
-	if n := gw.ThreadTurnsNotStored(); n != 4 {
-		t.Fatalf("ThreadTurnsNotStored = %d, want 4", n)
+	c = do(t, http.MethodPost, srv.URL+"/v1/messages", h, `{"model":"big","max_tokens":8,"messages":[{"role":"user","content":"more"}]}`)
+	if c.status != 200 || c.body["type"] != "message" || !strings.Contains(c.header.Get("X-Llmgw-Thread-Unsaved"), "not kept") {
+		t.Fatalf("non-streamed messages turn not stored: %d %v %s", c.status, c.header, c.raw)
 	}
-	if n := strings.Count(logs.String(), "this turn was not kept"); n != 4 {
-		t.Fatalf("%d warnings logged, want 4:\n%s", n, logs.String())
+	if n := gw.ThreadTurnsNotStored(); n != 5 {
+		t.Fatalf("ThreadTurnsNotStored = %d, want 5", n)
+	}
+	if n := strings.Count(logs.String(), "this turn was not kept"); n != 5 {
+		t.Fatalf("%d warnings logged, want 5:\n%s", n, logs.String())
 	}
 }
 
