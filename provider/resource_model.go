@@ -567,7 +567,7 @@ func waitRollout(ctx context.Context, c *Client, name string, want int, manual b
 			diags.Append(c.Diag("waiting for the rollout of model "+name, err))
 			return pm, diags
 		}
-		ready, failed := rolloutProgress(reps, started, manual)
+		ready, failed := rolloutProgress(reps, pm.GetGeneration(), started, manual)
 		st := pm.GetStatus()
 		switch {
 		case ready >= want:
@@ -603,11 +603,15 @@ func waitRollout(ctx context.Context, c *Client, name string, want int, manual b
 // rolloutProgress counts the ready replicas built from the current
 // definition (stale ones too when stale counts: a manual rollout) and
 // returns the first current replica that failed since the rollout started.
-func rolloutProgress(reps []*managev1.Replica, started time.Time, staleCounts bool) (int, *managev1.Replica) {
+// A replica is stale when the control plane says so or when its
+// model_generation is not the model's generation: a control plane older
+// than Replica.stale tells it only that way (and a newer one keeps it
+// true).
+func rolloutProgress(reps []*managev1.Replica, generation string, started time.Time, staleCounts bool) (int, *managev1.Replica) {
 	ready := 0
 	var failed *managev1.Replica
 	for _, r := range reps {
-		if r.GetStale() {
+		if r.GetStale() || r.GetModelGeneration() != generation {
 			if staleCounts && r.GetState() == "ready" {
 				ready++
 			}

@@ -457,10 +457,15 @@ func (s *Service) ListReplicas(_ context.Context, req *managev1.ListReplicasRequ
 		pr := &managev1.Replica{
 			Id: r.ID, Model: r.Model, Profile: r.Profile.Name, State: string(r.State), Error: r.Error,
 			Fabric: r.Fabric, ShardsExpected: int32(r.ShardsExpected()), CreatedUnixMs: r.Created.UnixMilli(),
-			ModelGeneration: r.Generation,
+			ModelGeneration: r.Generation, ReplicaGeneration: r.Generation,
 			// A replica of a model no longer in the catalog is stopping,
 			// not stale.
 			Stale: e != nil && e.Stale(r.Profile.Name, r.Generation),
+		}
+		if e != nil && !pr.Stale {
+			// model_generation keeps its meaning for clients of
+			// earlier releases: the model's generation when current.
+			pr.ModelGeneration = e.Generation
 		}
 		for _, sh := range r.Shards {
 			ps := &managev1.Shard{Id: sh.ID, Rank: int32(sh.Rank), Node: sh.Node, State: shardState(sh.State), Error: sh.Error, LastOutput: sh.LastOutput, Endpoint: sh.Endpoint}
