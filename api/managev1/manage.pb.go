@@ -1244,11 +1244,12 @@ type ModelStatus struct {
 	// "manual".
 	Rollout string `protobuf:"bytes,9,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	// What stalled says: "placement" (no node can hold a needed replica) or
-	// "not_ready" (a replica of the current definition was placed but has
-	// been starting well past what its profile took the last time: twice
-	// that, and at least 10 seconds more; stalled names it with its shards'
-	// state, error and last engine output, and it goes on starting until its
-	// startup_timeout fails it). Empty when stalled is.
+	// "not_ready" (a replica of the current definition was placed, with its
+	// weights at hand, but has been starting well past the slowest start of
+	// replicas built the same way: twice that, and at least 10 seconds more;
+	// stalled names it with its shards' state, error and last engine output,
+	// and it goes on starting until its startup_timeout fails it). Empty
+	// when stalled is.
 	StalledReason string `protobuf:"bytes,10,opt,name=stalled_reason,json=stalledReason,proto3" json:"stalled_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -163,6 +163,12 @@ type Replica struct {
 	// moved a byte or ended: the engine's start is timed from then, so a
 	// long download is not taken for an engine that never became ready.
 	FetchActivity time.Time
+	// WarmStart records that, when it was placed, every node of its shards
+	// had its weights at hand (a local path, or a fetched source its cache
+	// held) and no engine download was due: its start can be compared
+	// with an earlier one of the same build (the reconciler's slow-start
+	// bound). False for an adopted replica.
+	WarmStart bool
 }
 
 // ShardsExpected is the number of shards the replica has when whole: one
@@ -796,6 +802,16 @@ func (f *Fleet) AddReplica(r *Replica) {
 func (f *Fleet) Update(fn func(tx *Tx)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	fn(&Tx{f: f})
+}
+
+// Read runs fn with the fleet read-locked: agent reports and reconciler
+// passes wait only for writers, so a dry run copies what it needs here and
+// works on the copy. fn must only read (Replicas, Nodes, Node, UsedGPUs)
+// and must not block.
+func (f *Fleet) Read(fn func(tx *Tx)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	fn(&Tx{f: f})
 }
 

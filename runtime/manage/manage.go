@@ -532,10 +532,11 @@ func (s *Service) PlanPlacement(ctx context.Context, req *managev1.PlanPlacement
 		return nil, err
 	}
 	warnings = append(warnings, flagWarnings...)
-	plan := s.opts.Reconciler.PlanOne(m)
+	// One read of the fleet gives both the plan for one replica and the
+	// rollout's dry run.
+	plan, planned, more := s.opts.Reconciler.PlanRollout(m, rolloutDryRunLimit)
 	out := ExplanationToProto(plan.Explanation, &plan)
 	out.Warnings = append(warnings, s.scalingWarnings(m)...)
-	planned, more := s.opts.Reconciler.PlanRollout(m, rolloutDryRunLimit)
 	for _, p := range planned {
 		pr := &managev1.PlannedReplica{Replaces: p.Replaces, Placed: p.Plan.Placed}
 		if p.Plan.Placed {

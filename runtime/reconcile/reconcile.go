@@ -120,9 +120,10 @@ type Reconciler struct {
 	started   time.Time
 	readySeen map[string]bool
 	loadTime  map[string]time.Duration
-	// startTime is, per profile, how long its last replica placed by this
-	// control plane took to become ready, from startSince (slowstart.go).
-	startTime map[profileKey]time.Duration
+	// startTime is, per build of a profile, the slowest start of its
+	// replicas placed by this control plane with their weights at hand,
+	// from startSince (slowstart.go).
+	startTime map[startKey]time.Duration
 	// inflight is the requests in flight per replica, read from Routing
 	// once per pass.
 	inflight map[string]int64
@@ -164,7 +165,7 @@ func New(opts Options) *Reconciler {
 	}
 	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{},
 		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
-		startTime: map[profileKey]time.Duration{}}
+		startTime: map[startKey]time.Duration{}}
 }
 
 // Run reconciles until ctx ends.
@@ -231,6 +232,7 @@ func (r *Reconciler) Pass() {
 			r.scale(tx, e, now)
 		}
 		r.noteReady(tx, now)
+		r.forgetStarts(byName)
 		r.noteSlowStarts(tx, byName, now)
 		for _, rep := range tx.Replicas() {
 			if rep.Live() {
@@ -731,6 +733,11 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		fetched = true
 	}
 	var placedNodes []string
+	shardNodes := make([]string, len(plan.Shards))
+	for i, sp := range plan.Shards {
+		shardNodes[i] = sp.NodeID
+	}
+	rep.WarmStart = warmStart(tx, e.Model.Source, plan.Profile.Engine, shardNodes)
 	for _, sp := range plan.Shards {
 		gpus := make([]int32, len(sp.GPUIndices))
 		for i, g := range sp.GPUIndices {
@@ -788,35 +795,39 @@ func startMsg(s *agentv1.StartShard) *agentv1.ControlMessage {
 
 // Explain evaluates placing one more replica of m on the fleet as it is.
 func (r *Reconciler) Explain(m spec.Model) scheduler.Explanation {
-	var out scheduler.Explanation
-	r.opts.Fleet.Update(func(tx *fleet.Tx) {
-		out = scheduler.Explain(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()), demand(m))
-	})
-	return out
+	return scheduler.Explain(r.view(), demand(m))
 }
 
 // PlanOne evaluates placing one replica of m and returns the whole plan.
 func (r *Reconciler) PlanOne(m spec.Model) scheduler.Plan {
-	var out scheduler.Plan
-	r.opts.Fleet.Update(func(tx *fleet.Tx) {
-		out = scheduler.Place(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()), demand(m))
+	return scheduler.Place(r.view(), demand(m))
+}
+
+// view is the scheduler's view of the fleet, built under its read lock: a
+// dry run works on it without holding the lock agent reports and
+// reconciler passes need.
+func (r *Reconciler) view() scheduler.Snapshot {
+	var snap scheduler.Snapshot
+	r.opts.Fleet.Read(func(tx *fleet.Tx) {
+		snap = snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas())
 	})
-	return out
+	return snap
 }
 
 // Capacity says how many replicas of m the fleet holds now: running, the
 // live replicas of m (any generation), and more, how many further replicas
 // fit as the reconciler would place them, counted up to limit.
 func (r *Reconciler) Capacity(m spec.Model, limit int) (running int, more scheduler.Capacity) {
-	r.opts.Fleet.Update(func(tx *fleet.Tx) {
+	var snap scheduler.Snapshot
+	r.opts.Fleet.Read(func(tx *fleet.Tx) {
 		for _, rep := range tx.Replicas() {
 			if rep.Model == m.Name && rep.Live() {
 				running++
 			}
 		}
-		more = scheduler.Fit(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()), demand(m), max(limit-running, 0))
+		snap = snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas())
 	})
-	return running, more
+	return running, scheduler.Fit(snap, demand(m), max(limit-running, 0))
 }
 
 func newID(prefix string) string {
