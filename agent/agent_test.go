@@ -253,3 +253,18 @@ func fourFreePorts(t *testing.T) int {
 	t.Fatal("no four consecutive free loopback ports")
 	return 0
 }
+
+// A Restamp gives a shard the generation it reports from then on; one for
+// a shard the agent does not run is ignored.
+func TestRestampShard(t *testing.T) {
+	a := &Agent{log: slog.New(slog.DiscardHandler), shards: map[string]*shardState{
+		"r-1-0": {status: &agentv1.ShardStatus{ShardId: "r-1-0", ModelGeneration: "legacy"}},
+	}}
+	a.restamp("r-1-0", "g2")
+	a.restamp("r-9-0", "g2")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st := a.shardStatusesLocked(); len(st) != 1 || st[0].GetModelGeneration() != "g2" {
+		t.Fatalf("statuses after a restamp = %v, want r-1-0 reporting g2", st)
+	}
+}

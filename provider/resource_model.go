@@ -154,7 +154,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			},
 			"profiles": schema.ListNestedAttribute{
 				Required:            true,
-				MarkdownDescription: "The ways the model can be placed, tried by `priority` (higher first). Changing what a replica is built from (any profile field but `weight` and `priority`) rolls the replicas: the new replica is ready before the old one stops, and the plan shows `generation` as known after apply. Changing only `weight` or `priority` restarts nothing: the plan keeps `generation`.",
+				MarkdownDescription: "The ways the model can be placed, tried by `priority` (higher first). Changing what a profile's replicas are built from (its `name`, `engine`, `tp`, `nodes`, `args`, `env` or `launch_mode`) rolls that profile's replicas: the new replica is ready before the old one stops, and the plan shows `generation` as known after apply (so does adding or removing a profile, which rolls no other profile's replicas). Its other fields restart nothing; `rollout_plan` says which replicas a change replaces.",
 				NestedObject: schema.NestedAttributeObject{
 					Attributes: profileSchema(),
 				},

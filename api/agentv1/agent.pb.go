@@ -230,6 +230,7 @@ type ControlMessage struct {
 	//	*ControlMessage_CheckEngines
 	//	*ControlMessage_FetchWeights
 	//	*ControlMessage_CollectWeights
+	//	*ControlMessage_Restamp
 	Msg           isControlMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -335,6 +336,15 @@ func (x *ControlMessage) GetCollectWeights() *CollectWeights {
 	return nil
 }
 
+func (x *ControlMessage) GetRestamp() *Restamp {
+	if x != nil {
+		if x, ok := x.Msg.(*ControlMessage_Restamp); ok {
+			return x.Restamp
+		}
+	}
+	return nil
+}
+
 type isControlMessage_Msg interface {
 	isControlMessage_Msg()
 }
@@ -372,6 +382,12 @@ type ControlMessage_CollectWeights struct {
 	CollectWeights *CollectWeights `protobuf:"bytes,7,opt,name=collect_weights,json=collectWeights,proto3,oneof"`
 }
 
+type ControlMessage_Restamp struct {
+	// A running shard's replica is current under another generation:
+	// record it and report it from now on (and after an agent restart).
+	Restamp *Restamp `protobuf:"bytes,8,opt,name=restamp,proto3,oneof"`
+}
+
 func (*ControlMessage_Welcome) isControlMessage_Msg() {}
 
 func (*ControlMessage_StartShard) isControlMessage_Msg() {}
@@ -385,6 +401,8 @@ func (*ControlMessage_CheckEngines) isControlMessage_Msg() {}
 func (*ControlMessage_FetchWeights) isControlMessage_Msg() {}
 
 func (*ControlMessage_CollectWeights) isControlMessage_Msg() {}
+
+func (*ControlMessage_Restamp) isControlMessage_Msg() {}
 
 // Hello opens a session.
 type Hello struct {
@@ -2412,6 +2430,63 @@ func (x *StopShard) GetReason() string {
 	return ""
 }
 
+// Restamp gives a shard the generation its replica carries from now on, in
+// place of the one its StartShard gave: a replica placed by a control plane
+// whose generations were per model, which the control plane found current
+// and stamps with its per-replica generation. An agent that does not know
+// the message ignores it; its shard then reports the earlier stamp.
+type Restamp struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ShardId         string                 `protobuf:"bytes,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	ModelGeneration string                 `protobuf:"bytes,2,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Restamp) Reset() {
+	*x = Restamp{}
+	mi := &file_api_agentv1_agent_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Restamp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Restamp) ProtoMessage() {}
+
+func (x *Restamp) ProtoReflect() protoreflect.Message {
+	mi := &file_api_agentv1_agent_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Restamp.ProtoReflect.Descriptor instead.
+func (*Restamp) Descriptor() ([]byte, []int) {
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Restamp) GetShardId() string {
+	if x != nil {
+		return x.ShardId
+	}
+	return ""
+}
+
+func (x *Restamp) GetModelGeneration() string {
+	if x != nil {
+		return x.ModelGeneration
+	}
+	return ""
+}
+
 var File_api_agentv1_agent_proto protoreflect.FileDescriptor
 
 const file_api_agentv1_agent_proto_rawDesc = "" +
@@ -2423,7 +2498,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\fshard_status\x18\x03 \x01(\v2\x1b.llmgw.agent.v1.ShardStatusH\x00R\vshardStatus\x12C\n" +
 	"\rengine_checks\x18\x04 \x01(\v2\x1c.llmgw.agent.v1.EngineChecksH\x00R\fengineChecks\x12O\n" +
 	"\x11weights_collected\x18\x05 \x01(\v2 .llmgw.agent.v1.WeightsCollectedH\x00R\x10weightsCollectedB\x05\n" +
-	"\x03msg\"\xdd\x03\n" +
+	"\x03msg\"\x92\x04\n" +
 	"\x0eControlMessage\x123\n" +
 	"\awelcome\x18\x01 \x01(\v2\x17.llmgw.agent.v1.WelcomeH\x00R\awelcome\x12=\n" +
 	"\vstart_shard\x18\x02 \x01(\v2\x1a.llmgw.agent.v1.StartShardH\x00R\n" +
@@ -2433,7 +2508,8 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\vdeclaration\x18\x04 \x01(\v2\x1b.llmgw.agent.v1.DeclarationH\x00R\vdeclaration\x12C\n" +
 	"\rcheck_engines\x18\x05 \x01(\v2\x1c.llmgw.agent.v1.CheckEnginesH\x00R\fcheckEngines\x12C\n" +
 	"\rfetch_weights\x18\x06 \x01(\v2\x1c.llmgw.agent.v1.FetchWeightsH\x00R\ffetchWeights\x12I\n" +
-	"\x0fcollect_weights\x18\a \x01(\v2\x1e.llmgw.agent.v1.CollectWeightsH\x00R\x0ecollectWeightsB\x05\n" +
+	"\x0fcollect_weights\x18\a \x01(\v2\x1e.llmgw.agent.v1.CollectWeightsH\x00R\x0ecollectWeights\x123\n" +
+	"\arestamp\x18\b \x01(\v2\x17.llmgw.agent.v1.RestampH\x00R\arestampB\x05\n" +
 	"\x03msg\"\xe6\x02\n" +
 	"\x05Hello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
@@ -2630,7 +2706,10 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"world_sizeR\x02tpR\x04argsR\x03envR\x12startup_timeout_msR\vlaunch_mode\">\n" +
 	"\tStopShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*\x8b\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"O\n" +
+	"\aRestamp\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12)\n" +
+	"\x10model_generation\x18\x02 \x01(\tR\x0fmodelGeneration*\x8b\x01\n" +
 	"\n" +
 	"ShardState\x12\x1b\n" +
 	"\x17SHARD_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -2654,7 +2733,7 @@ func file_api_agentv1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_api_agentv1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_api_agentv1_agent_proto_goTypes = []any{
 	(ShardState)(0),          // 0: llmgw.agent.v1.ShardState
 	(*AgentMessage)(nil),     // 1: llmgw.agent.v1.AgentMessage
@@ -2683,9 +2762,10 @@ var file_api_agentv1_agent_proto_goTypes = []any{
 	(*FetchProgress)(nil),    // 24: llmgw.agent.v1.FetchProgress
 	(*StartShard)(nil),       // 25: llmgw.agent.v1.StartShard
 	(*StopShard)(nil),        // 26: llmgw.agent.v1.StopShard
-	nil,                      // 27: llmgw.agent.v1.Declaration.EnginesEntry
-	nil,                      // 28: llmgw.agent.v1.Declaration.LabelsEntry
-	(*specv1.Profile)(nil),   // 29: llmgw.spec.v1.Profile
+	(*Restamp)(nil),          // 27: llmgw.agent.v1.Restamp
+	nil,                      // 28: llmgw.agent.v1.Declaration.EnginesEntry
+	nil,                      // 29: llmgw.agent.v1.Declaration.LabelsEntry
+	(*specv1.Profile)(nil),   // 30: llmgw.spec.v1.Profile
 }
 var file_api_agentv1_agent_proto_depIdxs = []int32{
 	3,  // 0: llmgw.agent.v1.AgentMessage.hello:type_name -> llmgw.agent.v1.Hello
@@ -2700,40 +2780,41 @@ var file_api_agentv1_agent_proto_depIdxs = []int32{
 	22, // 9: llmgw.agent.v1.ControlMessage.check_engines:type_name -> llmgw.agent.v1.CheckEngines
 	8,  // 10: llmgw.agent.v1.ControlMessage.fetch_weights:type_name -> llmgw.agent.v1.FetchWeights
 	10, // 11: llmgw.agent.v1.ControlMessage.collect_weights:type_name -> llmgw.agent.v1.CollectWeights
-	15, // 12: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
-	12, // 13: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
-	23, // 14: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
-	20, // 15: llmgw.agent.v1.Hello.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
-	12, // 16: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
-	16, // 17: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
-	15, // 18: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
-	6,  // 19: llmgw.agent.v1.Heartbeat.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
-	7,  // 20: llmgw.agent.v1.WeightsCache.entries:type_name -> llmgw.agent.v1.CacheEntry
-	9,  // 21: llmgw.agent.v1.FetchWeights.peers:type_name -> llmgw.agent.v1.WeightsPeer
-	7,  // 22: llmgw.agent.v1.WeightsCollected.removed:type_name -> llmgw.agent.v1.CacheEntry
-	6,  // 23: llmgw.agent.v1.WeightsCollected.cache:type_name -> llmgw.agent.v1.WeightsCache
-	13, // 24: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
-	27, // 25: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
-	28, // 26: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
-	14, // 27: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
-	16, // 28: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
-	17, // 29: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	18, // 30: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
-	19, // 31: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
-	6,  // 32: llmgw.agent.v1.Inventory.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
-	20, // 33: llmgw.agent.v1.EngineChecks.checks:type_name -> llmgw.agent.v1.EngineCheck
-	0,  // 34: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
-	29, // 35: llmgw.agent.v1.ShardStatus.profile:type_name -> llmgw.spec.v1.Profile
-	24, // 36: llmgw.agent.v1.ShardStatus.fetch:type_name -> llmgw.agent.v1.FetchProgress
-	29, // 37: llmgw.agent.v1.StartShard.profile:type_name -> llmgw.spec.v1.Profile
-	9,  // 38: llmgw.agent.v1.StartShard.weights_peers:type_name -> llmgw.agent.v1.WeightsPeer
-	1,  // 39: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
-	2,  // 40: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
-	40, // [40:41] is the sub-list for method output_type
-	39, // [39:40] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	27, // 12: llmgw.agent.v1.ControlMessage.restamp:type_name -> llmgw.agent.v1.Restamp
+	15, // 13: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
+	12, // 14: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
+	23, // 15: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
+	20, // 16: llmgw.agent.v1.Hello.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	12, // 17: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
+	16, // 18: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
+	15, // 19: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
+	6,  // 20: llmgw.agent.v1.Heartbeat.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
+	7,  // 21: llmgw.agent.v1.WeightsCache.entries:type_name -> llmgw.agent.v1.CacheEntry
+	9,  // 22: llmgw.agent.v1.FetchWeights.peers:type_name -> llmgw.agent.v1.WeightsPeer
+	7,  // 23: llmgw.agent.v1.WeightsCollected.removed:type_name -> llmgw.agent.v1.CacheEntry
+	6,  // 24: llmgw.agent.v1.WeightsCollected.cache:type_name -> llmgw.agent.v1.WeightsCache
+	13, // 25: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
+	28, // 26: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
+	29, // 27: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
+	14, // 28: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
+	16, // 29: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
+	17, // 30: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	18, // 31: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
+	19, // 32: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
+	6,  // 33: llmgw.agent.v1.Inventory.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
+	20, // 34: llmgw.agent.v1.EngineChecks.checks:type_name -> llmgw.agent.v1.EngineCheck
+	0,  // 35: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
+	30, // 36: llmgw.agent.v1.ShardStatus.profile:type_name -> llmgw.spec.v1.Profile
+	24, // 37: llmgw.agent.v1.ShardStatus.fetch:type_name -> llmgw.agent.v1.FetchProgress
+	30, // 38: llmgw.agent.v1.StartShard.profile:type_name -> llmgw.spec.v1.Profile
+	9,  // 39: llmgw.agent.v1.StartShard.weights_peers:type_name -> llmgw.agent.v1.WeightsPeer
+	1,  // 40: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
+	2,  // 41: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
+	41, // [41:42] is the sub-list for method output_type
+	40, // [40:41] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_api_agentv1_agent_proto_init() }
@@ -2756,6 +2837,7 @@ func file_api_agentv1_agent_proto_init() {
 		(*ControlMessage_CheckEngines)(nil),
 		(*ControlMessage_FetchWeights)(nil),
 		(*ControlMessage_CollectWeights)(nil),
+		(*ControlMessage_Restamp)(nil),
 	}
 	file_api_agentv1_agent_proto_msgTypes[14].OneofWrappers = []any{}
 	file_api_agentv1_agent_proto_msgTypes[15].OneofWrappers = []any{}
@@ -2765,7 +2847,7 @@ func file_api_agentv1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_agentv1_agent_proto_rawDesc), len(file_api_agentv1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

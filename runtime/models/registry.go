@@ -67,6 +67,19 @@ func (e Entry) Stale(profile, generation string) bool {
 	return !ok || (generation != g && generation != e.legacy)
 }
 
+// Restamp returns the generation a live replica placed with profile and
+// stamped with generation carries from now on, and true, when it carries
+// the whole-model stamp of an earlier release (spec.LegacyGeneration) of
+// exactly the current definition: it is current, and from then on only
+// its own profile's build fields (or the model's) make it stale.
+func (e Entry) Restamp(profile, generation string) (string, bool) {
+	g, ok := e.generations[profile]
+	if !ok || generation == g || generation != e.legacy {
+		return "", false
+	}
+	return g, true
+}
+
 // Registry is the catalog. Safe for concurrent use; reads are cheap.
 type Registry struct {
 	store   store.ModelStore

@@ -187,3 +187,68 @@ func TestLegacyStampedReplicaIsCurrent(t *testing.T) {
 		t.Error("a replica of an unknown generation is current")
 	}
 }
+
+// TestLegacyStampedReplicaRestamped: a replica adopted with the legacy
+// stamp of the current definition is restamped with its per-replica
+// generation at the next pass, and its agent is told (Restamp), so that
+// adding a profile and editing its own profile's gpu_class (which change
+// the legacy hash, not its build) leave it serving, not stale; its own
+// args then make it stale.
+func TestLegacyStampedReplicaRestamped(t *testing.T) {
+	ctx := context.Background()
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.rec.opts.Catalog = reg
+	chat := chatModel()
+	chat.Scaling = spec.Scaling{Min: 1, Max: 1}
+	if _, err := reg.Create(ctx, chat); err != nil {
+		t.Fatal(err)
+	}
+	chat.Normalize()
+	h.fleet.Connect(&agentv1.Hello{NodeId: "node03", Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
+		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", Profile: &specv1.Profile{Name: "h100", Nodes: 1},
+		ModelGeneration: spec.LegacyGeneration(chat), State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
+	}}}, "node03", nil, false, h.conns["node03"])
+	h.rec.Pass()
+	want := spec.ReplicaGeneration(chat, "h100")
+	if reps := h.fleet.Replicas(); len(reps) != 1 || reps[0].Generation != want {
+		t.Fatalf("replicas after a pass = %+v, want r-old restamped %s", reps, want)
+	}
+	var told []string
+	for _, m := range h.conns["node03"].sent {
+		if rs := m.GetRestamp(); rs != nil {
+			told = append(told, rs.GetShardId()+"="+rs.GetModelGeneration())
+		}
+	}
+	if len(told) != 1 || told[0] != "r-old-0="+want {
+		t.Fatalf("restamps sent to node03 = %v, want r-old-0=%s", told, want)
+	}
+
+	chat.Profiles = append(chat.Profiles, spec.Profile{Name: "big", Engine: "sim", GPUClass: "h100-80g", TP: 2})
+	chat.Profiles[0].GPUClass = ""
+	e, err := reg.Update(ctx, chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.LegacyGeneration(e.Model) == spec.LegacyGeneration(chatModel()) {
+		t.Fatal("the edit left the legacy hash as it was: it tests nothing")
+	}
+	h.rec.Pass()
+	h.rec.Pass()
+	if n, stops := len(h.startsFor("sim-chat")), h.conns["node03"].stops(); n != 0 || len(stops) != 0 {
+		t.Fatalf("adding a profile and editing gpu_class replaced the restamped replica: %d started, stopped %v", n, stops)
+	}
+	if e.Stale("h100", want) {
+		t.Error("the restamped replica is stale after an edit that keeps its build")
+	}
+	chat.Profiles[0].Args = []string{"--x"}
+	if e, err = reg.Update(ctx, chat); err != nil {
+		t.Fatal(err)
+	}
+	if !e.Stale("h100", want) {
+		t.Error("the restamped replica is current after its own args changed")
+	}
+}

@@ -226,6 +226,7 @@ func (r *Reconciler) Pass() {
 		for _, rep := range tx.Replicas() {
 			if e, ok := byName[rep.Model]; ok {
 				followRouting(rep, e)
+				r.restamp(tx, rep, e)
 			}
 		}
 		for _, e := range entries {
@@ -285,6 +286,40 @@ func followRouting(rep *fleet.Replica, e models.Entry) {
 			return
 		}
 	}
+}
+
+// restamp gives a live replica that carries the whole-model generation of
+// an earlier release, for exactly the current definition, its per-replica
+// generation (models.Entry.Restamp), and tells its shards' agents, which
+// report it from then on, after a restart of either: an edit that leaves
+// its own profile's build fields alone then leaves it current, as it does
+// every replica placed since. A shard not started yet carries it in its
+// StartShard. An agent that misses the message (disconnected, or of a
+// release without it) keeps the earlier stamp, which this pass accepts
+// until the definition changes; after a control-plane restart that follows
+// such a change, the replica is stale.
+func (r *Reconciler) restamp(tx *fleet.Tx, rep *fleet.Replica, e models.Entry) {
+	if !rep.Live() {
+		return
+	}
+	gen, ok := e.Restamp(rep.Profile.Name, rep.Generation)
+	if !ok {
+		return
+	}
+	rep.Generation = gen
+	for _, sh := range rep.Shards {
+		if !sh.Sent {
+			if sh.Start != nil {
+				sh.Start.ModelGeneration = gen // not handed to a connection yet
+			}
+			continue
+		}
+		msg := &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Restamp{Restamp: &agentv1.Restamp{ShardId: sh.ID, ModelGeneration: gen}}}
+		if err := tx.Send(sh.Node, msg); err != nil {
+			r.log.Debug("restamp not delivered", "node", sh.Node, "shard", sh.ID, "err", err)
+		}
+	}
+	r.log.Info("replica restamped", "model", rep.Model, "replica", rep.ID, "profile", rep.Profile.Name, "generation", gen)
 }
 
 // retire handles failed replicas, replicas of models no longer in the
