@@ -55,7 +55,7 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 		replica = id
 		return id != "", why
 	})
-	engines := childEngines(t, agent.Cmd.Process.Pid, m.Name)
+	engines := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name)
 	if len(engines) != 1 {
 		t.Fatalf("engines of %s: %v, want one", m.Name, engines)
 	}
@@ -68,15 +68,20 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 	if got := updated.GetGeneration(); got != gen {
 		t.Fatalf("a weight and priority edit changed the generation %s → %s: the replica would roll", gen, got)
 	}
-	// Several reconcile passes (one a second at least) see the edit.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if id, why := readyOf(); id != replica {
-			t.Fatalf("after the weight edit the ready replica is %q (%s), want %s kept", id, why, replica)
+	// The reconcile pass that gives the running replica its new weight is
+	// the one that would have rolled it.
+	weighted := fmt.Sprintf("llmgw_router_replica_weight{model=%q,replica=%q} 5\n", m.Name, replica)
+	testcluster.WaitFor(t, "the running replica routed with weight 5", 30*time.Second, func() (bool, string) {
+		text, err := scrape(c.MetricsURL())
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(200 * time.Millisecond)
+		return strings.Contains(text, weighted), "no " + strings.TrimSpace(weighted)
+	})
+	if id, why := readyOf(); id != replica {
+		t.Fatalf("after the weight edit the ready replica is %q (%s), want %s kept", id, why, replica)
 	}
-	if now := childEngines(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
+	if now := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
 		t.Fatalf("engine pids %v after the weight edit, want %v: the engine was restarted", now, engines)
 	}
 	if n := strings.Count(c.Server.Output(), "replica placed"); n != 1 {
@@ -102,7 +107,7 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 		t.Fatalf("the tp edit kept replica %s", replica)
 	}
 	testcluster.WaitFor(t, "the old engine stopped", 30*time.Second, func() (bool, string) {
-		now := childEngines(t, agent.Cmd.Process.Pid, m.Name)
+		now := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name)
 		return len(now) == 1 && !slices.Contains(now, engines[0]), fmt.Sprintf("engines %v (old %d)", now, engines[0])
 	})
 }
@@ -142,7 +147,7 @@ func TestManualRollout(t *testing.T) {
 		n, why := ready()
 		return n["current"] == 2, why
 	})
-	engines := childEngines(t, agent.Cmd.Process.Pid, m.Name)
+	engines := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name)
 
 	m.Profiles[0].Args = []string{"--decode-tps", "500"}
 	updated, err := mc.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: specpb.ModelToProto(m)})
@@ -159,7 +164,7 @@ func TestManualRollout(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if now := childEngines(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
+	if now := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
 		t.Fatalf("engines %v after the edit, want %v untouched", now, engines)
 	}
 	if out := runCtlE2E(t, c, "models"); !strings.Contains(out, "serving (2 stale)") || !strings.Contains(out, "ctl rollout sim-manual") {

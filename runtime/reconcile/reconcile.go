@@ -92,6 +92,9 @@ type Reconciler struct {
 	// freeing is set during a pass in which room may appear by itself.
 	freeing bool
 	routed  map[string]bool
+	// configured holds the models configureRouting configured: one that
+	// left the catalog is forgotten by the router.
+	configured map[string]bool
 	// holdLogged records that the placement hold was announced.
 	holdLogged bool
 	// holding is true while placement waits for expected replicas.
@@ -163,7 +166,7 @@ func New(opts Options) *Reconciler {
 	if opts.StallAfter <= 0 {
 		opts.StallAfter = DefaultStallAfter
 	}
-	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{},
+	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{}, configured: map[string]bool{},
 		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
 		startTime: map[startKey]time.Duration{}}
 }
