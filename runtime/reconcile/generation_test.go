@@ -252,3 +252,78 @@ func TestLegacyStampedReplicaRestamped(t *testing.T) {
 		t.Error("the restamped replica is current after its own args changed")
 	}
 }
+
+// TestManualRolloutGoesOnAfterUnrelatedEdit: a manual rollout of profile
+// h100's args, asked for with two stale replicas, replaces both although a
+// profile is added after the request (which changes the model's
+// generation, not h100's); a further edit of h100's args holds the rest of
+// the rollout until it is asked for again.
+func TestManualRolloutGoesOnAfterUnrelatedEdit(t *testing.T) {
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.rec.opts.Catalog = reg
+	ctx := context.Background()
+	m := chatModel()
+	m.Rollout = spec.RolloutManual
+	m.Scaling = spec.Scaling{Min: 2, Max: 2}
+	if _, err := reg.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	h.readyAll()
+	h.rec.Pass()
+	stale := func(e models.Entry) int {
+		n := 0
+		for _, rep := range h.fleet.Replicas() {
+			if rep.Live() && e.Stale(rep.Profile.Name, rep.Generation) {
+				n++
+			}
+		}
+		return n
+	}
+	m.Profiles[0].Args = []string{"--decode-tps", "9"}
+	e, err := reg.Update(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	if got := h.rec.RequestRollout(e); len(got) != 2 {
+		t.Fatalf("RequestRollout named %v, want the two h100 replicas", got)
+	}
+	h.rec.Pass() // the first replacement
+	m.Profiles = append(m.Profiles, spec.Profile{Name: "cpu", Engine: "sim", Priority: -1})
+	if e, err = reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		h.readyAll()
+		h.rec.Pass()
+	}
+	if n := stale(e); n != 0 {
+		t.Fatalf("%d stale replicas left after a profile was added mid-rollout, want the rollout finished", n)
+	}
+
+	// Another edit of h100 after a new request's first replacement: the
+	// rest waits for the next request.
+	m.Profiles[0].Args = []string{"--decode-tps", "8"}
+	if e, err = reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	h.rec.RequestRollout(e)
+	h.rec.Pass()
+	m.Profiles[0].Args = []string{"--decode-tps", "7"}
+	if e, err = reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		h.readyAll()
+		h.rec.Pass()
+	}
+	if n := stale(e); n == 0 {
+		t.Fatal("an edit of h100 after the request was rolled out without being asked for")
+	}
+}

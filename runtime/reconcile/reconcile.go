@@ -86,9 +86,12 @@ type Reconciler struct {
 	// starting past its profile's bound (slowstart.go).
 	stalls map[string]stall
 	slow   map[string]slowStart
-	// rollouts holds, per model whose rollout is manual, the generation an
-	// operator asked its stale replicas to be rolled to (RequestRollout).
-	rollouts map[string]string
+	// rollouts holds, per model whose rollout is manual, what
+	// RequestRollout asked for: per profile, the replica generation its
+	// stale replicas are to be replaced with ("" for a profile the model
+	// no longer has). A stale replica is replaced only while its profile's
+	// current generation is the one asked for.
+	rollouts map[string]map[string]string
 	// freeing is set during a pass in which room may appear by itself.
 	freeing bool
 	routed  map[string]bool
@@ -544,7 +547,7 @@ func (r *Reconciler) stopShards(tx *fleet.Tx, rep *fleet.Replica, reason string)
 // still make scaling.min). So a rollout never has fewer serving replicas
 // than it started with, and never starts more than one replacement at
 // once. A stale replica of a model whose rollout is manual is not replaced
-// until RequestRollout asked for the current generation; it keeps serving
+// until RequestRollout asked for its profile's current generation; it keeps serving
 // meanwhile (a replica on a draining node is replaced whatever the policy).
 func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	want, why := r.desired(tx, e, now)
@@ -567,9 +570,10 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	// serves longer), then oldest.
 	var rollable, heldReps []*fleet.Replica
 	held := 0
-	manualHeld := e.Model.ManualRollout() && r.rolloutRequested(e.Model.Name) != e.Generation
+	requested := r.rolloutRequested(e.Model.Name)
 	for _, rep := range old {
-		if manualHeld && !onDrainingNode(tx, rep) {
+		asked, ok := requested[rep.Profile.Name]
+		if e.Model.ManualRollout() && (!ok || asked != e.ReplicaGeneration(rep.Profile.Name)) && !onDrainingNode(tx, rep) {
 			held++
 			heldReps = append(heldReps, rep)
 			continue
@@ -701,32 +705,41 @@ func rolloutOrder(tx *fleet.Tx, old []*fleet.Replica) {
 // manual to be replaced, one at a time, by replicas of e, the model's
 // current definition. It returns the ids of the live replicas that e calls
 // stale (their own profile changed since they were placed), the ones that
-// will be replaced.
+// will be replaced. What it asks for is each profile's generation in e: a
+// later edit that changes a profile's generation holds that profile's
+// stale replicas until the next request; adding a profile, or editing
+// another one, leaves the rollout going.
 func (r *Reconciler) RequestRollout(e models.Entry) []string {
-	model, generation := e.Model.Name, e.Generation
+	model := e.Model.Name
 	var stale []string
+	asked := map[string]string{}
+	for _, p := range e.Model.Profiles {
+		asked[p.Name] = e.ReplicaGeneration(p.Name)
+	}
 	for _, rep := range r.opts.Fleet.Replicas() {
 		if rep.Model == model && rep.Live() && e.Stale(rep.Profile.Name, rep.Generation) {
 			stale = append(stale, rep.ID)
+			asked[rep.Profile.Name] = e.ReplicaGeneration(rep.Profile.Name) // "" for a profile removed
 		}
 	}
 	sort.Strings(stale)
 	r.backoffMu.Lock()
 	if len(stale) > 0 {
 		if r.rollouts == nil {
-			r.rollouts = map[string]string{}
+			r.rollouts = map[string]map[string]string{}
 		}
-		r.rollouts[model] = generation
+		r.rollouts[model] = asked
 	}
 	r.backoffMu.Unlock()
 	if len(stale) > 0 {
-		r.log.Info("rollout requested", "model", model, "generation", generation, "stale", len(stale))
+		r.log.Info("rollout requested", "model", model, "generation", e.Generation, "stale", len(stale))
 	}
 	return stale
 }
 
-// rolloutRequested returns the generation RequestRollout last asked for.
-func (r *Reconciler) rolloutRequested(model string) string {
+// rolloutRequested returns what RequestRollout last asked for (nil when
+// nothing is asked).
+func (r *Reconciler) rolloutRequested(model string) map[string]string {
 	r.backoffMu.Lock()
 	defer r.backoffMu.Unlock()
 	return r.rollouts[model]
