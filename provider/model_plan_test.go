@@ -75,3 +75,33 @@ func TestRolledReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepsGeneration: the plan keeps the generation when no profile's
+// build changes; against a control plane of an earlier release (whose
+// generation is the whole-model hash) only when that hash is unchanged
+// too, as adding gpu_class changes it.
+func TestKeepsGeneration(t *testing.T) {
+	old := spec.Model{Name: "m", Source: "sim://m", Profiles: []spec.Profile{{Name: "a", Engine: "sim"}}}
+	old.Normalize()
+	placed := old.Clone()
+	placed.Profiles[0].GPUClass = "h100-80g"
+	weighed := old.Clone()
+	weighed.Profiles[0].Weight = 5
+	built := old.Clone()
+	built.Profiles[0].Args = []string{"--x"}
+	for _, tt := range []struct {
+		name  string
+		m     spec.Model
+		prior string
+		want  bool
+	}{
+		{"gpu_class, this release", placed, spec.Generation(old), true},
+		{"gpu_class, earlier release", placed, spec.LegacyGeneration(old), false},
+		{"weight, earlier release", weighed, spec.LegacyGeneration(old), true},
+		{"args, this release", built, spec.Generation(old), false},
+	} {
+		if got := keepsGeneration(old, tt.m, tt.prior); got != tt.want {
+			t.Errorf("%s: keepsGeneration = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

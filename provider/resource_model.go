@@ -332,6 +332,21 @@ func (r *modelResource) ImportState(ctx context.Context, req resource.ImportStat
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
 }
 
+// keepsGeneration reports whether changing old into m keeps the model's
+// generation, prior as the control plane last reported it: when what every
+// profile's replicas are built from is unchanged (spec.Generation). A
+// control plane of an earlier release reports its whole-model hash
+// (spec.LegacyGeneration), which more edits change: when prior is that
+// hash, it must be unchanged too, or apply would find another value than
+// the plan promised.
+func keepsGeneration(old, m spec.Model, prior string) bool {
+	if spec.Generation(old) != spec.Generation(m) {
+		return false
+	}
+	legacy := spec.LegacyGeneration(old)
+	return prior != legacy || legacy == spec.LegacyGeneration(m)
+}
+
 // ModifyPlan asks the control plane to dry-run placement of the planned
 // definition when it is new, its profiles changed or its scaling.min rose,
 // reports a model no node can hold as placement_check says, and warns of a
@@ -357,7 +372,7 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 	old, priorKnown := prior.toSpec()
 	priorKnown = priorKnown && !req.State.Raw.IsNull()
-	if known && priorKnown && spec.Generation(old) == spec.Generation(m) {
+	if known && priorKnown && keepsGeneration(old, m, prior.Generation.ValueString()) {
 		// What every profile's replicas are built from is unchanged: the
 		// control plane keeps the generation. (A change of it rolls only
 		// the replicas whose own profile changed: rollout_plan says which.)
