@@ -397,7 +397,7 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient, 
 		case *agentv1.ControlMessage_FetchWeights:
 			a.prefetch(a.runCtx, m.FetchWeights)
 		case *agentv1.ControlMessage_Restamp:
-			a.restamp(m.Restamp.GetShardId(), m.Restamp.GetModelGeneration())
+			a.restamp(m.Restamp.GetShardId(), m.Restamp.GetReplicaGeneration())
 		case *agentv1.ControlMessage_CollectWeights:
 			go func() {
 				ans := a.collect(m.CollectWeights)

@@ -94,7 +94,7 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 	profile, perr := specpb.ProfileFromProto(m.GetProfile())
 	ss := driver.ShardSpec{
 		Profile: profile,
-		ShardID: id, ReplicaID: m.GetReplicaId(), Model: m.GetModel(), ModelGeneration: m.GetModelGeneration(),
+		ShardID: id, ReplicaID: m.GetReplicaId(), Model: m.GetModel(), ModelGeneration: m.GetModelGeneration(), ReplicaGeneration: m.GetReplicaGeneration(),
 		Source: m.GetSource(), Host: a.cfg.Address, Rank: int(m.GetRank()),
 		Fabric: m.GetFabric(), ContextLength: int(m.GetContextLength()),
 	}
@@ -212,7 +212,7 @@ func (a *Agent) launch(ctx context.Context, id string, ss driver.ShardSpec, drv 
 	}
 	a.mu.Lock()
 	if st, ok := a.shards[id]; ok {
-		ss.ModelGeneration = st.status.GetModelGeneration() // restamped while it fetched
+		ss.ReplicaGeneration = st.status.GetReplicaGeneration() // restamped while it fetched
 	}
 	a.mu.Unlock()
 	sh, err := a.sup.Start(ctx, ss, drv)
@@ -225,13 +225,13 @@ func (a *Agent) launch(ctx context.Context, id string, ss driver.ShardSpec, drv 
 	restamped := ""
 	if ok {
 		st.shard = sh
-		if g := st.status.GetModelGeneration(); g != ss.ModelGeneration {
+		if g := st.status.GetReplicaGeneration(); g != ss.ReplicaGeneration {
 			restamped = g // restamped while it launched
 		}
 	}
 	a.mu.Unlock()
 	if restamped != "" {
-		if err := sh.SetModelGeneration(restamped); err != nil {
+		if err := sh.SetReplicaGeneration(restamped); err != nil {
 			a.log.Warn("shard generation not recorded", "shard", id, "err", err)
 		}
 	}
@@ -253,21 +253,21 @@ func (a *Agent) launch(ctx context.Context, id string, ss driver.ShardSpec, drv 
 	go a.watch(ctx, id, sh, ss, drv)
 }
 
-// restamp records a shard's new generation (a Restamp from the control
-// plane): its reports carry it from now on, and its state file, so that
-// after an agent restart the adopted shard reports it too.
+// restamp records a shard's new replica generation (a Restamp from the
+// control plane): its reports carry it from now on, and its state file, so
+// that after an agent restart the adopted shard reports it too.
 func (a *Agent) restamp(id, generation string) {
 	a.mu.Lock()
 	s, ok := a.shards[id]
-	if !ok || generation == "" || s.status.GetModelGeneration() == generation {
+	if !ok || generation == "" || s.status.GetReplicaGeneration() == generation {
 		a.mu.Unlock()
 		return
 	}
-	s.status.ModelGeneration = generation
+	s.status.ReplicaGeneration = generation
 	sh := s.shard
 	a.mu.Unlock()
 	if sh != nil {
-		if err := sh.SetModelGeneration(generation); err != nil {
+		if err := sh.SetReplicaGeneration(generation); err != nil {
 			a.log.Warn("shard generation not recorded", "shard", id, "err", err)
 			return
 		}

@@ -461,21 +461,22 @@ func (sh *Shard) ExitErr() error {
 // PID is the engine's (last command's) process id, also its process group.
 func (sh *Shard) PID() int { return sh.procs[len(sh.procs)-1].pid }
 
-// Spec is the specification the shard was started with (and the
-// generation it was last given, SetModelGeneration).
+// Spec is the specification the shard was started with (and the replica
+// generation it was last given, SetReplicaGeneration).
 func (sh *Shard) Spec() driver.ShardSpec {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return sh.spec
 }
 
-// SetModelGeneration records generation as the shard's ModelGeneration,
-// in memory and in its state file (rewritten atomically, the rest as it
-// was): the control plane found the running engine current under it.
-func (sh *Shard) SetModelGeneration(generation string) error {
+// SetReplicaGeneration records generation as the shard's
+// ReplicaGeneration, in memory and in its state file (rewritten atomically,
+// the rest as it was): the control plane found the running engine current
+// under it.
+func (sh *Shard) SetReplicaGeneration(generation string) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.spec.ModelGeneration = generation
+	sh.spec.ReplicaGeneration = generation
 	b, err := os.ReadFile(sh.statePath)
 	if err != nil {
 		return fmt.Errorf("reading shard state: %w", err)
@@ -484,7 +485,7 @@ func (sh *Shard) SetModelGeneration(generation string) error {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return fmt.Errorf("reading shard state %s: %w", sh.statePath, err)
 	}
-	st.Spec.ModelGeneration = generation
+	st.Spec.ReplicaGeneration = generation
 	if b, err = json.MarshalIndent(st, "", "  "); err != nil {
 		return fmt.Errorf("encoding shard state %s: %w", sh.statePath, err)
 	}

@@ -1997,9 +1997,12 @@ type ShardStatus struct {
 	Profile         *specv1.Profile `protobuf:"bytes,16,opt,name=profile,proto3" json:"profile,omitempty"`
 	// Set while the shard waits for its weights to be fetched (state
 	// STARTING, no engine yet); absent otherwise.
-	Fetch         *FetchProgress `protobuf:"bytes,17,opt,name=fetch,proto3" json:"fetch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Fetch *FetchProgress `protobuf:"bytes,17,opt,name=fetch,proto3" json:"fetch,omitempty"`
+	// Echoed from StartShard (or the last Restamp); empty for a shard placed
+	// by a control plane older than the field and not restamped since.
+	ReplicaGeneration string `protobuf:"bytes,18,opt,name=replica_generation,json=replicaGeneration,proto3" json:"replica_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ShardStatus) Reset() {
@@ -2137,6 +2140,13 @@ func (x *ShardStatus) GetFetch() *FetchProgress {
 	return nil
 }
 
+func (x *ShardStatus) GetReplicaGeneration() string {
+	if x != nil {
+		return x.ReplicaGeneration
+	}
+	return ""
+}
+
 // FetchProgress is how far the download of a shard's weights is. One
 // download serves every shard of the node with the same source, so they
 // report the same numbers.
@@ -2248,11 +2258,15 @@ type StartShard struct {
 	Fabric string `protobuf:"bytes,11,opt,name=fabric,proto3" json:"fabric,omitempty"`
 	// The model's context_length (0: unstated).
 	ContextLength int32 `protobuf:"varint,15,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
+	// The hash of the whole model definition the replica was placed for (less
+	// the profiles' weight and priority: spec.LegacyGeneration), which a
+	// control plane of an earlier release rolls the replica by.
+	ModelGeneration string `protobuf:"bytes,18,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
 	// A hash of what the replica is built from (the model's name, source and
 	// context length and this profile's build fields: spec.ReplicaGeneration);
 	// the control plane rolls the replica when its catalog profile hashes
-	// otherwise.
-	ModelGeneration string `protobuf:"bytes,18,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
+	// otherwise. Empty from a control plane older than the field.
+	ReplicaGeneration string `protobuf:"bytes,21,opt,name=replica_generation,json=replicaGeneration,proto3" json:"replica_generation,omitempty"`
 	// The catalog profile the replica was placed with. Its nodes is the
 	// replica's shard count (world size); engine, tp, args, env,
 	// startup_timeout and launch_mode are the engine's.
@@ -2364,6 +2378,13 @@ func (x *StartShard) GetModelGeneration() string {
 	return ""
 }
 
+func (x *StartShard) GetReplicaGeneration() string {
+	if x != nil {
+		return x.ReplicaGeneration
+	}
+	return ""
+}
+
 func (x *StartShard) GetProfile() *specv1.Profile {
 	if x != nil {
 		return x.Profile
@@ -2430,17 +2451,17 @@ func (x *StopShard) GetReason() string {
 	return ""
 }
 
-// Restamp gives a shard the generation its replica carries from now on, in
-// place of the one its StartShard gave: a replica placed by a control plane
-// whose generations were per model, which the control plane found current
-// and stamps with its per-replica generation. An agent that does not know
-// the message ignores it; its shard then reports the earlier stamp.
+// Restamp gives a shard the replica_generation its replica carries from now
+// on: a replica placed by a control plane older than that field, which the
+// control plane found current. Its model_generation stays as it was. An
+// agent that does not know the message ignores it; its shard then reports
+// no replica_generation.
 type Restamp struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	ShardId         string                 `protobuf:"bytes,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	ModelGeneration string                 `protobuf:"bytes,2,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	ShardId           string                 `protobuf:"bytes,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	ReplicaGeneration string                 `protobuf:"bytes,2,opt,name=replica_generation,json=replicaGeneration,proto3" json:"replica_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Restamp) Reset() {
@@ -2480,9 +2501,9 @@ func (x *Restamp) GetShardId() string {
 	return ""
 }
 
-func (x *Restamp) GetModelGeneration() string {
+func (x *Restamp) GetReplicaGeneration() string {
 	if x != nil {
-		return x.ModelGeneration
+		return x.ReplicaGeneration
 	}
 	return ""
 }
@@ -2653,7 +2674,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\fhelp_warning\x18\v \x01(\tR\vhelpWarning\"C\n" +
 	"\fEngineChecks\x123\n" +
 	"\x06checks\x18\x01 \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\x06checks\"\x0e\n" +
-	"\fCheckEngines\"\x94\x04\n" +
+	"\fCheckEngines\"\xc3\x04\n" +
 	"\vShardStatus\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
 	"\n" +
@@ -2673,7 +2694,8 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"gpuIndices\x12\x16\n" +
 	"\x06fabric\x18\x0f \x01(\tR\x06fabric\x120\n" +
 	"\aprofile\x18\x10 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofile\x123\n" +
-	"\x05fetch\x18\x11 \x01(\v2\x1d.llmgw.agent.v1.FetchProgressR\x05fetchJ\x04\b\v\x10\fJ\x04\b\f\x10\rR\n" +
+	"\x05fetch\x18\x11 \x01(\v2\x1d.llmgw.agent.v1.FetchProgressR\x05fetch\x12-\n" +
+	"\x12replica_generation\x18\x12 \x01(\tR\x11replicaGenerationJ\x04\b\v\x10\fJ\x04\b\f\x10\rR\n" +
 	"world_size\"\xca\x01\n" +
 	"\rFetchProgress\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1d\n" +
@@ -2684,7 +2706,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\x10bytes_per_second\x18\x04 \x01(\x03R\x0ebytesPerSecond\x12\x18\n" +
 	"\astalled\x18\x05 \x01(\bR\astalled\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x06 \x01(\tR\tlastError\"\xa4\x04\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\"\xd3\x04\n" +
 	"\n" +
 	"StartShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
@@ -2699,17 +2721,18 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	" \x01(\tR\x0erendezvousAddr\x12\x16\n" +
 	"\x06fabric\x18\v \x01(\tR\x06fabric\x12%\n" +
 	"\x0econtext_length\x18\x0f \x01(\x05R\rcontextLength\x12)\n" +
-	"\x10model_generation\x18\x12 \x01(\tR\x0fmodelGeneration\x120\n" +
+	"\x10model_generation\x18\x12 \x01(\tR\x0fmodelGeneration\x12-\n" +
+	"\x12replica_generation\x18\x15 \x01(\tR\x11replicaGeneration\x120\n" +
 	"\aprofile\x18\x13 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofile\x12@\n" +
 	"\rweights_peers\x18\x14 \x03(\v2\x1b.llmgw.agent.v1.WeightsPeerR\fweightsPeersJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\t\x10\n" +
 	"J\x04\b\f\x10\rJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x10\x10\x11J\x04\b\x11\x10\x12R\x06engineR\n" +
 	"world_sizeR\x02tpR\x04argsR\x03envR\x12startup_timeout_msR\vlaunch_mode\">\n" +
 	"\tStopShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"O\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"S\n" +
 	"\aRestamp\x12\x19\n" +
-	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12)\n" +
-	"\x10model_generation\x18\x02 \x01(\tR\x0fmodelGeneration*\x8b\x01\n" +
+	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12-\n" +
+	"\x12replica_generation\x18\x02 \x01(\tR\x11replicaGeneration*\x8b\x01\n" +
 	"\n" +
 	"ShardState\x12\x1b\n" +
 	"\x17SHARD_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +

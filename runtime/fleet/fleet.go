@@ -140,7 +140,9 @@ type Replica struct {
 	// them restarts nothing.
 	Profile spec.Profile
 	// Generation is spec.ReplicaGeneration of the model and Profile when it
-	// was placed; models.Entry.Stale compares it with the catalog's.
+	// was placed (for a replica adopted from an earlier release, not yet
+	// restamped, its whole-model spec.LegacyGeneration); models.Entry.Stale
+	// compares it with the catalog's.
 	Generation string
 	Fabric     string
 	Shards     []*Shard
@@ -691,11 +693,16 @@ func (f *Fleet) applyShardStatusLocked(nodeID string, st *agentv1.ShardStatus, a
 			ID:         st.GetReplicaId(),
 			Model:      st.GetModel(),
 			Profile:    p,
-			Generation: st.GetModelGeneration(),
+			Generation: st.GetReplicaGeneration(),
 			Fabric:     st.GetFabric(),
 			State:      ReplicaStarting,
 			Created:    f.now(),
 			Adopted:    true,
+		}
+		if r.Generation == "" {
+			// Placed by a control plane older than replica generations
+			// (and not restamped since): its whole-model stamp.
+			r.Generation = st.GetModelGeneration()
 		}
 		f.replicas[r.ID] = r
 	}

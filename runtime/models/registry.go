@@ -67,6 +67,11 @@ func (e Entry) Stale(profile, generation string) bool {
 	return !ok || (generation != g && generation != e.legacy)
 }
 
+// LegacyGeneration is spec.LegacyGeneration of the model: what a new
+// replica's StartShard carries as model_generation, for a control plane of
+// an earlier release that may lead later.
+func (e Entry) LegacyGeneration() string { return e.legacy }
+
 // Restamp returns the generation a live replica placed with profile and
 // stamped with generation carries from now on, and true, when it carries
 // the whole-model stamp of an earlier release (spec.LegacyGeneration) of

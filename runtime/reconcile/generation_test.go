@@ -6,6 +6,7 @@ import (
 
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	specv1 "github.com/llmgw/llmgw/api/specv1"
+	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -220,7 +221,7 @@ func TestLegacyStampedReplicaRestamped(t *testing.T) {
 	var told []string
 	for _, m := range h.conns["node03"].sent {
 		if rs := m.GetRestamp(); rs != nil {
-			told = append(told, rs.GetShardId()+"="+rs.GetModelGeneration())
+			told = append(told, rs.GetShardId()+"="+rs.GetReplicaGeneration())
 		}
 	}
 	if len(told) != 1 || told[0] != "r-old-0="+want {
@@ -325,5 +326,39 @@ func TestManualRolloutGoesOnAfterUnrelatedEdit(t *testing.T) {
 	}
 	if n := stale(e); n == 0 {
 		t.Fatal("an edit of h100 after the request was rolled out without being asked for")
+	}
+}
+
+// TestPlacedReplicaCarriesBothStamps: a replica's StartShard carries the
+// model's whole-model hash in model_generation, which a control plane of
+// the earlier release that leads later compares with its own generation
+// (so it finds the replica current and replaces nothing), and the
+// per-replica hash in replica_generation; a replica adopted from shards
+// reporting both is stamped with the per-replica one.
+func TestPlacedReplicaCarriesBothStamps(t *testing.T) {
+	chat := chatModel()
+	chat.Scaling = spec.Scaling{Min: 1, Max: 1}
+	h := newHarness(t, chat)
+	chat.Normalize()
+	h.rec.Pass()
+	var starts []*agentv1.StartShard
+	for _, ss := range h.startsFor("sim-chat") {
+		starts = append(starts, ss...)
+	}
+	if len(starts) != 1 {
+		t.Fatalf("%d shards started, want 1", len(starts))
+	}
+	if s := starts[0]; s.GetModelGeneration() != spec.LegacyGeneration(chat) || s.GetReplicaGeneration() != spec.ReplicaGeneration(chat, "h100") {
+		t.Fatalf("StartShard stamps model %q replica %q, want %q (whole model) and %q (its build)",
+			s.GetModelGeneration(), s.GetReplicaGeneration(), spec.LegacyGeneration(chat), spec.ReplicaGeneration(chat, "h100"))
+	}
+
+	f := fleet.New()
+	f.Connect(&agentv1.Hello{NodeId: "node09", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
+		ShardId: "r-9-0", ReplicaId: "r-9", Model: "sim-chat", Profile: &specv1.Profile{Name: "h100", Nodes: 1},
+		ModelGeneration: "whole", ReplicaGeneration: "own", State: agentv1.ShardState_SHARD_STATE_READY,
+	}}}, "node09", nil, false, &recordingConn{})
+	if reps := f.Replicas(); len(reps) != 1 || reps[0].Generation != "own" {
+		t.Fatalf("adopted replicas = %+v, want r-9 stamped with its replica generation", reps)
 	}
 }

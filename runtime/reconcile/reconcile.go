@@ -297,7 +297,9 @@ func followRouting(rep *fleet.Replica, e models.Entry) {
 // restamp gives a live replica that carries the whole-model generation of
 // an earlier release, for exactly the current definition, its per-replica
 // generation (models.Entry.Restamp), and tells its shards' agents, which
-// report it from then on, after a restart of either: an edit that leaves
+// report it as their replica_generation from then on, after a restart of
+// either (their model_generation, which a control plane of the earlier
+// release reads, stays as it was): an edit that leaves
 // its own profile's build fields alone then leaves it current, as it does
 // every replica placed since. A shard not started yet carries it in its
 // StartShard. An agent that misses the message (disconnected, or of a
@@ -316,11 +318,11 @@ func (r *Reconciler) restamp(tx *fleet.Tx, rep *fleet.Replica, e models.Entry) {
 	for _, sh := range rep.Shards {
 		if !sh.Sent {
 			if sh.Start != nil {
-				sh.Start.ModelGeneration = gen // not handed to a connection yet
+				sh.Start.ReplicaGeneration = gen // not handed to a connection yet
 			}
 			continue
 		}
-		msg := &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Restamp{Restamp: &agentv1.Restamp{ShardId: sh.ID, ModelGeneration: gen}}}
+		msg := &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Restamp{Restamp: &agentv1.Restamp{ShardId: sh.ID, ReplicaGeneration: gen}}}
 		if err := tx.Send(sh.Node, msg); err != nil {
 			r.log.Debug("restamp not delivered", "node", sh.Node, "shard", sh.ID, "err", err)
 		}
@@ -795,16 +797,17 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 			gpus[i] = int32(g)
 		}
 		start := &agentv1.StartShard{
-			ShardId:         rep.ID + "-" + strconv.Itoa(sp.Rank),
-			ReplicaId:       rep.ID,
-			Model:           e.Model.Name,
-			Source:          e.Model.Source,
-			Rank:            int32(sp.Rank),
-			GpuIndices:      gpus,
-			Fabric:          plan.Fabric,
-			ContextLength:   int32(e.Model.ContextLength),
-			ModelGeneration: rep.Generation,
-			Profile:         profile,
+			ShardId:           rep.ID + "-" + strconv.Itoa(sp.Rank),
+			ReplicaId:         rep.ID,
+			Model:             e.Model.Name,
+			Source:            e.Model.Source,
+			Rank:              int32(sp.Rank),
+			GpuIndices:        gpus,
+			Fabric:            plan.Fabric,
+			ContextLength:     int32(e.Model.ContextLength),
+			ModelGeneration:   e.LegacyGeneration(),
+			ReplicaGeneration: rep.Generation,
+			Profile:           profile,
 		}
 		if fetched {
 			start.WeightsPeers = weightsPeers(tx, sp.NodeID, e.Model.Source, placedNodes)
