@@ -1246,7 +1246,7 @@ type ModelStatus struct {
 	// What stalled says: "placement" (no node can hold a needed replica) or
 	// "not_ready" (a replica of the current definition was placed, with its
 	// weights at hand, but has been starting well past the slowest start of
-	// replicas built the same way: twice that, and at least 10 seconds more;
+	// replicas built the same way on the same nodes: twice that, and at least 10 seconds more;
 	// stalled names it with its shards' state, error and last engine output,
 	// and it goes on starting until its startup_timeout fails it). Empty
 	// when stalled is.

@@ -22,15 +22,29 @@ import (
 //
 // The bound applies only where a start can be compared with an earlier
 // one: a replica of the same build (spec.ReplicaGeneration: same source,
-// engine, tp, args, ...) that this control plane saw become ready, and a
-// replica placed with its weights at hand on every node (WarmStart). A
-// replica of a build never measured (a rollout's first replacement), one
-// whose engine downloads its weights itself (a repository id), and one on
-// a node whose cache did not hold its fetched weights is reported only
-// when it fails: a healthy slow start must not fail an apply.
+// engine, tp, args, ...) on the same nodes that this control plane saw
+// become ready, and a replica placed with its weights at hand on every
+// node (WarmStart). A replica of a build never measured (a rollout's first
+// replacement), one on nodes that have not run its build (their page
+// cache and the engine's compile caches are cold), one whose engine
+// downloads its weights itself (a repository id), and one on a node whose
+// cache did not hold its fetched weights is reported only when it fails: a
+// healthy slow start must not fail an apply.
 
-// startKey names one build of one profile of one model.
-type startKey struct{ model, profile, generation string }
+// startKey names one build of one profile of one model on one set of nodes
+// (their ids, sorted, comma-separated).
+type startKey struct{ model, profile, generation, nodes string }
+
+// keyOf is the startKey of rep: the node-local caches a start warms (the
+// page cache, an engine's compile cache) are those of its own nodes.
+func keyOf(rep *fleet.Replica) startKey {
+	nodes := make([]string, len(rep.Shards))
+	for i, s := range rep.Shards {
+		nodes[i] = s.Node
+	}
+	sort.Strings(nodes)
+	return startKey{rep.Model, rep.Profile.Name, rep.Generation, strings.Join(nodes, ",")}
+}
 
 // slowStart is a model's replica that has been starting longer than its
 // profile's start bound.
@@ -57,12 +71,12 @@ func slowAfter(expected, stallAfter time.Duration) time.Duration {
 
 // noteStart records how long a replica placed by this control plane with
 // its weights at hand took to become ready, from startSince: the slowest
-// such start of its build is what later ones are held to.
+// such start of its build on its nodes is what later ones are held to.
 func (r *Reconciler) noteStart(rep *fleet.Replica, now time.Time) {
 	if rep.Adopted || !rep.WarmStart {
 		return
 	}
-	k := startKey{rep.Model, rep.Profile.Name, rep.Generation}
+	k := keyOf(rep)
 	r.startTime[k] = max(r.startTime[k], now.Sub(startSince(rep)))
 }
 
@@ -110,7 +124,7 @@ func (r *Reconciler) noteSlowStarts(tx *fleet.Tx, byName map[string]models.Entry
 		if !ok || rep.State != fleet.ReplicaStarting || rep.Adopted || !rep.WarmStart || e.Stale(rep.Profile.Name, rep.Generation) {
 			continue
 		}
-		expected, ok := r.startTime[startKey{rep.Model, rep.Profile.Name, rep.Generation}]
+		expected, ok := r.startTime[keyOf(rep)]
 		if !ok {
 			continue
 		}
@@ -147,7 +161,7 @@ func slowText(rep *fleet.Replica, took, expected time.Duration) string {
 		nodes = append(nodes, s.Node)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "replica %s (profile %s, on %s) not ready after %s; replicas of profile %s built the same way were ready in at most %s",
+	fmt.Fprintf(&b, "replica %s (profile %s, on %s) not ready after %s; replicas of profile %s built the same way were ready there in at most %s",
 		rep.ID, rep.Profile.Name, strings.Join(nodes, ", "), took.Round(time.Second), rep.Profile.Name, expected.Round(time.Second))
 	if rep.Error != "" {
 		fmt.Fprintf(&b, "; error: %s", rep.Error)

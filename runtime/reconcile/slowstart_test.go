@@ -41,6 +41,15 @@ func slowHarness(t *testing.T, m spec.Model) (*harness, *models.Registry, string
 	return h, reg, node, s
 }
 
+// onlyOn drains every harness node but node: the next replica goes there.
+func onlyOn(h *harness, node string) {
+	for _, id := range []string{"node01", "node02", "node03"} {
+		if id != node {
+			h.fleet.SetDraining(id, true)
+		}
+	}
+}
+
 // newStart is the one StartShard of m other than those of the replicas in
 // known, and its node.
 func newStart(t *testing.T, h *harness, model string, known ...string) (string, *agentv1.StartShard) {
@@ -58,14 +67,16 @@ func newStart(t *testing.T, h *harness, model string, known ...string) (string, 
 
 // TestSlowStartReportedStalled: profile h100's first replica took 5s to
 // become ready; scaling.min raised to 2 places a second replica of the
-// same build, which never becomes ready: it is not reported at 14s (twice
+// same build on the same node (the others drain), which never becomes
+// ready: it is not reported at 14s (twice
 // 5s, and 10s more than it, is 15s), and at 16s NotReady names it with its
 // shard's state and last engine output. A fetch moving bytes puts the
 // clock back. Once ready, nothing is reported.
 func TestSlowStartReportedStalled(t *testing.T) {
 	m := chatModel()
 	m.Scaling = spec.Scaling{Min: 1, Max: 2}
-	h, reg, _, s := slowHarness(t, m)
+	h, reg, node, s := slowHarness(t, m)
+	onlyOn(h, node)
 	m.Scaling.Min = 2
 	e, err := reg.Update(context.Background(), m)
 	if err != nil {
@@ -87,7 +98,7 @@ func TestSlowStartReportedStalled(t *testing.T) {
 	got := h.rec.NotReady("sim-chat", e.Generation)
 	for _, want := range []string{
 		"replica " + repl.GetReplicaId() + " (profile h100, on " + replNode + ") not ready after 16s",
-		"replicas of profile h100 built the same way were ready in at most 5s",
+		"replicas of profile h100 built the same way were ready there in at most 5s",
 		"shard 0 on " + replNode + ": starting, last output: waiting for a lock that never comes",
 	} {
 		if !strings.Contains(got, want) {
@@ -189,6 +200,7 @@ func TestSlowStartNeedsWeightsAtHand(t *testing.T) {
 			h.report(node, s, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = "127.0.0.1:9430" })
 			h.rec.Pass()
 			setCache(tt.cacheHeld)
+			onlyOn(h, node)
 			m.Scaling.Min = 2
 			e, err := reg.Update(ctx, m)
 			if err != nil {
@@ -203,5 +215,30 @@ func TestSlowStartNeedsWeightsAtHand(t *testing.T) {
 				t.Fatalf("NotReady after a minute = %q, want reported %v", got, tt.wantBound)
 			}
 		})
+	}
+}
+
+// TestSlowStartOtherNodeUnbounded: a second replica of a measured build
+// placed on another node (whose page cache and engine caches have not
+// seen the build) is held to no bound.
+func TestSlowStartOtherNodeUnbounded(t *testing.T) {
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 2}
+	h, reg, node, s := slowHarness(t, m)
+	m.Scaling.Min = 2
+	e, err := reg.Update(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	replNode, repl := newStart(t, h, m.Name, s.GetReplicaId())
+	if replNode == node {
+		t.Fatalf("the second replica landed on %s, the first one's node: the test needs another", node)
+	}
+	h.now = h.now.Add(time.Minute)
+	h.report(replNode, repl, agentv1.ShardState_SHARD_STATE_STARTING, nil)
+	h.rec.Pass()
+	if got := h.rec.NotReady("sim-chat", e.Generation); got != "" {
+		t.Fatalf("NotReady on a node that never ran the build = %q, want nothing", got)
 	}
 }
