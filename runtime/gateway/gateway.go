@@ -101,7 +101,7 @@ type Gateway struct {
 	cfg       Config
 	deps      Deps
 	log       *slog.Logger
-	transport *http.Transport
+	transport *upstream
 	handler   http.Handler
 	// inflight counts inference requests not yet reported to the Observer.
 	inflight sync.WaitGroup
@@ -149,7 +149,7 @@ func New(cfg Config, deps Deps) *Gateway {
 		cfg:       cfg,
 		deps:      deps,
 		log:       cfg.Logger.With("component", "gateway"),
-		transport: newTransport(cfg.ResponseHeaderTimeout),
+		transport: newUpstream(cfg.ResponseHeaderTimeout),
 	}
 	mux := http.NewServeMux()
 	for _, rt := range g.routeTable() {
