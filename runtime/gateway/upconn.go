@@ -35,9 +35,8 @@ type upstream struct {
 	maxIdle       int // per host
 	other         *http.Transport
 
-	mu     sync.Mutex
-	idle   map[string][]*upConn // by host:port, the most recently used last
-	closed bool
+	mu   sync.Mutex
+	idle map[string][]*upConn // by host:port, the most recently used last
 }
 
 // upConn is one connection to an engine.
@@ -102,7 +101,7 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return resp, nil
 		}
-		if reused && !answered && tries == 0 && ctx.Err() == nil && req.GetBody != nil {
+		if reused && !answered && tries == 0 && ctx.Err() == nil && req.GetBody != nil && closedUnanswered(err) {
 			if req.Body, err = req.GetBody(); err == nil {
 				continue
 			}
@@ -112,6 +111,14 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
+}
+
+// closedUnanswered reports whether err is a kept connection found closed:
+// written to after the engine closed it, or closed without an answer. A
+// timeout is not (the engine may be working on the request).
+func closedUnanswered(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // get returns an idle connection to host that is still open, or a new one;
@@ -205,7 +212,7 @@ func (u *upstream) put(pc *upConn) {
 		pc.br = nil
 	}
 	u.mu.Lock()
-	if u.closed || len(u.idle[pc.host]) >= u.maxIdle {
+	if len(u.idle[pc.host]) >= u.maxIdle {
 		u.mu.Unlock()
 		pc.close()
 		return
@@ -254,12 +261,11 @@ func (u *upstream) idleConns() int {
 }
 
 // CloseIdleConnections closes the idle connections; connections in use
-// are closed when their request ends.
+// are kept when their request ends, as http.Transport does.
 func (u *upstream) CloseIdleConnections() {
 	u.mu.Lock()
 	idle := u.idle
 	u.idle = map[string][]*upConn{}
-	u.closed = true
 	u.mu.Unlock()
 	for _, list := range idle {
 		for _, pc := range list {
@@ -277,28 +283,6 @@ func (pc *upConn) close() {
 		upReaders.Put(pc.br)
 		pc.br = nil
 	}
-}
-
-// open reports whether an idle connection is still open: nothing to read
-// and no end from the engine (which closes idle connections after its own
-// keep-alive timeout). It looks without reading or waiting.
-func open(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return true
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	alive := false
-	err = raw.Read(func(fd uintptr) bool {
-		var b [1]byte
-		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = errors.Is(rerr, syscall.EAGAIN) || errors.Is(rerr, syscall.EWOULDBLOCK)
-		return true
-	})
-	return err == nil && alive
 }
 
 // upBody is an engine's response body. Read to its end, its connection is
