@@ -8,8 +8,9 @@
 //
 // Files: gateway.go (construction, routing of paths, the request flow),
 // request.go (body reading, parsing and in-place rewriting), upstream.go
-// (the transport and non-streamed relay), stream.go (SSE relay and usage
-// scanning), models.go (/v1/models), errors.go (OpenAI error bodies).
+// (forwarding, failover and the non-streamed relay), upconn.go (the
+// connections to engines), stream.go (SSE relay and usage scanning),
+// models.go (/v1/models), errors.go (OpenAI error bodies).
 package gateway
 
 import (
