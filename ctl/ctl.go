@@ -212,18 +212,7 @@ func (a *app) usageErrorf(fs *flag.FlagSet, format string, args ...any) int {
 // newFlagSet makes the flag set of one subcommand; its usage line says how
 // the command is called.
 func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "usage: llmgw ctl %s\n", synopsis)
-		hasFlags := false
-		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
-		if hasFlags {
-			fmt.Fprintln(a.stderr, "\nflags:")
-			fs.PrintDefaults()
-		}
-	}
-	return fs
+	return cliflags.New(name, "llmgw ctl "+synopsis, a.stderr)
 }
 
 // parseArgs parses flags and positionals in any order; see cliflags.Parse.

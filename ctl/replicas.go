@@ -14,7 +14,6 @@ import (
 
 func (a *app) cmdReplicas(ctx context.Context, args []string) int {
 	var model string
-	var generations map[string]string // model → its catalog generation
 	return runQuery(ctx, a, args, query[[]*managev1.Replica]{
 		name:     "replicas",
 		synopsis: "replicas [--model M] [--json]",
@@ -28,19 +27,11 @@ func (a *app) cmdReplicas(ctx context.Context, args []string) int {
 			if err != nil {
 				return nil, err
 			}
-			// The catalog's generations mark replicas built from an
-			// older definition; without them nothing is marked.
-			if ms, err := c.ListModels(ctx, &managev1.ListModelsRequest{}); err == nil {
-				generations = map[string]string{}
-				for _, m := range ms.GetModels() {
-					generations[m.GetName()] = m.GetGeneration()
-				}
-			}
 			return resp.GetReplicas(), nil
 		},
 		json: writeJSON[*managev1.Replica],
 		table: func(w io.Writer, reps []*managev1.Replica) error {
-			return writeReplicas(w, reps, generations)
+			return writeReplicas(w, reps)
 		},
 	})
 }
@@ -50,11 +41,10 @@ const errorCellWidth = 40
 
 // writeReplicas prints the replicas table and, for every failed replica, its
 // error and each failed shard's error with the engine's last output lines:
-// the operator's diagnosis. A live replica whose generation is not its
-// model's in generations (model → generation; nil marks nothing) runs a
-// profile since edited in what replicas are built from: its state reads
-// "ready (stale profile)" until the rollout replaces it.
-func writeReplicas(w io.Writer, replicas []*managev1.Replica, generations map[string]string) error {
+// the operator's diagnosis. A live replica the control plane calls stale
+// (its own profile was since edited in what its engine is built from)
+// reads "ready (stale profile)" until the rollout replaces it.
+func writeReplicas(w io.Writer, replicas []*managev1.Replica) error {
 	tw := newTable(w)
 	row(tw, "REPLICA", "MODEL", "PROFILE", "STATE", "SHARDS", "NODES", "ERROR")
 	for _, r := range replicas {
@@ -65,8 +55,7 @@ func writeReplicas(w io.Writer, replicas []*managev1.Replica, generations map[st
 				errText = fe
 			}
 		}
-		if g, ok := generations[r.GetModel()]; ok && g != "" && r.GetModelGeneration() != "" && r.GetModelGeneration() != g &&
-			(state == "ready" || state == "starting") {
+		if r.GetStale() && (state == "ready" || state == "starting") {
 			state += " (stale profile)"
 		}
 		row(tw,

@@ -21,7 +21,7 @@ func TestReplicasFetching(t *testing.T) {
 		}},
 	}
 	var b bytes.Buffer
-	if err := writeReplicas(&b, replicas, nil); err != nil {
+	if err := writeReplicas(&b, replicas); err != nil {
 		t.Fatal(err)
 	}
 	want := `REPLICA  MODEL  PROFILE  STATE                              SHARDS  NODES  ERROR
@@ -35,18 +35,18 @@ replica r2 (w): shard 0 on n3: fetch of hf:o/r/f.gguf stalled at 5 bytes (size n
 	}
 }
 
-// TestReplicasStaleProfile: a live replica of an older generation than its
-// model's reads "ready (stale profile)"; one of the current generation, a
-// stopping one, and one whose model's generation is not known are unmarked.
+// TestReplicasStaleProfile: a live replica the control plane calls stale
+// reads "ready (stale profile)"; a current one and a stopping stale one are
+// unmarked.
 func TestReplicasStaleProfile(t *testing.T) {
 	replicas := []*managev1.Replica{
-		{Id: "r1", Model: "m", Profile: "cpu", State: "ready", ShardsExpected: 1, ModelGeneration: "old", Shards: []*managev1.Shard{{Node: "n1", State: "ready"}}},
+		{Id: "r1", Model: "m", Profile: "cpu", State: "ready", ShardsExpected: 1, ModelGeneration: "old", Stale: true, Shards: []*managev1.Shard{{Node: "n1", State: "ready"}}},
 		{Id: "r2", Model: "m", Profile: "cpu", State: "ready", ShardsExpected: 1, ModelGeneration: "new", Shards: []*managev1.Shard{{Node: "n2", State: "ready"}}},
-		{Id: "r3", Model: "m", Profile: "cpu", State: "stopping", ShardsExpected: 1, ModelGeneration: "old", Shards: []*managev1.Shard{{Node: "n3", State: "ready"}}},
+		{Id: "r3", Model: "m", Profile: "cpu", State: "stopping", ShardsExpected: 1, ModelGeneration: "old", Stale: true, Shards: []*managev1.Shard{{Node: "n3", State: "ready"}}},
 		{Id: "r4", Model: "gone", Profile: "cpu", State: "ready", ShardsExpected: 1, ModelGeneration: "old", Shards: []*managev1.Shard{{Node: "n3", State: "ready"}}},
 	}
 	var b bytes.Buffer
-	if err := writeReplicas(&b, replicas, map[string]string{"m": "new"}); err != nil {
+	if err := writeReplicas(&b, replicas); err != nil {
 		t.Fatal(err)
 	}
 	want := `REPLICA  MODEL  PROFILE  STATE                  SHARDS  NODES  ERROR

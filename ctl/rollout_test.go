@@ -38,7 +38,7 @@ func TestDrainThatCannotFinish(t *testing.T) {
 // generation is stuck and why.
 func TestModelsShowStuckRollout(t *testing.T) {
 	f := cannedManage()
-	stalled := "generation 9a1b cannot be placed: no node can hold profile cpu: llmgw-node01: 7 free GPUs, needs 9; replica r-1 (generation 5f2c, on llmgw-node01) keeps serving until it can"
+	stalled := "generation 9a1b cannot be placed: no node can hold profile cpu: llmgw-node01: 7 free GPUs, needs 9; replica r-1 (stale, profile cpu, on llmgw-node01) keeps serving until it can"
 	st := f.models[0].Status
 	st.Stalled, st.ReplicasOutdated = stalled, 1
 	env := startServer(t, f)

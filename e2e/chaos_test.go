@@ -61,26 +61,7 @@ func TestAgentKill9TenTimes(t *testing.T) {
 	agent := c.StartAgent(spec)
 	mc := c.ManageClient()
 	ctx := context.Background()
-	ready := func() (string, string) {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
-		if err != nil {
-			return "", err.Error()
-		}
-		var states []string
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetId()+"="+r.GetState())
-			if r.GetState() == "ready" && len(rs.GetReplicas()) == 1 {
-				return r.GetId() + "@" + r.GetShards()[0].GetEndpoint(), ""
-			}
-		}
-		return "", strings.Join(states, "; ")
-	}
-	var replica string
-	testcluster.WaitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
-		r, why := ready()
-		replica = r
-		return r != "", why
-	})
+	replica := testcluster.WaitReadyReplica(t, mc, "sim-chat", 60*time.Second)
 	pids := enginePIDs(t, c, "node01")
 	if len(pids) != 1 {
 		t.Fatalf("engine PIDs %v, want one", pids)
@@ -130,8 +111,8 @@ func TestAgentKill9TenTimes(t *testing.T) {
 			return strings.Contains(a.Output(), "engine adopted"), testcluster.Tail(a.Output(), 5)
 		})
 		testcluster.WaitFor(t, "sim-chat ready again", 60*time.Second, func() (bool, string) {
-			r, why := ready()
-			return r == replica, r + " " + why
+			ready, why := testcluster.ReadyReplicas(ctx, mc, "sim-chat")
+			return len(ready) == 1 && testcluster.IDAt(ready[0]) == replica, why
 		})
 		if got := enginePIDs(t, c, "node01"); len(got) != 1 || got[0] != pids[0] {
 			t.Fatalf("after kill %d the engine PIDs are %v, want %v", i+1, got, pids)

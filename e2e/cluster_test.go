@@ -194,7 +194,7 @@ func TestCluster(t *testing.T) {
 		}
 		// The worker's engine process listens on nothing; rank 0's does.
 		for node, want := range map[string]bool{r1.GetNode(): false, r0.GetNode(): true} {
-			engines := childEngines(t, c.Nodes[node].Cmd.Process.Pid, "sim-2node")
+			engines := testcluster.EngineChildren(t, c.Nodes[node].Cmd.Process.Pid, "sim-2node")
 			if len(engines) == 0 {
 				t.Fatalf("no sim-2node engine process under the agent of %s", node)
 			}
@@ -266,20 +266,7 @@ func TestLostNodeReplicaRebuilt(t *testing.T) {
 	c.StartAgent(testcluster.NodeSpec{ID: "node02"})
 	mc := c.ManageClient()
 	ctx := context.Background()
-	readyOn := func() (string, string) {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
-		if err != nil {
-			return "", err.Error()
-		}
-		var states []string
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetId()+"="+r.GetState()+" "+r.GetError())
-			if r.GetState() == "ready" {
-				return r.GetShards()[0].GetNode(), ""
-			}
-		}
-		return "", strings.Join(states, "; ")
-	}
+	readyOn := func() (string, string) { return testcluster.ReadyNode(ctx, mc, "sim-chat") }
 	var first string
 	testcluster.WaitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
 		n, why := readyOn()
@@ -322,7 +309,7 @@ func TestLostNodeReplicaRebuilt(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if engines := childEngines(t, agent.Cmd.Process.Pid, "sim-chat"); len(engines) > 0 {
+		if engines := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, "sim-chat"); len(engines) > 0 {
 			return false, fmt.Sprintf("%s is %s; engine %v still running", first, n.GetState(), engines)
 		}
 		return n.GetState() == "ready", first + " is " + n.GetState()
@@ -338,19 +325,12 @@ func TestControlPlaneRestartRebuildsFleetFromAgents(t *testing.T) {
 	c.StartAgent(testcluster.NodeSpec{ID: "node02", Fabrics: "fabrics: [{name: ib-a, adapters: [mlx5_0]}]", Adapters: []simhw.SimAdapter{active("mlx5_0")}})
 	ctx := context.Background()
 	serving := func(mc managev1.ManageServiceClient) (map[string]string, string) {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{})
-		if err != nil {
-			return nil, err.Error()
-		}
+		rs, why := testcluster.ReadyReplicas(ctx, mc, "")
 		ready := map[string]string{}
-		var states []string
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetModel()+"/"+r.GetId()+"="+r.GetState())
-			if r.GetState() == "ready" {
-				ready[r.GetModel()] = r.GetId() + "@" + r.GetShards()[0].GetEndpoint()
-			}
+		for _, r := range rs {
+			ready[r.GetModel()] = testcluster.IDAt(r)
 		}
-		return ready, strings.Join(states, "; ")
+		return ready, why
 	}
 	var before map[string]string
 	mc := c.ManageClient()
@@ -402,26 +382,7 @@ func TestAgentRestartAdoptsEngines(t *testing.T) {
 	first := c.StartAgent(spec)
 	mc := c.ManageClient()
 	ctx := context.Background()
-	ready := func() (string, string) {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
-		if err != nil {
-			return "", err.Error()
-		}
-		var states []string
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetId()+"="+r.GetState())
-			if r.GetState() == "ready" {
-				return r.GetId() + "@" + r.GetShards()[0].GetEndpoint(), ""
-			}
-		}
-		return "", strings.Join(states, "; ")
-	}
-	var before string
-	testcluster.WaitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
-		r, why := ready()
-		before = r
-		return r != "", why
-	})
+	before := testcluster.WaitReadyReplica(t, mc, "sim-chat", 60*time.Second)
 	endpoint := before[strings.Index(before, "@")+1:]
 
 	first.Stop(t)
@@ -437,12 +398,7 @@ func TestAgentRestartAdoptsEngines(t *testing.T) {
 	testcluster.WaitFor(t, "the engine adopted", 60*time.Second, func() (bool, string) {
 		return strings.Contains(second.Output(), "engine adopted"), testcluster.Tail(second.Output(), 5)
 	})
-	var after string
-	testcluster.WaitFor(t, "sim-chat ready again", 60*time.Second, func() (bool, string) {
-		r, why := ready()
-		after = r
-		return r != "", why
-	})
+	after := testcluster.WaitReadyReplica(t, mc, "sim-chat", 60*time.Second)
 	if after != before {
 		t.Fatalf("replica %s before the agent restart, %s after; want the running engine adopted", before, after)
 	}

@@ -31,24 +31,10 @@ func TestFailoverToAnotherReplica(t *testing.T) {
 	c.StartAgent(testcluster.NodeSpec{ID: "node02", GPUs: 1})
 	mc := c.ManageClient()
 	ctx := context.Background()
-	testcluster.WaitFor(t, "two replicas of sim-chat ready", 60*time.Second, func() (bool, string) {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		var states []string
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetId()+"="+r.GetState())
-			if r.GetState() == "ready" {
-				ready++
-			}
-		}
-		return ready == 2, strings.Join(states, "; ")
-	})
+	testcluster.WaitReadyReplicas(t, mc, "sim-chat", 2, 60*time.Second)
 
 	agent := c.Nodes["node01"]
-	engines := childEngines(t, agent.Cmd.Process.Pid, "sim-chat")
+	engines := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, "sim-chat")
 	if len(engines) != 1 {
 		t.Fatalf("node01 runs %d sim-chat engines, want 1", len(engines))
 	}

@@ -209,8 +209,8 @@ func TestTwoControlPlanesFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	pidsBefore := map[string][]int{
-		"node01": childEngines(t, n1.Cmd.Process.Pid, "sim-ha"),
-		"node02": childEngines(t, n2.Cmd.Process.Pid, "sim-ha"),
+		"node01": testcluster.EngineChildren(t, n1.Cmd.Process.Pid, "sim-ha"),
+		"node02": testcluster.EngineChildren(t, n2.Cmd.Process.Pid, "sim-ha"),
 	}
 	if len(pidsBefore["node01"])+len(pidsBefore["node02"]) != 2 {
 		t.Fatalf("engine processes before = %v, want 2", pidsBefore)
@@ -310,7 +310,7 @@ func TestTwoControlPlanesFailover(t *testing.T) {
 		if node == "node02" {
 			agent = n2
 		}
-		if got := childEngines(t, agent.Cmd.Process.Pid, "sim-ha"); !slices.Equal(got, p) {
+		if got := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, "sim-ha"); !slices.Equal(got, p) {
 			t.Errorf("engines of %s: %v before, %v after: a replica was restarted", node, p, got)
 		}
 	}

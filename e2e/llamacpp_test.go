@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,26 +32,10 @@ const openaiNodeVersion = "6.30.1"
 // the GGUF file model, whoever their parent is.
 func llamaServerPIDs(t *testing.T, model string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		argv := strings.Split(string(cmd), "\x00")
-		if filepath.Base(argv[0]) == "llama-server" && strings.Contains(string(cmd), "\x00--model\x00"+model+"\x00") {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return testcluster.Processes(t, func(_ int, argv []string) bool {
+		i := slices.Index(argv, "--model")
+		return filepath.Base(argv[0]) == "llama-server" && i >= 0 && i+1 < len(argv) && argv[i+1] == model
+	})
 }
 
 // TestLlamaCppEndToEnd runs a real llama-server, built from the llama.cpp
@@ -79,27 +63,7 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 	mc := c.ManageClient()
 	ctx := context.Background()
 
-	// ready returns the ready replica as "id@endpoint".
-	ready := func() (string, string) {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "tiny-llama"})
-		if err != nil {
-			return "", err.Error()
-		}
-		var states []string
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetId()+"="+r.GetState()+" "+r.GetError())
-			if r.GetState() == "ready" {
-				return r.GetId() + "@" + r.GetShards()[0].GetEndpoint(), ""
-			}
-		}
-		return "", strings.Join(states, "; ")
-	}
-	var replica string
-	testcluster.WaitFor(t, "tiny-llama ready", 3*time.Minute, func() (bool, string) {
-		r, why := ready()
-		replica = r
-		return r != "", why
-	})
+	replica := testcluster.WaitReadyReplica(t, mc, "tiny-llama", 3*time.Minute)
 	pids := llamaServerPIDs(t, model)
 	if len(pids) != 1 {
 		t.Fatalf("llama-server processes for the model: %v, want one", pids)
@@ -272,7 +236,7 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 				}
 			}
 		}
-		next, _ = ready()
+		next, _ = testcluster.ReadyReplica(ctx, mc, "tiny-llama")
 		return next != "" && next != replica, strings.Join(states, "; ")
 	})
 	if reported == nil || !strings.Contains(reported.GetError(), "signal: killed") || len(reported.GetLastOutput()) == 0 {
@@ -296,12 +260,7 @@ func TestLlamaCppEndToEnd(t *testing.T) {
 	testcluster.WaitFor(t, "the engine adopted", time.Minute, func() (bool, string) {
 		return strings.Contains(second.Output(), "engine adopted"), testcluster.Tail(second.Output(), 5)
 	})
-	var after string
-	testcluster.WaitFor(t, "tiny-llama ready again", time.Minute, func() (bool, string) {
-		r, why := ready()
-		after = r
-		return r != "", why
-	})
+	after := testcluster.WaitReadyReplica(t, mc, "tiny-llama", time.Minute)
 	if after != replica {
 		t.Fatalf("replica %s before the agent restart, %s after; want the running engine adopted", replica, after)
 	}

@@ -49,24 +49,15 @@ func TestDeclareDrainRevoke(t *testing.T) {
 		return n.GetDeclared() && len(fs) == 1 && fs[0].GetName() == "ib-a" && fs[0].GetInService(), fmt.Sprintf("declared=%v fabrics=%v", n.GetDeclared(), fs)
 	})
 
-	readyOn := func() string {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
-		if err != nil {
-			return ""
-		}
-		for _, r := range rs.GetReplicas() {
-			if r.GetState() == "ready" {
-				return r.GetShards()[0].GetNode()
-			}
-		}
-		return ""
-	}
 	var first string
 	testcluster.WaitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
-		first = readyOn()
-		return first != "", "not yet"
+		n, why := testcluster.ReadyNode(ctx, mc, "sim-chat")
+		first = n
+		return n != "", why
 	})
 	other := map[string]string{"node01": "node02", "node02": "node01"}[first]
+	// The drain needs the other node to take the replica: both connected.
+	testcluster.WaitNodesReady(t, mc, 2, 30*time.Second)
 	if _, err := mc.DrainNode(ctx, &managev1.DrainNodeRequest{Name: first}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +66,7 @@ func TestDeclareDrainRevoke(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		on := readyOn()
+		on, _ := testcluster.ReadyNode(ctx, mc, "sim-chat")
 		return n.GetState() == "draining" && n.GetReplicas() == 0 && on == other, fmt.Sprintf("%s %s with %d replicas; ready on %q", first, n.GetState(), n.GetReplicas(), on)
 	})
 

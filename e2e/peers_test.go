@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,39 +48,13 @@ func TestOneCopyPerFabric(t *testing.T) {
 	}
 	mc := c.ManageClient()
 	ctx := context.Background()
-	testcluster.WaitFor(t, "three nodes ready", 30*time.Second, func() (bool, string) {
-		ns, err := mc.ListNodes(ctx, &managev1.ListNodesRequest{})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		for _, n := range ns.GetNodes() {
-			if n.GetState() == "ready" {
-				ready++
-			}
-		}
-		return ready == 3, fmt.Sprint(ready, " ready")
-	})
+	testcluster.WaitNodesReady(t, mc, 3, 30*time.Second)
 	whole := &specv1.Profile{Name: "x8", Engine: "sim", GpuClass: "h100-80g", Tp: 8, StartupTimeout: "1m"}
 	if _, err := mc.CreateModel(ctx, &managev1.CreateModelRequest{Model: &managev1.Model{Name: "wide", Source: source, Scaling: &managev1.Scaling{Min: 3, Max: 3}, Profiles: []*specv1.Profile{whole}}}); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.WaitFor(t, "three replicas ready", 90*time.Second, func() (bool, string) {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "wide"})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		var states []string
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetState()+" "+r.GetError())
-			if r.GetState() == "ready" {
-				ready++
-			}
-		}
-		return ready == 3, strings.Join(states, "; ")
-	})
-	if served := mirrorServedBytes(t, metrics, "wide", "v1"); served != float64(len(data)) {
+	testcluster.WaitReadyReplicas(t, mc, "wide", 3, 90*time.Second)
+	if served := testcluster.MirrorServedBytes(t, metrics, "wide", "v1"); served != float64(len(data)) {
 		t.Errorf("the mirror served %.0f bytes for three nodes of one fabric, want one copy (%d)", served, len(data))
 	}
 	fromPeer := 0
@@ -107,23 +78,6 @@ func TestOneCopyPerFabric(t *testing.T) {
 	}
 }
 
-func mirrorServedBytes(t *testing.T, m *mirror.Metrics, model, version string) float64 {
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	want := fmt.Sprintf(`llmgw_mirror_served_bytes_total{model=%q,version=%q} `, model, version)
-	sc := bufio.NewScanner(rec.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), want); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	return 0
-}
-
 // TestFollowPeerStillFetching: two nodes of one fabric start a new model
 // at once from a slow source. The node told of the other as a peer does
 // not wait for that peer's download to end: half-way through the source's
@@ -145,19 +99,7 @@ func TestFollowPeerStillFetching(t *testing.T) {
 	}
 	mc := c.ManageClient()
 	ctx := context.Background()
-	testcluster.WaitFor(t, "two nodes ready", 30*time.Second, func() (bool, string) {
-		ns, err := mc.ListNodes(ctx, &managev1.ListNodesRequest{})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		for _, n := range ns.GetNodes() {
-			if n.GetState() == "ready" {
-				ready++
-			}
-		}
-		return ready == 2, fmt.Sprint(ready, " ready")
-	})
+	testcluster.WaitNodesReady(t, mc, 2, 30*time.Second)
 	whole := &specv1.Profile{Name: "x8", Engine: "sim", GpuClass: "h100-80g", Tp: 8, StartupTimeout: "1m"}
 	if _, err := mc.CreateModel(ctx, &managev1.CreateModelRequest{Model: &managev1.Model{Name: "slow", Source: source, Scaling: &managev1.Scaling{Min: 2, Max: 2}, Profiles: []*specv1.Profile{whole}}}); err != nil {
 		t.Fatal(err)
@@ -183,21 +125,7 @@ func TestFollowPeerStillFetching(t *testing.T) {
 			t.Errorf("%s holds %d bytes with the source half-way (%d served): it waits for its peer's download to end rather than following it", id, h, m.Served())
 		}
 	}
-	testcluster.WaitFor(t, "two replicas ready", 90*time.Second, func() (bool, string) {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "slow"})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		var states []string
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetState()+" "+r.GetError())
-			if r.GetState() == "ready" {
-				ready++
-			}
-		}
-		return ready == 2, strings.Join(states, "; ")
-	})
+	testcluster.WaitReadyReplicas(t, mc, "slow", 2, 90*time.Second)
 	if n := m.Served(); n != size {
 		t.Errorf("the source served %d bytes for two nodes of one fabric, want one copy (%d)", n, size)
 	}

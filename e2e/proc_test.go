@@ -9,38 +9,6 @@ import (
 	"testing"
 )
 
-// childEngines returns the pids of the sim engines serving model that the
-// agent process with pid started (its children).
-func childEngines(t *testing.T, agentPID int, model string) []int {
-	t.Helper()
-	var out []int
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// Fields after the command name, which is in parentheses: state ppid ...
-		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
-		fields := strings.Fields(rest)
-		if len(fields) < 2 || fields[1] != strconv.Itoa(agentPID) {
-			continue
-		}
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.Contains(string(cmd), "sim-engine") && strings.Contains(string(cmd), "--served-model-name\x00"+model+"\x00") {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // listeningPorts returns the TCP ports a process listens on: its socket
 // inodes matched against the LISTEN entries of /proc/net/tcp and tcp6.
 func listeningPorts(t *testing.T, pid int) []int {

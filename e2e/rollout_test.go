@@ -33,7 +33,9 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen := created.GetGeneration()
-	readyOf := func(generation string) (string, string) {
+	// readyOf is a ready replica built from the current definition (not
+	// stale).
+	readyOf := func() (string, string) {
 		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: m.Name})
 		if err != nil {
 			return "", err.Error()
@@ -41,7 +43,7 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 		var states []string
 		for _, r := range rs.GetReplicas() {
 			states = append(states, r.GetId()+"="+r.GetState()+"@"+r.GetModelGeneration())
-			if r.GetState() == "ready" && r.GetModelGeneration() == generation {
+			if r.GetState() == "ready" && !r.GetStale() {
 				return r.GetId(), ""
 			}
 		}
@@ -49,11 +51,11 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 	}
 	var replica string
 	testcluster.WaitFor(t, "the replica ready", 60*time.Second, func() (bool, string) {
-		id, why := readyOf(gen)
+		id, why := readyOf()
 		replica = id
 		return id != "", why
 	})
-	engines := childEngines(t, agent.Cmd.Process.Pid, m.Name)
+	engines := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name)
 	if len(engines) != 1 {
 		t.Fatalf("engines of %s: %v, want one", m.Name, engines)
 	}
@@ -66,15 +68,20 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 	if got := updated.GetGeneration(); got != gen {
 		t.Fatalf("a weight and priority edit changed the generation %s → %s: the replica would roll", gen, got)
 	}
-	// Several reconcile passes (one a second at least) see the edit.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if id, why := readyOf(gen); id != replica {
-			t.Fatalf("after the weight edit the ready replica is %q (%s), want %s kept", id, why, replica)
+	// The reconcile pass that gives the running replica its new weight is
+	// the one that would have rolled it.
+	weighted := fmt.Sprintf("llmgw_router_replica_weight{model=%q,replica=%q} 5\n", m.Name, replica)
+	testcluster.WaitFor(t, "the running replica routed with weight 5", 30*time.Second, func() (bool, string) {
+		text, err := scrape(c.MetricsURL())
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(200 * time.Millisecond)
+		return strings.Contains(text, weighted), "no " + strings.TrimSpace(weighted)
+	})
+	if id, why := readyOf(); id != replica {
+		t.Fatalf("after the weight edit the ready replica is %q (%s), want %s kept", id, why, replica)
 	}
-	if now := childEngines(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
+	if now := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
 		t.Fatalf("engine pids %v after the weight edit, want %v: the engine was restarted", now, engines)
 	}
 	if n := strings.Count(c.Server.Output(), "replica placed"); n != 1 {
@@ -92,7 +99,7 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 	}
 	var replacement string
 	testcluster.WaitFor(t, "the replacement ready", 60*time.Second, func() (bool, string) {
-		id, why := readyOf(next)
+		id, why := readyOf()
 		replacement = id
 		return id != "", why
 	})
@@ -100,7 +107,7 @@ func TestRoutingEditRestartsNothing(t *testing.T) {
 		t.Fatalf("the tp edit kept replica %s", replica)
 	}
 	testcluster.WaitFor(t, "the old engine stopped", 30*time.Second, func() (bool, string) {
-		now := childEngines(t, agent.Cmd.Process.Pid, m.Name)
+		now := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name)
 		return len(now) == 1 && !slices.Contains(now, engines[0]), fmt.Sprintf("engines %v (old %d)", now, engines[0])
 	})
 }
@@ -120,7 +127,7 @@ func TestManualRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// ready counts the ready replicas of each generation.
+	// ready counts the ready replicas, current and stale.
 	ready := func() (map[string]int, string) {
 		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: m.Name})
 		if err != nil {
@@ -131,31 +138,33 @@ func TestManualRollout(t *testing.T) {
 		for _, r := range rs.GetReplicas() {
 			states = append(states, r.GetId()+"="+r.GetState()+"@"+r.GetModelGeneration())
 			if r.GetState() == "ready" {
-				out[r.GetModelGeneration()]++
+				out[staleKey(r)]++
 			}
 		}
 		return out, strings.Join(states, "; ")
 	}
 	testcluster.WaitFor(t, "two replicas ready", 60*time.Second, func() (bool, string) {
 		n, why := ready()
-		return n[created.GetGeneration()] == 2, why
+		return n["current"] == 2, why
 	})
-	engines := childEngines(t, agent.Cmd.Process.Pid, m.Name)
+	engines := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name)
 
 	m.Profiles[0].Args = []string{"--decode-tps", "500"}
 	updated, err := mc.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: specpb.ModelToProto(m)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := updated.GetGeneration()
+	if updated.GetGeneration() == created.GetGeneration() {
+		t.Fatal("an args edit kept the generation")
+	}
 	deadline := time.Now().Add(3 * time.Second) // several reconcile passes
 	for time.Now().Before(deadline) {
-		if n, why := ready(); n[created.GetGeneration()] != 2 || n[next] != 0 {
+		if n, why := ready(); n["stale"] != 2 || n["current"] != 0 {
 			t.Fatalf("rollout manual: after the edit %s, want the two old replicas only", why)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if now := childEngines(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
+	if now := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
 		t.Fatalf("engines %v after the edit, want %v untouched", now, engines)
 	}
 	if out := runCtlE2E(t, c, "models"); !strings.Contains(out, "serving (2 stale)") || !strings.Contains(out, "ctl rollout sim-manual") {
@@ -170,14 +179,23 @@ func TestManualRollout(t *testing.T) {
 	}
 	testcluster.WaitFor(t, "both replicas replaced", 90*time.Second, func() (bool, string) {
 		n, why := ready()
-		if n[created.GetGeneration()]+n[next] < 2 {
+		if n["stale"]+n["current"] < 2 {
 			t.Fatalf("fewer than two replicas ready during the rollout: %s", why)
 		}
-		return n[next] == 2 && n[created.GetGeneration()] == 0, why
+		return n["current"] == 2 && n["stale"] == 0, why
 	})
 	if n := strings.Count(c.Server.Output(), "replica placed"); n != 4 {
 		t.Errorf("%d placements, want 4 (two, then one replacement each)", n)
 	}
+}
+
+// staleKey is "stale" for a replica the control plane calls stale,
+// "current" otherwise.
+func staleKey(r *managev1.Replica) string {
+	if r.GetStale() {
+		return "stale"
+	}
+	return "current"
 }
 
 // runCtlE2E runs `llmgw ctl` against the cluster and returns its output.

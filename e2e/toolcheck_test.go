@@ -48,20 +48,7 @@ func TestToolCheckLlamaCpp(t *testing.T) {
 	c := testcluster.New(t, binary, "10s", def("tools-jinja", "")+def("tools-chatml", `, args: ["--chat-template", "chatml"]`)+def("tools-nojinja", `, args: ["--no-jinja"]`))
 	c.StartAgent(testcluster.NodeSpec{ID: "node01", Engines: map[string]string{"llamacpp": server}})
 	mc := c.ManageClient()
-	testcluster.WaitFor(t, "three llama-servers ready", 3*time.Minute, func() (bool, string) {
-		rs, err := mc.ListReplicas(t.Context(), &managev1.ListReplicasRequest{})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready, states := 0, []string{}
-		for _, r := range rs.GetReplicas() {
-			states = append(states, r.GetModel()+"="+r.GetState()+" "+r.GetError())
-			if r.GetState() == "ready" {
-				ready++
-			}
-		}
-		return ready == 3, strings.Join(states, "; ")
-	})
+	testcluster.WaitReadyReplicas(t, mc, "", 3, 3*time.Minute)
 
 	// No end-of-turn push here: with tool_choice "auto" llama-server's
 	// grammar only starts at <tool_call>, so end-of-turn would win first.

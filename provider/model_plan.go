@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -19,8 +20,14 @@ func rolloutPlanSchema() schema.StringAttribute {
 	return schema.StringAttribute{
 		Computed: true,
 		MarkdownDescription: "What the planned change does to running replicas, in words, set at plan time so that a reviewer reads it in the plan: " +
-			"which running replicas are replaced (a change of `source`, `context_length` or `profiles`) or that none restarts, " +
-			"and where the control plane's dry run expects the new replicas to go. A change that replaces running replicas is also a plan warning. " +
+			"which running replicas are replaced or that none restarts, " +
+			"and where the control plane's dry run expects each new replica to go (up to 16, in the order the control plane places them: " +
+			"those scaling.min adds, then one replacement at a time, each placed while the replica it replaces still holds its GPUs; a prediction from the fleet at plan time). A running replica is replaced only when what its engine is built from changes: " +
+			"the model's `name`, `source` or `context_length`, or its own profile's `name`, `engine`, `tp`, `nodes`, `args`, `env` or `launch_mode`. " +
+			"Adding a profile, editing or removing another one, and `aliases`, `pricing`, `scaling`, `max_output`, `rollout`, `routing_profile` " +
+			"and a profile's `weight`, `priority`, `startup_timeout`, `gpu_class`, `min_memory_gb`, `min_disk_gb` and `labels` restart nothing " +
+			"(placement constraints steer new replicas only). " +
+			"A change that replaces running replicas is also a plan warning. " +
 			"After apply it keeps what the last plan said.",
 	}
 }
@@ -51,9 +58,49 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 			return nil, err
 		}
 		text = fmt.Sprintf("new model: %s to place; %s", countNoun(m.Scaling.Min, "replica"), expectedWhere(ex, dryRun, "the first"))
-	case spec.SameReplicas(old, m):
-		text = "no running replica restarts (the change keeps the generation)"
+	default:
+		rolled := spec.RolledProfiles(old, m)
+		var running []string
+		anyLive := false
+		if len(rolled) > 0 {
+			reps, err := r.client.ListReplicas(ctx, m.Name)
+			if err != nil {
+				return nil, err
+			}
+			for _, rep := range reps {
+				if st := rep.GetState(); st == "ready" || st == "starting" {
+					anyLive = true
+					if slices.Contains(rolled, rep.GetProfile()) {
+						running = append(running, replicaWhere(rep))
+					}
+				}
+			}
+		}
+		if len(running) > 0 {
+			if err := dry(); err != nil {
+				return nil, err
+			}
+			text = fmt.Sprintf("new generation: replaces %s (%s), each replacement ready before the replica it replaces stops; %s",
+				countNoun(len(running), "running replica"), strings.Join(running, "; "), expectedWhere(ex, dryRun, "the first replacement"))
+			summary, how := "will be replaced", "so the control plane rolls them"
+			if m.ManualRollout() {
+				text, summary, how = manualRolloutText(m, running, expectedWhere(ex, dryRun, "the first replacement")), "will be stale", "and the model's rollout is manual"
+			}
+			resp.Diagnostics.AddAttributeWarning(path.Root("rollout_plan"),
+				fmt.Sprintf("Model %s: %s %s", m.Name, countNoun(len(running), "running replica"), summary),
+				"The planned change ("+rollingChange(old, m, rolled)+") changes what these replicas' engines are built from, "+how+": "+text+".")
+			break
+		}
+		text = "no running replica restarts (the change keeps what they are built from)"
+		if len(rolled) > 0 {
+			text = fmt.Sprintf("no running replica restarts (%s changes, which no running replica uses)", rollingChange(old, m, rolled))
+		}
 		switch {
+		case len(rolled) > 0 && !anyLive && m.Scaling.Min > 0:
+			if err := dry(); err != nil {
+				return nil, err
+			}
+			text += "; " + expectedWhere(ex, dryRun, "the first")
 		case m.Scaling.Min > old.Scaling.Min:
 			if err := dry(); err != nil {
 				return nil, err
@@ -62,39 +109,6 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 		case m.Scaling.Min < old.Scaling.Min:
 			text += fmt.Sprintf("; scaling.min %d → %d stops the replicas above it", old.Scaling.Min, m.Scaling.Min)
 		}
-	default:
-		reps, err := r.client.ListReplicas(ctx, m.Name)
-		if err != nil {
-			return nil, err
-		}
-		var running []string
-		for _, rep := range reps {
-			if st := rep.GetState(); st == "ready" || st == "starting" {
-				running = append(running, replicaWhere(rep))
-			}
-		}
-		if len(running) == 0 {
-			text = "new generation: no replica is running, so none restarts"
-			if m.Scaling.Min > 0 {
-				if err := dry(); err != nil {
-					return nil, err
-				}
-				text += "; " + expectedWhere(ex, dryRun, "the first")
-			}
-			break
-		}
-		if err := dry(); err != nil {
-			return nil, err
-		}
-		text = fmt.Sprintf("new generation: replaces %s (%s), each replacement ready before the replica it replaces stops; %s",
-			countNoun(len(running), "running replica"), strings.Join(running, "; "), expectedWhere(ex, dryRun, "the first replacement"))
-		summary, how := "will be replaced", "so the control plane rolls its replicas"
-		if m.ManualRollout() {
-			text, summary, how = manualRolloutText(m, running, expectedWhere(ex, dryRun, "the first replacement")), "will be stale", "and its rollout is manual"
-		}
-		resp.Diagnostics.AddAttributeWarning(path.Root("rollout_plan"),
-			fmt.Sprintf("Model %s: %s %s", m.Name, countNoun(len(running), "running replica"), summary),
-			"The planned change ("+rollingChange(old, m)+") gives the model a new generation, "+how+": "+text+".")
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), text)...)
 	return ex, nil
@@ -121,12 +135,44 @@ func replicaWhere(rep *managev1.Replica) string {
 	return rep.GetId() + " on " + strings.Join(shards, " + ")
 }
 
-// expectedWhere says where the dry run put a replica: "the first
-// replacement is expected with profile h100, placed on node02 (gpu 1)".
+// expectedWhere says where the control plane's dry run expects the
+// replicas the change places, each in turn: "expected: profile h100,
+// placed on node02 (gpu 1)" for a new one, "r-1's replacement with
+// profile h100, placed on node01 (gpu 0)" for a replacement, the reason
+// for one that does not place, and how many more were not dry-run. which
+// ("the first replacement") names the first for a control plane that
+// dry-runs one replica only.
 func expectedWhere(ex *managev1.Explanation, dryRun bool, which string) string {
 	if !dryRun {
 		return "where " + which + " goes is not dry-run (placement_check = \"off\", or a value known only at apply)"
 	}
+	if len(ex.GetRollout()) == 0 {
+		return expectedFirst(ex, which)
+	}
+	var parts []string
+	for _, p := range ex.GetRollout() {
+		who := "a new replica"
+		if p.GetReplaces() != "" {
+			who = p.GetReplaces() + "'s replacement"
+		}
+		switch {
+		case !p.GetPlaced():
+			parts = append(parts, fmt.Sprintf("%s: no node can hold it then (%s)", who, p.GetSummary()))
+		case p.GetReplaces() == "":
+			parts = append(parts, fmt.Sprintf("profile %s, %s", p.GetProfile(), p.GetSummary()))
+		default:
+			parts = append(parts, fmt.Sprintf("%s with profile %s, %s", who, p.GetProfile(), p.GetSummary()))
+		}
+	}
+	if n := ex.GetRolloutMore(); n > 0 {
+		parts = append(parts, strings.Replace(countNoun(int(n), "replica"), " ", " more ", 1)+" not dry-run")
+	}
+	return "expected: " + strings.Join(parts, "; ")
+}
+
+// expectedFirst says where the dry run put its one replica: "the first
+// replacement is expected with profile h100, placed on node02 (gpu 1)".
+func expectedFirst(ex *managev1.Explanation, which string) string {
 	if ex == nil || !ex.GetPlaced() {
 		return "no node can hold " + which + " now (the control plane's dry run placed none)"
 	}
@@ -138,22 +184,26 @@ func expectedWhere(ex *managev1.Explanation, dryRun bool, which string) string {
 	return which + " is expected to place with profile " + ex.GetProfile()
 }
 
-// rollingChange names what changed among the fields that decide the
-// generation: "context_length 8192 → 16384", "profiles".
-func rollingChange(old, m spec.Model) string {
+// rollingChange names what changed among the fields replicas are built
+// from, rolled being spec.RolledProfiles: "context_length 8192 → 16384",
+// "profile h100", "profile cpu removed".
+func rollingChange(old, m spec.Model, rolled []string) string {
 	var parts []string
+	if old.Name != m.Name {
+		parts = append(parts, fmt.Sprintf("name %q → %q", old.Name, m.Name))
+	}
 	if old.Source != m.Source {
 		parts = append(parts, fmt.Sprintf("source %q → %q", old.Source, m.Source))
 	}
 	if old.ContextLength != m.ContextLength {
 		parts = append(parts, fmt.Sprintf("context_length %d → %d", old.ContextLength, m.ContextLength))
 	}
-	if len(old.Profiles) != len(m.Profiles) {
-		parts = append(parts, "profiles")
-	} else {
-		for i := range m.Profiles {
-			if !old.Profiles[i].Equal(m.Profiles[i]) {
-				parts = append(parts, "profile "+m.Profiles[i].Name)
+	if len(parts) == 0 {
+		for _, p := range rolled {
+			if slices.ContainsFunc(m.Profiles, func(q spec.Profile) bool { return q.Name == p }) {
+				parts = append(parts, "profile "+p)
+			} else {
+				parts = append(parts, "profile "+p+" removed")
 			}
 		}
 	}

@@ -54,7 +54,7 @@ func TestAccModelRolloutStalls(t *testing.T) {
 			},
 			{
 				Config:      c.providerBlock() + stuckModelHCL(9),
-				ExpectError: regexp.MustCompile(`(?s)Rollout of model tf-stuck cannot make progress.*generation\s+\w+\s+cannot\s+be\s+placed:\s+no\s+node\s+can\s+hold\s+profile\s+h100.*needs\s+9.*replica\s+r-\w+\s+\(generation\s+\w+,\s+on\s+node0[12]\)\s+keeps\s+serving`),
+				ExpectError: regexp.MustCompile(`(?s)Rollout of model tf-stuck cannot make progress.*generation\s+\w+\s+cannot\s+be\s+placed:\s+no\s+node\s+can\s+hold\s+profile\s+h100.*needs\s+9.*replica\s+r-\w+\s+\(stale,\s+profile\s+\w+,\s+on\s+node0[12]\)\s+keeps\s+serving`),
 			},
 			{
 				PreConfig: func() {
@@ -76,6 +76,70 @@ func TestAccModelRolloutStalls(t *testing.T) {
 					}
 				},
 				Config: c.providerBlock() + stuckModelHCL(1),
+			},
+		},
+	})
+}
+
+// hangingModelHCL is a sim model whose profile passes args; with
+// "--world-size", "2" (and a rendezvous address) on a one-node profile its
+// engine waits for a worker that never joins, so it never answers its
+// health check.
+func hangingModelHCL(args string) string {
+	return fmt.Sprintf(`resource "llmgw_model" "m" {
+  name    = "tf-hang"
+  source  = "sim://hang"
+  scaling = { min = 1 }
+  profiles = [{
+    name            = "h100"
+    engine          = "sim"
+    gpu_class       = "h100-80g"
+    tp              = 1
+    startup_timeout = "5m"
+    args            = %s
+  }]
+  rollout_timeout = "5m"
+}
+`, args)
+}
+
+// TestAccModelRolloutNotReady: an args edit whose replacement is placed but
+// never becomes ready fails the apply well before rollout_timeout (and the
+// profile's startup_timeout, both 5m): once the replacement has started for
+// twice what the profile's last replica took, and 10 seconds more, the
+// error names it, its shard's state and the engine's last output, while the
+// old replica keeps serving. Back to the old args, apply succeeds.
+func TestAccModelRolloutNotReady(t *testing.T) {
+	c := newAccCluster(t, declaredModel, twoNodes()...)
+	ctx := context.Background()
+	var applyStarted time.Time
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				Config: c.providerBlock() + hangingModelHCL(`["--decode-tps", "1000"]`),
+				Check:  func(*terraform.State) error { applyStarted = time.Now(); return nil },
+			},
+			{
+				Config:      c.providerBlock() + hangingModelHCL(`["--world-size", "2", "--dist-init-addr", "127.0.0.1:0"]`),
+				ExpectError: regexp.MustCompile(`(?s)Rollout of model tf-hang is not becoming ready.*replica\s+r-\w+\s+\(profile\s+h100,\s+on\s+node0[12]\)\s+not\s+ready\s+after\s+\d+s;\s+profile\s+h100's\s+last\s+replica\s+was\s+ready\s+in\s+\d+s;\s+shard\s+0\s+on\s+node0[12]:\s+starting`),
+			},
+			{
+				PreConfig: func() {
+					took := time.Since(applyStarted)
+					if took > 90*time.Second {
+						t.Errorf("the apply of a replacement that never becomes ready (with its plan) took %s, want well under rollout_timeout (5m)", took)
+					}
+					t.Logf("plan and apply of a replacement that never becomes ready failed after %s", took.Round(100*time.Millisecond))
+					m, err := c.ManageClient().GetModel(ctx, &managev1.GetModelRequest{Name: "tf-hang"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st := m.GetStatus(); st.GetState() != "serving" || st.GetStalledReason() != "not_ready" || st.GetReplicasReady() != 1 {
+						t.Errorf("status of the model = %v; want serving (the old replica), stalled not_ready", st)
+					}
+				},
+				Config: c.providerBlock() + hangingModelHCL(`["--decode-tps", "1000"]`),
 			},
 		},
 	})

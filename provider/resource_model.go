@@ -181,7 +181,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			},
 			"generation": schema.StringAttribute{
 				Computed:            true,
-				MarkdownDescription: "A hash of the definition; replicas placed for another generation are rolled.",
+				MarkdownDescription: "A hash over what each profile's replicas are built from (the model's `name`, `source` and `context_length`, each profile's `name`, `engine`, `tp`, `nodes`, `args`, `env` and `launch_mode`). It changes when a profile is added or removed or any profile's replicas would be rebuilt; a running replica is rolled only when its own profile's part changed (`rollout_plan` says which).",
 			},
 			"origin": schema.StringAttribute{
 				Computed:            true,
@@ -357,8 +357,10 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 	old, priorKnown := prior.toSpec()
 	priorKnown = priorKnown && !req.State.Raw.IsNull()
-	if known && priorKnown && spec.SameReplicas(old, m) {
-		// What replicas are built from is unchanged: no roll, same generation.
+	if known && priorKnown && spec.Generation(old) == spec.Generation(m) {
+		// What every profile's replicas are built from is unchanged: the
+		// control plane keeps the generation. (A change of it rolls only
+		// the replicas whose own profile changed: rollout_plan says which.)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("generation"), prior.Generation)...)
 	}
 	if r.client == nil || !known {
@@ -489,7 +491,7 @@ func (r *modelResource) settle(ctx context.Context, pm *managev1.Model, plan mod
 	if err != nil {
 		timeout, _ = time.ParseDuration(defaultRolloutTimeout)
 	}
-	final, wd := waitRollout(ctx, r.client, m.Name, pm.GetGeneration(), m.Scaling.Min, m.ManualRollout(), timeout)
+	final, wd := waitRollout(ctx, r.client, m.Name, m.Scaling.Min, m.ManualRollout(), timeout)
 	diags.Append(wd...)
 	if final != nil {
 		state, d = fromAPI(final, plan)
@@ -539,15 +541,16 @@ func (r *modelResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	}
 }
 
-// waitRollout polls the model until scaling.min replicas of generation are
-// ready; with a manual rollout, replicas of an earlier generation count too,
+// waitRollout polls the model until scaling.min replicas built from its
+// current definition (not stale) are ready; with a manual rollout, stale
+// replicas count too,
 // since the control plane keeps them serving, stale, and places no
 // replacement until llmgw ctl rollout asks (waiting for one would only time
 // out). It fails with the replica's error and its shards' last output when a
 // replica of this rollout fails, with the status message when the model
 // reports failed or no node can hold it, and with the ready count at the
 // timeout. It returns the model as last read.
-func waitRollout(ctx context.Context, c *Client, name, generation string, want int, manual bool, timeout time.Duration) (*managev1.Model, diag.Diagnostics) {
+func waitRollout(ctx context.Context, c *Client, name string, want int, manual bool, timeout time.Duration) (*managev1.Model, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	started := time.Now()
 	deadline := started.Add(timeout)
@@ -564,7 +567,7 @@ func waitRollout(ctx context.Context, c *Client, name, generation string, want i
 			diags.Append(c.Diag("waiting for the rollout of model "+name, err))
 			return pm, diags
 		}
-		ready, failed := rolloutProgress(reps, generation, started, manual)
+		ready, failed := rolloutProgress(reps, started, manual)
 		st := pm.GetStatus()
 		switch {
 		case ready >= want:
@@ -580,7 +583,7 @@ func waitRollout(ctx context.Context, c *Client, name, generation string, want i
 			diags.Append(rolloutStalled(name, st))
 			return pm, diags
 		case time.Now().After(deadline):
-			detail := fmt.Sprintf("%d of %d replicas of generation %s were ready after %s; the model is %s", ready, want, generation, timeout, st.GetState())
+			detail := fmt.Sprintf("%d of %d replicas of generation %s were ready after %s; the model is %s", ready, want, pm.GetGeneration(), timeout, st.GetState())
 			if msg := strings.TrimSpace(st.GetMessage()); msg != "" {
 				detail += ": " + msg
 			}
@@ -597,14 +600,14 @@ func waitRollout(ctx context.Context, c *Client, name, generation string, want i
 	}
 }
 
-// rolloutProgress counts the ready replicas of generation (of any
-// generation when stale counts: a manual rollout) and returns the first
-// replica of generation that failed since the rollout started.
-func rolloutProgress(reps []*managev1.Replica, generation string, started time.Time, staleCounts bool) (int, *managev1.Replica) {
+// rolloutProgress counts the ready replicas built from the current
+// definition (stale ones too when stale counts: a manual rollout) and
+// returns the first current replica that failed since the rollout started.
+func rolloutProgress(reps []*managev1.Replica, started time.Time, staleCounts bool) (int, *managev1.Replica) {
 	ready := 0
 	var failed *managev1.Replica
 	for _, r := range reps {
-		if r.GetModelGeneration() != generation {
+		if r.GetStale() {
 			if staleCounts && r.GetState() == "ready" {
 				ready++
 			}

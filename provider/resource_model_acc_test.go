@@ -119,7 +119,8 @@ func TestAccModel(t *testing.T) {
 }
 
 // expectReadyReplicaOfGeneration checks through the management API that a
-// replica of the stored generation is ready when apply returns.
+// replica built from the stored generation (not stale) is ready when apply
+// returns.
 func expectReadyReplicaOfGeneration(c accCluster) statecheck.StateCheck {
 	return stateCheckFunc(func(ctx context.Context, gen string) error {
 		reps, err := c.ManageClient().ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "tf-chat"})
@@ -127,7 +128,7 @@ func expectReadyReplicaOfGeneration(c accCluster) statecheck.StateCheck {
 			return err
 		}
 		for _, r := range reps.GetReplicas() {
-			if r.GetModelGeneration() == gen && r.GetState() == "ready" {
+			if !r.GetStale() && r.GetState() == "ready" {
 				return nil
 			}
 		}

@@ -120,30 +120,27 @@ func TestToSpecUnknown(t *testing.T) {
 func TestRolloutProgress(t *testing.T) {
 	started := time.UnixMilli(100_000)
 	reps := []*managev1.Replica{
-		{Id: "old-ready", ModelGeneration: "g1", State: "ready", CreatedUnixMs: 10_000},
-		{Id: "new-ready", ModelGeneration: "g2", State: "ready", CreatedUnixMs: 101_000},
-		{Id: "new-starting", ModelGeneration: "g2", State: "starting", CreatedUnixMs: 101_000},
-		{Id: "old-failure", ModelGeneration: "g2", State: "failed", CreatedUnixMs: 50_000},
-		{Id: "new-failure", ModelGeneration: "g2", State: "failed", CreatedUnixMs: 102_000},
+		{Id: "old-ready", Stale: true, State: "ready", CreatedUnixMs: 10_000},
+		{Id: "new-ready", State: "ready", CreatedUnixMs: 101_000},
+		{Id: "new-starting", State: "starting", CreatedUnixMs: 101_000},
+		{Id: "old-failure", State: "failed", CreatedUnixMs: 50_000},
+		{Id: "stale-failure", Stale: true, State: "failed", CreatedUnixMs: 103_000},
+		{Id: "new-failure", State: "failed", CreatedUnixMs: 102_000},
 	}
 	tests := []struct {
-		gen        string
 		manual     bool
 		wantReady  int
 		wantFailed string
 	}{
-		{gen: "g1", wantReady: 1},
-		{gen: "g2", wantReady: 1, wantFailed: "new-failure"},
-		{gen: "g3"},
+		{wantReady: 1, wantFailed: "new-failure"},
 		// A manual rollout keeps the stale replicas serving and places no
 		// replacement: they count, or apply would wait until it timed out.
-		{gen: "g3", manual: true, wantReady: 2},
-		{gen: "g2", manual: true, wantReady: 2, wantFailed: "new-failure"},
+		{manual: true, wantReady: 2, wantFailed: "new-failure"},
 	}
 	for _, tt := range tests {
-		ready, failed := rolloutProgress(reps, tt.gen, started, tt.manual)
+		ready, failed := rolloutProgress(reps, started, tt.manual)
 		if ready != tt.wantReady || failed.GetId() != tt.wantFailed {
-			t.Errorf("generation %s (manual %v): ready %d failed %q, want %d %q", tt.gen, tt.manual, ready, failed.GetId(), tt.wantReady, tt.wantFailed)
+			t.Errorf("manual %v: ready %d failed %q, want %d %q", tt.manual, ready, failed.GetId(), tt.wantReady, tt.wantFailed)
 		}
 	}
 }

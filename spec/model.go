@@ -30,7 +30,8 @@ const (
 // load; least-loaded ignores prefixes; round-robin takes replicas in turn.
 var RoutingProfiles = []string{"chat", "prefix", "least-loaded", "round-robin"}
 
-// Model is one model in the catalog.
+// Model is one model in the catalog. Each field's part in a rollout (does
+// changing it restart running replicas?) is in modelRoles below.
 type Model struct {
 	// Name is what clients ask for: lowercase letters, digits, `.`, `_` and
 	// `-`, starting with a letter or digit, at most 128 characters.
@@ -75,6 +76,21 @@ type Model struct {
 	// Changing it restarts nothing.
 	// Default: auto.
 	Rollout string `koanf:"rollout" yaml:"rollout,omitempty" json:"rollout,omitempty"`
+}
+
+// modelRoles classifies each field of Model: a field added to Model needs
+// its role here (spec/generation.go says what each means).
+var modelRoles = map[string]fieldRole{
+	"Name":           roleBuild,   // the engine serves the model under it (--served-model-name, --alias)
+	"Aliases":        roleServing, // resolved by the gateway; requests are forwarded under Name
+	"Source":         roleBuild,   // the weights the engine loads
+	"RoutingProfile": roleServing, // the router's policy
+	"ContextLength":  roleBuild,   // passed to the engine (--max-model-len, --ctx-size)
+	"MaxOutput":      roleServing, // enforced by the gateway on each request
+	"Pricing":        roleServing, // charged by the gateway
+	"Scaling":        roleServing, // the reconciler's replica count
+	"Profiles":       roleOwnProfile,
+	"Rollout":        roleServing, // the reconciler's rollout policy
 }
 
 // Rollout policies.
@@ -154,7 +170,8 @@ type Scaling struct {
 }
 
 // Profile is one way to run a model: an engine, the hardware it needs, and
-// how many nodes one replica spans.
+// how many nodes one replica spans. Each field's part in a rollout is in
+// profileRoles below.
 type Profile struct {
 	// Name is unique within the model; the same character rules as model
 	// names.
@@ -165,7 +182,8 @@ type Profile struct {
 	Engine string `koanf:"engine" yaml:"engine" json:"engine"`
 	// GPUClass is the GPU class every shard needs, as nodes report it
 	// (`h100-80g`). Empty with `tp` 0 means the profile runs on CPU; empty
-	// with `tp` above 0 takes GPUs of any one class on each node.
+	// with `tp` above 0 takes GPUs of any one class on each node. Checked
+	// when a replica is placed: changing it restarts nothing.
 	GPUClass string `koanf:"gpu_class" yaml:"gpu_class,omitempty" json:"gpu_class,omitempty"`
 	// TP is the tensor-parallel width: GPUs per shard, on one node; at least 1
 	// when `gpu_class` is set.
@@ -179,14 +197,19 @@ type Profile struct {
 	// Priority orders profiles for placement, highest first, ties in file
 	// order; changing it restarts nothing.
 	Priority int `koanf:"priority" yaml:"priority,omitempty" json:"priority,omitempty"`
-	// StartupTimeout is how long a shard may take to answer its health check.
+	// StartupTimeout is how long a shard may take to answer its health
+	// check; changing it restarts nothing and applies to replicas placed
+	// from then on.
 	StartupTimeout Duration `koanf:"startup_timeout" yaml:"startup_timeout,omitempty" json:"startup_timeout,omitempty"`
-	// MinMemoryGB is the available memory (GiB) each node must have.
+	// MinMemoryGB is the available memory (GiB) each node must have when a
+	// replica is placed; changing it restarts nothing.
 	MinMemoryGB int `koanf:"min_memory_gb" yaml:"min_memory_gb,omitempty" json:"min_memory_gb,omitempty"`
 	// MinDiskGB is the free disk (GiB) each node must have where the agent
-	// keeps its state.
+	// keeps its state, when a replica is placed; changing it restarts
+	// nothing.
 	MinDiskGB int `koanf:"min_disk_gb" yaml:"min_disk_gb,omitempty" json:"min_disk_gb,omitempty"`
-	// Labels are labels each node must carry with equal values.
+	// Labels are labels each node must carry with equal values, when a
+	// replica is placed; changing them restarts nothing.
 	Labels map[string]string `koanf:"labels" yaml:"labels,omitempty" json:"labels,omitempty"`
 	// Args are extra engine arguments, appended after the ones llmgw builds.
 	Args []string `koanf:"args" yaml:"args,omitempty" json:"args,omitempty"`
@@ -197,6 +220,25 @@ type Profile struct {
 	// `ray` (a Ray cluster under vLLM; unverified).
 	// Default: `mp` for vllm.
 	LaunchMode string `koanf:"launch_mode" yaml:"launch_mode,omitempty" json:"launch_mode,omitempty"`
+}
+
+// profileRoles classifies each field of Profile: a field added to Profile
+// needs its role here (spec/generation.go says what each means).
+var profileRoles = map[string]fieldRole{
+	"Name":           roleBuild,     // the replica's identity: a renamed profile is another one
+	"Engine":         roleBuild,     // the program started
+	"GPUClass":       rolePlacement, // which GPUs new replicas take
+	"TP":             roleBuild,     // GPUs per shard, --tensor-parallel-size
+	"Nodes":          roleBuild,     // shards per replica, the engine's world size
+	"Weight":         roleServing,   // the router's share, followed by running replicas
+	"Priority":       rolePlacement, // the order profiles are tried in
+	"StartupTimeout": roleStart,     // how long agents and control plane wait for a start
+	"MinMemoryGB":    rolePlacement,
+	"MinDiskGB":      rolePlacement,
+	"Labels":         rolePlacement,
+	"Args":           roleBuild, // the engine's extra arguments
+	"Env":            roleBuild, // the engine's extra environment
+	"LaunchMode":     roleBuild, // vLLM's executor backend
 }
 
 // Shards returns how many shards one replica of the profile has.

@@ -67,8 +67,9 @@ type ShardSpec struct {
 	ReplicaID string `json:"replica_id"`
 	// Model is the served model name clients ask for.
 	Model string `json:"model"`
-	// ModelGeneration is the hash of the model definition the replica was
-	// placed for. Drivers ignore it; the agent reports it back.
+	// ModelGeneration is the hash of what the replica is built from
+	// (spec.ReplicaGeneration). Drivers ignore it; the agent reports it
+	// back.
 	ModelGeneration string `json:"model_generation,omitempty"`
 	// Source is the weights path on the node or a repository id the engine
 	// downloads itself.

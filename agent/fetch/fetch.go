@@ -11,7 +11,9 @@
 // file landed, with a .complete record beside them. So nothing is ever
 // visible under the final name before it is whole, an interrupted download
 // resumes from the bytes it has (a Range request), and one download serves
-// every shard of the node that asks for the same source.
+// every shard of the node that asks for the same source. Files a peer sent
+// while it was itself fetching, that nothing checked yet, are listed in
+// the partial directory's .unchecked until they are (unchecked.go).
 package fetch
 
 import (
@@ -121,8 +123,9 @@ type call struct {
 	nextID    int
 	// progress is the running download's, for peers asking how far it is.
 	progress *download.Progress
-	// listing is the source's files once listed (nil before), for peers
-	// that follow the partial files as they grow; set once, under c.mu.
+	// listing is the source's files while the download writes them (nil
+	// before, and while it waits on a peer), for peers that follow the
+	// partial files as they grow; under c.mu (followable).
 	listing []download.File
 }
 
@@ -337,11 +340,7 @@ func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, peers []Peer
 		defer close(reported)
 		c.reportLoop(src.Raw, p, cl, stop)
 	}()
-	path, err := c.download(ctx, src, peers, p, func(files []download.File) {
-		c.mu.Lock()
-		cl.listing = slices.Clone(files)
-		c.mu.Unlock()
-	})
+	path, err := c.download(ctx, src, peers, p, cl)
 	close(stop)
 	<-reported // no progress reaches a waiter after Resolve returned
 	c.mu.Lock()
@@ -480,12 +479,22 @@ func syncDir(dir string) error {
 	return nil
 }
 
+// followable sets what the peers following cl's download may follow: the
+// source's files while it writes them, none (nil) while it writes none,
+// when they are answered 503 with its progress. cl may be nil.
+func (c *Cache) followable(cl *call, files []download.File) {
+	if cl == nil {
+		return
+	}
+	c.mu.Lock()
+	cl.listing = slices.Clone(files)
+	c.mu.Unlock()
+}
+
 // download fetches every file of src into the partial directory, records
 // it, renames it to the entry's name and returns the path for the engine.
-//
-// listed is given the source's listing as soon as it is read, for peers
-// following this download.
-func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *download.Progress, listed func([]download.File)) (string, error) {
+// The peers following cl may follow it while it writes files.
+func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *download.Progress, cl *call) (string, error) {
 	if path, ok, err := c.complete(src); ok || err != nil {
 		return path, err // completed by a call that ended while this one started
 	}
@@ -498,17 +507,21 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	if err := os.WriteFile(filepath.Join(tmp, sourceFile), []byte(src.Raw+"\n"), 0o640); err != nil {
 		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}
+	// Files a peer sent that an earlier run stopped before checking are
+	// not kept.
+	if _, err := dropUnchecked(tmp); err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
 	// The source's listing first: it is what a peer's bytes are checked
 	// against.
 	files, err := c.dl.List(ctx, src.Raw, p)
 	if err != nil {
 		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}
-	listed(files)
 	var landed []download.Landed
 	from := "source"
 	for _, peer := range peers {
-		l, err := c.fromPeer(ctx, peer, Key(src.Raw), tmp, files, p)
+		l, err := c.fromPeer(ctx, peer, Key(src.Raw), tmp, files, p, cl)
 		if err == nil {
 			landed, from = l, "peer "+peer.Node
 			break
@@ -519,6 +532,17 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 		c.log.Warn("fetch from a peer failed, trying the next source", "source", src.Raw, "peer", peer.Node, "err", err)
 	}
 	if landed == nil {
+		// A partial file with bytes a peer sent unchecked is resumed only
+		// where the source's sha256 checks the whole file.
+		held, err := dropUnchecked(tmp)
+		if err != nil {
+			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+		}
+		files = slices.Clone(files)
+		for i := range files {
+			files[i].HeldUnchecked = held[files[i].Path]
+		}
+		c.followable(cl, files)
 		landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
 		if err != nil && len(peers) > 0 && errors.Is(err, download.ErrVerify) {
 			// Bytes a peer sent while it was itself fetching were not
@@ -541,6 +565,9 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 	// before the entry is given out: a crash leaves a partial to resume or
 	// a whole entry, never a complete-looking one with bytes missing.
 	_ = os.Remove(filepath.Join(tmp, sourceFile))
+	if err := clearUnchecked(tmp); err != nil {
+		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
+	}
 	if err := writeRecord(tmp, rec); err != nil {
 		return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 	}

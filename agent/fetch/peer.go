@@ -64,9 +64,10 @@ type peerManifest struct {
 
 // PeerHandler serves the cache's entries to the node's peers. An entry
 // still being fetched is served as it grows to a peer that follows
-// (followHeader) once its listing is known, and answers 503 with its
-// progress otherwise, so a peer waits for it rather than going to the
-// source; anything else is 404.
+// (followHeader) while its download writes files, and answers 503 with its
+// progress otherwise (before that, or while it waits on a peer of its own
+// that does not offer to be followed), so a peer waits for it rather than
+// going to the source; anything else is 404.
 func (c *Cache) PeerHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -116,8 +117,8 @@ func (c *Cache) PeerHandler() http.Handler {
 
 // serveFetching answers for an entry that is not complete: 404 when no
 // download of it runs; the manifest or a file's bytes as they grow for a
-// peer that follows, once the listing (with every size) is known; 503
-// with the progress otherwise.
+// peer that follows, while the download writes files and every size is
+// known; 503 with the progress otherwise.
 func (c *Cache) serveFetching(w http.ResponseWriter, r *http.Request, key, file string) {
 	cl, source, listing, ok := c.fetchingCall(key)
 	if !ok {
@@ -151,8 +152,8 @@ func (c *Cache) serveFetching(w http.ResponseWriter, r *http.Request, key, file 
 }
 
 // fetchingCall is the running download of the source with key, and its
-// listing with every size known (nil until then: a single URL's size is
-// learnt from its first answer).
+// listing with every size known while it writes files (nil otherwise: a
+// single URL's size is learnt from its first answer).
 func (c *Cache) fetchingCall(key string) (*call, string, []download.File, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -358,14 +359,19 @@ func PeerTLS(caFile, certFile, keyFile string) (server, client func(node string)
 // peer that does not offer that, an older agent, or that does not know
 // every size yet is waited for as long as its bytes grow). Its error says
 // why the peer could not serve; the partial files stay for the next
-// source to resume.
+// source to resume, and the files that landed unchecked (below) are
+// deleted.
 //
 // want is the source's own listing: the peer's manifest must name the same
 // files at the same sizes, and every file is verified against the sha256
 // the source gives (a peer that gives none, or another, for a file the
 // source gives one for is refused), so a peer can serve no bytes the source
 // would not have.
-func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string, want []download.File, p *download.Progress) ([]download.Landed, error) {
+//
+// cl, when not nil, is the call the fetch runs for: the peers following
+// it are answered 503 with its progress while it waits on peer, and
+// follow its files once it writes them.
+func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string, want []download.File, p *download.Progress, cl *call) (_ []download.Landed, err error) {
 	if c.opts.PeerClient == nil {
 		return nil, errors.New("no peer TLS configured")
 	}
@@ -397,6 +403,9 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 		if resp.StatusCode != http.StatusServiceUnavailable {
 			return nil, fmt.Errorf("peer %s: %s", peer.Node, resp.Status)
 		}
+		// Writing nothing while it waits, this node has nothing for its
+		// own followers to follow: they wait on it as it waits on peer.
+		c.followable(cl, nil)
 		done, _ := strconv.ParseInt(resp.Header.Get(fetchingHeader), 10, 64)
 		if done != last {
 			last, lastMove = done, time.Now()
@@ -426,19 +435,39 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 	if err := matchSource(files, want); err != nil {
 		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
 	}
-	landed, err := d.Fetch(ctx, dir, files, p, haveLanded)
-	if err != nil {
-		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
-	}
-	// A file neither the source nor the peer's manifest gave a sha256 for
-	// came from a peer still fetching it: its bytes are checked against
+	// A file neither the source nor the peer's manifest gives a sha256 for
+	// comes from a peer still fetching it: its bytes are checked against
 	// the peer's record once the peer's entry is complete, as they would
-	// have been had it been complete from the start.
+	// have been had it been complete from the start. Until then they are
+	// listed as not checked (on disk before the first of them lands), and
+	// deleted should this fetch end without the check.
 	var unchecked []int
+	var paths []string
 	for i, f := range files {
 		if f.SHA256 == "" {
 			unchecked = append(unchecked, i)
+			paths = append(paths, f.Path)
 		}
+	}
+	if len(paths) > 0 {
+		if err := markUnchecked(dir, paths); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err == nil {
+				return
+			}
+			for _, path := range paths {
+				if rerr := removeLanded(dir, path); rerr != nil {
+					c.log.Warn("deleting a file a peer sent that was not checked", "path", path, "err", rerr)
+				}
+			}
+		}()
+	}
+	c.followable(cl, want)
+	landed, err := d.Fetch(ctx, dir, files, p, haveLanded)
+	if err != nil {
+		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
 	}
 	if len(unchecked) > 0 {
 		if err := c.checkPeerRecord(ctx, client, base, peer, dir, landed, unchecked); err != nil {

@@ -128,7 +128,7 @@ func TestPeerFetch(t *testing.T) {
 	}
 
 	// A peer whose certificate is another node's is refused.
-	_, err := newCache(t, Options{PeerClient: c2}).fromPeer(context.Background(), Peer{Node: "node03", Address: addrA}, Key(src), t.TempDir(), nil, nil)
+	_, err := newCache(t, Options{PeerClient: c2}).fromPeer(context.Background(), Peer{Node: "node03", Address: addrA}, Key(src), t.TempDir(), nil, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), `names "node01", not node "node03"`) {
 		t.Errorf("err = %v, want the name mismatch", err)
 	}

@@ -46,24 +46,31 @@ func TestPeerWaitIsNotStalled(t *testing.T) {
 			mu.Unlock()
 		})
 	}()
+	// The peer's source holds until the reports are in; a failed wait
+	// releases it too, so nothing is left running.
+	release := sync.OnceFunc(func() {
+		m.Mu.Lock()
+		m.Hold = nil
+		m.Mu.Unlock()
+		close(hold)
+		cancel()
+		<-done
+		<-aDone // the peer's own fetch ends once the source answers; its files are in a TempDir
+	})
+	t.Cleanup(release)
 	// Ten reports (ProgressEvery 10ms) while the peer's source holds.
 	select {
 	case <-enough:
 	case <-time.After(10 * time.Second):
+		mu.Lock()
+		n := len(reports)
+		mu.Unlock()
+		t.Fatalf("%d progress reports in 10s while waiting on a peer that is still fetching, want 10 (one every 10ms): the wait is not reported", n)
 	}
 	mu.Lock()
-	rs := append([]Progress(nil), reports...)
+	rs := append([]Progress(nil), reports[:10]...)
 	mu.Unlock()
-	m.Mu.Lock()
-	m.Hold = nil
-	m.Mu.Unlock()
-	close(hold)
-	cancel()
-	<-done
-	<-aDone // the peer's own fetch ends once the source answers; its files are in a TempDir
-	if len(rs) == 0 {
-		t.Fatal("no progress")
-	}
+	release()
 	last := rs[len(rs)-1]
 	t.Logf("%d reports while waiting on the peer; last %+v", len(rs), last)
 	for i, p := range rs {

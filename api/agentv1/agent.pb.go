@@ -2230,8 +2230,10 @@ type StartShard struct {
 	Fabric string `protobuf:"bytes,11,opt,name=fabric,proto3" json:"fabric,omitempty"`
 	// The model's context_length (0: unstated).
 	ContextLength int32 `protobuf:"varint,15,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
-	// A hash of the model definition the replica was placed for; a changed
-	// definition rolls the replicas.
+	// A hash of what the replica is built from (the model's name, source and
+	// context length and this profile's build fields: spec.ReplicaGeneration);
+	// the control plane rolls the replica when its catalog profile hashes
+	// otherwise.
 	ModelGeneration string `protobuf:"bytes,18,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
 	// The catalog profile the replica was placed with. Its nodes is the
 	// replica's shard count (world size); engine, tp, args, env,

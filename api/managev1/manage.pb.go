@@ -998,8 +998,14 @@ type Model struct {
 	// Output only: "config" for models declared in server.yaml (not editable
 	// through this API), "api" for models stored by this API.
 	Origin string `protobuf:"bytes,9,opt,name=origin,proto3" json:"origin,omitempty"`
-	// Output only: a hash of the definition; replicas placed for another
-	// generation are rolled.
+	// Output only: a hash over what each profile's replicas are built from
+	// (the model's name, source and context length, and the profile's
+	// engine, tp, nodes, args, env and launch mode). It changes when any
+	// profile's replicas would be rebuilt or a profile is added or removed;
+	// a running replica is rolled only when its own profile's part changed
+	// (Replica.stale). Aliases, pricing, scaling, max_output, rollout and a
+	// profile's weight, priority, startup timeout and placement constraints
+	// are not in it.
 	Generation string `protobuf:"bytes,10,opt,name=generation,proto3" json:"generation,omitempty"`
 	// Output only.
 	Status *ModelStatus `protobuf:"bytes,11,opt,name=status,proto3" json:"status,omitempty"`
@@ -1219,22 +1225,31 @@ type ModelStatus struct {
 	// serving | starting | unplaced | failed
 	State   string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	// Why the current generation cannot be placed while replicas of an older
-	// one (or on a draining node) keep serving: the rollout is stuck. Set once
-	// that has lasted a few seconds with nothing freeing room; empty
-	// otherwise.
+	// Why the rollout is stuck (stalled_reason says which kind): the current
+	// generation cannot be placed while replicas of an older one (or on a
+	// draining node) keep serving, set once that has lasted a few seconds
+	// with nothing freeing room; or a replica of it was placed but is not
+	// becoming ready. Empty otherwise.
 	Stalled string `protobuf:"bytes,6,opt,name=stalled,proto3" json:"stalled,omitempty"`
 	// Live replicas of an older generation, or on a draining node, waiting
 	// for their replacements.
 	ReplicasOutdated int32 `protobuf:"varint,7,opt,name=replicas_outdated,json=replicasOutdated,proto3" json:"replicas_outdated,omitempty"`
-	// Live replicas placed for an earlier generation of the model: their
-	// profile changed since (engine, args, source, tp, ...). They serve until
+	// Live replicas built from an earlier definition: their own profile's
+	// build fields (engine, args, tp, ...) or the model's source, name or
+	// context length changed since. They serve until
 	// replaced, one at a time; with rollout "manual" only once RolloutModel
 	// is called.
 	ReplicasStale int32 `protobuf:"varint,8,opt,name=replicas_stale,json=replicasStale,proto3" json:"replicas_stale,omitempty"`
 	// The model's rollout policy as the control plane applies it: "auto" or
 	// "manual".
-	Rollout       string `protobuf:"bytes,9,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Rollout string `protobuf:"bytes,9,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	// What stalled says: "placement" (no node can hold a needed replica) or
+	// "not_ready" (a replica of the current definition was placed but has
+	// been starting well past what its profile took the last time: twice
+	// that, and at least 10 seconds more; stalled names it with its shards'
+	// state, error and last engine output, and it goes on starting until its
+	// startup_timeout fails it). Empty when stalled is.
+	StalledReason string `protobuf:"bytes,10,opt,name=stalled_reason,json=stalledReason,proto3" json:"stalled_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1328,6 +1343,13 @@ func (x *ModelStatus) GetReplicasStale() int32 {
 func (x *ModelStatus) GetRollout() string {
 	if x != nil {
 		return x.Rollout
+	}
+	return ""
+}
+
+func (x *ModelStatus) GetStalledReason() string {
+	if x != nil {
+		return x.StalledReason
 	}
 	return ""
 }
@@ -1731,15 +1753,22 @@ type Replica struct {
 	Model   string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	Profile string                 `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
 	// starting | ready | failed | stopping
-	State           string   `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
-	Error           string   `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	Fabric          string   `protobuf:"bytes,6,opt,name=fabric,proto3" json:"fabric,omitempty"`
-	ShardsExpected  int32    `protobuf:"varint,7,opt,name=shards_expected,json=shardsExpected,proto3" json:"shards_expected,omitempty"`
-	Shards          []*Shard `protobuf:"bytes,8,rep,name=shards,proto3" json:"shards,omitempty"`
-	CreatedUnixMs   int64    `protobuf:"varint,9,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
-	ModelGeneration string   `protobuf:"bytes,10,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	State          string   `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	Error          string   `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Fabric         string   `protobuf:"bytes,6,opt,name=fabric,proto3" json:"fabric,omitempty"`
+	ShardsExpected int32    `protobuf:"varint,7,opt,name=shards_expected,json=shardsExpected,proto3" json:"shards_expected,omitempty"`
+	Shards         []*Shard `protobuf:"bytes,8,rep,name=shards,proto3" json:"shards,omitempty"`
+	CreatedUnixMs  int64    `protobuf:"varint,9,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	// A hash of what this replica was built from: the model's build fields
+	// and those of its own profile.
+	ModelGeneration string `protobuf:"bytes,10,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
+	// The replica was built otherwise than its model now asks: its own
+	// profile's build fields (or the model's) changed since it was placed,
+	// or the profile is gone. It serves until replaced (with rollout
+	// "manual", until RolloutModel).
+	Stale         bool `protobuf:"varint,11,opt,name=stale,proto3" json:"stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Replica) Reset() {
@@ -1840,6 +1869,13 @@ func (x *Replica) GetModelGeneration() string {
 		return x.ModelGeneration
 	}
 	return ""
+}
+
+func (x *Replica) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
 }
 
 type Shard struct {
@@ -2138,7 +2174,17 @@ type Explanation struct {
 	Text string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
 	// PlanPlacement only: what the definition asks that the fleet cannot give
 	// now, e.g. a scaling.min above the replicas the fleet can hold.
-	Warnings      []string `protobuf:"bytes,6,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,6,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// PlanPlacement only: a dry run of what the control plane would place if
+	// the catalog held this definition, in order: the replicas missing to
+	// scaling.min first, then a replacement for each running replica it
+	// makes stale, one at a time as a rollout goes (each placed while the
+	// replica it replaces holds its GPUs, which are then freed for the next).
+	// It stops at the first that does not place and after 16.
+	Rollout []*PlannedReplica `protobuf:"bytes,7,rep,name=rollout,proto3" json:"rollout,omitempty"`
+	// PlanPlacement only: how many further replicas the definition needs
+	// that the dry run did not place (past 16, or after one that did not).
+	RolloutMore   int32 `protobuf:"varint,8,opt,name=rollout_more,json=rolloutMore,proto3" json:"rollout_more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2215,6 +2261,92 @@ func (x *Explanation) GetWarnings() []string {
 	return nil
 }
 
+func (x *Explanation) GetRollout() []*PlannedReplica {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
+func (x *Explanation) GetRolloutMore() int32 {
+	if x != nil {
+		return x.RolloutMore
+	}
+	return 0
+}
+
+// PlannedReplica is one replica of PlanPlacement's dry run.
+type PlannedReplica struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The running replica it replaces; empty for one scaling.min adds.
+	Replaces string `protobuf:"bytes,1,opt,name=replaces,proto3" json:"replaces,omitempty"`
+	Placed   bool   `protobuf:"varint,2,opt,name=placed,proto3" json:"placed,omitempty"`
+	// The profile it places with; empty when it does not place.
+	Profile string `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
+	// Where it goes ("placed on node02 (gpu 1)"), or why it does not place.
+	Summary       string `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlannedReplica) Reset() {
+	*x = PlannedReplica{}
+	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlannedReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlannedReplica) ProtoMessage() {}
+
+func (x *PlannedReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlannedReplica.ProtoReflect.Descriptor instead.
+func (*PlannedReplica) Descriptor() ([]byte, []int) {
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PlannedReplica) GetReplaces() string {
+	if x != nil {
+		return x.Replaces
+	}
+	return ""
+}
+
+func (x *PlannedReplica) GetPlaced() bool {
+	if x != nil {
+		return x.Placed
+	}
+	return false
+}
+
+func (x *PlannedReplica) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *PlannedReplica) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
 type ProfileExplanation struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Profile       string                 `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
@@ -2227,7 +2359,7 @@ type ProfileExplanation struct {
 
 func (x *ProfileExplanation) Reset() {
 	*x = ProfileExplanation{}
-	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_api_managev1_manage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2371,7 @@ func (x *ProfileExplanation) String() string {
 func (*ProfileExplanation) ProtoMessage() {}
 
 func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_api_managev1_manage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2384,7 @@ func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileExplanation.ProtoReflect.Descriptor instead.
 func (*ProfileExplanation) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{29}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ProfileExplanation) GetProfile() string {
@@ -2295,7 +2427,7 @@ type NodeVerdict struct {
 
 func (x *NodeVerdict) Reset() {
 	*x = NodeVerdict{}
-	mi := &file_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_api_managev1_manage_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2439,7 @@ func (x *NodeVerdict) String() string {
 func (*NodeVerdict) ProtoMessage() {}
 
 func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_api_managev1_manage_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2452,7 @@ func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeVerdict.ProtoReflect.Descriptor instead.
 func (*NodeVerdict) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{30}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeVerdict) GetNode() string {
@@ -2363,7 +2495,7 @@ type Fabric struct {
 
 func (x *Fabric) Reset() {
 	*x = Fabric{}
-	mi := &file_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_api_managev1_manage_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2507,7 @@ func (x *Fabric) String() string {
 func (*Fabric) ProtoMessage() {}
 
 func (x *Fabric) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_api_managev1_manage_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2520,7 @@ func (x *Fabric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fabric.ProtoReflect.Descriptor instead.
 func (*Fabric) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{31}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Fabric) GetName() string {
@@ -2421,7 +2553,7 @@ type CreateFabricRequest struct {
 
 func (x *CreateFabricRequest) Reset() {
 	*x = CreateFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_api_managev1_manage_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2565,7 @@ func (x *CreateFabricRequest) String() string {
 func (*CreateFabricRequest) ProtoMessage() {}
 
 func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_api_managev1_manage_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2578,7 @@ func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateFabricRequest.ProtoReflect.Descriptor instead.
 func (*CreateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{32}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateFabricRequest) GetFabric() *Fabric {
@@ -2465,7 +2597,7 @@ type GetFabricRequest struct {
 
 func (x *GetFabricRequest) Reset() {
 	*x = GetFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_api_managev1_manage_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2609,7 @@ func (x *GetFabricRequest) String() string {
 func (*GetFabricRequest) ProtoMessage() {}
 
 func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_api_managev1_manage_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2622,7 @@ func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFabricRequest.ProtoReflect.Descriptor instead.
 func (*GetFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{33}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetFabricRequest) GetName() string {
@@ -2509,7 +2641,7 @@ type UpdateFabricRequest struct {
 
 func (x *UpdateFabricRequest) Reset() {
 	*x = UpdateFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_api_managev1_manage_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +2653,7 @@ func (x *UpdateFabricRequest) String() string {
 func (*UpdateFabricRequest) ProtoMessage() {}
 
 func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_api_managev1_manage_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2666,7 @@ func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFabricRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{34}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateFabricRequest) GetFabric() *Fabric {
@@ -2553,7 +2685,7 @@ type DeleteFabricRequest struct {
 
 func (x *DeleteFabricRequest) Reset() {
 	*x = DeleteFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_api_managev1_manage_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2697,7 @@ func (x *DeleteFabricRequest) String() string {
 func (*DeleteFabricRequest) ProtoMessage() {}
 
 func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_api_managev1_manage_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2710,7 @@ func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricRequest.ProtoReflect.Descriptor instead.
 func (*DeleteFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{35}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteFabricRequest) GetName() string {
@@ -2596,7 +2728,7 @@ type DeleteFabricResponse struct {
 
 func (x *DeleteFabricResponse) Reset() {
 	*x = DeleteFabricResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_api_managev1_manage_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2740,7 @@ func (x *DeleteFabricResponse) String() string {
 func (*DeleteFabricResponse) ProtoMessage() {}
 
 func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_api_managev1_manage_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2753,7 @@ func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricResponse.ProtoReflect.Descriptor instead.
 func (*DeleteFabricResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{36}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{37}
 }
 
 type ListFabricsRequest struct {
@@ -2632,7 +2764,7 @@ type ListFabricsRequest struct {
 
 func (x *ListFabricsRequest) Reset() {
 	*x = ListFabricsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_api_managev1_manage_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2776,7 @@ func (x *ListFabricsRequest) String() string {
 func (*ListFabricsRequest) ProtoMessage() {}
 
 func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_api_managev1_manage_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2789,7 @@ func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsRequest.ProtoReflect.Descriptor instead.
 func (*ListFabricsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{37}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{38}
 }
 
 type ListFabricsResponse struct {
@@ -2669,7 +2801,7 @@ type ListFabricsResponse struct {
 
 func (x *ListFabricsResponse) Reset() {
 	*x = ListFabricsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_api_managev1_manage_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +2813,7 @@ func (x *ListFabricsResponse) String() string {
 func (*ListFabricsResponse) ProtoMessage() {}
 
 func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_api_managev1_manage_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +2826,7 @@ func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsResponse.ProtoReflect.Descriptor instead.
 func (*ListFabricsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{38}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListFabricsResponse) GetFabrics() []*Fabric {
@@ -2719,7 +2851,7 @@ type NodeDeclaration struct {
 
 func (x *NodeDeclaration) Reset() {
 	*x = NodeDeclaration{}
-	mi := &file_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_api_managev1_manage_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2863,7 @@ func (x *NodeDeclaration) String() string {
 func (*NodeDeclaration) ProtoMessage() {}
 
 func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_api_managev1_manage_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2876,7 @@ func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDeclaration.ProtoReflect.Descriptor instead.
 func (*NodeDeclaration) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{39}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeDeclaration) GetName() string {
@@ -2784,7 +2916,7 @@ type DeclareNodeRequest struct {
 
 func (x *DeclareNodeRequest) Reset() {
 	*x = DeclareNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_api_managev1_manage_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +2928,7 @@ func (x *DeclareNodeRequest) String() string {
 func (*DeclareNodeRequest) ProtoMessage() {}
 
 func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_api_managev1_manage_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +2941,7 @@ func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeclareNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{40}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeclareNodeRequest) GetNode() *NodeDeclaration {
@@ -2828,7 +2960,7 @@ type GetNodeDeclarationRequest struct {
 
 func (x *GetNodeDeclarationRequest) Reset() {
 	*x = GetNodeDeclarationRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_api_managev1_manage_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +2972,7 @@ func (x *GetNodeDeclarationRequest) String() string {
 func (*GetNodeDeclarationRequest) ProtoMessage() {}
 
 func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_api_managev1_manage_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +2985,7 @@ func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeDeclarationRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeDeclarationRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{41}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetNodeDeclarationRequest) GetName() string {
@@ -2871,7 +3003,7 @@ type ListNodeDeclarationsRequest struct {
 
 func (x *ListNodeDeclarationsRequest) Reset() {
 	*x = ListNodeDeclarationsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_api_managev1_manage_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3015,7 @@ func (x *ListNodeDeclarationsRequest) String() string {
 func (*ListNodeDeclarationsRequest) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_api_managev1_manage_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3028,7 @@ func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{42}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{43}
 }
 
 type ListNodeDeclarationsResponse struct {
@@ -2908,7 +3040,7 @@ type ListNodeDeclarationsResponse struct {
 
 func (x *ListNodeDeclarationsResponse) Reset() {
 	*x = ListNodeDeclarationsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[43]
+	mi := &file_api_managev1_manage_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +3052,7 @@ func (x *ListNodeDeclarationsResponse) String() string {
 func (*ListNodeDeclarationsResponse) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[43]
+	mi := &file_api_managev1_manage_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3065,7 @@ func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{43}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListNodeDeclarationsResponse) GetNodes() []*NodeDeclaration {
@@ -2959,7 +3091,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[44]
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2971,7 +3103,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[44]
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2984,7 +3116,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{44}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DrainNodeRequest) GetName() string {
@@ -3020,7 +3152,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3032,7 +3164,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3045,7 +3177,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DrainNodeResponse) GetReplicas() int32 {
@@ -3073,7 +3205,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3217,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3230,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RemoveNodeRequest) GetName() string {
@@ -3123,7 +3255,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3135,7 +3267,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3148,7 +3280,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
 }
 
 type CheckNodeEnginesRequest struct {
@@ -3162,7 +3294,7 @@ type CheckNodeEnginesRequest struct {
 
 func (x *CheckNodeEnginesRequest) Reset() {
 	*x = CheckNodeEnginesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3174,7 +3306,7 @@ func (x *CheckNodeEnginesRequest) String() string {
 func (*CheckNodeEnginesRequest) ProtoMessage() {}
 
 func (x *CheckNodeEnginesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3187,7 +3319,7 @@ func (x *CheckNodeEnginesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNodeEnginesRequest.ProtoReflect.Descriptor instead.
 func (*CheckNodeEnginesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CheckNodeEnginesRequest) GetName() string {
@@ -3218,7 +3350,7 @@ type CheckToolsRequest struct {
 
 func (x *CheckToolsRequest) Reset() {
 	*x = CheckToolsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3362,7 @@ func (x *CheckToolsRequest) String() string {
 func (*CheckToolsRequest) ProtoMessage() {}
 
 func (x *CheckToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3375,7 @@ func (x *CheckToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckToolsRequest.ProtoReflect.Descriptor instead.
 func (*CheckToolsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CheckToolsRequest) GetModel() string {
@@ -3290,7 +3422,7 @@ type ToolCheck struct {
 
 func (x *ToolCheck) Reset() {
 	*x = ToolCheck{}
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3434,7 @@ func (x *ToolCheck) String() string {
 func (*ToolCheck) ProtoMessage() {}
 
 func (x *ToolCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3447,7 @@ func (x *ToolCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCheck.ProtoReflect.Descriptor instead.
 func (*ToolCheck) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ToolCheck) GetModel() string {
@@ -3390,7 +3522,7 @@ type RolloutModelRequest struct {
 
 func (x *RolloutModelRequest) Reset() {
 	*x = RolloutModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3402,7 +3534,7 @@ func (x *RolloutModelRequest) String() string {
 func (*RolloutModelRequest) ProtoMessage() {}
 
 func (x *RolloutModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3415,7 +3547,7 @@ func (x *RolloutModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutModelRequest.ProtoReflect.Descriptor instead.
 func (*RolloutModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RolloutModelRequest) GetName() string {
@@ -3436,7 +3568,7 @@ type RolloutModelResponse struct {
 
 func (x *RolloutModelResponse) Reset() {
 	*x = RolloutModelResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3448,7 +3580,7 @@ func (x *RolloutModelResponse) String() string {
 func (*RolloutModelResponse) ProtoMessage() {}
 
 func (x *RolloutModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3461,7 +3593,7 @@ func (x *RolloutModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutModelResponse.ProtoReflect.Descriptor instead.
 func (*RolloutModelResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RolloutModelResponse) GetReplicas() []string {
@@ -3488,7 +3620,7 @@ type CheckNodeEnginesResponse struct {
 
 func (x *CheckNodeEnginesResponse) Reset() {
 	*x = CheckNodeEnginesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3500,7 +3632,7 @@ func (x *CheckNodeEnginesResponse) String() string {
 func (*CheckNodeEnginesResponse) ProtoMessage() {}
 
 func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3513,7 +3645,7 @@ func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNodeEnginesResponse.ProtoReflect.Descriptor instead.
 func (*CheckNodeEnginesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CheckNodeEnginesResponse) GetNode() *Node {
@@ -3533,7 +3665,7 @@ type ListWeightsRequest struct {
 
 func (x *ListWeightsRequest) Reset() {
 	*x = ListWeightsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3677,7 @@ func (x *ListWeightsRequest) String() string {
 func (*ListWeightsRequest) ProtoMessage() {}
 
 func (x *ListWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3690,7 @@ func (x *ListWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWeightsRequest.ProtoReflect.Descriptor instead.
 func (*ListWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListWeightsRequest) GetNode() string {
@@ -3577,7 +3709,7 @@ type ListWeightsResponse struct {
 
 func (x *ListWeightsResponse) Reset() {
 	*x = ListWeightsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3589,7 +3721,7 @@ func (x *ListWeightsResponse) String() string {
 func (*ListWeightsResponse) ProtoMessage() {}
 
 func (x *ListWeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3602,7 +3734,7 @@ func (x *ListWeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWeightsResponse.ProtoReflect.Descriptor instead.
 func (*ListWeightsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListWeightsResponse) GetNodes() []*NodeWeights {
@@ -3634,7 +3766,7 @@ type NodeWeights struct {
 
 func (x *NodeWeights) Reset() {
 	*x = NodeWeights{}
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3646,7 +3778,7 @@ func (x *NodeWeights) String() string {
 func (*NodeWeights) ProtoMessage() {}
 
 func (x *NodeWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3659,7 +3791,7 @@ func (x *NodeWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeWeights.ProtoReflect.Descriptor instead.
 func (*NodeWeights) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodeWeights) GetNode() string {
@@ -3741,7 +3873,7 @@ type WeightsEntry struct {
 
 func (x *WeightsEntry) Reset() {
 	*x = WeightsEntry{}
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3753,7 +3885,7 @@ func (x *WeightsEntry) String() string {
 func (*WeightsEntry) ProtoMessage() {}
 
 func (x *WeightsEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3766,7 +3898,7 @@ func (x *WeightsEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightsEntry.ProtoReflect.Descriptor instead.
 func (*WeightsEntry) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WeightsEntry) GetKey() string {
@@ -3838,7 +3970,7 @@ type CollectWeightsRequest struct {
 
 func (x *CollectWeightsRequest) Reset() {
 	*x = CollectWeightsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3850,7 +3982,7 @@ func (x *CollectWeightsRequest) String() string {
 func (*CollectWeightsRequest) ProtoMessage() {}
 
 func (x *CollectWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3863,7 +3995,7 @@ func (x *CollectWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectWeightsRequest.ProtoReflect.Descriptor instead.
 func (*CollectWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CollectWeightsRequest) GetNode() string {
@@ -3896,7 +4028,7 @@ type CollectWeightsResponse struct {
 
 func (x *CollectWeightsResponse) Reset() {
 	*x = CollectWeightsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3908,7 +4040,7 @@ func (x *CollectWeightsResponse) String() string {
 func (*CollectWeightsResponse) ProtoMessage() {}
 
 func (x *CollectWeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3921,7 +4053,7 @@ func (x *CollectWeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectWeightsResponse.ProtoReflect.Descriptor instead.
 func (*CollectWeightsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CollectWeightsResponse) GetNodes() []*NodeWeights {
@@ -3962,7 +4094,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3974,7 +4106,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3987,7 +4119,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Project) GetName() string {
@@ -4069,7 +4201,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4081,7 +4213,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4094,7 +4226,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CreateProjectRequest) GetProject() *Project {
@@ -4113,7 +4245,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4125,7 +4257,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4138,7 +4270,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetProjectRequest) GetName() string {
@@ -4157,7 +4289,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4169,7 +4301,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4182,7 +4314,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *UpdateProjectRequest) GetProject() *Project {
@@ -4201,7 +4333,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4213,7 +4345,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4226,7 +4358,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DeleteProjectRequest) GetName() string {
@@ -4244,7 +4376,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4256,7 +4388,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4269,7 +4401,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
 }
 
 type ListProjectsRequest struct {
@@ -4280,7 +4412,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4292,7 +4424,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4305,7 +4437,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
 }
 
 type ListProjectsResponse struct {
@@ -4317,7 +4449,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4329,7 +4461,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4342,7 +4474,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -4378,7 +4510,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4390,7 +4522,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4403,7 +4535,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ApiKey) GetId() string {
@@ -4491,7 +4623,7 @@ type CreateApiKeyRequest struct {
 
 func (x *CreateApiKeyRequest) Reset() {
 	*x = CreateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4503,7 +4635,7 @@ func (x *CreateApiKeyRequest) String() string {
 func (*CreateApiKeyRequest) ProtoMessage() {}
 
 func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4516,7 +4648,7 @@ func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CreateApiKeyRequest) GetKey() *ApiKey {
@@ -4544,7 +4676,7 @@ type CreateApiKeyResponse struct {
 
 func (x *CreateApiKeyResponse) Reset() {
 	*x = CreateApiKeyResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4556,7 +4688,7 @@ func (x *CreateApiKeyResponse) String() string {
 func (*CreateApiKeyResponse) ProtoMessage() {}
 
 func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4569,7 +4701,7 @@ func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CreateApiKeyResponse) GetKey() *ApiKey {
@@ -4595,7 +4727,7 @@ type GetApiKeyRequest struct {
 
 func (x *GetApiKeyRequest) Reset() {
 	*x = GetApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4607,7 +4739,7 @@ func (x *GetApiKeyRequest) String() string {
 func (*GetApiKeyRequest) ProtoMessage() {}
 
 func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4620,7 +4752,7 @@ func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetApiKeyRequest) GetId() string {
@@ -4641,7 +4773,7 @@ type UpdateApiKeyRequest struct {
 
 func (x *UpdateApiKeyRequest) Reset() {
 	*x = UpdateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4653,7 +4785,7 @@ func (x *UpdateApiKeyRequest) String() string {
 func (*UpdateApiKeyRequest) ProtoMessage() {}
 
 func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4666,7 +4798,7 @@ func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *UpdateApiKeyRequest) GetId() string {
@@ -4699,7 +4831,7 @@ type RevokeApiKeyRequest struct {
 
 func (x *RevokeApiKeyRequest) Reset() {
 	*x = RevokeApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4711,7 +4843,7 @@ func (x *RevokeApiKeyRequest) String() string {
 func (*RevokeApiKeyRequest) ProtoMessage() {}
 
 func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4724,7 +4856,7 @@ func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RevokeApiKeyRequest) GetId() string {
@@ -4746,7 +4878,7 @@ type ListApiKeysRequest struct {
 
 func (x *ListApiKeysRequest) Reset() {
 	*x = ListApiKeysRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4758,7 +4890,7 @@ func (x *ListApiKeysRequest) String() string {
 func (*ListApiKeysRequest) ProtoMessage() {}
 
 func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4771,7 +4903,7 @@ func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListApiKeysRequest) GetProject() string {
@@ -4797,7 +4929,7 @@ type ListApiKeysResponse struct {
 
 func (x *ListApiKeysResponse) Reset() {
 	*x = ListApiKeysResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4809,7 +4941,7 @@ func (x *ListApiKeysResponse) String() string {
 func (*ListApiKeysResponse) ProtoMessage() {}
 
 func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4822,7 +4954,7 @@ func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListApiKeysResponse) GetKeys() []*ApiKey {
@@ -4869,7 +5001,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4881,7 +5013,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4894,7 +5026,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *Budget) GetProject() string {
@@ -4990,7 +5122,7 @@ type PutBudgetRequest struct {
 
 func (x *PutBudgetRequest) Reset() {
 	*x = PutBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5002,7 +5134,7 @@ func (x *PutBudgetRequest) String() string {
 func (*PutBudgetRequest) ProtoMessage() {}
 
 func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5015,7 +5147,7 @@ func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutBudgetRequest.ProtoReflect.Descriptor instead.
 func (*PutBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *PutBudgetRequest) GetBudget() *Budget {
@@ -5035,7 +5167,7 @@ type GetBudgetRequest struct {
 
 func (x *GetBudgetRequest) Reset() {
 	*x = GetBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5047,7 +5179,7 @@ func (x *GetBudgetRequest) String() string {
 func (*GetBudgetRequest) ProtoMessage() {}
 
 func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5060,7 +5192,7 @@ func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBudgetRequest.ProtoReflect.Descriptor instead.
 func (*GetBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetBudgetRequest) GetProject() string {
@@ -5087,7 +5219,7 @@ type DeleteBudgetRequest struct {
 
 func (x *DeleteBudgetRequest) Reset() {
 	*x = DeleteBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5099,7 +5231,7 @@ func (x *DeleteBudgetRequest) String() string {
 func (*DeleteBudgetRequest) ProtoMessage() {}
 
 func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5112,7 +5244,7 @@ func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeleteBudgetRequest) GetProject() string {
@@ -5137,7 +5269,7 @@ type DeleteBudgetResponse struct {
 
 func (x *DeleteBudgetResponse) Reset() {
 	*x = DeleteBudgetResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5149,7 +5281,7 @@ func (x *DeleteBudgetResponse) String() string {
 func (*DeleteBudgetResponse) ProtoMessage() {}
 
 func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5162,7 +5294,7 @@ func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
 }
 
 type ListBudgetsRequest struct {
@@ -5175,7 +5307,7 @@ type ListBudgetsRequest struct {
 
 func (x *ListBudgetsRequest) Reset() {
 	*x = ListBudgetsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5187,7 +5319,7 @@ func (x *ListBudgetsRequest) String() string {
 func (*ListBudgetsRequest) ProtoMessage() {}
 
 func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5200,7 +5332,7 @@ func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsRequest.ProtoReflect.Descriptor instead.
 func (*ListBudgetsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListBudgetsRequest) GetProject() string {
@@ -5219,7 +5351,7 @@ type ListBudgetsResponse struct {
 
 func (x *ListBudgetsResponse) Reset() {
 	*x = ListBudgetsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5231,7 +5363,7 @@ func (x *ListBudgetsResponse) String() string {
 func (*ListBudgetsResponse) ProtoMessage() {}
 
 func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5244,7 +5376,7 @@ func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsResponse.ProtoReflect.Descriptor instead.
 func (*ListBudgetsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{82}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListBudgetsResponse) GetBudgets() []*Budget {
@@ -5262,7 +5394,7 @@ type ListPricesRequest struct {
 
 func (x *ListPricesRequest) Reset() {
 	*x = ListPricesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[83]
+	mi := &file_api_managev1_manage_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5274,7 +5406,7 @@ func (x *ListPricesRequest) String() string {
 func (*ListPricesRequest) ProtoMessage() {}
 
 func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[83]
+	mi := &file_api_managev1_manage_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5287,7 +5419,7 @@ func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesRequest.ProtoReflect.Descriptor instead.
 func (*ListPricesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{83}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{84}
 }
 
 type ModelPrice struct {
@@ -5302,7 +5434,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_api_managev1_manage_proto_msgTypes[84]
+	mi := &file_api_managev1_manage_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5314,7 +5446,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[84]
+	mi := &file_api_managev1_manage_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5327,7 +5459,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{84}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ModelPrice) GetModel() string {
@@ -5362,7 +5494,7 @@ type ListPricesResponse struct {
 
 func (x *ListPricesResponse) Reset() {
 	*x = ListPricesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[85]
+	mi := &file_api_managev1_manage_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5374,7 +5506,7 @@ func (x *ListPricesResponse) String() string {
 func (*ListPricesResponse) ProtoMessage() {}
 
 func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[85]
+	mi := &file_api_managev1_manage_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5387,7 +5519,7 @@ func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesResponse.ProtoReflect.Descriptor instead.
 func (*ListPricesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{85}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListPricesResponse) GetDefaultPrice() *Pricing {
@@ -5419,7 +5551,7 @@ type UsageFilter struct {
 
 func (x *UsageFilter) Reset() {
 	*x = UsageFilter{}
-	mi := &file_api_managev1_manage_proto_msgTypes[86]
+	mi := &file_api_managev1_manage_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5431,7 +5563,7 @@ func (x *UsageFilter) String() string {
 func (*UsageFilter) ProtoMessage() {}
 
 func (x *UsageFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[86]
+	mi := &file_api_managev1_manage_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5444,7 +5576,7 @@ func (x *UsageFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageFilter.ProtoReflect.Descriptor instead.
 func (*UsageFilter) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{86}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *UsageFilter) GetProject() string {
@@ -5486,7 +5618,7 @@ type SummarizeUsageRequest struct {
 
 func (x *SummarizeUsageRequest) Reset() {
 	*x = SummarizeUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[87]
+	mi := &file_api_managev1_manage_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5498,7 +5630,7 @@ func (x *SummarizeUsageRequest) String() string {
 func (*SummarizeUsageRequest) ProtoMessage() {}
 
 func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[87]
+	mi := &file_api_managev1_manage_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5511,7 +5643,7 @@ func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{87}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *SummarizeUsageRequest) GetFilter() *UsageFilter {
@@ -5544,7 +5676,7 @@ type UsageTotal struct {
 
 func (x *UsageTotal) Reset() {
 	*x = UsageTotal{}
-	mi := &file_api_managev1_manage_proto_msgTypes[88]
+	mi := &file_api_managev1_manage_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5556,7 +5688,7 @@ func (x *UsageTotal) String() string {
 func (*UsageTotal) ProtoMessage() {}
 
 func (x *UsageTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[88]
+	mi := &file_api_managev1_manage_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5569,7 +5701,7 @@ func (x *UsageTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageTotal.ProtoReflect.Descriptor instead.
 func (*UsageTotal) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{88}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *UsageTotal) GetProject() string {
@@ -5630,7 +5762,7 @@ type SummarizeUsageResponse struct {
 
 func (x *SummarizeUsageResponse) Reset() {
 	*x = SummarizeUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[89]
+	mi := &file_api_managev1_manage_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5642,7 +5774,7 @@ func (x *SummarizeUsageResponse) String() string {
 func (*SummarizeUsageResponse) ProtoMessage() {}
 
 func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[89]
+	mi := &file_api_managev1_manage_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5655,7 +5787,7 @@ func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{89}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *SummarizeUsageResponse) GetTotals() []*UsageTotal {
@@ -5678,7 +5810,7 @@ type ListUsageRequest struct {
 
 func (x *ListUsageRequest) Reset() {
 	*x = ListUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[90]
+	mi := &file_api_managev1_manage_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5690,7 +5822,7 @@ func (x *ListUsageRequest) String() string {
 func (*ListUsageRequest) ProtoMessage() {}
 
 func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[90]
+	mi := &file_api_managev1_manage_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5703,7 +5835,7 @@ func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRequest.ProtoReflect.Descriptor instead.
 func (*ListUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{90}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ListUsageRequest) GetFilter() *UsageFilter {
@@ -5750,7 +5882,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_api_managev1_manage_proto_msgTypes[91]
+	mi := &file_api_managev1_manage_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5762,7 +5894,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[91]
+	mi := &file_api_managev1_manage_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5775,7 +5907,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{91}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *UsageRow) GetId() int64 {
@@ -5887,7 +6019,7 @@ type ListUsageResponse struct {
 
 func (x *ListUsageResponse) Reset() {
 	*x = ListUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[92]
+	mi := &file_api_managev1_manage_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5899,7 +6031,7 @@ func (x *ListUsageResponse) String() string {
 func (*ListUsageResponse) ProtoMessage() {}
 
 func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[92]
+	mi := &file_api_managev1_manage_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5912,7 +6044,7 @@ func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageResponse.ProtoReflect.Descriptor instead.
 func (*ListUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{92}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ListUsageResponse) GetRows() []*UsageRow {
@@ -5939,7 +6071,7 @@ type LoginRequest struct {
 
 func (x *LoginRequest) Reset() {
 	*x = LoginRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[93]
+	mi := &file_api_managev1_manage_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5951,7 +6083,7 @@ func (x *LoginRequest) String() string {
 func (*LoginRequest) ProtoMessage() {}
 
 func (x *LoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[93]
+	mi := &file_api_managev1_manage_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5964,7 +6096,7 @@ func (x *LoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
 func (*LoginRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{93}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *LoginRequest) GetEmail() string {
@@ -5996,7 +6128,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[94]
+	mi := &file_api_managev1_manage_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6008,7 +6140,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[94]
+	mi := &file_api_managev1_manage_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6021,7 +6153,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{94}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *LoginResponse) GetToken() string {
@@ -6067,7 +6199,7 @@ type LogoutRequest struct {
 
 func (x *LogoutRequest) Reset() {
 	*x = LogoutRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[95]
+	mi := &file_api_managev1_manage_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6079,7 +6211,7 @@ func (x *LogoutRequest) String() string {
 func (*LogoutRequest) ProtoMessage() {}
 
 func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[95]
+	mi := &file_api_managev1_manage_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6092,7 +6224,7 @@ func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
 func (*LogoutRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{95}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{96}
 }
 
 type LogoutResponse struct {
@@ -6105,7 +6237,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[96]
+	mi := &file_api_managev1_manage_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6117,7 +6249,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[96]
+	mi := &file_api_managev1_manage_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6130,7 +6262,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{96}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *LogoutResponse) GetTokenId() string {
@@ -6261,7 +6393,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\brevision\x18\x0f \x01(\x03R\brevision\"Y\n" +
 	"\aPricing\x12\"\n" +
 	"\rprompt_per_1k\x18\x01 \x01(\x01R\vpromptPer1k\x12*\n" +
-	"\x11completion_per_1k\x18\x02 \x01(\x01R\x0fcompletionPer1k\"\xbe\x02\n" +
+	"\x11completion_per_1k\x18\x02 \x01(\x01R\x0fcompletionPer1k\"\xe5\x02\n" +
 	"\vModelStatus\x12)\n" +
 	"\x10replicas_desired\x18\x01 \x01(\x05R\x0freplicasDesired\x12%\n" +
 	"\x0ereplicas_ready\x18\x02 \x01(\x05R\rreplicasReady\x12%\n" +
@@ -6271,7 +6403,9 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\astalled\x18\x06 \x01(\tR\astalled\x12+\n" +
 	"\x11replicas_outdated\x18\a \x01(\x05R\x10replicasOutdated\x12%\n" +
 	"\x0ereplicas_stale\x18\b \x01(\x05R\rreplicasStale\x12\x18\n" +
-	"\arollout\x18\t \x01(\tR\arollout\"B\n" +
+	"\arollout\x18\t \x01(\tR\arollout\x12%\n" +
+	"\x0estalled_reason\x18\n" +
+	" \x01(\tR\rstalledReason\"B\n" +
 	"\x12CreateModelRequest\x12,\n" +
 	"\x05model\x18\x01 \x01(\v2\x16.llmgw.manage.v1.ModelR\x05model\"%\n" +
 	"\x0fGetModelRequest\x12\x12\n" +
@@ -6289,7 +6423,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x13ListReplicasRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"L\n" +
 	"\x14ListReplicasResponse\x124\n" +
-	"\breplicas\x18\x01 \x03(\v2\x18.llmgw.manage.v1.ReplicaR\breplicas\"\xb9\x02\n" +
+	"\breplicas\x18\x01 \x03(\v2\x18.llmgw.manage.v1.ReplicaR\breplicas\"\xcf\x02\n" +
 	"\aReplica\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x18\n" +
@@ -6301,7 +6435,8 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x06shards\x18\b \x03(\v2\x16.llmgw.manage.v1.ShardR\x06shards\x12&\n" +
 	"\x0fcreated_unix_ms\x18\t \x01(\x03R\rcreatedUnixMs\x12)\n" +
 	"\x10model_generation\x18\n" +
-	" \x01(\tR\x0fmodelGeneration\"\xef\x01\n" +
+	" \x01(\tR\x0fmodelGeneration\x12\x14\n" +
+	"\x05stale\x18\v \x01(\bR\x05stale\"\xef\x01\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12\x12\n" +
@@ -6327,14 +6462,21 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x17ExplainPlacementRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"D\n" +
 	"\x14PlanPlacementRequest\x12,\n" +
-	"\x05model\x18\x01 \x01(\v2\x16.llmgw.manage.v1.ModelR\x05model\"\xc6\x01\n" +
+	"\x05model\x18\x01 \x01(\v2\x16.llmgw.manage.v1.ModelR\x05model\"\xa4\x02\n" +
 	"\vExplanation\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
 	"\x06placed\x18\x02 \x01(\bR\x06placed\x12\x18\n" +
 	"\aprofile\x18\x03 \x01(\tR\aprofile\x12?\n" +
 	"\bprofiles\x18\x04 \x03(\v2#.llmgw.manage.v1.ProfileExplanationR\bprofiles\x12\x12\n" +
 	"\x04text\x18\x05 \x01(\tR\x04text\x12\x1a\n" +
-	"\bwarnings\x18\x06 \x03(\tR\bwarnings\"\x94\x01\n" +
+	"\bwarnings\x18\x06 \x03(\tR\bwarnings\x129\n" +
+	"\arollout\x18\a \x03(\v2\x1f.llmgw.manage.v1.PlannedReplicaR\arollout\x12!\n" +
+	"\frollout_more\x18\b \x01(\x05R\vrolloutMore\"x\n" +
+	"\x0ePlannedReplica\x12\x1a\n" +
+	"\breplaces\x18\x01 \x01(\tR\breplaces\x12\x16\n" +
+	"\x06placed\x18\x02 \x01(\bR\x06placed\x12\x18\n" +
+	"\aprofile\x18\x03 \x01(\tR\aprofile\x12\x18\n" +
+	"\asummary\x18\x04 \x01(\tR\asummary\"\x94\x01\n" +
 	"\x12ProfileExplanation\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x16\n" +
 	"\x06placed\x18\x02 \x01(\bR\x06placed\x12\x18\n" +
@@ -6656,7 +6798,7 @@ func file_api_managev1_manage_proto_rawDescGZIP() []byte {
 	return file_api_managev1_manage_proto_rawDescData
 }
 
-var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
+var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_api_managev1_manage_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),             // 0: llmgw.manage.v1.GetStatusRequest
 	(*Status)(nil),                       // 1: llmgw.manage.v1.Status
@@ -6687,81 +6829,82 @@ var file_api_managev1_manage_proto_goTypes = []any{
 	(*ExplainPlacementRequest)(nil),      // 26: llmgw.manage.v1.ExplainPlacementRequest
 	(*PlanPlacementRequest)(nil),         // 27: llmgw.manage.v1.PlanPlacementRequest
 	(*Explanation)(nil),                  // 28: llmgw.manage.v1.Explanation
-	(*ProfileExplanation)(nil),           // 29: llmgw.manage.v1.ProfileExplanation
-	(*NodeVerdict)(nil),                  // 30: llmgw.manage.v1.NodeVerdict
-	(*Fabric)(nil),                       // 31: llmgw.manage.v1.Fabric
-	(*CreateFabricRequest)(nil),          // 32: llmgw.manage.v1.CreateFabricRequest
-	(*GetFabricRequest)(nil),             // 33: llmgw.manage.v1.GetFabricRequest
-	(*UpdateFabricRequest)(nil),          // 34: llmgw.manage.v1.UpdateFabricRequest
-	(*DeleteFabricRequest)(nil),          // 35: llmgw.manage.v1.DeleteFabricRequest
-	(*DeleteFabricResponse)(nil),         // 36: llmgw.manage.v1.DeleteFabricResponse
-	(*ListFabricsRequest)(nil),           // 37: llmgw.manage.v1.ListFabricsRequest
-	(*ListFabricsResponse)(nil),          // 38: llmgw.manage.v1.ListFabricsResponse
-	(*NodeDeclaration)(nil),              // 39: llmgw.manage.v1.NodeDeclaration
-	(*DeclareNodeRequest)(nil),           // 40: llmgw.manage.v1.DeclareNodeRequest
-	(*GetNodeDeclarationRequest)(nil),    // 41: llmgw.manage.v1.GetNodeDeclarationRequest
-	(*ListNodeDeclarationsRequest)(nil),  // 42: llmgw.manage.v1.ListNodeDeclarationsRequest
-	(*ListNodeDeclarationsResponse)(nil), // 43: llmgw.manage.v1.ListNodeDeclarationsResponse
-	(*DrainNodeRequest)(nil),             // 44: llmgw.manage.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),            // 45: llmgw.manage.v1.DrainNodeResponse
-	(*RemoveNodeRequest)(nil),            // 46: llmgw.manage.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),           // 47: llmgw.manage.v1.RemoveNodeResponse
-	(*CheckNodeEnginesRequest)(nil),      // 48: llmgw.manage.v1.CheckNodeEnginesRequest
-	(*CheckToolsRequest)(nil),            // 49: llmgw.manage.v1.CheckToolsRequest
-	(*ToolCheck)(nil),                    // 50: llmgw.manage.v1.ToolCheck
-	(*RolloutModelRequest)(nil),          // 51: llmgw.manage.v1.RolloutModelRequest
-	(*RolloutModelResponse)(nil),         // 52: llmgw.manage.v1.RolloutModelResponse
-	(*CheckNodeEnginesResponse)(nil),     // 53: llmgw.manage.v1.CheckNodeEnginesResponse
-	(*ListWeightsRequest)(nil),           // 54: llmgw.manage.v1.ListWeightsRequest
-	(*ListWeightsResponse)(nil),          // 55: llmgw.manage.v1.ListWeightsResponse
-	(*NodeWeights)(nil),                  // 56: llmgw.manage.v1.NodeWeights
-	(*WeightsEntry)(nil),                 // 57: llmgw.manage.v1.WeightsEntry
-	(*CollectWeightsRequest)(nil),        // 58: llmgw.manage.v1.CollectWeightsRequest
-	(*CollectWeightsResponse)(nil),       // 59: llmgw.manage.v1.CollectWeightsResponse
-	(*Project)(nil),                      // 60: llmgw.manage.v1.Project
-	(*CreateProjectRequest)(nil),         // 61: llmgw.manage.v1.CreateProjectRequest
-	(*GetProjectRequest)(nil),            // 62: llmgw.manage.v1.GetProjectRequest
-	(*UpdateProjectRequest)(nil),         // 63: llmgw.manage.v1.UpdateProjectRequest
-	(*DeleteProjectRequest)(nil),         // 64: llmgw.manage.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),        // 65: llmgw.manage.v1.DeleteProjectResponse
-	(*ListProjectsRequest)(nil),          // 66: llmgw.manage.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),         // 67: llmgw.manage.v1.ListProjectsResponse
-	(*ApiKey)(nil),                       // 68: llmgw.manage.v1.ApiKey
-	(*CreateApiKeyRequest)(nil),          // 69: llmgw.manage.v1.CreateApiKeyRequest
-	(*CreateApiKeyResponse)(nil),         // 70: llmgw.manage.v1.CreateApiKeyResponse
-	(*GetApiKeyRequest)(nil),             // 71: llmgw.manage.v1.GetApiKeyRequest
-	(*UpdateApiKeyRequest)(nil),          // 72: llmgw.manage.v1.UpdateApiKeyRequest
-	(*RevokeApiKeyRequest)(nil),          // 73: llmgw.manage.v1.RevokeApiKeyRequest
-	(*ListApiKeysRequest)(nil),           // 74: llmgw.manage.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),          // 75: llmgw.manage.v1.ListApiKeysResponse
-	(*Budget)(nil),                       // 76: llmgw.manage.v1.Budget
-	(*PutBudgetRequest)(nil),             // 77: llmgw.manage.v1.PutBudgetRequest
-	(*GetBudgetRequest)(nil),             // 78: llmgw.manage.v1.GetBudgetRequest
-	(*DeleteBudgetRequest)(nil),          // 79: llmgw.manage.v1.DeleteBudgetRequest
-	(*DeleteBudgetResponse)(nil),         // 80: llmgw.manage.v1.DeleteBudgetResponse
-	(*ListBudgetsRequest)(nil),           // 81: llmgw.manage.v1.ListBudgetsRequest
-	(*ListBudgetsResponse)(nil),          // 82: llmgw.manage.v1.ListBudgetsResponse
-	(*ListPricesRequest)(nil),            // 83: llmgw.manage.v1.ListPricesRequest
-	(*ModelPrice)(nil),                   // 84: llmgw.manage.v1.ModelPrice
-	(*ListPricesResponse)(nil),           // 85: llmgw.manage.v1.ListPricesResponse
-	(*UsageFilter)(nil),                  // 86: llmgw.manage.v1.UsageFilter
-	(*SummarizeUsageRequest)(nil),        // 87: llmgw.manage.v1.SummarizeUsageRequest
-	(*UsageTotal)(nil),                   // 88: llmgw.manage.v1.UsageTotal
-	(*SummarizeUsageResponse)(nil),       // 89: llmgw.manage.v1.SummarizeUsageResponse
-	(*ListUsageRequest)(nil),             // 90: llmgw.manage.v1.ListUsageRequest
-	(*UsageRow)(nil),                     // 91: llmgw.manage.v1.UsageRow
-	(*ListUsageResponse)(nil),            // 92: llmgw.manage.v1.ListUsageResponse
-	(*LoginRequest)(nil),                 // 93: llmgw.manage.v1.LoginRequest
-	(*LoginResponse)(nil),                // 94: llmgw.manage.v1.LoginResponse
-	(*LogoutRequest)(nil),                // 95: llmgw.manage.v1.LogoutRequest
-	(*LogoutResponse)(nil),               // 96: llmgw.manage.v1.LogoutResponse
-	nil,                                  // 97: llmgw.manage.v1.Node.LabelsEntry
-	(*agentv1.GPU)(nil),                  // 98: llmgw.agent.v1.GPU
-	(*agentv1.FabricVerdict)(nil),        // 99: llmgw.agent.v1.FabricVerdict
-	(*agentv1.EngineStatus)(nil),         // 100: llmgw.agent.v1.EngineStatus
-	(*agentv1.Declaration)(nil),          // 101: llmgw.agent.v1.Declaration
-	(*agentv1.EngineCheck)(nil),          // 102: llmgw.agent.v1.EngineCheck
-	(*specv1.Profile)(nil),               // 103: llmgw.spec.v1.Profile
+	(*PlannedReplica)(nil),               // 29: llmgw.manage.v1.PlannedReplica
+	(*ProfileExplanation)(nil),           // 30: llmgw.manage.v1.ProfileExplanation
+	(*NodeVerdict)(nil),                  // 31: llmgw.manage.v1.NodeVerdict
+	(*Fabric)(nil),                       // 32: llmgw.manage.v1.Fabric
+	(*CreateFabricRequest)(nil),          // 33: llmgw.manage.v1.CreateFabricRequest
+	(*GetFabricRequest)(nil),             // 34: llmgw.manage.v1.GetFabricRequest
+	(*UpdateFabricRequest)(nil),          // 35: llmgw.manage.v1.UpdateFabricRequest
+	(*DeleteFabricRequest)(nil),          // 36: llmgw.manage.v1.DeleteFabricRequest
+	(*DeleteFabricResponse)(nil),         // 37: llmgw.manage.v1.DeleteFabricResponse
+	(*ListFabricsRequest)(nil),           // 38: llmgw.manage.v1.ListFabricsRequest
+	(*ListFabricsResponse)(nil),          // 39: llmgw.manage.v1.ListFabricsResponse
+	(*NodeDeclaration)(nil),              // 40: llmgw.manage.v1.NodeDeclaration
+	(*DeclareNodeRequest)(nil),           // 41: llmgw.manage.v1.DeclareNodeRequest
+	(*GetNodeDeclarationRequest)(nil),    // 42: llmgw.manage.v1.GetNodeDeclarationRequest
+	(*ListNodeDeclarationsRequest)(nil),  // 43: llmgw.manage.v1.ListNodeDeclarationsRequest
+	(*ListNodeDeclarationsResponse)(nil), // 44: llmgw.manage.v1.ListNodeDeclarationsResponse
+	(*DrainNodeRequest)(nil),             // 45: llmgw.manage.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),            // 46: llmgw.manage.v1.DrainNodeResponse
+	(*RemoveNodeRequest)(nil),            // 47: llmgw.manage.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),           // 48: llmgw.manage.v1.RemoveNodeResponse
+	(*CheckNodeEnginesRequest)(nil),      // 49: llmgw.manage.v1.CheckNodeEnginesRequest
+	(*CheckToolsRequest)(nil),            // 50: llmgw.manage.v1.CheckToolsRequest
+	(*ToolCheck)(nil),                    // 51: llmgw.manage.v1.ToolCheck
+	(*RolloutModelRequest)(nil),          // 52: llmgw.manage.v1.RolloutModelRequest
+	(*RolloutModelResponse)(nil),         // 53: llmgw.manage.v1.RolloutModelResponse
+	(*CheckNodeEnginesResponse)(nil),     // 54: llmgw.manage.v1.CheckNodeEnginesResponse
+	(*ListWeightsRequest)(nil),           // 55: llmgw.manage.v1.ListWeightsRequest
+	(*ListWeightsResponse)(nil),          // 56: llmgw.manage.v1.ListWeightsResponse
+	(*NodeWeights)(nil),                  // 57: llmgw.manage.v1.NodeWeights
+	(*WeightsEntry)(nil),                 // 58: llmgw.manage.v1.WeightsEntry
+	(*CollectWeightsRequest)(nil),        // 59: llmgw.manage.v1.CollectWeightsRequest
+	(*CollectWeightsResponse)(nil),       // 60: llmgw.manage.v1.CollectWeightsResponse
+	(*Project)(nil),                      // 61: llmgw.manage.v1.Project
+	(*CreateProjectRequest)(nil),         // 62: llmgw.manage.v1.CreateProjectRequest
+	(*GetProjectRequest)(nil),            // 63: llmgw.manage.v1.GetProjectRequest
+	(*UpdateProjectRequest)(nil),         // 64: llmgw.manage.v1.UpdateProjectRequest
+	(*DeleteProjectRequest)(nil),         // 65: llmgw.manage.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),        // 66: llmgw.manage.v1.DeleteProjectResponse
+	(*ListProjectsRequest)(nil),          // 67: llmgw.manage.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),         // 68: llmgw.manage.v1.ListProjectsResponse
+	(*ApiKey)(nil),                       // 69: llmgw.manage.v1.ApiKey
+	(*CreateApiKeyRequest)(nil),          // 70: llmgw.manage.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),         // 71: llmgw.manage.v1.CreateApiKeyResponse
+	(*GetApiKeyRequest)(nil),             // 72: llmgw.manage.v1.GetApiKeyRequest
+	(*UpdateApiKeyRequest)(nil),          // 73: llmgw.manage.v1.UpdateApiKeyRequest
+	(*RevokeApiKeyRequest)(nil),          // 74: llmgw.manage.v1.RevokeApiKeyRequest
+	(*ListApiKeysRequest)(nil),           // 75: llmgw.manage.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),          // 76: llmgw.manage.v1.ListApiKeysResponse
+	(*Budget)(nil),                       // 77: llmgw.manage.v1.Budget
+	(*PutBudgetRequest)(nil),             // 78: llmgw.manage.v1.PutBudgetRequest
+	(*GetBudgetRequest)(nil),             // 79: llmgw.manage.v1.GetBudgetRequest
+	(*DeleteBudgetRequest)(nil),          // 80: llmgw.manage.v1.DeleteBudgetRequest
+	(*DeleteBudgetResponse)(nil),         // 81: llmgw.manage.v1.DeleteBudgetResponse
+	(*ListBudgetsRequest)(nil),           // 82: llmgw.manage.v1.ListBudgetsRequest
+	(*ListBudgetsResponse)(nil),          // 83: llmgw.manage.v1.ListBudgetsResponse
+	(*ListPricesRequest)(nil),            // 84: llmgw.manage.v1.ListPricesRequest
+	(*ModelPrice)(nil),                   // 85: llmgw.manage.v1.ModelPrice
+	(*ListPricesResponse)(nil),           // 86: llmgw.manage.v1.ListPricesResponse
+	(*UsageFilter)(nil),                  // 87: llmgw.manage.v1.UsageFilter
+	(*SummarizeUsageRequest)(nil),        // 88: llmgw.manage.v1.SummarizeUsageRequest
+	(*UsageTotal)(nil),                   // 89: llmgw.manage.v1.UsageTotal
+	(*SummarizeUsageResponse)(nil),       // 90: llmgw.manage.v1.SummarizeUsageResponse
+	(*ListUsageRequest)(nil),             // 91: llmgw.manage.v1.ListUsageRequest
+	(*UsageRow)(nil),                     // 92: llmgw.manage.v1.UsageRow
+	(*ListUsageResponse)(nil),            // 93: llmgw.manage.v1.ListUsageResponse
+	(*LoginRequest)(nil),                 // 94: llmgw.manage.v1.LoginRequest
+	(*LoginResponse)(nil),                // 95: llmgw.manage.v1.LoginResponse
+	(*LogoutRequest)(nil),                // 96: llmgw.manage.v1.LogoutRequest
+	(*LogoutResponse)(nil),               // 97: llmgw.manage.v1.LogoutResponse
+	nil,                                  // 98: llmgw.manage.v1.Node.LabelsEntry
+	(*agentv1.GPU)(nil),                  // 99: llmgw.agent.v1.GPU
+	(*agentv1.FabricVerdict)(nil),        // 100: llmgw.agent.v1.FabricVerdict
+	(*agentv1.EngineStatus)(nil),         // 101: llmgw.agent.v1.EngineStatus
+	(*agentv1.Declaration)(nil),          // 102: llmgw.agent.v1.Declaration
+	(*agentv1.EngineCheck)(nil),          // 103: llmgw.agent.v1.EngineCheck
+	(*specv1.Profile)(nil),               // 104: llmgw.spec.v1.Profile
 }
 var file_api_managev1_manage_proto_depIdxs = []int32{
 	4,   // 0: llmgw.manage.v1.Status.ha:type_name -> llmgw.manage.v1.HAStatus
@@ -6769,14 +6912,14 @@ var file_api_managev1_manage_proto_depIdxs = []int32{
 	3,   // 2: llmgw.manage.v1.ModelHoldings.fabrics:type_name -> llmgw.manage.v1.FabricHolding
 	5,   // 3: llmgw.manage.v1.HAStatus.control_planes:type_name -> llmgw.manage.v1.ControlPlane
 	9,   // 4: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
-	98,  // 5: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
-	99,  // 6: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	100, // 7: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
-	97,  // 8: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
-	101, // 9: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
-	102, // 10: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	99,  // 5: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
+	100, // 6: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	101, // 7: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
+	98,  // 8: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
+	102, // 9: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
+	103, // 10: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
 	10,  // 11: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
-	103, // 12: llmgw.manage.v1.Model.profiles:type_name -> llmgw.spec.v1.Profile
+	104, // 12: llmgw.manage.v1.Model.profiles:type_name -> llmgw.spec.v1.Profile
 	13,  // 13: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
 	12,  // 14: llmgw.manage.v1.Model.pricing:type_name -> llmgw.manage.v1.Pricing
 	11,  // 15: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
@@ -6786,129 +6929,130 @@ var file_api_managev1_manage_proto_depIdxs = []int32{
 	24,  // 19: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
 	25,  // 20: llmgw.manage.v1.Shard.fetch:type_name -> llmgw.manage.v1.ShardFetch
 	11,  // 21: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
-	29,  // 22: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
-	30,  // 23: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
-	31,  // 24: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	31,  // 25: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	31,  // 26: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
-	101, // 27: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
-	39,  // 28: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
-	39,  // 29: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
-	13,  // 30: llmgw.manage.v1.RolloutModelResponse.status:type_name -> llmgw.manage.v1.ModelStatus
-	9,   // 31: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
-	56,  // 32: llmgw.manage.v1.ListWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
-	57,  // 33: llmgw.manage.v1.NodeWeights.entries:type_name -> llmgw.manage.v1.WeightsEntry
-	56,  // 34: llmgw.manage.v1.CollectWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
-	60,  // 35: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	60,  // 36: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	60,  // 37: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
-	68,  // 38: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
-	68,  // 39: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
-	68,  // 40: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
-	76,  // 41: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
-	76,  // 42: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
-	12,  // 43: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
-	12,  // 44: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
-	84,  // 45: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
-	86,  // 46: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	88,  // 47: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
-	86,  // 48: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	91,  // 49: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
-	0,   // 50: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
-	6,   // 51: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
-	8,   // 52: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
-	14,  // 53: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
-	15,  // 54: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
-	16,  // 55: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
-	17,  // 56: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
-	19,  // 57: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
-	21,  // 58: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
-	26,  // 59: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
-	27,  // 60: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
-	32,  // 61: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
-	33,  // 62: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
-	34,  // 63: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
-	35,  // 64: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
-	37,  // 65: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
-	40,  // 66: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
-	41,  // 67: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
-	42,  // 68: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
-	44,  // 69: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
-	46,  // 70: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
-	48,  // 71: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
-	49,  // 72: llmgw.manage.v1.ManageService.CheckTools:input_type -> llmgw.manage.v1.CheckToolsRequest
-	51,  // 73: llmgw.manage.v1.ManageService.RolloutModel:input_type -> llmgw.manage.v1.RolloutModelRequest
-	54,  // 74: llmgw.manage.v1.ManageService.ListWeights:input_type -> llmgw.manage.v1.ListWeightsRequest
-	58,  // 75: llmgw.manage.v1.ManageService.CollectWeights:input_type -> llmgw.manage.v1.CollectWeightsRequest
-	61,  // 76: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
-	62,  // 77: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
-	63,  // 78: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
-	64,  // 79: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
-	66,  // 80: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
-	69,  // 81: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
-	71,  // 82: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
-	72,  // 83: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
-	73,  // 84: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
-	74,  // 85: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
-	77,  // 86: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
-	78,  // 87: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
-	79,  // 88: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
-	81,  // 89: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
-	83,  // 90: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
-	87,  // 91: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
-	90,  // 92: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
-	93,  // 93: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
-	95,  // 94: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
-	1,   // 95: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
-	7,   // 96: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
-	9,   // 97: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
-	11,  // 98: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
-	11,  // 99: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
-	11,  // 100: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
-	18,  // 101: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
-	20,  // 102: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
-	22,  // 103: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
-	28,  // 104: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
-	28,  // 105: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
-	31,  // 106: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
-	31,  // 107: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
-	31,  // 108: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
-	36,  // 109: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
-	38,  // 110: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
-	39,  // 111: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
-	39,  // 112: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
-	43,  // 113: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
-	45,  // 114: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
-	47,  // 115: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
-	53,  // 116: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
-	50,  // 117: llmgw.manage.v1.ManageService.CheckTools:output_type -> llmgw.manage.v1.ToolCheck
-	52,  // 118: llmgw.manage.v1.ManageService.RolloutModel:output_type -> llmgw.manage.v1.RolloutModelResponse
-	55,  // 119: llmgw.manage.v1.ManageService.ListWeights:output_type -> llmgw.manage.v1.ListWeightsResponse
-	59,  // 120: llmgw.manage.v1.ManageService.CollectWeights:output_type -> llmgw.manage.v1.CollectWeightsResponse
-	60,  // 121: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
-	60,  // 122: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
-	60,  // 123: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
-	65,  // 124: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
-	67,  // 125: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
-	70,  // 126: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
-	68,  // 127: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
-	68,  // 128: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
-	68,  // 129: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
-	75,  // 130: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
-	76,  // 131: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
-	76,  // 132: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
-	80,  // 133: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
-	82,  // 134: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
-	85,  // 135: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
-	89,  // 136: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
-	92,  // 137: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
-	94,  // 138: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
-	96,  // 139: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
-	95,  // [95:140] is the sub-list for method output_type
-	50,  // [50:95] is the sub-list for method input_type
-	50,  // [50:50] is the sub-list for extension type_name
-	50,  // [50:50] is the sub-list for extension extendee
-	0,   // [0:50] is the sub-list for field type_name
+	30,  // 22: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
+	29,  // 23: llmgw.manage.v1.Explanation.rollout:type_name -> llmgw.manage.v1.PlannedReplica
+	31,  // 24: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
+	32,  // 25: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	32,  // 26: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	32,  // 27: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
+	102, // 28: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
+	40,  // 29: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
+	40,  // 30: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
+	13,  // 31: llmgw.manage.v1.RolloutModelResponse.status:type_name -> llmgw.manage.v1.ModelStatus
+	9,   // 32: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
+	57,  // 33: llmgw.manage.v1.ListWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
+	58,  // 34: llmgw.manage.v1.NodeWeights.entries:type_name -> llmgw.manage.v1.WeightsEntry
+	57,  // 35: llmgw.manage.v1.CollectWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
+	61,  // 36: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	61,  // 37: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	61,  // 38: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
+	69,  // 39: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
+	69,  // 40: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
+	69,  // 41: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
+	77,  // 42: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
+	77,  // 43: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
+	12,  // 44: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
+	12,  // 45: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
+	85,  // 46: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
+	87,  // 47: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	89,  // 48: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
+	87,  // 49: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	92,  // 50: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
+	0,   // 51: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
+	6,   // 52: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
+	8,   // 53: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
+	14,  // 54: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
+	15,  // 55: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
+	16,  // 56: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
+	17,  // 57: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
+	19,  // 58: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
+	21,  // 59: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
+	26,  // 60: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
+	27,  // 61: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
+	33,  // 62: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
+	34,  // 63: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
+	35,  // 64: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
+	36,  // 65: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
+	38,  // 66: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
+	41,  // 67: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
+	42,  // 68: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
+	43,  // 69: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
+	45,  // 70: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
+	47,  // 71: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
+	49,  // 72: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
+	50,  // 73: llmgw.manage.v1.ManageService.CheckTools:input_type -> llmgw.manage.v1.CheckToolsRequest
+	52,  // 74: llmgw.manage.v1.ManageService.RolloutModel:input_type -> llmgw.manage.v1.RolloutModelRequest
+	55,  // 75: llmgw.manage.v1.ManageService.ListWeights:input_type -> llmgw.manage.v1.ListWeightsRequest
+	59,  // 76: llmgw.manage.v1.ManageService.CollectWeights:input_type -> llmgw.manage.v1.CollectWeightsRequest
+	62,  // 77: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
+	63,  // 78: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
+	64,  // 79: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
+	65,  // 80: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
+	67,  // 81: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
+	70,  // 82: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
+	72,  // 83: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
+	73,  // 84: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
+	74,  // 85: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
+	75,  // 86: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
+	78,  // 87: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
+	79,  // 88: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
+	80,  // 89: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
+	82,  // 90: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
+	84,  // 91: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
+	88,  // 92: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
+	91,  // 93: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
+	94,  // 94: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
+	96,  // 95: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
+	1,   // 96: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
+	7,   // 97: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
+	9,   // 98: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
+	11,  // 99: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
+	11,  // 100: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
+	11,  // 101: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
+	18,  // 102: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
+	20,  // 103: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
+	22,  // 104: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
+	28,  // 105: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
+	28,  // 106: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
+	32,  // 107: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
+	32,  // 108: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
+	32,  // 109: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
+	37,  // 110: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
+	39,  // 111: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
+	40,  // 112: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
+	40,  // 113: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
+	44,  // 114: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
+	46,  // 115: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
+	48,  // 116: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
+	54,  // 117: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
+	51,  // 118: llmgw.manage.v1.ManageService.CheckTools:output_type -> llmgw.manage.v1.ToolCheck
+	53,  // 119: llmgw.manage.v1.ManageService.RolloutModel:output_type -> llmgw.manage.v1.RolloutModelResponse
+	56,  // 120: llmgw.manage.v1.ManageService.ListWeights:output_type -> llmgw.manage.v1.ListWeightsResponse
+	60,  // 121: llmgw.manage.v1.ManageService.CollectWeights:output_type -> llmgw.manage.v1.CollectWeightsResponse
+	61,  // 122: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
+	61,  // 123: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
+	61,  // 124: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
+	66,  // 125: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
+	68,  // 126: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
+	71,  // 127: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
+	69,  // 128: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
+	69,  // 129: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
+	69,  // 130: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
+	76,  // 131: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
+	77,  // 132: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
+	77,  // 133: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
+	81,  // 134: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
+	83,  // 135: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
+	86,  // 136: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
+	90,  // 137: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
+	93,  // 138: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
+	95,  // 139: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
+	97,  // 140: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
+	96,  // [96:141] is the sub-list for method output_type
+	51,  // [51:96] is the sub-list for method input_type
+	51,  // [51:51] is the sub-list for extension type_name
+	51,  // [51:51] is the sub-list for extension extendee
+	0,   // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_api_managev1_manage_proto_init() }
@@ -6917,14 +7061,14 @@ func file_api_managev1_manage_proto_init() {
 		return
 	}
 	file_api_managev1_manage_proto_msgTypes[9].OneofWrappers = []any{}
-	file_api_managev1_manage_proto_msgTypes[60].OneofWrappers = []any{}
+	file_api_managev1_manage_proto_msgTypes[61].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_managev1_manage_proto_rawDesc), len(file_api_managev1_manage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   98,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

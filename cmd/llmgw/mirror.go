@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -79,7 +78,7 @@ func envOr(name, def string) string {
 }
 
 func runMirrorServe(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("mirror serve", flag.ContinueOnError)
+	fs := cliflags.New("mirror serve", "llmgw mirror serve [--dir /srv/models] --base URL [flags]", os.Stderr)
 	dir := fs.String("dir", "/srv/models", "the weights directory: DIR/<model>/<version>/<files>")
 	base := fs.String("base", "", "the URL agents reach the bytes listener at, e.g. http://models.internal:8081")
 	bytesAddr := fs.String("bytes-addr", ":8081", "bytes listener (plain HTTP, read-only)")
@@ -89,8 +88,8 @@ func runMirrorServe(ctx context.Context, args []string) int {
 	key := fs.String("tls-key", "", "the management listener's key")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	up := addUpstreamFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := cliflags.ParseNoArgs(fs, args); err != nil {
+		return cliflags.ExitCode(err)
 	}
 	log, err := newLogger(*level)
 	if err != nil {
@@ -115,11 +114,7 @@ func runMirrorServe(ctx context.Context, args []string) int {
 }
 
 func runMirrorFetch(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("mirror fetch", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: llmgw mirror fetch --dir DIR --model M --version V SOURCE")
-		fs.PrintDefaults()
-	}
+	fs := cliflags.New("mirror fetch", "llmgw mirror fetch --dir DIR --model M --version V SOURCE", os.Stderr)
 	dir := fs.String("dir", "/srv/models", "the weights directory")
 	model := fs.String("model", "", "model name (required)")
 	version := fs.String("version", "", "version name (required)")
@@ -127,10 +122,7 @@ func runMirrorFetch(ctx context.Context, args []string) int {
 	up := addUpstreamFlags(fs)
 	pos, err := cliflags.Parse(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return cliflags.ExitCode(err)
 	}
 	if len(pos) != 1 || *model == "" || *version == "" {
 		fs.Usage()

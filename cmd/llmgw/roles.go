@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +12,7 @@ import (
 	agentconfig "github.com/llmgw/llmgw/agent/config"
 	"github.com/llmgw/llmgw/ctl"
 	"github.com/llmgw/llmgw/devcluster"
+	"github.com/llmgw/llmgw/internal/cliflags"
 	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/runtime/server"
 	"github.com/llmgw/llmgw/sim/simengine"
@@ -26,11 +27,11 @@ func newLogger(level string) (*slog.Logger, error) {
 }
 
 func runServer(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs := cliflags.New("server", "llmgw server [-c server.yaml] [--log-level info]", os.Stderr)
 	cfgPath := fs.String("c", "server.yaml", "configuration file")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := cliflags.ParseNoArgs(fs, args); err != nil {
+		return cliflags.ExitCode(err)
 	}
 	log, err := newLogger(*level)
 	if err != nil {
@@ -51,12 +52,12 @@ func runServer(ctx context.Context, args []string) int {
 }
 
 func runAgent(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs := cliflags.New("agent", "llmgw agent [-c agent.yaml] [--log-level info] [--stop-engines-on-exit]", os.Stderr)
 	cfgPath := fs.String("c", "agent.yaml", "configuration file")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	stopEngines := fs.Bool("stop-engines-on-exit", false, "stop every engine this agent started when it exits (engines otherwise outlive the agent)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := cliflags.ParseNoArgs(fs, args); err != nil {
+		return cliflags.ExitCode(err)
 	}
 	log, err := newLogger(*level)
 	if err != nil {
@@ -81,7 +82,10 @@ func runAgent(ctx context.Context, args []string) int {
 }
 
 func runSimEngine(ctx context.Context, args []string) int {
-	cfg, err := simengine.ParseFlags(args)
+	cfg, err := simengine.ParseFlags(args, os.Stderr)
+	if fe := (*simengine.FlagError)(nil); errors.As(err, &fe) {
+		return cliflags.ExitCode(fe.Err)
+	}
 	if err != nil {
 		return fail("sim-engine", err)
 	}
@@ -101,12 +105,12 @@ func runCtl(ctx context.Context, args []string) int {
 }
 
 func runDev(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs := cliflags.New("dev", "llmgw dev [--dir .llmgw-dev] [--port-base 8080] [--log-level info]", os.Stderr)
 	dir := fs.String("dir", ".llmgw-dev", "directory for certificates, configuration, store and logs (reused)")
 	base := fs.Int("port-base", 8080, "client API port; management +1, agents +2, metrics +3, pprof +4, the mirror's bytes +5 and management +6")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := cliflags.ParseNoArgs(fs, args); err != nil {
+		return cliflags.ExitCode(err)
 	}
 	log, err := newLogger(*level)
 	if err != nil {

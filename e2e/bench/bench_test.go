@@ -272,8 +272,8 @@ func merge(a, b result) result {
 // bare httputil.ReverseProxy (the floor: what any proxy hop adds on this
 // machine) are interleaved, so all three see the same machine at the same
 // time; saturating phases
-// alternate direct/gateway twice so drift in the machine's load hits both
-// sides alike.
+// alternate direct, gateway and bare proxy twice so drift in the machine's
+// load hits every side alike.
 func BenchmarkGatewayOverhead(b *testing.B) {
 	direct, gw, bare, key := setup(b)
 	l := newLoader(key)
@@ -316,16 +316,19 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		targets = append(targets, targetCheck{kind: kind, p50: g.pct(0.5) - d.pct(0.5), p99: g.pct(0.99) - d.pct(0.99),
 			bareP50: r.pct(0.5) - d.pct(0.5), bareP99: r.pct(0.99) - d.pct(0.99)})
 
-		var sd, sg result
+		var sd, sg, sr result
 		for round := 0; round < 2; round++ {
 			sd, sg = merge(sd, l.saturate(direct, stream, conc, satN/2)), merge(sg, l.saturate(gw, stream, conc, satN/2))
+			sr = merge(sr, l.saturate(bare, stream, conc, satN/2))
 		}
-		if sd.errors+sg.errors > 0 {
-			b.Fatalf("saturation %s: %d direct and %d gateway errors", kind, sd.errors, sg.errors)
+		if sd.errors+sg.errors+sr.errors > 0 {
+			b.Fatalf("saturation %s: %d direct, %d gateway and %d bare proxy errors", kind, sd.errors, sg.errors, sr.errors)
 		}
 		label = fmt.Sprintf("sat c=%d %s", conc, kind)
 		line(label+" gateway", sd, sg)
+		line(label+" bare proxy", sd, sr)
 		metric(label, sd, sg)
+		metric(label+" bare proxy", sd, sr)
 	}
 	// The targets, compared: each fixed-rate load's added latency, against
 	// the goals and against what the bare proxy added in the same run.

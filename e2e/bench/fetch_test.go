@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"github.com/llmgw/llmgw/agent/fetch"
 	"github.com/llmgw/llmgw/mirror"
 	"github.com/llmgw/llmgw/pki"
+	"github.com/llmgw/llmgw/testkit/testcluster"
 )
 
 const (
@@ -184,7 +184,7 @@ func fetchThroughput(b *testing.B) {
 			caches = append(caches, c)
 			peers = append(peers, fetch.Peer{Node: node, Address: ps.Listener.Addr().String()})
 		}
-		before := servedBytes(b, metrics, "new", "v")
+		before := testcluster.MirrorServedBytes(b, metrics, "new", "v")
 		start := time.Now()
 		errs := make(chan error, nodesPerFabric)
 		for i, c := range caches {
@@ -200,7 +200,7 @@ func fetchThroughput(b *testing.B) {
 			}
 		}
 		took := time.Since(start)
-		served := servedBytes(b, metrics, "new", "v") - before
+		served := testcluster.MirrorServedBytes(b, metrics, "new", "v") - before
 		copies := served / smallBytes
 		fmt.Fprintf(&out, "  fabric %s: %d nodes started a %d MiB model at once in %s; the mirror served %.0f MiB = %.1f copies (goal 1 per fabric: %s)\n",
 			fabric, nodesPerFabric, smallBytes>>20, took.Round(time.Millisecond), served/(1<<20), copies, mark(copies <= 1.05))
@@ -222,23 +222,4 @@ func writeRandom(b *testing.B, path string, n int) {
 	if err := f.Close(); err != nil {
 		b.Fatal(err)
 	}
-}
-
-// servedBytes reads llmgw_mirror_served_bytes_total for model/version from
-// the mirror's own metrics.
-func servedBytes(b *testing.B, m *mirror.Metrics, model, version string) float64 {
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	want := fmt.Sprintf(`llmgw_mirror_served_bytes_total{model=%q,version=%q} `, model, version)
-	sc := bufio.NewScanner(rec.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), want); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return f
-		}
-	}
-	return 0
 }

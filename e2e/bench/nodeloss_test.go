@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/config"
 	"github.com/llmgw/llmgw/testkit/testcluster"
 )
@@ -20,36 +17,6 @@ import (
 // nodeLossGoal is the bound on a lost node's model serving again
 // elsewhere, on top of the engine's own load time.
 const nodeLossGoal = 25 * time.Second
-
-// engineChildren returns the sim engines serving model that agentPID
-// started.
-func engineChildren(b *testing.B, agentPID int, model string) []int {
-	b.Helper()
-	var out []int
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(agentPID) {
-			continue
-		}
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.Contains(string(cmd), "--served-model-name\x00"+model+"\x00") {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
 
 // BenchmarkNodeLoss measures, with the shipped defaults (heartbeats every
 // 2 s, grace 20 s), how long after a node dies its model serves again on
@@ -75,16 +42,8 @@ func BenchmarkNodeLoss(b *testing.B) {
 	mc := c.ManageClient()
 	ctx := context.Background()
 	readyOn := func() string {
-		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: m})
-		if err != nil {
-			return ""
-		}
-		for _, r := range rs.GetReplicas() {
-			if r.GetState() == "ready" {
-				return r.GetShards()[0].GetNode()
-			}
-		}
-		return ""
+		n, _ := testcluster.ReadyNode(ctx, mc, m)
+		return n
 	}
 	serves := func() bool {
 		req, _ := http.NewRequest(http.MethodPost, c.Client+"/chat/completions",
@@ -122,7 +81,7 @@ func BenchmarkNodeLoss(b *testing.B) {
 	}
 	kill := func(node string, agentSig syscall.Signal) {
 		agent := c.Nodes[node]
-		engines := engineChildren(b, agent.Cmd.Process.Pid, m)
+		engines := testcluster.EngineChildren(b, agent.Cmd.Process.Pid, m)
 		if len(engines) == 0 {
 			b.Fatalf("no %s engine under %s's agent", m, node)
 		}

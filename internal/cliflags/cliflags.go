@@ -7,7 +7,12 @@
 // -c FILE, -help) would stop working.
 package cliflags
 
-import "flag"
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+)
 
 // Parse parses flags and positional arguments given in any order
 // (`explain-placement MODEL --json` and `explain-placement --json MODEL`
@@ -31,4 +36,62 @@ func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// New returns the flag set of one command. It writes to out, continues on
+// error, and its usage is "usage: " and synopsis (how the command is
+// called), then every flag with its default: what -h prints, and what
+// follows the error for an unknown or malformed flag.
+func New(name, synopsis string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "usage: %s\n", synopsis)
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprintln(out, "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// ExitCode is the exit code for an error from Parse or fs.Parse, which the
+// flag set has already printed with its usage: 0 for -h and --help, 2 for
+// a bad flag.
+func ExitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
+// ParseNoArgs parses a command that takes flags only, in any order; a
+// positional argument is an error, printed with the usage as a bad flag
+// is.
+func ParseNoArgs(fs *flag.FlagSet, args []string) error {
+	_, err := ParseN(fs, args, 0, "")
+	return err
+}
+
+// ParseN parses a command that takes exactly n positional arguments, what
+// naming them for the error when some are missing; a wrong count is an
+// error printed with the usage, as a bad flag is.
+func ParseN(fs *flag.FlagSet, args []string, n int, what string) ([]string, error) {
+	pos, err := Parse(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(pos) < n:
+		err = fmt.Errorf("missing %s", what)
+	case len(pos) > n:
+		err = fmt.Errorf("unexpected argument %q", pos[n])
+	default:
+		return pos, nil
+	}
+	fmt.Fprintln(fs.Output(), err)
+	fs.Usage()
+	return nil, err
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +33,55 @@ func TestParse(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	if _, err := Parse(fs, []string{"a", "--nope"}); err == nil {
 		t.Error("an unknown flag after a positional was accepted")
+	}
+}
+
+func TestNewUsageAndExitCode(t *testing.T) {
+	var out strings.Builder
+	fs := New("serve", "llmgw serve [-c FILE]", &out)
+	fs.String("c", "server.yaml", "configuration file")
+	_, err := Parse(fs, []string{"-h"})
+	if code := ExitCode(err); code != 0 {
+		t.Errorf("-h: exit code %d, want 0", code)
+	}
+	want := "usage: llmgw serve [-c FILE]\n\nflags:\n  -c string\n    \tconfiguration file (default \"server.yaml\")\n"
+	if out.String() != want {
+		t.Errorf("-h printed\n%s\nwant\n%s", out.String(), want)
+	}
+	out.Reset()
+	_, err = Parse(fs, []string{"--nope"})
+	if code := ExitCode(err); code != 2 {
+		t.Errorf("--nope: exit code %d, want 2", code)
+	}
+	if !strings.HasPrefix(out.String(), "flag provided but not defined: -nope\nusage: llmgw serve") {
+		t.Errorf("--nope printed\n%s", out.String())
+	}
+}
+
+func TestParseNoArgs(t *testing.T) {
+	var out strings.Builder
+	fs := New("serve", "llmgw serve", &out)
+	v := fs.Bool("v", false, "verbose")
+	if err := ParseNoArgs(fs, []string{"-v"}); err != nil || !*v {
+		t.Errorf("ParseNoArgs(-v) = %v, v %v", err, *v)
+	}
+	err := ParseNoArgs(fs, []string{"extra", "-v"})
+	if err == nil || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), "unexpected argument \"extra\"\nusage: llmgw serve") {
+		t.Errorf("ParseNoArgs(extra) = %v, printed\n%s", err, out.String())
+	}
+}
+
+func TestParseN(t *testing.T) {
+	var out strings.Builder
+	fs := New("revoke", "llmgw keys revoke ID", &out)
+	if pos, err := ParseN(fs, []string{"k1"}, 1, "the key id"); err != nil || !slices.Equal(pos, []string{"k1"}) {
+		t.Errorf("ParseN(k1) = %q, %v", pos, err)
+	}
+	for args, want := range map[string]string{"": "missing the key id\nusage: llmgw keys revoke ID", "a b": "unexpected argument \"b\"\nusage: llmgw keys revoke ID"} {
+		out.Reset()
+		_, err := ParseN(fs, strings.Fields(args), 1, "the key id")
+		if err == nil || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), want) {
+			t.Errorf("ParseN(%q) = %v, printed\n%s", args, err, out.String())
+		}
 	}
 }

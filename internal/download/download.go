@@ -438,10 +438,19 @@ func (d *Downloader) attempt(ctx context.Context, f *File, partial string, files
 		}
 		h.Reset()
 		have = 0
+		f.HeldUnchecked = false // nothing held any more
 		p.setCurrent(0)
 		return nil
 	}
 	if f.Size >= 0 && have > f.Size {
+		if err := restart(); err != nil {
+			return "", 0, 0, err
+		}
+	}
+	// Bytes nothing checked are kept only if a sha256 will check the whole
+	// file: a whole file has no answer to bring one, so it is fetched again.
+	if f.HeldUnchecked && f.SHA256 == "" && have > 0 && f.Size >= 0 && have == f.Size {
+		d.log().Info("the bytes held were not checked and nothing gives a sha256 to check them with, fetching from the start", "file", f.Where, "had", have)
 		if err := restart(); err != nil {
 			return "", 0, 0, err
 		}
@@ -463,24 +472,41 @@ func (d *Downloader) attempt(ctx context.Context, f *File, partial string, files
 
 	var body io.ReadCloser
 	var ans Answer
-	if f.Size >= 0 && have == f.Size {
-		// Every byte is there already (stopped before the rename).
-		body, ans = io.NopCloser(eofReader{}), Answer{Start: have, Total: have}
-	} else {
+	open := func() error {
+		var err error
 		body, ans, err = f.open(actx, have)
 		if err != nil {
 			if errors.Is(err, errRestart) {
 				if rerr := restart(); rerr != nil {
-					return "", 0, 0, rerr
+					return rerr
 				}
 			}
 			if errors.Is(context.Cause(actx), errStalled) {
 				err = fmt.Errorf("%s: %w", f.Where, errStalled)
 			}
+		}
+		return err
+	}
+	if f.Size >= 0 && have == f.Size {
+		// Every byte is there already (stopped before the rename).
+		body, ans = io.NopCloser(eofReader{}), Answer{Start: have, Total: have}
+	} else {
+		if err := open(); err != nil {
 			return "", 0, 0, err
 		}
+		if f.HeldUnchecked && have > 0 && ans.Start == have && f.SHA256 == "" && ans.SHA256 == "" {
+			// Resumed, the bytes held would never be checked.
+			body.Close()
+			d.log().Info("the bytes held were not checked and the answer gives no sha256 to check them with, fetching from the start", "file", f.Where, "had", have)
+			if err := restart(); err != nil {
+				return "", 0, 0, err
+			}
+			if err := open(); err != nil {
+				return "", 0, 0, err
+			}
+		}
 	}
-	defer body.Close()
+	defer func() { body.Close() }()
 	if ans.Start != have {
 		if ans.Start != 0 {
 			if err := restart(); err != nil {

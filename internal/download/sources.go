@@ -33,6 +33,12 @@ type File struct {
 	SHA256 string
 	// Where names the file in messages: "GET <url>" or "s3://bucket/key".
 	Where string
+	// HeldUnchecked says the bytes held for the file (its partial) came
+	// from where nothing checked them (a peer still fetching it): they
+	// are resumed only when the listing or the answer gives a sha256 the
+	// whole file is then checked against, and fetched again from the
+	// first byte otherwise.
+	HeldUnchecked bool
 	// open returns the file's bytes from offset on, or from 0 when the
 	// source ignores the range (the answer's Start says which).
 	open func(ctx context.Context, offset int64) (io.ReadCloser, Answer, error)

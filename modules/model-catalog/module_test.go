@@ -275,8 +275,9 @@ func (h *harness) expectServing(t *testing.T, name string) {
 	}
 }
 
-// expectReadyReplica checks that a replica of generation is ready when apply
-// returns, and that the old generation's replicas go away (the roll ends).
+// expectReadyReplica checks that a replica built from the model's current
+// definition (of generation, not stale) is ready when apply returns, and
+// that the stale replicas go away (the roll ends).
 func (h *harness) expectReadyReplica(t *testing.T, name, generation string) {
 	t.Helper()
 	list := func() []*managev1.Replica {
@@ -287,14 +288,14 @@ func (h *harness) expectReadyReplica(t *testing.T, name, generation string) {
 		return reps.GetReplicas()
 	}
 	if !slices.ContainsFunc(list(), func(r *managev1.Replica) bool {
-		return r.GetModelGeneration() == generation && r.GetState() == "ready"
+		return !r.GetStale() && r.GetState() == "ready"
 	}) {
 		t.Fatalf("no ready replica of %s generation %s when apply returned: %v", name, generation, list())
 	}
 	testcluster.WaitFor(t, "the old generation of "+name+" to stop", 30*time.Second, func() (bool, string) {
 		reps := list()
 		for _, r := range reps {
-			if r.GetModelGeneration() != generation {
+			if r.GetStale() {
 				return false, fmt.Sprint(reps)
 			}
 		}

@@ -133,10 +133,14 @@ type Replica struct {
 	Model string
 	// Profile is the catalog profile the replica was placed with (for an
 	// adopted replica, as its agents echoed it): its Nodes is the shard
-	// count, its Weight the routing weight. The reconciler keeps Weight and
-	// Priority at those of the catalog's current profile of the same name:
-	// they are not part of spec.Generation, so editing them restarts nothing.
-	Profile    spec.Profile
+	// count, its Weight the routing weight. The reconciler keeps its
+	// serving and placement fields (weight, priority, gpu_class, ...) at
+	// those of the catalog's current profile of the same name
+	// (spec.FollowProfile): they are not part of its generation, so editing
+	// them restarts nothing.
+	Profile spec.Profile
+	// Generation is spec.ReplicaGeneration of the model and Profile when it
+	// was placed; models.Entry.Stale compares it with the catalog's.
 	Generation string
 	Fabric     string
 	Shards     []*Shard

@@ -140,7 +140,7 @@ func stringEnd(data []byte, i int) int {
 					return -1
 				}
 				for _, h := range data[i+1 : i+5] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+					if (h < '0' || h > '9') && (h < 'a' || h > 'f') && (h < 'A' || h > 'F') {
 						return -1
 					}
 				}

@@ -255,7 +255,7 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 	// is below the bound, the event cannot pass it, so it leaves first and
 	// is counted after (the count is off the token's way to the client).
 	bounded := content && x.bound.perChoice > 0
-	countAfter := bounded && x.events < x.bound.perChoice
+	countAfter := bounded && !x.bound.over && x.events < x.bound.perChoice
 	if bounded && !countAfter && x.bound.exceeds(event) {
 		g.cutStream(w, rc, x)
 		return false
@@ -275,10 +275,12 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 		}
 		flush = false
 	}
-	if countAfter && x.bound.exceeds(event) {
-		// Cannot happen (see above); were it to, the bound is still held
-		// from the next event on.
-		g.log.Error("stream bound passed by an event it could not pass", "model", x.rec.Model)
+	if countAfter && x.bound.countPast(eventData(event)) {
+		// Only an engine that names one choice twice in a chunk gets
+		// here: its tokens are counted, and the bound is checked before
+		// each event from now on, so the next token is cut.
+		x.bound.over = true
+		g.log.Warn("engine repeated a choice within one stream chunk", "model", x.rec.Model, "replica", x.rec.ReplicaID)
 	}
 	if pt, ok := x.shape.(passthrough); ok {
 		pt.relayed(eventData(event))
@@ -371,6 +373,9 @@ type streamBound struct {
 	created           int64
 	// cut is set once the gateway ended the stream at the bound.
 	cut bool
+	// over is set when an event counted after it was relayed put a
+	// choice past the bound (an engine naming a choice twice in a chunk).
+	over bool
 }
 
 // streamChunk is what the bound reads of a chat.completion.chunk or a
@@ -412,7 +417,16 @@ func (b *streamBound) exceeds(event []byte) bool { return b.exceedsData(eventDat
 
 // exceedsData is exceeds for an event's data. The chunk is walked
 // (walkChunk), and decoded only when the walk cannot decide it.
-func (b *streamBound) exceedsData(data []byte) bool {
+func (b *streamBound) exceedsData(data []byte) bool { return b.read(data, false) }
+
+// countPast counts an event already relayed, every token it carries, and
+// reports whether a choice now holds more than the bound.
+func (b *streamBound) countPast(data []byte) bool { return b.read(data, true) }
+
+// read reads a chunk's choices; unless relayed, one that would pass the
+// bound is reported and nothing counted; otherwise the chunk's tokens
+// are counted and read reports whether a choice is past the bound.
+func (b *streamBound) read(data []byte, relayed bool) bool {
 	var buf [4]chunkChoice
 	h, choices, ok, decided := walkChunk(data, buf[:0], b.id == "")
 	if !decided {
@@ -430,14 +444,29 @@ func (b *streamBound) exceedsData(data []byte) bool {
 	if b.id == "" {
 		b.id, b.object, b.created, b.model = h.id, h.object, h.created, h.model
 	}
-	for _, ch := range choices {
-		if ch.carries && b.tokens[ch.index]+1 > b.perChoice {
-			return true
+	if !relayed {
+		for i, ch := range choices {
+			if !ch.carries {
+				continue
+			}
+			// The tokens this chunk adds to the choice: one per entry
+			// naming it.
+			n := 0
+			for _, other := range choices[i:] {
+				if other.carries && other.index == ch.index {
+					n++
+				}
+			}
+			if b.tokens[ch.index]+n > b.perChoice {
+				return true
+			}
 		}
 	}
+	past := false
 	for _, ch := range choices {
 		if ch.carries {
 			b.tokens[ch.index]++
+			past = past || b.tokens[ch.index] > b.perChoice
 		} else if _, seen := b.tokens[ch.index]; !seen {
 			b.tokens[ch.index] = 0
 		}
@@ -445,7 +474,7 @@ func (b *streamBound) exceedsData(data []byte) bool {
 			b.finished[ch.index] = true
 		}
 	}
-	return false
+	return relayed && past
 }
 
 // relayed is the completion tokens relayed, all choices together.

@@ -9,6 +9,8 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -80,7 +82,13 @@ func fromShapeError(e *apishape.Error) *apiError {
 	return ae
 }
 
-func newID(prefix string) string { return prefix + newRequestID() }
+// newID names what a client may ask for again (a stored response, a
+// note): 128 bits from crypto/rand, so one cannot be guessed from another.
+func newID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
 
 func usageOf(u *apishape.Usage) request.Usage {
 	if u == nil {
@@ -162,13 +170,20 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 		return
 	}
 	st := ts.stream(x)
+	// pending is set while events were written and not flushed.
+	pending := false
 	send := func(evs []apishape.Event, flush bool) bool {
 		for _, e := range evs {
 			if _, err := w.Write(e.Bytes()); err != nil {
 				return false
 			}
+			pending = true
 		}
-		return !flush || rc.Flush() == nil
+		if !flush || !pending {
+			return true
+		}
+		pending = false
+		return rc.Flush() == nil
 	}
 	// Read event by event in one pooled buffer (stream.go, eventReader).
 	er := newEventReader(resp.Body, idle)
@@ -224,6 +239,13 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 				return
 			}
 			first = false
+		} else if pending && !eventInHand(br) {
+			// An event without data (a comment, a keep-alive) ended and
+			// nothing whole follows it: what was written leaves now.
+			if !send(nil, true) {
+				x.rec.Status = statusClientGone
+				return
+			}
 		}
 		if err != nil {
 			break

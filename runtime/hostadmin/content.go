@@ -2,7 +2,6 @@ package hostadmin
 
 import (
 	"context"
-	"flag"
 	"fmt"
 
 	"github.com/llmgw/llmgw/internal/cliflags"
@@ -17,19 +16,15 @@ import (
 // required: content is never kept for ever.
 func contentRetention(ctx context.Context, kind string, args []string, io IO) int {
 	cmd := "keys " + kind
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Err)
+	fs := cliflags.New(cmd, "llmgw "+cmd+" --project P (--retain-hours N | --off) [-c server.yaml]", io.Err)
 	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
 	project := fs.String("project", "", "the project")
 	hours := fs.Int("retain-hours", 0, "keep content this many hours after its last write (required to turn it on)")
 	off := fs.Bool("off", false, "stop keeping content; what was kept is no longer read from now on and is deleted at the next hourly prune")
-	pos, err := cliflags.Parse(fs, args)
-	if err != nil {
-		return 2
+	if err := cliflags.ParseNoArgs(fs, args); err != nil {
+		return cliflags.ExitCode(err)
 	}
 	switch {
-	case len(pos) != 0:
-		return io.fail(cmd, fmt.Errorf("unexpected argument %q", pos[0]))
 	case *project == "":
 		return io.fail(cmd, fmt.Errorf("--project is required"))
 	case *off && *hours != 0:

@@ -3,7 +3,6 @@ package hostadmin
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -14,11 +13,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/store"
 )
 
-// Keys runs `llmgw keys`: API keys and admin tokens, made directly in the
-// store, and moving a whole store. It returns the exit code.
-func Keys(ctx context.Context, args []string, io IO) int {
-	if len(args) == 0 {
-		fmt.Fprintln(io.Err, `usage: llmgw keys <create|list|revoke|admin-token|threads|memory> [-c server.yaml] ...
+const keysUsage = `usage: llmgw keys <create|list|revoke|admin-token|move-store|threads|memory> [-c server.yaml] ...
   keys create --name N [--expires 720h]   create an API key; it is printed once
   keys list [--json]                     list keys (never the secrets)
   keys revoke ID                         revoke a key
@@ -27,25 +22,61 @@ func Keys(ctx context.Context, args []string, io IO) int {
   keys threads --project P --retain-hours N | --off
                                          keep a project's conversations (threads, stored responses)
   keys memory --project P --retain-hours N | --off
-                                         keep a project's agents' memory notes`)
+                                         keep a project's agents' memory notes
+
+run "llmgw keys <command> -h" for its flags`
+
+// keysSynopses are how each of the key commands that read server.yaml is
+// called.
+var keysSynopses = map[string]string{
+	"create":      "llmgw keys create --name N [--expires 720h] [-c server.yaml]",
+	"list":        "llmgw keys list [--json] [-c server.yaml]",
+	"revoke":      "llmgw keys revoke ID [-c server.yaml]",
+	"admin-token": "llmgw keys admin-token --name N [-c server.yaml]",
+}
+
+// Keys runs `llmgw keys`: API keys and admin tokens, made directly in the
+// store, and moving a whole store. It returns the exit code.
+func Keys(ctx context.Context, args []string, io IO) int {
+	if len(args) == 0 {
+		fmt.Fprintln(io.Err, keysUsage)
 		return 2
 	}
 	sub := args[0]
 	switch sub {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintln(io.Err, keysUsage)
+		return 0
 	case "move-store":
 		return moveStore(ctx, args[1:], io)
 	case "threads", "memory":
 		return contentRetention(ctx, sub, args[1:], io)
 	}
-	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Err)
-	cfgPath := fs.String("c", "", configFlagHelp)
-	name := fs.String("name", "", "a name to recognise the key by")
-	expires := fs.Duration("expires", 0, "lifetime of the key (e.g. 720h); 0 never expires")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := cliflags.Parse(fs, args[1:])
-	if err != nil {
+	synopsis, ok := keysSynopses[sub]
+	if !ok {
+		fmt.Fprintf(io.Err, "llmgw keys: unknown command %q\n", sub)
+		fmt.Fprintln(io.Err, keysUsage)
 		return 2
+	}
+	fs := cliflags.New("keys "+sub, synopsis, io.Err)
+	cfgPath := fs.String("c", "", configFlagHelp)
+	name, expires, asJSON := new(string), new(time.Duration), new(bool)
+	switch sub {
+	case "create":
+		name = fs.String("name", "", "a name to recognise the key by")
+		expires = fs.Duration("expires", 0, "lifetime of the key (e.g. 720h); 0 never expires")
+	case "admin-token":
+		name = fs.String("name", "", "a name to recognise the token by")
+	case "list":
+		asJSON = fs.Bool("json", false, "print JSON")
+	}
+	want := 0
+	if sub == "revoke" {
+		want = 1
+	}
+	pos, err := cliflags.ParseN(fs, args[1:], want, "the key id")
+	if err != nil {
+		return cliflags.ExitCode(err)
 	}
 	path, err := configPath(fs, *cfgPath)
 	if err != nil {
@@ -102,15 +133,10 @@ func Keys(ctx context.Context, args []string, io IO) int {
 		}
 		_ = tw.Flush()
 	case "revoke":
-		if len(pos) != 1 {
-			return io.fail("keys revoke", fmt.Errorf("give exactly one key id"))
-		}
 		if err := admin.RevokeAPIKey(ctx, pos[0]); err != nil {
 			return io.fail("keys revoke", err)
 		}
 		fmt.Fprintf(io.Out, "revoked %s; it stops working within seconds\n", pos[0])
-	default:
-		return io.fail("keys", fmt.Errorf("unknown subcommand %q", sub))
 	}
 	return 0
 }
@@ -120,14 +146,13 @@ func Keys(ctx context.Context, args []string, io IO) int {
 // PostgreSQL. It needs no server.yaml: both stores are named on the command
 // line, "@file" forms included.
 func moveStore(ctx context.Context, args []string, io IO) int {
-	fs := flag.NewFlagSet("keys move-store", flag.ContinueOnError)
-	fs.SetOutput(io.Err)
+	fs := cliflags.New("keys move-store", "llmgw keys move-store --from DSN --to DSN", io.Err)
 	from := fs.String("from", "", "the store to copy: a SQLite path, a postgres:// URL or @file; left untouched")
 	to := fs.String("to", "", "the new, empty store to copy into (same forms)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := cliflags.ParseNoArgs(fs, args); err != nil {
+		return cliflags.ExitCode(err)
 	}
-	if *from == "" || *to == "" || fs.NArg() != 0 {
+	if *from == "" || *to == "" {
 		return io.fail("keys move-store", fmt.Errorf("give --from and --to, and nothing else (stop the control plane first)"))
 	}
 	counts, err := store.Move(ctx, *from, *to)

@@ -29,7 +29,7 @@ func TestKeysMoveStore(t *testing.T) {
 		want int
 	}{
 		{name: "missing --to", args: []string{"move-store", "--from", from}, want: 1},
-		{name: "stray argument", args: []string{"move-store", "--from", from, "--to", to, "extra"}, want: 1},
+		{name: "stray argument", args: []string{"move-store", "--from", from, "--to", to, "extra"}, want: 2}, // bad usage, as in ctl
 		{name: "unknown flag", args: []string{"move-store", "--form", from}, want: 2},
 		{name: "missing source", args: []string{"move-store", "--from", filepath.Join(dir, "nope.db"), "--to", to}, want: 1},
 		{name: "copies", args: []string{"move-store", "--from", from, "--to", to}, want: 0},

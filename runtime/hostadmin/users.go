@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,34 +22,55 @@ const usersUsage = `usage: llmgw users <create|list|promote|demote> [-c server.y
                                                    create a user; "-" reads the password from stdin
   users list [--json]                              list users (never passwords)
   users promote ID|EMAIL                           make a user an administrator
-  users demote ID|EMAIL                            take administration away and revoke the user's login tokens`
+  users demote ID|EMAIL                            take administration away and revoke the user's login tokens
+
+run "llmgw users <command> -h" for its flags`
+
+// usersSynopses are how each users command is called.
+var usersSynopses = map[string]string{
+	"create":  "llmgw users create EMAIL (--password - | --password-file F | --password P) [--admin] [-c server.yaml]",
+	"list":    "llmgw users list [--json] [-c server.yaml]",
+	"promote": "llmgw users promote ID|EMAIL [-c server.yaml]",
+	"demote":  "llmgw users demote ID|EMAIL [-c server.yaml]",
+}
 
 // Users runs `llmgw users`: administrators, made directly in the store. It
 // returns the exit code.
 func Users(ctx context.Context, args []string, io IO) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		fmt.Fprintln(io.Err, usersUsage)
 		return 2
 	}
 	sub := args[0]
-	fs := flag.NewFlagSet("users "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Err)
-	cfgPath := fs.String("c", "", configFlagHelp)
-	password := fs.String("password", "", `the password; "-" reads it from stdin (prefer --password-file or "-": a value shows in the process list)`)
-	passwordFile := fs.String("password-file", "", "read the password from the first line of this file")
-	admin := fs.Bool("admin", false, "create the user as an administrator")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := cliflags.Parse(fs, args[1:])
-	if err != nil {
-		return 2
+	switch sub {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintln(io.Err, usersUsage)
+		return 0
 	}
-	wantArgs := 1
-	if sub == "list" {
-		wantArgs = 0
-	}
-	if len(pos) != wantArgs {
+	synopsis, ok := usersSynopses[sub]
+	if !ok {
+		fmt.Fprintf(io.Err, "llmgw users: unknown command %q\n", sub)
 		fmt.Fprintln(io.Err, usersUsage)
 		return 2
+	}
+	fs := cliflags.New("users "+sub, synopsis, io.Err)
+	cfgPath := fs.String("c", "", configFlagHelp)
+	password, passwordFile, admin, asJSON := new(string), new(string), new(bool), new(bool)
+	switch sub {
+	case "create":
+		password = fs.String("password", "", `the password; "-" reads it from stdin (prefer --password-file or "-": a value shows in the process list)`)
+		passwordFile = fs.String("password-file", "", "read the password from the first line of this file")
+		admin = fs.Bool("admin", false, "create the user as an administrator")
+	case "list":
+		asJSON = fs.Bool("json", false, "print JSON")
+	}
+	want := 1
+	if sub == "list" {
+		want = 0
+	}
+	pos, err := cliflags.ParseN(fs, args[1:], want, "the user")
+	if err != nil {
+		return cliflags.ExitCode(err)
 	}
 	path, err := configPath(fs, *cfgPath)
 	if err != nil {
@@ -117,8 +137,6 @@ func Users(ctx context.Context, args []string, io IO) int {
 			note = "; its login tokens are revoked"
 		}
 		fmt.Fprintf(io.Out, "%s (%s)%s%s\n", u.ID, u.Email, adminNote(u), note)
-	default:
-		return io.fail("users", fmt.Errorf("unknown subcommand %q", sub))
 	}
 	return 0
 }

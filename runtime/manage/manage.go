@@ -309,7 +309,7 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 			continue
 		}
 		st.ReplicasTotal++
-		if r.Generation != e.Generation {
+		if e.Stale(r.Profile.Name, r.Generation) {
 			st.ReplicasStale++
 		}
 		if r.State == fleet.ReplicaReady {
@@ -442,14 +442,25 @@ func (s *Service) ListModels(context.Context, *managev1.ListModelsRequest) (*man
 // ListReplicas lists live replicas and recent failures.
 func (s *Service) ListReplicas(_ context.Context, req *managev1.ListReplicasRequest) (*managev1.ListReplicasResponse, error) {
 	out := &managev1.ListReplicasResponse{}
+	entries := map[string]*models.Entry{} // looked up once per model
 	for _, r := range s.opts.Fleet.Replicas() {
 		if req.GetModel() != "" && r.Model != req.GetModel() {
 			continue
+		}
+		e, seen := entries[r.Model]
+		if !seen {
+			if got, ok := s.opts.Catalog.Get(r.Model); ok {
+				e = &got
+			}
+			entries[r.Model] = e
 		}
 		pr := &managev1.Replica{
 			Id: r.ID, Model: r.Model, Profile: r.Profile.Name, State: string(r.State), Error: r.Error,
 			Fabric: r.Fabric, ShardsExpected: int32(r.ShardsExpected()), CreatedUnixMs: r.Created.UnixMilli(),
 			ModelGeneration: r.Generation,
+			// A replica of a model no longer in the catalog is stopping,
+			// not stale.
+			Stale: e != nil && e.Stale(r.Profile.Name, r.Generation),
 		}
 		for _, sh := range r.Shards {
 			ps := &managev1.Shard{Id: sh.ID, Rank: int32(sh.Rank), Node: sh.Node, State: shardState(sh.State), Error: sh.Error, LastOutput: sh.LastOutput, Endpoint: sh.Endpoint}
@@ -519,8 +530,28 @@ func (s *Service) PlanPlacement(ctx context.Context, req *managev1.PlanPlacement
 	plan := s.opts.Reconciler.PlanOne(m)
 	out := ExplanationToProto(plan.Explanation, &plan)
 	out.Warnings = append(warnings, s.scalingWarnings(m)...)
+	planned, more := s.opts.Reconciler.PlanRollout(m, rolloutDryRunLimit)
+	for _, p := range planned {
+		pr := &managev1.PlannedReplica{Replaces: p.Replaces, Placed: p.Plan.Placed}
+		if p.Plan.Placed {
+			pr.Profile = p.Plan.Profile.Name
+			for _, pe := range p.Plan.Explanation.Profiles {
+				if pe.Placed {
+					pr.Summary = pe.Summary
+				}
+			}
+		} else {
+			pr.Summary = reconcile.WhyNotPlaced(p.Plan.Explanation)
+		}
+		out.Rollout = append(out.Rollout, pr)
+	}
+	out.RolloutMore = int32(more)
 	return out, nil
 }
+
+// rolloutDryRunLimit bounds the replicas PlanPlacement's rollout dry run
+// places: each is one scheduler pass over the fleet.
+const rolloutDryRunLimit = 16
 
 // withScalingWarnings adds to pm, the answer to a create or update of m, the
 // warnings of scalingWarnings, and logs them.

@@ -23,7 +23,7 @@ func (s *Service) rolloutStatus(st *managev1.ModelStatus, e models.Entry) {
 		if r.Model != e.Model.Name || !r.Live() {
 			continue
 		}
-		outdated := r.Generation != e.Generation
+		outdated := e.Stale(r.Profile.Name, r.Generation)
 		for _, sh := range r.Shards {
 			d, ok := draining[sh.Node]
 			if !ok {
@@ -38,7 +38,11 @@ func (s *Service) rolloutStatus(st *managev1.ModelStatus, e models.Entry) {
 		}
 	}
 	if s.opts.Reconciler != nil {
-		st.Stalled = s.opts.Reconciler.Stalled(e.Model.Name, e.Generation)
+		if st.Stalled = s.opts.Reconciler.Stalled(e.Model.Name, e.Generation); st.Stalled != "" {
+			st.StalledReason = "placement"
+		} else if st.Stalled = s.opts.Reconciler.NotReady(e.Model.Name, e.Generation); st.Stalled != "" {
+			st.StalledReason = "not_ready"
+		}
 	}
 }
 

@@ -21,7 +21,7 @@ func (s *Service) RolloutModel(_ context.Context, req *managev1.RolloutModelRequ
 		return nil, status.Errorf(codes.NotFound, "model %q is not in the catalog", req.GetName())
 	}
 	e, _ := s.opts.Catalog.Get(name)
-	stale := s.opts.Reconciler.RequestRollout(name, e.Generation)
+	stale := s.opts.Reconciler.RequestRollout(e)
 	s.log.Info("rollout requested", "model", name, "generation", e.Generation, "stale", len(stale))
 	return &managev1.RolloutModelResponse{Replicas: stale, Status: s.modelProto(e).GetStatus()}, nil
 }

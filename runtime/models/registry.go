@@ -36,10 +36,35 @@ var (
 type Entry struct {
 	Model  spec.Model
 	Origin string
-	// Generation is a hash of what a replica is built from (source, context
-	// length, profiles); replicas of another generation are rolled.
+	// Generation is spec.Generation: a hash over every profile's replica
+	// generation, what RolloutModel and stall reports are keyed by.
 	Generation string
 	Revision   int64
+	// generations is spec.ReplicaGeneration of each profile, by name, and
+	// legacy spec.LegacyGeneration: what Stale compares a replica with.
+	generations map[string]string
+	legacy      string
+}
+
+// NewEntry is the catalog entry of a normalized model.
+func NewEntry(m spec.Model, origin string, revision int64) Entry {
+	return Entry{Model: m, Origin: origin, Generation: spec.Generation(m), Revision: revision,
+		generations: spec.ReplicaGenerations(m), legacy: spec.LegacyGeneration(m)}
+}
+
+// ReplicaGeneration is what a replica placed now with profile is stamped
+// with ("" for a profile the model does not have).
+func (e Entry) ReplicaGeneration(profile string) string { return e.generations[profile] }
+
+// Stale reports whether a replica placed with profile and stamped with
+// generation is built otherwise than the model now asks: its own profile's
+// build fields, or the model's, changed, or the profile is gone. Edits to
+// other profiles and to fields no replica is built from leave it current. A
+// replica stamped before generations were per replica is current while the
+// model is exactly as it was placed.
+func (e Entry) Stale(profile, generation string) bool {
+	g, ok := e.generations[profile]
+	return !ok || (generation != g && generation != e.legacy)
 }
 
 // Registry is the catalog. Safe for concurrent use; reads are cheap.
@@ -68,7 +93,7 @@ func New(declared []spec.Model, st store.ModelStore, logger *slog.Logger) (*Regi
 		if err := m.Validate(); err != nil {
 			return nil, fmt.Errorf("model %q in server.yaml: %w", m.Name, err)
 		}
-		r.entries[m.Name] = Entry{Model: m, Origin: OriginConfig, Generation: spec.Generation(m), Revision: 1}
+		r.entries[m.Name] = NewEntry(m, OriginConfig, 1)
 	}
 	r.rebuildAliases()
 	return r, nil
@@ -97,7 +122,7 @@ func (r *Registry) Load(ctx context.Context) error {
 			r.log.Warn("stored model shadowed by server.yaml", "model", m.Name)
 			continue
 		}
-		r.entries[m.Name] = Entry{Model: m, Origin: OriginAPI, Generation: spec.Generation(m), Revision: sm.Revision}
+		r.entries[m.Name] = NewEntry(m, OriginAPI, sm.Revision)
 	}
 	r.rebuildAliasesLocked()
 	r.notify()
@@ -279,7 +304,7 @@ func (r *Registry) put(ctx context.Context, m spec.Model, update bool, ifRevisio
 			return Entry{}, fmt.Errorf("storing model %q: %w", m.Name, err)
 		}
 	}
-	e := Entry{Model: m, Origin: OriginAPI, Generation: spec.Generation(m), Revision: rev}
+	e := NewEntry(m, OriginAPI, rev)
 	r.entries[m.Name] = e
 	r.rebuildAliasesLocked()
 	r.notify()

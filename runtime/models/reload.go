@@ -71,5 +71,5 @@ func storedEntry(specJSON []byte, revision int64) (Entry, error) {
 		return Entry{}, err
 	}
 	m.Normalize()
-	return Entry{Model: m, Origin: OriginAPI, Generation: spec.Generation(m), Revision: revision}, nil
+	return NewEntry(m, OriginAPI, revision), nil
 }

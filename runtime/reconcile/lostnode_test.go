@@ -58,7 +58,7 @@ func TestSilentNodeStaleReplicasReplacedAtOnce(t *testing.T) {
 	cur := 0
 	e, _ := h.rec.opts.Catalog.Get("sim-chat")
 	for _, r := range h.live("sim-chat") {
-		if r.Generation == e.Generation {
+		if !e.Stale(r.Profile.Name, r.Generation) {
 			cur++
 		}
 	}
@@ -154,7 +154,7 @@ func TestSilentCurrentReplicaStaleServesUntilReplaced(t *testing.T) {
 	h.rec.Pass()
 	var cur, stale fleet.Replica
 	for _, r := range h.live("sim-chat") {
-		if r.Generation == e.Generation {
+		if !e.Stale(r.Profile.Name, r.Generation) {
 			cur = r
 		} else {
 			stale = r
@@ -171,7 +171,7 @@ func TestSilentCurrentReplicaStaleServesUntilReplaced(t *testing.T) {
 	healthy := 0
 	for _, r := range h.live("sim-chat") {
 		n, _ := h.fleet.Node(r.Shards[0].Node)
-		t.Logf("live %s gen=%v node=%s silent=%v state=%v", r.ID, r.Generation == e.Generation, r.Shards[0].Node, n.Silent, r.State)
+		t.Logf("live %s gen=%v node=%s silent=%v state=%v", r.ID, !e.Stale(r.Profile.Name, r.Generation), r.Shards[0].Node, n.Silent, r.State)
 		if !n.Silent && r.State == fleet.ReplicaReady {
 			healthy++
 		}

@@ -82,14 +82,19 @@ type Reconciler struct {
 	backoffMu sync.Mutex
 	backoff   map[string]backoff
 	// stalls are the models whose needed replica did not place in the
-	// last pass that tried (stall.go).
+	// last pass that tried (stall.go); slow the models with a replica
+	// starting past its profile's bound (slowstart.go).
 	stalls map[string]stall
+	slow   map[string]slowStart
 	// rollouts holds, per model whose rollout is manual, the generation an
 	// operator asked its stale replicas to be rolled to (RequestRollout).
 	rollouts map[string]string
 	// freeing is set during a pass in which room may appear by itself.
 	freeing bool
 	routed  map[string]bool
+	// configured holds the models configureRouting configured: one that
+	// left the catalog is forgotten by the router.
+	configured map[string]bool
 	// holdLogged records that the placement hold was announced.
 	holdLogged bool
 	// holding is true while placement waits for expected replicas.
@@ -118,6 +123,9 @@ type Reconciler struct {
 	started   time.Time
 	readySeen map[string]bool
 	loadTime  map[string]time.Duration
+	// startTime is, per profile, how long its last replica placed by this
+	// control plane took to become ready, from startSince (slowstart.go).
+	startTime map[profileKey]time.Duration
 	// inflight is the requests in flight per replica, read from Routing
 	// once per pass.
 	inflight map[string]int64
@@ -157,8 +165,9 @@ func New(opts Options) *Reconciler {
 	if opts.StallAfter <= 0 {
 		opts.StallAfter = DefaultStallAfter
 	}
-	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{},
-		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{}}
+	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{}, configured: map[string]bool{},
+		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
+		startTime: map[profileKey]time.Duration{}}
 }
 
 // Run reconciles until ctx ends.
@@ -225,6 +234,7 @@ func (r *Reconciler) Pass() {
 			r.scale(tx, e, now)
 		}
 		r.noteReady(tx, now)
+		r.noteSlowStarts(tx, byName, now)
 		for _, rep := range tx.Replicas() {
 			if rep.Live() {
 				live = append(live, rep.ID)
@@ -262,15 +272,17 @@ func (r *Reconciler) Pass() {
 	}
 }
 
-// followRouting gives a running replica the routing weight and priority of
-// the catalog's current profile of the same name. Those two are left out of
-// spec.Generation, so editing them rolls nothing: the replica keeps running
-// and the router weighs it by the new weight from this pass on (an adopted
-// replica, rebuilt from what its agents echoed, is corrected the same way).
+// followRouting gives a running replica every field of the catalog's
+// current profile of the same name that it is not built from (weight,
+// priority, startup timeout, placement constraints: spec.FollowProfile).
+// Those are left out of its generation, so editing them rolls nothing: the
+// replica keeps running and the router weighs it by the new weight from
+// this pass on (an adopted replica, rebuilt from what its agents echoed, is
+// corrected the same way).
 func followRouting(rep *fleet.Replica, e models.Entry) {
 	for _, p := range e.Model.Profiles {
 		if p.Name == rep.Profile.Name {
-			rep.Profile.Weight, rep.Profile.Priority = p.Weight, p.Priority
+			rep.Profile = spec.FollowProfile(rep.Profile, p)
 			return
 		}
 	}
@@ -340,7 +352,7 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 		// replica that was ready before and is being replaced off a
 		// draining or silent node, must not hide that every replacement
 		// fails.
-		if rep.State == fleet.ReplicaReady && !r.readySeen[rep.ID] && rep.Generation == byName[rep.Model].Generation {
+		if e := byName[rep.Model]; rep.State == fleet.ReplicaReady && !r.readySeen[rep.ID] && !e.Stale(rep.Profile.Name, rep.Generation) {
 			r.backoffMu.Lock()
 			if b, ok := r.backoff[rep.Model]; ok && b.failures > 0 {
 				b.failures = 0
@@ -504,7 +516,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		if rep.Model != e.Model.Name || !rep.Live() {
 			continue
 		}
-		if rep.Generation == e.Generation && !onDrainingNode(tx, rep) {
+		if !e.Stale(rep.Profile.Name, rep.Generation) && !onDrainingNode(tx, rep) {
 			current = append(current, rep)
 			if rep.State == fleet.ReplicaReady {
 				currentReady = append(currentReady, rep)
@@ -530,16 +542,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	if len(rollable) == 0 && held == 0 {
 		r.clearRollout(e.Model.Name)
 	}
-	sort.SliceStable(rollable, func(i, j int) bool {
-		ri, rj := rollable[i].State == fleet.ReplicaReady, rollable[j].State == fleet.ReplicaReady
-		if ri != rj {
-			return !ri
-		}
-		if si, sj := onSilentNode(tx, rollable[i]), onSilentNode(tx, rollable[j]); si != sj {
-			return si
-		}
-		return rollable[i].Created.Before(rollable[j].Created)
-	})
+	rolloutOrder(tx, rollable)
 	if len(current) < want && r.holding {
 		return
 	}
@@ -558,7 +561,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	owed := r.owed[e.Model.Name]
 	lostOld := 0
 	for _, rep := range old {
-		if onSilentNode(tx, rep) || (rep.Generation == e.Generation && onDrainingNode(tx, rep)) {
+		if onSilentNode(tx, rep) || (!e.Stale(rep.Profile.Name, rep.Generation) && onDrainingNode(tx, rep)) {
 			lostOld++
 			if b.at.Before(r.lostSince(rep)) {
 				owed++
@@ -641,14 +644,32 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	}
 }
 
+// rolloutOrder sorts old replicas in the order a rollout replaces them:
+// not ready first, then those on a silent node (lost first: a stale
+// replica on a healthy node serves longer), then oldest.
+func rolloutOrder(tx *fleet.Tx, old []*fleet.Replica) {
+	sort.SliceStable(old, func(i, j int) bool {
+		ri, rj := old[i].State == fleet.ReplicaReady, old[j].State == fleet.ReplicaReady
+		if ri != rj {
+			return !ri
+		}
+		if si, sj := onSilentNode(tx, old[i]), onSilentNode(tx, old[j]); si != sj {
+			return si
+		}
+		return old[i].Created.Before(old[j].Created)
+	})
+}
+
 // RequestRollout asks for the stale replicas of a model whose rollout is
-// manual to be replaced, one at a time, by replicas of generation (the
-// model's current one). It returns the ids of the live replicas of another
-// generation, the ones that will be replaced.
-func (r *Reconciler) RequestRollout(model, generation string) []string {
+// manual to be replaced, one at a time, by replicas of e, the model's
+// current definition. It returns the ids of the live replicas that e calls
+// stale (their own profile changed since they were placed), the ones that
+// will be replaced.
+func (r *Reconciler) RequestRollout(e models.Entry) []string {
+	model, generation := e.Model.Name, e.Generation
 	var stale []string
 	for _, rep := range r.opts.Fleet.Replicas() {
-		if rep.Model == model && rep.Live() && rep.Generation != generation {
+		if rep.Model == model && rep.Live() && e.Stale(rep.Profile.Name, rep.Generation) {
 			stale = append(stale, rep.ID)
 		}
 	}
@@ -702,7 +723,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		ID:         newID("r"),
 		Model:      e.Model.Name,
 		Profile:    plan.Profile,
-		Generation: e.Generation,
+		Generation: e.ReplicaGeneration(plan.Profile.Name),
 		Fabric:     plan.Fabric,
 		Created:    now,
 	}
@@ -727,7 +748,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 			GpuIndices:      gpus,
 			Fabric:          plan.Fabric,
 			ContextLength:   int32(e.Model.ContextLength),
-			ModelGeneration: e.Generation,
+			ModelGeneration: rep.Generation,
 			Profile:         profile,
 		}
 		if fetched {

@@ -315,7 +315,7 @@ func TestRemovedModelStopsItsReplicas(t *testing.T) {
 func TestAdoptedReplicaShortOfShardsFailsAfterGrace(t *testing.T) {
 	h := newHarness(t, twoNodeModel())
 	h.rec.opts.Grace = 10 * time.Second
-	gen := spec.Generation(func() spec.Model { m := twoNodeModel(); m.Normalize(); return m }())
+	gen := spec.ReplicaGeneration(func() spec.Model { m := twoNodeModel(); m.Normalize(); return m }(), "x2")
 	// After a control-plane restart only rank 0's agent comes back.
 	h.fleet.Connect(&agentv1.Hello{NodeId: "node01", Address: "127.0.0.1", Inventory: inventory("ib-a"), Shards: []*agentv1.ShardStatus{{
 		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-2node", Rank: 0, Profile: &specv1.Profile{Name: "x2", Nodes: 2},
@@ -378,7 +378,7 @@ func TestPlacementHoldEndsWhenExpectedReplicasAreBack(t *testing.T) {
 	chat.Normalize()
 	h.fleet.Connect(&agentv1.Hello{NodeId: "node03", Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
 		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", Profile: &specv1.Profile{Name: "h100", Nodes: 1},
-		ModelGeneration: spec.Generation(chat), State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
+		ModelGeneration: spec.ReplicaGeneration(chat, "h100"), State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
 	}}}, "node03", nil, false, h.conns["node03"])
 	h.rec.Pass()
 	if n := len(h.startsFor("sim-chat")); n != 0 {
@@ -630,7 +630,7 @@ func TestRolloutOneAtATime(t *testing.T) {
 				if n := readyAll(); n != 0 || stops() != 0 || serving() != 3 {
 					t.Fatalf("manual: an edit started %d, stopped %d, %d serving; want 0, 0, 3", n, stops(), serving())
 				}
-				stale := h.rec.RequestRollout("sim-chat", e.Generation)
+				stale := h.rec.RequestRollout(e)
 				if len(stale) != 3 {
 					t.Fatalf("RequestRollout named %v, want the 3 stale replicas", stale)
 				}
@@ -656,7 +656,7 @@ func TestRolloutOneAtATime(t *testing.T) {
 				t.Fatalf("after the rollout: %d more started, %d stopped, %d serving; want 0, 3, 3", n, stops(), serving())
 			}
 			for _, rep := range h.fleet.Replicas() {
-				if rep.Live() && rep.Generation == gen0.Generation {
+				if rep.Live() && rep.Generation == gen0.ReplicaGeneration(rep.Profile.Name) {
 					t.Errorf("replica %s of the old generation still live", rep.ID)
 				}
 			}

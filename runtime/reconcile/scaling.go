@@ -17,6 +17,9 @@ type Routing interface {
 	SetModel(model string, c router.ModelConfig)
 	Demand(model string) router.Demand
 	TakePending(model string) bool
+	// Forget drops what was asked of a model that left the catalog, so a
+	// model created later under its name starts with no request.
+	Forget(model string)
 	Demanded() <-chan struct{}
 	Snapshot() map[string][]router.EndpointLoad
 }
@@ -174,7 +177,7 @@ func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, 
 	d.Pending = r.opts.Routing.TakePending(name)
 	ready, live := 0, 0
 	for _, rep := range tx.Replicas() {
-		if rep.Model != name || !rep.Live() || rep.Generation != e.Generation {
+		if rep.Model != name || !rep.Live() || e.Stale(rep.Profile.Name, rep.Generation) {
 			continue
 		}
 		live++
@@ -327,6 +330,7 @@ func (r *Reconciler) noteReady(tx *fleet.Tx, now time.Time) {
 			if !rep.Adopted {
 				r.loadTime[rep.Model] = now.Sub(rep.Created)
 			}
+			r.noteStart(rep, now)
 		}
 	}
 	for id := range r.readySeen {
@@ -338,13 +342,14 @@ func (r *Reconciler) noteReady(tx *fleet.Tx, now time.Time) {
 
 // configureRouting gives the router each model's policy, whether it loads
 // on demand and, while a replica of it loads with none ready, when it is
-// expected to serve.
+// expected to serve; it has the router forget what was asked of a model
+// that left the catalog.
 func (r *Reconciler) configureRouting(entries []models.Entry, now time.Time) {
 	if r.opts.Routing == nil {
 		return
 	}
 	starting := map[string]time.Time{}
-	ready := map[string]bool{}
+	ready, present := map[string]bool{}, map[string]bool{}
 	for _, rep := range r.opts.Fleet.Replicas() {
 		switch rep.State {
 		case fleet.ReplicaReady:
@@ -372,5 +377,13 @@ func (r *Reconciler) configureRouting(entries []models.Entry, now time.Time) {
 			}
 		}
 		r.opts.Routing.SetModel(m.Name, c)
+		present[m.Name] = true
 	}
+	for name := range r.configured {
+		if !present[name] {
+			r.opts.Routing.Forget(name)
+			delete(r.scaling, name)
+		}
+	}
+	r.configured = present
 }

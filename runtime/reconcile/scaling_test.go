@@ -144,6 +144,29 @@ func TestOnDemandLoadsOnRequestAndStopsWhenIdle(t *testing.T) {
 	}
 }
 
+// TestDeletedModelForgotten: what was asked of a model deleted before the
+// reconciler acted on it does not place a replica of a model created later
+// under its name (Terraform's replace deletes, then creates).
+func TestDeletedModelForgotten(t *testing.T) {
+	h := newRouted(t)
+	h.add(t, onDemand("od", 1, time.Hour))
+	h.rec.Pass()
+	_, _ = h.rt.Pick("od", "")
+	if err := h.rec.opts.Catalog.Delete(context.Background(), "od"); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	h.now = h.now.Add(time.Minute)
+	h.add(t, onDemand("od", 1, time.Hour))
+	h.rec.Pass()
+	if n := len(h.live("od")); n != 0 {
+		t.Fatalf("%d replicas of a re-created model nobody asked for since", n)
+	}
+	if d := h.rt.Demand("od"); d.Pending || !d.LastRequest.IsZero() {
+		t.Errorf("the router still holds the deleted model's requests: %+v", d)
+	}
+}
+
 // TestIdleTimeoutDefaults: a model at min 0 without idle_timeout stops
 // after the default 15 minutes, not at once and not never.
 func TestIdleTimeoutDefaults(t *testing.T) {

@@ -37,9 +37,9 @@ type stall struct {
 }
 
 type waitingReplica struct {
-	id, generation string
-	nodes          []string
-	draining       bool
+	id, profile string
+	nodes       []string
+	draining    bool
 }
 
 // noteStall records the outcome of scale's placement attempt for e: failed
@@ -61,7 +61,7 @@ func (r *Reconciler) noteStall(tx *fleet.Tx, e models.Entry, failed bool, ex sch
 		}
 	}
 	for _, rep := range old {
-		w := waitingReplica{id: rep.ID, generation: rep.Generation, draining: onDrainingNode(tx, rep)}
+		w := waitingReplica{id: rep.ID, profile: rep.Profile.Name, draining: onDrainingNode(tx, rep)}
 		for _, s := range rep.Shards {
 			w.nodes = append(w.nodes, s.Node)
 		}
@@ -131,7 +131,7 @@ func (r *Reconciler) Stalled(model, generation string) string {
 		fmt.Fprintf(&b, "generation %s cannot be placed: %s", st.generation, st.why)
 		var keep []string
 		for _, w := range st.waiting {
-			how := "generation " + w.generation
+			how := "stale, profile " + w.profile
 			if w.draining {
 				how = "on a draining node"
 			}
@@ -242,7 +242,7 @@ func (r *Reconciler) DrainCheck(node string) (blocked []string, found bool) {
 			}
 			if here {
 				on[rep.Model] = append(on[rep.Model], rep)
-			} else if rep.Generation == e.Generation && !onDrainingNode(tx, rep) {
+			} else if !e.Stale(rep.Profile.Name, rep.Generation) && !onDrainingNode(tx, rep) {
 				keep[rep.Model]++
 			}
 		}

@@ -150,7 +150,7 @@ func TestStalledRollout(t *testing.T) {
 	h.now = h.now.Add(time.Second)
 	h.rec.Pass()
 	got := h.rec.Stalled("sim-chat", e.Generation)
-	for _, want := range []string{"generation " + e.Generation + " cannot be placed", "no node can hold profile h100", "replica " + old + " (generation "} {
+	for _, want := range []string{"generation " + e.Generation + " cannot be placed", "no node can hold profile h100", "replica " + old + " (stale, profile h100, on "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Stalled = %q, want it to contain %q", got, want)
 		}

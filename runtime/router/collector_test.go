@@ -9,7 +9,7 @@ import (
 
 func TestCollector(t *testing.T) {
 	r := New()
-	r.SetEndpoints("m", []Endpoint{ep("a", 1), ep("b", 1)})
+	r.SetEndpoints("m", []Endpoint{ep("a", 5), ep("b", 0)})
 	l, _ := r.Route("m", Request{Exclude: []string{"b"}})
 	defer l.Done()
 	for _, tg := range r.Targets() {
@@ -28,6 +28,10 @@ llmgw_router_engine_requests{model="m",replica="a",state="waiting"} 2
 # TYPE llmgw_router_replica_up gauge
 llmgw_router_replica_up{model="m",replica="a"} 1
 llmgw_router_replica_up{model="m",replica="b"} 0
+# HELP llmgw_router_replica_weight The weight the router divides a replica's load by: its profile's weight, at least 1.
+# TYPE llmgw_router_replica_weight gauge
+llmgw_router_replica_weight{model="m",replica="a"} 5
+llmgw_router_replica_weight{model="m",replica="b"} 1
 # HELP llmgw_router_requests_in_flight Requests this control plane has in flight on a replica.
 # TYPE llmgw_router_requests_in_flight gauge
 llmgw_router_requests_in_flight{model="m",replica="a"} 1

@@ -19,9 +19,10 @@ type modelState struct {
 	bitUsers [64]int
 	// lastRequest is when a request for the model last arrived (Unix ns).
 	lastRequest atomic.Int64
-	// pending is set when a request found no endpoint of a model loaded on
-	// demand; the reconciler takes it (Demand).
-	pending  atomic.Bool
+	// pending is when a request last found no endpoint of a model loaded
+	// on demand (Unix ns), 0 when none did since the reconciler took it
+	// (TakePending); it counts for PendingFor.
+	pending  atomic.Int64
 	onDemand atomic.Bool
 	// eta is when the replica being loaded should serve (Unix ns), 0 when
 	// unknown.
@@ -90,12 +91,24 @@ func (r *Router) SetModel(model string, c ModelConfig) {
 	}
 	ms.sel.Store(&sel)
 	ms.onDemand.Store(c.OnDemand)
+	if !c.OnDemand {
+		// Not (or no longer) loaded on demand: a request that found no
+		// endpoint before asks for nothing now.
+		ms.pending.Store(0)
+	}
 	var eta int64
 	if !c.ETA.IsZero() {
 		eta = c.ETA.UnixNano()
 	}
 	ms.eta.Store(eta)
 }
+
+// PendingFor is how long a request that found no endpoint of a model
+// loaded on demand counts as asking for one (Demand.Pending) when nothing
+// takes it: the reconciler takes it on its next pass, at once; one it never
+// takes (the model left the catalog meanwhile) must not place a replica of
+// a model created much later under that name.
+const PendingFor = time.Minute
 
 // Forget drops everything kept about model (it left the catalog).
 func (r *Router) Forget(model string) {
@@ -123,7 +136,7 @@ type Demand struct {
 	// none did since the router started.
 	LastRequest time.Time
 	// Pending is true when a request found no endpoint of a model loaded
-	// on demand since TakePending last cleared it.
+	// on demand since TakePending last cleared it, within PendingFor.
 	Pending bool
 	// InFlight is the requests in flight on the model's endpoints; Waiting
 	// those waiting for one to be ready.
@@ -145,10 +158,16 @@ func (d Demand) Load() float64 {
 }
 
 // TakePending reports whether a request found no endpoint of model (loaded
-// on demand) since the last call, and clears it.
+// on demand) since the last call, within PendingFor, and clears it.
 func (r *Router) TakePending(model string) bool {
 	ms := (*r.models.Load())[model]
-	return ms != nil && ms.pending.Swap(false)
+	return ms != nil && r.recent(ms.pending.Swap(0))
+}
+
+// recent reports whether a request that found no endpoint at ns (Unix ns,
+// 0 for none) still counts.
+func (r *Router) recent(ns int64) bool {
+	return ns != 0 && r.now().Sub(time.Unix(0, ns)) <= PendingFor
 }
 
 // Demand reports what was asked of model.
@@ -161,7 +180,7 @@ func (r *Router) Demand(model string) Demand {
 	if ns := ms.lastRequest.Load(); ns != 0 {
 		d.LastRequest = time.Unix(0, ns)
 	}
-	d.Pending = ms.pending.Load()
+	d.Pending = r.recent(ms.pending.Load())
 	d.Waiting = ms.waiting.Load()
 	if p := (*r.table.Load())[model]; p != nil {
 		for _, u := range p.upstreams {

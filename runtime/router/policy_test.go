@@ -230,6 +230,34 @@ func TestFailedReplicaLeavesTable(t *testing.T) {
 	}
 }
 
+// TestPendingIsBounded: a request that found no replica of a model loaded
+// on demand asks for one for PendingFor only, and not once the model is
+// no longer loaded on demand: one nothing took must not place a replica
+// much later (the model was deleted or fixed meanwhile, then made on
+// demand again).
+func TestPendingIsBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := New(WithClock(func() time.Time { return now }))
+	r.SetModel("od", ModelConfig{OnDemand: true})
+	_, _ = r.Pick("od", "")
+	now = now.Add(PendingFor + time.Second)
+	if r.Demand("od").Pending || r.TakePending("od") {
+		t.Errorf("a request %s old still asks for a replica", PendingFor+time.Second)
+	}
+	now = now.Add(time.Hour)
+	_, _ = r.Pick("od", "")
+	r.SetModel("od", ModelConfig{}) // scaling.min raised to max
+	r.SetModel("od", ModelConfig{OnDemand: true})
+	if r.TakePending("od") {
+		t.Error("a request made while the model was on demand still asks after it was not")
+	}
+	_, _ = r.Pick("od", "")
+	now = now.Add(PendingFor)
+	if !r.TakePending("od") {
+		t.Errorf("a request %s old no longer asks for a replica", PendingFor)
+	}
+}
+
 // TestDemandAndWait: an on-demand model's request without a replica is
 // demand; Wait returns once an endpoint is set.
 func TestDemandAndWait(t *testing.T) {

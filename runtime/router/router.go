@@ -388,7 +388,8 @@ func (r *Router) Route(model string, req Request) (Lease, error) {
 		ms = r.modelLocked(model)
 		r.mu.Unlock()
 	}
-	ms.asked(r.now())
+	now := r.now()
+	ms.asked(now)
 	var cand *Pool
 	down := 0
 	if p != nil {
@@ -403,7 +404,7 @@ func (r *Router) Route(model string, req Request) (Lease, error) {
 			if eta := ms.eta.Load(); eta != 0 {
 				e.ETA = time.Unix(0, eta)
 			}
-			ms.pending.Store(true)
+			ms.pending.Store(now.UnixNano())
 			select {
 			case r.demanded <- struct{}{}:
 			default:

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
@@ -11,14 +12,21 @@ import (
 
 // Fleet is a Snapshot prepared for a whole pass of placements: nodes sorted
 // once and indexed by ID, the free GPUs of each node kept by class and
-// updated in place by Assume, and feasible nodes grouped by what the default
-// rankers see of them, so that a Place looks at a few candidates rather than
-// every node. Its decisions are exactly those of Place and Assume on the
+// updated in place by Assume, and nodes grouped by what the default rankers
+// see of them (their GPU total and free count), in the fleet and in each
+// fabric, so that a Place looks at a few candidates rather than every node:
+// the nodes the spread and weights-present rankers set apart, the first
+// feasible nodes of each group, and for a multi-node profile only the
+// fabrics that could still beat the best one found (chooseFabric). A GPU
+// profile's Place costs the same on a fleet of any size; a CPU profile's,
+// and one that places nowhere (its plan explains every node), check every
+// node. Its decisions are exactly those of Place and Assume on the
 // equivalent Snapshot with the default scheduler; its plans carry a
 // per-profile summary only, and Explain gives every node's verdict.
 //
-// A Fleet is not safe for concurrent use. It owns copies of the maps it
-// changes, so the Snapshot it was built from is never modified.
+// A Fleet is not safe for concurrent use, not even by Places alone: they
+// share its buffers. It owns copies of the maps it changes, so the Snapshot
+// it was built from is never modified.
 type Fleet struct {
 	sc    Scheduler
 	nodes []Node
@@ -26,15 +34,73 @@ type Fleet struct {
 	index map[string]int
 	state []nodeState
 	owned []bool
-	// byFree groups node positions, ascending, by (total GPUs, free GPUs);
-	// byFabric by (fabric, total, free), for multi-node profiles.
-	byFree   map[freeKey][]int
-	byFabric map[freeKey][]int
+	// all groups every node by (total GPUs, free GPUs); fabrics, sorted by
+	// name, group the nodes of each fabric alike, for multi-node profiles,
+	// and fabric and local say where node i is among them (fabric -1 for
+	// none).
+	all     scope
+	fabrics []*scope
+	fabric  []int
+	local   []int
+	// maxRate is the fastest link of any fabric. prune is false when a
+	// node's link rate is NaN, which no bound orders: every fabric with
+	// candidates is then evaluated.
+	maxRate float64
+	prune   bool
 	// byModel and bySource list the positions (ascending) of nodes that
 	// hold replicas of a model, or weights from a source: the only nodes
 	// the spread and weights-present rankers tell apart.
 	byModel  map[string][]int
 	bySource map[string][]int
+	// Buffers kept between calls of choose, and the call that last
+	// evaluated each fabric.
+	cands, fabCands, best []candidate
+	tiers                 []*freeGroup
+	evaluated             []uint64
+	call                  uint64
+}
+
+// scope is a set of nodes grouped by (total GPUs, free GPUs): within a
+// group the default rankers score alike every node the spread and
+// weights-present rankers do not set apart.
+type scope struct {
+	members  []int   // node positions, ascending; a group holds indices into it
+	maxRate  float64 // a fabric's fastest link
+	nFabrics int     // the all scope's: how many fabrics its groups index
+	groups   []*freeGroup
+	byKey    [][]*freeGroup // [total][free]
+}
+
+// freeGroup is the members of a scope with total GPUs and free of them free.
+type freeGroup struct {
+	freeKey
+	set idSet
+	// fabrics, in the all scope's groups, holds every fabric whose own
+	// group of this key has a member.
+	fabrics idSet
+	// score is a member's score for the profile being placed, when the
+	// spread and weights-present rankers do not set it apart.
+	score float64
+}
+
+type freeKey struct{ total, free int }
+
+// group returns the scope's group for k, made on first use.
+func (sc *scope) group(k freeKey) *freeGroup {
+	if k.total < len(sc.byKey) {
+		if g := sc.byKey[k.total][k.free]; g != nil {
+			return g
+		}
+	} else {
+		sc.byKey = slices.Grow(sc.byKey, k.total+1-len(sc.byKey))
+		for t := len(sc.byKey); t <= k.total; t++ {
+			sc.byKey = append(sc.byKey, make([]*freeGroup, t+1))
+		}
+	}
+	g := &freeGroup{freeKey: k, set: newIDSet(len(sc.members)), fabrics: newIDSet(sc.nFabrics)}
+	sc.byKey[k.total][k.free] = g
+	sc.groups = append(sc.groups, g)
+	return g
 }
 
 // nodeState is a node's GPUs as the checkers and rankers read them.
@@ -50,28 +116,64 @@ type classFree struct {
 	free  []int // ascending
 }
 
-type freeKey struct {
-	fabric      string
-	total, free int
-}
-
 // NewFleet prepares s for placements. s is not modified.
 func NewFleet(s Snapshot) *Fleet {
 	f := &Fleet{
 		sc:       Default(),
 		nodes:    slices.Clone(s.Nodes),
 		index:    make(map[string]int, len(s.Nodes)),
-		byFree:   map[freeKey][]int{},
-		byFabric: map[freeKey][]int{},
 		byModel:  map[string][]int{},
 		bySource: map[string][]int{},
 	}
 	if !slices.IsSortedFunc(f.nodes, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) }) {
 		slices.SortStableFunc(f.nodes, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
 	}
-	f.ptrs = make([]*Node, len(f.nodes))
-	f.state = make([]nodeState, len(f.nodes))
-	f.owned = make([]bool, len(f.nodes))
+	n := len(f.nodes)
+	f.ptrs = make([]*Node, n)
+	f.state = make([]nodeState, n)
+	f.owned = make([]bool, n)
+	f.fabric = make([]int, n)
+	f.local = make([]int, n)
+	fabricOf := map[string]int{}
+	for i := range f.nodes {
+		if name := f.nodes[i].Fabric; name != "" {
+			fabricOf[name] = 0
+		}
+	}
+	names := slices.Sorted(maps.Keys(fabricOf))
+	for k, name := range names {
+		fabricOf[name] = k
+	}
+	f.fabrics = make([]*scope, len(names))
+	for k := range f.fabrics {
+		f.fabrics[k] = &scope{}
+	}
+	f.evaluated = make([]uint64, len(names))
+	f.all = scope{members: make([]int, n), nFabrics: len(names)}
+	f.prune = true
+	for i := range f.nodes {
+		f.all.members[i] = i
+		f.fabric[i] = -1
+		name, rate := f.nodes[i].Fabric, f.nodes[i].FabricRateGbps
+		if name == "" {
+			continue
+		}
+		k := fabricOf[name]
+		sc := f.fabrics[k]
+		if len(sc.members) == 0 || rate > sc.maxRate {
+			sc.maxRate = rate
+		}
+		if math.IsNaN(rate) {
+			f.prune = false
+		}
+		f.fabric[i], f.local[i] = k, len(sc.members)
+		sc.members = append(sc.members, i)
+	}
+	for k, sc := range f.fabrics {
+		if k == 0 || sc.maxRate > f.maxRate {
+			f.maxRate = sc.maxRate
+		}
+	}
 	for i := range f.nodes {
 		n := &f.nodes[i]
 		f.ptrs[i] = n
@@ -95,24 +197,50 @@ func NewFleet(s Snapshot) *Fleet {
 }
 
 // newNodeState reads n's GPUs as freeByClass does: a GPU index listed twice
-// counts once, with the class it was first listed with.
+// counts once, with the class it was first listed with. The free lists of
+// all classes share one array.
 func newNodeState(n *Node) nodeState {
 	st := nodeState{node: n}
+	type freeGPU struct {
+		class string
+		index int
+	}
+	var buf [16]freeGPU
+	free := buf[:0]
+	var low uint64 // indices 0-63 seen, the rest looked up
 	for i, g := range n.GPUs {
-		if slices.ContainsFunc(n.GPUs[:i], func(h GPU) bool { return h.Index == g.Index }) {
+		if g.Index >= 0 && g.Index < 64 {
+			if low&(1<<g.Index) != 0 {
+				continue
+			}
+			low |= 1 << g.Index
+		} else if slices.ContainsFunc(n.GPUs[:i], func(h GPU) bool { return h.Index == g.Index }) {
 			continue
 		}
 		st.total++
-		if _, used := n.UsedGPUs[g.Index]; used {
-			continue
+		if _, used := n.UsedGPUs[g.Index]; !used {
+			free = append(free, freeGPU{g.Class, g.Index})
 		}
-		st.free++
-		j, found := slices.BinarySearchFunc(st.classes, g.Class, func(c classFree, class string) int { return cmp.Compare(c.class, class) })
-		if !found {
-			st.classes = slices.Insert(st.classes, j, classFree{class: g.Class})
+	}
+	st.free = len(free)
+	if len(free) == 0 {
+		return st
+	}
+	slices.SortFunc(free, func(a, b freeGPU) int {
+		if c := cmp.Compare(a.class, b.class); c != 0 {
+			return c
 		}
-		k, _ := slices.BinarySearch(st.classes[j].free, g.Index)
-		st.classes[j].free = slices.Insert(st.classes[j].free, k, g.Index)
+		return cmp.Compare(a.index, b.index)
+	})
+	indices := make([]int, len(free))
+	for j, g := range free {
+		indices[j] = g.index
+		if j == 0 || g.class != free[j-1].class {
+			st.classes = append(st.classes, classFree{class: g.class})
+		}
+		c := &st.classes[len(st.classes)-1]
+		start := j - len(c.free)
+		c.free = indices[start : j+1 : j+1]
 	}
 	return st
 }
@@ -148,12 +276,26 @@ func (st *nodeState) pick(p spec.Profile) ([]int, bool) {
 // bucket adds (or removes) node i to the groups of its current state.
 func (f *Fleet) bucket(i int, add bool) {
 	st := &f.state[i]
-	keys := [2]freeKey{{total: st.total, free: st.free}, {fabric: f.nodes[i].Fabric, total: st.total, free: st.free}}
-	for k, m := range []map[freeKey][]int{f.byFree, f.byFabric} {
-		if add {
-			m[keys[k]] = insertSorted(m[keys[k]], i)
-		} else {
-			m[keys[k]] = removeSorted(m[keys[k]], i)
+	k := freeKey{total: st.total, free: st.free}
+	g := f.all.group(k)
+	fab := f.fabric[i]
+	if add {
+		g.set.add(i)
+		if fab >= 0 {
+			fg := f.fabrics[fab].group(k)
+			if fg.set.empty() {
+				g.fabrics.add(fab)
+			}
+			fg.set.add(f.local[i])
+		}
+		return
+	}
+	g.set.remove(i)
+	if fab >= 0 {
+		fg := f.fabrics[fab].group(k)
+		fg.set.remove(f.local[i])
+		if fg.set.empty() {
+			g.fabrics.remove(fab)
 		}
 	}
 }
@@ -164,14 +306,6 @@ func insertSorted(l []int, i int) []int {
 		return l
 	}
 	return slices.Insert(l, j, i)
-}
-
-func removeSorted(l []int, i int) []int {
-	j, found := slices.BinarySearch(l, i)
-	if !found {
-		return l
-	}
-	return slices.Delete(l, j, j+1)
 }
 
 // Snapshot returns the fleet as it now is, nodes sorted by ID. Later
@@ -244,70 +378,199 @@ func (f *Fleet) Place(d Demand) Plan {
 // other scores are equal) the first feasible nodes by ID.
 func (f *Fleet) choose(d Demand, p spec.Profile) []candidate {
 	want := p.Shards()
-	groups := f.byFree
-	if want > 1 {
-		groups = f.byFabric
-	}
-	var cands []candidate
-	seen := func(i int) bool {
-		return slices.ContainsFunc(cands, func(c candidate) bool { return c.node == &f.nodes[i] })
-	}
-	consider := func(i int) bool {
-		if !f.feasible(i, p, d) {
-			return false
-		}
-		gpus, _ := f.state[i].pick(p)
-		cands = append(cands, candidate{node: &f.nodes[i], gpus: gpus, score: f.score(i, p, d)})
-		return true
-	}
-	special := func(i int) bool {
-		n := &f.nodes[i]
-		return n.Replicas[d.Model] > 0 || (d.Source != "" && slices.Contains(n.ModelsPresent, d.Source))
-	}
-	for _, i := range f.byModel[d.Model] {
-		consider(i)
-	}
+	f.cands = f.cands[:0]
+	// The nodes set apart, once each: the union of two ascending lists.
+	byModel, bySource := f.byModel[d.Model], []int(nil)
 	if d.Source != "" {
-		for _, i := range f.bySource[d.Source] {
-			if !seen(i) {
-				consider(i)
+		bySource = f.bySource[d.Source]
+	}
+	for len(byModel) > 0 || len(bySource) > 0 {
+		var i int
+		switch {
+		case len(bySource) == 0 || (len(byModel) > 0 && byModel[0] < bySource[0]):
+			i, byModel = byModel[0], byModel[1:]
+		case len(byModel) == 0 || bySource[0] < byModel[0]:
+			i, bySource = bySource[0], bySource[1:]
+		default:
+			i, byModel, bySource = byModel[0], byModel[1:], bySource[1:]
+		}
+		f.cands = f.consider(f.cands, i, p, d)
+	}
+	var chosen []candidate
+	if want == 1 {
+		for _, g := range f.all.groups {
+			if g.free >= p.TP {
+				f.cands = f.firstFeasible(f.cands, &f.all, g, 1, p, d)
 			}
+		}
+		sortCandidates(f.cands)
+		if len(f.cands) > 0 {
+			chosen = f.cands[:1]
+		}
+	} else {
+		chosen = f.chooseFabric(d, p, want)
+	}
+	for j := range chosen {
+		chosen[j].gpus = slices.Clone(chosen[j].gpus)
+	}
+	return chosen
+}
+
+// chooseFabric is chooseFabric over the candidates choose would gather for
+// a multi-node profile, evaluating as few fabrics as decide it: every
+// fabric holding a node set apart (f.cands), then the others best bound
+// first. A fabric whose best group's members score s can score at most
+// want copies of s averaged, its link rate is at most its fastest link's,
+// and ties go to the lower name: once no fabric left can beat the best by
+// that bound, the best is the one chooseFabric picks.
+func (f *Fleet) chooseFabric(d Demand, p spec.Profile, want int) []candidate {
+	f.call++
+	best, bestFab := f.best[:0], -1
+	var bestScore, bestRate float64
+	evaluate := func(k int, special []candidate) {
+		f.evaluated[k] = f.call
+		fc := append(f.fabCands[:0], special...)
+		sc := f.fabrics[k]
+		for _, g := range sc.groups {
+			if g.free >= p.TP {
+				fc = f.firstFeasible(fc, sc, g, want, p, d)
+			}
+		}
+		f.fabCands = fc
+		if len(fc) < want {
+			return
+		}
+		sortCandidates(fc)
+		score, rate := fabricMerit(fc[:want])
+		if bestFab < 0 || score > bestScore || (score == bestScore && (rate > bestRate || (rate == bestRate && k < bestFab))) {
+			best, bestFab, bestScore, bestRate = append(best[:0], fc[:want]...), k, score, rate
 		}
 	}
-	for k, l := range groups {
-		if k.free < p.TP || (want > 1 && k.fabric == "") {
-			continue
-		}
-		taken := 0
-		for _, i := range l {
-			if special(i) {
-				continue
-			}
-			if consider(i) {
-				if taken++; taken == want {
-					break
+	if !f.prune {
+		// chooseFabric itself, over the candidates of every fabric.
+		for _, sc := range f.fabrics {
+			for _, g := range sc.groups {
+				if g.free >= p.TP {
+					f.cands = f.firstFeasible(f.cands, sc, g, want, p, d)
 				}
 			}
 		}
+		sortCandidates(f.cands)
+		return chooseFabric(f.cands, want)
 	}
+	// The fabrics of the nodes set apart (feasible ones all have one).
+	special := f.cands
+	slices.SortStableFunc(special, func(a, b candidate) int { return cmp.Compare(f.fabric[a.at], f.fabric[b.at]) })
+	for j := 0; j < len(special); {
+		k, e := f.fabric[special[j].at], j+1
+		for e < len(special) && f.fabric[special[e].at] == k {
+			e++
+		}
+		evaluate(k, special[j:e])
+		j = e
+	}
+	// The others by tiers of groups whose members score alike, best first.
+	tiers := f.tiers[:0]
+	for _, g := range f.all.groups {
+		if g.free >= p.TP && !g.fabrics.empty() {
+			g.score = groupScore(g.total, g.free, p.TP)
+			tiers = append(tiers, g)
+		}
+	}
+	slices.SortFunc(tiers, func(a, b *freeGroup) int { return cmp.Compare(b.score, a.score) })
+	f.tiers = tiers
+	for t := 0; t < len(tiers); {
+		e := t + 1
+		for e < len(tiers) && tiers[e].score == tiers[t].score {
+			e++
+		}
+		tier := tiers[t:e]
+		t = e
+		var sum float64
+		for range want {
+			sum += tier[0].score
+		}
+		bound := sum / float64(want) // as fabricMerit averages
+		if bestFab >= 0 && bound < bestScore {
+			break // every later tier's bound is at most this one
+		}
+		for k := nextFabric(tier, 0); k >= 0; k = nextFabric(tier, k+1) {
+			if f.evaluated[k] == f.call {
+				continue
+			}
+			rate := f.fabrics[k].maxRate
+			if bestFab >= 0 && bound <= bestScore && (bound < bestScore || rate < bestRate || (rate == bestRate && k > bestFab)) {
+				if bound < bestScore || (f.maxRate <= bestRate && k > bestFab) {
+					break // no later fabric of the tier can beat the best
+				}
+				continue
+			}
+			evaluate(k, nil)
+		}
+	}
+	return f.keepBest(best, bestFab)
+}
+
+// keepBest keeps best's array for the next call and returns best, nil when
+// no fabric placed.
+func (f *Fleet) keepBest(best []candidate, fab int) []candidate {
+	f.best = best
+	if fab < 0 {
+		return nil
+	}
+	return best
+}
+
+// nextFabric returns the lowest fabric at or after k with a member in any of
+// the groups, or -1.
+func nextFabric(groups []*freeGroup, k int) int {
+	next := -1
+	for _, g := range groups {
+		if j := g.fabrics.next(k); j >= 0 && (next < 0 || j < next) {
+			next = j
+		}
+	}
+	return next
+}
+
+// firstFeasible appends to cands the first want feasible members of group g
+// of sc, by ID, that the spread and weights-present rankers do not set
+// apart (choose takes those separately).
+func (f *Fleet) firstFeasible(cands []candidate, sc *scope, g *freeGroup, want int, p spec.Profile, d Demand) []candidate {
+	taken := 0
+	for j := g.set.next(0); j >= 0; j = g.set.next(j + 1) {
+		i := sc.members[j]
+		n := &f.nodes[i]
+		if n.Replicas[d.Model] > 0 || (d.Source != "" && slices.Contains(n.ModelsPresent, d.Source)) {
+			continue
+		}
+		before := len(cands)
+		if cands = f.consider(cands, i, p, d); len(cands) > before {
+			if taken++; taken == want {
+				break
+			}
+		}
+	}
+	return cands
+}
+
+// consider appends node i to cands when it is feasible.
+func (f *Fleet) consider(cands []candidate, i int, p spec.Profile, d Demand) []candidate {
+	if !f.feasible(i, p, d) {
+		return cands
+	}
+	gpus, _ := f.state[i].pick(p)
+	return append(cands, candidate{node: &f.nodes[i], at: i, gpus: gpus, score: f.score(i, p, d)})
+}
+
+// sortCandidates puts candidates in rank order: score, then ID.
+func sortCandidates(cands []candidate) {
 	slices.SortFunc(cands, func(a, b candidate) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.node.ID, b.node.ID)
 	})
-	var chosen []candidate
-	if want == 1 {
-		if len(cands) > 0 {
-			chosen = cands[:1]
-		}
-	} else {
-		chosen = chooseFabric(cands, want)
-	}
-	for j := range chosen {
-		chosen[j].gpus = slices.Clone(chosen[j].gpus)
-	}
-	return chosen
 }
 
 // feasible is the default checker chain's verdict on node i, without the
@@ -341,14 +604,27 @@ func (f *Fleet) feasible(i int, p spec.Profile, d Demand) bool {
 // as Scheduler.score computes it.
 func (f *Fleet) score(i int, p spec.Profile, d Demand) float64 {
 	n, st := &f.nodes[i], &f.state[i]
+	return fleetScore(st.total, st.free, p.TP, WeightsPresentRanker{}.Score(n, p, d, nil), SpreadRanker{}.Score(n, p, d, nil))
+}
+
+// groupScore is the score of a node with total GPUs, free of them free,
+// that neither holds the weights nor runs a replica of the model.
+func groupScore(total, free, tp int) float64 {
+	return fleetScore(total, free, tp, 0, 1)
+}
+
+// fleetScore is the mean of the default rankers' scores for a GPU profile
+// of tp GPUs: bin-pack's from the node's GPUs, and the weights-present and
+// spread rankers' own.
+func fleetScore(total, free, tp int, weights, spread float64) float64 {
 	var binpack float64
-	if st.total > 0 {
-		binpack = clamp01(1 - float64(st.free-p.TP)/float64(st.total))
+	if total > 0 {
+		binpack = clamp01(1 - float64(free-tp)/float64(total))
 	}
 	var sum float64
 	sum += clamp01(binpack)
-	sum += clamp01(WeightsPresentRanker{}.Score(n, p, d, nil))
-	sum += clamp01(SpreadRanker{}.Score(n, p, d, nil))
+	sum += clamp01(weights)
+	sum += clamp01(spread)
 	return sum / 3
 }
 
@@ -378,13 +654,14 @@ func (f *Fleet) assume(d Demand, plan Plan, memory bool) {
 			n.Replicas = maps.Clone(n.Replicas)
 			f.owned[i] = true
 		}
+		st := &f.state[i]
 		if n.UsedGPUs == nil {
-			n.UsedGPUs = make(map[int]string, len(sh.GPUIndices))
+			n.UsedGPUs = make(map[int]string, max(st.total, len(sh.GPUIndices)))
 		}
 		f.bucket(i, false)
-		st := &f.state[i]
+		holder := d.Model + "/" + p.Name + "/" + strconv.Itoa(sh.Rank)
 		for _, g := range sh.GPUIndices {
-			n.UsedGPUs[g] = d.Model + "/" + p.Name + "/" + strconv.Itoa(sh.Rank)
+			n.UsedGPUs[g] = holder
 			for c := range st.classes {
 				if j, found := slices.BinarySearch(st.classes[c].free, g); found {
 					st.classes[c].free = slices.Delete(st.classes[c].free, j, j+1)

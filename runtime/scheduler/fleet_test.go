@@ -3,6 +3,8 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -81,4 +83,218 @@ func TestFleetLeavesSnapshotAlone(t *testing.T) {
 	if used := len(f.nodes[0].UsedGPUs) + len(f.nodes[1].UsedGPUs); used != 4 {
 		t.Fatalf("fleet has %d used GPUs, want 4", used)
 	}
+}
+
+// TestFleetMatchesPlaceManyFabrics is TestFleetMatchesPlace on the shapes
+// the Fleet's shortcuts are for, over 120 seeded fleets: 10-120 nodes in up
+// to 12 fabrics (named out of node order, links of 100-400 Gb/s, some nodes
+// slower or faster than their fabric, now and then a NaN rate), a few nodes
+// set apart by replicas or weights, and mostly multi-node profiles. Half the
+// fleets are fresh (every node ready, free and alike, so fabrics tie on
+// score and often on rate, and the link or the name decides); the other
+// half worn (GPUs in use, nodes of 4, nodes refused for readiness, engine,
+// memory or labels). The reference is Place and Assume on the Snapshot:
+// every node checked and scored, every fabric compared. Each step must
+// choose the same profile, fabric, nodes and GPUs. (Seeds rather than
+// rapid's draws, which favour small values: a fleet of a few nodes in the
+// first fabric decides nothing about fabric pruning.)
+func TestFleetMatchesPlaceManyFabrics(t *testing.T) {
+	for seed := range uint64(120) {
+		rng := rand.New(rand.NewPCG(seed, 17))
+		s, ds := manyFabrics(rng)
+		f := NewFleet(s)
+		for step := range 40 {
+			d := ds[rng.IntN(len(ds))]
+			want, got := Place(s, d), f.Place(d)
+			if got.Placed != want.Placed || got.Profile.Name != want.Profile.Name || got.Fabric != want.Fabric || !reflect.DeepEqual(got.Shards, want.Shards) {
+				t.Fatalf("seed %d, step %d, model %s: fleet placed %v %s %v in %q, reference %v %s %v in %q\n%s", seed, step, d.Model,
+					got.Placed, got.Profile.Name, got.Shards, got.Fabric, want.Placed, want.Profile.Name, want.Shards, want.Fabric, want.Explanation)
+			}
+			s = Assume(s, d, want)
+			f.Assume(d, got)
+		}
+	}
+}
+
+// manyFabrics draws a fleet and four demands for TestFleetMatchesPlaceManyFabrics.
+func manyFabrics(rng *rand.Rand) (Snapshot, []Demand) {
+	worn := rng.IntN(2) == 0
+	// odd is true one time in n, in worn fleets only.
+	odd := func(n int) bool { return worn && rng.IntN(n) == 0 }
+	pick := func(of ...int) int { return of[rng.IntN(len(of))] }
+	fabrics := 1 + rng.IntN(12)
+	rates := make([]float64, fabrics)
+	for k := range rates {
+		rates[k] = float64(pick(100, 200, 400, 400, 800))
+	}
+	var s Snapshot
+	for i := range 10 + rng.IntN(111) {
+		n := Node{
+			ID:              fmt.Sprintf("node%03d", i),
+			Ready:           !odd(20),
+			MemoryBytes:     512 << 30,
+			FreeMemoryBytes: 512 << 30,
+			DiskFreeBytes:   1000 << 30,
+			Engines:         map[string]bool{"vllm": !odd(20)},
+			UsedGPUs:        map[int]string{},
+			Labels:          map[string]string{"zone": "eu"},
+		}
+		if odd(4) {
+			n.FreeMemoryBytes = 40 << 30
+		}
+		if odd(3) {
+			n.Labels["zone"] = "us"
+		}
+		if k := rng.IntN(fabrics + 1); k < fabrics {
+			n.Fabric = fmt.Sprintf("ib-%02d", (k*5)%fabrics*3%97) // names out of node order
+			n.FabricRateGbps = rates[k]
+			switch rng.IntN(50) {
+			case 0:
+				n.FabricRateGbps = math.NaN()
+			case 1, 2, 3:
+				n.FabricRateGbps = 100
+			case 4, 5:
+				n.FabricRateGbps = 800
+			}
+		}
+		class, gpus := "h100-80g", 8
+		if odd(3) {
+			class = "a100-80g"
+		}
+		if odd(3) {
+			gpus = 4
+		}
+		for g := range gpus {
+			n.GPUs = append(n.GPUs, GPU{Index: g, Class: class, MemoryMiB: 81920})
+			if odd(6) {
+				n.UsedGPUs[g] = "held"
+			}
+		}
+		if rng.IntN(8) == 0 {
+			n.Replicas = map[string]int{fmt.Sprintf("m%d", rng.IntN(4)): 1}
+		}
+		if rng.IntN(20) == 0 {
+			n.ModelsPresent = []string{"src0"}
+		}
+		s.Nodes = append(s.Nodes, n)
+	}
+	rng.Shuffle(len(s.Nodes), func(i, j int) { s.Nodes[i], s.Nodes[j] = s.Nodes[j], s.Nodes[i] })
+	var ds []Demand
+	for i := range 4 {
+		d := Demand{Model: fmt.Sprintf("m%d", i), Source: fmt.Sprintf("src%d", i%2)}
+		for j := range 1 + rng.IntN(2) {
+			p := spec.Profile{
+				Name:        fmt.Sprintf("p%d", j),
+				Engine:      "vllm",
+				GPUClass:    []string{"h100-80g", "h100-80g", "a100-80g", ""}[rng.IntN(4)],
+				TP:          pick(1, 2, 4, 8, 8),
+				Nodes:       pick(2, 2, 3, 1),
+				Priority:    rng.IntN(2),
+				MinMemoryGB: pick(16, 64, 128),
+			}
+			if rng.IntN(4) == 0 {
+				p.Labels = map[string]string{"zone": "eu"}
+			}
+			d.Profiles = append(d.Profiles, p)
+		}
+		ds = append(ds, d)
+	}
+	return s, ds
+}
+
+// TestFleetFabricTies places a 2-node replica where fabrics tie on score
+// and the link rate or the name decides, in the orders the Fleet's pruning
+// meets them: a fabric holding a node set apart (a replica of the model,
+// evaluated first) against others by name. Each must match Place on the
+// Snapshot and land in the fabric named.
+func TestFleetFabricTies(t *testing.T) {
+	fresh := func(id, fabric string, rate float64) Node {
+		n := inFabric(node(id, "h100-80g", 8), fabric)
+		n.FabricRateGbps = rate
+		return n
+	}
+	holding := func(n Node) Node { n.Replicas = map[string]int{"m": 1}; return n }
+	tests := []struct {
+		name  string
+		nodes []Node
+		want  string
+	}{
+		{"a lower name ties the fabric set apart", []Node{
+			holding(fresh("c0", "ib-c", 400)), fresh("c1", "ib-c", 400), fresh("c2", "ib-c", 400),
+			fresh("a0", "ib-a", 400), fresh("a1", "ib-a", 400),
+		}, "ib-a"},
+		{"a slower fabric first does not hide a lower name at the best rate", []Node{
+			holding(fresh("c0", "ib-c", 400)), fresh("c1", "ib-c", 400), fresh("c2", "ib-c", 400),
+			fresh("a0", "ib-a", 200), fresh("a1", "ib-a", 200),
+			fresh("b0", "ib-b", 400), fresh("b1", "ib-b", 400),
+		}, "ib-b"},
+		{"a faster fabric beats the one set apart on rate", []Node{
+			holding(fresh("a0", "ib-a", 200)), fresh("a1", "ib-a", 200), fresh("a2", "ib-a", 200),
+			fresh("b0", "ib-b", 400), fresh("b1", "ib-b", 400),
+		}, "ib-b"},
+		{"a slow link among the nodes chosen makes the fabric slow", []Node{
+			fresh("a0", "ib-a", 400), fresh("a1", "ib-a", 100), fresh("a2", "ib-a", 400),
+			fresh("b0", "ib-b", 400), fresh("b1", "ib-b", 400),
+		}, "ib-b"},
+		{"the fastest link of the fleet is in a later fabric, past a slower one", []Node{
+			fresh("a0", "ib-a", 400), fresh("a1", "ib-a", 400),
+			fresh("b0", "ib-b", 200), fresh("b1", "ib-b", 200),
+			fresh("c0", "ib-c", 800), fresh("c1", "ib-c", 800), fresh("c2", "ib-c", 100),
+			fresh("d0", "ib-d", 800), fresh("d1", "ib-d", 400),
+		}, "ib-c"},
+		{"a fuller fabric beats an emptier one of lower name", []Node{
+			fresh("a0", "ib-a", 400), fresh("a1", "ib-a", 400),
+			with(fresh("b0", "ib-b", 400), func(n *Node) { n.GPUs = n.GPUs[:4] }), with(fresh("b1", "ib-b", 400), func(n *Node) { n.GPUs = n.GPUs[:4] }),
+		}, "ib-b"},
+		{"a NaN rate: every fabric compared as chooseFabric does", []Node{
+			fresh("a0", "ib-a", math.NaN()), fresh("a1", "ib-a", 400),
+			holding(fresh("b0", "ib-b", 400)), fresh("b1", "ib-b", 400), fresh("b2", "ib-b", 400),
+		}, "ib-a"},
+	}
+	p := gpuProfile("2x4", "h100-80g", 4)
+	p.Nodes = 2
+	d := Demand{Model: "m", Profiles: []spec.Profile{p}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Snapshot{Nodes: tt.nodes}
+			want, got := Place(s, d), NewFleet(s).Place(d)
+			if want.Fabric != tt.want {
+				t.Fatalf("reference placed in %q, the case expects %q:\n%s", want.Fabric, tt.want, want.Explanation)
+			}
+			if got.Fabric != want.Fabric || !reflect.DeepEqual(got.Shards, want.Shards) {
+				t.Fatalf("fleet placed %v in %q, reference %v in %q", got.Shards, got.Fabric, want.Shards, want.Fabric)
+			}
+		})
+	}
+}
+
+// TestNodeStateMatchesFreeByClass holds the Fleet's reading of a node's GPUs
+// to the checkers' own (freeByClass, gpuCount): GPUs listed twice (the
+// first listing's class counts), indices past 63, mixed classes, some used.
+func TestNodeStateMatchesFreeByClass(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := Node{UsedGPUs: map[int]string{}}
+		for i := range rapid.IntRange(0, 12).Draw(t, "gpus") {
+			idx := rapid.OneOf(rapid.IntRange(0, 9), rapid.IntRange(60, 70)).Draw(t, fmt.Sprintf("index%d", i))
+			class := rapid.SampledFrom([]string{"h100-80g", "a100-80g", "l4"}).Draw(t, fmt.Sprintf("class%d", i))
+			n.GPUs = append(n.GPUs, GPU{Index: idx, Class: class})
+			if rapid.IntRange(0, 3).Draw(t, fmt.Sprintf("used%d", i)) == 0 {
+				n.UsedGPUs[idx] = "held"
+			}
+		}
+		st := newNodeState(&n)
+		got := map[string][]int{}
+		for _, c := range st.classes {
+			got[c.class] = c.free
+		}
+		if want := freeByClass(&n); !reflect.DeepEqual(got, want) {
+			t.Fatalf("free by class %v, want %v", got, want)
+		}
+		if st.total != gpuCount(&n) || st.free != freeCount(&n) {
+			t.Fatalf("total %d free %d, want %d and %d", st.total, st.free, gpuCount(&n), freeCount(&n))
+		}
+		if !slices.IsSortedFunc(st.classes, func(a, b classFree) int { return cmp.Compare(a.class, b.class) }) {
+			t.Fatalf("classes not sorted: %v", st.classes)
+		}
+	})
 }

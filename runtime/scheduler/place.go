@@ -73,6 +73,10 @@ func (sc Scheduler) Place(s Snapshot, d Demand) Plan {
 // orderProfiles returns the profiles by priority, highest first, keeping
 // declaration order among equals.
 func orderProfiles(ps []spec.Profile) []spec.Profile {
+	byPriority := func(a, b spec.Profile) int { return cmp.Compare(b.Priority, a.Priority) }
+	if slices.IsSortedFunc(ps, byPriority) {
+		return ps // already in order; nothing changes it
+	}
 	out := slices.Clone(ps)
 	slices.SortStableFunc(out, func(a, b spec.Profile) int { return cmp.Compare(b.Priority, a.Priority) })
 	return out
@@ -81,6 +85,7 @@ func orderProfiles(ps []spec.Profile) []spec.Profile {
 // candidate is a feasible node with the GPUs a shard would take on it.
 type candidate struct {
 	node  *Node
+	at    int // the node's position in a Fleet
 	gpus  []int
 	score float64
 }
@@ -156,18 +161,26 @@ func placementOf(chosen []candidate) *placement {
 
 // placedSummary says where pl put a replica of p.
 func placedSummary(pl *placement, p spec.Profile) string {
-	parts := make([]string, len(pl.shards))
+	var b strings.Builder
+	b.WriteString("placed on ")
 	for rank, sh := range pl.shards {
-		parts[rank] = fmt.Sprintf("%s (%s)", sh.NodeID, gpuList(sh.GPUIndices))
-		if sh.TopologyNote != "" {
-			parts[rank] = fmt.Sprintf("%s (%s; %s)", sh.NodeID, gpuList(sh.GPUIndices), sh.TopologyNote)
+		if rank > 0 {
+			b.WriteString(", ")
 		}
+		b.WriteString(sh.NodeID)
+		b.WriteString(" (")
+		writeGPUList(&b, sh.GPUIndices)
+		if sh.TopologyNote != "" {
+			b.WriteString("; ")
+			b.WriteString(sh.TopologyNote)
+		}
+		b.WriteString(")")
 	}
-	s := "placed on " + strings.Join(parts, ", ")
 	if p.Shards() > 1 {
-		s += " in fabric " + pl.fabric
+		b.WriteString(" in fabric ")
+		b.WriteString(pl.fabric)
 	}
-	return s
+	return b.String()
 }
 
 // refusal returns why n cannot hold a shard of p, or "" when it can.
@@ -237,18 +250,24 @@ func chooseFabric(feasible []candidate, want int) []candidate {
 			continue
 		}
 		cs = cs[:want]
-		var sum float64
-		rate := cs[0].node.FabricRateGbps
-		for _, c := range cs {
-			sum += c.score
-			rate = min(rate, c.node.FabricRateGbps)
-		}
-		score := sum / float64(want)
+		score, rate := fabricMerit(cs)
 		if best == nil || score > bestScore || (score == bestScore && rate > bestRate) {
 			best, bestScore, bestRate = cs, score, rate
 		}
 	}
 	return best
+}
+
+// fabricMerit is what chooseFabric compares fabrics by: the mean score of
+// the chosen candidates and the slowest of their links.
+func fabricMerit(cs []candidate) (score, rate float64) {
+	var sum float64
+	rate = cs[0].node.FabricRateGbps
+	for _, c := range cs {
+		sum += c.score
+		rate = min(rate, c.node.FabricRateGbps)
+	}
+	return sum / float64(len(cs)), rate
 }
 
 // validateProfile returns what is wrong with p, or "" when nothing is: the
@@ -347,16 +366,19 @@ func listIDs(ids []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(ids[:maxListed], ", "), len(ids)-maxListed)
 }
 
-// gpuList renders a shard's GPUs: "gpus 0,1", "gpu 3" or "cpu only".
-func gpuList(gpus []int) string {
+// writeGPUList renders a shard's GPUs: "gpus 0,1", "gpu 3" or "cpu only".
+func writeGPUList(b *strings.Builder, gpus []int) {
 	if len(gpus) == 0 {
-		return "cpu only"
+		b.WriteString("cpu only")
+		return
 	}
-	s := make([]string, len(gpus))
+	b.WriteString(plural(len(gpus), "gpu ", "gpus "))
 	for i, g := range gpus {
-		s[i] = strconv.Itoa(g)
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(g))
 	}
-	return plural(len(gpus), "gpu ", "gpus ") + strings.Join(s, ",")
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,12 @@ import (
 // reconciler within about two of these (a request that finds no replica
 // has the standby write at once).
 const demandEvery = 250 * time.Millisecond
+
+// pruneAfter is, in ha.lease, how old a record is when the leader removes
+// it: its standby died without removing it (a live standby rewrites its
+// record at least every ha.renew while it has anything to report, and one
+// with nothing to report loses nothing when its record goes).
+const pruneAfter = 10
 
 // demandRecord is a standby's record as stored (store.PeerDemand.Value).
 // Times are ages at the write, so the clocks of the machines need not
@@ -56,8 +63,11 @@ type modelDemand struct {
 type peerModel struct {
 	inFlight, waiting int64
 	// pending is set when a standby reported a first request the
-	// reconciler has not taken yet (TakePending).
-	pending bool
+	// reconciler has not taken yet (TakePending); pendingAt is when that
+	// request came, on this process's clock. It counts for ttl, and only
+	// while the model is in the catalog and loaded on demand.
+	pending   bool
+	pendingAt time.Time
 }
 
 // demand is a control plane's part in sharing what it is asked: the
@@ -87,9 +97,9 @@ type demand struct {
 	lastRequest map[string]time.Time
 	// seenAsks is, per standby instance and model, the asks counted.
 	seenAsks map[askKey]uint64
-	// readFailing and writeFailing are set while reading or writing fails,
-	// so each failure is logged once.
-	readFailing, writeFailing bool
+	// readFailing, writeFailing and pruneFailing are set while reading,
+	// writing or removing records fails, so each failure is logged once.
+	readFailing, writeFailing, pruneFailing bool
 }
 
 type askKey struct{ instance, model string }
@@ -251,12 +261,16 @@ func (d *demand) report(ctx context.Context) {
 			}
 			continue
 		}
+		if failing {
+			d.h.s.log.Info("writing this control plane's demand for the leader again")
+		}
 		last, wrote, written = sig, now, true
 	}
 }
 
 // follow is the leader's reader: every demandEvery, while leading, it
-// reads the standbys' records into the merged view.
+// reads the standbys' records into the merged view, and removes those of
+// standbys that died (prune).
 func (d *demand) follow(ctx context.Context) {
 	t := time.NewTicker(demandEvery)
 	defer t.Stop()
@@ -283,9 +297,38 @@ func (d *demand) follow(ctx context.Context) {
 			}
 			continue
 		}
+		if failing {
+			d.h.s.log.Info("reading the standbys' demand again")
+		}
 		if d.merge(rows, time.Now()) {
 			notify(d.kick)
 		}
+		d.prune(ctx, rows)
+	}
+}
+
+// prune removes the records older than pruneAfter × ttl when rows, just
+// read, hold one. The store removes only what is that old when it deletes,
+// so a record its standby rewrote meanwhile stays.
+func (d *demand) prune(ctx context.Context, rows []store.PeerDemand) {
+	bound := pruneAfter * d.ttl
+	if !slices.ContainsFunc(rows, func(r store.PeerDemand) bool { return r.Age > bound }) {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	n, err := d.h.s.Store.PruneDemand(pctx, bound)
+	cancel()
+	d.mu.Lock()
+	failing := d.pruneFailing
+	d.pruneFailing = err != nil
+	d.mu.Unlock()
+	switch {
+	case err != nil:
+		if !failing && ctx.Err() == nil {
+			d.h.s.log.Warn("removing the demand records of control planes gone", "err", err)
+		}
+	case n > 0:
+		d.h.s.log.Info("removed the demand records of control planes gone", "records", n, "older_than", bound.String())
 	}
 }
 
@@ -302,18 +345,20 @@ func (d *demand) reset() {
 // clock): those of other control planes written within ttl count; a
 // record older than that (its control plane died or cannot reach the
 // store) counts for nothing but the time of its last request, already
-// taken. It reports whether a standby had a first request not seen before,
-// within ttl.
+// taken. Only models in the catalog take the time of a request or a first
+// request. It reports whether a standby had a first request not seen
+// before, within ttl, for a model loaded on demand.
 func (d *demand) merge(rows []store.PeerDemand, now time.Time) bool {
 	models := map[string]*peerModel{}
 	replicas := map[string]peerReplica{}
 	instances := map[string]bool{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	// What the reconciler has not taken yet stays pending.
+	// What the reconciler has not taken yet stays pending, within ttl
+	// and while the model loads on demand.
 	for name, m := range d.models {
-		if m.pending {
-			models[name] = &peerModel{pending: true}
+		if m.pending && now.Sub(m.pendingAt) <= d.ttl && d.onDemand(name) {
+			models[name] = &peerModel{pending: true, pendingAt: m.pendingAt}
 		}
 	}
 	fresh := false
@@ -328,12 +373,13 @@ func (d *demand) merge(rows []store.PeerDemand, now time.Time) bool {
 			continue
 		}
 		for name, md := range rec.Models {
+			_, known := d.h.s.Catalog.Get(name)
 			m := models[name]
 			if m == nil {
 				m = &peerModel{}
 				models[name] = m
 			}
-			if md.IdleMS != nil {
+			if md.IdleMS != nil && known {
 				at := now.Add(-time.Duration(*md.IdleMS)*time.Millisecond - row.Age)
 				if at.After(d.lastRequest[name]) {
 					d.lastRequest[name] = at
@@ -349,8 +395,9 @@ func (d *demand) merge(rows []store.PeerDemand, now time.Time) bool {
 			k := askKey{row.Instance, name}
 			if md.Asks > d.seenAsks[k] {
 				d.seenAsks[k] = md.Asks
-				if time.Duration(md.AskedMS)*time.Millisecond+row.Age <= d.ttl {
-					m.pending = true
+				at := now.Add(-time.Duration(md.AskedMS)*time.Millisecond - row.Age)
+				if now.Sub(at) <= d.ttl && d.onDemand(name) {
+					m.pending, m.pendingAt = true, at
 					fresh = true
 				}
 			}
@@ -363,6 +410,22 @@ func (d *demand) merge(rows []store.PeerDemand, now time.Time) bool {
 	}
 	d.models, d.replicas = models, replicas
 	return fresh
+}
+
+// onDemand reports whether model is in the catalog and loaded on demand
+// (what the router's ModelConfig.OnDemand says).
+func (d *demand) onDemand(model string) bool {
+	e, ok := d.h.s.Catalog.Get(model)
+	return ok && e.Model.Scaling.Min == 0 && e.Model.Scaling.Max > 0
+}
+
+// forget drops what the standbys were asked of model, which left the
+// catalog.
+func (d *demand) forget(model string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.models, model)
+	delete(d.lastRequest, model)
 }
 
 // merged returns the router's demand on model with the standbys' added.
@@ -411,7 +474,7 @@ func (d *demand) takePending(model string) bool {
 		return false
 	}
 	m.pending = false
-	return true
+	return time.Since(m.pendingAt) <= d.ttl
 }
 
 // addInFlight adds the standbys' requests in flight to the leader's
@@ -458,6 +521,11 @@ func (r haRouting) TakePending(model string) bool {
 	own := r.s.Router.TakePending(model)
 	peer := r.s.ha.demand.takePending(model)
 	return own || peer
+}
+
+func (r haRouting) Forget(model string) {
+	r.s.Router.Forget(model)
+	r.s.ha.demand.forget(model)
 }
 
 func (r haRouting) Demanded() <-chan struct{} { return r.s.ha.demand.kick }

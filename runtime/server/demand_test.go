@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,7 +44,7 @@ func ms(v int64) *int64 { return &v }
 // request once reported is kept; a first request counts once, and only
 // while recent.
 func TestDemandMerge(t *testing.T) {
-	h := &ha{name: "cp-a", cfg: config.HA{Lease: 6 * time.Second, Renew: 2 * time.Second}, s: &Server{log: slog.New(slog.DiscardHandler)}}
+	h := leaderWith(t, lazyModel("m", 0, 1))
 	d := newDemand(h)
 	now := time.Now()
 	fresh := record(t, demandRecord{Models: map[string]modelDemand{
@@ -105,6 +107,110 @@ func TestDemandMerge(t *testing.T) {
 	}
 	if snap := d.addInFlight(map[string][]router.EndpointLoad{}); len(snap) != 0 {
 		t.Errorf("snapshot after the record aged out = %+v", snap)
+	}
+}
+
+// lazyModel is a model named name with scaling min and max.
+func lazyModel(name string, lo, hi int) spec.Model {
+	return spec.Model{Name: name, Source: "sim://" + name, Scaling: spec.Scaling{Min: lo, Max: hi},
+		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+}
+
+// leaderWith is the ha part of a leader named cp-a (lease 6 s) whose
+// catalog holds ms.
+func leaderWith(t *testing.T, ms ...spec.Model) *ha {
+	t.Helper()
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if _, err := reg.Create(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &ha{name: "cp-a", cfg: config.HA{Lease: 6 * time.Second, Renew: 2 * time.Second},
+		s: &Server{log: slog.New(slog.DiscardHandler), Catalog: reg}}
+}
+
+// TestDemandPendingBounded: a standby's first request asks for a replica
+// for ha.lease at most, and only while its model is in the catalog and
+// loaded on demand: one the reconciler never took (the model was deleted,
+// or given a fixed count) does not place a replica of the model created
+// or made on demand again later, however long after.
+func TestDemandPendingBounded(t *testing.T) {
+	h := leaderWith(t, lazyModel("gone", 0, 1), lazyModel("od", 0, 1), lazyModel("fixed", 1, 1))
+	d := newDemand(h)
+	now := time.Now()
+	ask := func(names ...string) []store.PeerDemand {
+		rec := demandRecord{Models: map[string]modelDemand{}}
+		for _, n := range names {
+			rec.Models[n] = modelDemand{IdleMS: ms(10), Asks: 1, AskedMS: 10}
+		}
+		return []store.PeerDemand{{Name: "cp-b", Instance: "b1", Value: record(t, rec)}}
+	}
+	if !d.merge(ask("gone"), now) {
+		t.Fatal("a first request was not reported as new")
+	}
+	if err := h.s.Catalog.Delete(context.Background(), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	// The standby stops; an hour of reads of an empty table.
+	for i := range 14400 {
+		d.merge(nil, now.Add(time.Duration(i)*250*time.Millisecond))
+	}
+	if d.takePending("gone") {
+		t.Error("an ask an hour old, whose record is gone, is still pending")
+	}
+
+	// Pending, not taken, for longer than ha.lease: dropped.
+	d.reset()
+	d.merge(ask("od"), now)
+	d.merge(nil, now.Add(6*time.Second+time.Millisecond))
+	if d.merged("od", router.Demand{}, nil).Pending || d.takePending("od") {
+		t.Error("a first request not taken within ha.lease still asks for a replica")
+	}
+	// Pending, then the model is deleted: dropped at the next read, and the
+	// time of its request with it.
+	d.reset()
+	d.merge(ask("od"), now)
+	if err := h.s.Catalog.Delete(context.Background(), "od"); err != nil {
+		t.Fatal(err)
+	}
+	d.forget("od")
+	d.merge(ask("od"), now)
+	if _, err := h.s.Catalog.Create(context.Background(), lazyModel("od", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.merged("od", router.Demand{}, nil); got.Pending || !got.LastRequest.IsZero() || d.takePending("od") {
+		t.Errorf("the deleted model's request counts for the model created again: %+v", got)
+	}
+	// A model at a fixed count is never asked for.
+	d.reset()
+	if d.merge(ask("fixed"), now) || d.takePending("fixed") {
+		t.Error("a first request for a model at a fixed count asks for a replica")
+	}
+}
+
+// TestNewLeaderCountsRecentAskAgain: a leader that takes over counts once
+// more a standby's first request of the last ha.lease (the old leader may
+// have died before acting on it), as docs/ha.md says; an older one it does
+// not.
+func TestNewLeaderCountsRecentAskAgain(t *testing.T) {
+	h := leaderWith(t, lazyModel("od", 0, 1))
+	old, next := newDemand(h), newDemand(h)
+	now := time.Now()
+	rows := []store.PeerDemand{{Name: "cp-b", Instance: "b1", Age: time.Second,
+		Value: record(t, demandRecord{Models: map[string]modelDemand{"od": {Asks: 1, AskedMS: 2000}}})}}
+	if !old.merge(rows, now) || !old.takePending("od") {
+		t.Fatal("the old leader did not count the first request")
+	}
+	if !next.merge(rows, now) || !next.takePending("od") {
+		t.Error("a new leader did not count a first request 3 s old")
+	}
+	rows[0].Value = record(t, demandRecord{Models: map[string]modelDemand{"od": {Asks: 1, AskedMS: 5001}}})
+	if later := newDemand(h); later.merge(rows, now) {
+		t.Error("a new leader counted a first request older than ha.lease")
 	}
 }
 
@@ -340,5 +446,106 @@ func TestStandbyTakesLeadersETA(t *testing.T) {
 	nr, _ = errors.AsType[*router.NotReadyError](err)
 	if nr == nil || nr.ETA.Before(time.Now()) || nr.ETA.After(time.Now().Add(time.Second)) {
 		t.Fatalf("with the leader's ETA past: %v (%+v); want an ETA a second away", err, nr)
+	}
+}
+
+// TestStandbyForgetsDeletedModel: a standby forgets what was asked of a
+// model that left its catalog, so a model created later under its name is
+// not reported as asked for.
+func TestStandbyForgetsDeletedModel(t *testing.T) {
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	log := slog.New(slog.DiscardHandler)
+	cat, err := models.New(nil, st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Create(ctx, lazyModel("lazy", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Store: st, Catalog: cat, Router: router.New(), log: log}
+	s.ha = &ha{s: s, name: "cp-b", el: leader.New(leader.Options{Store: st, Name: "cp-b"})}
+	if err := s.ha.followLoading(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Router.Route("lazy", router.Request{}); err == nil {
+		t.Fatal("a request for a model with no replica was routed")
+	}
+	if d := s.Router.Demand("lazy"); !d.Pending {
+		t.Fatalf("the request did not ask for a replica: %+v", d)
+	}
+	if err := cat.Delete(ctx, "lazy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ha.followLoading(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Create(ctx, lazyModel("lazy", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ha.followLoading(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Router.Demand("lazy"); d.Pending || !d.LastRequest.IsZero() {
+		t.Errorf("the deleted model's request counts for the model created again: %+v", d)
+	}
+}
+
+// TestLeaderPrunesDeadStandbys: the leader removes a record not rewritten
+// for 10 × ha.lease (a standby that died without removing its own), and
+// keeps the others.
+func TestLeaderPrunesDeadStandbys(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "llmgw.db")
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, name := range []string{"cp-dead", "cp-b"} {
+		if err := st.PutDemand(ctx, name, name+"-1", `{}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// cp-dead last wrote a minute ago (10 × a lease of 2 s is 20 s).
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `UPDATE control_plane_demand SET updated_at = updated_at - 60000000 WHERE name = 'cp-dead'`); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	s := &Server{Store: st, Router: router.New(), log: log}
+	s.Catalog, err = models.New(nil, st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ha = &ha{s: s, name: "cp-a", cfg: config.HA{Lease: 2 * time.Second, Renew: 500 * time.Millisecond},
+		el: leader.New(leader.Options{Store: st, Name: "cp-a", TTL: 2 * time.Second, Renew: 500 * time.Millisecond, Logger: log})}
+	s.ha.demand = newDemand(s.ha)
+	rctx, cancel := context.WithCancel(ctx)
+	go s.ha.el.Run(rctx)
+	defer func() { cancel(); <-s.ha.el.Done() }()
+	waitUntil(t, "cp-a to lead", 5*time.Second, func() bool { _, ok := s.ha.leading(); return ok })
+	done := make(chan struct{})
+	go func() { defer close(done); s.ha.demand.follow(rctx) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, "the dead standby's record to be removed", 5*time.Second, func() bool {
+		rows, err := st.ListDemand(ctx)
+		return err == nil && !slices.ContainsFunc(rows, func(r store.PeerDemand) bool { return r.Name == "cp-dead" })
+	})
+	rows, err := st.ListDemand(ctx)
+	if err != nil || len(rows) != 1 || rows[0].Name != "cp-b" {
+		t.Errorf("records left: %+v, %v; want cp-b's", rows, err)
+	}
+	if !strings.Contains(logs.String(), "removed the demand records of control planes gone") {
+		t.Errorf("the removal was not logged: %s", logs.String())
 	}
 }

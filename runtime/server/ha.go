@@ -92,6 +92,10 @@ type ha struct {
 	etasDirty  bool
 	loadingRaw string
 	loading    map[string]time.Time
+	// configured holds the models a standby last configured the router
+	// for: one that left the catalog is forgotten (what was asked of it
+	// does not count for a model created later under its name).
+	configured map[string]bool
 	// demand shares what this control plane is asked with the leader
 	// (demand.go).
 	demand  *demand
@@ -347,11 +351,13 @@ func (h *ha) publish(ctx context.Context) {
 
 // follow is a standby's loop: it reads the leader's routes into the router
 // every followRoutes, and the stored catalog into the registry every
-// followEvery.
+// followEvery. A run of failed reads is logged once, and so is the read
+// that ends it.
 func (h *ha) follow(ctx context.Context) {
 	t := time.NewTicker(followRoutes)
 	defer t.Stop()
 	var last time.Time
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -371,9 +377,13 @@ func (h *ha) follow(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, followEvery)
 		err := h.followOnce(rctx, full)
 		cancel()
-		if err != nil {
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
 			h.s.log.Warn("following the leader", "err", err)
+		case err == nil && failing:
+			h.s.log.Info("following the leader again")
 		}
+		failing = err != nil
 	}
 }
 
@@ -415,8 +425,10 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 		h.loadingRaw = raw
 	}
 	now := time.Now()
+	present := map[string]bool{}
 	for _, e := range h.s.Catalog.List() {
 		m := e.Model
+		present[m.Name] = true
 		policy, _ := router.Policy(m.RoutingProfile)
 		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.Min == 0 && m.Scaling.Max > 0}
 		if eta, ok := h.loading[m.Name]; ok {
@@ -427,6 +439,12 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 		}
 		h.s.Router.SetModel(m.Name, c)
 	}
+	for name := range h.configured {
+		if !present[name] {
+			h.s.Router.Forget(name)
+		}
+	}
+	h.configured = present
 	return nil
 }
 

@@ -30,4 +30,9 @@ type DemandStore interface {
 	// DeleteDemand removes name's record if instance wrote it (a control
 	// plane stopping cleanly).
 	DeleteDemand(ctx context.Context, name, instance string) error
+	// PruneDemand removes the records written more than olderThan ago by
+	// the database's clock (control planes that died without removing
+	// theirs) and returns how many it removed. A record rewritten
+	// meanwhile is kept.
+	PruneDemand(ctx context.Context, olderThan time.Duration) (int64, error)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // PutDemand upserts name's record with the database's now.
@@ -39,4 +40,21 @@ func (s *sqlStore) DeleteDemand(ctx context.Context, name, instance string) erro
 		return fmt.Errorf("removing the demand of control plane %q: %w", name, err)
 	}
 	return nil
+}
+
+// PruneDemand removes the records older than olderThan in one statement,
+// so a record rewritten meanwhile is not removed.
+func (s *sqlStore) PruneDemand(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan <= 0 {
+		return 0, fmt.Errorf("pruning control planes' demand: the age must be positive, not %s", olderThan)
+	}
+	res, err := s.exec(ctx, s.nowSQL(`DELETE FROM control_plane_demand WHERE updated_at < NOW - ?`), olderThan.Microseconds())
+	if err != nil {
+		return 0, fmt.Errorf("pruning control planes' demand: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("pruning control planes' demand: %w", err)
+	}
+	return n, nil
 }

@@ -13,6 +13,8 @@ import (
 	"io"
 	"net"
 	"strconv"
+
+	"github.com/llmgw/llmgw/internal/cliflags"
 )
 
 // Defaults applied to zero fields of a Config.
@@ -74,12 +76,19 @@ type Config struct {
 	ShowVersion bool
 }
 
+// A FlagError is a malformed or unknown flag, or a stray argument, on the
+// sim-engine command line; ParseFlags has printed it with the usage.
+type FlagError struct{ Err error }
+
+func (e *FlagError) Error() string { return "parsing sim-engine flags: " + e.Err.Error() }
+func (e *FlagError) Unwrap() error { return e.Err }
+
 // ParseFlags parses the sim-engine command line (without the program or
-// subcommand name) into a Config. A malformed or missing flag is an error
-// naming the flag; -h returns flag.ErrHelp.
-func ParseFlags(args []string) (Config, error) {
-	fs := flag.NewFlagSet("sim-engine", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+// subcommand name) into a Config. A flag the command line gets wrong is a
+// *FlagError, printed to out with the usage (for -h it wraps
+// flag.ErrHelp); a value out of range is an error naming the flag.
+func ParseFlags(args []string, out io.Writer) (Config, error) {
+	fs := cliflags.New("sim-engine", "llmgw sim-engine --served-model-name NAME [flags]", out)
 	var c Config
 	fs.StringVar(&c.Host, "host", defaultHost, "address to serve HTTP on")
 	fs.IntVar(&c.Port, "port", defaultPort, "port to serve HTTP on (0 picks one)")
@@ -98,14 +107,8 @@ func ParseFlags(args []string) (Config, error) {
 	fs.IntVar(&c.EmbeddingDim, "embedding-dim", DefaultEmbeddingDim, "embedding vector length")
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", DefaultMaxNumSeqs, "requests generating at once")
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return Config{}, err
-		}
-		return Config{}, fmt.Errorf("parsing sim-engine flags: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("parsing sim-engine flags: unexpected argument %q", fs.Arg(0))
+	if err := cliflags.ParseNoArgs(fs, args); err != nil {
+		return Config{}, &FlagError{Err: err}
 	}
 	if c.ShowVersion {
 		return Config{ShowVersion: true}, nil

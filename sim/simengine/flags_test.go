@@ -3,6 +3,7 @@ package simengine
 import (
 	"errors"
 	"flag"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -50,7 +51,7 @@ func TestParseFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseFlags(tt.args)
+			got, err := ParseFlags(tt.args, io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("ParseFlags(%q) error = %v, want it to contain %q", tt.args, err, tt.wantErr)
@@ -67,9 +68,18 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+// -h prints the usage line and every flag with its default (it once
+// printed only "flag: help requested").
 func TestParseFlagsHelp(t *testing.T) {
-	if _, err := ParseFlags([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("ParseFlags(-h) error = %v, want flag.ErrHelp", err)
+	var out strings.Builder
+	_, err := ParseFlags([]string{"-h"}, &out)
+	if fe := (*FlagError)(nil); !errors.As(err, &fe) || !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("ParseFlags(-h) error = %v, want a *FlagError wrapping flag.ErrHelp", err)
+	}
+	for _, want := range []string{"usage: llmgw sim-engine --served-model-name NAME", "-served-model-name string", "-max-num-seqs int", "(default 256)", "(default \"127.0.0.1\")"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-h output lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 

@@ -276,6 +276,15 @@ func NewCluster(t testing.TB, binary string, opts Options) *Cluster {
 	c.StartServer()
 	// Runs before the processes stop: the metrics are read live.
 	t.Cleanup(c.scrapeMetrics)
+	// Tests change the catalog at once, and until it has won its first
+	// election a control plane refuses management calls (Unavailable).
+	mc := c.ManageClient()
+	WaitFor(t, "the control plane to lead", 30*time.Second, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := mc.ListNodes(ctx, &managev1.ListNodesRequest{})
+		return err == nil, fmt.Sprint(err)
+	})
 	return c
 }
 

@@ -2,8 +2,8 @@
 // (GET <model>/<version>/<path> with Range, Content-Length and
 // X-Llmgw-Sha256; GET <model>/<version>/ for a set's manifest) that can
 // misbehave on demand: cut connections at chosen or random offsets, ignore
-// Range, corrupt a byte, hold answers, answer an error status. Tests of
-// the downloader and of the agent's weights cache share it.
+// Range, corrupt a byte, hold answers, answer an error status, give no
+// sha256 in the manifest or the answers. Tests of the downloader and of the agent's weights cache share it.
 package weightsrv
 
 import (
@@ -46,6 +46,12 @@ type Server struct {
 	// Rate, when set, paces every file answer to about this many bytes a
 	// second (a slow upstream).
 	Rate int64
+	// Unsummed names files ("model/version/path") whose sha256 the
+	// manifest leaves out, as a manifest may.
+	Unsummed map[string]bool
+	// NoAnswerSHA leaves X-Llmgw-Sha256 out of the file answers (a plain
+	// web server).
+	NoAnswerSHA bool
 }
 
 // New starts a server, closed when the test ends.
@@ -106,13 +112,15 @@ func (m *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.Cuts--
 		cut = 1 + m.rng.Int64N(int64(len(body))/8) // five cuts still leave bytes to serve
 	}
-	ignore, corrupt, rate := m.IgnoreRange, m.Corrupt, m.Rate
+	ignore, corrupt, rate, nosum := m.IgnoreRange, m.Corrupt, m.Rate, m.NoAnswerSHA
 	m.Mu.Unlock()
 	if corrupt {
 		body = bytes.Clone(body)
 		body[len(body)/2] ^= 0xff
 	}
-	w.Header().Set("X-Llmgw-Sha256", SHA256(m.Files[p]))
+	if !nosum {
+		w.Header().Set("X-Llmgw-Sha256", SHA256(m.Files[p]))
+	}
 	if ignore {
 		r.Header.Del("Range")
 	}
@@ -124,7 +132,7 @@ func (m *Server) manifest(w http.ResponseWriter, prefix string) {
 	type file struct {
 		Path   string `json:"path"`
 		Size   int64  `json:"size"`
-		SHA256 string `json:"sha256"`
+		SHA256 string `json:"sha256,omitempty"`
 	}
 	parts := strings.SplitN(prefix, "/", 3)
 	out := struct {
@@ -134,7 +142,11 @@ func (m *Server) manifest(w http.ResponseWriter, prefix string) {
 	}{Model: parts[0], Version: parts[1]}
 	for p, b := range m.Files {
 		if rest, ok := strings.CutPrefix(p, prefix); ok {
-			out.Files = append(out.Files, file{Path: rest, Size: int64(len(b)), SHA256: SHA256(b)})
+			f := file{Path: rest, Size: int64(len(b)), SHA256: SHA256(b)}
+			if m.Unsummed[p] {
+				f.SHA256 = ""
+			}
+			out.Files = append(out.Files, f)
 		}
 	}
 	if len(out.Files) == 0 {

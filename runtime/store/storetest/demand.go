@@ -9,7 +9,8 @@ import (
 
 // testControlPlaneDemand: one record per control plane name, replaced by
 // every write (a restarted process under the name too), aged by the
-// database's clock, and removed only by the instance that wrote it.
+// database's clock, and removed only by the instance that wrote it, or
+// by PruneDemand once older than its bound.
 func testControlPlaneDemand(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	if got, err := s.ListDemand(ctx); err != nil || len(got) != 0 {
@@ -62,5 +63,36 @@ func testControlPlaneDemand(t *testing.T, s store.Store) {
 	}
 	if got, err = s.ListDemand(ctx); err != nil || len(got) != 1 || got[0].Name != "cp-a" {
 		t.Fatalf("after cp-b's delete: %+v, %v; want cp-a's alone", got, err)
+	}
+
+	// PruneDemand removes what is older than its bound, and nothing else.
+	if _, err := s.PruneDemand(ctx, 0); err == nil {
+		t.Error("PruneDemand with no age succeeded")
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		if got, err = s.ListDemand(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got[0].Age >= 300*time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cp-a's record did not age: %+v", got)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the database's clock
+	}
+	if err := s.PutDemand(ctx, "cp-c", "c1", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.ListDemand(ctx); err != nil || len(got) != 2 {
+		t.Fatalf("demand = %+v, %v; want cp-a and cp-c", got, err)
+	}
+	bound := (got[0].Age + got[1].Age) / 2
+	if n, err := s.PruneDemand(ctx, bound); err != nil || n != 1 {
+		t.Fatalf("PruneDemand(%s) with records %s and %s old = %d, %v; want the older removed", bound, got[0].Age, got[1].Age, n, err)
+	}
+	if got, err = s.ListDemand(ctx); err != nil || len(got) != 1 || got[0].Name != "cp-c" {
+		t.Fatalf("after pruning: %+v, %v; want cp-c's alone", got, err)
 	}
 }

@@ -1,0 +1,65 @@
+package manage
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/models"
+	"github.com/llmgw/llmgw/runtime/reconcile"
+	"github.com/llmgw/llmgw/spec"
+)
+
+// TestStaleIsPerProfile: ListReplicas marks a replica stale, and the
+// model's status counts it, only when its own profile's build fields
+// changed: adding a profile and pricing leave it current; an edit of its
+// own profile's args makes it stale, with the rollout message.
+func TestStaleIsPerProfile(t *testing.T) {
+	ctx := context.Background()
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := spec.Model{Name: "m1", Source: "sim://x", Rollout: spec.RolloutManual, Scaling: spec.Scaling{Min: 1, Max: 1},
+		Profiles: []spec.Profile{{Name: "cpu", Engine: "sim"}}}
+	if _, err := reg.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	f := fleet.New()
+	inv := &agentv1.Inventory{Engines: []*agentv1.EngineStatus{{Engine: "sim", Available: true}}, Avx2: true, MemoryAvailableBytes: 64 << 30}
+	f.Connect(&agentv1.Hello{Inventory: inv}, "node01", nil, false, nopConn{})
+	rec := reconcile.New(reconcile.Options{Fleet: f, Catalog: reg})
+	s := New(Options{Version: "test", Fleet: f, Catalog: reg, Reconciler: rec})
+	rec.Pass()
+	check := func(when string, wantStale bool) {
+		t.Helper()
+		reps, _ := s.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "m1"})
+		if len(reps.GetReplicas()) != 1 || reps.GetReplicas()[0].GetStale() != wantStale {
+			t.Fatalf("%s: replicas = %v, want one with stale %v", when, reps.GetReplicas(), wantStale)
+		}
+		pm, _ := s.GetModel(ctx, &managev1.GetModelRequest{Name: "m1"})
+		st := pm.GetStatus()
+		if got := st.GetReplicasStale() == 1; got != wantStale || strings.Contains(st.GetMessage(), "stale profile") != wantStale {
+			t.Fatalf("%s: status = %v, want stale %v", when, st, wantStale)
+		}
+	}
+	check("placed", false)
+	m.Profiles = append(m.Profiles, spec.Profile{Name: "big", Engine: "sim", Args: []string{"--x"}})
+	m.Pricing = &spec.Pricing{PromptPer1K: 2}
+	if _, err := reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	check("a profile and pricing added", false)
+	m.Profiles[0].Args = []string{"--decode-tps", "9"}
+	if _, err := reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	check("its own profile's args edited", true)
+	resp, err := s.RolloutModel(ctx, &managev1.RolloutModelRequest{Name: "m1"})
+	if err != nil || len(resp.GetReplicas()) != 1 {
+		t.Fatalf("RolloutModel = %v, %v; want the one stale replica named", resp, err)
+	}
+}

@@ -1,0 +1,189 @@
+package reconcile
+
+import (
+	"context"
+	"testing"
+
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	specv1 "github.com/llmgw/llmgw/api/specv1"
+	"github.com/llmgw/llmgw/runtime/models"
+	"github.com/llmgw/llmgw/spec"
+)
+
+// TestRollsOnlyItsOwnProfile: a running replica restarts only when what
+// its own engine is built from changes. Adding a profile, editing another
+// profile's args, and changing pricing, scaling.max, aliases and its own
+// profile's weight, startup timeout and placement constraints start and
+// stop nothing; editing its own profile's args replaces it, the
+// replacement first. RequestRollout of a manual model names only the
+// replica whose own profile changed.
+func TestRollsOnlyItsOwnProfile(t *testing.T) {
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.rec.opts.Catalog = reg
+	ctx := context.Background()
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 1}
+	// cpu is never chosen while h100 places (lower priority).
+	m.Profiles[0].Priority = 10
+	m.Profiles = append(m.Profiles, spec.Profile{Name: "cpu", Engine: "sim", Args: []string{"--decode-tps", "5"}})
+	if _, err := reg.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	var node string
+	var s *agentv1.StartShard
+	for n, ss := range h.startsFor("sim-chat") {
+		node, s = n, ss[0]
+	}
+	if s == nil || s.GetProfile().GetName() != "h100" {
+		t.Fatalf("first placement = %v, want one replica of profile h100", s)
+	}
+	h.report(node, s, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = "127.0.0.1:9410" })
+	h.rec.Pass()
+	starts := func() int {
+		n := 0
+		for _, ss := range h.startsFor("sim-chat") {
+			n += len(ss)
+		}
+		return n
+	}
+	stale := func() bool {
+		e, _ := reg.Get("sim-chat")
+		rep := h.fleet.Replicas()[0]
+		return e.Stale(rep.Profile.Name, rep.Generation)
+	}
+
+	for _, edit := range []struct {
+		name string
+		do   func(m *spec.Model)
+	}{
+		{"a profile added", func(m *spec.Model) {
+			m.Profiles = append(m.Profiles, spec.Profile{Name: "l4", Engine: "sim", GPUClass: "l4-24g", TP: 1})
+		}},
+		{"another profile's args", func(m *spec.Model) { m.Profiles[1].Args = []string{"--decode-tps", "50"} }},
+		{"another profile removed", func(m *spec.Model) { m.Profiles = append(m.Profiles[:1], m.Profiles[2:]...) }},
+		{"pricing", func(m *spec.Model) { m.Pricing = &spec.Pricing{PromptPer1K: 0.5, CompletionPer1K: 1} }},
+		{"scaling.max", func(m *spec.Model) { m.Scaling.Max = 1 }},
+		{"aliases", func(m *spec.Model) { m.Aliases = []string{"chat", "talk"} }},
+		{"its weight, startup timeout and placement constraints", func(m *spec.Model) {
+			p := &m.Profiles[0]
+			p.Weight, p.StartupTimeout, p.MinMemoryGB = 3, spec.Duration(60e9), 1
+		}},
+	} {
+		edit.do(&m)
+		if _, err := reg.Update(ctx, m); err != nil {
+			t.Fatalf("%s: %v", edit.name, err)
+		}
+		h.rec.Pass()
+		h.rec.Pass()
+		if n, stops := starts(), h.conns[node].stops(); n != 1 || len(stops) != 0 || stale() {
+			t.Fatalf("%s: %d shards started in all, stopped %v, replica stale %v; want the original alone, current", edit.name, n, stops, stale())
+		}
+	}
+	if got := h.fleet.Replicas()[0].Profile; got.Weight != 3 || got.MinMemoryGB != 1 {
+		t.Errorf("running replica's profile = %+v, want the catalog's weight 3 and min_memory_gb 1 followed", got)
+	}
+
+	// Its own profile's args: replaced, the replacement first.
+	m.Profiles[0].Args = []string{"--new-flag"}
+	if _, err := reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if !stale() {
+		t.Fatal("after an edit of its own profile's args the replica is not stale")
+	}
+	h.rec.Pass()
+	if n := starts(); n != 2 {
+		t.Fatalf("an edit of its own profile's args started %d shards in all, want a replacement", n)
+	}
+	if stops := h.conns[node].stops(); len(stops) != 0 {
+		t.Fatalf("the original stopped before its replacement was ready: %v", stops)
+	}
+}
+
+// TestManualRolloutNamesOnlyStaleReplicas: with two replicas on two
+// profiles and rollout manual, editing one profile's args makes only its
+// replica stale; RequestRollout names that one alone, and the rollout
+// replaces it and leaves the other running.
+func TestManualRolloutNamesOnlyStaleReplicas(t *testing.T) {
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.rec.opts.Catalog = reg
+	ctx := context.Background()
+	m := chatModel()
+	m.Rollout = spec.RolloutManual
+	m.Scaling = spec.Scaling{Min: 1, Max: 1}
+	if _, err := reg.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	// A second profile, tried first, and a second replica: it takes the
+	// new profile; the first replica stays on h100.
+	m.Profiles = append(m.Profiles, spec.Profile{Name: "cpu", Engine: "sim", Priority: 5})
+	m.Scaling = spec.Scaling{Min: 2, Max: 2}
+	if _, err := reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	byProfile := map[string]string{}
+	for node, ss := range h.startsFor("sim-chat") {
+		for i, s := range ss {
+			byProfile[s.GetProfile().GetName()] = s.GetReplicaId()
+			h.report(node, s, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = "127.0.0.1:" + itoa(9420+i) })
+		}
+	}
+	if len(byProfile) != 2 {
+		t.Fatalf("replicas by profile = %v, want one of h100 and one of cpu", byProfile)
+	}
+	h.rec.Pass()
+
+	m.Profiles[1].Args = []string{"--decode-tps", "9"}
+	e, err := reg.Update(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	got := h.rec.RequestRollout(e)
+	if len(got) != 1 || got[0] != byProfile["cpu"] {
+		t.Fatalf("RequestRollout named %v, want only the cpu replica %s", got, byProfile["cpu"])
+	}
+	for _, rep := range h.fleet.Replicas() {
+		if rep.ID == byProfile["h100"] && e.Stale(rep.Profile.Name, rep.Generation) {
+			t.Errorf("the h100 replica is stale after an edit of profile cpu")
+		}
+	}
+}
+
+// TestLegacyStampedReplicaIsCurrent: a replica placed by a control plane
+// that stamped the whole model's hash (before generations were per
+// replica) is adopted as current while the model is as it was: upgrading
+// the control plane rolls nothing.
+func TestLegacyStampedReplicaIsCurrent(t *testing.T) {
+	chat := chatModel()
+	chat.Scaling = spec.Scaling{Min: 1, Max: 1}
+	h := newHarness(t, chat)
+	chat.Normalize()
+	h.fleet.Connect(&agentv1.Hello{NodeId: "node03", Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
+		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", Profile: &specv1.Profile{Name: "h100", Nodes: 1},
+		ModelGeneration: spec.LegacyGeneration(chat), State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
+	}}}, "node03", nil, false, h.conns["node03"])
+	h.rec.Pass()
+	h.rec.Pass()
+	if n := len(h.startsFor("sim-chat")); n != 0 {
+		t.Fatalf("a replica stamped with the legacy generation of the same definition was replaced: %d started", n)
+	}
+	e, _ := h.rec.opts.Catalog.Get("sim-chat")
+	if e.Stale("h100", spec.LegacyGeneration(chat)) {
+		t.Error("legacy-stamped replica of an unchanged model is stale")
+	}
+	if !e.Stale("h100", "0123456789ab") {
+		t.Error("a replica of an unknown generation is current")
+	}
+}
