@@ -239,7 +239,7 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 				return
 			}
 			first = false
-		} else if pending && !eventInHand(br) {
+		} else if pending && !er.eventInHand() {
 			// An event without data (a comment, a keep-alive) ended and
 			// nothing whole follows it: what was written leaves now.
 			if !send(nil, true) {
