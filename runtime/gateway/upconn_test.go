@@ -42,6 +42,17 @@ func upPost(t *testing.T, ctx context.Context, u *upstream, url, body string) (*
 	return u.RoundTrip(req)
 }
 
+// upFail sends a request expected to fail and returns its error.
+func upFail(t *testing.T, u *upstream, url string) error {
+	t.Helper()
+	resp, err := upPost(t, context.Background(), u, url, "")
+	if err == nil {
+		_ = resp.Body.Close()
+		t.Fatalf("POST %s answered %s", url, resp.Status)
+	}
+	return err
+}
+
 func upRead(t *testing.T, resp *http.Response) string {
 	t.Helper()
 	b, err := io.ReadAll(resp.Body)
@@ -203,7 +214,7 @@ func TestUpstreamClosedEarly(t *testing.T) {
 	}))
 	u := newUpstream(time.Minute)
 	defer u.CloseIdleConnections()
-	resp, err := upPost(t, context.Background(), u, srv.URL, "")
+	resp, err := upPost(t, context.Background(), u, srv.URL, "") //nolint:bodyclose // closing it is what the test does, below
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +282,7 @@ func TestUpstreamHeaderTimeout(t *testing.T) {
 	u := newUpstream(50 * time.Millisecond)
 	defer u.CloseIdleConnections()
 	start := time.Now()
-	_, err := upPost(t, context.Background(), u, srv.URL, "")
+	err := upFail(t, u, srv.URL)
 	ne, ok := errors.AsType[net.Error](err)
 	if !ok || !ne.Timeout() {
 		t.Fatalf("err %v, want a timeout", err)
@@ -324,7 +335,7 @@ func TestUpstreamDialFailureRetryable(t *testing.T) {
 	l.Close()
 	u := newUpstream(time.Minute)
 	defer u.CloseIdleConnections()
-	_, err = upPost(t, context.Background(), u, "http://"+addr+"/v1/chat/completions", "")
+	err = upFail(t, u, "http://"+addr+"/v1/chat/completions")
 	if err == nil || !retryable(err) {
 		t.Fatalf("err %v, want a retryable dial error", err)
 	}
