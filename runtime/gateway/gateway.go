@@ -8,8 +8,9 @@
 //
 // Files: gateway.go (construction, routing of paths, the request flow),
 // request.go (body reading, parsing and in-place rewriting), upstream.go
-// (the transport and non-streamed relay), stream.go (SSE relay and usage
-// scanning), models.go (/v1/models), errors.go (OpenAI error bodies).
+// (forwarding, failover and the non-streamed relay), upconn.go (the
+// connections to engines), stream.go (SSE relay and usage scanning),
+// models.go (/v1/models), errors.go (OpenAI error bodies).
 package gateway
 
 import (
@@ -105,7 +106,7 @@ type Gateway struct {
 	cfg       Config
 	deps      Deps
 	log       *slog.Logger
-	transport *http.Transport
+	transport *upstream
 	handler   http.Handler
 	// inflight counts inference requests not yet reported to the Observer.
 	inflight sync.WaitGroup
@@ -155,7 +156,7 @@ func New(cfg Config, deps Deps) *Gateway {
 		cfg:       cfg,
 		deps:      deps,
 		log:       cfg.Logger.With("component", "gateway"),
-		transport: newTransport(cfg.ResponseHeaderTimeout),
+		transport: newUpstream(cfg.ResponseHeaderTimeout),
 	}
 	mux := http.NewServeMux()
 	for _, rt := range g.routeTable() {

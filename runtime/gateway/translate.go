@@ -7,13 +7,11 @@ package gateway
 // translation itself is package apishape's; this file does the I/O.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -188,24 +186,22 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 		pending = false
 		return rc.Flush() == nil
 	}
-	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	// Read event by event in one pooled buffer (stream.go, eventReader).
+	er := newEventReader(resp.Body, idle)
+	defer er.release()
 	var data []byte
 	first := true
 	for {
-		line, err := br.ReadSlice('\n')
-		idle.kick()
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A data line longer than the buffer: keep it whole.
-			rest, err2 := br.ReadBytes('\n')
-			idle.kick()
-			line, err = append(append([]byte(nil), line...), rest...), err2
-		}
-		if trimmed := bytes.TrimRight(line, "\r\n"); len(trimmed) > 0 {
-			if d, ok := bytes.CutPrefix(trimmed, []byte("data:")); ok {
-				data = append(data, bytes.TrimSpace(d)...)
+		event, err := er.next()
+		for len(event) > 0 {
+			line := event
+			if i := bytes.IndexByte(event, '\n'); i >= 0 {
+				line, event = event[:i+1], event[i+1:]
+			} else {
+				event = nil
 			}
-			if err == nil {
-				continue
+			if d, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
+				data = append(data, bytes.TrimSpace(d)...)
 			}
 		}
 		if len(data) > 0 {
@@ -239,12 +235,12 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			}
 			// The first events leave at once (time to first token), later
 			// ones when no whole event is in hand.
-			if !send(evs, first || !eventInHand(br)) {
+			if !send(evs, first || !er.eventInHand()) {
 				x.rec.Status = statusClientGone
 				return
 			}
 			first = false
-		} else if pending && !eventInHand(br) {
+		} else if pending && !er.eventInHand() {
 			// An event without data (a comment, a keep-alive) ended and
 			// nothing whole follows it: what was written leaves now.
 			if !send(nil, true) {

@@ -36,30 +36,24 @@ const maxRefusalBytes = 1 << 20
 // dialTimeout bounds connecting to an engine.
 const dialTimeout = 3 * time.Second
 
-// newTransport returns the transport shared by every upstream request:
-// HTTP/1.1 with many idle connections per engine, no compression (bytes are
-// relayed as the engine wrote them).
+// newTransport returns the transport for engines reached by anything but
+// http:// (upconn.go keeps the http:// connections): HTTP/1.1 with many
+// idle connections per engine, no compression (bytes are relayed as the
+// engine wrote them).
 func newTransport(headerTimeout time.Duration) *http.Transport {
-	// A replica whose machine is gone answers no dial: 3 s and the request
-	// goes to another.
 	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		Proxy:                 nil,
 		DialContext:           d.DialContext,
 		MaxIdleConns:          4096,
-		MaxIdleConnsPerHost:   512,
-		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   upstreamMaxIdlePerHost,
+		IdleConnTimeout:       upstreamIdleTimeout,
 		ResponseHeaderTimeout: headerTimeout,
 		ExpectContinueTimeout: 0,
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
-		// Each open connection holds both buffers for as long as it is
-		// open, idle ones included: at 32 KiB, 1,000 streams held 64 MB of
-		// them (BenchmarkSoak1000Streams). 4 KiB (Go's default) is plenty:
-		// a request is written and an event read in a few hundred bytes,
-		// and reads and writes larger than the buffer bypass it.
-		WriteBufferSize: 4 << 10,
-		ReadBufferSize:  4 << 10,
+		WriteBufferSize:       upstreamBufSize,
+		ReadBufferSize:        upstreamBufSize,
 	}
 }
 
