@@ -64,7 +64,7 @@ func (a *Agent) adopt() {
 func statusFor(ss driver.ShardSpec) *agentv1.ShardStatus {
 	st := &agentv1.ShardStatus{
 		ShardId: ss.ShardID, ReplicaId: ss.ReplicaID, Model: ss.Model, Rank: int32(ss.Rank),
-		State: agentv1.ShardState_SHARD_STATE_STARTING, ModelGeneration: ss.ModelGeneration,
+		State: agentv1.ShardState_SHARD_STATE_STARTING, ModelGeneration: ss.ModelGeneration, ReplicaGeneration: ss.ReplicaGeneration,
 		Fabric: ss.Fabric, Profile: specpb.ProfileToProto(ss.Profile),
 	}
 	for _, g := range ss.GPUIndices {

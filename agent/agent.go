@@ -396,6 +396,8 @@ func (a *Agent) session(ctx context.Context, client agentv1.AgentServiceClient, 
 			a.requestChecks()
 		case *agentv1.ControlMessage_FetchWeights:
 			a.prefetch(a.runCtx, m.FetchWeights)
+		case *agentv1.ControlMessage_Restamp:
+			a.restamp(m.Restamp.GetShardId(), m.Restamp.GetReplicaGeneration())
 		case *agentv1.ControlMessage_CollectWeights:
 			go func() {
 				ans := a.collect(m.CollectWeights)

@@ -59,11 +59,11 @@ func TestEngineStatuses(t *testing.T) {
 // rebuild the replica, the profile itself included.
 func TestStatusFromRecord(t *testing.T) {
 	p := spec.Profile{Name: "p", Engine: "sim", Nodes: 2, Weight: 3, StartupTimeout: spec.Duration(time.Minute), Env: map[string]string{"A": "1"}}
-	ss := driver.ShardSpec{Profile: p, ShardID: "r-1-1", ReplicaID: "r-1", Model: "m", ModelGeneration: "g1", Rank: 1,
+	ss := driver.ShardSpec{Profile: p, ShardID: "r-1-1", ReplicaID: "r-1", Model: "m", ModelGeneration: "g1", ReplicaGeneration: "rg1", Rank: 1,
 		Fabric: "ib-a", GPUIndices: []int{2, 3}, Port: 9000}
 	st := statusFor(ss)
 	want := &agentv1.ShardStatus{ShardId: "r-1-1", ReplicaId: "r-1", Model: "m", Rank: 1, State: agentv1.ShardState_SHARD_STATE_STARTING,
-		ModelGeneration: "g1", Fabric: "ib-a", GpuIndices: []int32{2, 3}, Profile: specpb.ProfileToProto(p)}
+		ModelGeneration: "g1", ReplicaGeneration: "rg1", Fabric: "ib-a", GpuIndices: []int32{2, 3}, Profile: specpb.ProfileToProto(p)}
 	if !proto.Equal(st, want) {
 		t.Fatalf("status from the record = %v\nwant %v", st, want)
 	}
@@ -252,4 +252,20 @@ func fourFreePorts(t *testing.T) int {
 	}
 	t.Fatal("no four consecutive free loopback ports")
 	return 0
+}
+
+// A Restamp gives a shard the replica generation it reports from then on,
+// its model generation unchanged; one for a shard the agent does not run is
+// ignored.
+func TestRestampShard(t *testing.T) {
+	a := &Agent{log: slog.New(slog.DiscardHandler), shards: map[string]*shardState{
+		"r-1-0": {status: &agentv1.ShardStatus{ShardId: "r-1-0", ModelGeneration: "legacy"}},
+	}}
+	a.restamp("r-1-0", "g2")
+	a.restamp("r-9-0", "g2")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st := a.shardStatusesLocked(); len(st) != 1 || st[0].GetReplicaGeneration() != "g2" || st[0].GetModelGeneration() != "legacy" {
+		t.Fatalf("statuses after a restamp = %v, want r-1-0 reporting replica generation g2 and its model generation as it was", st)
+	}
 }

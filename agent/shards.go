@@ -94,7 +94,7 @@ func (a *Agent) startShard(m *agentv1.StartShard) {
 	profile, perr := specpb.ProfileFromProto(m.GetProfile())
 	ss := driver.ShardSpec{
 		Profile: profile,
-		ShardID: id, ReplicaID: m.GetReplicaId(), Model: m.GetModel(), ModelGeneration: m.GetModelGeneration(),
+		ShardID: id, ReplicaID: m.GetReplicaId(), Model: m.GetModel(), ModelGeneration: m.GetModelGeneration(), ReplicaGeneration: m.GetReplicaGeneration(),
 		Source: m.GetSource(), Host: a.cfg.Address, Rank: int(m.GetRank()),
 		Fabric: m.GetFabric(), ContextLength: int(m.GetContextLength()),
 	}
@@ -210,6 +210,11 @@ func (a *Agent) launch(ctx context.Context, id string, ss driver.ShardSpec, drv 
 			ss.DistInitAddr = m.GetRendezvousAddr()
 		}
 	}
+	a.mu.Lock()
+	if st, ok := a.shards[id]; ok {
+		ss.ReplicaGeneration = st.status.GetReplicaGeneration() // restamped while it fetched
+	}
+	a.mu.Unlock()
 	sh, err := a.sup.Start(ctx, ss, drv)
 	if err != nil {
 		a.fail(id, fmt.Errorf("launching %s: %w", ss.Engine, err), nil)
@@ -217,10 +222,19 @@ func (a *Agent) launch(ctx context.Context, id string, ss driver.ShardSpec, drv 
 	}
 	a.mu.Lock()
 	st, ok := a.shards[id]
+	restamped := ""
 	if ok {
 		st.shard = sh
+		if g := st.status.GetReplicaGeneration(); g != ss.ReplicaGeneration {
+			restamped = g // restamped while it launched
+		}
 	}
 	a.mu.Unlock()
+	if restamped != "" {
+		if err := sh.SetReplicaGeneration(restamped); err != nil {
+			a.log.Warn("shard generation not recorded", "shard", id, "err", err)
+		}
+	}
 	if !ok {
 		// Stopped (StopShard or StopAll) while it was launching: it must
 		// not outlive the command.
@@ -237,6 +251,28 @@ func (a *Agent) launch(ctx context.Context, id string, ss driver.ShardSpec, drv 
 		}
 	})
 	go a.watch(ctx, id, sh, ss, drv)
+}
+
+// restamp records a shard's new replica generation (a Restamp from the
+// control plane): its reports carry it from now on, and its state file, so
+// that after an agent restart the adopted shard reports it too.
+func (a *Agent) restamp(id, generation string) {
+	a.mu.Lock()
+	s, ok := a.shards[id]
+	if !ok || generation == "" || s.status.GetReplicaGeneration() == generation {
+		a.mu.Unlock()
+		return
+	}
+	s.status.ReplicaGeneration = generation
+	sh := s.shard
+	a.mu.Unlock()
+	if sh != nil {
+		if err := sh.SetReplicaGeneration(generation); err != nil {
+			a.log.Warn("shard generation not recorded", "shard", id, "err", err)
+			return
+		}
+	}
+	a.log.Info("shard restamped", "shard", id, "generation", generation)
 }
 
 // watch waits for a shard to become ready, then for it to exit.

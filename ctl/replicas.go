@@ -14,6 +14,7 @@ import (
 
 func (a *app) cmdReplicas(ctx context.Context, args []string) int {
 	var model string
+	var generations map[string]string // model → its catalog generation
 	return runQuery(ctx, a, args, query[[]*managev1.Replica]{
 		name:     "replicas",
 		synopsis: "replicas [--model M] [--json]",
@@ -27,11 +28,20 @@ func (a *app) cmdReplicas(ctx context.Context, args []string) int {
 			if err != nil {
 				return nil, err
 			}
+			// A control plane older than Replica.stale marks a stale
+			// replica only by a model_generation other than its
+			// model's generation.
+			if ms, err := c.ListModels(ctx, &managev1.ListModelsRequest{}); err == nil {
+				generations = map[string]string{}
+				for _, m := range ms.GetModels() {
+					generations[m.GetName()] = m.GetGeneration()
+				}
+			}
 			return resp.GetReplicas(), nil
 		},
 		json: writeJSON[*managev1.Replica],
 		table: func(w io.Writer, reps []*managev1.Replica) error {
-			return writeReplicas(w, reps)
+			return writeReplicas(w, reps, generations)
 		},
 	})
 }
@@ -43,8 +53,11 @@ const errorCellWidth = 40
 // error and each failed shard's error with the engine's last output lines:
 // the operator's diagnosis. A live replica the control plane calls stale
 // (its own profile was since edited in what its engine is built from)
-// reads "ready (stale profile)" until the rollout replaces it.
-func writeReplicas(w io.Writer, replicas []*managev1.Replica) error {
+// reads "ready (stale profile)" until the rollout replaces it; so does one
+// whose model_generation is not its model's in generations (model →
+// generation; nil marks nothing), which is how a control plane older than
+// Replica.stale tells it.
+func writeReplicas(w io.Writer, replicas []*managev1.Replica, generations map[string]string) error {
 	tw := newTable(w)
 	row(tw, "REPLICA", "MODEL", "PROFILE", "STATE", "SHARDS", "NODES", "ERROR")
 	for _, r := range replicas {
@@ -55,7 +68,9 @@ func writeReplicas(w io.Writer, replicas []*managev1.Replica) error {
 				errText = fe
 			}
 		}
-		if r.GetStale() && (state == "ready" || state == "starting") {
+		g, known := generations[r.GetModel()]
+		stale := r.GetStale() || (known && g != "" && r.GetModelGeneration() != "" && r.GetModelGeneration() != g)
+		if stale && (state == "ready" || state == "starting") {
 			state += " (stale profile)"
 		}
 		row(tw,

@@ -21,7 +21,7 @@ func TestReplicasFetching(t *testing.T) {
 		}},
 	}
 	var b bytes.Buffer
-	if err := writeReplicas(&b, replicas); err != nil {
+	if err := writeReplicas(&b, replicas, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := `REPLICA  MODEL  PROFILE  STATE                              SHARDS  NODES  ERROR
@@ -36,17 +36,21 @@ replica r2 (w): shard 0 on n3: fetch of hf:o/r/f.gguf stalled at 5 bytes (size n
 }
 
 // TestReplicasStaleProfile: a live replica the control plane calls stale
-// reads "ready (stale profile)"; a current one and a stopping stale one are
-// unmarked.
+// reads "ready (stale profile)", and so does one whose model_generation is
+// not its model's (a control plane older than Replica.stale); a current one
+// and a stopping stale one are unmarked.
 func TestReplicasStaleProfile(t *testing.T) {
 	replicas := []*managev1.Replica{
 		{Id: "r1", Model: "m", Profile: "cpu", State: "ready", ShardsExpected: 1, ModelGeneration: "old", Stale: true, Shards: []*managev1.Shard{{Node: "n1", State: "ready"}}},
 		{Id: "r2", Model: "m", Profile: "cpu", State: "ready", ShardsExpected: 1, ModelGeneration: "new", Shards: []*managev1.Shard{{Node: "n2", State: "ready"}}},
 		{Id: "r3", Model: "m", Profile: "cpu", State: "stopping", ShardsExpected: 1, ModelGeneration: "old", Stale: true, Shards: []*managev1.Shard{{Node: "n3", State: "ready"}}},
 		{Id: "r4", Model: "gone", Profile: "cpu", State: "ready", ShardsExpected: 1, ModelGeneration: "old", Shards: []*managev1.Shard{{Node: "n3", State: "ready"}}},
+		// From a control plane older than Replica.stale: stale by its
+		// generation only.
+		{Id: "r5", Model: "m", Profile: "cpu", State: "ready", ShardsExpected: 1, ModelGeneration: "old", Shards: []*managev1.Shard{{Node: "n4", State: "ready"}}},
 	}
 	var b bytes.Buffer
-	if err := writeReplicas(&b, replicas); err != nil {
+	if err := writeReplicas(&b, replicas, map[string]string{"m": "new"}); err != nil {
 		t.Fatal(err)
 	}
 	want := `REPLICA  MODEL  PROFILE  STATE                  SHARDS  NODES  ERROR
@@ -54,6 +58,7 @@ r1       m      cpu      ready (stale profile)  1/1     n1     -
 r2       m      cpu      ready                  1/1     n2     -
 r3       m      cpu      stopping               1/1     n3     -
 r4       gone   cpu      ready                  1/1     n3     -
+r5       m      cpu      ready (stale profile)  1/1     n4     -
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)

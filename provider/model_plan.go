@@ -26,7 +26,8 @@ func rolloutPlanSchema() schema.StringAttribute {
 			"the model's `name`, `source` or `context_length`, or its own profile's `name`, `engine`, `tp`, `nodes`, `args`, `env` or `launch_mode`. " +
 			"Adding a profile, editing or removing another one, and `aliases`, `pricing`, `scaling`, `max_output`, `rollout`, `routing_profile` " +
 			"and a profile's `weight`, `priority`, `startup_timeout`, `gpu_class`, `min_memory_gb`, `min_disk_gb` and `labels` restart nothing " +
-			"(placement constraints steer new replicas only). " +
+			"(placement constraints steer new replicas only), " +
+			"except for a replica still carrying the whole-model generation of an earlier release (under a control plane or agent of that release), which any change of a profile field but `weight` and `priority` replaces, adding or removing a profile included: the plan names it. " +
 			"A change that replaces running replicas is also a plan warning. " +
 			"After apply it keeps what the last plan said.",
 	}
@@ -60,21 +61,15 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 		text = fmt.Sprintf("new model: %s to place; %s", countNoun(m.Scaling.Min, "replica"), expectedWhere(ex, dryRun, "the first"))
 	default:
 		rolled := spec.RolledProfiles(old, m)
+		legacyRolls := spec.LegacyGeneration(old) != spec.LegacyGeneration(m)
 		var running []string
-		anyLive := false
-		if len(rolled) > 0 {
+		anyLive, anyLegacy := false, false
+		if len(rolled) > 0 || legacyRolls {
 			reps, err := r.client.ListReplicas(ctx, m.Name)
 			if err != nil {
 				return nil, err
 			}
-			for _, rep := range reps {
-				if st := rep.GetState(); st == "ready" || st == "starting" {
-					anyLive = true
-					if slices.Contains(rolled, rep.GetProfile()) {
-						running = append(running, replicaWhere(rep))
-					}
-				}
-			}
+			running, anyLive, anyLegacy = rolledReplicas(reps, old, m, rolled)
 		}
 		if len(running) > 0 {
 			if err := dry(); err != nil {
@@ -86,9 +81,13 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 			if m.ManualRollout() {
 				text, summary, how = manualRolloutText(m, running, expectedWhere(ex, dryRun, "the first replacement")), "will be stale", "and the model's rollout is manual"
 			}
+			why := "The planned change (" + rollingChange(old, m, rolled) + ") changes what these replicas' engines are built from, " + how + ": " + text + "."
+			if anyLegacy {
+				why += " Some were placed by a control plane of an earlier release and carry its whole-model generation, which any change but a profile's weight or priority replaces" +
+					" (a control plane of this release restamps them with their own profile's generation at its first pass, after which only their own profile's build fields roll them)."
+			}
 			resp.Diagnostics.AddAttributeWarning(path.Root("rollout_plan"),
-				fmt.Sprintf("Model %s: %s %s", m.Name, countNoun(len(running), "running replica"), summary),
-				"The planned change ("+rollingChange(old, m, rolled)+") changes what these replicas' engines are built from, "+how+": "+text+".")
+				fmt.Sprintf("Model %s: %s %s", m.Name, countNoun(len(running), "running replica"), summary), why)
 			break
 		}
 		text = "no running replica restarts (the change keeps what they are built from)"
@@ -112,6 +111,39 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rollout_plan"), text)...)
 	return ex, nil
+}
+
+// rolledReplicas names, among reps (the model's replicas), the live ones
+// that changing old into m replaces ("r-1 on node01 (gpu 0)"): those of a
+// profile in rolled (spec.RolledProfiles), and those stamped with the
+// whole-model generation of an earlier release (spec.LegacyGeneration of
+// old: placed by, or still under, a control plane of that release, or not
+// yet restamped), which roll on any change of that hash. anyLive says
+// whether any replica is live; anyLegacy whether one of those replaced
+// carries the earlier release's stamp.
+func rolledReplicas(reps []*managev1.Replica, old, m spec.Model, rolled []string) (running []string, anyLive, anyLegacy bool) {
+	legacyOld := spec.LegacyGeneration(old)
+	legacyRolls := legacyOld != spec.LegacyGeneration(m)
+	for _, rep := range reps {
+		if st := rep.GetState(); st != "ready" && st != "starting" {
+			continue
+		}
+		anyLive = true
+		stamp := rep.GetReplicaGeneration()
+		if stamp == "" { // a control plane older than the field
+			stamp = rep.GetModelGeneration()
+		}
+		switch {
+		case stamp == legacyOld:
+			if legacyRolls {
+				anyLegacy = true
+				running = append(running, replicaWhere(rep))
+			}
+		case slices.Contains(rolled, rep.GetProfile()):
+			running = append(running, replicaWhere(rep))
+		}
+	}
+	return running, anyLive, anyLegacy
 }
 
 // replicaWhere is "r-1 on node01 (gpus 0,1)".

@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"slices"
 	"testing"
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // TestExpectedWhere: rollout_plan names each replica of the control
@@ -32,5 +34,74 @@ func TestExpectedWhere(t *testing.T) {
 	}
 	if got := expectedWhere(ex, false, "the first"); got != `where the first goes is not dry-run (placement_check = "off", or a value known only at apply)` {
 		t.Errorf("expectedWhere without a dry run = %q", got)
+	}
+}
+
+// TestRolledReplicas: adding a profile replaces no replica stamped with
+// its own profile's generation, but does replace one still carrying the
+// whole-model stamp of an earlier release (a control plane of that
+// release, whose replicas report it in model_generation alone), as that
+// release rolls it; an args edit of its own profile replaces both kinds.
+func TestRolledReplicas(t *testing.T) {
+	old := spec.Model{Name: "m", Source: "sim://m", Profiles: []spec.Profile{{Name: "a", Engine: "sim"}}}
+	old.Normalize()
+	added := old.Clone()
+	added.Profiles = append(added.Profiles, spec.Profile{Name: "b", Engine: "sim", Args: []string{"--x"}})
+	added.Normalize()
+	edited := old.Clone()
+	edited.Profiles[0].Args = []string{"--y"}
+	edited.Normalize()
+	reps := []*managev1.Replica{
+		{Id: "r-new", Profile: "a", State: "ready", ReplicaGeneration: spec.ReplicaGeneration(old, "a"), ModelGeneration: spec.Generation(old)},
+		{Id: "r-restamp-pending", Profile: "a", State: "ready", ReplicaGeneration: spec.LegacyGeneration(old), ModelGeneration: spec.Generation(old)},
+		{Id: "r-old-server", Profile: "a", State: "starting", ModelGeneration: spec.LegacyGeneration(old)},
+		{Id: "r-failed", Profile: "a", State: "failed", ModelGeneration: spec.LegacyGeneration(old)},
+	}
+	for _, tt := range []struct {
+		name       string
+		m          spec.Model
+		want       []string
+		wantLegacy bool
+	}{
+		{"a profile added", added, []string{"r-restamp-pending on ", "r-old-server on "}, true},
+		{"its own args", edited, []string{"r-new on ", "r-restamp-pending on ", "r-old-server on "}, true},
+		{"nothing", old, nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			running, anyLive, anyLegacy := rolledReplicas(reps, old, tt.m, spec.RolledProfiles(old, tt.m))
+			if !anyLive || anyLegacy != tt.wantLegacy || !slices.Equal(running, tt.want) {
+				t.Fatalf("rolledReplicas = %q, live %v, legacy %v; want %q, legacy %v", running, anyLive, anyLegacy, tt.want, tt.wantLegacy)
+			}
+		})
+	}
+}
+
+// TestKeepsGeneration: the plan keeps the generation when no profile's
+// build changes; against a control plane of an earlier release (whose
+// generation is the whole-model hash) only when that hash is unchanged
+// too, as adding gpu_class changes it.
+func TestKeepsGeneration(t *testing.T) {
+	old := spec.Model{Name: "m", Source: "sim://m", Profiles: []spec.Profile{{Name: "a", Engine: "sim"}}}
+	old.Normalize()
+	placed := old.Clone()
+	placed.Profiles[0].GPUClass = "h100-80g"
+	weighed := old.Clone()
+	weighed.Profiles[0].Weight = 5
+	built := old.Clone()
+	built.Profiles[0].Args = []string{"--x"}
+	for _, tt := range []struct {
+		name  string
+		m     spec.Model
+		prior string
+		want  bool
+	}{
+		{"gpu_class, this release", placed, spec.Generation(old), true},
+		{"gpu_class, earlier release", placed, spec.LegacyGeneration(old), false},
+		{"weight, earlier release", weighed, spec.LegacyGeneration(old), true},
+		{"args, this release", built, spec.Generation(old), false},
+	} {
+		if got := keepsGeneration(old, tt.m, tt.prior); got != tt.want {
+			t.Errorf("%s: keepsGeneration = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -16,15 +16,15 @@ const stallBound = "about 10 seconds"
 // rolloutStalled is the error of a rollout that cannot make progress: the
 // control plane could not place a replica of the new generation (or one of
 // scaling.min) for stallBound, while older replicas keep serving; or it
-// placed one that has been starting well past what its profile took the
-// last time.
+// placed one that has been starting well past the slowest start of
+// replicas built the same way.
 func rolloutStalled(name string, st *managev1.ModelStatus) diag.Diagnostic {
 	if st.GetStalledReason() == "not_ready" {
 		return diag.NewErrorDiagnostic(fmt.Sprintf("Rollout of model %s is not becoming ready", name),
 			fmt.Sprintf("A replica of the new definition was placed but is not ready: %s.\n\n"+
 				"The model stays in the catalog with the new definition, and the replicas already running keep serving; "+
 				"the control plane lets the new replica go on starting until its profile's startup_timeout fails it. "+
-				"Fix the profile (engine, args, env) or the node and apply again, or, if this start is only slower than the last, "+
+				"Fix the profile (engine, args, env) or the node and apply again, or, if this start is only slower than the earlier ones, "+
 				"set wait_for_rollout = false.", st.GetStalled()))
 	}
 	return diag.NewErrorDiagnostic(fmt.Sprintf("Rollout of model %s cannot make progress", name),

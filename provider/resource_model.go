@@ -154,7 +154,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			},
 			"profiles": schema.ListNestedAttribute{
 				Required:            true,
-				MarkdownDescription: "The ways the model can be placed, tried by `priority` (higher first). Changing what a replica is built from (any profile field but `weight` and `priority`) rolls the replicas: the new replica is ready before the old one stops, and the plan shows `generation` as known after apply. Changing only `weight` or `priority` restarts nothing: the plan keeps `generation`.",
+				MarkdownDescription: "The ways the model can be placed, tried by `priority` (higher first). Changing what a profile's replicas are built from (its `name`, `engine`, `tp`, `nodes`, `args`, `env` or `launch_mode`) rolls that profile's replicas: the new replica is ready before the old one stops, and the plan shows `generation` as known after apply (so does adding or removing a profile, which rolls no other profile's replicas). Its other fields restart nothing; `rollout_plan` says which replicas a change replaces.",
 				NestedObject: schema.NestedAttributeObject{
 					Attributes: profileSchema(),
 				},
@@ -332,6 +332,21 @@ func (r *modelResource) ImportState(ctx context.Context, req resource.ImportStat
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
 }
 
+// keepsGeneration reports whether changing old into m keeps the model's
+// generation, prior as the control plane last reported it: when what every
+// profile's replicas are built from is unchanged (spec.Generation). A
+// control plane of an earlier release reports its whole-model hash
+// (spec.LegacyGeneration), which more edits change: when prior is that
+// hash, it must be unchanged too, or apply would find another value than
+// the plan promised.
+func keepsGeneration(old, m spec.Model, prior string) bool {
+	if spec.Generation(old) != spec.Generation(m) {
+		return false
+	}
+	legacy := spec.LegacyGeneration(old)
+	return prior != legacy || legacy == spec.LegacyGeneration(m)
+}
+
 // ModifyPlan asks the control plane to dry-run placement of the planned
 // definition when it is new, its profiles changed or its scaling.min rose,
 // reports a model no node can hold as placement_check says, and warns of a
@@ -357,7 +372,7 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 	old, priorKnown := prior.toSpec()
 	priorKnown = priorKnown && !req.State.Raw.IsNull()
-	if known && priorKnown && spec.Generation(old) == spec.Generation(m) {
+	if known && priorKnown && keepsGeneration(old, m, prior.Generation.ValueString()) {
 		// What every profile's replicas are built from is unchanged: the
 		// control plane keeps the generation. (A change of it rolls only
 		// the replicas whose own profile changed: rollout_plan says which.)
@@ -567,7 +582,7 @@ func waitRollout(ctx context.Context, c *Client, name string, want int, manual b
 			diags.Append(c.Diag("waiting for the rollout of model "+name, err))
 			return pm, diags
 		}
-		ready, failed := rolloutProgress(reps, started, manual)
+		ready, failed := rolloutProgress(reps, pm.GetGeneration(), started, manual)
 		st := pm.GetStatus()
 		switch {
 		case ready >= want:
@@ -603,11 +618,15 @@ func waitRollout(ctx context.Context, c *Client, name string, want int, manual b
 // rolloutProgress counts the ready replicas built from the current
 // definition (stale ones too when stale counts: a manual rollout) and
 // returns the first current replica that failed since the rollout started.
-func rolloutProgress(reps []*managev1.Replica, started time.Time, staleCounts bool) (int, *managev1.Replica) {
+// A replica is stale when the control plane says so or when its
+// model_generation is not the model's generation: a control plane older
+// than Replica.stale tells it only that way (and a newer one keeps it
+// true).
+func rolloutProgress(reps []*managev1.Replica, generation string, started time.Time, staleCounts bool) (int, *managev1.Replica) {
 	ready := 0
 	var failed *managev1.Replica
 	for _, r := range reps {
-		if r.GetStale() {
+		if r.GetStale() || r.GetModelGeneration() != generation {
 			if staleCounts && r.GetState() == "ready" {
 				ready++
 			}

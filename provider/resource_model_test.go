@@ -120,12 +120,15 @@ func TestToSpecUnknown(t *testing.T) {
 func TestRolloutProgress(t *testing.T) {
 	started := time.UnixMilli(100_000)
 	reps := []*managev1.Replica{
-		{Id: "old-ready", Stale: true, State: "ready", CreatedUnixMs: 10_000},
-		{Id: "new-ready", State: "ready", CreatedUnixMs: 101_000},
-		{Id: "new-starting", State: "starting", CreatedUnixMs: 101_000},
-		{Id: "old-failure", State: "failed", CreatedUnixMs: 50_000},
-		{Id: "stale-failure", Stale: true, State: "failed", CreatedUnixMs: 103_000},
-		{Id: "new-failure", State: "failed", CreatedUnixMs: 102_000},
+		{Id: "old-ready", Stale: true, ModelGeneration: "g1", State: "ready", CreatedUnixMs: 10_000},
+		// From a control plane older than Replica.stale: stale only by
+		// its generation.
+		{Id: "old-server-stale", ModelGeneration: "g1", State: "ready", CreatedUnixMs: 10_000},
+		{Id: "new-ready", ModelGeneration: "g2", State: "ready", CreatedUnixMs: 101_000},
+		{Id: "new-starting", ModelGeneration: "g2", State: "starting", CreatedUnixMs: 101_000},
+		{Id: "old-failure", ModelGeneration: "g2", State: "failed", CreatedUnixMs: 50_000},
+		{Id: "stale-failure", Stale: true, ModelGeneration: "g1", State: "failed", CreatedUnixMs: 103_000},
+		{Id: "new-failure", ModelGeneration: "g2", State: "failed", CreatedUnixMs: 102_000},
 	}
 	tests := []struct {
 		manual     bool
@@ -135,10 +138,10 @@ func TestRolloutProgress(t *testing.T) {
 		{wantReady: 1, wantFailed: "new-failure"},
 		// A manual rollout keeps the stale replicas serving and places no
 		// replacement: they count, or apply would wait until it timed out.
-		{manual: true, wantReady: 2, wantFailed: "new-failure"},
+		{manual: true, wantReady: 3, wantFailed: "new-failure"},
 	}
 	for _, tt := range tests {
-		ready, failed := rolloutProgress(reps, started, tt.manual)
+		ready, failed := rolloutProgress(reps, "g2", started, tt.manual)
 		if ready != tt.wantReady || failed.GetId() != tt.wantFailed {
 			t.Errorf("manual %v: ready %d failed %q, want %d %q", tt.manual, ready, failed.GetId(), tt.wantReady, tt.wantFailed)
 		}

@@ -67,10 +67,13 @@ type ShardSpec struct {
 	ReplicaID string `json:"replica_id"`
 	// Model is the served model name clients ask for.
 	Model string `json:"model"`
-	// ModelGeneration is the hash of what the replica is built from
-	// (spec.ReplicaGeneration). Drivers ignore it; the agent reports it
-	// back.
-	ModelGeneration string `json:"model_generation,omitempty"`
+	// ModelGeneration is the hash of the whole model the replica was
+	// placed for (spec.LegacyGeneration) and ReplicaGeneration that of what
+	// it is built from (spec.ReplicaGeneration; empty when placed by a
+	// control plane older than it and not restamped). Drivers ignore both;
+	// the agent reports them back.
+	ModelGeneration   string `json:"model_generation,omitempty"`
+	ReplicaGeneration string `json:"replica_generation,omitempty"`
 	// Source is the weights path on the node or a repository id the engine
 	// downloads itself.
 	Source string `json:"source"`

@@ -461,8 +461,43 @@ func (sh *Shard) ExitErr() error {
 // PID is the engine's (last command's) process id, also its process group.
 func (sh *Shard) PID() int { return sh.procs[len(sh.procs)-1].pid }
 
-// Spec is the specification the shard was started with.
-func (sh *Shard) Spec() driver.ShardSpec { return sh.spec }
+// Spec is the specification the shard was started with (and the replica
+// generation it was last given, SetReplicaGeneration).
+func (sh *Shard) Spec() driver.ShardSpec {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.spec
+}
+
+// SetReplicaGeneration records generation as the shard's
+// ReplicaGeneration, in memory and in its state file (rewritten atomically,
+// the rest as it was): the control plane found the running engine current
+// under it.
+func (sh *Shard) SetReplicaGeneration(generation string) error {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.spec.ReplicaGeneration = generation
+	b, err := os.ReadFile(sh.statePath)
+	if err != nil {
+		return fmt.Errorf("reading shard state: %w", err)
+	}
+	var st state
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("reading shard state %s: %w", sh.statePath, err)
+	}
+	st.Spec.ReplicaGeneration = generation
+	if b, err = json.MarshalIndent(st, "", "  "); err != nil {
+		return fmt.Errorf("encoding shard state %s: %w", sh.statePath, err)
+	}
+	tmp := sh.statePath + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("writing shard state %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, sh.statePath); err != nil {
+		return fmt.Errorf("writing shard state %s: %w", sh.statePath, err)
+	}
+	return nil
+}
 
 // Adopted reports whether the shard was re-attached by Recover rather than
 // started by this supervisor.

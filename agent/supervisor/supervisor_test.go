@@ -425,6 +425,10 @@ func TestSidecar(t *testing.T) {
 	}
 }
 
+// TestRecover: a second supervisor (an agent restart) adopts the shard
+// from its state file, with the whole spec, a replica generation given
+// after the start (SetReplicaGeneration) included, and drops stale state
+// files.
 func TestRecover(t *testing.T) {
 	dir := t.TempDir()
 	first := newSupervisor(t, dir)
@@ -438,6 +442,14 @@ func TestRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the engine's first line", func() bool { return outputHas(started, "idle") })
+	// The control plane restamps the running shard: the record keeps it.
+	if err := started.SetReplicaGeneration("g2"); err != nil {
+		t.Fatal(err)
+	}
+	ss.ReplicaGeneration = "g2"
+	if got := started.Spec().ReplicaGeneration; got != "g2" {
+		t.Errorf("ReplicaGeneration after SetReplicaGeneration = %q, want g2", got)
+	}
 
 	// A state file whose engine has exited and been reaped.
 	dead := exec.Command("/bin/sh", "-c", "exit 0")

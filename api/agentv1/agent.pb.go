@@ -230,6 +230,7 @@ type ControlMessage struct {
 	//	*ControlMessage_CheckEngines
 	//	*ControlMessage_FetchWeights
 	//	*ControlMessage_CollectWeights
+	//	*ControlMessage_Restamp
 	Msg           isControlMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -335,6 +336,15 @@ func (x *ControlMessage) GetCollectWeights() *CollectWeights {
 	return nil
 }
 
+func (x *ControlMessage) GetRestamp() *Restamp {
+	if x != nil {
+		if x, ok := x.Msg.(*ControlMessage_Restamp); ok {
+			return x.Restamp
+		}
+	}
+	return nil
+}
+
 type isControlMessage_Msg interface {
 	isControlMessage_Msg()
 }
@@ -372,6 +382,12 @@ type ControlMessage_CollectWeights struct {
 	CollectWeights *CollectWeights `protobuf:"bytes,7,opt,name=collect_weights,json=collectWeights,proto3,oneof"`
 }
 
+type ControlMessage_Restamp struct {
+	// A running shard's replica is current under another generation:
+	// record it and report it from now on (and after an agent restart).
+	Restamp *Restamp `protobuf:"bytes,8,opt,name=restamp,proto3,oneof"`
+}
+
 func (*ControlMessage_Welcome) isControlMessage_Msg() {}
 
 func (*ControlMessage_StartShard) isControlMessage_Msg() {}
@@ -385,6 +401,8 @@ func (*ControlMessage_CheckEngines) isControlMessage_Msg() {}
 func (*ControlMessage_FetchWeights) isControlMessage_Msg() {}
 
 func (*ControlMessage_CollectWeights) isControlMessage_Msg() {}
+
+func (*ControlMessage_Restamp) isControlMessage_Msg() {}
 
 // Hello opens a session.
 type Hello struct {
@@ -1979,9 +1997,12 @@ type ShardStatus struct {
 	Profile         *specv1.Profile `protobuf:"bytes,16,opt,name=profile,proto3" json:"profile,omitempty"`
 	// Set while the shard waits for its weights to be fetched (state
 	// STARTING, no engine yet); absent otherwise.
-	Fetch         *FetchProgress `protobuf:"bytes,17,opt,name=fetch,proto3" json:"fetch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Fetch *FetchProgress `protobuf:"bytes,17,opt,name=fetch,proto3" json:"fetch,omitempty"`
+	// Echoed from StartShard (or the last Restamp); empty for a shard placed
+	// by a control plane older than the field and not restamped since.
+	ReplicaGeneration string `protobuf:"bytes,18,opt,name=replica_generation,json=replicaGeneration,proto3" json:"replica_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ShardStatus) Reset() {
@@ -2119,6 +2140,13 @@ func (x *ShardStatus) GetFetch() *FetchProgress {
 	return nil
 }
 
+func (x *ShardStatus) GetReplicaGeneration() string {
+	if x != nil {
+		return x.ReplicaGeneration
+	}
+	return ""
+}
+
 // FetchProgress is how far the download of a shard's weights is. One
 // download serves every shard of the node with the same source, so they
 // report the same numbers.
@@ -2230,11 +2258,15 @@ type StartShard struct {
 	Fabric string `protobuf:"bytes,11,opt,name=fabric,proto3" json:"fabric,omitempty"`
 	// The model's context_length (0: unstated).
 	ContextLength int32 `protobuf:"varint,15,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
+	// The hash of the whole model definition the replica was placed for (less
+	// the profiles' weight and priority: spec.LegacyGeneration), which a
+	// control plane of an earlier release rolls the replica by.
+	ModelGeneration string `protobuf:"bytes,18,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
 	// A hash of what the replica is built from (the model's name, source and
 	// context length and this profile's build fields: spec.ReplicaGeneration);
 	// the control plane rolls the replica when its catalog profile hashes
-	// otherwise.
-	ModelGeneration string `protobuf:"bytes,18,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
+	// otherwise. Empty from a control plane older than the field.
+	ReplicaGeneration string `protobuf:"bytes,21,opt,name=replica_generation,json=replicaGeneration,proto3" json:"replica_generation,omitempty"`
 	// The catalog profile the replica was placed with. Its nodes is the
 	// replica's shard count (world size); engine, tp, args, env,
 	// startup_timeout and launch_mode are the engine's.
@@ -2346,6 +2378,13 @@ func (x *StartShard) GetModelGeneration() string {
 	return ""
 }
 
+func (x *StartShard) GetReplicaGeneration() string {
+	if x != nil {
+		return x.ReplicaGeneration
+	}
+	return ""
+}
+
 func (x *StartShard) GetProfile() *specv1.Profile {
 	if x != nil {
 		return x.Profile
@@ -2412,6 +2451,63 @@ func (x *StopShard) GetReason() string {
 	return ""
 }
 
+// Restamp gives a shard the replica_generation its replica carries from now
+// on: a replica placed by a control plane older than that field, which the
+// control plane found current. Its model_generation stays as it was. An
+// agent that does not know the message ignores it; its shard then reports
+// no replica_generation.
+type Restamp struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	ShardId           string                 `protobuf:"bytes,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	ReplicaGeneration string                 `protobuf:"bytes,2,opt,name=replica_generation,json=replicaGeneration,proto3" json:"replica_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *Restamp) Reset() {
+	*x = Restamp{}
+	mi := &file_api_agentv1_agent_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Restamp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Restamp) ProtoMessage() {}
+
+func (x *Restamp) ProtoReflect() protoreflect.Message {
+	mi := &file_api_agentv1_agent_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Restamp.ProtoReflect.Descriptor instead.
+func (*Restamp) Descriptor() ([]byte, []int) {
+	return file_api_agentv1_agent_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Restamp) GetShardId() string {
+	if x != nil {
+		return x.ShardId
+	}
+	return ""
+}
+
+func (x *Restamp) GetReplicaGeneration() string {
+	if x != nil {
+		return x.ReplicaGeneration
+	}
+	return ""
+}
+
 var File_api_agentv1_agent_proto protoreflect.FileDescriptor
 
 const file_api_agentv1_agent_proto_rawDesc = "" +
@@ -2423,7 +2519,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\fshard_status\x18\x03 \x01(\v2\x1b.llmgw.agent.v1.ShardStatusH\x00R\vshardStatus\x12C\n" +
 	"\rengine_checks\x18\x04 \x01(\v2\x1c.llmgw.agent.v1.EngineChecksH\x00R\fengineChecks\x12O\n" +
 	"\x11weights_collected\x18\x05 \x01(\v2 .llmgw.agent.v1.WeightsCollectedH\x00R\x10weightsCollectedB\x05\n" +
-	"\x03msg\"\xdd\x03\n" +
+	"\x03msg\"\x92\x04\n" +
 	"\x0eControlMessage\x123\n" +
 	"\awelcome\x18\x01 \x01(\v2\x17.llmgw.agent.v1.WelcomeH\x00R\awelcome\x12=\n" +
 	"\vstart_shard\x18\x02 \x01(\v2\x1a.llmgw.agent.v1.StartShardH\x00R\n" +
@@ -2433,7 +2529,8 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\vdeclaration\x18\x04 \x01(\v2\x1b.llmgw.agent.v1.DeclarationH\x00R\vdeclaration\x12C\n" +
 	"\rcheck_engines\x18\x05 \x01(\v2\x1c.llmgw.agent.v1.CheckEnginesH\x00R\fcheckEngines\x12C\n" +
 	"\rfetch_weights\x18\x06 \x01(\v2\x1c.llmgw.agent.v1.FetchWeightsH\x00R\ffetchWeights\x12I\n" +
-	"\x0fcollect_weights\x18\a \x01(\v2\x1e.llmgw.agent.v1.CollectWeightsH\x00R\x0ecollectWeightsB\x05\n" +
+	"\x0fcollect_weights\x18\a \x01(\v2\x1e.llmgw.agent.v1.CollectWeightsH\x00R\x0ecollectWeights\x123\n" +
+	"\arestamp\x18\b \x01(\v2\x17.llmgw.agent.v1.RestampH\x00R\arestampB\x05\n" +
 	"\x03msg\"\xe6\x02\n" +
 	"\x05Hello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
@@ -2577,7 +2674,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\fhelp_warning\x18\v \x01(\tR\vhelpWarning\"C\n" +
 	"\fEngineChecks\x123\n" +
 	"\x06checks\x18\x01 \x03(\v2\x1b.llmgw.agent.v1.EngineCheckR\x06checks\"\x0e\n" +
-	"\fCheckEngines\"\x94\x04\n" +
+	"\fCheckEngines\"\xc3\x04\n" +
 	"\vShardStatus\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
 	"\n" +
@@ -2597,7 +2694,8 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"gpuIndices\x12\x16\n" +
 	"\x06fabric\x18\x0f \x01(\tR\x06fabric\x120\n" +
 	"\aprofile\x18\x10 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofile\x123\n" +
-	"\x05fetch\x18\x11 \x01(\v2\x1d.llmgw.agent.v1.FetchProgressR\x05fetchJ\x04\b\v\x10\fJ\x04\b\f\x10\rR\n" +
+	"\x05fetch\x18\x11 \x01(\v2\x1d.llmgw.agent.v1.FetchProgressR\x05fetch\x12-\n" +
+	"\x12replica_generation\x18\x12 \x01(\tR\x11replicaGenerationJ\x04\b\v\x10\fJ\x04\b\f\x10\rR\n" +
 	"world_size\"\xca\x01\n" +
 	"\rFetchProgress\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1d\n" +
@@ -2608,7 +2706,7 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	"\x10bytes_per_second\x18\x04 \x01(\x03R\x0ebytesPerSecond\x12\x18\n" +
 	"\astalled\x18\x05 \x01(\bR\astalled\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x06 \x01(\tR\tlastError\"\xa4\x04\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\"\xd3\x04\n" +
 	"\n" +
 	"StartShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
@@ -2623,14 +2721,18 @@ const file_api_agentv1_agent_proto_rawDesc = "" +
 	" \x01(\tR\x0erendezvousAddr\x12\x16\n" +
 	"\x06fabric\x18\v \x01(\tR\x06fabric\x12%\n" +
 	"\x0econtext_length\x18\x0f \x01(\x05R\rcontextLength\x12)\n" +
-	"\x10model_generation\x18\x12 \x01(\tR\x0fmodelGeneration\x120\n" +
+	"\x10model_generation\x18\x12 \x01(\tR\x0fmodelGeneration\x12-\n" +
+	"\x12replica_generation\x18\x15 \x01(\tR\x11replicaGeneration\x120\n" +
 	"\aprofile\x18\x13 \x01(\v2\x16.llmgw.spec.v1.ProfileR\aprofile\x12@\n" +
 	"\rweights_peers\x18\x14 \x03(\v2\x1b.llmgw.agent.v1.WeightsPeerR\fweightsPeersJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\t\x10\n" +
 	"J\x04\b\f\x10\rJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x10\x10\x11J\x04\b\x11\x10\x12R\x06engineR\n" +
 	"world_sizeR\x02tpR\x04argsR\x03envR\x12startup_timeout_msR\vlaunch_mode\">\n" +
 	"\tStopShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*\x8b\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"S\n" +
+	"\aRestamp\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12-\n" +
+	"\x12replica_generation\x18\x02 \x01(\tR\x11replicaGeneration*\x8b\x01\n" +
 	"\n" +
 	"ShardState\x12\x1b\n" +
 	"\x17SHARD_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -2654,7 +2756,7 @@ func file_api_agentv1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_api_agentv1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_api_agentv1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_api_agentv1_agent_proto_goTypes = []any{
 	(ShardState)(0),          // 0: llmgw.agent.v1.ShardState
 	(*AgentMessage)(nil),     // 1: llmgw.agent.v1.AgentMessage
@@ -2683,9 +2785,10 @@ var file_api_agentv1_agent_proto_goTypes = []any{
 	(*FetchProgress)(nil),    // 24: llmgw.agent.v1.FetchProgress
 	(*StartShard)(nil),       // 25: llmgw.agent.v1.StartShard
 	(*StopShard)(nil),        // 26: llmgw.agent.v1.StopShard
-	nil,                      // 27: llmgw.agent.v1.Declaration.EnginesEntry
-	nil,                      // 28: llmgw.agent.v1.Declaration.LabelsEntry
-	(*specv1.Profile)(nil),   // 29: llmgw.spec.v1.Profile
+	(*Restamp)(nil),          // 27: llmgw.agent.v1.Restamp
+	nil,                      // 28: llmgw.agent.v1.Declaration.EnginesEntry
+	nil,                      // 29: llmgw.agent.v1.Declaration.LabelsEntry
+	(*specv1.Profile)(nil),   // 30: llmgw.spec.v1.Profile
 }
 var file_api_agentv1_agent_proto_depIdxs = []int32{
 	3,  // 0: llmgw.agent.v1.AgentMessage.hello:type_name -> llmgw.agent.v1.Hello
@@ -2700,40 +2803,41 @@ var file_api_agentv1_agent_proto_depIdxs = []int32{
 	22, // 9: llmgw.agent.v1.ControlMessage.check_engines:type_name -> llmgw.agent.v1.CheckEngines
 	8,  // 10: llmgw.agent.v1.ControlMessage.fetch_weights:type_name -> llmgw.agent.v1.FetchWeights
 	10, // 11: llmgw.agent.v1.ControlMessage.collect_weights:type_name -> llmgw.agent.v1.CollectWeights
-	15, // 12: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
-	12, // 13: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
-	23, // 14: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
-	20, // 15: llmgw.agent.v1.Hello.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
-	12, // 16: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
-	16, // 17: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
-	15, // 18: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
-	6,  // 19: llmgw.agent.v1.Heartbeat.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
-	7,  // 20: llmgw.agent.v1.WeightsCache.entries:type_name -> llmgw.agent.v1.CacheEntry
-	9,  // 21: llmgw.agent.v1.FetchWeights.peers:type_name -> llmgw.agent.v1.WeightsPeer
-	7,  // 22: llmgw.agent.v1.WeightsCollected.removed:type_name -> llmgw.agent.v1.CacheEntry
-	6,  // 23: llmgw.agent.v1.WeightsCollected.cache:type_name -> llmgw.agent.v1.WeightsCache
-	13, // 24: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
-	27, // 25: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
-	28, // 26: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
-	14, // 27: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
-	16, // 28: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
-	17, // 29: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	18, // 30: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
-	19, // 31: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
-	6,  // 32: llmgw.agent.v1.Inventory.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
-	20, // 33: llmgw.agent.v1.EngineChecks.checks:type_name -> llmgw.agent.v1.EngineCheck
-	0,  // 34: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
-	29, // 35: llmgw.agent.v1.ShardStatus.profile:type_name -> llmgw.spec.v1.Profile
-	24, // 36: llmgw.agent.v1.ShardStatus.fetch:type_name -> llmgw.agent.v1.FetchProgress
-	29, // 37: llmgw.agent.v1.StartShard.profile:type_name -> llmgw.spec.v1.Profile
-	9,  // 38: llmgw.agent.v1.StartShard.weights_peers:type_name -> llmgw.agent.v1.WeightsPeer
-	1,  // 39: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
-	2,  // 40: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
-	40, // [40:41] is the sub-list for method output_type
-	39, // [39:40] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	27, // 12: llmgw.agent.v1.ControlMessage.restamp:type_name -> llmgw.agent.v1.Restamp
+	15, // 13: llmgw.agent.v1.Hello.inventory:type_name -> llmgw.agent.v1.Inventory
+	12, // 14: llmgw.agent.v1.Hello.declaration:type_name -> llmgw.agent.v1.Declaration
+	23, // 15: llmgw.agent.v1.Hello.shards:type_name -> llmgw.agent.v1.ShardStatus
+	20, // 16: llmgw.agent.v1.Hello.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	12, // 17: llmgw.agent.v1.Welcome.declaration:type_name -> llmgw.agent.v1.Declaration
+	16, // 18: llmgw.agent.v1.Heartbeat.gpus:type_name -> llmgw.agent.v1.GPU
+	15, // 19: llmgw.agent.v1.Heartbeat.inventory:type_name -> llmgw.agent.v1.Inventory
+	6,  // 20: llmgw.agent.v1.Heartbeat.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
+	7,  // 21: llmgw.agent.v1.WeightsCache.entries:type_name -> llmgw.agent.v1.CacheEntry
+	9,  // 22: llmgw.agent.v1.FetchWeights.peers:type_name -> llmgw.agent.v1.WeightsPeer
+	7,  // 23: llmgw.agent.v1.WeightsCollected.removed:type_name -> llmgw.agent.v1.CacheEntry
+	6,  // 24: llmgw.agent.v1.WeightsCollected.cache:type_name -> llmgw.agent.v1.WeightsCache
+	13, // 25: llmgw.agent.v1.Declaration.fabrics:type_name -> llmgw.agent.v1.FabricDecl
+	28, // 26: llmgw.agent.v1.Declaration.engines:type_name -> llmgw.agent.v1.Declaration.EnginesEntry
+	29, // 27: llmgw.agent.v1.Declaration.labels:type_name -> llmgw.agent.v1.Declaration.LabelsEntry
+	14, // 28: llmgw.agent.v1.Declaration.discovery:type_name -> llmgw.agent.v1.Discovery
+	16, // 29: llmgw.agent.v1.Inventory.gpus:type_name -> llmgw.agent.v1.GPU
+	17, // 30: llmgw.agent.v1.Inventory.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	18, // 31: llmgw.agent.v1.Inventory.models:type_name -> llmgw.agent.v1.ModelFile
+	19, // 32: llmgw.agent.v1.Inventory.engines:type_name -> llmgw.agent.v1.EngineStatus
+	6,  // 33: llmgw.agent.v1.Inventory.weights_cache:type_name -> llmgw.agent.v1.WeightsCache
+	20, // 34: llmgw.agent.v1.EngineChecks.checks:type_name -> llmgw.agent.v1.EngineCheck
+	0,  // 35: llmgw.agent.v1.ShardStatus.state:type_name -> llmgw.agent.v1.ShardState
+	30, // 36: llmgw.agent.v1.ShardStatus.profile:type_name -> llmgw.spec.v1.Profile
+	24, // 37: llmgw.agent.v1.ShardStatus.fetch:type_name -> llmgw.agent.v1.FetchProgress
+	30, // 38: llmgw.agent.v1.StartShard.profile:type_name -> llmgw.spec.v1.Profile
+	9,  // 39: llmgw.agent.v1.StartShard.weights_peers:type_name -> llmgw.agent.v1.WeightsPeer
+	1,  // 40: llmgw.agent.v1.AgentService.Connect:input_type -> llmgw.agent.v1.AgentMessage
+	2,  // 41: llmgw.agent.v1.AgentService.Connect:output_type -> llmgw.agent.v1.ControlMessage
+	41, // [41:42] is the sub-list for method output_type
+	40, // [40:41] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_api_agentv1_agent_proto_init() }
@@ -2756,6 +2860,7 @@ func file_api_agentv1_agent_proto_init() {
 		(*ControlMessage_CheckEngines)(nil),
 		(*ControlMessage_FetchWeights)(nil),
 		(*ControlMessage_CollectWeights)(nil),
+		(*ControlMessage_Restamp)(nil),
 	}
 	file_api_agentv1_agent_proto_msgTypes[14].OneofWrappers = []any{}
 	file_api_agentv1_agent_proto_msgTypes[15].OneofWrappers = []any{}
@@ -2765,7 +2870,7 @@ func file_api_agentv1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_agentv1_agent_proto_rawDesc), len(file_api_agentv1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1244,11 +1244,12 @@ type ModelStatus struct {
 	// "manual".
 	Rollout string `protobuf:"bytes,9,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	// What stalled says: "placement" (no node can hold a needed replica) or
-	// "not_ready" (a replica of the current definition was placed but has
-	// been starting well past what its profile took the last time: twice
-	// that, and at least 10 seconds more; stalled names it with its shards'
-	// state, error and last engine output, and it goes on starting until its
-	// startup_timeout fails it). Empty when stalled is.
+	// "not_ready" (a replica of the current definition was placed, with its
+	// weights at hand, but has been starting well past the slowest start of
+	// replicas built the same way on the same nodes: twice that, and at least 10 seconds more;
+	// stalled names it with its shards' state, error and last engine output,
+	// and it goes on starting until its startup_timeout fails it). Empty
+	// when stalled is.
 	StalledReason string `protobuf:"bytes,10,opt,name=stalled_reason,json=stalledReason,proto3" json:"stalled_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1759,16 +1760,26 @@ type Replica struct {
 	ShardsExpected int32    `protobuf:"varint,7,opt,name=shards_expected,json=shardsExpected,proto3" json:"shards_expected,omitempty"`
 	Shards         []*Shard `protobuf:"bytes,8,rep,name=shards,proto3" json:"shards,omitempty"`
 	CreatedUnixMs  int64    `protobuf:"varint,9,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
-	// A hash of what this replica was built from: the model's build fields
-	// and those of its own profile.
+	// The model's generation (Model.generation) when the replica is current
+	// (not stale), and otherwise the hash the replica was placed with, which
+	// never equals it: a client compares the two to tell a stale replica,
+	// as every release has let it. replica_generation is the replica's own
+	// hash.
 	ModelGeneration string `protobuf:"bytes,10,opt,name=model_generation,json=modelGeneration,proto3" json:"model_generation,omitempty"`
 	// The replica was built otherwise than its model now asks: its own
 	// profile's build fields (or the model's) changed since it was placed,
 	// or the profile is gone. It serves until replaced (with rollout
-	// "manual", until RolloutModel).
-	Stale         bool `protobuf:"varint,11,opt,name=stale,proto3" json:"stale,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// "manual", until RolloutModel). Never set by a control plane older
+	// than the field: compare model_generation with Model.generation then.
+	Stale bool `protobuf:"varint,11,opt,name=stale,proto3" json:"stale,omitempty"`
+	// A hash of what this replica was built from: the model's build fields
+	// and those of its own profile (spec.ReplicaGeneration), or, for a
+	// replica placed by a release whose generations were per model and not
+	// since confirmed current, that release's whole-model hash. Empty from a
+	// control plane older than the field.
+	ReplicaGeneration string `protobuf:"bytes,12,opt,name=replica_generation,json=replicaGeneration,proto3" json:"replica_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Replica) Reset() {
@@ -1876,6 +1887,13 @@ func (x *Replica) GetStale() bool {
 		return x.Stale
 	}
 	return false
+}
+
+func (x *Replica) GetReplicaGeneration() string {
+	if x != nil {
+		return x.ReplicaGeneration
+	}
+	return ""
 }
 
 type Shard struct {
@@ -6423,7 +6441,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x13ListReplicasRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"L\n" +
 	"\x14ListReplicasResponse\x124\n" +
-	"\breplicas\x18\x01 \x03(\v2\x18.llmgw.manage.v1.ReplicaR\breplicas\"\xcf\x02\n" +
+	"\breplicas\x18\x01 \x03(\v2\x18.llmgw.manage.v1.ReplicaR\breplicas\"\xfe\x02\n" +
 	"\aReplica\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x18\n" +
@@ -6436,7 +6454,8 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x0fcreated_unix_ms\x18\t \x01(\x03R\rcreatedUnixMs\x12)\n" +
 	"\x10model_generation\x18\n" +
 	" \x01(\tR\x0fmodelGeneration\x12\x14\n" +
-	"\x05stale\x18\v \x01(\bR\x05stale\"\xef\x01\n" +
+	"\x05stale\x18\v \x01(\bR\x05stale\x12-\n" +
+	"\x12replica_generation\x18\f \x01(\tR\x11replicaGeneration\"\xef\x01\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12\x12\n" +

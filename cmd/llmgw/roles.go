@@ -41,8 +41,6 @@ func runServer(ctx context.Context, args []string) int {
 	if err != nil {
 		return fail("server", err)
 	}
-	gogc, _ := server.TuneGC(os.Getenv)
-	log.Debug("garbage collector", "gogc", gogc)
 	srv, err := server.New(ctx, cfg, version, log)
 	if err != nil {
 		return fail("server", err)

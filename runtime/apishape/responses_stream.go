@@ -204,8 +204,15 @@ func (s *ResponsesStream) Finish() []Event {
 	return append(out, s.event(name, map[string]any{"response": o}))
 }
 
+// ErrorEvent is an error event of the stream that leaves it open: a
+// stream that is whole all the same ends with Finish after it.
+func (s *ResponsesStream) ErrorEvent(code, message string) Event {
+	return s.event("error", map[string]any{"code": code, "message": message, "param": nil})
+}
+
 // Broken ends a stream the engine broke off: an error event, then
 // response.failed with the response as it stood and the error.
+
 func (s *ResponsesStream) Broken(message string) []Event {
 	if s.finished {
 		return nil

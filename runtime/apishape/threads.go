@@ -109,3 +109,46 @@ func AppendTurn(stored, turn []json.RawMessage, answer json.RawMessage) []json.R
 	}
 	return append(append(out, turn...), answer)
 }
+
+// CapThread bounds a thread to be stored: while its JSON array would
+// pass maxBytes (0 for no bound) its oldest turns are dropped, as
+// MergeThread drops them (a user message to the next, system messages
+// never); the last turn is always kept.
+func CapThread(msgs []json.RawMessage, maxBytes int) []json.RawMessage {
+	// The array's brackets, its messages and the commas between them.
+	size := 1
+	for _, m := range msgs {
+		size += len(m) + 1
+	}
+	if maxBytes <= 0 || size <= maxBytes {
+		return msgs
+	}
+	// The start of each turn: a user message (or the first message
+	// that is not a system one).
+	var starts []int
+	for i, m := range msgs {
+		r := roleOf(m)
+		if r == "system" {
+			continue
+		}
+		if r == "user" || len(starts) == 0 {
+			starts = append(starts, i)
+		}
+	}
+	drop := make([]bool, len(msgs))
+	for t := 0; t+1 < len(starts) && size > maxBytes; t++ {
+		for i := starts[t]; i < starts[t+1]; i++ {
+			if roleOf(msgs[i]) != "system" {
+				drop[i] = true
+				size -= len(msgs[i]) + 1
+			}
+		}
+	}
+	out := make([]json.RawMessage, 0, len(msgs))
+	for i, m := range msgs {
+		if !drop[i] {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -78,3 +78,25 @@ func TestMergeThreadCJK(t *testing.T) {
 		t.Fatalf("300 ASCII letters estimated %d tokens, want about a third of the bytes", got)
 	}
 }
+
+// TestCapThread: a thread past the bound loses its oldest turns, whole,
+// never its system messages nor its last turn; one within it is kept
+// as it is.
+func TestCapThread(t *testing.T) {
+	thread := msgs("system:be brief", "user:one", "assistant:1", "user:two", "tool:t", "assistant:2", "user:three", "assistant:3")
+	size := func(ms []json.RawMessage) int { b, _ := json.Marshal(ms); return len(b) }
+	whole := size(thread)
+	if got := render(CapThread(thread, whole)); got != render(thread) {
+		t.Fatalf("within the bound: %q", got)
+	}
+	if got := render(CapThread(thread, 0)); got != render(thread) {
+		t.Fatalf("no bound: %q", got)
+	}
+	got := CapThread(thread, whole-1)
+	if render(got) != "system:be brief user:two tool:t assistant:2 user:three assistant:3" || size(got) > whole-1 {
+		t.Fatalf("one byte past the bound: %q", render(got))
+	}
+	if got := render(CapThread(thread, 10)); got != "system:be brief user:three assistant:3" {
+		t.Fatalf("a bound below the last turn: %q", got)
+	}
+}

@@ -140,7 +140,9 @@ type Replica struct {
 	// them restarts nothing.
 	Profile spec.Profile
 	// Generation is spec.ReplicaGeneration of the model and Profile when it
-	// was placed; models.Entry.Stale compares it with the catalog's.
+	// was placed (for a replica adopted from an earlier release, not yet
+	// restamped, its whole-model spec.LegacyGeneration); models.Entry.Stale
+	// compares it with the catalog's.
 	Generation string
 	Fabric     string
 	Shards     []*Shard
@@ -163,6 +165,12 @@ type Replica struct {
 	// moved a byte or ended: the engine's start is timed from then, so a
 	// long download is not taken for an engine that never became ready.
 	FetchActivity time.Time
+	// WarmStart records that, when it was placed, every node of its shards
+	// had its weights at hand (a local path, or a fetched source its cache
+	// held) and no engine download was due: its start can be compared
+	// with an earlier one of the same build (the reconciler's slow-start
+	// bound). False for an adopted replica.
+	WarmStart bool
 }
 
 // ShardsExpected is the number of shards the replica has when whole: one
@@ -685,11 +693,16 @@ func (f *Fleet) applyShardStatusLocked(nodeID string, st *agentv1.ShardStatus, a
 			ID:         st.GetReplicaId(),
 			Model:      st.GetModel(),
 			Profile:    p,
-			Generation: st.GetModelGeneration(),
+			Generation: st.GetReplicaGeneration(),
 			Fabric:     st.GetFabric(),
 			State:      ReplicaStarting,
 			Created:    f.now(),
 			Adopted:    true,
+		}
+		if r.Generation == "" {
+			// Placed by a control plane older than replica generations
+			// (and not restamped since): its whole-model stamp.
+			r.Generation = st.GetModelGeneration()
 		}
 		f.replicas[r.ID] = r
 	}
@@ -796,6 +809,16 @@ func (f *Fleet) AddReplica(r *Replica) {
 func (f *Fleet) Update(fn func(tx *Tx)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	fn(&Tx{f: f})
+}
+
+// Read runs fn with the fleet read-locked: agent reports and reconciler
+// passes wait only for writers, so a dry run copies what it needs here and
+// works on the copy. fn must only read (Replicas, Nodes, Node, UsedGPUs)
+// and must not block.
+func (f *Fleet) Read(fn func(tx *Tx)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	fn(&Tx{f: f})
 }
 

@@ -8,11 +8,13 @@
 //
 // Files: gateway.go (construction, routing of paths, the request flow),
 // request.go (body reading, parsing and in-place rewriting), upstream.go
-// (the transport and non-streamed relay), stream.go (SSE relay and usage
-// scanning), models.go (/v1/models), errors.go (OpenAI error bodies).
+// (forwarding, failover and the non-streamed relay), upconn.go (the
+// connections to engines), stream.go (SSE relay and usage scanning),
+// models.go (/v1/models), errors.go (OpenAI error bodies).
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -25,6 +27,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/request"
@@ -46,6 +49,7 @@ const (
 // Config tunes the gateway. Zero fields take the defaults above.
 type Config struct {
 	// MaxBodyBytes is the largest request body accepted; larger gets 413.
+	// It bounds what a thread keeps too (threadShape.completed).
 	MaxBodyBytes int64
 	// BodyTimeout bounds how long a client may take to send a request's
 	// body, counted from the end of its headers; a body not in by then
@@ -102,13 +106,15 @@ type Gateway struct {
 	cfg       Config
 	deps      Deps
 	log       *slog.Logger
-	transport *http.Transport
+	transport *upstream
 	handler   http.Handler
 	// inflight counts inference requests not yet reported to the Observer.
 	inflight sync.WaitGroup
-	// engineFits holds, by model, what the last length refusal of its
-	// engine told (threads.go, engineFit).
-	engineFits sync.Map
+	// fits holds what length refusals of engines told (threads_fit.go).
+	fits fitMemory
+	// threadTurnsLost counts turns answered but not stored in their
+	// thread (threads.go, notStored).
+	threadTurnsLost atomic.Int64
 }
 
 // New returns a gateway. Call Close when it is no longer used.
@@ -150,7 +156,7 @@ func New(cfg Config, deps Deps) *Gateway {
 		cfg:       cfg,
 		deps:      deps,
 		log:       cfg.Logger.With("component", "gateway"),
-		transport: newTransport(cfg.ResponseHeaderTimeout),
+		transport: newUpstream(cfg.ResponseHeaderTimeout),
 	}
 	mux := http.NewServeMux()
 	for _, rt := range g.routeTable() {
@@ -458,6 +464,23 @@ type exchange struct {
 	// it made, which a retry on another replica sends.
 	refit  func(engineBody []byte) []byte
 	resent []byte
+	// fitReplica, when set, is the body to send to a replica, or nil to
+	// send the one in hand (threads: threadShape.forReplica).
+	fitReplica func(replica string) []byte
+	// beforeDone, when set, is called once, when a streamed chat answer
+	// is whole, before its [DONE] is sent: it returns events to send
+	// before it (threads: the turn could not be stored).
+	beforeDone func() []byte
+}
+
+// endAnswer runs beforeDone, once.
+func (x *exchange) endAnswer() []byte {
+	f := x.beforeDone
+	x.beforeDone = nil
+	if f == nil {
+		return nil
+	}
+	return f()
 }
 
 // lookup returns the catalog's entry for a model name. The catalog is
@@ -565,14 +588,24 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if !ok {
 		return
 	}
-	if x.rec.Requested != "" {
-		if rf, ok := x.shape.(refitter); ok {
-			// A budget's fallback model may hold less: the shape fits its
-			// body to it (never larger than what was admitted).
-			if body, req, aerr = rf.refit(g.servedLimits(ticket, x.rec.Model), req.maxTokens); aerr != nil {
-				x.fail(w, aerr)
-				return
-			}
+	// The completion the engine is told: admission's bound (the client's
+	// max_tokens, or the default it set), else the client's own.
+	forwarded := cmp.Or(ticket.MaxTokens(), req.maxTokens)
+	if rf, ok := x.shape.(refitter); ok {
+		// The shape fits its body to the model that serves (a budget's
+		// fallback may hold less; never larger than what was admitted)
+		// and to the completion forwarded.
+		limits := terms.Limits
+		if x.rec.Requested != "" {
+			limits = g.servedLimits(ticket, x.rec.Model)
+		}
+		fitted, freq, aerr := rf.refit(limits, forwarded)
+		if aerr != nil {
+			x.fail(w, aerr)
+			return
+		}
+		if fitted != nil {
+			body, req = fitted, freq
 		}
 	}
 	model = x.rec.Model
@@ -589,14 +622,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		return
 	}
 	if sh, ok := x.shape.(shrinker); ok {
-		x.refit = func(engineBody []byte) []byte {
-			fitted, learned := sh.shrink(engineBody, ticket.MaxTokens())
-			if learned != nil {
-				g.engineFits.Store(model, *learned)
-			}
-			if fitted == nil {
-				return nil
-			}
+		// A body fitted again is sent as the first was.
+		reshaped := func(fitted []byte) []byte {
 			freq, aerr := parseRequest(fitted)
 			if aerr != nil {
 				return nil
@@ -608,17 +635,36 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 			// Billed as what is now sent when the engine counts nothing.
 			x.promptEstimate = request.EstimatePromptTokens(len(fitted), freq.tokenIDs)
 			x.promptTypical = request.TypicalPromptTokens(len(fitted), freq.tokenIDs)
-			x.resent = out
 			return out
+		}
+		x.refit = func(engineBody []byte) []byte {
+			fitted, learned := sh.shrink(engineBody, forwarded)
+			if learned != nil {
+				g.fits.learn(p.Project, model, x.rec.ReplicaID, sh.threadID(), *learned)
+			}
+			if fitted == nil {
+				return nil
+			}
+			x.resent = reshaped(fitted)
+			return x.resent
+		}
+		x.fitReplica = func(replica string) []byte {
+			if fitted := sh.forReplica(&g.fits, model, replica, forwarded); fitted != nil {
+				return reshaped(fitted)
+			}
+			return nil
 		}
 	}
 	g.forward(w, r, x, model, key, body)
 }
 
 // shrinker is a shape that can send a shorter body after the engine
-// refused one for its length (threads).
+// refused one for its length, and fit its body to the replica it goes
+// to (threads).
 type shrinker interface {
 	shrink(engineBody []byte, maxTokens int) ([]byte, *engineFit)
+	forReplica(fits *fitMemory, model, replica string, maxTokens int) []byte
+	threadID() string
 }
 
 // admit asks admission for a ticket for the request and gives it to the

@@ -151,8 +151,13 @@ func (r *responsesStream) finish() []apishape.Event {
 	return evs
 }
 func (r *responsesStream) broken(message string) []apishape.Event { return r.Broken(message) }
-func (r *responsesStream) result() *apishape.Result               { return r.Result() }
-func (r *responsesStream) ended() bool                            { return r.Done() }
+
+// notice is an error event in a stream that is whole all the same.
+func (r *responsesStream) notice(message string) apishape.Event {
+	return r.ErrorEvent("thread_not_stored", message)
+}
+func (r *responsesStream) result() *apishape.Result { return r.Result() }
+func (r *responsesStream) ended() bool              { return r.Done() }
 
 // serveResponse is GET and DELETE /v1/responses/{id}: a stored response
 // of the caller's project. Another project's answers as one that does not

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -43,34 +42,15 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 	hw.t = time.AfterFunc(streamHeadersAfter, hw.fire)
 	defer hw.stop()
 
-	// An event is a few hundred bytes; a longer one is read in pieces
-	// (ErrBufferFull below). The transport buffers beneath this too.
-	sb := streamBufs.Get().(*streamBuf)
-	defer streamBufs.Put(sb)
-	br := sb.br
-	br.Reset(resp.Body)
-	defer br.Reset(nil)
-	event := sb.event[:0]
-	defer func() {
-		if cap(event) <= maxPooledEvent {
-			sb.event = event[:0]
-		}
-	}()
+	// One buffer holds the event being read and what came after it:
+	// an event is a few hundred bytes and the transport buffers beneath.
+	er := newEventReader(resp.Body, idle)
+	defer er.release()
 	// The first event leaves at once (it is the time to first token);
 	// later ones that arrived together leave together.
 	first := true
 	for {
-		lineStart := len(event)
-		var err error
-		for {
-			var chunk []byte
-			chunk, err = br.ReadSlice('\n')
-			idle.kick()
-			event = append(event, chunk...)
-			if !errors.Is(err, bufio.ErrBufferFull) {
-				break
-			}
-		}
+		event, err := er.next()
 		hw.stop()
 		if err != nil {
 			// End of stream: pass on what is left. A broken stream's last
@@ -94,11 +74,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 			}
 			return
 		}
-		line := event[lineStart:]
-		if len(bytes.TrimRight(line, "\r\n")) > 0 {
-			continue
-		}
-		if !g.emit(w, rc, x, event, first || !eventInHand(br)) {
+		if !g.emit(w, rc, x, event, first || !er.eventInHand()) {
 			// The client went away, or the stream reached its bound and
 			// was ended; returning cancels the upstream.
 			if !x.bound.cut {
@@ -106,7 +82,6 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 			}
 			return
 		}
-		event = event[:0]
 		first = false
 	}
 }
@@ -144,40 +119,125 @@ func (h *headerWait) stop() {
 	h.t = nil
 }
 
-// maxPooledEvent is the largest event buffer kept for another stream.
-const maxPooledEvent = 64 << 10
-
-// streamBuf is a stream's read buffer and event, reused across streams.
-type streamBuf struct {
-	br    *bufio.Reader
-	event []byte
+// eventReader reads a server-sent-event stream event by event: an event
+// is its lines up to and including the first blank one. What it read and
+// did not hand out yet stays in the same buffer as the event, so a stream
+// holds one buffer, not a reader's and an event's: with 1,000 streams open
+// each byte of it is a kilobyte of the control plane's memory.
+type eventReader struct {
+	src  io.Reader
+	idle *idleWatch
+	buf  []byte // what was read; buf[start:] is not handed out yet
+	// start is where the next event begins, line where the line being
+	// looked at begins, scan how far that line was looked at.
+	start, line, scan int
+	err               error // the read's error, once buf holds all there is
 }
 
-var streamBufs = sync.Pool{New: func() any {
-	return &streamBuf{br: bufio.NewReaderSize(nil, 4<<10), event: make([]byte, 0, 1024)}
+// eventBufSize is an event reader's buffer at first: an event of vLLM,
+// SGLang, llama.cpp or the sim engine is a few hundred bytes. A longer
+// event grows it.
+const eventBufSize = 1 << 10
+
+// maxPooledEvent is the largest buffer kept for another stream.
+const maxPooledEvent = 64 << 10
+
+var eventBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, eventBufSize)
+	return &b
 }}
 
-// eventInHand reports whether br holds a whole next event, which can leave
-// with the one before it. An event is never held back waiting for bytes
-// that have not arrived.
-func eventInHand(br *bufio.Reader) bool {
-	n := br.Buffered()
-	if n == 0 {
-		return false
+func newEventReader(src io.Reader, idle *idleWatch) *eventReader {
+	return &eventReader{src: src, idle: idle, buf: (*eventBufs.Get().(*[]byte))[:0]}
+}
+
+// release gives the buffer back for another stream; the reader is not
+// used after.
+func (er *eventReader) release() {
+	if cap(er.buf) <= maxPooledEvent {
+		b := er.buf[:0]
+		eventBufs.Put(&b)
 	}
-	b, _ := br.Peek(n) // never blocks: n bytes are buffered
+	er.buf = nil
+}
+
+// next returns the next event, which is valid until the following call.
+// At the end of the stream or a failed read it returns what is left (an
+// event cut short, or nothing) with the error.
+func (er *eventReader) next() ([]byte, error) {
+	if er.start == len(er.buf) {
+		er.buf = er.buf[:0]
+		er.start, er.line, er.scan = 0, 0, 0
+	}
+	empty := 0
+	for {
+		for {
+			i := bytes.IndexByte(er.buf[er.scan:], '\n')
+			if i < 0 {
+				er.scan = len(er.buf)
+				break
+			}
+			end := er.scan + i + 1
+			blank := len(bytes.TrimRight(er.buf[er.line:end], "\r\n")) == 0
+			er.line, er.scan = end, end
+			if blank {
+				event := er.buf[er.start:end]
+				er.start = end
+				return event, nil
+			}
+		}
+		if er.err != nil {
+			event := er.buf[er.start:]
+			er.start = len(er.buf)
+			er.line, er.scan = er.start, er.start
+			return event, er.err
+		}
+		if er.start > 0 { // the events before were handed out: room for more
+			n := copy(er.buf, er.buf[er.start:])
+			er.buf = er.buf[:n]
+			er.line -= er.start
+			er.scan -= er.start
+			er.start = 0
+		}
+		if len(er.buf) == cap(er.buf) {
+			er.buf = slices.Grow(er.buf, cap(er.buf))
+		}
+		n, err := er.src.Read(er.buf[len(er.buf):cap(er.buf)])
+		er.idle.kick()
+		er.buf = er.buf[:len(er.buf)+n]
+		er.err = err
+		if n == 0 && err == nil {
+			if empty++; empty >= 100 {
+				er.err = io.ErrNoProgress
+			}
+		}
+	}
+}
+
+// eventInHand reports whether a whole next event was read already, which
+// can leave with the one before it. An event is never held back waiting
+// for bytes that have not arrived.
+func (er *eventReader) eventInHand() bool {
+	return eventIn(er.buf[er.start:])
+}
+
+// eventIn reports whether b holds the end of an event.
+func eventIn(b []byte) bool {
 	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r\n"))
 }
 
 // streamError ends a stream with an error event in OpenAI's shape.
 func (g *Gateway) streamError(w http.ResponseWriter, rc *http.ResponseController, msg string) {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"message": msg, "type": typeUpstream, "code": "upstream_error", "param": nil,
-	}})
-	_, _ = w.Write([]byte("data: "))
-	_, _ = w.Write(b)
-	_, _ = w.Write([]byte("\n\n"))
+	_, _ = w.Write(chatErrorEvent(typeUpstream, "upstream_error", msg))
 	_ = rc.Flush()
+}
+
+// chatErrorEvent is an error event of a chat stream, in OpenAI's shape.
+func chatErrorEvent(typ, code, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": msg, "type": typ, "code": code, "param": nil,
+	}})
+	return append(append([]byte("data: "), b...), "\n\n"...)
 }
 
 // emit sends one event to the client unless it is the injected usage chunk,
@@ -205,6 +265,13 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 	}
 	if x.rec.TTFT == 0 {
 		x.rec.TTFT = time.Since(x.start)
+	}
+	if x.beforeDone != nil && !content && bytes.Contains(event, []byte("[DONE]")) {
+		if extra := x.endAnswer(); len(extra) > 0 {
+			if _, err := w.Write(extra); err != nil {
+				return false
+			}
+		}
 	}
 	if _, err := w.Write(event); err != nil {
 		return false
@@ -495,6 +562,7 @@ func (g *Gateway) cutStream(w http.ResponseWriter, rc *http.ResponseController, 
 		c["usage"] = map[string]int{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.PromptTokens + u.CompletionTokens}
 		write(c)
 	}
+	out.Write(x.endAnswer())
 	out.WriteString("data: [DONE]\n\n")
 	if _, err := w.Write(out.Bytes()); err == nil && rc.Flush() == nil {
 		x.done = true

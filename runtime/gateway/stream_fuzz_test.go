@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -59,6 +60,14 @@ func FuzzRelayStream(f *testing.F) {
 		resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(bytes.NewReader(data))}
 		w := httptest.NewRecorder()
 		g.relayStream(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), x, resp, nil)
+		// The same bytes arriving a byte at a time are relayed the same.
+		x1 := &exchange{start: time.Now(), injected: injected}
+		resp1 := &http.Response{StatusCode: http.StatusOK, Header: resp.Header, Body: io.NopCloser(iotest.OneByteReader(bytes.NewReader(data)))}
+		w1 := httptest.NewRecorder()
+		g.relayStream(w1, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), x1, resp1, nil)
+		if !bytes.Equal(w1.Body.Bytes(), w.Body.Bytes()) || x1.usage != x.usage {
+			t.Fatalf("a byte at a time the client got\n%q (usage %+v)\nwhole\n%q (usage %+v)", w1.Body.Bytes(), x1.usage, w.Body.Bytes(), x.usage)
+		}
 
 		var want []byte
 		var lastUsage *usageJSON

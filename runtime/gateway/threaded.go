@@ -73,3 +73,11 @@ func (t *threaded) refit(limits request.Limits, maxTokens int) ([]byte, *parsedB
 func (t *threaded) shrink(engineBody []byte, maxTokens int) ([]byte, *engineFit) {
 	return t.thread.shrink(engineBody, maxTokens)
 }
+
+func (t *threaded) forReplica(fits *fitMemory, model, replica string, maxTokens int) []byte {
+	return t.thread.forReplica(fits, model, replica, maxTokens)
+}
+
+func (t *threaded) threadID() string { return t.thread.id }
+
+func (t *threaded) unsavedWhy() string { return t.thread.unsaved }

@@ -1,11 +1,16 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,4 +152,88 @@ func TestThreadsOnMessagesAndResponses(t *testing.T) {
 	if len(msgs) != 9 {
 		t.Fatalf("the thread holds %d messages, want 9 (a system message and four turns): %s", len(msgs), contents(msgs))
 	}
+}
+
+// busyThreads is a store whose threads change on every write: each
+// write conflicts, as when other turns of the thread end at once.
+type busyThreads struct{ store.Store }
+
+func (b busyThreads) PutThread(context.Context, string, string, []byte, time.Time, int64) (int64, error) {
+	return 0, fmt.Errorf("storing thread: %w", store.ErrConflict)
+}
+
+// TestThreadTurnNotStoredIsSaid: a turn whose answer the client gets
+// but which cannot be stored in its thread is never dropped in silence:
+// a non-streamed answer carries x-llmgw-thread-unsaved; a stream ends
+// with an error event in the API's shape before its end (openai-go v3
+// reports it as the stream's error), on chat completions, Messages and
+// Responses; each is logged and counted.
+func TestThreadTurnNotStoredIsSaid(t *testing.T) {
+	st := busyThreads{contentStore(t, 24)}
+	_, engURL := startSeenEngine(t, "big")
+	rt := router.New()
+	rt.SetEndpoints("big", []router.Endpoint{{ReplicaID: "big-0", URL: engURL, Weight: 1}})
+	var logs syncBuffer
+	gw := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	h := bearer("key-proj")
+	h["X-Llmgw-Thread"] = "t1"
+
+	c := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, `{"model":"big","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`)
+	if c.status != 200 || !strings.Contains(c.header.Get("X-Llmgw-Thread-Unsaved"), "not kept") || answerText(t, c.raw, false) == "" {
+		t.Fatalf("non-streamed turn not stored: %d %v %s", c.status, c.header, c.raw)
+	}
+	client := openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("key-proj"), option.WithMaxRetries(0))
+	stream := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
+		Model: "big", MaxTokens: openai.Int(8),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("and then?")},
+	}, option.WithHeader("X-Llmgw-Thread", "t1"))
+	var text strings.Builder
+	for stream.Next() {
+		if ch := stream.Current(); len(ch.Choices) > 0 {
+			text.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "thread_not_stored") || !strings.Contains(err.Error(), "not kept") || text.Len() == 0 {
+		t.Fatalf("streamed turn not stored: text %q, stream error %v; want the answer, then an error saying so", text.String(), err)
+	}
+	for _, tt := range []struct{ path, body, want string }{
+		{"/v1/messages", `{"model":"big","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"more"}]}`, "event: error\n"},
+		{"/v1/responses", `{"model":"big","max_output_tokens":8,"stream":true,"input":"more"}`, `"code":"thread_not_stored"`},
+	} {
+		c := do(t, http.MethodPost, srv.URL+tt.path, h, tt.body)
+		at := strings.Index(c.raw, tt.want)
+		if c.status != 200 || at < 0 || !strings.Contains(c.raw[at:], "not kept") {
+			t.Fatalf("%s stream not stored: %d %s", tt.path, c.status, c.raw)
+		}
+	}
+	c = do(t, http.MethodPost, srv.URL+"/v1/messages", h, `{"model":"big","max_tokens":8,"messages":[{"role":"user","content":"more"}]}`)
+	if c.status != 200 || c.body["type"] != "message" || !strings.Contains(c.header.Get("X-Llmgw-Thread-Unsaved"), "not kept") {
+		t.Fatalf("non-streamed messages turn not stored: %d %v %s", c.status, c.header, c.raw)
+	}
+	if n := gw.ThreadTurnsNotStored(); n != 5 {
+		t.Fatalf("ThreadTurnsNotStored = %d, want 5", n)
+	}
+	if n := strings.Count(logs.String(), "this turn was not kept"); n != 5 {
+		t.Fatalf("%d warnings logged, want 5:\n%s", n, logs.String())
+	}
+}
+
+// syncBuffer is a log sink safe for a handler's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

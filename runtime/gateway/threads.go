@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,6 +24,9 @@ import (
 const (
 	threadHeader        = "X-Llmgw-Thread"
 	threadTrimmedHeader = "X-Llmgw-Thread-Trimmed"
+	// threadUnsavedHeader says, on an answer that was not stored in its
+	// thread, why.
+	threadUnsavedHeader = "X-Llmgw-Thread-Unsaved"
 )
 
 // ThreadContent is what threads need of the store.
@@ -32,8 +36,9 @@ type ThreadContent interface {
 	DeleteThread(ctx context.Context, project, id string) error
 }
 
-// refitter is a shape whose body depends on the model that serves: after
-// a budget's fallback it is built again for that model.
+// refitter is a shape whose body depends on the model that serves and
+// the completion forwarded: once admitted it is built again for them
+// (nil: the body stands).
 type refitter interface {
 	refit(limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError)
 }
@@ -46,8 +51,9 @@ func (g *Gateway) threads() ThreadContent {
 // threadShape is one chat completion on a thread: the body is the
 // engine's, with the history put in; the answer is the engine's.
 type threadShape struct {
-	id     string
-	retain int
+	id      string
+	project string
+	retain  int
 	// top is the request body's top level; history the thread so far and
 	// turn the messages the client sent.
 	top     map[string]json.RawMessage
@@ -55,18 +61,35 @@ type threadShape struct {
 	// revision is the stored thread's when it was read, 0 for none.
 	revision int64
 	turn     []json.RawMessage
-	kept     []json.RawMessage
-	trimmed  int
-	// sent is the estimate of the messages of the last body fitted.
-	sent int
+	// kept is the history of the last body fitted, trimmed the turns it
+	// left out of it.
+	kept    []json.RawMessage
+	trimmed int
+	// overhead is the estimate of what of the body, beside its messages,
+	// the engine counts in the prompt (tools); sent the estimate of the
+	// last body fitted (its messages and overhead), fitted the budget it
+	// was fitted to.
+	overhead int
+	sent     int
+	fitted   int
+	// context is the catalog context_length of the model that serves (0
+	// when not known).
+	context int
 	// shrunk is set once the thread was fitted again after the engine
 	// refused its length.
 	shrunk bool
 	// acc reads a streamed answer.
 	acc apishape.Accumulator
 	// admitted is the budget (estimated tokens, 0 for none) the body that
-	// admission saw was fitted to: a fallback's body never holds more.
-	admitted int
+	// admission saw was fitted to: a fallback's body never holds more;
+	// base is the budget for the model that serves and the completion
+	// forwarded (no more than admitted).
+	admitted, base int
+	// unsaved, when set, says why this turn could not be stored.
+	unsaved string
+	// fittable is set once the body was read as a chat body and fitted
+	// (else parseRequest says what is wrong with it, and it is left so).
+	fittable bool
 }
 
 func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body []byte) ([]byte, *apiError) {
@@ -75,6 +98,7 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 			"x-llmgw-thread must be 1 to 128 letters, digits, '-', '_' or '.'")
 	}
 	project := x.rec.Principal.Project
+	s.project = project
 	tc := g.threads()
 	off := newError(http.StatusBadRequest, typeInvalidRequest, "threads_off",
 		fmt.Sprintf("project %q does not keep conversations, so x-llmgw-thread cannot be used; an operator turns it on with llmgw keys threads --project %s --retain-hours N", project, project))
@@ -115,6 +139,13 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 			return nil, newError(http.StatusInternalServerError, typeServer, "", "the thread could not be read")
 		}
 	}
+	// Tools are read by the engine as part of the prompt: they take room
+	// in the context the history is fitted to.
+	for _, k := range []string{"tools", "functions"} {
+		if v := s.top[k]; len(v) > 0 {
+			s.overhead += apishape.EstimateTokens(v)
+		}
+	}
 	var model string
 	_ = json.Unmarshal(s.top["model"], &model)
 	// The one lookup of the request; serve finds it on the exchange.
@@ -123,8 +154,10 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 	if ok {
 		limits = m.Limits
 	}
-	bound := requestedBound(s.top)
-	s.admitted = g.engineBudget(m.Name, budgetOf(limits, bound), cmp.Or(bound, limits.MaxOutput))
+	s.context = limits.ContextLength
+	s.admitted = budgetOf(limits, cmp.Or(requestedBound(s.top), limits.MaxOutput))
+	s.base = s.admitted
+	s.fittable = true
 	return s.fit(s.admitted), nil
 }
 
@@ -151,12 +184,18 @@ func budgetOf(l request.Limits, maxTokens int) int {
 	return max(l.ContextLength-maxTokens, 1)
 }
 
-// fit builds the body for a budget: the history, trimmed to it, then the
-// turn.
+// fit builds the body for a budget (the whole prompt's, in estimated
+// tokens; 0 for none): the history, trimmed to what the budget leaves
+// beside the overhead, then the turn.
 func (s *threadShape) fit(budget int) []byte {
+	msgBudget := budget
+	if budget > 0 {
+		msgBudget = max(budget-s.overhead, 1)
+	}
 	var msgs []json.RawMessage
-	msgs, s.kept, s.trimmed = apishape.MergeThread(s.history, s.turn, budget)
-	s.sent = 0
+	msgs, s.kept, s.trimmed = apishape.MergeThread(s.history, s.turn, msgBudget)
+	s.fitted = budget
+	s.sent = s.overhead
 	for _, m := range msgs {
 		s.sent += apishape.EstimateTokens(m)
 	}
@@ -165,60 +204,83 @@ func (s *threadShape) fit(budget int) []byte {
 	return body
 }
 
-// refit fits the thread to a budget's fallback model: to what that model
-// holds, and never to more than admission reserved for (the requested
-// model's budget), so a fallback that holds more gets the same history
-// and one that holds less gets less.
+// refit fits the thread, once admitted, to the model that serves (the one
+// named, or a budget's fallback) and the completion forwarded (maxTokens:
+// the client's max_tokens, or the one admission set when the client sent
+// none): to what that model holds beside it, and never to more than
+// admission reserved for (the requested model's budget), so a fallback
+// that holds more gets the same history and one that holds less gets
+// less.
 func (s *threadShape) refit(limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError) {
+	if !s.fittable {
+		return nil, nil, nil
+	}
 	budget := budgetOf(limits, maxTokens)
 	if s.admitted > 0 && (budget == 0 || budget > s.admitted) {
 		budget = s.admitted
 	}
+	s.base, s.context = budget, limits.ContextLength
 	body := s.fit(budget)
 	req, aerr := parseRequest(body)
 	return body, req, aerr
 }
 
-// engineFit is what an engine's length refusal told of its model: the
-// context it holds and the tokens it counts per estimated token. For
-// engineFitTTL after, threads of the model are fitted to it, so that a
-// thread at the edge of a context shorter (or a tokenizer denser) than
-// the catalog says is not refused on every turn.
-type engineFit struct {
-	limit int
-	ratio float64
-	at    time.Time
+// forReplica fits the thread to the replica a request is about to be
+// sent to, when the project learned from an earlier length refusal what
+// that replica's engine holds, or the thread's tokens per estimated
+// token on the model (fitMemory): the context it named (else the
+// catalog's), less maxTokens (the completion forwarded; 0 when the
+// engine chooses, within its context), at that rate (else one), with
+// the margin. It returns the body, or nil when the one fitted last is
+// the one to send.
+func (s *threadShape) forReplica(fits *fitMemory, model, replica string, maxTokens int) []byte {
+	if !s.fittable {
+		return nil
+	}
+	budget := s.base
+	limit, known := fits.limitOf(s.project, model, replica)
+	ratio, rated := fits.ratioOf(s.project, s.id, model)
+	if !known {
+		limit = s.context
+	}
+	if (known || rated) && limit > 0 {
+		if b := engineBudget(limit, maxTokens, ratio); budget == 0 || b < budget {
+			budget = b
+		}
+	}
+	if budget == s.fitted {
+		return nil
+	}
+	return s.fit(budget)
 }
 
-const engineFitTTL = 10 * time.Minute
-
-// engineBudget lowers budget (estimated tokens, 0 for none) to what the
-// model's engine was last told to hold, less maxTokens.
-func (g *Gateway) engineBudget(model string, budget, maxTokens int) int {
-	v, ok := g.engineFits.Load(model)
-	if !ok {
-		return budget
-	}
-	f := v.(engineFit)
-	if time.Since(f.at) > engineFitTTL {
-		g.engineFits.CompareAndDelete(model, v)
-		return budget
-	}
-	room := f.limit - maxTokens
+// engineBudget is what an engine that holds limit tokens and counts
+// ratio tokens per estimated token leaves for the prompt beside
+// maxTokens, in estimated tokens, with the margin.
+func engineBudget(limit, maxTokens int, ratio float64) int {
+	room := limit - maxTokens
 	if room <= 0 {
-		room = f.limit / 2
+		room = limit / 2
 	}
-	b := max(int(float64(room)/f.ratio*shrinkMargin), 1)
-	if budget == 0 || b < budget {
-		return b
-	}
-	return budget
+	return max(int(float64(room)/ratio*shrinkMargin), 1)
 }
 
 // shrinkMargin is the share of what the engine said fits that a thread
 // fitted again is given: the history's older turns may count more
 // tokens for their estimate than the whole did.
 const shrinkMargin = 0.9
+
+func (s *threadShape) threadID() string { return s.id }
+
+func (s *threadShape) unsavedWhy() string { return s.unsaved }
+
+// engineFit is what an engine's length refusal told: the context it
+// holds (0 when it did not say) and its tokens per estimated token of
+// what was sent (0 when it did not say).
+type engineFit struct {
+	limit int
+	ratio float64
+}
 
 // shrink fits the thread again, once, after the engine refused the body
 // it was sent (engineBody, a 400) for being longer than its context:
@@ -228,16 +290,16 @@ const shrinkMargin = 0.9
 // its context but not its count, the estimate is taken for its count).
 // An engine that names no context gets three quarters of what was sent.
 // It returns nil when the refusal is another, or when no more history
-// can be dropped; and, when the engine named its context and its count,
-// what that tells of the model (engineFit).
+// can be dropped; and what the refusal told (nil when it was not a
+// length refusal).
 func (s *threadShape) shrink(engineBody []byte, maxTokens int) ([]byte, *engineFit) {
 	cr, ok := apishape.ParseContextRefusal(engineBody)
 	if s.shrunk || !ok || s.sent <= 0 {
 		return nil, nil
 	}
-	var learned *engineFit
-	if cr.Limit > 0 && cr.Prompt > 0 {
-		learned = &engineFit{limit: cr.Limit, ratio: float64(cr.Prompt) / float64(s.sent), at: time.Now()}
+	learned := &engineFit{limit: cr.Limit}
+	if cr.Prompt > 0 {
+		learned.ratio = float64(cr.Prompt) / float64(s.sent)
 	}
 	s.shrunk = true
 	budget := s.sent * 3 / 4
@@ -247,7 +309,7 @@ func (s *threadShape) shrink(engineBody []byte, maxTokens int) ([]byte, *engineF
 			room = cr.Limit / 2
 		}
 		if cr.Prompt > 0 {
-			budget = int(float64(room) * float64(s.sent) / float64(cr.Prompt) * shrinkMargin)
+			budget = int(float64(room) / learned.ratio * shrinkMargin)
 		} else {
 			// The engine's count is not known: as the estimate's, and
 			// no less trimming than without a limit.
@@ -269,6 +331,9 @@ func (s *threadShape) setHeaders(h http.Header) {
 	if s.trimmed > 0 {
 		h.Set(threadTrimmedHeader, strconv.Itoa(s.trimmed))
 	}
+	if s.unsaved != "" {
+		h.Set(threadUnsavedHeader, s.unsaved)
+	}
 }
 
 // threadWrites bounds the writes of one turn's thread: another turn's
@@ -276,30 +341,44 @@ func (s *threadShape) setHeaders(h http.Header) {
 // append.
 const threadWrites = 5
 
-// completed keeps the thread for the retention from now: the history
-// that was sent, the turn and the answer, when the thread is still as
-// this turn read it. When another turn of the thread was stored
-// meanwhile (two turns at once), this turn and its answer go after what
-// that one stored: both land, in the order their answers ended. A thread
-// deleted meanwhile is begun again with this turn only.
+// completed keeps the thread for the retention from now: the whole
+// history as it was read (what was trimmed for this request's model
+// included: trimming is for what is sent, not for what is kept), the
+// turn and the answer, when the thread is still as this turn read it;
+// the oldest turns fall out only when the thread would hold more than
+// one request body may (maxBytes). When another turn of the thread was
+// stored meanwhile (two turns at once), this turn and its answer go
+// after what that one stored: both land, in the order their answers
+// ended. A thread deleted meanwhile is begun again with this turn only.
+// A turn that cannot be stored (the store failing, or the thread
+// changing on every try) is logged, counted, and said to the client
+// (unsaved).
 func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result) {
 	ctx = context.WithoutCancel(ctx)
 	project := x.rec.Principal.Project
+	if x.usage.Reported && x.usage.PromptTokens > 0 && s.sent > 0 {
+		// What the engine counted of what was sent keeps the thread's
+		// rate up to date, when it is fitted to what a refusal told.
+		g.fits.rated(project, s.id, x.rec.Model, x.rec.ReplicaID, float64(x.usage.PromptTokens)/float64(s.sent))
+	}
 	answer, err := json.Marshal(res.Message())
 	if err != nil {
+		s.notStored(g, project, "the answer could not be encoded", err)
 		return
 	}
-	msgs := append(append(append([]json.RawMessage(nil), s.kept...), s.turn...), answer)
+	maxBytes := int(min(g.cfg.MaxBodyBytes, math.MaxInt32))
+	msgs := apishape.CapThread(apishape.AppendTurn(s.history, s.turn, answer), maxBytes)
 	prev := s.revision
 	for range threadWrites {
 		data, err := json.Marshal(msgs)
 		if err != nil {
+			s.notStored(g, project, "the thread could not be encoded", err)
 			return
 		}
 		_, err = g.threads().PutThread(ctx, project, s.id, data, time.Now().Add(time.Duration(s.retain)*time.Hour), prev)
 		if !errors.Is(err, store.ErrConflict) {
 			if err != nil {
-				g.log.Warn("storing thread", "project", project, "err", err)
+				s.notStored(g, project, "the store failed", err)
 			}
 			return
 		}
@@ -310,19 +389,35 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 		case errors.Is(err, store.ErrNotFound):
 			prev = 0
 		case err != nil:
-			g.log.Warn("reading thread", "project", project, "err", err)
+			s.notStored(g, project, "the store failed", err)
 			return
 		default:
 			if err := json.Unmarshal(cur.Messages, &stored); err != nil {
-				g.log.Warn("decoding thread", "project", project, "err", err)
+				s.notStored(g, project, "the stored thread could not be read", err)
 				return
 			}
 			prev = cur.Revision
 		}
-		msgs = apishape.AppendTurn(stored, s.turn, answer)
+		msgs = apishape.CapThread(apishape.AppendTurn(stored, s.turn, answer), maxBytes)
 	}
-	g.log.Warn("storing thread: too many turns at once; this turn was not kept", "project", project)
+	s.notStored(g, project, fmt.Sprintf("the thread changed on each of %d tries (other turns of it ending at once)", threadWrites), nil)
 }
+
+// notStored records that this turn was not kept: a warning, the count
+// (ThreadTurnsNotStored), and what the client is told.
+func (s *threadShape) notStored(g *Gateway, project, why string, err error) {
+	g.threadTurnsLost.Add(1)
+	if err != nil {
+		g.log.Warn("storing thread: this turn was not kept", "project", project, "why", why, "err", err)
+	} else {
+		g.log.Warn("storing thread: this turn was not kept", "project", project, "why", why)
+	}
+	s.unsaved = fmt.Sprintf("this turn and its answer were not kept in thread %s: %s; send the turn again to keep it", s.id, why)
+}
+
+// ThreadTurnsNotStored counts the turns on threads whose answer the
+// client got but which could not be stored in the thread.
+func (g *Gateway) ThreadTurnsNotStored() int64 { return g.threadTurnsLost.Load() }
 
 // relayed reads the answer from the stream as the client gets it (the
 // chunk past the stream's bound is not relayed, so not read).

@@ -3,11 +3,13 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/sim/simengine"
 )
 
@@ -245,15 +248,16 @@ func TestThreadFittedAgainAfterContextRefusal(t *testing.T) {
 					t.Fatalf("turn %d: settled %+v, recorded %d prompt tokens (status %d); want the %d of the request served",
 						i, u, rec.PromptTokens, rec.Status, second)
 				}
-				// The thread keeps what was sent and the answer.
+				// The thread keeps every turn, those left out of what
+				// was sent too, and the answer.
 				stored, err := st.GetThread(t.Context(), "proj", "t1", time.Now())
 				if err != nil {
 					t.Fatal(err)
 				}
 				var msgs []map[string]any
 				_ = json.Unmarshal(stored.Messages, &msgs)
-				if len(msgs) != len(sent[1])+1 || msgs[len(msgs)-1]["content"] != answerText(t, c.raw, stream) {
-					t.Fatalf("turn %d: stored %d messages (last %v), want the %d sent and the answer %q", i, len(msgs), msgs[len(msgs)-1], len(sent[1]), answerText(t, c.raw, stream))
+				if len(msgs) != 2*(i+1) || msgs[0]["content"] != "turn 0 with six more words here" || msgs[len(msgs)-1]["content"] != answerText(t, c.raw, stream) {
+					t.Fatalf("turn %d: stored %d messages (first %v, last %v), want all %d and the answer %q", i, len(msgs), msgs[0], msgs[len(msgs)-1], 2*(i+1), answerText(t, c.raw, stream))
 				}
 			}
 			if refused < 0 {
@@ -377,5 +381,242 @@ func TestThreadDeletedDuringTurn(t *testing.T) {
 	_ = json.Unmarshal(stored.Messages, &msgs)
 	if got, want := contents(msgs), "user:after the delete | assistant:"+answerText(t, c.raw, false); got != want {
 		t.Fatalf("the thread after a delete during a turn holds %q, want %q", got, want)
+	}
+}
+
+// TestThreadFitStaysInItsProject: one project's length refusal (a turn
+// of dense text too long by itself) changes nothing of what another
+// project's threads are sent or keep: the other project's thread, well
+// within the engine's context, is sent whole, once, and keeps every
+// turn.
+func TestThreadFitStaysInItsProject(t *testing.T) {
+	const maxModelLen = 200
+	st := contentStore(t, 24)
+	for _, p := range []string{"a", "b"} {
+		if err := st.CreateProject(t.Context(), store.Project{Name: p}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetRetention(t.Context(), p, store.ContentThreads, 24); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eng, rt := startShortEngine(t, maxModelLen, false)
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	turn := func(key, thread, content string) call {
+		body, _ := json.Marshal(map[string]any{"model": "big", "max_tokens": 8,
+			"messages": []map[string]string{{"role": "user", "content": content}}})
+		h := bearer(key)
+		h["X-Llmgw-Thread"] = thread
+		return do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, string(body))
+	}
+	long := strings.Repeat("extraordinarily ", 5)
+	for i := range 4 {
+		if c := turn("key-b", "tb", long+string(rune('A'+i))); c.status != 200 {
+			t.Fatalf("b turn %d: %d %s", i, c.status, c.raw)
+		}
+	}
+	// Project a: one turn of dense text past the engine's context.
+	if c := turn("key-a", "ta", strings.TrimSpace(strings.Repeat("a ", 250))); c.status != 400 {
+		t.Fatalf("a's turn past the engine's context: %d %s", c.status, c.raw)
+	}
+	eng.mu.Lock()
+	before := len(eng.seen)
+	eng.mu.Unlock()
+	c := turn("key-b", "tb", long+"E")
+	if c.status != 200 {
+		t.Fatalf("b turn 5: %d %s", c.status, c.raw)
+	}
+	eng.mu.Lock()
+	sent := eng.seen[before:]
+	eng.mu.Unlock()
+	if len(sent) != 1 || len(sent[0]) != 9 || c.header.Get("X-Llmgw-Thread-Trimmed") != "" {
+		t.Fatalf("b's 5th turn (%d words, engine context %d) after a's refusal: sent %d times, %d messages, trimmed %q; want once, whole (9 messages)",
+			words(sent[0]), maxModelLen, len(sent), len(sent[0]), c.header.Get("X-Llmgw-Thread-Trimmed"))
+	}
+	stored, err := st.GetThread(t.Context(), "b", "tb", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []map[string]any
+	_ = json.Unmarshal(stored.Messages, &msgs)
+	if len(msgs) != 10 {
+		t.Fatalf("b's thread holds %d messages after 5 turns, want 10", len(msgs))
+	}
+}
+
+// TestFitMemoryKeys: what a refusal told is kept for the project, the
+// model and the replica that refused (the context) and for the thread
+// (its rate); an answer updates a remembered rate, and adds one only
+// for a thread answered by a replica whose context is remembered.
+func TestFitMemoryKeys(t *testing.T) {
+	var m fitMemory
+	m.learn("p", "big", "big-0", "t1", engineFit{limit: 100, ratio: 1.5})
+	if l, ok := m.limitOf("p", "big", "big-0"); !ok || l != 100 {
+		t.Fatalf("the replica that refused: %d, %v", l, ok)
+	}
+	for _, k := range [][3]string{{"q", "big", "big-0"}, {"p", "big", "big-1"}, {"p", "small", "big-0"}} {
+		if _, ok := m.limitOf(k[0], k[1], k[2]); ok {
+			t.Fatalf("context known for %v, which did not refuse", k)
+		}
+	}
+	if r, ok := m.ratioOf("p", "t1", "big"); !ok || r != 1.5 {
+		t.Fatalf("the thread's rate: %v, %v", r, ok)
+	}
+	for _, k := range [][3]string{{"q", "t1", "big"}, {"p", "t2", "big"}, {"p", "t1", "small"}} {
+		if r, ok := m.ratioOf(k[0], k[1], k[2]); ok || r != 1 {
+			t.Fatalf("rate known for %v: %v", k, r)
+		}
+	}
+	m.rated("p", "t1", "big", "big-1", 0.8)
+	m.rated("p", "t2", "big", "big-0", 0.7)
+	m.rated("p", "t3", "big", "big-1", 3)
+	if r, _ := m.ratioOf("p", "t1", "big"); r != 0.8 {
+		t.Fatalf("rate after an answer: %v, want 0.8", r)
+	}
+	if r, _ := m.ratioOf("p", "t2", "big"); r != 0.7 {
+		t.Fatalf("rate of a thread answered by the replica whose context is known: %v, want 0.7", r)
+	}
+	if _, ok := m.ratioOf("p", "t3", "big"); ok {
+		t.Fatal("an answer remembered a rate of a thread fitted to nothing a refusal told")
+	}
+}
+
+type noMaxCatalog struct{}
+
+func (noMaxCatalog) Lookup(name string) (request.Model, bool) {
+	return request.Model{Name: name, Limits: request.Limits{ContextLength: 8192}}, name == "m"
+}
+func (noMaxCatalog) List() []ModelInfo { return []ModelInfo{{ID: "m"}} }
+
+// vllmRule refuses as vLLM does: a prompt (its words) at or past the
+// context, or a prompt and max_tokens past it, each in vLLM's words.
+type vllmRule struct {
+	limit int
+	mu    sync.Mutex
+	codes []int
+}
+
+func (e *vllmRule) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var v struct {
+		Messages  []map[string]any `json:"messages"`
+		MaxTokens int              `json:"max_tokens"`
+		MaxComp   int              `json:"max_completion_tokens"`
+	}
+	_ = json.Unmarshal(body, &v)
+	mt := max(v.MaxTokens, v.MaxComp)
+	p := words(v.Messages)
+	code := 200
+	var out any
+	switch {
+	case p >= e.limit:
+		code = 400
+		out = map[string]any{"error": map[string]any{"message": fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", e.limit, p), "type": "BadRequestError", "code": 400}}
+	case p+mt > e.limit:
+		code = 400
+		out = map[string]any{"error": map[string]any{"message": fmt.Sprintf("'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d).", mt, e.limit, p, mt, e.limit, p), "type": "BadRequestError", "code": 400}}
+	default:
+		out = map[string]any{"id": "x", "object": "chat.completion", "model": "m", "choices": []map[string]any{{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": "ok ok ok"}}},
+			"usage": map[string]any{"prompt_tokens": p, "completion_tokens": 3, "total_tokens": p + 3}}
+	}
+	e.mu.Lock()
+	e.codes = append(e.codes, code)
+	e.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// TestThreadFitLeavesRoomForForwardedMaxTokens: a client that sends no
+// max_tokens, on a model without max_output, is forwarded admission's
+// bound (77 here); once the engine refused a turn for its length, the
+// thread's later turns are fitted to leave room for that bound and are
+// not refused again.
+func TestThreadFitLeavesRoomForForwardedMaxTokens(t *testing.T) {
+	st := contentStore(t, 24)
+	eng := &vllmRule{limit: 200}
+	es := httptest.NewServer(eng)
+	t.Cleanup(es.Close)
+	rt := router.New()
+	rt.SetEndpoints("m", []router.Endpoint{{ReplicaID: "m-0", URL: es.URL, Weight: 1}})
+	adm := &recordingAdmission{}
+	gw := New(Config{}, Deps{Catalog: noMaxCatalog{}, Auth: projectAuth{}, Routes: rt, Content: st, Admission: adm})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	refusedTurns := 0
+	for i := range 40 {
+		eng.mu.Lock()
+		before := len(eng.codes)
+		eng.mu.Unlock()
+		body, _ := json.Marshal(map[string]any{"model": "m",
+			"messages": []map[string]string{{"role": "user", "content": "turn " + strconv.Itoa(i) + " with six more words here"}}})
+		h := bearer("key-proj")
+		h["X-Llmgw-Thread"] = "t1"
+		c := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, string(body))
+		if c.status != 200 {
+			t.Fatalf("turn %d: %d %s", i, c.status, strings.TrimSpace(c.raw))
+		}
+		adm.settled(t)
+		eng.mu.Lock()
+		codes := eng.codes[before:]
+		eng.mu.Unlock()
+		if len(codes) > 1 {
+			refusedTurns++
+		}
+	}
+	t.Logf("turns refused by the engine first (then sent again): %d of 40", refusedTurns)
+	if refusedTurns != 1 {
+		t.Errorf("%d turns were refused first; want the one that told the engine's context", refusedTurns)
+	}
+}
+
+// TestThreadFromOlderReleaseContinued: a thread an older release wrote
+// after this one migrated (a rolling upgrade; it inserts without naming
+// revision) is continued by this one: the turn answered is kept.
+func TestThreadFromOlderReleaseContinued(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "llmgw.db")
+	st, err := store.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.CreateProject(t.Context(), store.Project{Name: "proj"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetRetention(t.Context(), "proj", store.ContentThreads, 24); err != nil {
+		t.Fatal(err)
+	}
+	// The older release's statement (before migration 0010).
+	db, err := sql.Open("sqlite", path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	_, err = db.Exec(`INSERT INTO threads (project, id, messages, updated_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
+		"proj", "t1", `[{"role":"user","content":"hello"},{"role":"assistant","content":"hi"}]`, now.UnixMicro(), now.Add(24*time.Hour).UnixMicro())
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rt := startShortEngine(t, 8192, false)
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	h := bearer("key-proj")
+	h["X-Llmgw-Thread"] = "t1"
+	c := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, `{"model":"big","max_tokens":8,"messages":[{"role":"user","content":"second turn"}]}`)
+	if c.status != 200 || c.header.Get("X-Llmgw-Thread-Unsaved") != "" {
+		t.Fatalf("turn: %d %v %s", c.status, c.header, c.raw)
+	}
+	th, err := st.GetThread(t.Context(), "proj", "t1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []map[string]any
+	_ = json.Unmarshal(th.Messages, &msgs)
+	if got := contents(msgs); len(msgs) != 4 || !strings.HasPrefix(got, "user:hello | assistant:hi | user:second turn | assistant:") {
+		t.Fatalf("after a turn answered 200 the thread holds %q, want the older release's two messages, the turn and its answer", got)
 	}
 }

@@ -171,6 +171,20 @@ func TestThreads(t *testing.T) {
 		t.Fatalf("trimmed thread is about %d tokens, more than the small model's 200 less max_tokens 8", size)
 	}
 	t.Logf("the last turn on big sent %d messages, the next on small %d (%s turns trimmed)", all, len(got), c.header.Get("X-Llmgw-Thread-Trimmed"))
+	// Trimming is for what is sent: the thread keeps every turn, and the
+	// next turn on big is sent them all.
+	stored, err := st.GetThread(t.Context(), "proj", "t1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []map[string]any
+	_ = json.Unmarshal(stored.Messages, &kept)
+	if len(kept) != all+3 || contents(kept[:2]) != "system:be brief | user:my name is Ada" {
+		t.Fatalf("after a turn trimmed for small the thread holds %d messages (%q...), want all %d", len(kept), contents(kept[:2]), all+3)
+	}
+	if c := turn("key-proj", "t1", "big", "back on big", false); c.status != 200 || c.header.Get("X-Llmgw-Thread-Trimmed") != "" || len(big.last(t)) != all+4 {
+		t.Fatalf("back on big: %d, trimmed %q, sent %d messages, want %d", c.status, c.header.Get("X-Llmgw-Thread-Trimmed"), len(big.last(t)), all+4)
+	}
 
 	// A spent budget's fallback: asked for big, served by small, which
 	// gets the thread trimmed to its size.

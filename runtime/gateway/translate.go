@@ -7,13 +7,11 @@ package gateway
 // translation itself is package apishape's; this file does the I/O.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -35,7 +33,8 @@ type shape interface {
 	writeError(w http.ResponseWriter, x *exchange, e *apiError)
 	// setHeaders adds the shape's response headers.
 	setHeaders(h http.Header)
-	// completed is called once a whole answer reached the client.
+	// completed is called once the engine's answer is whole, before its
+	// end (the non-streamed body, a stream's last events) is sent.
 	completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result)
 }
 
@@ -146,16 +145,16 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			return
 		}
 		x.usage = usageOf(res.Usage)
-		ts.setHeaders(w.Header())
 		out := ts.whole(x, res, data)
+		// Kept before it is sent, so that the answer can say when a
+		// thread's turn was not (x-llmgw-thread-unsaved).
+		ts.completed(r.Context(), g, x, res)
+		ts.setHeaders(w.Header())
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 		x.rec.Status = http.StatusOK
 		w.WriteHeader(http.StatusOK)
-		if _, err := w.Write(out); err != nil {
-			return
-		}
-		ts.completed(r.Context(), g, x, res)
+		_, _ = w.Write(out)
 		return
 	}
 
@@ -187,24 +186,22 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 		pending = false
 		return rc.Flush() == nil
 	}
-	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	// Read event by event in one pooled buffer (stream.go, eventReader).
+	er := newEventReader(resp.Body, idle)
+	defer er.release()
 	var data []byte
 	first := true
 	for {
-		line, err := br.ReadSlice('\n')
-		idle.kick()
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A data line longer than the buffer: keep it whole.
-			rest, err2 := br.ReadBytes('\n')
-			idle.kick()
-			line, err = append(append([]byte(nil), line...), rest...), err2
-		}
-		if trimmed := bytes.TrimRight(line, "\r\n"); len(trimmed) > 0 {
-			if d, ok := bytes.CutPrefix(trimmed, []byte("data:")); ok {
-				data = append(data, bytes.TrimSpace(d)...)
+		event, err := er.next()
+		for len(event) > 0 {
+			line := event
+			if i := bytes.IndexByte(event, '\n'); i >= 0 {
+				line, event = event[:i+1], event[i+1:]
+			} else {
+				event = nil
 			}
-			if err == nil {
-				continue
+			if d, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
+				data = append(data, bytes.TrimSpace(d)...)
 			}
 		}
 		if len(data) > 0 {
@@ -238,12 +235,12 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			}
 			// The first events leave at once (time to first token), later
 			// ones when no whole event is in hand.
-			if !send(evs, first || !eventInHand(br)) {
+			if !send(evs, first || !er.eventInHand()) {
 				x.rec.Status = statusClientGone
 				return
 			}
 			first = false
-		} else if pending && !eventInHand(br) {
+		} else if pending && !er.eventInHand() {
 			// An event without data (a comment, a keep-alive) ended and
 			// nothing whole follows it: what was written leaves now.
 			if !send(nil, true) {
@@ -269,8 +266,18 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 		send(st.broken(why), true)
 		return
 	}
-	if send(st.finish(), true) {
+	// Kept once whole, before its last events are sent, so that the
+	// stream can say when a thread's turn was not.
+	last := st.finish()
+	ts.completed(r.Context(), g, x, res)
+	if us, ok := ts.(interface{ unsavedWhy() string }); ok && us.unsavedWhy() != "" {
+		if n, ok := st.(interface {
+			notice(message string) apishape.Event
+		}); ok {
+			last = append([]apishape.Event{n.notice(us.unsavedWhy())}, last...)
+		}
+	}
+	if send(last, true) {
 		x.done = true
-		ts.completed(r.Context(), g, x, res)
 	}
 }

@@ -36,30 +36,24 @@ const maxRefusalBytes = 1 << 20
 // dialTimeout bounds connecting to an engine.
 const dialTimeout = 3 * time.Second
 
-// newTransport returns the transport shared by every upstream request:
-// HTTP/1.1 with many idle connections per engine, no compression (bytes are
-// relayed as the engine wrote them).
+// newTransport returns the transport for engines reached by anything but
+// http:// (upconn.go keeps the http:// connections): HTTP/1.1 with many
+// idle connections per engine, no compression (bytes are relayed as the
+// engine wrote them).
 func newTransport(headerTimeout time.Duration) *http.Transport {
-	// A replica whose machine is gone answers no dial: 3 s and the request
-	// goes to another.
 	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		Proxy:                 nil,
 		DialContext:           d.DialContext,
 		MaxIdleConns:          4096,
-		MaxIdleConnsPerHost:   512,
-		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   upstreamMaxIdlePerHost,
+		IdleConnTimeout:       upstreamIdleTimeout,
 		ResponseHeaderTimeout: headerTimeout,
 		ExpectContinueTimeout: 0,
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
-		// Each open connection holds both buffers for as long as it is
-		// open, idle ones included: at 32 KiB, 1,000 streams held 64 MB of
-		// them (BenchmarkSoak1000Streams). 4 KiB (Go's default) is plenty:
-		// a request is written and an event read in a few hundred bytes,
-		// and reads and writes larger than the buffer bypass it.
-		WriteBufferSize: 4 << 10,
-		ReadBufferSize:  4 << 10,
+		WriteBufferSize:       upstreamBufSize,
+		ReadBufferSize:        upstreamBufSize,
 	}
 }
 
@@ -125,6 +119,11 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, m
 		}
 		ep := lease.Endpoint()
 		x.rec.ReplicaID = ep.ReplicaID
+		if x.fitReplica != nil {
+			if fitted := x.fitReplica(ep.ReplicaID); fitted != nil {
+				body = fitted // fitted to what this replica's engine said it holds
+			}
+		}
 		err = g.attempt(ctx, w, r, x, ep, body)
 		if err == nil {
 			lease.Done()
@@ -289,10 +288,18 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 		x.shape.setHeaders(w.Header())
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		g.relayStream(w, r, x, resp, idle)
-		if pt, ok := x.shape.(passthrough); ok && x.done {
-			pt.completed(r.Context(), g, x, pt.answer())
+		if pt, ok := x.shape.(passthrough); ok && resp.StatusCode == http.StatusOK {
+			// Kept when the answer is whole, before its [DONE], so that
+			// the stream can say when it was not.
+			x.beforeDone = func() []byte {
+				pt.completed(r.Context(), g, x, pt.answer())
+				if us, ok := pt.(interface{ unsavedWhy() string }); ok && us.unsavedWhy() != "" {
+					return chatErrorEvent(typeServer, "thread_not_stored", us.unsavedWhy())
+				}
+				return nil
+			}
 		}
+		g.relayStream(w, r, x, resp, idle)
 		return nil
 	}
 	g.relayBody(w, r, x, ep, resp)
@@ -342,15 +349,18 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 	copyResponseHeaders(w.Header(), resp.Header)
 	x.rec.Status = resp.StatusCode
 	if len(data) <= maxBufferedResponse {
-		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-		w.WriteHeader(resp.StatusCode)
-		_, werr := w.Write(data)
 		if resp.StatusCode == http.StatusOK {
 			x.usage = bodyUsage(data)
-			if pt, ok := x.shape.(passthrough); ok && werr == nil {
+			if pt, ok := x.shape.(passthrough); ok {
+				// Kept before it is sent, so that the answer can say
+				// when it was not (a thread's x-llmgw-thread-unsaved).
 				g.answered(r, x, ep, pt, data)
+				pt.setHeaders(w.Header())
 			}
 		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(data)
 		return
 	}
 	// Too large to hold: relay the rest as it comes, keeping a tail.

@@ -458,10 +458,15 @@ func (s *Service) ListReplicas(_ context.Context, req *managev1.ListReplicasRequ
 		pr := &managev1.Replica{
 			Id: r.ID, Model: r.Model, Profile: r.Profile.Name, State: string(r.State), Error: r.Error,
 			Fabric: r.Fabric, ShardsExpected: int32(r.ShardsExpected()), CreatedUnixMs: r.Created.UnixMilli(),
-			ModelGeneration: r.Generation,
+			ModelGeneration: r.Generation, ReplicaGeneration: r.Generation,
 			// A replica of a model no longer in the catalog is stopping,
 			// not stale.
 			Stale: e != nil && e.Stale(r.Profile.Name, r.Generation),
+		}
+		if e != nil && !pr.Stale {
+			// model_generation keeps its meaning for clients of
+			// earlier releases: the model's generation when current.
+			pr.ModelGeneration = e.Generation
 		}
 		for _, sh := range r.Shards {
 			ps := &managev1.Shard{Id: sh.ID, Rank: int32(sh.Rank), Node: sh.Node, State: shardState(sh.State), Error: sh.Error, LastOutput: sh.LastOutput, Endpoint: sh.Endpoint}
@@ -528,10 +533,11 @@ func (s *Service) PlanPlacement(ctx context.Context, req *managev1.PlanPlacement
 		return nil, err
 	}
 	warnings = append(warnings, flagWarnings...)
-	plan := s.opts.Reconciler.PlanOne(m)
+	// One read of the fleet gives both the plan for one replica and the
+	// rollout's dry run.
+	plan, planned, more := s.opts.Reconciler.PlanRollout(m, rolloutDryRunLimit)
 	out := ExplanationToProto(plan.Explanation, &plan)
 	out.Warnings = append(warnings, s.scalingWarnings(m)...)
-	planned, more := s.opts.Reconciler.PlanRollout(m, rolloutDryRunLimit)
 	for _, p := range planned {
 		pr := &managev1.PlannedReplica{Replaces: p.Replaces, Placed: p.Plan.Placed}
 		if p.Plan.Placed {

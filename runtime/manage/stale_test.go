@@ -16,7 +16,9 @@ import (
 // TestStaleIsPerProfile: ListReplicas marks a replica stale, and the
 // model's status counts it, only when its own profile's build fields
 // changed: adding a profile and pricing leave it current; an edit of its
-// own profile's args makes it stale, with the rollout message.
+// own profile's args makes it stale, with the rollout message. A client of
+// an earlier release, comparing model_generation with the model's
+// generation, reads the same.
 func TestStaleIsPerProfile(t *testing.T) {
 	ctx := context.Background()
 	reg, err := models.New(nil, nil, nil)
@@ -41,6 +43,13 @@ func TestStaleIsPerProfile(t *testing.T) {
 			t.Fatalf("%s: replicas = %v, want one with stale %v", when, reps.GetReplicas(), wantStale)
 		}
 		pm, _ := s.GetModel(ctx, &managev1.GetModelRequest{Name: "m1"})
+		// A client of an earlier release tells a stale replica by its
+		// model_generation differing from the model's generation.
+		rep := reps.GetReplicas()[0]
+		if oldStale := rep.GetModelGeneration() != pm.GetGeneration(); oldStale != wantStale || rep.GetReplicaGeneration() == "" {
+			t.Fatalf("%s: model_generation %q against the model's %q (replica_generation %q): stale by the earlier contract %v, want %v",
+				when, rep.GetModelGeneration(), pm.GetGeneration(), rep.GetReplicaGeneration(), oldStale, wantStale)
+		}
 		st := pm.GetStatus()
 		if got := st.GetReplicasStale() == 1; got != wantStale || strings.Contains(st.GetMessage(), "stale profile") != wantStale {
 			t.Fatalf("%s: status = %v, want stale %v", when, st, wantStale)

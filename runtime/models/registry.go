@@ -67,6 +67,24 @@ func (e Entry) Stale(profile, generation string) bool {
 	return !ok || (generation != g && generation != e.legacy)
 }
 
+// LegacyGeneration is spec.LegacyGeneration of the model: what a new
+// replica's StartShard carries as model_generation, for a control plane of
+// an earlier release that may lead later.
+func (e Entry) LegacyGeneration() string { return e.legacy }
+
+// Restamp returns the generation a live replica placed with profile and
+// stamped with generation carries from now on, and true, when it carries
+// the whole-model stamp of an earlier release (spec.LegacyGeneration) of
+// exactly the current definition: it is current, and from then on only
+// its own profile's build fields (or the model's) make it stale.
+func (e Entry) Restamp(profile, generation string) (string, bool) {
+	g, ok := e.generations[profile]
+	if !ok || generation == g || generation != e.legacy {
+		return "", false
+	}
+	return g, true
+}
+
 // Registry is the catalog. Safe for concurrent use; reads are cheap.
 type Registry struct {
 	store   store.ModelStore

@@ -6,6 +6,7 @@ import (
 
 	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	specv1 "github.com/llmgw/llmgw/api/specv1"
+	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -185,5 +186,179 @@ func TestLegacyStampedReplicaIsCurrent(t *testing.T) {
 	}
 	if !e.Stale("h100", "0123456789ab") {
 		t.Error("a replica of an unknown generation is current")
+	}
+}
+
+// TestLegacyStampedReplicaRestamped: a replica adopted with the legacy
+// stamp of the current definition is restamped with its per-replica
+// generation at the next pass, and its agent is told (Restamp), so that
+// adding a profile and editing its own profile's gpu_class (which change
+// the legacy hash, not its build) leave it serving, not stale; its own
+// args then make it stale.
+func TestLegacyStampedReplicaRestamped(t *testing.T) {
+	ctx := context.Background()
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.rec.opts.Catalog = reg
+	chat := chatModel()
+	chat.Scaling = spec.Scaling{Min: 1, Max: 1}
+	if _, err := reg.Create(ctx, chat); err != nil {
+		t.Fatal(err)
+	}
+	chat.Normalize()
+	h.fleet.Connect(&agentv1.Hello{NodeId: "node03", Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
+		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", Profile: &specv1.Profile{Name: "h100", Nodes: 1},
+		ModelGeneration: spec.LegacyGeneration(chat), State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
+	}}}, "node03", nil, false, h.conns["node03"])
+	h.rec.Pass()
+	want := spec.ReplicaGeneration(chat, "h100")
+	if reps := h.fleet.Replicas(); len(reps) != 1 || reps[0].Generation != want {
+		t.Fatalf("replicas after a pass = %+v, want r-old restamped %s", reps, want)
+	}
+	var told []string
+	for _, m := range h.conns["node03"].sent {
+		if rs := m.GetRestamp(); rs != nil {
+			told = append(told, rs.GetShardId()+"="+rs.GetReplicaGeneration())
+		}
+	}
+	if len(told) != 1 || told[0] != "r-old-0="+want {
+		t.Fatalf("restamps sent to node03 = %v, want r-old-0=%s", told, want)
+	}
+
+	chat.Profiles = append(chat.Profiles, spec.Profile{Name: "big", Engine: "sim", GPUClass: "h100-80g", TP: 2})
+	chat.Profiles[0].GPUClass = ""
+	e, err := reg.Update(ctx, chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.LegacyGeneration(e.Model) == spec.LegacyGeneration(chatModel()) {
+		t.Fatal("the edit left the legacy hash as it was: it tests nothing")
+	}
+	h.rec.Pass()
+	h.rec.Pass()
+	if n, stops := len(h.startsFor("sim-chat")), h.conns["node03"].stops(); n != 0 || len(stops) != 0 {
+		t.Fatalf("adding a profile and editing gpu_class replaced the restamped replica: %d started, stopped %v", n, stops)
+	}
+	if e.Stale("h100", want) {
+		t.Error("the restamped replica is stale after an edit that keeps its build")
+	}
+	chat.Profiles[0].Args = []string{"--x"}
+	if e, err = reg.Update(ctx, chat); err != nil {
+		t.Fatal(err)
+	}
+	if !e.Stale("h100", want) {
+		t.Error("the restamped replica is current after its own args changed")
+	}
+}
+
+// TestManualRolloutGoesOnAfterUnrelatedEdit: a manual rollout of profile
+// h100's args, asked for with two stale replicas, replaces both although a
+// profile is added after the request (which changes the model's
+// generation, not h100's); a further edit of h100's args holds the rest of
+// the rollout until it is asked for again.
+func TestManualRolloutGoesOnAfterUnrelatedEdit(t *testing.T) {
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.rec.opts.Catalog = reg
+	ctx := context.Background()
+	m := chatModel()
+	m.Rollout = spec.RolloutManual
+	m.Scaling = spec.Scaling{Min: 2, Max: 2}
+	if _, err := reg.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	h.readyAll()
+	h.rec.Pass()
+	stale := func(e models.Entry) int {
+		n := 0
+		for _, rep := range h.fleet.Replicas() {
+			if rep.Live() && e.Stale(rep.Profile.Name, rep.Generation) {
+				n++
+			}
+		}
+		return n
+	}
+	m.Profiles[0].Args = []string{"--decode-tps", "9"}
+	e, err := reg.Update(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	if got := h.rec.RequestRollout(e); len(got) != 2 {
+		t.Fatalf("RequestRollout named %v, want the two h100 replicas", got)
+	}
+	h.rec.Pass() // the first replacement
+	m.Profiles = append(m.Profiles, spec.Profile{Name: "cpu", Engine: "sim", Priority: -1})
+	if e, err = reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		h.readyAll()
+		h.rec.Pass()
+	}
+	if n := stale(e); n != 0 {
+		t.Fatalf("%d stale replicas left after a profile was added mid-rollout, want the rollout finished", n)
+	}
+
+	// Another edit of h100 after a new request's first replacement: the
+	// rest waits for the next request.
+	m.Profiles[0].Args = []string{"--decode-tps", "8"}
+	if e, err = reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	h.rec.RequestRollout(e)
+	h.rec.Pass()
+	m.Profiles[0].Args = []string{"--decode-tps", "7"}
+	if e, err = reg.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		h.readyAll()
+		h.rec.Pass()
+	}
+	if n := stale(e); n == 0 {
+		t.Fatal("an edit of h100 after the request was rolled out without being asked for")
+	}
+}
+
+// TestPlacedReplicaCarriesBothStamps: a replica's StartShard carries the
+// model's whole-model hash in model_generation, which a control plane of
+// the earlier release that leads later compares with its own generation
+// (so it finds the replica current and replaces nothing), and the
+// per-replica hash in replica_generation; a replica adopted from shards
+// reporting both is stamped with the per-replica one.
+func TestPlacedReplicaCarriesBothStamps(t *testing.T) {
+	chat := chatModel()
+	chat.Scaling = spec.Scaling{Min: 1, Max: 1}
+	h := newHarness(t, chat)
+	chat.Normalize()
+	h.rec.Pass()
+	var starts []*agentv1.StartShard
+	for _, ss := range h.startsFor("sim-chat") {
+		starts = append(starts, ss...)
+	}
+	if len(starts) != 1 {
+		t.Fatalf("%d shards started, want 1", len(starts))
+	}
+	if s := starts[0]; s.GetModelGeneration() != spec.LegacyGeneration(chat) || s.GetReplicaGeneration() != spec.ReplicaGeneration(chat, "h100") {
+		t.Fatalf("StartShard stamps model %q replica %q, want %q (whole model) and %q (its build)",
+			s.GetModelGeneration(), s.GetReplicaGeneration(), spec.LegacyGeneration(chat), spec.ReplicaGeneration(chat, "h100"))
+	}
+
+	f := fleet.New()
+	f.Connect(&agentv1.Hello{NodeId: "node09", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
+		ShardId: "r-9-0", ReplicaId: "r-9", Model: "sim-chat", Profile: &specv1.Profile{Name: "h100", Nodes: 1},
+		ModelGeneration: "whole", ReplicaGeneration: "own", State: agentv1.ShardState_SHARD_STATE_READY,
+	}}}, "node09", nil, false, &recordingConn{})
+	if reps := f.Replicas(); len(reps) != 1 || reps[0].Generation != "own" {
+		t.Fatalf("adopted replicas = %+v, want r-9 stamped with its replica generation", reps)
 	}
 }

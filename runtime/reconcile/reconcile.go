@@ -86,9 +86,12 @@ type Reconciler struct {
 	// starting past its profile's bound (slowstart.go).
 	stalls map[string]stall
 	slow   map[string]slowStart
-	// rollouts holds, per model whose rollout is manual, the generation an
-	// operator asked its stale replicas to be rolled to (RequestRollout).
-	rollouts map[string]string
+	// rollouts holds, per model whose rollout is manual, what
+	// RequestRollout asked for: per profile, the replica generation its
+	// stale replicas are to be replaced with ("" for a profile the model
+	// no longer has). A stale replica is replaced only while its profile's
+	// current generation is the one asked for.
+	rollouts map[string]map[string]string
 	// freeing is set during a pass in which room may appear by itself.
 	freeing bool
 	routed  map[string]bool
@@ -123,9 +126,10 @@ type Reconciler struct {
 	started   time.Time
 	readySeen map[string]bool
 	loadTime  map[string]time.Duration
-	// startTime is, per profile, how long its last replica placed by this
-	// control plane took to become ready, from startSince (slowstart.go).
-	startTime map[profileKey]time.Duration
+	// startTime is, per build of a profile, the slowest start of its
+	// replicas placed by this control plane with their weights at hand,
+	// from startSince (slowstart.go).
+	startTime map[startKey]time.Duration
 	// inflight is the requests in flight per replica, read from Routing
 	// once per pass.
 	inflight map[string]int64
@@ -167,7 +171,7 @@ func New(opts Options) *Reconciler {
 	}
 	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{}, configured: map[string]bool{},
 		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
-		startTime: map[profileKey]time.Duration{}}
+		startTime: map[startKey]time.Duration{}}
 }
 
 // Run reconciles until ctx ends.
@@ -228,12 +232,14 @@ func (r *Reconciler) Pass() {
 		for _, rep := range tx.Replicas() {
 			if e, ok := byName[rep.Model]; ok {
 				followRouting(rep, e)
+				r.restamp(tx, rep, e)
 			}
 		}
 		for _, e := range entries {
 			r.scale(tx, e, now)
 		}
 		r.noteReady(tx, now)
+		r.forgetStarts(byName)
 		r.noteSlowStarts(tx, byName, now)
 		for _, rep := range tx.Replicas() {
 			if rep.Live() {
@@ -286,6 +292,42 @@ func followRouting(rep *fleet.Replica, e models.Entry) {
 			return
 		}
 	}
+}
+
+// restamp gives a live replica that carries the whole-model generation of
+// an earlier release, for exactly the current definition, its per-replica
+// generation (models.Entry.Restamp), and tells its shards' agents, which
+// report it as their replica_generation from then on, after a restart of
+// either (their model_generation, which a control plane of the earlier
+// release reads, stays as it was): an edit that leaves
+// its own profile's build fields alone then leaves it current, as it does
+// every replica placed since. A shard not started yet carries it in its
+// StartShard. An agent that misses the message (disconnected, or of a
+// release without it) keeps the earlier stamp, which this pass accepts
+// until the definition changes; after a control-plane restart that follows
+// such a change, the replica is stale.
+func (r *Reconciler) restamp(tx *fleet.Tx, rep *fleet.Replica, e models.Entry) {
+	if !rep.Live() {
+		return
+	}
+	gen, ok := e.Restamp(rep.Profile.Name, rep.Generation)
+	if !ok {
+		return
+	}
+	rep.Generation = gen
+	for _, sh := range rep.Shards {
+		if !sh.Sent {
+			if sh.Start != nil {
+				sh.Start.ReplicaGeneration = gen // not handed to a connection yet
+			}
+			continue
+		}
+		msg := &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Restamp{Restamp: &agentv1.Restamp{ShardId: sh.ID, ReplicaGeneration: gen}}}
+		if err := tx.Send(sh.Node, msg); err != nil {
+			r.log.Debug("restamp not delivered", "node", sh.Node, "shard", sh.ID, "err", err)
+		}
+	}
+	r.log.Info("replica restamped", "model", rep.Model, "replica", rep.ID, "profile", rep.Profile.Name, "generation", gen)
 }
 
 // retire handles failed replicas, replicas of models no longer in the
@@ -507,7 +549,7 @@ func (r *Reconciler) stopShards(tx *fleet.Tx, rep *fleet.Replica, reason string)
 // still make scaling.min). So a rollout never has fewer serving replicas
 // than it started with, and never starts more than one replacement at
 // once. A stale replica of a model whose rollout is manual is not replaced
-// until RequestRollout asked for the current generation; it keeps serving
+// until RequestRollout asked for its profile's current generation; it keeps serving
 // meanwhile (a replica on a draining node is replaced whatever the policy).
 func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	want, why := r.desired(tx, e, now)
@@ -530,9 +572,10 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	// serves longer), then oldest.
 	var rollable, heldReps []*fleet.Replica
 	held := 0
-	manualHeld := e.Model.ManualRollout() && r.rolloutRequested(e.Model.Name) != e.Generation
+	requested := r.rolloutRequested(e.Model.Name)
 	for _, rep := range old {
-		if manualHeld && !onDrainingNode(tx, rep) {
+		asked, ok := requested[rep.Profile.Name]
+		if e.Model.ManualRollout() && (!ok || asked != e.ReplicaGeneration(rep.Profile.Name)) && !onDrainingNode(tx, rep) {
 			held++
 			heldReps = append(heldReps, rep)
 			continue
@@ -664,32 +707,41 @@ func rolloutOrder(tx *fleet.Tx, old []*fleet.Replica) {
 // manual to be replaced, one at a time, by replicas of e, the model's
 // current definition. It returns the ids of the live replicas that e calls
 // stale (their own profile changed since they were placed), the ones that
-// will be replaced.
+// will be replaced. What it asks for is each profile's generation in e: a
+// later edit that changes a profile's generation holds that profile's
+// stale replicas until the next request; adding a profile, or editing
+// another one, leaves the rollout going.
 func (r *Reconciler) RequestRollout(e models.Entry) []string {
-	model, generation := e.Model.Name, e.Generation
+	model := e.Model.Name
 	var stale []string
+	asked := map[string]string{}
+	for _, p := range e.Model.Profiles {
+		asked[p.Name] = e.ReplicaGeneration(p.Name)
+	}
 	for _, rep := range r.opts.Fleet.Replicas() {
 		if rep.Model == model && rep.Live() && e.Stale(rep.Profile.Name, rep.Generation) {
 			stale = append(stale, rep.ID)
+			asked[rep.Profile.Name] = e.ReplicaGeneration(rep.Profile.Name) // "" for a profile removed
 		}
 	}
 	sort.Strings(stale)
 	r.backoffMu.Lock()
 	if len(stale) > 0 {
 		if r.rollouts == nil {
-			r.rollouts = map[string]string{}
+			r.rollouts = map[string]map[string]string{}
 		}
-		r.rollouts[model] = generation
+		r.rollouts[model] = asked
 	}
 	r.backoffMu.Unlock()
 	if len(stale) > 0 {
-		r.log.Info("rollout requested", "model", model, "generation", generation, "stale", len(stale))
+		r.log.Info("rollout requested", "model", model, "generation", e.Generation, "stale", len(stale))
 	}
 	return stale
 }
 
-// rolloutRequested returns the generation RequestRollout last asked for.
-func (r *Reconciler) rolloutRequested(model string) string {
+// rolloutRequested returns what RequestRollout last asked for (nil when
+// nothing is asked).
+func (r *Reconciler) rolloutRequested(model string) map[string]string {
 	r.backoffMu.Lock()
 	defer r.backoffMu.Unlock()
 	return r.rollouts[model]
@@ -734,22 +786,28 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		fetched = true
 	}
 	var placedNodes []string
+	shardNodes := make([]string, len(plan.Shards))
+	for i, sp := range plan.Shards {
+		shardNodes[i] = sp.NodeID
+	}
+	rep.WarmStart = warmStart(tx, e.Model.Source, plan.Profile.Engine, shardNodes)
 	for _, sp := range plan.Shards {
 		gpus := make([]int32, len(sp.GPUIndices))
 		for i, g := range sp.GPUIndices {
 			gpus[i] = int32(g)
 		}
 		start := &agentv1.StartShard{
-			ShardId:         rep.ID + "-" + strconv.Itoa(sp.Rank),
-			ReplicaId:       rep.ID,
-			Model:           e.Model.Name,
-			Source:          e.Model.Source,
-			Rank:            int32(sp.Rank),
-			GpuIndices:      gpus,
-			Fabric:          plan.Fabric,
-			ContextLength:   int32(e.Model.ContextLength),
-			ModelGeneration: rep.Generation,
-			Profile:         profile,
+			ShardId:           rep.ID + "-" + strconv.Itoa(sp.Rank),
+			ReplicaId:         rep.ID,
+			Model:             e.Model.Name,
+			Source:            e.Model.Source,
+			Rank:              int32(sp.Rank),
+			GpuIndices:        gpus,
+			Fabric:            plan.Fabric,
+			ContextLength:     int32(e.Model.ContextLength),
+			ModelGeneration:   e.LegacyGeneration(),
+			ReplicaGeneration: rep.Generation,
+			Profile:           profile,
 		}
 		if fetched {
 			start.WeightsPeers = weightsPeers(tx, sp.NodeID, e.Model.Source, placedNodes)
@@ -791,35 +849,39 @@ func startMsg(s *agentv1.StartShard) *agentv1.ControlMessage {
 
 // Explain evaluates placing one more replica of m on the fleet as it is.
 func (r *Reconciler) Explain(m spec.Model) scheduler.Explanation {
-	var out scheduler.Explanation
-	r.opts.Fleet.Update(func(tx *fleet.Tx) {
-		out = scheduler.Explain(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()), demand(m))
-	})
-	return out
+	return scheduler.Explain(r.view(), demand(m))
 }
 
 // PlanOne evaluates placing one replica of m and returns the whole plan.
 func (r *Reconciler) PlanOne(m spec.Model) scheduler.Plan {
-	var out scheduler.Plan
-	r.opts.Fleet.Update(func(tx *fleet.Tx) {
-		out = scheduler.Place(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()), demand(m))
+	return scheduler.Place(r.view(), demand(m))
+}
+
+// view is the scheduler's view of the fleet, built under its read lock: a
+// dry run works on it without holding the lock agent reports and
+// reconciler passes need.
+func (r *Reconciler) view() scheduler.Snapshot {
+	var snap scheduler.Snapshot
+	r.opts.Fleet.Read(func(tx *fleet.Tx) {
+		snap = snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas())
 	})
-	return out
+	return snap
 }
 
 // Capacity says how many replicas of m the fleet holds now: running, the
 // live replicas of m (any generation), and more, how many further replicas
 // fit as the reconciler would place them, counted up to limit.
 func (r *Reconciler) Capacity(m spec.Model, limit int) (running int, more scheduler.Capacity) {
-	r.opts.Fleet.Update(func(tx *fleet.Tx) {
+	var snap scheduler.Snapshot
+	r.opts.Fleet.Read(func(tx *fleet.Tx) {
 		for _, rep := range tx.Replicas() {
 			if rep.Model == m.Name && rep.Live() {
 				running++
 			}
 		}
-		more = scheduler.Fit(snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas()), demand(m), max(limit-running, 0))
+		snap = snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas())
 	})
-	return running, more
+	return running, scheduler.Fit(snap, demand(m), max(limit-running, 0))
 }
 
 func newID(prefix string) string {

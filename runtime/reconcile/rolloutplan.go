@@ -2,8 +2,8 @@ package reconcile
 
 import (
 	"slices"
-	"strconv"
 
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/scheduler"
@@ -19,20 +19,29 @@ type PlannedReplica struct {
 }
 
 // PlanRollout dry-runs what the reconciler would place if the catalog held
-// m, on the fleet as it is now: first the replicas missing to scaling.min
-// (at once), then one replacement for each running replica m makes stale
-// (or that runs on a draining node), in the order a rollout takes them,
-// each placed while the replica it replaces still holds its GPUs, which are
-// then freed for the next. It stops at the first replica that does not
-// place (returned, with the scheduler's explanation) and after limit
-// replicas; more is how many further replicas the change needs that were
-// not dry-run. The replicas kept are between scaling.min and scaling.max,
-// as many as run now.
-func (r *Reconciler) PlanRollout(m spec.Model, limit int) (planned []PlannedReplica, more int) {
+// m, on the fleet as it is now. first is the scheduler's plan for one
+// replica of m with every node's verdict (PlanOne). planned is, in order,
+// first the replicas missing to scaling.min (at once), then one
+// replacement for each running replica m makes stale (or that runs on a
+// draining node), in the order a rollout takes them, each placed while the
+// replica it replaces still holds its GPUs, which are then freed for the
+// next. It stops at the first replica that does not place (returned, with
+// the scheduler's explanation) and after limit replicas; more is how many
+// further replicas the change needs that were not dry-run. The replicas
+// kept are between scaling.min and scaling.max, as many as run now.
+//
+// The fleet is read once, under its read lock; the dry run works on that
+// copy with one scheduler view it advances replica by replica.
+func (r *Reconciler) PlanRollout(m spec.Model, limit int) (first scheduler.Plan, planned []PlannedReplica, more int) {
 	e := models.NewEntry(m, "", 0)
-	r.opts.Fleet.Update(func(tx *fleet.Tx) {
+	var snap scheduler.Snapshot
+	var todo []string
+	held := map[string][]scheduler.ShardPlacement{} // what each replaced replica holds
+	r.opts.Fleet.Read(func(tx *fleet.Tx) {
+		reps := tx.Replicas()
+		snap = snapshot(tx.Nodes(), tx.UsedGPUs(), reps)
 		var current, old []*fleet.Replica
-		for _, rep := range tx.Replicas() {
+		for _, rep := range reps {
 			if rep.Model != m.Name || !rep.Live() {
 				continue
 			}
@@ -46,51 +55,43 @@ func (r *Reconciler) PlanRollout(m spec.Model, limit int) (planned []PlannedRepl
 		want := max(m.Scaling.Min, min(len(current)+len(old), m.Scaling.Max))
 		missing := max(want-len(current)-len(old), 0)
 		replace := min(len(old), max(want-len(current)-missing, 0))
-		todo := make([]string, 0, missing+replace)
+		todo = make([]string, 0, missing+replace)
 		for range missing {
 			todo = append(todo, "")
 		}
 		for _, rep := range old[:replace] {
 			todo = append(todo, rep.ID)
-		}
-
-		used := tx.UsedGPUs()
-		reps := slices.Clone(tx.Replicas())
-		for i, replaces := range todo {
-			if i == limit {
-				more = len(todo) - i
-				return
-			}
-			plan := scheduler.Place(snapshot(tx.Nodes(), used, reps), demand(m))
-			planned = append(planned, PlannedReplica{Replaces: replaces, Plan: plan})
-			if !plan.Placed {
-				more = len(todo) - i - 1
-				return
-			}
-			// The new replica holds its GPUs; the one it replaces
-			// stops once it is ready, freeing its own.
-			added := &fleet.Replica{ID: "planned-" + strconv.Itoa(i), Model: m.Name, State: fleet.ReplicaStarting}
-			for _, sh := range plan.Shards {
-				if used[sh.NodeID] == nil {
-					used[sh.NodeID] = map[int]string{}
-				}
-				for _, g := range sh.GPUIndices {
-					used[sh.NodeID][g] = added.ID
-				}
-				added.Shards = append(added.Shards, &fleet.Shard{Node: sh.NodeID, GPUs: sh.GPUIndices})
-			}
-			reps = append(reps, added)
-			if replaces == "" {
-				continue
-			}
-			j := slices.IndexFunc(reps, func(rep *fleet.Replica) bool { return rep.ID == replaces })
-			for _, sh := range reps[j].Shards {
-				for _, g := range sh.GPUs {
-					delete(used[sh.Node], g)
+			for _, sh := range rep.Shards {
+				if sh.State != agentv1.ShardState_SHARD_STATE_STOPPED {
+					held[rep.ID] = append(held[rep.ID], scheduler.ShardPlacement{Rank: sh.Rank, NodeID: sh.Node, GPUIndices: slices.Clone(sh.GPUs)})
 				}
 			}
-			reps = slices.Delete(reps, j, j+1)
 		}
 	})
-	return planned, more
+	d := demand(m)
+	first = scheduler.Place(snap, d)
+	if len(todo) == 0 {
+		return first, nil, 0
+	}
+	view := scheduler.NewFleet(snap)
+	for i, replaces := range todo {
+		if i == limit {
+			return first, planned, len(todo) - i
+		}
+		plan := first // the same decision the view makes, with every node's verdict
+		if i > 0 {
+			plan = view.Place(d)
+		}
+		planned = append(planned, PlannedReplica{Replaces: replaces, Plan: plan})
+		if !plan.Placed {
+			return first, planned, len(todo) - i - 1
+		}
+		// The new replica holds its GPUs; the one it replaces stops once
+		// it is ready, freeing its own.
+		view.Take(d, plan)
+		if replaces != "" {
+			view.Release(m.Name, held[replaces])
+		}
+	}
+	return first, planned, 0
 }

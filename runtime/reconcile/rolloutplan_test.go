@@ -1,9 +1,14 @@
 package reconcile
 
 import (
+	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/spec"
 )
 
@@ -38,7 +43,7 @@ func TestPlanRolloutNamesEachReplacement(t *testing.T) {
 	edited.Profiles = []spec.Profile{m.Profiles[0]}
 	edited.Profiles[0].Args = []string{"--x"}
 	edited.Normalize()
-	planned, more := h.rec.PlanRollout(edited, 8)
+	_, planned, more := h.rec.PlanRollout(edited, 8)
 	if len(planned) != 2 || more != 0 {
 		t.Fatalf("PlanRollout = %+v, %d more; want 2 replacements", planned, more)
 	}
@@ -56,7 +61,7 @@ func TestPlanRolloutNamesEachReplacement(t *testing.T) {
 		t.Errorf("second replacement on %s, want %s, freed by %s (%v)", got, want, planned[0].Replaces, byReplaced)
 	}
 
-	planned, more = h.rec.PlanRollout(edited, 1)
+	_, planned, more = h.rec.PlanRollout(edited, 1)
 	if len(planned) != 1 || more != 1 {
 		t.Errorf("PlanRollout with limit 1 = %d planned, %d more; want 1 and 1", len(planned), more)
 	}
@@ -64,12 +69,12 @@ func TestPlanRolloutNamesEachReplacement(t *testing.T) {
 	priced := m
 	priced.Pricing = &spec.Pricing{PromptPer1K: 1}
 	priced.Normalize()
-	if planned, more := h.rec.PlanRollout(priced, 8); len(planned) != 0 || more != 0 {
-		t.Errorf("PlanRollout of a pricing edit = %+v, %d more; want nothing", planned, more)
+	if first, planned, more := h.rec.PlanRollout(priced, 8); len(planned) != 0 || more != 0 || !first.Placed {
+		t.Errorf("PlanRollout of a pricing edit = %+v, %d more (one replica placed: %v); want nothing, and the one replica placed", planned, more, first.Placed)
 	}
 	bigger := priced
 	bigger.Scaling = spec.Scaling{Min: 3, Max: 3}
-	planned, more = h.rec.PlanRollout(bigger, 8)
+	_, planned, more = h.rec.PlanRollout(bigger, 8)
 	if len(planned) != 1 || planned[0].Replaces != "" || more != 0 {
 		t.Fatalf("PlanRollout of scaling.min 3 = %+v, %d more; want one added replica", planned, more)
 	}
@@ -87,4 +92,73 @@ func nodeOf(t *testing.T, reps []fleet.Replica, id string) string {
 	}
 	t.Fatalf("no replica %s", id)
 	return ""
+}
+
+// TestDryRunsTakeTheReadLock: while a reader holds the fleet (as agent
+// reports' readers and other dry runs do), PlanRollout, PlanOne, Explain
+// and Capacity still answer: none takes the exclusive lock that agent
+// reports and reconciler passes need.
+func TestDryRunsTakeTheReadLock(t *testing.T) {
+	m := chatModel()
+	h := newRouted(t)
+	h.add(t, m)
+	h.rec.Pass()
+	edited := m
+	edited.Profiles = []spec.Profile{m.Profiles[0]}
+	edited.Profiles[0].Args = []string{"--x"}
+	edited.Normalize()
+	inside, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	go h.fleet.Read(func(*fleet.Tx) { close(inside); <-release })
+	<-inside
+	for name, call := range map[string]func(){
+		"PlanRollout": func() { h.rec.PlanRollout(edited, 16) },
+		"PlanOne":     func() { h.rec.PlanOne(edited) },
+		"Explain":     func() { h.rec.Explain(edited) },
+		"Capacity":    func() { h.rec.Capacity(edited, 4) },
+	} {
+		done := make(chan struct{})
+		go func() { call(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s waits while a reader holds the fleet: it takes the exclusive lock", name)
+		}
+	}
+}
+
+// BenchmarkPlanRollout1000 is PlanPlacement's dry run of an args edit to a
+// model of 20 replicas (16 dry-run) on 1,000 nodes of 8 H100s holding
+// about 1,000 replicas of 500 models: the plan for one replica with every
+// node's verdict, then each replacement in turn.
+func BenchmarkPlanRollout1000(b *testing.B) {
+	const nodes = 1000
+	var ms []spec.Model
+	for i := range nodes / 2 {
+		p := spec.Profile{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: []int{1, 2, 4, 8, 8}[i%5]}
+		ms = append(ms, spec.Model{Name: fmt.Sprintf("model%04d", i), Source: fmt.Sprintf("sim://m%04d", i),
+			Scaling: spec.Scaling{Min: 1 + i%3, Max: 3}, Profiles: []spec.Profile{p}})
+	}
+	big := spec.Model{Name: "big", Source: "sim://big", Scaling: spec.Scaling{Min: 20, Max: 20}, Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+	reg, err := models.New(append(ms, big), nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fl := fleet.New()
+	for i := range nodes {
+		id := fmt.Sprintf("node%04d", i)
+		fl.Connect(&agentv1.Hello{NodeId: id, Address: "127.0.0.1", Inventory: inventory(fmt.Sprintf("ib-%02d", i/100))}, id, nil, false, &recordingConn{})
+	}
+	rec := New(Options{Fleet: fl, Catalog: reg, Grace: time.Hour, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return time.Unix(1_700_000_000, 0) }})
+	rec.Pass()
+	edited := big
+	edited.Profiles = []spec.Profile{big.Profiles[0]}
+	edited.Profiles[0].Args = []string{"--x"}
+	edited.Normalize()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, planned, more := rec.PlanRollout(edited, 16); len(planned) != 16 || more != 4 {
+			b.Fatalf("planned %d, %d more; want 16 and 4", len(planned), more)
+		}
+	}
 }

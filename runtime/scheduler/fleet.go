@@ -638,6 +638,56 @@ func (f *Fleet) Assume(d Demand, plan Plan) { f.assume(d, plan, true) }
 // memory is what the agents last reported.
 func (f *Fleet) Take(d Demand, plan Plan) { f.assume(d, plan, false) }
 
+// Release is the fleet once a replica of model, whose shards are placed as
+// given, is gone: its GPUs are free again and each node counts one replica
+// of the model fewer. Free memory is left as it is, as Take leaves it. A
+// GPU not held, or that its node does not list, is skipped.
+func (f *Fleet) Release(model string, shards []ShardPlacement) {
+	for _, sh := range shards {
+		i, ok := f.index[sh.NodeID]
+		if !ok {
+			continue
+		}
+		n := &f.nodes[i]
+		if !f.owned[i] {
+			n.UsedGPUs = maps.Clone(n.UsedGPUs)
+			n.Replicas = maps.Clone(n.Replicas)
+			f.owned[i] = true
+		}
+		f.bucket(i, false)
+		st := &f.state[i]
+		for _, g := range sh.GPUIndices {
+			if _, held := n.UsedGPUs[g]; !held {
+				continue
+			}
+			delete(n.UsedGPUs, g)
+			// The class it was first listed with, as newNodeState reads it.
+			k := slices.IndexFunc(n.GPUs, func(x GPU) bool { return x.Index == g })
+			if k < 0 {
+				continue
+			}
+			class := n.GPUs[k].Class
+			j, found := slices.BinarySearchFunc(st.classes, class, func(c classFree, class string) int { return cmp.Compare(c.class, class) })
+			if !found {
+				st.classes = slices.Insert(st.classes, j, classFree{class: class})
+			}
+			l, _ := slices.BinarySearch(st.classes[j].free, g)
+			st.classes[j].free = slices.Insert(st.classes[j].free, l, g)
+			st.free++
+		}
+		f.bucket(i, true)
+		if n.Replicas[model] > 0 {
+			n.Replicas[model]--
+			if n.Replicas[model] == 0 {
+				delete(n.Replicas, model)
+				if j, found := slices.BinarySearch(f.byModel[model], i); found {
+					f.byModel[model] = slices.Delete(f.byModel[model], j, j+1)
+				}
+			}
+		}
+	}
+}
+
 func (f *Fleet) assume(d Demand, plan Plan, memory bool) {
 	if !plan.Placed {
 		return

@@ -298,3 +298,37 @@ func TestNodeStateMatchesFreeByClass(t *testing.T) {
 		}
 	})
 }
+
+// TestFleetReleaseUndoesTake: on a random fleet, a replica placed, taken
+// and then released leaves a fleet that explains and places every demand
+// as the snapshot it was built from.
+func TestFleetReleaseUndoesTake(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var s Snapshot
+		for i := range rapid.IntRange(1, 20).Draw(t, "nodes") {
+			s.Nodes = append(s.Nodes, genNode(t, fmt.Sprintf("node%02d", i)))
+		}
+		genDemand := func(name string) Demand {
+			d := Demand{Model: rapid.SampledFrom([]string{"m", "n"}).Draw(t, name+".model"), Source: "src"}
+			for j := range rapid.IntRange(1, 2).Draw(t, name+".profiles") {
+				d.Profiles = append(d.Profiles, genProfile(t, fmt.Sprintf("%s.p%d", name, j)))
+			}
+			return d
+		}
+		d := genDemand("placed")
+		f := NewFleet(s)
+		plan := f.Place(d)
+		f.Take(d, plan)
+		if plan.Placed {
+			f.Release(d.Model, plan.Shards)
+		}
+		d2 := genDemand("next")
+		if got, want := f.Explain(d2), Explain(s, d2); !reflect.DeepEqual(got, want) {
+			t.Fatalf("after release, explanations differ:\nfleet:\n%s\nreference:\n%s", got, want)
+		}
+		got, want := f.Place(d2), Place(s, d2)
+		if got.Placed != want.Placed || !reflect.DeepEqual(got.Shards, want.Shards) {
+			t.Fatalf("after release, fleet placed %v %v, reference %v %v", got.Placed, got.Shards, want.Placed, want.Shards)
+		}
+	})
+}

@@ -102,6 +102,7 @@ func TestMetricsListener(t *testing.T) {
 		`llmgw_requests_total{model="",project="default",status="404"} 1`,
 		`llmgw_admission_total{reason="admitted"} 0`,
 		`llmgw_nodes{state="ready"} 0`,
+		`llmgw_thread_turns_not_stored_total 0`,
 		`go_goroutines `,
 	} {
 		if !strings.Contains(body, want) {

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -267,6 +268,12 @@ func (s *Server) build(ctx context.Context) error {
 		// on a standby, while it follows the leader's routes.
 		Ready: func() bool { return s.ha.ready() },
 	})
+	if err := s.Metrics.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: metrics.Namespace, Name: "thread_turns_not_stored_total",
+		Help: "Turns on threads (x-llmgw-thread) answered but not stored in their thread (the store failing, or the thread changing on every try); each answer said so.",
+	}, func() float64 { return float64(s.gateway.ThreadTurnsNotStored()) })); err != nil {
+		return fmt.Errorf("registering thread metrics: %w", err)
+	}
 	// The gateway bounds the body (timeouts.client_body, answering 408)
 	// and lifts the bound once the body is in; there is no ReadTimeout,
 	// which would also count the header time, and no WriteTimeout, which

@@ -77,7 +77,9 @@ type ContentStore interface {
 	// of the same id, unless a new note would leave the agent holding
 	// more than caps.PerAgent unexpired notes (as GetResponse says, at
 	// n.UpdatedAt) or the project more than caps.PerProject (0: no
-	// bound); then it writes nothing and returns a *NoteCapError. The
+	// bound); then it writes nothing and returns a *NoteCapError.
+	// Replacing an unexpired note adds nothing and is never refused, even
+	// under caps lowered below what is held. The
 	// count and the write are one transaction under a lock on the
 	// project's notes, so notes saved at once never pass a bound. It
 	// returns the note as stored (a replaced note keeps its CreatedAt).

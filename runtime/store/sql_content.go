@@ -137,7 +137,10 @@ func newRevision() int64 { return rand.Int64N(math.MaxInt64-1) + 1 }
 
 // PutThread stores a thread if it is at revision prev (0: there is no
 // live thread of that id, though a dead row not yet pruned may be
-// there, which the write replaces).
+// there, which the write replaces; or the live row is at revision 0,
+// as one an older release wrote during a rolling upgrade, which reads as
+// revision 0 and is written over the same way: this release never
+// writes 0, so two first writes still cannot both land).
 func (s *sqlStore) PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64) (int64, error) {
 	rev, now := newRevision(), toDB(s.now())
 	var res sql.Result
@@ -146,7 +149,7 @@ func (s *sqlStore) PutThread(ctx context.Context, project, id string, messages [
 		res, err = s.exec(ctx, `INSERT INTO threads (project, id, messages, updated_at, expires_at, revision) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (project, id) DO UPDATE SET messages = excluded.messages, updated_at = excluded.updated_at,
 			expires_at = excluded.expires_at, revision = excluded.revision
-			WHERE NOT `+live("threads", "updated_at", ContentThreads),
+			WHERE threads.revision = 0 OR NOT `+live("threads", "updated_at", ContentThreads),
 			project, id, string(messages), now, toDB(expires), rev, now, now)
 	} else {
 		res, err = s.exec(ctx, `UPDATE threads SET messages = ?, updated_at = ?, expires_at = ?, revision = ?
@@ -223,19 +226,30 @@ func (s *sqlStore) SaveNote(ctx context.Context, n Note, caps NoteCaps) (Note, e
 		n.CreatedAt = n.UpdatedAt
 	}
 	err := s.inLockedTx(ctx, "notes:"+n.Project, func(tx *sql.Tx) error {
-		var mine, all int
 		at := toDB(n.UpdatedAt)
-		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(SUM(CASE WHEN agent = ? THEN 1 ELSE 0 END), 0), COUNT(*) FROM memory_notes
-			WHERE project = ? AND NOT (agent = ? AND id = ?) AND `+live("memory_notes", "updated_at", ContentMemory)),
-			n.Agent, n.Project, n.Agent, n.ID, at, at).Scan(&mine, &all)
+		// Replacing a live note adds nothing: no cap refuses it, even one
+		// lowered below what is held.
+		var replacing int
+		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM memory_notes
+			WHERE project = ? AND agent = ? AND id = ? AND `+live("memory_notes", "updated_at", ContentMemory)),
+			n.Project, n.Agent, n.ID, at, at).Scan(&replacing)
 		if err != nil {
-			return fmt.Errorf("counting notes: %w", err)
+			return fmt.Errorf("reading note: %w", err)
 		}
-		if caps.PerAgent > 0 && mine >= caps.PerAgent {
-			return &NoteCapError{Project: n.Project, Agent: n.Agent, PerAgent: true, Held: mine, Cap: caps.PerAgent}
-		}
-		if caps.PerProject > 0 && all >= caps.PerProject {
-			return &NoteCapError{Project: n.Project, Agent: n.Agent, Held: all, Cap: caps.PerProject}
+		if replacing == 0 {
+			var mine, all int
+			err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(SUM(CASE WHEN agent = ? THEN 1 ELSE 0 END), 0), COUNT(*) FROM memory_notes
+				WHERE project = ? AND `+live("memory_notes", "updated_at", ContentMemory)),
+				n.Agent, n.Project, at, at).Scan(&mine, &all)
+			if err != nil {
+				return fmt.Errorf("counting notes: %w", err)
+			}
+			if caps.PerAgent > 0 && mine >= caps.PerAgent {
+				return &NoteCapError{Project: n.Project, Agent: n.Agent, PerAgent: true, Held: mine, Cap: caps.PerAgent}
+			}
+			if caps.PerProject > 0 && all >= caps.PerProject {
+				return &NoteCapError{Project: n.Project, Agent: n.Agent, Held: all, Cap: caps.PerProject}
+			}
 		}
 		var created int64
 		err = tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO memory_notes (project, agent, id, text, created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)

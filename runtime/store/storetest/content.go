@@ -473,4 +473,19 @@ func testNoteCapRace(t *testing.T, s store.Store) {
 	if !got.CreatedAt.Equal(now) || got.Text != "replaced" {
 		t.Fatalf("replaced note %+v, want created at %v", got, now)
 	}
+	// Caps lowered below what is held (bot holds 5, the project 8): a
+	// note replaced by its id still saves, since it adds nothing; a new
+	// one is refused.
+	lowered := store.NoteCaps{PerAgent: 3, PerProject: 4}
+	later.Text, later.UpdatedAt = "replaced again", now.Add(2*time.Second)
+	if _, err := s.SaveNote(ctx, later, lowered); err != nil {
+		t.Fatalf("replacing a note by its id with caps lowered below what is held: %v", err)
+	}
+	fresh := note("bot", "bot-new")
+	fresh.UpdatedAt = now.Add(2 * time.Second)
+	if _, err := s.SaveNote(ctx, fresh, lowered); err == nil {
+		t.Fatal("a new note was saved with caps lowered below what is held")
+	} else if ce, ok := errors.AsType[*store.NoteCapError](err); !ok || !ce.PerAgent || ce.Held != 5 || ce.Cap != 3 {
+		t.Fatalf("new note over lowered caps: %v, want the agent's bound, 5 held of 3", err)
+	}
 }

@@ -1,0 +1,345 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countConns starts srv counting the connections it accepted and closed.
+func countConns(t *testing.T, h http.Handler) (srv *httptest.Server, opened, closed *atomic.Int64) {
+	opened, closed = new(atomic.Int64), new(atomic.Int64)
+	srv = httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			opened.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, opened, closed
+}
+
+func upPost(t *testing.T, ctx context.Context, u *upstream, url, body string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.RoundTrip(req)
+}
+
+// upFail sends a request expected to fail and returns its error.
+func upFail(t *testing.T, u *upstream, url string) error {
+	t.Helper()
+	resp, err := upPost(t, context.Background(), u, url, "")
+	if err == nil {
+		_ = resp.Body.Close()
+		t.Fatalf("POST %s answered %s", url, resp.Status)
+	}
+	return err
+}
+
+func upRead(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return string(b)
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestUpstreamKeepsConnections: answers read to their end, streamed
+// (chunked) or not, leave their connection for the next request: three
+// requests, one connection, kept idle afterwards.
+func TestUpstreamKeepsConnections(t *testing.T) {
+	srv, opened, _ := countConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/stream" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for range 3 {
+				_, _ = io.WriteString(w, "data: "+string(b)+"\n\n")
+				http.NewResponseController(w).Flush()
+			}
+			return
+		}
+		_, _ = w.Write(b)
+	}))
+	u := newUpstream(time.Minute)
+	defer u.CloseIdleConnections()
+	for i, path := range []string{"/json", "/stream", "/json"} {
+		resp, err := upPost(t, context.Background(), u, srv.URL+path, "hi")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := upRead(t, resp), "hi"
+		if path == "/stream" {
+			want = strings.Repeat("data: hi\n\n", 3)
+		}
+		if got != want {
+			t.Fatalf("request %d: body %q, want %q", i, got, want)
+		}
+	}
+	if n := opened.Load(); n != 1 {
+		t.Fatalf("%d connections opened for three requests, want 1", n)
+	}
+	if n := u.idleConns(); n != 1 {
+		t.Fatalf("%d idle connections kept, want 1", n)
+	}
+}
+
+// TestUpstreamEngineClosedIdle: a connection the engine closed while it
+// was idle (its keep-alive timeout) is not used; the request goes on a new
+// one without an error.
+func TestUpstreamEngineClosedIdle(t *testing.T) {
+	srv, opened, closed := countConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	u := newUpstream(time.Minute)
+	defer u.CloseIdleConnections()
+	resp, err := upPost(t, context.Background(), u, srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upRead(t, resp)
+	srv.CloseClientConnections()
+	waitUntil(t, "the engine to close its idle connection", func() bool { return closed.Load() == 1 })
+	resp, err = upPost(t, context.Background(), u, srv.URL, "")
+	if err != nil {
+		t.Fatalf("request after the engine closed the idle connection: %v", err)
+	}
+	if got := upRead(t, resp); got != "ok" {
+		t.Fatalf("body %q", got)
+	}
+	if n := opened.Load(); n != 2 {
+		t.Fatalf("%d connections opened, want 2", n)
+	}
+}
+
+// TestUpstreamResendsOnStaleConnection: an engine that reads a request
+// on a kept connection and closes it without a byte of answer (it closed
+// the connection as the request arrived) gets the request again on a new
+// connection, once, as http.Transport does.
+func TestUpstreamResendsOnStaleConnection(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var conns atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n := conns.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for i := 0; ; i++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					body, _ := io.ReadAll(req.Body)
+					if n == 1 && i == 1 {
+						return // the second request on the first connection: closed unanswered
+					}
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+string(body))
+				}
+			}()
+		}
+	}()
+	u := newUpstream(time.Minute)
+	defer u.CloseIdleConnections()
+	url := "http://" + l.Addr().String() + "/v1/chat/completions"
+	for i, body := range []string{"one", "two"} {
+		resp, err := upPost(t, context.Background(), u, url, body)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if got := upRead(t, resp); got != body {
+			t.Fatalf("request %d: body %q, want %q", i, got, body)
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+	u.CloseIdleConnections()
+	l.Close()
+	wg.Wait()
+}
+
+// TestUpstreamClosedEarly: a body closed before its end closes its
+// connection (the engine sees the client gone) and ends a read waiting
+// on it in another goroutine; the connection is not kept.
+func TestUpstreamClosedEarly(t *testing.T) {
+	gone := make(chan struct{})
+	srv, _, closed := countConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "data: 1\n\n")
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+		close(gone)
+	}))
+	u := newUpstream(time.Minute)
+	defer u.CloseIdleConnections()
+	resp, err := upPost(t, context.Background(), u, srv.URL, "") //nolint:bodyclose // closing it is what the test does, below
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := resp.Body.Read(buf); err != nil || string(buf[:n]) != "data: 1\n\n" {
+		t.Fatalf("first read %q, %v", buf[:n], err)
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := resp.Body.Read(buf)
+		readErr <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let the read wait (it ends either way)
+	_ = resp.Body.Close()
+	select {
+	case err := <-readErr:
+		if err == nil {
+			t.Fatal("a read waiting on a closed body returned no error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a read waiting on a closed body did not end")
+	}
+	<-gone
+	waitUntil(t, "the engine's connection to close", func() bool { return closed.Load() == 1 })
+	if n := u.idleConns(); n != 0 {
+		t.Fatalf("%d idle connections kept after a body closed early, want 0", n)
+	}
+}
+
+// TestUpstreamContextEnds: the request's context ending ends a read of
+// the body waiting on the engine, and the connection.
+func TestUpstreamContextEnds(t *testing.T) {
+	srv, _, closed := countConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	}))
+	u := newUpstream(time.Minute)
+	defer u.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := upPost(t, ctx, u, srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatal("reading past the context's end gave no error")
+	}
+	waitUntil(t, "the engine's connection to close", func() bool { return closed.Load() == 1 })
+}
+
+// TestUpstreamHeaderTimeout: an engine that sends no headers within the
+// header timeout fails the request with a timeout, which is not retried
+// elsewhere (the engine may be working on it).
+func TestUpstreamHeaderTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv, _, _ := countConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer close(release)
+	u := newUpstream(50 * time.Millisecond)
+	defer u.CloseIdleConnections()
+	start := time.Now()
+	err := upFail(t, u, srv.URL)
+	ne, ok := errors.AsType[net.Error](err)
+	if !ok || !ne.Timeout() {
+		t.Fatalf("err %v, want a timeout", err)
+	}
+	if retryable(err) {
+		t.Fatalf("a header timeout is retryable: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("the header timeout took %s", d)
+	}
+}
+
+// TestUpstreamIdleExpires: an idle connection is closed after the idle
+// timeout; one whose answer says Connection: close is not kept at all.
+func TestUpstreamIdleExpires(t *testing.T) {
+	srv, _, closed := countConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/close" {
+			w.Header().Set("Connection", "close")
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	u := newUpstream(time.Minute)
+	u.idleTimeout = 50 * time.Millisecond
+	defer u.CloseIdleConnections()
+	resp, err := upPost(t, context.Background(), u, srv.URL+"/close", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upRead(t, resp)
+	if n := u.idleConns(); n != 0 {
+		t.Fatalf("a Connection: close answer left %d idle connections", n)
+	}
+	waitUntil(t, "the closed connection", func() bool { return closed.Load() == 1 })
+	resp, err = upPost(t, context.Background(), u, srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upRead(t, resp)
+	waitUntil(t, "the idle connection to expire", func() bool { return closed.Load() == 2 && u.idleConns() == 0 })
+}
+
+// TestUpstreamDialFailureRetryable: an engine that is not listening fails
+// the request with an error forward sends to another replica.
+func TestUpstreamDialFailureRetryable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	u := newUpstream(time.Minute)
+	defer u.CloseIdleConnections()
+	err = upFail(t, u, "http://"+addr+"/v1/chat/completions")
+	if err == nil || !retryable(err) {
+		t.Fatalf("err %v, want a retryable dial error", err)
+	}
+	if got := connFailure(err); got != "connection refused" {
+		t.Fatalf("connFailure %q", got)
+	}
+}

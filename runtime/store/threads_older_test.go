@@ -1,0 +1,103 @@
+package store_test
+
+import (
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/testkit/pgtest"
+)
+
+// TestThreadFromOlderRelease: a thread an older release wrote after
+// this one migrated (a rolling upgrade: that release inserts without
+// naming revision) is continued, not lost: the next write at the
+// revision read lands, and one more at the same revision conflicts. A
+// live row at revision 0 is written over by a first write (prev 0),
+// once.
+func TestThreadFromOlderRelease(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		open func(t *testing.T) (store.Store, *sql.DB, func(string) string)
+		// defaultRevision is what the older release's insert gets.
+		defaultRevision int64
+	}{
+		{"sqlite", func(t *testing.T) (store.Store, *sql.DB, func(string) string) {
+			path := filepath.Join(t.TempDir(), "llmgw.db")
+			s, err := store.Open(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db, err := sql.Open("sqlite", path+"?_busy_timeout=5000")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return s, db, func(q string) string { return q }
+		}, 0},
+		{"postgres", func(t *testing.T) (store.Store, *sql.DB, func(string) string) {
+			dsn := pgtest.NewDatabase(t)
+			return openPostgres(t, dsn), rawPostgres(t, dsn), dollars
+		}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			s, db, q := tt.open(t)
+			t.Cleanup(func() { s.Close() })
+			if err := s.SetRetention(ctx, store.DefaultProject, store.ContentThreads, 24); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			// The statement of the release before 0010.
+			if _, err := db.ExecContext(ctx, q(`INSERT INTO threads (project, id, messages, updated_at, expires_at) VALUES (?, ?, ?, ?, ?)`),
+				store.DefaultProject, "old", `[{"role":"user","content":"hello"}]`, now.UnixMicro(), now.Add(time.Hour).UnixMicro()); err != nil {
+				t.Fatal(err)
+			}
+			th, err := s.GetThread(ctx, store.DefaultProject, "old", now)
+			if err != nil || th.Revision != tt.defaultRevision {
+				t.Fatalf("the older release's thread: revision %d, %v; want %d", th.Revision, err, tt.defaultRevision)
+			}
+			exp := now.Add(time.Hour)
+			if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`[1]`), exp, th.Revision); err != nil {
+				t.Fatalf("writing the older release's thread at the revision read (%d): %v", th.Revision, err)
+			}
+			if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`[2]`), exp, th.Revision); !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("a second write at revision %d: %v, want ErrConflict", th.Revision, err)
+			}
+			// A live row at 0, however it came there.
+			if _, err := db.ExecContext(ctx, q(`INSERT INTO threads (project, id, messages, updated_at, expires_at, revision) VALUES (?, ?, ?, ?, ?, 0)`),
+				store.DefaultProject, "zero", `[]`, now.UnixMicro(), exp.UnixMicro()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.PutThread(ctx, store.DefaultProject, "zero", []byte(`[1]`), exp, 0); err != nil {
+				t.Fatalf("writing a live thread at revision 0: %v", err)
+			}
+			if _, err := s.PutThread(ctx, store.DefaultProject, "zero", []byte(`[2]`), exp, 0); !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("a second first write: %v, want ErrConflict", err)
+			}
+			th, err = s.GetThread(ctx, store.DefaultProject, "zero", now)
+			if err != nil || string(th.Messages) != `[1]` {
+				t.Fatalf("thread after the writes: %s, %v", th.Messages, err)
+			}
+		})
+	}
+}
+
+// dollars numbers a statement's ? placeholders for PostgreSQL.
+func dollars(q string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
