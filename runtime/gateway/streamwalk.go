@@ -50,28 +50,28 @@ func walkChunk(data []byte, buf []chunkChoice, head bool) (h chunkHead, choices 
 	choices = buf
 	var seen uint8
 	fail := false
-	walkObject(data, 0, func(key []byte, start, end int) bool {
+	walkObject(data, 0, func(key []byte, start int) (int, bool) {
 		bit, name := keyBit(key, "id", "object", "created", "model", "choices")
 		if bit < 0 {
-			return true
+			return 0, true
 		}
 		if name == "" || seen&(1<<bit) != 0 {
 			fail = true
-			return false
+			return 0, false
 		}
 		seen |= 1 << bit
-		v := data[start:end]
+		if data[start] == 'n' {
+			return 0, true // null
+		}
 		switch bit {
 		case 0, 1, 3:
-			if v[0] == 'n' {
-				return true
-			}
-			if v[0] != '"' {
+			if data[start] != '"' {
 				fail = true
-				return false
+				return 0, false
 			}
+			end := skipString(data, start)
 			if head {
-				s, _ := jsonString(v)
+				s, _ := jsonString(data[start:end])
 				switch bit {
 				case 0:
 					h.id = s
@@ -81,42 +81,39 @@ func walkChunk(data []byte, buf []chunkChoice, head bool) (h chunkHead, choices 
 					h.model = s
 				}
 			}
+			return end, true
 		case 2:
-			if v[0] == 'n' {
-				return true
-			}
-			n, err := strconv.ParseInt(string(v), 10, 64)
+			end := skipValue(data, start)
+			n, err := strconv.ParseInt(string(data[start:end]), 10, 64)
 			if err != nil {
 				fail = true
-				return false
+				return 0, false
 			}
 			h.created = n
-		case 4:
-			if v[0] == 'n' {
-				return true
-			}
-			if v[0] != '[' {
+			return end, true
+		default: // choices
+			if data[start] != '[' {
 				fail = true
-				return false
+				return 0, false
 			}
-			for i := skipSpace(data, start+1); data[i] != ']'; {
+			i := skipSpace(data, start+1)
+			for data[i] != ']' {
 				if data[i] != '{' {
 					fail = true
-					return false
+					return 0, false
 				}
-				e := skipValue(data, i)
-				ch, good := walkChoice(data, i)
+				ch, e, good := walkChoice(data, i)
 				if !good {
 					fail = true
-					return false
+					return 0, false
 				}
 				choices = append(choices, ch)
 				if i = skipSpace(data, e); data[i] == ',' {
 					i = skipSpace(data, i+1)
 				}
 			}
+			return i + 1, true
 		}
-		return true
 	})
 	if fail {
 		return chunkHead{}, buf, false, false
@@ -124,116 +121,122 @@ func walkChunk(data []byte, buf []chunkChoice, head bool) (h chunkHead, choices 
 	return h, choices, true, true
 }
 
-// walkChoice reads the choice object at data[i]; good is false when the
-// walk cannot decide it.
-func walkChoice(data []byte, i int) (ch chunkChoice, good bool) {
+// walkChoice reads the choice object at data[i] and returns the offset
+// just past it; good is false when the walk cannot decide it.
+func walkChoice(data []byte, i int) (ch chunkChoice, end int, good bool) {
 	var seen uint8
 	good = true
-	walkObject(data, i, func(key []byte, start, end int) bool {
+	end = walkObject(data, i, func(key []byte, start int) (int, bool) {
 		bit, name := keyBit(key, "index", "text", "delta", "finish_reason")
 		if bit < 0 {
-			return true
+			return 0, true
 		}
 		if name == "" || seen&(1<<bit) != 0 {
 			good = false
-			return false
+			return 0, false
 		}
 		seen |= 1 << bit
-		v := data[start:end]
+		if data[start] == 'n' {
+			return 0, true // null
+		}
 		switch bit {
 		case 0:
-			if v[0] == 'n' {
-				return true
-			}
-			n, err := strconv.ParseInt(string(v), 10, strconv.IntSize)
+			end := skipValue(data, start)
+			n, err := strconv.ParseInt(string(data[start:end]), 10, strconv.IntSize)
 			if err != nil {
 				good = false
-				return false
+				return 0, false
 			}
 			ch.index = int(n)
+			return end, true
 		case 1, 3:
-			if v[0] == 'n' {
-				return true
-			}
-			if v[0] != '"' {
+			if data[start] != '"' {
 				good = false
-				return false
+				return 0, false
 			}
+			end := skipString(data, start)
 			// A JSON string is empty only when written "".
 			if bit == 1 {
-				ch.carries = ch.carries || len(v) > 2
+				ch.carries = ch.carries || end-start > 2
 			} else {
-				ch.finished = len(v) > 2
+				ch.finished = end-start > 2
 			}
-		case 2:
-			if v[0] == 'n' {
-				return true
-			}
-			if v[0] != '{' {
+			return end, true
+		default: // delta
+			if data[start] != '{' {
 				good = false
-				return false
+				return 0, false
 			}
-			carries, ok := walkDelta(data, start)
+			carries, end, ok := walkDelta(data, start)
 			if !ok {
 				good = false
-				return false
+				return 0, false
 			}
 			ch.carries = ch.carries || carries
+			return end, true
 		}
-		return true
 	})
-	return ch, good
+	return ch, end, good
 }
 
-// walkDelta reports whether the delta object at data[i] carries a token;
-// ok is false when the walk cannot decide it.
-func walkDelta(data []byte, i int) (carries, ok bool) {
+// walkDelta reports whether the delta object at data[i] carries a token,
+// and the offset just past it; ok is false when the walk cannot decide it.
+func walkDelta(data []byte, i int) (carries bool, end int, ok bool) {
 	var seen uint8
 	ok = true
-	walkObject(data, i, func(key []byte, start, end int) bool {
+	end = walkObject(data, i, func(key []byte, start int) (int, bool) {
 		bit, name := keyBit(key, "content", "reasoning_content", "reasoning", "tool_calls")
 		if bit < 0 {
-			return true
+			return 0, true
 		}
 		if name == "" || seen&(1<<bit) != 0 {
 			ok = false
-			return false
+			return 0, false
 		}
 		seen |= 1 << bit
-		v := data[start:end]
 		switch {
-		case v[0] == 'n':
+		case data[start] == 'n':
+			return 0, true // null
 		case bit == 3:
-			if v[0] != '[' {
+			if data[start] != '[' {
 				ok = false
-				return false
+				return 0, false
 			}
 			carries = carries || data[skipSpace(data, start+1)] != ']'
-		case v[0] == '"':
-			carries = carries || len(v) > 2
+			return 0, true
+		case data[start] == '"':
+			end := skipString(data, start)
+			carries = carries || end-start > 2
+			return end, true
 		default:
 			ok = false
-			return false
+			return 0, false
 		}
-		return true
 	})
-	return carries, ok
+	return carries, end, ok
 }
 
 // walkObject calls f with each key (raw, without its quotes) of the valid
-// JSON object at data[i] and the span of its value, until f returns false.
-func walkObject(data []byte, i int, f func(key []byte, start, end int) bool) {
+// JSON object at data[i] and the offset of its value. f returns the offset
+// just past the value when it read it, 0 to have it skipped, and false to
+// stop the walk. walkObject returns the offset just past the object (or
+// -1 when f stopped it), so that no value is scanned twice.
+func walkObject(data []byte, i int, f func(key []byte, start int) (int, bool)) int {
 	for i = skipSpace(data, i+1); data[i] != '}'; {
 		keyEnd := skipString(data, i)
 		start := skipColon(data, keyEnd)
-		end := skipValue(data, start)
-		if !f(data[i+1:keyEnd-1], start, end) {
-			return
+		end, more := f(data[i+1:keyEnd-1], start)
+		if !more {
+			return -1
+		}
+		if end == 0 {
+			end = skipValue(data, start)
 		}
 		if i = skipSpace(data, end); data[i] == ',' {
 			i = skipSpace(data, i+1)
 		}
 	}
+	return i + 1
 }
 
 // keyBit finds a raw key among names: its position and name when it is
