@@ -4,7 +4,12 @@ package gateway
 
 import "net"
 
-// open cannot look at a socket without reading it here: a kept connection
-// is taken as open, and a request it fails unanswered is sent again on a
-// new one (upstream.RoundTrip).
+// ownConns is false here: a kept connection cannot be looked at without
+// reading it, so an engine's close during a lull (uvicorn keeps a
+// connection 5 s) or bytes it sent unasked would be found only by the next
+// request. Engines are reached through http.Transport, whose read loop
+// watches every idle connection.
+const ownConns = false
+
+// open is not used where ownConns is false.
 func open(net.Conn) bool { return true }

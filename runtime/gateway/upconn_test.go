@@ -1,16 +1,15 @@
+//go:build unix
+
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,66 +138,6 @@ func TestUpstreamEngineClosedIdle(t *testing.T) {
 	if n := opened.Load(); n != 2 {
 		t.Fatalf("%d connections opened, want 2", n)
 	}
-}
-
-// TestUpstreamResendsOnStaleConnection: an engine that reads a request
-// on a kept connection and closes it without a byte of answer (it closed
-// the connection as the request arrived) gets the request again on a new
-// connection, once, as http.Transport does.
-func TestUpstreamResendsOnStaleConnection(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var conns atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			n := conns.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for i := 0; ; i++ {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					body, _ := io.ReadAll(req.Body)
-					if n == 1 && i == 1 {
-						return // the second request on the first connection: closed unanswered
-					}
-					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+string(body))
-				}
-			}()
-		}
-	}()
-	u := newUpstream(time.Minute)
-	defer u.CloseIdleConnections()
-	url := "http://" + l.Addr().String() + "/v1/chat/completions"
-	for i, body := range []string{"one", "two"} {
-		resp, err := upPost(t, context.Background(), u, url, body)
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		if got := upRead(t, resp); got != body {
-			t.Fatalf("request %d: body %q, want %q", i, got, body)
-		}
-	}
-	if n := conns.Load(); n != 2 {
-		t.Fatalf("%d connections, want 2", n)
-	}
-	u.CloseIdleConnections()
-	l.Close()
-	wg.Wait()
 }
 
 // TestUpstreamClosedEarly: a body closed before its end closes its

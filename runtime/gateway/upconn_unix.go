@@ -8,6 +8,11 @@ import (
 	"syscall"
 )
 
+// ownConns says the gateway keeps its own connections to http:// engines
+// here: open can tell an idle connection the engine closed, or wrote to
+// unasked, without reading it.
+const ownConns = true
+
 // open reports whether an idle connection is still open: nothing to read
 // and no end from the engine (which closes idle connections after its own
 // keep-alive timeout). It looks without reading or waiting.
