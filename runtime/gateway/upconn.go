@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,10 +38,12 @@ type upstream struct {
 	headerTimeout time.Duration
 	idleTimeout   time.Duration
 	maxIdle       int // per host
+	maxIdleTotal  int // all hosts together
 	other         *http.Transport
 
-	mu   sync.Mutex
-	idle map[string][]*upConn // by host:port, the most recently used last
+	mu    sync.Mutex
+	idle  map[string][]*upConn // by host:port, the most recently used last
+	nidle int                  // connections in idle
 }
 
 // upConn is one connection to an engine.
@@ -51,6 +54,7 @@ type upConn struct {
 	// idleTimer closes the connection once it has been idle for the
 	// upstream's idleTimeout.
 	idleTimer *time.Timer
+	idleSince time.Time // when it was last kept
 	// readLimit is what br may still read from c: response headers are
 	// bounded (maxResponseHeaderBytes), bodies are not.
 	readLimit int64
@@ -62,6 +66,7 @@ type upConn struct {
 
 const (
 	upstreamMaxIdlePerHost = 512
+	upstreamMaxIdle        = 4096
 	upstreamIdleTimeout    = 90 * time.Second
 	upstreamBufSize        = 4 << 10
 )
@@ -72,8 +77,8 @@ var (
 )
 
 // newUpstream returns the client for engines: a 3-second dial, TCP
-// keep-alives every 30 s, up to 512 idle connections per engine closed
-// after 90 s idle, headerTimeout (when positive) for an engine's response
+// keep-alives every 30 s, up to 512 idle connections per engine and 4,096
+// in all (the oldest closed first) closed after 90 s idle, headerTimeout (when positive) for an engine's response
 // headers.
 func newUpstream(headerTimeout time.Duration) *upstream {
 	u := &upstream{
@@ -83,6 +88,7 @@ func newUpstream(headerTimeout time.Duration) *upstream {
 		headerTimeout: headerTimeout,
 		idleTimeout:   upstreamIdleTimeout,
 		maxIdle:       upstreamMaxIdlePerHost,
+		maxIdleTotal:  upstreamMaxIdle,
 		other:         newTransport(headerTimeout),
 		idle:          map[string][]*upConn{},
 	}
@@ -186,6 +192,7 @@ func (u *upstream) get(ctx context.Context, host string) (pc *upConn, reused boo
 		pc = list[len(list)-1]
 		list[len(list)-1] = nil
 		u.idle[host] = list[:len(list)-1]
+		u.nidle--
 		u.mu.Unlock()
 		pc.idleTimer.Stop()
 		if open(pc.c) {
@@ -389,34 +396,70 @@ func (u *upstream) put(pc *upConn) {
 		pc.close()
 		return
 	}
+	var drop []*upConn
+	// The oldest idle connection to this engine is the likeliest to have
+	// been closed by the engine's own keep-alive timeout: one that was is
+	// closed now rather than kept until it expires.
+	if list := u.idle[pc.host]; len(list) > 0 && !open(list[0].c) {
+		drop = append(drop, u.take(pc.host, 0))
+	}
+	if u.nidle >= u.maxIdleTotal { // the oldest of all goes
+		drop = append(drop, u.take(u.oldestHost(), 0))
+	}
 	u.idle[pc.host] = append(u.idle[pc.host], pc)
+	u.nidle++
+	pc.idleSince = time.Now()
 	if pc.idleTimer == nil {
 		pc.idleTimer = time.AfterFunc(u.idleTimeout, func() { u.expire(pc) })
 	} else {
 		pc.idleTimer.Reset(u.idleTimeout)
 	}
 	u.mu.Unlock()
+	for _, old := range drop {
+		old.idleTimer.Stop()
+		old.close()
+	}
+}
+
+// take removes the i-th idle connection to host and returns it; u.mu is
+// held.
+func (u *upstream) take(host string, i int) *upConn {
+	list := u.idle[host]
+	pc := list[i]
+	copy(list[i:], list[i+1:])
+	list[len(list)-1] = nil
+	list = list[:len(list)-1]
+	if len(list) == 0 {
+		delete(u.idle, host)
+	} else {
+		u.idle[host] = list
+	}
+	u.nidle--
+	return pc
+}
+
+// oldestHost is the host whose oldest idle connection was kept longest
+// ago; u.mu is held and some connection is idle.
+func (u *upstream) oldestHost() string {
+	var host string
+	var since time.Time
+	for h, list := range u.idle {
+		if host == "" || list[0].idleSince.Before(since) {
+			host, since = h, list[0].idleSince
+		}
+	}
+	return host
 }
 
 // expire closes pc if it is still idle.
 func (u *upstream) expire(pc *upConn) {
 	u.mu.Lock()
-	list := u.idle[pc.host]
-	i := -1
-	for j, c := range list {
-		if c == pc {
-			i = j
-			break
-		}
-	}
+	i := slices.Index(u.idle[pc.host], pc)
 	if i < 0 { // taken for a request meanwhile
 		u.mu.Unlock()
 		return
 	}
-	u.idle[pc.host] = append(list[:i], list[i+1:]...)
-	if len(u.idle[pc.host]) == 0 {
-		delete(u.idle, pc.host)
-	}
+	u.take(pc.host, i)
 	u.mu.Unlock()
 	pc.close()
 }
@@ -438,6 +481,7 @@ func (u *upstream) CloseIdleConnections() {
 	u.mu.Lock()
 	idle := u.idle
 	u.idle = map[string][]*upConn{}
+	u.nidle = 0
 	u.mu.Unlock()
 	for _, list := range idle {
 		for _, pc := range list {

@@ -295,4 +295,3 @@ func TestUpstream101NotKept(t *testing.T) {
 		t.Fatalf("%d connections kept after a 101", n)
 	}
 }
-
