@@ -374,7 +374,7 @@ func TestUpstreamPrunesClosedIdle(t *testing.T) {
 	}
 	done := make(chan *http.Response, 1)
 	go func() {
-		resp, err := upPost(t, context.Background(), u, srv.URL+"/wait", "")
+		resp, err := upPost(t, context.Background(), u, srv.URL+"/wait", "") //nolint:bodyclose // read and closed by the test, below
 		if err != nil {
 			t.Error(err)
 		}
