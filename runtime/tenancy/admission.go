@@ -402,15 +402,22 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 
 	prompt := a.promptBound(terms, req)
 	perChoice := a.perChoice(terms, req)
+	return growing(ctx, a, func(grown map[growKey]bool) (request.Ticket, []growth, error) {
+		return a.admitOnce(p, proj, terms, req, a.now(), prompt, perChoice, grown)
+	})
+}
+
+// growing decides a request with once and, while once finds this control
+// plane's slices of shared limits too short (the growths it returns),
+// leases more (a store round trip once per slice, not per request) and
+// decides again, up to four times; the last answer stands.
+func growing[T any](ctx context.Context, a *Admission, once func(grown map[growKey]bool) (T, []growth, error)) (T, error) {
 	var grown map[growKey]bool
 	for attempt := 0; ; attempt++ {
-		t, gs, err := a.admitOnce(p, proj, terms, req, a.now(), prompt, perChoice, grown)
+		v, gs, err := once(grown)
 		if len(gs) == 0 || attempt == 4 {
-			return t, err
+			return v, err
 		}
-		// Shared limits: this control plane's slices are short; lease
-		// more (a store round trip once per slice, not per request) and
-		// decide again.
 		if grown == nil {
 			grown = map[growKey]bool{}
 		}
@@ -418,7 +425,8 @@ func (a *Admission) Admit(ctx context.Context, p request.Principal, model string
 			grown[growKey{g.s, g.fallback}] = true
 		}
 		if err := a.grow(ctx, gs); err != nil {
-			return nil, err
+			var zero T
+			return zero, err
 		}
 	}
 }

@@ -21,24 +21,9 @@ func (a *Admission) LimitRequest(ctx context.Context, p request.Principal) (http
 	if err != nil {
 		return nil, fmt.Errorf("reading project %q: %w", p.Project, err)
 	}
-	var grown map[growKey]bool
-	for attempt := 0; ; attempt++ {
-		h, gs, err := a.limitOnce(p, proj, grown)
-		if len(gs) == 0 || attempt == 4 {
-			return h, err
-		}
-		// Shared limits: this control plane's slices are short; lease
-		// more and decide again (as Admit does).
-		if grown == nil {
-			grown = map[growKey]bool{}
-		}
-		for _, g := range gs {
-			grown[growKey{g.s, g.fallback}] = true
-		}
-		if err := a.grow(ctx, gs); err != nil {
-			return nil, err
-		}
-	}
+	return growing(ctx, a, func(grown map[growKey]bool) (http.Header, []growth, error) {
+		return a.limitOnce(p, proj, grown)
+	})
 }
 
 // limitOnce decides a request that reaches no engine under the admission
