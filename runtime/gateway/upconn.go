@@ -62,6 +62,9 @@ type upConn struct {
 	// the socket; writeErr is the socket's first error writing it.
 	written  int64
 	writeErr error
+	// peek looks at the idle socket (open, upconn_unix.go); made on the
+	// first look, then kept, so that looking allocates nothing.
+	peek *peeker
 }
 
 const (
@@ -195,7 +198,7 @@ func (u *upstream) get(ctx context.Context, host string) (pc *upConn, reused boo
 		u.nidle--
 		u.mu.Unlock()
 		pc.idleTimer.Stop()
-		if open(pc.c) {
+		if pc.open() {
 			return pc, true, nil
 		}
 		_ = pc.c.Close()
@@ -400,7 +403,7 @@ func (u *upstream) put(pc *upConn) {
 	// The oldest idle connection to this engine is the likeliest to have
 	// been closed by the engine's own keep-alive timeout: one that was is
 	// closed now rather than kept until it expires.
-	if list := u.idle[pc.host]; len(list) > 0 && !open(list[0].c) {
+	if list := u.idle[pc.host]; len(list) > 0 && !list[0].open() {
 		drop = append(drop, u.take(pc.host, 0))
 	}
 	if u.nidle >= u.maxIdleTotal { // the oldest of all goes
