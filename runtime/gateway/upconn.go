@@ -26,7 +26,7 @@ import (
 // (BenchmarkSoak1000Streams). Here the goroutine that relays the answer
 // reads it itself, the writer is taken from a pool for the write only, and
 // an idle connection gives its reader back too: an idle connection holds
-// its socket and a timer, nothing else.
+// its socket, a timer and the means to look at the socket, nothing else.
 //
 // Requests to anything but http:// go through the standard transport
 // (every engine the reconciler routes to is http://), and so does every
@@ -81,8 +81,8 @@ var (
 
 // newUpstream returns the client for engines: a 3-second dial, TCP
 // keep-alives every 30 s, up to 512 idle connections per engine and 4,096
-// in all (the oldest closed first) closed after 90 s idle, headerTimeout (when positive) for an engine's response
-// headers.
+// in all (the oldest closed first), closed after 90 s idle, headerTimeout
+// (when positive) for an engine's response headers.
 func newUpstream(headerTimeout time.Duration) *upstream {
 	u := &upstream{
 		// A replica whose machine is gone answers no dial: 3 s and the
