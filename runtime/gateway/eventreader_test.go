@@ -95,3 +95,43 @@ func TestEventReaderNoProgress(t *testing.T) {
 type emptyReader struct{}
 
 func (emptyReader) Read([]byte) (int, error) { return 0, nil }
+
+// TestEventReaderBounded: an event that runs past maxEventBytes without
+// its blank line is not held: next drops it and ends the stream with
+// errEventTooLarge, the buffer no larger than the bound; an event just
+// under the bound is read whole.
+func TestEventReaderBounded(t *testing.T) {
+	endless := io.LimitReader(repeatReader('a'), 3*maxEventBytes)
+	er := newEventReader(endless, nil)
+	ev, err := er.next()
+	if !errors.Is(err, errEventTooLarge) || len(ev) != 0 {
+		t.Fatalf("endless event: %d bytes, err %v; want none and %v", len(ev), err, errEventTooLarge)
+	}
+	if cap(er.buf) > maxEventBytes {
+		t.Fatalf("buffer grew to %d bytes, past the bound %d", cap(er.buf), maxEventBytes)
+	}
+	if _, err := er.next(); !errors.Is(err, errEventTooLarge) {
+		t.Fatalf("next after the bound: err %v", err)
+	}
+	er.release()
+
+	big := "data: " + strings.Repeat("x", maxEventBytes-100) + "\n\n"
+	er = newEventReader(strings.NewReader(big+"data: [DONE]\n\n"), nil)
+	defer er.release()
+	if ev, err := er.next(); err != nil || string(ev) != big {
+		t.Fatalf("event under the bound: %d bytes, err %v", len(ev), err)
+	}
+	if ev, err := er.next(); err != nil || string(ev) != "data: [DONE]\n\n" {
+		t.Fatalf("event after it: %q, err %v", ev, err)
+	}
+}
+
+// repeatReader reads one byte without end.
+type repeatReader byte
+
+func (r repeatReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
+}

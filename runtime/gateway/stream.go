@@ -22,8 +22,9 @@ import (
 // gateway itself asked for usage (x.injected), the usage-only chunk is
 // dropped so the client sees the stream it asked for.
 //
-// A stream the engine breaks off (its connection reset or cut mid-chunk, or
-// nothing from it for StreamIdleTimeout) ends with an error event in
+// A stream the engine breaks off (its connection reset or cut mid-chunk,
+// nothing from it for StreamIdleTimeout, or an event longer than
+// maxEventBytes) ends with an error event in
 // OpenAI's shape, data: {"error": {...}}, and no [DONE], so that a client
 // sees the answer failed rather than waiting or taking it as whole.
 func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response, idle *idleWatch) {
@@ -67,6 +68,9 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 				why := "the model's replica failed mid-stream; the answer is incomplete, retry the request"
 				if idle != nil && idle.fired.Load() {
 					why = fmt.Sprintf("the model's replica sent nothing for %s; the answer is incomplete, retry the request", g.cfg.StreamIdleTimeout)
+				}
+				if errors.Is(err, errEventTooLarge) {
+					why = fmt.Sprintf("the model's replica sent an event longer than %d MiB; the answer is incomplete", maxEventBytes>>20)
 				}
 				g.log.Warn("upstream stream broken", "replica", x.rec.ReplicaID, "model", x.rec.Model, "err", err)
 				x.rec.Status = http.StatusBadGateway
@@ -139,6 +143,16 @@ type eventReader struct {
 // event grows it.
 const eventBufSize = 1 << 10
 
+// maxEventBytes is the largest event read: an engine whose event runs
+// past it (no blank line, or one endless data: line) would otherwise have
+// the gateway hold all it sends. Its stream ends as a broken one
+// (errEventTooLarge) and its connection is closed. A chat chunk is a few
+// hundred bytes; a whole answer in one event is far below this.
+const maxEventBytes = 16 << 20
+
+// errEventTooLarge is what next returns for an event past maxEventBytes.
+var errEventTooLarge = fmt.Errorf("the engine sent an event longer than %d MiB", maxEventBytes>>20)
+
 // maxPooledEvent is the largest buffer kept for another stream.
 const maxPooledEvent = 64 << 10
 
@@ -163,7 +177,8 @@ func (er *eventReader) release() {
 
 // next returns the next event, which is valid until the following call.
 // At the end of the stream or a failed read it returns what is left (an
-// event cut short, or nothing) with the error.
+// event cut short, or nothing) with the error; an event longer than
+// maxEventBytes is dropped and ends the stream with errEventTooLarge.
 func (er *eventReader) next() ([]byte, error) {
 	if er.start == len(er.buf) {
 		er.buf = er.buf[:0]
@@ -199,8 +214,15 @@ func (er *eventReader) next() ([]byte, error) {
 			er.scan -= er.start
 			er.start = 0
 		}
+		if len(er.buf) >= maxEventBytes { // buf[0:] is one event, not ended
+			er.buf = er.buf[:0]
+			er.start, er.line, er.scan = 0, 0, 0
+			er.err = errEventTooLarge
+			return nil, er.err
+		}
 		if len(er.buf) == cap(er.buf) {
-			er.buf = slices.Grow(er.buf, cap(er.buf))
+			// Doubled, up to the bound exactly.
+			er.buf = append(make([]byte, 0, min(max(2*cap(er.buf), eventBufSize), maxEventBytes)), er.buf...)
 		}
 		n, err := er.src.Read(er.buf[len(er.buf):cap(er.buf)])
 		er.idle.kick()

@@ -12,6 +12,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -190,6 +192,7 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 	er := newEventReader(resp.Body, idle)
 	defer er.release()
 	var data []byte
+	var streamErr error // what ended the engine's stream
 	first := true
 	for {
 		event, err := er.next()
@@ -249,6 +252,7 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			}
 		}
 		if err != nil {
+			streamErr = err
 			break
 		}
 	}
@@ -261,6 +265,9 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 		why := "the model's engine ended the stream before the answer was complete"
 		if idle != nil && idle.fired.Load() {
 			why = "the model's replica sent nothing for " + g.cfg.StreamIdleTimeout.String() + "; the answer is incomplete, retry the request"
+		}
+		if errors.Is(streamErr, errEventTooLarge) {
+			why = fmt.Sprintf("the model's replica sent an event longer than %d MiB; the answer is incomplete", maxEventBytes>>20)
 		}
 		x.rec.Status = http.StatusBadGateway
 		send(st.broken(why), true)

@@ -1,14 +1,14 @@
+//go:build unix
+
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,66 +139,6 @@ func TestUpstreamEngineClosedIdle(t *testing.T) {
 	if n := opened.Load(); n != 2 {
 		t.Fatalf("%d connections opened, want 2", n)
 	}
-}
-
-// TestUpstreamResendsOnStaleConnection: an engine that reads a request
-// on a kept connection and closes it without a byte of answer (it closed
-// the connection as the request arrived) gets the request again on a new
-// connection, once, as http.Transport does.
-func TestUpstreamResendsOnStaleConnection(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var conns atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			n := conns.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for i := 0; ; i++ {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					body, _ := io.ReadAll(req.Body)
-					if n == 1 && i == 1 {
-						return // the second request on the first connection: closed unanswered
-					}
-					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+string(body))
-				}
-			}()
-		}
-	}()
-	u := newUpstream(time.Minute)
-	defer u.CloseIdleConnections()
-	url := "http://" + l.Addr().String() + "/v1/chat/completions"
-	for i, body := range []string{"one", "two"} {
-		resp, err := upPost(t, context.Background(), u, url, body)
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		if got := upRead(t, resp); got != body {
-			t.Fatalf("request %d: body %q, want %q", i, got, body)
-		}
-	}
-	if n := conns.Load(); n != 2 {
-		t.Fatalf("%d connections, want 2", n)
-	}
-	u.CloseIdleConnections()
-	l.Close()
-	wg.Wait()
 }
 
 // TestUpstreamClosedEarly: a body closed before its end closes its
@@ -341,5 +281,127 @@ func TestUpstreamDialFailureRetryable(t *testing.T) {
 	}
 	if got := connFailure(err); got != "connection refused" {
 		t.Fatalf("connFailure %q", got)
+	}
+}
+
+// idleCounted is idleConns, failing the test when the pool's own count
+// disagrees with it.
+func idleCounted(t *testing.T, u *upstream) int {
+	t.Helper()
+	n := u.idleConns()
+	u.mu.Lock()
+	counted := u.nidle
+	u.mu.Unlock()
+	if n != counted {
+		t.Fatalf("%d idle connections, counted %d", n, counted)
+	}
+	return n
+}
+
+// TestUpstreamIdleCapTotal: past the cap on idle connections to all
+// engines together, the one kept longest ago is closed.
+func TestUpstreamIdleCapTotal(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	first, _, firstClosed := countConns(t, h)
+	u := newUpstream(time.Minute)
+	u.maxIdleTotal = 2
+	defer u.CloseIdleConnections()
+	for _, url := range []string{first.URL} {
+		resp, err := upPost(t, context.Background(), u, url, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		upRead(t, resp)
+	}
+	for range 2 {
+		srv, _, _ := countConns(t, h)
+		resp, err := upPost(t, context.Background(), u, srv.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		upRead(t, resp)
+	}
+	if n := idleCounted(t, u); n != 2 {
+		t.Fatalf("%d idle connections, want the cap 2", n)
+	}
+	waitUntil(t, "the oldest idle connection to close", func() bool { return firstClosed.Load() == 1 })
+	// Expiry and taking keep the count.
+	u.idleTimeout = time.Millisecond
+	resp, err := upPost(t, context.Background(), u, first.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upRead(t, resp)
+	waitUntil(t, "the idle connection to expire", func() bool { return u.idleConns() == 2 })
+	idleCounted(t, u)
+}
+
+// TestUpstreamPrunesClosedIdle: an idle connection the engine closed
+// (its keep-alive timeout) below the one used next is closed when a
+// connection is kept, not held until it expires.
+func TestUpstreamPrunesClosedIdle(t *testing.T) {
+	var mu sync.Mutex
+	var conns []net.Conn
+	var closed atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			w.WriteHeader(http.StatusOK)
+			http.NewResponseController(w).Flush()
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		case http.StateClosed:
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	u := newUpstream(time.Minute)
+	defer u.CloseIdleConnections()
+	// Two connections at once, kept in the order A, B (B on top).
+	a, err := upPost(t, context.Background(), u, srv.URL+"/wait", "")
+	if err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, err := upPost(t, context.Background(), u, srv.URL+"/wait", "") //nolint:bodyclose // read and closed by the test, below
+		if err != nil {
+			t.Error(err)
+		}
+		done <- resp
+	}()
+	waitUntil(t, "two connections", func() bool { mu.Lock(); defer mu.Unlock(); return len(conns) == 2 })
+	close(release)
+	b := <-done
+	if b == nil {
+		t.FailNow()
+	}
+	upRead(t, a)
+	upRead(t, b)
+	if n := idleCounted(t, u); n != 2 {
+		t.Fatalf("%d idle connections, want 2", n)
+	}
+	// The engine closes the one at the bottom, A (its first).
+	mu.Lock()
+	_ = conns[0].Close()
+	mu.Unlock()
+	waitUntil(t, "the engine to close A", func() bool { return closed.Load() == 1 })
+	resp, err := upPost(t, context.Background(), u, srv.URL, "") // on B
+	if err != nil {
+		t.Fatal(err)
+	}
+	upRead(t, resp)
+	if n := idleCounted(t, u); n != 1 {
+		t.Fatalf("%d idle connections after the engine closed one, want 1", n)
 	}
 }
