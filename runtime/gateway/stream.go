@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -368,16 +369,115 @@ func eventUsage(event []byte) (*usageJSON, bool) {
 		if bytes.HasPrefix(data[skipColon(data, i+len(`"usage"`)):], []byte("null")) {
 			continue // every chunk but the last says "usage":null
 		}
-		var c struct {
-			Choices []struct{} `json:"choices"`
-			Usage   *usageJSON `json:"usage"`
+		u, usageOnly, decided := walkChunkUsage(data)
+		if !decided {
+			u, usageOnly = decodeChunkUsage(data)
 		}
-		if json.Unmarshal(data, &c) != nil || c.Usage == nil {
+		if u == nil {
 			continue
 		}
-		return c.Usage, len(c.Choices) == 0
+		return u, usageOnly
 	}
 	return nil, false
+}
+
+// decodeChunkUsage reads a chunk's usage, and whether it has no choices,
+// with encoding/json; u is nil when the decoder refuses the chunk.
+func decodeChunkUsage(data []byte) (u *usageJSON, usageOnly bool) {
+	var c struct {
+		Choices []struct{} `json:"choices"`
+		Usage   *usageJSON `json:"usage"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return nil, false
+	}
+	return c.Usage, len(c.Choices) == 0
+}
+
+// walkChunkUsage is decodeChunkUsage by a walk of the bytes, for the
+// chunks engines send: keys spelled as the decoder names them, each once
+// at the top, values of the types it expects. decided is false for
+// anything else, which decodeChunkUsage reads; FuzzChunkUsageAgrees holds
+// the two to the same result.
+func walkChunkUsage(data []byte) (u *usageJSON, usageOnly, decided bool) {
+	if len(data) == 0 || data[0] != '{' || !validJSON(data) {
+		return nil, false, false
+	}
+	var seen uint8
+	var usage usageJSON
+	hasUsage, choices, fail := false, 0, false
+	walkObject(data, 0, func(key []byte, start int) (int, bool) {
+		bit, name := keyBit(key, "choices", "usage")
+		if bit < 0 {
+			return 0, true
+		}
+		if name == "" || seen&(1<<bit) != 0 {
+			fail = true
+			return 0, false
+		}
+		seen |= 1 << bit
+		if data[start] == 'n' {
+			return 0, true // null
+		}
+		if bit == 0 { // choices: objects or nulls
+			if data[start] != '[' {
+				fail = true
+				return 0, false
+			}
+			i := skipSpace(data, start+1)
+			for data[i] != ']' {
+				if data[i] != '{' && data[i] != 'n' {
+					fail = true
+					return 0, false
+				}
+				choices++
+				if i = skipSpace(data, skipValue(data, i)); data[i] == ',' {
+					i = skipSpace(data, i+1)
+				}
+			}
+			return i + 1, true
+		}
+		if data[start] != '{' { // usage
+			fail = true
+			return 0, false
+		}
+		hasUsage = true
+		return walkObject(data, start, func(key []byte, start int) (int, bool) {
+			bit, name := keyBit(key, "prompt_tokens", "completion_tokens", "total_tokens")
+			if bit < 0 {
+				return 0, true
+			}
+			if name == "" {
+				fail = true
+				return 0, false
+			}
+			if data[start] == 'n' {
+				return 0, true // null leaves the number as it is
+			}
+			end := skipValue(data, start)
+			n, err := strconv.ParseInt(string(data[start:end]), 10, strconv.IntSize)
+			if err != nil {
+				fail = true
+				return 0, false
+			}
+			switch bit { // a repeated key: the last wins, as in the decoder
+			case 0:
+				usage.PromptTokens = int(n)
+			case 1:
+				usage.CompletionTokens = int(n)
+			default:
+				usage.TotalTokens = int(n)
+			}
+			return end, true
+		}), !fail
+	})
+	if fail {
+		return nil, false, false
+	}
+	if !hasUsage {
+		return nil, choices == 0, true
+	}
+	return &usage, choices == 0, true
 }
 
 // streamBound holds a stream to the completion tokens per choice that

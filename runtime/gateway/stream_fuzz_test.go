@@ -179,3 +179,37 @@ func TestWalkChunkDecides(t *testing.T) {
 		t.Errorf("walked %+v (ok %v, decided %v), want %+v", got, ok, decided, want)
 	}
 }
+
+// FuzzChunkUsageAgrees: where the walk of a stream chunk's usage decides,
+// it reads what encoding/json reads (the usage, and whether the chunk has
+// no choices).
+func FuzzChunkUsageAgrees(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":8,"total_tokens":13}}`,
+		`{"choices":[{"index":0,"delta":{}}],"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":2}}}`,
+		`{"choices":null,"usage":{"prompt_tokens":1,"prompt_tokens":null,"total_tokens":-0}}`,
+		`{"choices":[null,{}],"usage":null}`,
+		`{"choices":[1],"usage":{"prompt_tokens":1}}`,
+		`{"choices":{},"usage":{}}`,
+		`{"usage":{"prompt_tokens":1.0}}`,
+		`{"usage":{"Prompt_Tokens":1}}`,
+		`{"usage":{"prompt_tokens":"1"}}`,
+		`{"usage":{"prompt_tokens":99999999999999999999}}`,
+		`{"usage":{},"usage":{"total_tokens":3}}`,
+		`{"USAGE":{"total_tokens":3}}`,
+		`{"usage":[]}`,
+		`{"usage":{"total_tokens":3}} x`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		u, only, decided := walkChunkUsage(data)
+		if !decided {
+			return
+		}
+		wu, wonly := decodeChunkUsage(data)
+		if (u == nil) != (wu == nil) || u != nil && (*u != *wu || only != wonly) {
+			t.Fatalf("%q: walked %+v %v, decoded %+v %v", data, u, only, wu, wonly)
+		}
+	})
+}
