@@ -468,8 +468,8 @@ type exchange struct {
 	// send the one in hand (threads: threadShape.forReplica).
 	fitReplica func(replica string) []byte
 	// beforeDone, when set, is called once, when a streamed chat answer
-	// is whole, before its [DONE] is sent: it returns events to send
-	// before it (threads: the turn could not be stored).
+	// is whole, before its [DONE] is sent: it returns bytes to send
+	// before it (threads: a comment line, the turn could not be stored).
 	beforeDone func() []byte
 }
 

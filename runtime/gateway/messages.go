@@ -101,10 +101,5 @@ func (m messagesStream) broken(message string) []apishape.Event {
 	return []apishape.Event{apishape.ErrorEvent(http.StatusBadGateway, message)}
 }
 
-// notice is an error event in a stream that is whole all the same.
-func (m messagesStream) notice(message string) apishape.Event {
-	return apishape.ErrorEvent(http.StatusInternalServerError, message)
-}
-
 func (m messagesStream) result() *apishape.Result { return m.Result() }
 func (m messagesStream) ended() bool              { return m.Done() }

@@ -152,10 +152,6 @@ func (r *responsesStream) finish() []apishape.Event {
 }
 func (r *responsesStream) broken(message string) []apishape.Event { return r.Broken(message) }
 
-// notice is an error event in a stream that is whole all the same.
-func (r *responsesStream) notice(message string) apishape.Event {
-	return r.ErrorEvent("thread_not_stored", message)
-}
 func (r *responsesStream) result() *apishape.Result { return r.Result() }
 func (r *responsesStream) ended() bool              { return r.Done() }
 

@@ -164,10 +164,10 @@ func (b busyThreads) PutThread(context.Context, string, string, []byte, time.Tim
 
 // TestThreadTurnNotStoredIsSaid: a turn whose answer the client gets
 // but which cannot be stored in its thread is never dropped in silence:
-// a non-streamed answer carries x-llmgw-thread-unsaved; a stream ends
-// with an error event in the API's shape before its end (openai-go v3
-// reports it as the stream's error), on chat completions, Messages and
-// Responses; each is logged and counted.
+// a non-streamed answer carries x-llmgw-thread-unsaved; a stream says
+// so in an SSE comment line before its last event, on chat completions,
+// Messages and Responses, which official SDKs skip (openai-go v3 sees a
+// whole, successful answer); each is logged and counted.
 func TestThreadTurnNotStoredIsSaid(t *testing.T) {
 	st := busyThreads{contentStore(t, 24)}
 	_, engURL := startSeenEngine(t, "big")
@@ -195,16 +195,24 @@ func TestThreadTurnNotStoredIsSaid(t *testing.T) {
 			text.WriteString(ch.Choices[0].Delta.Content)
 		}
 	}
-	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "thread_not_stored") || !strings.Contains(err.Error(), "not kept") || text.Len() == 0 {
-		t.Fatalf("streamed turn not stored: text %q, stream error %v; want the answer, then an error saying so", text.String(), err)
+	if err := stream.Err(); err != nil || text.Len() == 0 {
+		t.Fatalf("streamed turn not stored: text %q, stream error %v; want the whole answer and no error", text.String(), err)
 	}
-	for _, tt := range []struct{ path, body, want string }{
-		{"/v1/messages", `{"model":"big","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"more"}]}`, "event: error\n"},
-		{"/v1/responses", `{"model":"big","max_output_tokens":8,"stream":true,"input":"more"}`, `"code":"thread_not_stored"`},
+	hc := bearer("key-proj")
+	hc["X-Llmgw-Thread"] = "t1"
+	c = do(t, http.MethodPost, srv.URL+"/v1/chat/completions", hc, `{"model":"big","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"again"}]}`)
+	if at := strings.Index(c.raw, "\n: llmgw thread_not_stored: "); c.status != 200 || at < 0 || !strings.Contains(c.raw[at:], "not kept") ||
+		!strings.HasSuffix(c.raw, "data: [DONE]\n\n") || strings.Contains(c.raw, `"error"`) {
+		t.Fatalf("chat stream not stored: %d %s", c.status, c.raw)
+	}
+	for _, tt := range []struct{ path, body, last string }{
+		{"/v1/messages", `{"model":"big","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"more"}]}`, "event: message_stop\n"},
+		{"/v1/responses", `{"model":"big","max_output_tokens":8,"stream":true,"input":"more"}`, "event: response.completed\n"},
 	} {
 		c := do(t, http.MethodPost, srv.URL+tt.path, h, tt.body)
-		at := strings.Index(c.raw, tt.want)
-		if c.status != 200 || at < 0 || !strings.Contains(c.raw[at:], "not kept") {
+		at := strings.Index(c.raw, "\n: llmgw thread_not_stored: ")
+		if c.status != 200 || at < 0 || !strings.Contains(c.raw[at:], "not kept") || !strings.Contains(c.raw[at:], tt.last) ||
+			strings.Contains(c.raw, "event: error") || strings.Contains(c.raw, "thread_not_stored\"") {
 			t.Fatalf("%s stream not stored: %d %s", tt.path, c.status, c.raw)
 		}
 	}
@@ -212,11 +220,11 @@ func TestThreadTurnNotStoredIsSaid(t *testing.T) {
 	if c.status != 200 || c.body["type"] != "message" || !strings.Contains(c.header.Get("X-Llmgw-Thread-Unsaved"), "not kept") {
 		t.Fatalf("non-streamed messages turn not stored: %d %v %s", c.status, c.header, c.raw)
 	}
-	if n := gw.ThreadTurnsNotStored(); n != 5 {
-		t.Fatalf("ThreadTurnsNotStored = %d, want 5", n)
+	if n := gw.ThreadTurnsNotStored(); n != 6 {
+		t.Fatalf("ThreadTurnsNotStored = %d, want 6", n)
 	}
-	if n := strings.Count(logs.String(), "this turn was not kept"); n != 5 {
-		t.Fatalf("%d warnings logged, want 5:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "this turn was not kept"); n != 6 {
+		t.Fatalf("%d warnings logged, want 6:\n%s", n, logs.String())
 	}
 }
 

@@ -415,6 +415,15 @@ func (s *threadShape) notStored(g *Gateway, project, why string, err error) {
 	s.unsaved = fmt.Sprintf("this turn and its answer were not kept in thread %s: %s; send the turn again to keep it", s.id, why)
 }
 
+// threadUnsavedComment tells a stream's client that its turn was not
+// stored (why) as an SSE comment line, which official SDKs skip, so the
+// answer stays a whole, good one; it is written just before an event's
+// own lines, so it never makes an empty event of its own.
+func threadUnsavedComment(why string) []byte {
+	why = strings.NewReplacer("\r", " ", "\n", " ").Replace(why)
+	return []byte(": llmgw thread_not_stored: " + why + "\n")
+}
+
 // ThreadTurnsNotStored counts the turns on threads whose answer the
 // client got but which could not be stored in the thread.
 func (g *Gateway) ThreadTurnsNotStored() int64 { return g.threadTurnsLost.Load() }

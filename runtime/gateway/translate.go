@@ -278,10 +278,9 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 	last := st.finish()
 	ts.completed(r.Context(), g, x, res)
 	if us, ok := ts.(interface{ unsavedWhy() string }); ok && us.unsavedWhy() != "" {
-		if n, ok := st.(interface {
-			notice(message string) apishape.Event
-		}); ok {
-			last = append([]apishape.Event{n.notice(us.unsavedWhy())}, last...)
+		// A comment line, which SDKs skip: the answer is whole all the same.
+		if _, err := w.Write(threadUnsavedComment(us.unsavedWhy())); err != nil {
+			return
 		}
 	}
 	if send(last, true) {

@@ -294,7 +294,7 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 			x.beforeDone = func() []byte {
 				pt.completed(r.Context(), g, x, pt.answer())
 				if us, ok := pt.(interface{ unsavedWhy() string }); ok && us.unsavedWhy() != "" {
-					return chatErrorEvent(typeServer, "thread_not_stored", us.unsavedWhy())
+					return threadUnsavedComment(us.unsavedWhy())
 				}
 				return nil
 			}
