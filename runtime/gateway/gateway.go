@@ -115,6 +115,9 @@ type Gateway struct {
 	// threadTurnsLost counts turns answered but not stored in their
 	// thread (threads.go, notStored).
 	threadTurnsLost atomic.Int64
+	// threadWriteTimeout bounds the store work that keeps a thread's
+	// turn (ThreadWriteTimeout; tests shorten it).
+	threadWriteTimeout time.Duration
 }
 
 // New returns a gateway. Call Close when it is no longer used.
@@ -157,6 +160,8 @@ func New(cfg Config, deps Deps) *Gateway {
 		deps:      deps,
 		log:       cfg.Logger.With("component", "gateway"),
 		transport: newUpstream(cfg.ResponseHeaderTimeout),
+
+		threadWriteTimeout: ThreadWriteTimeout,
 	}
 	mux := http.NewServeMux()
 	for _, rt := range g.routeTable() {

@@ -228,6 +228,58 @@ func TestThreadTurnNotStoredIsSaid(t *testing.T) {
 	}
 }
 
+// stalledThreads is a store whose thread writes hang (a stalled
+// connection, a lock held) until their context ends, or for 3 s, when
+// they land.
+type stalledThreads struct{ store.Store }
+
+func (s stalledThreads) PutThread(ctx context.Context, project, id string, data []byte, until time.Time, rev int64) (int64, error) {
+	select {
+	case <-ctx.Done():
+		return 0, fmt.Errorf("storing thread: %w", ctx.Err())
+	case <-time.After(3 * time.Second):
+		return s.Store.(ThreadContent).PutThread(ctx, project, id, data, until, rev)
+	}
+}
+
+// TestThreadStalledStoreDoesNotHoldTheAnswer: a store write that hangs
+// holds a thread's answer for threadWriteTimeout at most; the turn then
+// counts as not stored and the answer ends as usual, said so.
+func TestThreadStalledStoreDoesNotHoldTheAnswer(t *testing.T) {
+	st := stalledThreads{contentStore(t, 24)}
+	_, engURL := startSeenEngine(t, "big")
+	rt := router.New()
+	rt.SetEndpoints("big", []router.Endpoint{{ReplicaID: "big-0", URL: engURL, Weight: 1}})
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st})
+	gw.threadWriteTimeout = 100 * time.Millisecond
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	h := bearer("key-proj")
+	h["X-Llmgw-Thread"] = "t1"
+	for _, tt := range []struct{ body, want string }{
+		{`{"model":"big","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, ""},
+		{`{"model":"big","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, ": llmgw thread_not_stored: "},
+	} {
+		start := time.Now()
+		c := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, tt.body)
+		took := time.Since(start)
+		why := c.header.Get("X-Llmgw-Thread-Unsaved")
+		if tt.want != "" {
+			at := strings.Index(c.raw, tt.want)
+			if at < 0 || !strings.HasSuffix(c.raw, "data: [DONE]\n\n") {
+				t.Fatalf("stream on a stalled store: %s", c.raw)
+			}
+			why = c.raw[at:]
+		}
+		if c.status != 200 || took > 2*time.Second || !strings.Contains(why, "did not answer within 100ms") {
+			t.Fatalf("answer on a stalled store: %d after %v, said %q: %s", c.status, took, why, c.raw)
+		}
+	}
+	if n := gw.ThreadTurnsNotStored(); n != 2 {
+		t.Fatalf("ThreadTurnsNotStored = %d, want 2", n)
+	}
+}
+
 // syncBuffer is a log sink safe for a handler's goroutines.
 type syncBuffer struct {
 	mu sync.Mutex

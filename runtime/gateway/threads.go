@@ -341,6 +341,13 @@ func (s *threadShape) setHeaders(h http.Header) {
 // append.
 const threadWrites = 5
 
+// ThreadWriteTimeout bounds the store work that keeps a thread's turn
+// (its writes, and the reads after a conflict, all told). It runs before
+// the answer's end is sent and while the replica is still held, so a
+// stalled store must not hold either for long: past it, the turn counts
+// as not stored (notStored) and the answer ends as usual.
+const ThreadWriteTimeout = 5 * time.Second
+
 // completed keeps the thread for the retention from now: the whole
 // history as it was read (what was trimmed for this request's model
 // included: trimming is for what is sent, not for what is kept), the
@@ -354,7 +361,10 @@ const threadWrites = 5
 // changing on every try) is logged, counted, and said to the client
 // (unsaved).
 func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result) {
-	ctx = context.WithoutCancel(ctx)
+	// Not cut short by the client leaving (its answer is whole), but
+	// bounded: a cancelled write rolls back, so none lands later.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.threadWriteTimeout)
+	defer cancel()
 	project := x.rec.Principal.Project
 	if x.usage.Reported && x.usage.PromptTokens > 0 && s.sent > 0 {
 		// What the engine counted of what was sent keeps the thread's
@@ -378,7 +388,7 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 		_, err = g.threads().PutThread(ctx, project, s.id, data, time.Now().Add(time.Duration(s.retain)*time.Hour), prev)
 		if !errors.Is(err, store.ErrConflict) {
 			if err != nil {
-				s.notStored(g, project, "the store failed", err)
+				s.notStored(g, project, storeFailed(ctx, err, g.threadWriteTimeout), err)
 			}
 			return
 		}
@@ -389,7 +399,7 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 		case errors.Is(err, store.ErrNotFound):
 			prev = 0
 		case err != nil:
-			s.notStored(g, project, "the store failed", err)
+			s.notStored(g, project, storeFailed(ctx, err, g.threadWriteTimeout), err)
 			return
 		default:
 			if err := json.Unmarshal(cur.Messages, &stored); err != nil {
@@ -401,6 +411,15 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 		msgs = apishape.CapThread(apishape.AppendTurn(stored, s.turn, answer), maxBytes)
 	}
 	s.notStored(g, project, fmt.Sprintf("the thread changed on each of %d tries (other turns of it ending at once)", threadWrites), nil)
+}
+
+// storeFailed says why a thread's store work failed: timed out (ctx,
+// bounded by timeout, ended), or failed.
+func storeFailed(ctx context.Context, err error, timeout time.Duration) string {
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		return "the store did not answer within " + timeout.String()
+	}
+	return "the store failed"
 }
 
 // notStored records that this turn was not kept: a warning, the count
