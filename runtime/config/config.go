@@ -159,9 +159,10 @@ type Agents struct {
 // Limits bounds client requests and connections.
 type Limits struct {
 	// MaxBodyBytes is the largest request body (10 MiB by default); a larger
-	// one gets 413 `request_too_large`. A thread (`x-llmgw-thread`) is kept
-	// up to this size too: past it, its oldest turns are dropped from what
-	// is stored.
+	// one gets 413 `request_too_large`. A thread (`x-llmgw-thread`) keeps
+	// at most twice its model's context (`context_length` × 4 bytes × 2),
+	// this size when the context is not known, and never more than this
+	// size: past it, its oldest turns are dropped from what is stored.
 	MaxBodyBytes int64 `koanf:"max_body_bytes" yaml:"max_body_bytes" json:"max_body_bytes"`
 	// MaxUnauthenticatedConns bounds the client connections open at once on
 	// which no request has authenticated yet; a connection accepted beyond

@@ -297,3 +297,33 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestThreadKeptBoundedByContext: a thread keeps at most twice what its
+// model's context holds (context_length × 4 bytes × 2), not a request
+// body's bound: past it, its oldest turns fall out and the last stays.
+func TestThreadKeptBoundedByContext(t *testing.T) {
+	st := contentStore(t, 24)
+	_, engURL := startSeenEngine(t, "small")
+	rt := router.New()
+	rt.SetEndpoints("small", []router.Endpoint{{ReplicaID: "small-0", URL: engURL, Weight: 1}})
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	h := bearer("key-proj")
+	h["X-Llmgw-Thread"] = "capped"
+	bound := twoModelLimits["small"].ContextLength * 4 * 2
+	for i := range 6 {
+		turn := fmt.Sprintf("turn%d %s", i, strings.Repeat("x", 400))
+		c := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, `{"model":"small","max_tokens":4,"messages":[{"role":"user","content":"`+turn+`"}]}`)
+		if c.status != 200 || c.header.Get("X-Llmgw-Thread-Unsaved") != "" {
+			t.Fatalf("turn %d: %d %v %s", i, c.status, c.header, c.raw)
+		}
+	}
+	stored, err := st.(ThreadContent).GetThread(t.Context(), "proj", "capped", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored.Messages) > bound || bytes.Contains(stored.Messages, []byte("turn0 ")) || !bytes.Contains(stored.Messages, []byte("turn5 ")) {
+		t.Fatalf("the thread keeps %d bytes (bound %d): %.200s", len(stored.Messages), bound, stored.Messages)
+	}
+}

@@ -353,7 +353,7 @@ const ThreadWriteTimeout = 5 * time.Second
 // included: trimming is for what is sent, not for what is kept), the
 // turn and the answer, when the thread is still as this turn read it;
 // the oldest turns fall out only when the thread would hold more than
-// one request body may (maxBytes). When another turn of the thread was
+// twice the serving model's context (threadMaxBytes). When another turn of the thread was
 // stored meanwhile (two turns at once), this turn and its answer go
 // after what that one stored: both land, in the order their answers
 // ended. A thread deleted meanwhile is begun again with this turn only.
@@ -376,7 +376,7 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 		s.notStored(g, project, "the answer could not be encoded", err)
 		return
 	}
-	maxBytes := int(min(g.cfg.MaxBodyBytes, math.MaxInt32))
+	maxBytes := threadMaxBytes(s.context, g.cfg.MaxBodyBytes)
 	msgs := apishape.CapThread(apishape.AppendTurn(s.history, s.turn, answer), maxBytes)
 	prev := s.revision
 	for range threadWrites {
@@ -411,6 +411,26 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 		msgs = apishape.CapThread(apishape.AppendTurn(stored, s.turn, answer), maxBytes)
 	}
 	s.notStored(g, project, fmt.Sprintf("the thread changed on each of %d tries (other turns of it ending at once)", threadWrites), nil)
+}
+
+// threadContexts and threadBytesPerToken bound what a thread keeps:
+// twice what the serving model's context holds, at about 4 bytes a
+// token; what is sent is fitted to the context, so more would only be
+// read, decoded and written again on every turn (before admission too).
+const (
+	threadContexts      = 2
+	threadBytesPerToken = 4
+)
+
+// threadMaxBytes is the most a thread keeps, in bytes of its JSON:
+// threadContexts × the serving model's context_length × threadBytesPerToken,
+// max_body_bytes when the context is not known, and never more than it.
+func threadMaxBytes(contextLength int, maxBody int64) int {
+	bound := min(maxBody, math.MaxInt32)
+	if contextLength > 0 {
+		bound = min(bound, int64(contextLength)*threadBytesPerToken*threadContexts)
+	}
+	return int(bound)
 }
 
 // storeFailed says why a thread's store work failed: timed out (ctx,
