@@ -69,6 +69,9 @@ func (m *fitMemory) rated(project, thread, model, replica string, ratio float64)
 	if rated || limited && now.Sub(l.at) <= engineFitTTL {
 		m.ratios[k] = fitEntry{ratio: ratio, at: now}
 	}
+	// Each new thread answered by a replica whose context is known adds
+	// a rate, with no refusal (learn) to sweep them.
+	m.sweep(now)
 }
 
 // limitOf returns the context a replica's engine named to the project.

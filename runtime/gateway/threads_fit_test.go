@@ -620,3 +620,21 @@ func TestThreadFromOlderReleaseContinued(t *testing.T) {
 		t.Fatalf("after a turn answered 200 the thread holds %q, want the older release's two messages, the turn and its answer", got)
 	}
 }
+
+// TestFitMemoryRatedSweeps: rates that only answers add (a replica's
+// context known, no later refusal) are swept past engineFitTTL too.
+func TestFitMemoryRatedSweeps(t *testing.T) {
+	var m fitMemory
+	m.learn("p", "m", "r0", "t0", engineFit{limit: 1000, ratio: 1.2})
+	old := time.Now().Add(-2 * engineFitTTL)
+	m.mu.Lock()
+	m.ratios[threadFit{"p", "stale", "m"}] = fitEntry{ratio: 1.1, at: old}
+	m.swept = old
+	m.mu.Unlock()
+	m.rated("p", "t1", "m", "r0", 1.3)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.ratios[threadFit{"p", "stale", "m"}]; ok || len(m.ratios) != 2 {
+		t.Fatalf("rates after rated past the TTL: %v; want t0 and t1, the stale one swept", m.ratios)
+	}
+}
