@@ -1,6 +1,7 @@
 package apishape
 
 import (
+	"bytes"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -108,6 +109,20 @@ func AppendTurn(stored, turn []json.RawMessage, answer json.RawMessage) []json.R
 		out = append(out, m)
 	}
 	return append(append(out, turn...), answer)
+}
+
+// EncodeThread is the JSON array of a thread's messages to store, each
+// compacted and none HTML-escaped (json.Marshal would write each '<',
+// '>' and '&' as six bytes), so it is never longer than CapThread
+// counts.
+func EncodeThread(msgs []json.RawMessage) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(msgs); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // CapThread bounds a thread to be stored: while its JSON array would

@@ -100,3 +100,14 @@ func TestCapThread(t *testing.T) {
 		t.Fatalf("a bound below the last turn: %q", got)
 	}
 }
+
+// TestEncodeThreadIsNoLongerThanCapThreadCounts: markup is stored as
+// sent (not HTML-escaped), messages compacted.
+func TestEncodeThreadIsNoLongerThanCapThreadCounts(t *testing.T) {
+	thread := []json.RawMessage{json.RawMessage(`{"role": "user", "content": "<b>a & b</b>"}`), json.RawMessage(`{"role":"assistant","content":"<i>"}`)}
+	got, err := EncodeThread(thread)
+	want := `[{"role":"user","content":"<b>a & b</b>"},{"role":"assistant","content":"<i>"}]`
+	if err != nil || string(got) != want {
+		t.Fatalf("EncodeThread = %s, %v; want %s", got, err, want)
+	}
+}

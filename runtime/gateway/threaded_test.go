@@ -309,21 +309,25 @@ func TestThreadKeptBoundedByContext(t *testing.T) {
 	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st})
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(func() { srv.Close(); gw.Close() })
-	h := bearer("key-proj")
-	h["X-Llmgw-Thread"] = "capped"
 	bound := twoModelLimits["small"].ContextLength * 4 * 2
-	for i := range 6 {
-		turn := fmt.Sprintf("turn%d %s", i, strings.Repeat("x", 400))
-		c := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, `{"model":"small","max_tokens":4,"messages":[{"role":"user","content":"`+turn+`"}]}`)
-		if c.status != 200 || c.header.Get("X-Llmgw-Thread-Unsaved") != "" {
-			t.Fatalf("turn %d: %d %v %s", i, c.status, c.header, c.raw)
+	// Markup too: it is stored as sent, not HTML-escaped to six times
+	// its size past what the bound counted.
+	for _, tt := range []struct{ thread, filler string }{{"capped", strings.Repeat("x", 400)}, {"markup", strings.Repeat("<", 150)}} {
+		h := bearer("key-proj")
+		h["X-Llmgw-Thread"] = tt.thread
+		for i := range 8 {
+			turn := fmt.Sprintf("turn%d %s", i, tt.filler)
+			c := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, `{"model":"small","max_tokens":4,"messages":[{"role":"user","content":"`+turn+`"}]}`)
+			if c.status != 200 || c.header.Get("X-Llmgw-Thread-Unsaved") != "" {
+				t.Fatalf("%s turn %d: %d %v %s", tt.thread, i, c.status, c.header, c.raw)
+			}
 		}
-	}
-	stored, err := st.(ThreadContent).GetThread(t.Context(), "proj", "capped", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(stored.Messages) > bound || bytes.Contains(stored.Messages, []byte("turn0 ")) || !bytes.Contains(stored.Messages, []byte("turn5 ")) {
-		t.Fatalf("the thread keeps %d bytes (bound %d): %.200s", len(stored.Messages), bound, stored.Messages)
+		stored, err := st.(ThreadContent).GetThread(t.Context(), "proj", tt.thread, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stored.Messages) > bound || bytes.Contains(stored.Messages, []byte("turn0 ")) || !bytes.Contains(stored.Messages, []byte("turn7 ")) {
+			t.Fatalf("thread %s keeps %d bytes (bound %d): %.300s", tt.thread, len(stored.Messages), bound, stored.Messages)
+		}
 	}
 }

@@ -380,7 +380,7 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 	msgs := apishape.CapThread(apishape.AppendTurn(s.history, s.turn, answer), maxBytes)
 	prev := s.revision
 	for range threadWrites {
-		data, err := json.Marshal(msgs)
+		data, err := apishape.EncodeThread(msgs)
 		if err != nil {
 			s.notStored(g, project, "the thread could not be encoded", err)
 			return
