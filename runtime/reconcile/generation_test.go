@@ -454,3 +454,24 @@ func TestMissedRestampSentAgain(t *testing.T) {
 		t.Fatalf("restamps after a control-plane restart = %v, want none", told)
 	}
 }
+
+// TestNoRestampOfStaleReplica: a replica adopted with a whole-model stamp
+// of an earlier definition is stale: its agent is not told to record that
+// stamp as a per-replica one (it reports none), and it is replaced.
+func TestNoRestampOfStaleReplica(t *testing.T) {
+	h := newHarness(t, chatModel())
+	h.fleet.Connect(&agentv1.Hello{NodeId: "node03", Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
+		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", Profile: &specv1.Profile{Name: "h100", Nodes: 1},
+		ModelGeneration: "0123456789ab", State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
+	}}}, "node03", nil, false, h.conns["node03"])
+	h.rec.Pass()
+	h.rec.Pass()
+	for _, m := range h.conns["node03"].sent {
+		if rs := m.GetRestamp(); rs != nil {
+			t.Fatalf("restamp sent for a stale replica: %v", rs)
+		}
+	}
+	if len(h.startsFor("sim-chat")) == 0 {
+		t.Fatal("the stale replica is not being replaced")
+	}
+}
