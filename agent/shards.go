@@ -222,18 +222,12 @@ func (a *Agent) launch(ctx context.Context, id string, ss driver.ShardSpec, drv 
 	}
 	a.mu.Lock()
 	st, ok := a.shards[id]
-	restamped := ""
 	if ok {
 		st.shard = sh
-		if g := st.status.GetReplicaGeneration(); g != ss.ReplicaGeneration {
-			restamped = g // restamped while it launched
-		}
 	}
 	a.mu.Unlock()
-	if restamped != "" {
-		if err := sh.SetReplicaGeneration(restamped); err != nil {
-			a.log.Warn("shard generation not recorded", "shard", id, "err", err)
-		}
+	if ok {
+		a.recordStamp(id, sh, ss.ReplicaGeneration) // restamped while it launched
 	}
 	if !ok {
 		// Stopped (StopShard or StopAll) while it was launching: it must
@@ -266,13 +260,36 @@ func (a *Agent) restamp(id, generation string) {
 	s.status.ReplicaGeneration = generation
 	sh := s.shard
 	a.mu.Unlock()
+	a.log.Info("shard restamped", "shard", id, "generation", generation)
 	if sh != nil {
-		if err := sh.SetReplicaGeneration(generation); err != nil {
+		a.recordStamp(id, sh, "")
+	}
+}
+
+// recordStamp writes the replica generation the shard reports into its
+// state file (sh.SetReplicaGeneration), unless it is the one written
+// already. It reads the stamp again after each write, outside a.mu (the
+// write is file I/O), and writes again when a Restamp changed it
+// meanwhile: of launch and restamp, racing, the last to finish leaves the
+// newest stamp on disk, not the one it read first. A shard stopped
+// meanwhile (gone from a.shards) is left alone.
+func (a *Agent) recordStamp(id string, sh *supervisor.Shard, written string) {
+	for {
+		a.mu.Lock()
+		g := ""
+		if s, ok := a.shards[id]; ok && s.shard == sh {
+			g = s.status.GetReplicaGeneration()
+		}
+		a.mu.Unlock()
+		if g == "" || g == written {
+			return
+		}
+		if err := sh.SetReplicaGeneration(g); err != nil {
 			a.log.Warn("shard generation not recorded", "shard", id, "err", err)
 			return
 		}
+		written = g
 	}
-	a.log.Info("shard restamped", "shard", id, "generation", generation)
 }
 
 // watch waits for a shard to become ready, then for it to exit.

@@ -472,10 +472,15 @@ func (sh *Shard) Spec() driver.ShardSpec {
 // SetReplicaGeneration records generation as the shard's
 // ReplicaGeneration, in memory and in its state file (rewritten atomically,
 // the rest as it was): the control plane found the running engine current
-// under it.
+// under it. For a shard being stopped (Stop, or a start that failed) it
+// does nothing: Stop removes the state file, which a rewrite racing with
+// it would bring back for a shard that no longer runs.
 func (sh *Shard) SetReplicaGeneration(generation string) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if sh.stopping {
+		return nil
+	}
 	sh.spec.ReplicaGeneration = generation
 	b, err := os.ReadFile(sh.statePath)
 	if err != nil {

@@ -636,3 +636,46 @@ func TestRecoverRecordOfAnEarlierBuild(t *testing.T) {
 		t.Fatalf("Stop adopted: %v", err)
 	}
 }
+
+// TestSetReplicaGenerationWhileStopping: a restamp that reaches a shard
+// once its Stop has begun leaves the state file alone, so it cannot
+// rewrite it after Stop removed it; once stopped, it is a no-op too.
+func TestSetReplicaGenerationWhileStopping(t *testing.T) {
+	dir := t.TempDir()
+	sup := newSupervisor(t, dir)
+	ss := testSpec(t, 0, time.Minute)
+	ss.ReplicaGeneration = "g1"
+	sh, err := sup.Start(context.Background(), ss, testDriver{cmds: []driver.Command{helper("idle")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the engine's first line", func() bool { return outputHas(sh, "idle") })
+	path := filepath.Join(dir, ss.ShardID+".json")
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stop has begun (it marks the shard first) but not yet removed the file.
+	sh.mu.Lock()
+	sh.stopping = true
+	sh.mu.Unlock()
+	if err := sh.SetReplicaGeneration("g2"); err != nil {
+		t.Fatalf("SetReplicaGeneration while stopping: %v", err)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(before) {
+		t.Errorf("state file rewritten while stopping:\n%s", after)
+	}
+	if err := sh.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.SetReplicaGeneration("g3"); err != nil {
+		t.Errorf("SetReplicaGeneration after Stop: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file after Stop and a restamp: %v, want it gone", err)
+	}
+}

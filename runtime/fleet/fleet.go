@@ -124,6 +124,12 @@ type Shard struct {
 	Start *agentv1.StartShard
 	// Sent records whether Start was sent to the agent.
 	Sent bool
+	// ReplicaGeneration is the replica_generation the shard's agent last
+	// reported for it (in its Hello or a ShardStatus; "" from an agent of
+	// a release without it), or the one last handed to it since (in its
+	// StartShard or a Restamp). The reconciler tells the agent again
+	// when it differs from the replica's Generation.
+	ReplicaGeneration string
 }
 
 // Replica is one serving copy of a model: ShardsExpected shards, one per
@@ -728,6 +734,7 @@ func (f *Fleet) applyShardStatusLocked(nodeID string, st *agentv1.ShardStatus, a
 		return // only the node running a shard speaks for it
 	}
 	sh.State = st.GetState()
+	sh.ReplicaGeneration = st.GetReplicaGeneration()
 	if st.GetEndpoint() != "" {
 		sh.Endpoint = st.GetEndpoint()
 	}

@@ -362,3 +362,116 @@ func TestPlacedReplicaCarriesBothStamps(t *testing.T) {
 		t.Fatalf("adopted replicas = %+v, want r-9 stamped with its replica generation", reps)
 	}
 }
+
+// TestMissedRestampSentAgain is the control-plane-first upgrade: the agent
+// of an adopted legacy-stamped replica ignores the first Restamp (it is of
+// the earlier release), is upgraded and reconnects still reporting no
+// replica_generation, and is told again; once it reports the stamp, an
+// edit that changes the whole-model hash followed by a control-plane
+// restart leaves the replica serving. A pass whose agent has reported
+// nothing new sends nothing again.
+func TestMissedRestampSentAgain(t *testing.T) {
+	ctx := context.Background()
+	reg, err := models.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.rec.opts.Catalog = reg
+	chat := chatModel()
+	chat.Scaling = spec.Scaling{Min: 1, Max: 1}
+	if _, err := reg.Create(ctx, chat); err != nil {
+		t.Fatal(err)
+	}
+	chat.Normalize()
+	want := spec.ReplicaGeneration(chat, "h100")
+	hello := func(replicaGen string) *agentv1.Hello {
+		return &agentv1.Hello{NodeId: "node03", Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
+			ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", Profile: &specv1.Profile{Name: "h100", Nodes: 1},
+			ModelGeneration: spec.LegacyGeneration(chat), ReplicaGeneration: replicaGen,
+			State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
+		}}}
+	}
+	restamps := func(c *recordingConn) []string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var told []string
+		for _, m := range c.sent {
+			if rs := m.GetRestamp(); rs != nil {
+				told = append(told, rs.GetShardId()+"="+rs.GetReplicaGeneration())
+			}
+		}
+		return told
+	}
+	h.fleet.Connect(hello(""), "node03", nil, false, h.conns["node03"])
+	h.rec.Pass()
+	h.rec.Pass()
+	if told := restamps(h.conns["node03"]); len(told) != 1 || told[0] != "r-old-0="+want {
+		t.Fatalf("restamps after two passes = %v, want r-old-0=%s once", told, want)
+	}
+
+	// The agent ignored it; upgraded, it reconnects from its state file.
+	h.fleet.Connect(hello(""), "node03", nil, false, h.conns["node03"])
+	h.rec.Pass()
+	if told := restamps(h.conns["node03"]); len(told) != 2 || told[1] != "r-old-0="+want {
+		t.Fatalf("restamps after the agent reconnected without the stamp = %v, want r-old-0=%s again", told, want)
+	}
+	// A status without it (an agent that still ignores it) is answered too.
+	h.fleet.ApplyShardStatus("node03", &agentv1.ShardStatus{ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", State: agentv1.ShardState_SHARD_STATE_READY})
+	h.rec.Pass()
+	if told := restamps(h.conns["node03"]); len(told) != 3 {
+		t.Fatalf("restamps after a status without the stamp = %v, want a third", told)
+	}
+	// Now it has recorded it.
+	h.fleet.Connect(hello(want), "node03", nil, false, h.conns["node03"])
+	h.rec.Pass()
+	if told := restamps(h.conns["node03"]); len(told) != 3 {
+		t.Fatalf("restamps after the agent reported the stamp = %v, want no more", told)
+	}
+
+	chat.Profiles = append(chat.Profiles, spec.Profile{Name: "big", Engine: "sim", GPUClass: "h100-80g", TP: 2})
+	e, err := reg.Update(ctx, chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	if n := len(h.startsFor("sim-chat")); n != 0 {
+		t.Fatalf("adding a profile started %d replicas", n)
+	}
+
+	// Control-plane restart: a fresh fleet and reconciler, the same agent.
+	h2 := newHarness(t)
+	h2.rec.opts.Catalog = reg
+	h2.fleet.Connect(hello(want), "node03", nil, false, h2.conns["node03"])
+	h2.rec.Pass()
+	if n, stops := len(h2.startsFor("sim-chat")), h2.conns["node03"].stops(); n != 0 || len(stops) != 0 {
+		t.Fatalf("after a control-plane restart: %d started, stopped %v", n, stops)
+	}
+	if reps := h2.fleet.Replicas(); len(reps) != 1 || reps[0].Generation != want || e.Stale("h100", reps[0].Generation) {
+		t.Fatalf("replicas after a control-plane restart = %+v, want r-old current at %s", reps, want)
+	}
+	if told := restamps(h2.conns["node03"]); len(told) != 0 {
+		t.Fatalf("restamps after a control-plane restart = %v, want none", told)
+	}
+}
+
+// TestNoRestampOfStaleReplica: a replica adopted with a whole-model stamp
+// of an earlier definition is stale: its agent is not told to record that
+// stamp as a per-replica one (it reports none), and it is replaced.
+func TestNoRestampOfStaleReplica(t *testing.T) {
+	h := newHarness(t, chatModel())
+	h.fleet.Connect(&agentv1.Hello{NodeId: "node03", Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
+		ShardId: "r-old-0", ReplicaId: "r-old", Model: "sim-chat", Profile: &specv1.Profile{Name: "h100", Nodes: 1},
+		ModelGeneration: "0123456789ab", State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9200",
+	}}}, "node03", nil, false, h.conns["node03"])
+	h.rec.Pass()
+	h.rec.Pass()
+	for _, m := range h.conns["node03"].sent {
+		if rs := m.GetRestamp(); rs != nil {
+			t.Fatalf("restamp sent for a stale replica: %v", rs)
+		}
+	}
+	if len(h.startsFor("sim-chat")) == 0 {
+		t.Fatal("the stale replica is not being replaced")
+	}
+}

@@ -299,35 +299,53 @@ func followRouting(rep *fleet.Replica, e models.Entry) {
 // generation (models.Entry.Restamp), and tells its shards' agents, which
 // report it as their replica_generation from then on, after a restart of
 // either (their model_generation, which a control plane of the earlier
-// release reads, stays as it was): an edit that leaves
-// its own profile's build fields alone then leaves it current, as it does
-// every replica placed since. A shard not started yet carries it in its
-// StartShard. An agent that misses the message (disconnected, or of a
-// release without it) keeps the earlier stamp, which this pass accepts
-// until the definition changes; after a control-plane restart that follows
-// such a change, the replica is stale.
+// release reads, stays as it was): an edit that leaves its own profile's
+// build fields alone then leaves it current, as it does every replica
+// placed since. A shard not started yet carries it in its StartShard.
+//
+// An agent that misses the message (disconnected, or of a release that
+// ignores it and is upgraded later) reports the earlier stamp, or none,
+// in its next Hello or ShardStatus: a current replica's shard whose agent
+// last reported anything but the replica's generation is told again, at
+// most once a pass, until its agent reports it. Otherwise the stamp would
+// live in this control plane's memory only, and after an edit that
+// changes the whole-model hash a control-plane restart would adopt the
+// replica as stale and replace it.
 func (r *Reconciler) restamp(tx *fleet.Tx, rep *fleet.Replica, e models.Entry) {
 	if !rep.Live() {
 		return
 	}
-	gen, ok := e.Restamp(rep.Profile.Name, rep.Generation)
-	if !ok {
-		return
-	}
-	rep.Generation = gen
-	for _, sh := range rep.Shards {
-		if !sh.Sent {
-			if sh.Start != nil {
+	if gen, ok := e.Restamp(rep.Profile.Name, rep.Generation); ok {
+		rep.Generation = gen
+		for _, sh := range rep.Shards {
+			if !sh.Sent && sh.Start != nil {
 				sh.Start.ReplicaGeneration = gen // not handed to a connection yet
 			}
+		}
+		r.log.Info("replica restamped", "model", rep.Model, "replica", rep.ID, "profile", rep.Profile.Name, "generation", gen)
+	}
+	if rep.Generation != e.ReplicaGeneration(rep.Profile.Name) {
+		return // stale, or a whole-model stamp: nothing an agent should record
+	}
+	for _, sh := range rep.Shards {
+		if !sh.Sent || sh.ReplicaGeneration == rep.Generation || shardEnded(sh.State) {
 			continue
 		}
-		msg := &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Restamp{Restamp: &agentv1.Restamp{ShardId: sh.ID, ReplicaGeneration: gen}}}
+		msg := &agentv1.ControlMessage{Msg: &agentv1.ControlMessage_Restamp{Restamp: &agentv1.Restamp{ShardId: sh.ID, ReplicaGeneration: rep.Generation}}}
 		if err := tx.Send(sh.Node, msg); err != nil {
 			r.log.Debug("restamp not delivered", "node", sh.Node, "shard", sh.ID, "err", err)
+			continue
 		}
+		// Until its agent reports otherwise (an agent that ignored it
+		// reports "" again with its next status or Hello).
+		sh.ReplicaGeneration = rep.Generation
 	}
-	r.log.Info("replica restamped", "model", rep.Model, "replica", rep.ID, "profile", rep.Profile.Name, "generation", gen)
+}
+
+// shardEnded reports whether a shard has stopped or failed: no Restamp is
+// sent to it.
+func shardEnded(s agentv1.ShardState) bool {
+	return s == agentv1.ShardState_SHARD_STATE_STOPPED || s == agentv1.ShardState_SHARD_STATE_FAILED
 }
 
 // retire handles failed replicas, replicas of models no longer in the
@@ -522,6 +540,7 @@ func (r *Reconciler) startWorkers(tx *fleet.Tx, rep *fleet.Replica) {
 			return
 		}
 		s.Sent = true
+		s.ReplicaGeneration = s.Start.GetReplicaGeneration()
 	}
 }
 
@@ -829,6 +848,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		return rep, true, scheduler.Explanation{}
 	}
 	r0.Sent = true
+	r0.ReplicaGeneration = r0.Start.GetReplicaGeneration()
 	r.fetchAhead(tx, rep, e.Model.Source)
 	nodes := make([]string, len(rep.Shards))
 	for i, s := range rep.Shards {
