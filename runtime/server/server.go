@@ -270,7 +270,7 @@ func (s *Server) build(ctx context.Context) error {
 	})
 	if err := s.Metrics.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: metrics.Namespace, Name: "thread_turns_not_stored_total",
-		Help: "Turns on threads (x-llmgw-thread) answered but not stored in their thread (the store failing, or the thread changing on every try); each answer said so.",
+		Help: "Turns on threads (x-llmgw-thread) answered but not stored in their thread (the store failing or timing out, or the thread changing on every try); each answer said so.",
 	}, func() float64 { return float64(s.gateway.ThreadTurnsNotStored()) })); err != nil {
 		return fmt.Errorf("registering thread metrics: %w", err)
 	}
