@@ -23,7 +23,9 @@ func BootDisk(cfg *pveapi.VirtualMachineConfig) (string, int) {
 	disks := map[string]string{}
 	for _, m := range []map[string]string{cfg.SCSIs, cfg.VirtIOs, cfg.SATAs, cfg.IDEs} {
 		for k, v := range m {
-			if !strings.Contains(v, "media=cdrom") && !strings.Contains(v, "cloudinit") {
+			// An empty entry is no disk, a CD-ROM or cloud-init drive no
+			// boot disk.
+			if v != "" && !strings.Contains(v, "media=cdrom") && !strings.Contains(v, "cloudinit") {
 				disks[k] = v
 			}
 		}
