@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // cutStore is a store whose fleet state cannot be read while down, as
@@ -82,5 +84,56 @@ func TestStandbyLogsStoreOutageOnce(t *testing.T) {
 		waitUntil(t, "the recovery to be logged", 5*time.Second, func() bool {
 			return strings.Count(logs.String(), `msg="following the leader again"`) > n
 		})
+	}
+}
+
+// TestStandbyRoutesAModelItsCatalogLearnsLate: the leader's routes can
+// name a model before this standby's catalog (read less often) holds it;
+// once the catalog does, the model is routed, although the routes have not
+// changed since.
+func TestStandbyRoutesAModelItsCatalogLearnsLate(t *testing.T) {
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	lease, ok, err := st.AcquireLease(ctx, store.LeaseClaim{Name: store.FleetLease, Holder: "cp-a", Instance: "a1", TTL: time.Minute})
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	s := &Server{Store: st, Router: router.New(), log: log}
+	if s.Catalog, err = models.New(nil, st, log); err != nil {
+		t.Fatal(err)
+	}
+	s.ha = &ha{s: s, name: "cp-b", cfg: config.HA{Lease: time.Minute},
+		el: leader.New(leader.Options{Store: st, Name: "cp-b", TTL: time.Minute, Logger: log})}
+	// The leader routes "late" to a replica; the standby reads the routes
+	// before its catalog has the model.
+	routes, _ := json.Marshal(map[string][]router.Endpoint{"late": {{ReplicaID: "r-1", Model: "late", URL: "http://127.0.0.1:9", Weight: 1}}})
+	if err := st.PutFleetState(ctx, lease.Token, fleetRoutes, string(routes)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ha.followOnce(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	// The model reaches the stored catalog; the standby reads it with the
+	// same routes.
+	m, _ := json.Marshal(spec.Model{Name: "late", Source: "sim://late", Scaling: spec.Scaling{Min: 1, Max: 1},
+		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}})
+	if _, err := st.PutModel(ctx, "late", m); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ha.followOnce(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	lease2, err := s.Router.Route("late", router.Request{})
+	if err != nil {
+		t.Fatalf("standby does not route the model its catalog learned after the routes: %v", err)
+	}
+	defer lease2.Done()
+	if got := lease2.Endpoint().ReplicaID; got != "r-1" {
+		t.Fatalf("routed to %q, want r-1", got)
 	}
 }

@@ -442,6 +442,9 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 	for name := range h.configured {
 		if !present[name] {
 			h.s.Router.Forget(name)
+			// Its routes are taken again at the next read, should the
+			// model come back while the leader's routes stay the same.
+			h.routesRaw = ""
 		}
 	}
 	h.configured = present
@@ -487,6 +490,12 @@ func (h *ha) followOnce(ctx context.Context, catalog bool) error {
 		names[e.Model.Name] = true
 	}
 	for m := range maps.Keys(h.followed) {
+		names[m] = true
+	}
+	// A model the leader routes may reach this control plane's catalog
+	// after its routes do (the catalog is read less often): its endpoints
+	// are set now, not skipped until the routes change again.
+	for m := range routes {
 		names[m] = true
 	}
 	for m := range names {
