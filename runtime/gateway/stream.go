@@ -276,10 +276,13 @@ func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, x *ex
 		}
 	}
 	content := contentEvent(event)
-	// An event adds at most one token to each of its choices, and no
-	// choice holds more tokens than events were relayed: while that count
-	// is below the bound, the event cannot pass it, so it leaves first and
-	// is counted after (the count is off the token's way to the client).
+	// An event from an engine that names each choice once adds at most one
+	// token to each, so no choice holds more tokens than events were
+	// relayed: while that count is below the bound, the event cannot pass
+	// it, so it leaves first and is counted after (the count is off the
+	// token's way to the client). An engine that names a choice twice in a
+	// chunk is caught by that count (over), and from then on every event is
+	// checked before it leaves.
 	bounded := content && x.bound.perChoice > 0
 	countAfter := bounded && !x.bound.over && x.events < x.bound.perChoice
 	if bounded && !countAfter && x.bound.exceeds(event) {
