@@ -582,12 +582,15 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 			return
 		}
 	}
-	x.promptEstimate = request.EstimatePromptTokens(len(body), req.tokenIDs)
-	x.promptTypical = request.TypicalPromptTokens(len(body), req.tokenIDs)
+	// A thread's history is read once admitted: admission counts its
+	// size (unreadBytes).
+	bodyBytes := len(body) + unreadBytes(x.shape)
+	x.promptEstimate = request.EstimatePromptTokens(bodyBytes, req.tokenIDs)
+	x.promptTypical = request.TypicalPromptTokens(bodyBytes, req.tokenIDs)
 
 	ticket, ok := g.admit(w, r, x, p, model, request.Info{
 		Endpoint: r.URL.Path, Stream: x.rec.Stream, MaxTokens: req.maxTokens, N: req.n, BestOf: req.bestOf,
-		Prompts: req.prompts, BodyBytes: len(body),
+		Prompts: req.prompts, BodyBytes: bodyBytes,
 		PromptEstimate: x.promptEstimate, Model: terms,
 	})
 	if !ok {
@@ -604,13 +607,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		if x.rec.Requested != "" {
 			limits = g.servedLimits(ticket, x.rec.Model)
 		}
-		fitted, freq, aerr := rf.refit(limits, forwarded)
+		fitted, freq, aerr := rf.refit(r.Context(), g, limits, forwarded)
 		if aerr != nil {
 			x.fail(w, aerr)
 			return
 		}
 		if fitted != nil {
 			body, req = fitted, freq
+			// Billed as what is sent when the engine counts nothing.
+			x.promptEstimate = request.EstimatePromptTokens(len(body), req.tokenIDs)
+			x.promptTypical = request.TypicalPromptTokens(len(body), req.tokenIDs)
 		}
 	}
 	model = x.rec.Model

@@ -66,9 +66,11 @@ func (t *threaded) completed(ctx context.Context, g *Gateway, x *exchange, res *
 	t.thread.completed(ctx, g, x, res)
 }
 
-func (t *threaded) refit(limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError) {
-	return t.thread.refit(limits, maxTokens)
+func (t *threaded) refit(ctx context.Context, g *Gateway, limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError) {
+	return t.thread.refit(ctx, g, limits, maxTokens)
 }
+
+func (t *threaded) unreadBytes() int { return t.thread.unread }
 
 func (t *threaded) shrink(engineBody []byte, maxTokens int) ([]byte, *engineFit) {
 	return t.thread.shrink(engineBody, maxTokens)

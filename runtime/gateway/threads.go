@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -32,6 +33,7 @@ const (
 // ThreadContent is what threads need of the store.
 type ThreadContent interface {
 	GetThread(ctx context.Context, project, id string, now time.Time) (store.Thread, error)
+	ThreadSize(ctx context.Context, project, id string, now time.Time) (int64, error)
 	PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64) (int64, error)
 	DeleteThread(ctx context.Context, project, id string) error
 }
@@ -40,7 +42,18 @@ type ThreadContent interface {
 // the completion forwarded: once admitted it is built again for them
 // (nil: the body stands).
 type refitter interface {
-	refit(limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError)
+	refit(ctx context.Context, g *Gateway, limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError)
+}
+
+// unreadBytes is what a shape's body will hold, once admitted, beyond
+// the body admission sees (a thread's history: the thread is read only
+// once a request is admitted, so that a refused one costs no read of
+// it); admission counts it in the body's size and prompt estimate.
+func unreadBytes(sh shape) int {
+	if u, ok := sh.(interface{ unreadBytes() int }); ok {
+		return u.unreadBytes()
+	}
+	return 0
 }
 
 func (g *Gateway) threads() ThreadContent {
@@ -60,7 +73,10 @@ type threadShape struct {
 	history []json.RawMessage
 	// revision is the stored thread's when it was read, 0 for none.
 	revision int64
-	turn     []json.RawMessage
+	// unread is the size of the stored thread, in bytes, until it is
+	// read (after admission).
+	unread int
+	turn   []json.RawMessage
 	// kept is the history of the last body fitted, trimmed the turns it
 	// left out of it.
 	kept    []json.RawMessage
@@ -126,18 +142,18 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 		return nil, newError(http.StatusBadRequest, typeInvalidRequest, "unsupported_value",
 			fmt.Sprintf("n is %d; a request on a thread (x-llmgw-thread) asks for one answer: leave n out or send 1", n)).withParam("n")
 	}
-	stored, err := tc.GetThread(ctx, project, s.id, time.Now())
+	// Admission comes before the thread is read: it is told the
+	// thread's size (unreadBytes), which the store knows without
+	// reading it, so a request it refuses costs no read or decoding of
+	// a thread of any size.
+	size, err := tc.ThreadSize(ctx, project, s.id, time.Now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
 		g.log.Warn("reading thread", "project", project, "err", err)
 		return nil, newError(http.StatusInternalServerError, typeServer, "", "the thread could not be read; try again")
 	default:
-		s.revision = stored.Revision
-		if err := json.Unmarshal(stored.Messages, &s.history); err != nil {
-			g.log.Warn("decoding thread", "project", project, "err", err)
-			return nil, newError(http.StatusInternalServerError, typeServer, "", "the thread could not be read")
-		}
+		s.unread = int(min(size, math.MaxInt32))
 	}
 	// Tools are read by the engine as part of the prompt: they take room
 	// in the context the history is fitted to.
@@ -159,6 +175,31 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 	s.base = s.admitted
 	s.fittable = true
 	return s.fit(s.admitted), nil
+}
+
+// unreadBytes is the stored thread's size until it is read: at most
+// what its history adds to the body (what fit sends of it is never
+// longer), and admission's prompt bound is no more than the model's
+// context whatever it is.
+func (s *threadShape) unreadBytes() int { return s.unread }
+
+// read reads the stored thread, once admitted.
+func (s *threadShape) read(ctx context.Context, g *Gateway) *apiError {
+	s.unread = 0
+	stored, err := g.threads().GetThread(ctx, s.project, s.id, time.Now())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		g.log.Warn("reading thread", "project", s.project, "err", err)
+		return newError(http.StatusInternalServerError, typeServer, "", "the thread could not be read; try again")
+	default:
+		s.revision = stored.Revision
+		if err := json.Unmarshal(stored.Messages, &s.history); err != nil {
+			g.log.Warn("decoding thread", "project", s.project, "err", err)
+			return newError(http.StatusInternalServerError, typeServer, "", "the thread could not be read")
+		}
+	}
+	return nil
 }
 
 // requestedBound is the completion bound the body asks for, 0 if none.
@@ -199,9 +240,14 @@ func (s *threadShape) fit(budget int) []byte {
 	for _, m := range msgs {
 		s.sent += apishape.EstimateTokens(m)
 	}
-	s.top["messages"], _ = json.Marshal(msgs)
-	body, _ := json.Marshal(s.top)
-	return body
+	// Not HTML-escaped (json.Marshal writes '<', '>' and '&' as six
+	// bytes each): the history sent is never longer than it is stored.
+	s.top["messages"], _ = apishape.EncodeThread(msgs)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s.top)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // refit fits the thread, once admitted, to the model that serves (the one
@@ -211,9 +257,12 @@ func (s *threadShape) fit(budget int) []byte {
 // admission reserved for (the requested model's budget), so a fallback
 // that holds more gets the same history and one that holds less gets
 // less.
-func (s *threadShape) refit(limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError) {
+func (s *threadShape) refit(ctx context.Context, g *Gateway, limits request.Limits, maxTokens int) ([]byte, *parsedBody, *apiError) {
 	if !s.fittable {
 		return nil, nil, nil
+	}
+	if aerr := s.read(ctx, g); aerr != nil {
+		return nil, nil, aerr
 	}
 	budget := budgetOf(limits, maxTokens)
 	if s.admitted > 0 && (budget == 0 || budget > s.admitted) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -332,5 +333,102 @@ func TestThreadEngineErrorRelayed(t *testing.T) {
 	h.record()
 	if _, err := st.GetThread(t.Context(), "proj", "t1", time.Now()); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a refused turn was stored: %v", err)
+	}
+}
+
+// countingThreads counts the reads of a thread's content.
+type countingThreads struct {
+	store.Store
+	reads atomic.Int64
+}
+
+func (c *countingThreads) GetThread(ctx context.Context, project, id string, now time.Time) (store.Thread, error) {
+	c.reads.Add(1)
+	return c.Store.(ThreadContent).GetThread(ctx, project, id, now)
+}
+
+// refusingAdmission refuses every request (a key over its rate limit)
+// while refuse is set, and keeps what the last request said of itself.
+type refusingAdmission struct {
+	fallbackAdmission
+	refuse atomic.Bool
+}
+
+func (a *refusingAdmission) Admit(ctx context.Context, p request.Principal, model string, in request.Info) (request.Ticket, error) {
+	t, _ := a.fallbackAdmission.Admit(ctx, p, model, in)
+	if a.refuse.Load() {
+		return nil, &request.Rejection{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "rate_limit_exceeded",
+			Message: "over the key's rate limit", RetryAfter: time.Second}
+	}
+	return t, nil
+}
+
+// unsizedCatalog is one model, m, whose context is not known.
+type unsizedCatalog struct{}
+
+func (unsizedCatalog) Lookup(name string) (request.Model, bool) {
+	return request.Model{Name: name}, name == "m"
+}
+func (unsizedCatalog) List() []ModelInfo { return []ModelInfo{{ID: "m"}} }
+
+// TestThreadRefusedBeforeItIsRead: a request on a thread is admitted
+// before the thread is read: admission is told the thread's size (the
+// store knows it without reading it), so a refused request reads and
+// decodes none of it, whatever its size; an admitted one is read once,
+// and admission's estimate covers what is sent.
+func TestThreadRefusedBeforeItIsRead(t *testing.T) {
+	st := &countingThreads{Store: contentStore(t, 24)}
+	eng, engURL := startSeenEngine(t, "m")
+	rt := router.New()
+	rt.SetEndpoints("m", []router.Endpoint{{ReplicaID: "m-0", URL: engURL, Weight: 1}})
+	adm := &refusingAdmission{}
+	// A model whose context is not known: the whole thread is sent.
+	gw := New(Config{}, Deps{Catalog: unsizedCatalog{}, Auth: projectAuth{}, Routes: rt, Content: st, Admission: adm})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	h := bearer("key-proj")
+	h["X-Llmgw-Thread"] = "big"
+	turn := func(content string) call {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": "m", "max_tokens": 4,
+			"messages": []map[string]string{{"role": "user", "content": content}}})
+		return do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, string(body))
+	}
+	for i := range 4 {
+		if c := turn(fmt.Sprintf("turn %d <%s>", i, strings.Repeat("words & more ", 2000))); c.status != 200 {
+			t.Fatalf("turn %d: %d %s", i, c.status, c.raw)
+		}
+	}
+	stored, err := st.GetThread(t.Context(), "proj", "big", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.reads.Store(0)
+
+	adm.refuse.Store(true)
+	for range 3 {
+		if c := turn("x"); c.status != http.StatusTooManyRequests {
+			t.Fatalf("refused turn: %d %s", c.status, c.raw)
+		}
+	}
+	if n := st.reads.Load(); n != 0 {
+		t.Fatalf("3 refused requests read the thread %d times, want 0", n)
+	}
+	info := adm.lastInfo()
+	if info.BodyBytes < len(stored.Messages) || info.PromptEstimate < len(stored.Messages) {
+		t.Fatalf("admission was told a body of %d bytes, a prompt of %d tokens; the thread alone is %d bytes",
+			info.BodyBytes, info.PromptEstimate, len(stored.Messages))
+	}
+
+	adm.refuse.Store(false)
+	if c := turn("and now"); c.status != 200 {
+		t.Fatalf("admitted turn: %d %s", c.status, c.raw)
+	}
+	if n := st.reads.Load(); n != 1 {
+		t.Fatalf("an admitted turn read the thread %d times, want 1", n)
+	}
+	if info := adm.lastInfo(); info.BodyBytes < len(stored.Messages)+len(`{"role":"user","content":"and now"}`) || eng.lastSize(t) > info.BodyBytes {
+		t.Fatalf("admission was told a body of %d bytes; the thread and the turn are more, %d bytes of messages were sent",
+			info.BodyBytes, eng.lastSize(t))
 	}
 }

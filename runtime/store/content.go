@@ -61,6 +61,11 @@ type ContentStore interface {
 	// (as GetResponse says); another project's, an expired one and an
 	// unknown id all return an error wrapping ErrNotFound.
 	GetThread(ctx context.Context, project, id string, now time.Time) (Thread, error)
+	// ThreadSize returns the size in bytes of the messages of a
+	// project's thread GetThread would return, without reading them (the
+	// database keeps a value's length beside it), so that a request is
+	// admitted before its thread is read; ErrNotFound as GetThread.
+	ThreadSize(ctx context.Context, project, id string, now time.Time) (int64, error)
 	// PutThread stores a thread's messages if the thread is as the caller
 	// read it: prev is the Revision GetThread returned, 0 when it found
 	// none. When another write came between (or the thread was deleted,

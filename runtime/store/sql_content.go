@@ -131,6 +131,24 @@ func (s *sqlStore) GetThread(ctx context.Context, project, id string, now time.T
 	return th, nil
 }
 
+// ThreadSize returns the byte size of a project's unexpired thread:
+// octet_length (PostgreSQL, and SQLite from 3.43) reads the length a
+// stored value carries, not the value (neither SQLite's overflow pages
+// nor PostgreSQL's TOAST chunks), so it costs one small row read
+// whatever the thread's size.
+func (s *sqlStore) ThreadSize(ctx context.Context, project, id string, now time.Time) (int64, error) {
+	var n int64
+	err := s.queryRow(ctx, `SELECT octet_length(messages) FROM threads WHERE project = ? AND id = ? AND `+live("threads", "updated_at", ContentThreads),
+		project, id, toDB(now), toDB(now)).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sizing thread %q: %w", id, err)
+	}
+	return n, nil
+}
+
 // newRevision is a thread's revision after a write: random, so a thread
 // deleted and begun again never comes back to a revision a reader holds.
 func newRevision() int64 { return rand.Int64N(math.MaxInt64-1) + 1 }

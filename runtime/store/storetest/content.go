@@ -139,13 +139,25 @@ func testThreads(t *testing.T, s store.Store) {
 	if _, err := s.PutThread(ctx, "a", "t1", []byte(`[1,3]`), now.Add(2*time.Hour), rev); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("PutThread at a revision written over: %v, want ErrConflict", err)
 	}
-	if _, err := s.PutThread(ctx, "b", "t1", []byte(`["b"]`), now.Add(time.Hour), 0); err != nil {
+	if _, err := s.PutThread(ctx, "b", "t1", []byte(`["bé"]`), now.Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.GetThread(ctx, "a", "t1", now); err != nil || string(got.Messages) != `[1,2]` || got.Revision != rev2 {
 		t.Fatalf("GetThread = %s at %d, %v; want [1,2] at %d", got.Messages, got.Revision, err, rev2)
 	}
-	if got, err := s.GetThread(ctx, "b", "t1", now); err != nil || string(got.Messages) != `["b"]` {
+	if n, err := s.ThreadSize(ctx, "a", "t1", now); err != nil || n != int64(len(`[1,2]`)) {
+		t.Fatalf("ThreadSize = %d, %v; want %d", n, err, len(`[1,2]`))
+	}
+	if n, err := s.ThreadSize(ctx, "b", "t1", now); err != nil || n != int64(len(`["bé"]`)) {
+		t.Fatalf("ThreadSize of another project's thread of the same id = %d, %v", n, err)
+	}
+	if _, err := s.ThreadSize(ctx, "a", "t1", now.Add(2*time.Hour)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ThreadSize of an expired thread: %v", err)
+	}
+	if _, err := s.ThreadSize(ctx, "a", "nope", now); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ThreadSize of an unknown thread: %v", err)
+	}
+	if got, err := s.GetThread(ctx, "b", "t1", now); err != nil || string(got.Messages) != `["bé"]` {
 		t.Fatalf("the same id in another project = %s, %v", got.Messages, err)
 	}
 	if _, err := s.GetThread(ctx, "a", "t1", now.Add(2*time.Hour)); !errors.Is(err, store.ErrNotFound) {
