@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/request"
+	"github.com/llmgw/llmgw/runtime/router"
 )
 
 // Defaults for zero Config fields.
@@ -476,6 +477,10 @@ type exchange struct {
 	// is whole, before its [DONE] is sent: it returns bytes to send
 	// before it (threads: a comment line, the turn could not be stored).
 	beforeDone func() []byte
+	// lease is the replica's, while an attempt holds it (forward
+	// releases it; a thread's answer, once whole, before its store
+	// write: Lease.Done is once only).
+	lease router.Lease
 }
 
 // endAnswer runs beforeDone, once.

@@ -59,6 +59,7 @@ func (t *threaded) setHeaders(h http.Header) {
 }
 
 func (t *threaded) completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result) {
+	x.lease.Done() // the answer is whole: the replica is not held while it is stored
 	if cp, ok := t.translator.(conversationPrefixer); ok {
 		cp.prefixConversation(t.thread.kept)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -328,6 +329,113 @@ func TestThreadKeptBoundedByContext(t *testing.T) {
 		}
 		if len(stored.Messages) > bound || bytes.Contains(stored.Messages, []byte("turn0 ")) || !bytes.Contains(stored.Messages, []byte("turn7 ")) {
 			t.Fatalf("thread %s keeps %d bytes (bound %d): %.300s", tt.thread, len(stored.Messages), bound, stored.Messages)
+		}
+	}
+}
+
+// gatedThreads is a store whose thread writes wait, once entered says
+// so, until release is closed (or their context ends).
+type gatedThreads struct {
+	store.Store
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *gatedThreads) PutThread(ctx context.Context, project, id string, data []byte, until time.Time, rev int64) (int64, error) {
+	s.once.Do(func() { close(s.entered) })
+	select {
+	case <-ctx.Done():
+		return 0, fmt.Errorf("storing thread: %w", ctx.Err())
+	case <-s.release:
+	}
+	return s.Store.(ThreadContent).PutThread(ctx, project, id, data, until, rev)
+}
+
+// TestThreadStoreWriteHoldsOnlyTheEnd: while a streamed turn is stored,
+// the client already has every event the engine sent before its end (the
+// last tokens and the finish chunk that came in one read with [DONE] are
+// flushed before the write), and the replica is given back (its
+// in-flight count is 0): the write holds only the stream's last event.
+func TestThreadStoreWriteHoldsOnlyTheEnd(t *testing.T) {
+	chunk := func(delta, finish string) string {
+		fin := "null"
+		if finish != "" {
+			fin = `"` + finish + `"`
+		}
+		return `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"` +
+			delta + `"},"finish_reason":` + fin + `}]}` + "\n\n"
+	}
+	// The engine sends its first token, then the last, the finish chunk
+	// and [DONE] in one write.
+	eng := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, chunk("hello ", ""))
+		w.(http.Flusher).Flush()
+		_, _ = io.WriteString(w, chunk("lastword", "")+chunk("", "stop")+"data: [DONE]\n\n")
+	}))
+	t.Cleanup(eng.Close)
+	rt := router.New()
+	rt.SetEndpoints("m", []router.Endpoint{{ReplicaID: "m-0", URL: eng.URL, Weight: 1}})
+	for _, tt := range []struct{ path, body, owed string }{
+		{"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, `"finish_reason":"stop"`},
+		{"/v1/messages", `{"model":"m","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, `lastword`},
+	} {
+		st := &gatedThreads{Store: contentStore(t, 24), entered: make(chan struct{}), release: make(chan struct{})}
+		gw := New(Config{}, Deps{Catalog: unsizedCatalog{}, Auth: projectAuth{}, Routes: rt, Content: st})
+		srv := httptest.NewServer(gw.Handler())
+		t.Cleanup(func() { srv.Close(); gw.Close() })
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+tt.path, strings.NewReader(tt.body))
+		req.Header.Set("Authorization", "Bearer key-proj")
+		req.Header.Set("X-Llmgw-Thread", "t1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads := make(chan []byte)
+		go func() {
+			defer close(reads)
+			for {
+				b := make([]byte, 4096)
+				n, err := resp.Body.Read(b)
+				if n > 0 {
+					reads <- b[:n]
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		select {
+		case <-st.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the turn was never stored", tt.path)
+		}
+		var got []byte
+		deadline := time.After(5 * time.Second)
+		for !bytes.Contains(got, []byte(tt.owed)) {
+			select {
+			case b := <-reads:
+				got = append(got, b...)
+			case <-deadline:
+				close(st.release)
+				t.Fatalf("%s: while the turn is stored the client has only %q; want what came before the end (%s)", tt.path, got, tt.owed)
+			}
+		}
+		if n := rt.Snapshot()["m"][0].InFlight; n != 0 {
+			close(st.release)
+			t.Fatalf("%s: the replica holds %d requests while a whole answer is stored, want 0", tt.path, n)
+		}
+		close(st.release)
+		for b := range reads {
+			got = append(got, b...)
+		}
+		resp.Body.Close()
+		if !bytes.HasSuffix(got, []byte("data: [DONE]\n\n")) && !bytes.Contains(got, []byte("event: message_stop")) {
+			t.Fatalf("%s: the stream did not end: %s", tt.path, got)
+		}
+		if th, err := st.GetThread(t.Context(), "proj", "t1", time.Now()); err != nil || !bytes.Contains(th.Messages, []byte("hello lastword")) {
+			t.Fatalf("%s: the thread holds %s, %v", tt.path, th.Messages, err)
 		}
 	}
 }

@@ -410,6 +410,9 @@ const ThreadWriteTimeout = 5 * time.Second
 // changing on every try) is logged, counted, and said to the client
 // (unsaved).
 func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, res *apishape.Result) {
+	// The engine's answer is whole: its replica is free for others
+	// while the turn is stored.
+	x.lease.Done()
 	// Not cut short by the client leaving (its answer is whole), but
 	// bounded: a cancelled write rolls back, so none lands later.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.threadWriteTimeout)
@@ -510,6 +513,20 @@ func (s *threadShape) notStored(g *Gateway, project, why string, err error) {
 func threadUnsavedComment(why string) []byte {
 	why = strings.NewReplacer("\r", " ", "\n", " ").Replace(why)
 	return []byte(": llmgw thread_not_stored: " + why + "\n")
+}
+
+// streamAnswered keeps a passed-through stream's answer in its thread,
+// once whole, before its [DONE] is sent: the events that came with the
+// [DONE] were written but not flushed, and leave first, so the store
+// write holds only the end; when the turn was not stored it returns
+// the comment line that says so, to go before [DONE].
+func (g *Gateway) streamAnswered(w http.ResponseWriter, r *http.Request, x *exchange, pt passthrough) []byte {
+	_ = http.NewResponseController(w).Flush() // a client gone fails the writes after
+	pt.completed(r.Context(), g, x, pt.answer())
+	if us, ok := pt.(interface{ unsavedWhy() string }); ok && us.unsavedWhy() != "" {
+		return threadUnsavedComment(us.unsavedWhy())
+	}
+	return nil
 }
 
 // ThreadTurnsNotStored counts the turns on threads whose answer the

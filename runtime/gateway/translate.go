@@ -276,6 +276,9 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 	// Kept once whole, before its last events are sent, so that the
 	// stream can say when a thread's turn was not.
 	last := st.finish()
+	if pending {
+		_ = send(nil, true) // what the client is owed leaves before the store write
+	}
 	ts.completed(r.Context(), g, x, res)
 	if us, ok := ts.(interface{ unsavedWhy() string }); ok && us.unsavedWhy() != "" {
 		// A comment line, which SDKs skip: the answer is whole all the same.

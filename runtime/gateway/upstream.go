@@ -124,6 +124,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, m
 				body = fitted // fitted to what this replica's engine said it holds
 			}
 		}
+		x.lease = lease // a thread's answer gives it back before its store write
 		err = g.attempt(ctx, w, r, x, ep, body)
 		if err == nil {
 			lease.Done()
@@ -291,13 +292,7 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 		if pt, ok := x.shape.(passthrough); ok && resp.StatusCode == http.StatusOK {
 			// Kept when the answer is whole, before its [DONE], so that
 			// the stream can say when it was not.
-			x.beforeDone = func() []byte {
-				pt.completed(r.Context(), g, x, pt.answer())
-				if us, ok := pt.(interface{ unsavedWhy() string }); ok && us.unsavedWhy() != "" {
-					return threadUnsavedComment(us.unsavedWhy())
-				}
-				return nil
-			}
+			x.beforeDone = func() []byte { return g.streamAnswered(w, r, x, pt) }
 		}
 		g.relayStream(w, r, x, resp, idle)
 		return nil
