@@ -3,6 +3,7 @@ package apishape
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"unicode/utf8"
 )
 
@@ -109,6 +110,27 @@ func AppendTurn(stored, turn []json.RawMessage, answer json.RawMessage) []json.R
 		out = append(out, m)
 	}
 	return append(append(out, turn...), answer)
+}
+
+// WithoutLastTurn returns a thread without its last turn when it ends
+// with turn (the same messages, as JSON values: spacing and the order
+// of keys do not count) and one answer after it (an assistant
+// message): what a request sent again after its first attempt was
+// stored finds. The turn and an answer put back after what it returns
+// make the thread it was, but for the answer. Else it returns msgs and
+// false.
+func WithoutLastTurn(msgs, turn []json.RawMessage) ([]json.RawMessage, bool) {
+	start := len(msgs) - len(turn) - 1
+	if len(turn) == 0 || start < 0 || roleOf(msgs[len(msgs)-1]) != "assistant" {
+		return msgs, false
+	}
+	for i, m := range turn {
+		var a, b any
+		if json.Unmarshal(m, &a) != nil || json.Unmarshal(msgs[start+i], &b) != nil || !reflect.DeepEqual(a, b) {
+			return msgs, false
+		}
+	}
+	return msgs[:start:start], true
 }
 
 // EncodeThread is the JSON array of a thread's messages to store, each

@@ -111,3 +111,44 @@ func TestEncodeThreadIsNoLongerThanCapThreadCounts(t *testing.T) {
 		t.Fatalf("EncodeThread = %s, %v; want %s", got, err, want)
 	}
 }
+
+// TestWithoutLastTurn: a thread loses its last turn only when it ends
+// with the turn given (as JSON values: the client's spacing and key
+// order do not count) and an answer after it.
+func TestWithoutLastTurn(t *testing.T) {
+	stored := msgs("system:be brief", "user:one", "assistant:1", "user:two", "tool:t", "assistant:2")
+	for _, tt := range []struct {
+		name string
+		msgs []json.RawMessage
+		turn []json.RawMessage
+		want string
+		ok   bool
+	}{
+		{"the last turn", stored, msgs("user:two", "tool:t"), "system:be brief user:one assistant:1", true},
+		{"spaced otherwise", stored, []json.RawMessage{json.RawMessage(`{ "role": "user", "content": "two" }`), json.RawMessage(` {"role":"tool","content":"t"}`)},
+			"system:be brief user:one assistant:1", true},
+		// Put back, the turn makes the same thread: only its answer is
+		// new.
+		{"its last messages", stored, msgs("tool:t"), "system:be brief user:one assistant:1 user:two", true},
+		{"an answer of its own", stored, msgs("tool:t", "assistant:2"), "", false},
+		{"another turn", stored, msgs("user:one", "tool:t"), "", false},
+		{"an earlier turn", stored, msgs("user:one"), "", false},
+		{"no answer after it", stored[:5], msgs("user:two", "tool:t"), "", false},
+		{"longer than the thread", stored[:2], msgs("system:be brief", "user:one"), "", false},
+		{"no turn", stored, nil, "", false},
+		{"a system message of its own", append(msgs("user:one", "assistant:1"), msgs("system:new", "user:two", "assistant:2")...),
+			msgs("system:new", "user:two"), "user:one assistant:1", true},
+	} {
+		got, ok := WithoutLastTurn(tt.msgs, tt.turn)
+		if ok != tt.ok || ok && render(got) != tt.want || !ok && len(got) != len(tt.msgs) {
+			t.Errorf("%s: %q, %v; want %q, %v", tt.name, render(got), ok, tt.want, tt.ok)
+		}
+	}
+	// What it returns is a thread of its own: appending to it leaves the
+	// stored one whole.
+	got, _ := WithoutLastTurn(stored, msgs("user:two", "tool:t"))
+	_ = append(got, msgs("user:x")...)
+	if render(stored[3:4]) != "user:two" {
+		t.Fatalf("appending to what WithoutLastTurn returned changed the thread: %s", render(stored))
+	}
+}

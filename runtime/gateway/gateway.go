@@ -534,7 +534,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, x *exch
 				fmt.Sprintf("x-llmgw-thread is read on /v1/chat/completions, /v1/messages and /v1/responses, not on %s", r.URL.Path)))
 			return
 		}
-		x.shape = &threadShape{id: id}
+		x.shape = newThreadShape(r, id)
 	}
 	g.serve(w, r, x)
 }

@@ -24,7 +24,7 @@ type threaded struct {
 // names one.
 func onThread(r *http.Request, x *exchange) {
 	if id := r.Header.Get(threadHeader); id != "" {
-		x.shape = &threaded{translator: x.shape.(translator), thread: &threadShape{id: id}}
+		x.shape = &threaded{translator: x.shape.(translator), thread: newThreadShape(r, id)}
 	}
 }
 

@@ -159,7 +159,7 @@ func TestThreadsOnMessagesAndResponses(t *testing.T) {
 // write conflicts, as when other turns of the thread end at once.
 type busyThreads struct{ store.Store }
 
-func (b busyThreads) PutThread(context.Context, string, string, []byte, time.Time, int64) (int64, error) {
+func (b busyThreads) PutThread(context.Context, string, string, []byte, time.Time, int64, string) (int64, error) {
 	return 0, fmt.Errorf("storing thread: %w", store.ErrConflict)
 }
 
@@ -234,12 +234,12 @@ func TestThreadTurnNotStoredIsSaid(t *testing.T) {
 // they land.
 type stalledThreads struct{ store.Store }
 
-func (s stalledThreads) PutThread(ctx context.Context, project, id string, data []byte, until time.Time, rev int64) (int64, error) {
+func (s stalledThreads) PutThread(ctx context.Context, project, id string, data []byte, until time.Time, rev int64, key string) (int64, error) {
 	select {
 	case <-ctx.Done():
 		return 0, fmt.Errorf("storing thread: %w", ctx.Err())
 	case <-time.After(3 * time.Second):
-		return s.Store.(ThreadContent).PutThread(ctx, project, id, data, until, rev)
+		return s.Store.(ThreadContent).PutThread(ctx, project, id, data, until, rev, key)
 	}
 }
 
@@ -342,14 +342,14 @@ type gatedThreads struct {
 	once    sync.Once
 }
 
-func (s *gatedThreads) PutThread(ctx context.Context, project, id string, data []byte, until time.Time, rev int64) (int64, error) {
+func (s *gatedThreads) PutThread(ctx context.Context, project, id string, data []byte, until time.Time, rev int64, key string) (int64, error) {
 	s.once.Do(func() { close(s.entered) })
 	select {
 	case <-ctx.Done():
 		return 0, fmt.Errorf("storing thread: %w", ctx.Err())
 	case <-s.release:
 	}
-	return s.Store.(ThreadContent).PutThread(ctx, project, id, data, until, rev)
+	return s.Store.(ThreadContent).PutThread(ctx, project, id, data, until, rev, key)
 }
 
 // TestThreadStoreWriteHoldsOnlyTheEnd: while a streamed turn is stored,

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,7 +36,7 @@ const (
 type ThreadContent interface {
 	GetThread(ctx context.Context, project, id string, now time.Time) (store.Thread, error)
 	ThreadSize(ctx context.Context, project, id string, now time.Time) (int64, error)
-	PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64) (int64, error)
+	PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64, turnKey string) (int64, error)
 	DeleteThread(ctx context.Context, project, id string) error
 }
 
@@ -106,6 +108,51 @@ type threadShape struct {
 	// fittable is set once the body was read as a chat body and fitted
 	// (else parseRequest says what is wrong with it, and it is left so).
 	fittable bool
+	// turnKey is the request's Idempotency-Key, hashed ("" for none),
+	// stored with its turn; sdkRetry is set when an SDK says it sends
+	// the request again (X-Stainless-Retry-Count above 0). replaced is
+	// set when the thread's last turn was this request's, stored by an
+	// earlier attempt of it: its answer is replaced (retried).
+	turnKey  string
+	sdkRetry bool
+	replaced bool
+}
+
+// newThreadShape is the shape of a request on thread id, with the
+// retry signals it carries.
+func newThreadShape(r *http.Request, id string) *threadShape {
+	s := &threadShape{id: id}
+	if k := r.Header.Get("Idempotency-Key"); k != "" {
+		sum := sha256.Sum256([]byte(k))
+		s.turnKey = hex.EncodeToString(sum[:16])
+	}
+	n, err := strconv.Atoi(r.Header.Get("X-Stainless-Retry-Count"))
+	s.sdkRetry = err == nil && n > 0
+	return s
+}
+
+// retried returns a stored thread (msgs, stored with the last turn's
+// key) without its last turn when that turn is this request's, stored
+// by an earlier attempt of it whose answer the client did not get (a
+// timeout, a connection lost): then this attempt's answer replaces
+// that one, rather than the turn being stored twice. It is this
+// request's when the last turn is the same messages as this one's turn
+// and either the request carries the Idempotency-Key that turn was
+// stored with, or it carries none, an SDK says it is sent again
+// (X-Stainless-Retry-Count above 0) and that turn was stored without a
+// key (an SDK sends the same headers on each attempt). A turn sent
+// again with no retry signal, or with a key of its own, is a new turn,
+// kept after the same one.
+func (s *threadShape) retried(msgs []json.RawMessage, key string) ([]json.RawMessage, bool) {
+	switch {
+	case s.turnKey != "":
+		if key != s.turnKey {
+			return msgs, false
+		}
+	case !s.sdkRetry || key != "":
+		return msgs, false
+	}
+	return apishape.WithoutLastTurn(msgs, s.turn)
 }
 
 func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body []byte) ([]byte, *apiError) {
@@ -198,6 +245,8 @@ func (s *threadShape) read(ctx context.Context, g *Gateway) *apiError {
 			g.log.Warn("decoding thread", "project", s.project, "err", err)
 			return newError(http.StatusInternalServerError, typeServer, "", "the thread could not be read")
 		}
+		// A retry is sent the thread without its own earlier attempt.
+		s.history, s.replaced = s.retried(s.history, stored.TurnKey)
 	}
 	return nil
 }
@@ -437,7 +486,7 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 			s.notStored(g, project, "the thread could not be encoded", err)
 			return
 		}
-		_, err = g.threads().PutThread(ctx, project, s.id, data, time.Now().Add(time.Duration(s.retain)*time.Hour), prev)
+		_, err = g.threads().PutThread(ctx, project, s.id, data, time.Now().Add(time.Duration(s.retain)*time.Hour), prev, s.turnKey)
 		if !errors.Is(err, store.ErrConflict) {
 			if err != nil {
 				s.notStored(g, project, storeFailed(ctx, err, g.threadWriteTimeout), err)
@@ -458,6 +507,9 @@ func (s *threadShape) completed(ctx context.Context, g *Gateway, x *exchange, re
 				s.notStored(g, project, "the stored thread could not be read", err)
 				return
 			}
+			// An earlier attempt of this request stored meanwhile:
+			// this answer replaces its.
+			stored, _ = s.retried(stored, cur.TurnKey)
 			prev = cur.Revision
 		}
 		msgs = apishape.CapThread(apishape.AppendTurn(stored, s.turn, answer), maxBytes)

@@ -16,10 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
 	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/sim/simengine"
+	"github.com/llmgw/llmgw/testkit/pgtest"
 )
 
 // twoModels is a catalog of a large and a small model.
@@ -430,5 +434,166 @@ func TestThreadRefusedBeforeItIsRead(t *testing.T) {
 	if info := adm.lastInfo(); info.BodyBytes < len(stored.Messages)+len(`{"role":"user","content":"and now"}`) || eng.lastSize(t) > info.BodyBytes {
 		t.Fatalf("admission was told a body of %d bytes; the thread and the turn are more, %d bytes of messages were sent",
 			info.BodyBytes, eng.lastSize(t))
+	}
+}
+
+// contentStores are a store of each backend, keeping the project
+// "proj"'s threads for hours.
+func contentStores(t *testing.T, hours int) map[string]func(t *testing.T) store.Store {
+	return map[string]func(t *testing.T) store.Store{
+		"sqlite": func(t *testing.T) store.Store { return contentStore(t, hours) },
+		"postgres": func(t *testing.T) store.Store {
+			st, err := store.Open(t.Context(), pgtest.NewDatabase(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			if err := st.CreateProject(t.Context(), store.Project{Name: "proj"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.SetRetention(t.Context(), "proj", store.ContentThreads, hours); err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+	}
+}
+
+// TestThreadRetryStoresItsTurnOnce: a turn sent again after its first
+// attempt was stored (the client missed the answer) replaces that
+// attempt's answer instead of being stored twice, when the request says
+// it is the same one: the Idempotency-Key its turn was stored with, or
+// an SDK's X-Stainless-Retry-Count above 0 on a turn stored without a
+// key (openai-go retrying a 502, unmodified). The retry is sent the
+// thread without its earlier attempt. A turn repeated with no retry
+// signal, or with a key of its own, is a new turn, kept.
+func TestThreadRetryStoresItsTurnOnce(t *testing.T) {
+	for name, open := range contentStores(t, 24) {
+		t.Run(name, func(t *testing.T) {
+			st := open(t)
+			eng, engURL := startSeenEngine(t, "big")
+			rt := router.New()
+			rt.SetEndpoints("big", []router.Endpoint{{ReplicaID: "big-0", URL: engURL, Weight: 1}})
+			gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st})
+			gwSrv := httptest.NewServer(gw.Handler())
+			t.Cleanup(func() { gwSrv.Close(); gw.Close() })
+			turn := func(content string, headers ...string) {
+				t.Helper()
+				h := bearer("key-proj")
+				h["X-Llmgw-Thread"] = "t1"
+				for i := 0; i+1 < len(headers); i += 2 {
+					h[headers[i]] = headers[i+1]
+				}
+				body, _ := json.Marshal(map[string]any{"model": "big", "max_tokens": 8,
+					"messages": []map[string]string{{"role": "user", "content": content}}})
+				if c := do(t, http.MethodPost, gwSrv.URL+"/v1/chat/completions", h, string(body)); c.status != 200 {
+					t.Fatalf("turn %q: %d %s", content, c.status, c.raw)
+				}
+			}
+			// users is the thread's user messages, in order.
+			users := func() string {
+				t.Helper()
+				th, err := st.GetThread(t.Context(), "proj", "t1", time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var msgs []map[string]any
+				_ = json.Unmarshal(th.Messages, &msgs)
+				var out []string
+				for i, m := range msgs {
+					if m["role"] == "user" {
+						if i+1 == len(msgs) || msgs[i+1]["role"] != "assistant" {
+							t.Fatalf("a turn without its answer: %s", contents(msgs))
+						}
+						out = append(out, m["content"].(string))
+					}
+				}
+				return strings.Join(out, ",")
+			}
+			sentUsers := func() string {
+				var out []string
+				for _, m := range eng.last(t) {
+					if m["role"] == "user" {
+						out = append(out, m["content"].(string))
+					}
+				}
+				return strings.Join(out, ",")
+			}
+
+			turn("q1")
+			turn("X", "Idempotency-Key", "k1")
+			turn("X", "Idempotency-Key", "k1")
+			if got := sentUsers(); got != "q1,X" {
+				t.Fatalf("a retry was sent %q, want its thread without its earlier attempt (q1,X)", got)
+			}
+			if got := users(); got != "q1,X" {
+				t.Fatalf("after a retry with the same Idempotency-Key the thread holds %q, want q1,X", got)
+			}
+			turn("X", "Idempotency-Key", "k2")
+			if got := users(); got != "q1,X,X" {
+				t.Fatalf("the same turn with a key of its own: %q, want it kept (q1,X,X)", got)
+			}
+			turn("Y")
+			turn("Y")
+			if got := users(); got != "q1,X,X,Y,Y" {
+				t.Fatalf("a turn repeated with no retry signal: %q, want it kept", got)
+			}
+			turn("Y", "X-Stainless-Retry-Count", "0")
+			if got := users(); got != "q1,X,X,Y,Y,Y" {
+				t.Fatalf("a first attempt (X-Stainless-Retry-Count 0): %q, want it kept", got)
+			}
+			turn("Y", "X-Stainless-Retry-Count", "1")
+			if got := users(); got != "q1,X,X,Y,Y,Y" {
+				t.Fatalf("an SDK's retry of a turn stored: %q, want its answer replaced", got)
+			}
+			turn("Z", "Idempotency-Key", "k3")
+			turn("Z", "X-Stainless-Retry-Count", "1")
+			if got := users(); got != "q1,X,X,Y,Y,Y,Z,Z" {
+				t.Fatalf("a retry without the key its turn was stored with: %q, want it kept (another request)", got)
+			}
+
+			// openai-go, unmodified: the first answer is lost on its way
+			// (a proxy answers 502 once the gateway answered, so the turn
+			// is stored); the SDK sends the request again, and the turn
+			// is kept once, with the answer the client got.
+			var lost atomic.Bool
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				req, _ := http.NewRequestWithContext(r.Context(), r.Method, gwSrv.URL+r.URL.Path, bytes.NewReader(body))
+				req.Header = r.Header.Clone()
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadGateway)
+					return
+				}
+				defer resp.Body.Close()
+				out, _ := io.ReadAll(resp.Body)
+				if !lost.Swap(true) {
+					http.Error(w, "connection lost", http.StatusBadGateway)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(resp.StatusCode)
+				_, _ = w.Write(out)
+			}))
+			t.Cleanup(proxy.Close)
+			client := openai.NewClient(option.WithBaseURL(proxy.URL+"/v1"), option.WithAPIKey("key-proj"))
+			res, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+				Model: "big", MaxTokens: openai.Int(8),
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("W")},
+			}, option.WithHeader("X-Llmgw-Thread", "t1"))
+			if err != nil || !lost.Load() {
+				t.Fatalf("openai-go through a lost answer: %v (lost %v)", err, lost.Load())
+			}
+			if got := users(); got != "q1,X,X,Y,Y,Y,Z,Z,W" {
+				t.Fatalf("after openai-go retried a lost answer the thread holds %q, want W once", got)
+			}
+			th, _ := st.GetThread(t.Context(), "proj", "t1", time.Now())
+			var msgs []map[string]any
+			_ = json.Unmarshal(th.Messages, &msgs)
+			if last := msgs[len(msgs)-1]["content"]; last != res.Choices[0].Message.Content {
+				t.Fatalf("the thread keeps the answer %q, the client got %q", last, res.Choices[0].Message.Content)
+			}
+		})
 	}
 }

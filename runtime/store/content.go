@@ -66,12 +66,13 @@ type ContentStore interface {
 	// database keeps a value's length beside it), so that a request is
 	// admitted before its thread is read; ErrNotFound as GetThread.
 	ThreadSize(ctx context.Context, project, id string, now time.Time) (int64, error)
-	// PutThread stores a thread's messages if the thread is as the caller
-	// read it: prev is the Revision GetThread returned, 0 when it found
-	// none. When another write came between (or the thread was deleted,
-	// or one was begun meanwhile) it writes nothing and returns an error
-	// wrapping ErrConflict. It returns the new revision.
-	PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64) (int64, error)
+	// PutThread stores a thread's messages, and the key of the request
+	// that stored its last turn (turnKey, "" for none), if the thread is
+	// as the caller read it: prev is the Revision GetThread returned, 0
+	// when it found none. When another write came between (or the thread
+	// was deleted, or one was begun meanwhile) it writes nothing and
+	// returns an error wrapping ErrConflict. It returns the new revision.
+	PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64, turnKey string) (int64, error)
 	// DeleteThread deletes a project's thread, or returns an error
 	// wrapping ErrNotFound.
 	DeleteThread(ctx context.Context, project, id string) error
@@ -111,10 +112,14 @@ type ContentStore interface {
 }
 
 // Thread is a stored conversation: its messages as the chat messages a
-// next turn sends (JSON), and its revision, which every write changes.
+// next turn sends (JSON), its revision, which every write changes, and
+// the key of the request that stored its last turn.
 type Thread struct {
 	Messages []byte
 	Revision int64
+	// TurnKey is the key PutThread was given with the last turn ("" for
+	// none).
+	TurnKey string
 }
 
 // NoteCaps bound the notes SaveNote keeps; 0 is no bound.

@@ -66,7 +66,7 @@ func fill(t *testing.T, s store.Store) (apiKey, adminToken string) {
 	must("SetRetention", s.SetRetention(ctx, "research", store.ContentThreads, 24))
 	must("PutResponse", s.PutResponse(ctx, store.StoredResponse{Project: "research", ID: "resp_1", Model: "llama",
 		Body: []byte(`{"id":"resp_1"}`), History: []byte(`[]`), CreatedAt: at, ExpiresAt: later}))
-	_, err = s.PutThread(ctx, "research", "t1", []byte(`[]`), later, 0)
+	_, err = s.PutThread(ctx, "research", "t1", []byte(`[]`), later, 0, "")
 	must("PutThread", err)
 	must("PutNote", s.PutNote(ctx, store.Note{Project: "research", Agent: "bot", ID: "n1", Text: "x", CreatedAt: at, UpdatedAt: at, ExpiresAt: later}))
 

@@ -119,8 +119,8 @@ func (s *sqlStore) DeleteResponse(ctx context.Context, project, id string) error
 func (s *sqlStore) GetThread(ctx context.Context, project, id string, now time.Time) (Thread, error) {
 	var msgs string
 	var th Thread
-	err := s.queryRow(ctx, `SELECT messages, revision FROM threads WHERE project = ? AND id = ? AND `+live("threads", "updated_at", ContentThreads),
-		project, id, toDB(now), toDB(now)).Scan(&msgs, &th.Revision)
+	err := s.queryRow(ctx, `SELECT messages, revision, turn_key FROM threads WHERE project = ? AND id = ? AND `+live("threads", "updated_at", ContentThreads),
+		project, id, toDB(now), toDB(now)).Scan(&msgs, &th.Revision, &th.TurnKey)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -159,20 +159,20 @@ func newRevision() int64 { return rand.Int64N(math.MaxInt64-1) + 1 }
 // as one an older release wrote during a rolling upgrade, which reads as
 // revision 0 and is written over the same way: this release never
 // writes 0, so two first writes still cannot both land).
-func (s *sqlStore) PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64) (int64, error) {
+func (s *sqlStore) PutThread(ctx context.Context, project, id string, messages []byte, expires time.Time, prev int64, turnKey string) (int64, error) {
 	rev, now := newRevision(), toDB(s.now())
 	var res sql.Result
 	var err error
 	if prev == 0 {
-		res, err = s.exec(ctx, `INSERT INTO threads (project, id, messages, updated_at, expires_at, revision) VALUES (?, ?, ?, ?, ?, ?)
+		res, err = s.exec(ctx, `INSERT INTO threads (project, id, messages, updated_at, expires_at, revision, turn_key) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (project, id) DO UPDATE SET messages = excluded.messages, updated_at = excluded.updated_at,
-			expires_at = excluded.expires_at, revision = excluded.revision
+			expires_at = excluded.expires_at, revision = excluded.revision, turn_key = excluded.turn_key
 			WHERE threads.revision = 0 OR NOT `+live("threads", "updated_at", ContentThreads),
-			project, id, string(messages), now, toDB(expires), rev, now, now)
+			project, id, string(messages), now, toDB(expires), rev, turnKey, now, now)
 	} else {
-		res, err = s.exec(ctx, `UPDATE threads SET messages = ?, updated_at = ?, expires_at = ?, revision = ?
+		res, err = s.exec(ctx, `UPDATE threads SET messages = ?, updated_at = ?, expires_at = ?, revision = ?, turn_key = ?
 			WHERE project = ? AND id = ? AND revision = ?`,
-			string(messages), now, toDB(expires), rev, project, id, prev)
+			string(messages), now, toDB(expires), rev, turnKey, project, id, prev)
 	}
 	if err = requireRow(res, err); errors.Is(err, ErrNotFound) {
 		err = ErrConflict

@@ -62,10 +62,10 @@ func TestThreadFromOlderRelease(t *testing.T) {
 				t.Fatalf("the older release's thread: revision %d, %v; want %d", th.Revision, err, tt.defaultRevision)
 			}
 			exp := now.Add(time.Hour)
-			if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`[1]`), exp, th.Revision); err != nil {
+			if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`[1]`), exp, th.Revision, ""); err != nil {
 				t.Fatalf("writing the older release's thread at the revision read (%d): %v", th.Revision, err)
 			}
-			if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`[2]`), exp, th.Revision); !errors.Is(err, store.ErrConflict) {
+			if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`[2]`), exp, th.Revision, ""); !errors.Is(err, store.ErrConflict) {
 				t.Fatalf("a second write at revision %d: %v, want ErrConflict", th.Revision, err)
 			}
 			// A live row at 0, however it came there.
@@ -73,10 +73,10 @@ func TestThreadFromOlderRelease(t *testing.T) {
 				store.DefaultProject, "zero", `[]`, now.UnixMicro(), exp.UnixMicro()); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.PutThread(ctx, store.DefaultProject, "zero", []byte(`[1]`), exp, 0); err != nil {
+			if _, err := s.PutThread(ctx, store.DefaultProject, "zero", []byte(`[1]`), exp, 0, ""); err != nil {
 				t.Fatalf("writing a live thread at revision 0: %v", err)
 			}
-			if _, err := s.PutThread(ctx, store.DefaultProject, "zero", []byte(`[2]`), exp, 0); !errors.Is(err, store.ErrConflict) {
+			if _, err := s.PutThread(ctx, store.DefaultProject, "zero", []byte(`[2]`), exp, 0, ""); !errors.Is(err, store.ErrConflict) {
 				t.Fatalf("a second first write: %v, want ErrConflict", err)
 			}
 			th, err = s.GetThread(ctx, store.DefaultProject, "zero", now)

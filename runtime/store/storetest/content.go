@@ -125,25 +125,28 @@ func testThreads(t *testing.T, s store.Store) {
 		}
 	}
 	now := time.Now()
-	rev, err := s.PutThread(ctx, "a", "t1", []byte(`[1]`), now.Add(time.Hour), 0)
+	rev, err := s.PutThread(ctx, "a", "t1", []byte(`[1]`), now.Add(time.Hour), 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutThread(ctx, "a", "t1", []byte(`[9]`), now.Add(time.Hour), 0); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.PutThread(ctx, "a", "t1", []byte(`[9]`), now.Add(time.Hour), 0, ""); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a second thread begun over a live one: %v, want ErrConflict", err)
 	}
-	rev2, err := s.PutThread(ctx, "a", "t1", []byte(`[1,2]`), now.Add(2*time.Hour), rev)
+	if got, err := s.GetThread(ctx, "a", "t1", now); err != nil || got.TurnKey != "" {
+		t.Fatalf("a thread stored with no turn key reads %q, %v", got.TurnKey, err)
+	}
+	rev2, err := s.PutThread(ctx, "a", "t1", []byte(`[1,2]`), now.Add(2*time.Hour), rev, "k2")
 	if err != nil || rev2 == rev || rev2 <= 0 {
 		t.Fatalf("PutThread at its revision: %d (was %d), %v", rev2, rev, err)
 	}
-	if _, err := s.PutThread(ctx, "a", "t1", []byte(`[1,3]`), now.Add(2*time.Hour), rev); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.PutThread(ctx, "a", "t1", []byte(`[1,3]`), now.Add(2*time.Hour), rev, ""); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("PutThread at a revision written over: %v, want ErrConflict", err)
 	}
-	if _, err := s.PutThread(ctx, "b", "t1", []byte(`["bé"]`), now.Add(time.Hour), 0); err != nil {
+	if _, err := s.PutThread(ctx, "b", "t1", []byte(`["bé"]`), now.Add(time.Hour), 0, "kb"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.GetThread(ctx, "a", "t1", now); err != nil || string(got.Messages) != `[1,2]` || got.Revision != rev2 {
-		t.Fatalf("GetThread = %s at %d, %v; want [1,2] at %d", got.Messages, got.Revision, err, rev2)
+	if got, err := s.GetThread(ctx, "a", "t1", now); err != nil || string(got.Messages) != `[1,2]` || got.Revision != rev2 || got.TurnKey != "k2" {
+		t.Fatalf("GetThread = %s at %d, key %q, %v; want [1,2] at %d, key k2", got.Messages, got.Revision, got.TurnKey, err, rev2)
 	}
 	if n, err := s.ThreadSize(ctx, "a", "t1", now); err != nil || n != int64(len(`[1,2]`)) {
 		t.Fatalf("ThreadSize = %d, %v; want %d", n, err, len(`[1,2]`))
@@ -157,7 +160,7 @@ func testThreads(t *testing.T, s store.Store) {
 	if _, err := s.ThreadSize(ctx, "a", "nope", now); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("ThreadSize of an unknown thread: %v", err)
 	}
-	if got, err := s.GetThread(ctx, "b", "t1", now); err != nil || string(got.Messages) != `["bé"]` {
+	if got, err := s.GetThread(ctx, "b", "t1", now); err != nil || string(got.Messages) != `["bé"]` || got.TurnKey != "kb" {
 		t.Fatalf("the same id in another project = %s, %v", got.Messages, err)
 	}
 	if _, err := s.GetThread(ctx, "a", "t1", now.Add(2*time.Hour)); !errors.Is(err, store.ErrNotFound) {
@@ -276,7 +279,7 @@ func testContentRetentionCut(t *testing.T, s store.Store) {
 			Body: []byte(`{}`), History: []byte(`[]`), CreatedAt: now, ExpiresAt: expires}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.PutThread(ctx, p, "t1", []byte(`[1]`), expires, 0); err != nil {
+		if _, err := s.PutThread(ctx, p, "t1", []byte(`[1]`), expires, 0, ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.PutNote(ctx, store.Note{Project: p, Agent: "bot", ID: "n1", Text: "kept",
@@ -361,20 +364,20 @@ func testThreadRevisionRace(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`["old"]`), now.Add(-time.Minute), 0); err != nil {
+	if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`["old"]`), now.Add(-time.Minute), 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetThread(ctx, store.DefaultProject, "old", now); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an expired thread read: %v", err)
 	}
-	if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`["new"]`), now.Add(time.Hour), 0); err != nil {
+	if _, err := s.PutThread(ctx, store.DefaultProject, "old", []byte(`["new"]`), now.Add(time.Hour), 0, ""); err != nil {
 		t.Fatalf("beginning again a thread whose row expired: %v", err)
 	}
 	for _, start := range []string{"fresh", "written"} {
 		var prev int64
 		if start == "written" {
 			var err error
-			if prev, err = s.PutThread(ctx, store.DefaultProject, start, []byte(`[0]`), now.Add(time.Hour), 0); err != nil {
+			if prev, err = s.PutThread(ctx, store.DefaultProject, start, []byte(`[0]`), now.Add(time.Hour), 0, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -384,7 +387,7 @@ func testThreadRevisionRace(t *testing.T, s store.Store) {
 		won, lost := 0, 0
 		for i := range writers {
 			wg.Go(func() {
-				_, err := s.PutThread(ctx, store.DefaultProject, start, fmt.Appendf(nil, "[%d]", i+1), now.Add(time.Hour), prev)
+				_, err := s.PutThread(ctx, store.DefaultProject, start, fmt.Appendf(nil, "[%d]", i+1), now.Add(time.Hour), prev, "")
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
