@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -595,5 +597,60 @@ func TestThreadRetryStoresItsTurnOnce(t *testing.T) {
 				t.Fatalf("the thread keeps the answer %q, the client got %q", last, res.Choices[0].Message.Content)
 			}
 		})
+	}
+}
+
+// racingThreads runs before, once, ahead of the first thread write: a
+// write of another request landing between a turn's read and its write.
+type racingThreads struct {
+	store.Store
+	before func()
+	once   sync.Once
+}
+
+func (s *racingThreads) PutThread(ctx context.Context, project, id string, data []byte, until time.Time, rev int64, key string) (int64, error) {
+	s.once.Do(s.before)
+	return s.Store.(ThreadContent).PutThread(ctx, project, id, data, until, rev, key)
+}
+
+// TestThreadRetryLandsAfterItsFirstAttempt: a retry that began before
+// its first attempt was stored (the client gave up on it while it ran)
+// finds, when it writes, the thread changed by that attempt: its answer
+// replaces that attempt's, rather than the turn being stored twice.
+func TestThreadRetryLandsAfterItsFirstAttempt(t *testing.T) {
+	base := contentStore(t, 24)
+	tc := base.(ThreadContent)
+	st := &racingThreads{Store: base}
+	_, engURL := startSeenEngine(t, "big")
+	rt := router.New()
+	rt.SetEndpoints("big", []router.Endpoint{{ReplicaID: "big-0", URL: engURL, Weight: 1}})
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	turnX := `{"role":"user","content":"X"}`
+	st.before = func() {
+		// The first attempt of the same request ends now.
+		sum := sha256.Sum256([]byte("k1"))
+		if _, err := tc.PutThread(t.Context(), "proj", "t1", []byte(`[`+turnX+`,{"role":"assistant","content":"first attempt"}]`),
+			time.Now().Add(time.Hour), 0, hex.EncodeToString(sum[:16])); err != nil {
+			t.Error(err)
+		}
+	}
+	h := bearer("key-proj")
+	h["X-Llmgw-Thread"] = "t1"
+	h["Idempotency-Key"] = "k1"
+	c := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, `{"model":"big","max_tokens":8,"messages":[`+turnX+`]}`)
+	if c.status != 200 || c.header.Get("X-Llmgw-Thread-Unsaved") != "" {
+		t.Fatalf("retry: %d %v %s", c.status, c.header, c.raw)
+	}
+	th, err := tc.GetThread(t.Context(), "proj", "t1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []map[string]any
+	_ = json.Unmarshal(th.Messages, &msgs)
+	answer := c.body["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
+	if got := contents(msgs); got != "user:X | assistant:"+answer {
+		t.Fatalf("the thread holds %q; want the turn once, with the answer the client got (%q)", got, answer)
 	}
 }
