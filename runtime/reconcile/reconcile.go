@@ -573,8 +573,8 @@ func (r *Reconciler) stopShards(tx *fleet.Tx, rep *fleet.Replica, reason string)
 func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	want, why := r.desired(tx, e, now)
 	var current, currentReady, old []*fleet.Replica
-	for _, rep := range tx.Replicas() {
-		if rep.Model != e.Model.Name || !rep.Live() {
+	for _, rep := range tx.ModelReplicas(e.Model.Name) {
+		if !rep.Live() {
 			continue
 		}
 		if !e.Stale(rep.Profile.Name, rep.Generation) && !onDrainingNode(tx, rep) {
