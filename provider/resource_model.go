@@ -170,7 +170,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				Optional:            true,
 				Computed:            true,
 				Default:             booldefault.StaticBool(true),
-				MarkdownDescription: "Whether apply waits until `scaling.min` replicas of the new definition are ready (default true); with `rollout = \"manual\"` the replicas of an earlier definition that keep serving count, since none is replaced until `llmgw ctl rollout`. Apply fails with the shard's error and the engine's last output when a replica fails.",
+				MarkdownDescription: "Whether apply waits until `scaling.min` replicas of the new definition are ready (default true); with `rollout = \"manual\"` the replicas of an earlier definition that keep serving count, since none is replaced until `llmgw ctl rollout`. Apply fails with the shard's error and the engine's last output when a replica fails (one not ready within its profile's `startup_timeout` plus 30 seconds fails).",
 			},
 			"rollout_timeout": schema.StringAttribute{
 				Optional:            true,
@@ -283,8 +283,9 @@ func profileSchema() map[string]schema.Attribute {
 		},
 		"startup_timeout": schema.StringAttribute{
 			Optional: true, Computed: true, Default: stringdefault.StaticString(spec.DefaultStartupTimeout.String()),
-			MarkdownDescription: "How long a shard may take to become ready, like `90s` or `10m` (default `" + spec.DefaultStartupTimeout.String() + "`).",
-			Validators:          []validator.String{durationSyntax{}},
+			MarkdownDescription: "How long a shard may take to become ready, like `90s` or `10m` (default `" + spec.DefaultStartupTimeout.String() + "`); the replica fails 30 seconds after it. " +
+				"It is, in practice, the only bound on the replicas of a rollout of a new build: an earlier not-ready report needs a start of the same build measured on each of the replica's nodes (see Apply and the rollout).",
+			Validators: []validator.String{durationSyntax{}},
 		},
 		"min_memory_gb": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
