@@ -130,10 +130,10 @@ type Reconciler struct {
 	// its replicas on that node placed by this control plane with their
 	// weights at hand, from startSince (slowstart.go).
 	startTime map[startKey]time.Duration
-	// passPlaced are the replicas placed in this pass; together, the
-	// replicas placed in one pass with another of their build on a shared
-	// node, whose starts are not bounded (slowstart.go).
-	passPlaced []*fleet.Replica
+	// passPlaced are the replicas placed in this pass, by build; together,
+	// the replicas placed in one pass with another of their build on a
+	// shared node, whose starts are not bounded (slowstart.go).
+	passPlaced map[buildKey][]*fleet.Replica
 	together   map[string]bool
 	// inflight is the requests in flight per replica, read from Routing
 	// once per pass.

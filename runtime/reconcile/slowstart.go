@@ -83,15 +83,21 @@ func (r *Reconciler) expectedStart(rep *fleet.Replica) (time.Duration, bool) {
 // replica placed earlier in the pass of the same build that shares a node
 // with it as starting together: their starts are not bounded.
 func (r *Reconciler) notePlaced(rep *fleet.Replica) {
-	for _, o := range r.passPlaced {
-		if o.Model != rep.Model || o.Profile.Name != rep.Profile.Name || o.Generation != rep.Generation || !shareNode(o, rep) {
-			continue
-		}
-		r.together[o.ID] = true
-		r.together[rep.ID] = true
+	if r.passPlaced == nil {
+		r.passPlaced = map[buildKey][]*fleet.Replica{}
 	}
-	r.passPlaced = append(r.passPlaced, rep)
+	k := buildKey{rep.Model, rep.Profile.Name, rep.Generation}
+	for _, o := range r.passPlaced[k] {
+		if shareNode(o, rep) {
+			r.together[o.ID] = true
+			r.together[rep.ID] = true
+		}
+	}
+	r.passPlaced[k] = append(r.passPlaced[k], rep)
 }
+
+// buildKey names one build of one profile of one model.
+type buildKey struct{ model, profile, generation string }
 
 // shareNode reports whether a shard of a and one of b run on one node.
 func shareNode(a, b *fleet.Replica) bool {
