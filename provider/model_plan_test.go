@@ -3,6 +3,7 @@ package provider
 import (
 	"slices"
 	"testing"
+	"time"
 
 	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/spec"
@@ -76,31 +77,42 @@ func TestRolledReplicas(t *testing.T) {
 	}
 }
 
-// TestKeepsGeneration: the plan keeps the generation when no profile's
-// build changes; against a control plane of an earlier release (whose
-// generation is the whole-model hash) only when that hash is unchanged
-// too, as adding gpu_class changes it.
+// TestKeepsGeneration: the plan keeps the generation only when neither
+// this release's hash (what each profile's replicas are built from) nor an
+// earlier release's whole-model hash changes, whichever the prior value
+// came from: plan and apply may reach control planes of different releases.
+// A gpu_class edit changes only the whole-model hash; a weight edit
+// neither; an args edit both.
 func TestKeepsGeneration(t *testing.T) {
 	old := spec.Model{Name: "m", Source: "sim://m", Profiles: []spec.Profile{{Name: "a", Engine: "sim"}}}
 	old.Normalize()
 	placed := old.Clone()
 	placed.Profiles[0].GPUClass = "h100-80g"
+	timed := old.Clone()
+	timed.Profiles[0].StartupTimeout = spec.Duration(time.Minute)
+	added := old.Clone()
+	added.Profiles = append(added.Profiles, spec.Profile{Name: "b", Engine: "sim"})
+	added.Normalize()
 	weighed := old.Clone()
 	weighed.Profiles[0].Weight = 5
 	built := old.Clone()
 	built.Profiles[0].Args = []string{"--x"}
+	if spec.Generation(placed) != spec.Generation(old) || spec.LegacyGeneration(placed) == spec.LegacyGeneration(old) {
+		t.Fatal("the test needs a gpu_class edit to change the whole-model hash only")
+	}
 	for _, tt := range []struct {
-		name  string
-		m     spec.Model
-		prior string
-		want  bool
+		name string
+		m    spec.Model
+		want bool
 	}{
-		{"gpu_class, this release", placed, spec.Generation(old), true},
-		{"gpu_class, earlier release", placed, spec.LegacyGeneration(old), false},
-		{"weight, earlier release", weighed, spec.LegacyGeneration(old), true},
-		{"args, this release", built, spec.Generation(old), false},
+		{"gpu_class", placed, false},
+		{"startup_timeout", timed, false},
+		{"a profile added", added, false},
+		{"args", built, false},
+		{"weight", weighed, true},
+		{"nothing", old.Clone(), true},
 	} {
-		if got := keepsGeneration(old, tt.m, tt.prior); got != tt.want {
+		if got := keepsGeneration(old, tt.m); got != tt.want {
 			t.Errorf("%s: keepsGeneration = %v, want %v", tt.name, got, tt.want)
 		}
 	}

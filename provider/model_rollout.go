@@ -17,7 +17,7 @@ const stallBound = "about 10 seconds"
 // control plane could not place a replica of the new generation (or one of
 // scaling.min) for stallBound, while older replicas keep serving; or it
 // placed one that has been starting well past the slowest start of
-// replicas built the same way.
+// replicas built the same way on its nodes.
 func rolloutStalled(name string, st *managev1.ModelStatus) diag.Diagnostic {
 	if st.GetStalledReason() == "not_ready" {
 		return diag.NewErrorDiagnostic(fmt.Sprintf("Rollout of model %s is not becoming ready", name),

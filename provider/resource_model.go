@@ -154,7 +154,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			},
 			"profiles": schema.ListNestedAttribute{
 				Required:            true,
-				MarkdownDescription: "The ways the model can be placed, tried by `priority` (higher first). Changing what a profile's replicas are built from (its `name`, `engine`, `tp`, `nodes`, `args`, `env` or `launch_mode`) rolls that profile's replicas: the new replica is ready before the old one stops, and the plan shows `generation` as known after apply (so does adding or removing a profile, which rolls no other profile's replicas). Its other fields restart nothing; `rollout_plan` says which replicas a change replaces.",
+				MarkdownDescription: "The ways the model can be placed, tried by `priority` (higher first). Changing what a profile's replicas are built from (its `name`, `engine`, `tp`, `nodes`, `args`, `env` or `launch_mode`) rolls that profile's replicas: the new replica is ready before the old one stops, and the plan shows `generation` as known after apply. So does adding or removing a profile, which rolls no other profile's replicas, and so does editing any other profile field but `weight` and `priority`, which restarts nothing (a control plane of an earlier release, which plan or apply may reach during an upgrade, reports a whole-model hash that those edits change). `rollout_plan` says which replicas a change replaces.",
 				NestedObject: schema.NestedAttributeObject{
 					Attributes: profileSchema(),
 				},
@@ -170,7 +170,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				Optional:            true,
 				Computed:            true,
 				Default:             booldefault.StaticBool(true),
-				MarkdownDescription: "Whether apply waits until `scaling.min` replicas of the new definition are ready (default true); with `rollout = \"manual\"` the replicas of an earlier definition that keep serving count, since none is replaced until `llmgw ctl rollout`. Apply fails with the shard's error and the engine's last output when a replica fails.",
+				MarkdownDescription: "Whether apply waits until `scaling.min` replicas of the new definition are ready (default true); with `rollout = \"manual\"` the replicas of an earlier definition that keep serving count, since none is replaced until `llmgw ctl rollout`. Apply fails with the shard's error and the engine's last output when a replica fails (one not ready within its profile's `startup_timeout` plus 30 seconds fails).",
 			},
 			"rollout_timeout": schema.StringAttribute{
 				Optional:            true,
@@ -283,8 +283,9 @@ func profileSchema() map[string]schema.Attribute {
 		},
 		"startup_timeout": schema.StringAttribute{
 			Optional: true, Computed: true, Default: stringdefault.StaticString(spec.DefaultStartupTimeout.String()),
-			MarkdownDescription: "How long a shard may take to become ready, like `90s` or `10m` (default `" + spec.DefaultStartupTimeout.String() + "`).",
-			Validators:          []validator.String{durationSyntax{}},
+			MarkdownDescription: "How long a shard may take to become ready, like `90s` or `10m` (default `" + spec.DefaultStartupTimeout.String() + "`); the replica fails 30 seconds after it. " +
+				"It is, in practice, the only bound on the replicas of a rollout of a new build: an earlier not-ready report needs a start of the same build measured on each of the replica's nodes (see Apply and the rollout).",
+			Validators: []validator.String{durationSyntax{}},
 		},
 		"min_memory_gb": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
@@ -333,18 +334,17 @@ func (r *modelResource) ImportState(ctx context.Context, req resource.ImportStat
 }
 
 // keepsGeneration reports whether changing old into m keeps the model's
-// generation, prior as the control plane last reported it: when what every
-// profile's replicas are built from is unchanged (spec.Generation). A
-// control plane of an earlier release reports its whole-model hash
-// (spec.LegacyGeneration), which more edits change: when prior is that
-// hash, it must be unchanged too, or apply would find another value than
-// the plan promised.
-func keepsGeneration(old, m spec.Model, prior string) bool {
-	if spec.Generation(old) != spec.Generation(m) {
-		return false
-	}
-	legacy := spec.LegacyGeneration(old)
-	return prior != legacy || legacy == spec.LegacyGeneration(m)
+// generation whatever control plane answers the apply: only when both
+// hashes a control plane may report are unchanged, what every profile's
+// replicas are built from (spec.Generation, this release's) and the whole
+// model less weights and priorities (spec.LegacyGeneration, an earlier
+// release's). In HA with control planes of mixed releases, plan and apply
+// may reach different leaders, and the value the plan refreshed does not
+// say which one apply will reach: keeping the generation when only one
+// hash is unchanged would have apply find another value than the plan
+// promised. An edit that changes one of them leaves it known after apply.
+func keepsGeneration(old, m spec.Model) bool {
+	return spec.Generation(old) == spec.Generation(m) && spec.LegacyGeneration(old) == spec.LegacyGeneration(m)
 }
 
 // ModifyPlan asks the control plane to dry-run placement of the planned
@@ -372,10 +372,11 @@ func (r *modelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 	old, priorKnown := prior.toSpec()
 	priorKnown = priorKnown && !req.State.Raw.IsNull()
-	if known && priorKnown && keepsGeneration(old, m, prior.Generation.ValueString()) {
-		// What every profile's replicas are built from is unchanged: the
-		// control plane keeps the generation. (A change of it rolls only
-		// the replicas whose own profile changed: rollout_plan says which.)
+	if known && priorKnown && keepsGeneration(old, m) {
+		// Neither the build of any profile's replicas nor the whole-model
+		// hash an earlier release reports changed: any control plane keeps
+		// the generation. (A change of the first rolls only the replicas
+		// whose own profile changed: rollout_plan says which.)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("generation"), prior.Generation)...)
 	}
 	if r.client == nil || !known {

@@ -192,7 +192,12 @@ type Fleet struct {
 	mu       sync.RWMutex
 	nodes    map[string]*Node
 	replicas map[string]*Replica
-	failed   []*Replica // recent failures, newest last, for operators
+	// byModel indexes replicas by model (kept by putReplicaLocked and
+	// dropReplicaLocked): the reconciler reads one model's replicas per
+	// catalog entry, and a walk of every replica per model is quadratic in
+	// the catalog.
+	byModel map[string]map[string]*Replica
+	failed  []*Replica // recent failures, newest last, for operators
 	// pending holds declarations stored for nodes whose session was not yet
 	// registered: a session that read the store just before must not miss
 	// them.
@@ -226,6 +231,7 @@ func New() *Fleet {
 	return &Fleet{
 		nodes:    map[string]*Node{},
 		replicas: map[string]*Replica{},
+		byModel:  map[string]map[string]*Replica{},
 		pending:  map[string]*agentv1.Declaration{},
 		changed:  make(chan struct{}, 1),
 		now:      time.Now,
@@ -710,7 +716,7 @@ func (f *Fleet) applyShardStatusLocked(nodeID string, st *agentv1.ShardStatus, a
 			// (and not restamped since): its whole-model stamp.
 			r.Generation = st.GetModelGeneration()
 		}
-		f.replicas[r.ID] = r
+		f.putReplicaLocked(r)
 	}
 	var sh *Shard
 	for _, s := range r.Shards {
@@ -807,7 +813,7 @@ func (f *Fleet) AddReplica(r *Replica) {
 	if r.Created.IsZero() {
 		r.Created = f.now()
 	}
-	f.replicas[r.ID] = r
+	f.putReplicaLocked(r)
 	f.notify()
 }
 
@@ -832,14 +838,53 @@ func (f *Fleet) Read(fn func(tx *Tx)) {
 // Tx gives the reconciler locked access to the fleet.
 type Tx struct{ f *Fleet }
 
-// Replicas returns every replica (live objects; only valid inside Update).
+// Replicas returns every replica, sorted by id (live objects; only valid
+// inside Update).
 func (tx *Tx) Replicas() []*Replica {
-	out := make([]*Replica, 0, len(tx.f.replicas))
-	for _, r := range tx.f.replicas {
+	return sortedByID(tx.f.replicas)
+}
+
+// ModelReplicas returns the replicas of one model, sorted by id: what
+// Replicas returns, filtered to rep.Model == model, read from the fleet's
+// index by model, so its cost is that model's replica count (live objects;
+// only valid inside Update).
+func (tx *Tx) ModelReplicas(model string) []*Replica {
+	return sortedByID(tx.f.byModel[model])
+}
+
+func sortedByID(m map[string]*Replica) []*Replica {
+	out := make([]*Replica, 0, len(m))
+	for _, r := range m {
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// putReplicaLocked records r, in the replicas and in the index by model (a
+// replica's Model never changes).
+func (f *Fleet) putReplicaLocked(r *Replica) {
+	if old := f.replicas[r.ID]; old != nil && old.Model != r.Model {
+		f.dropReplicaLocked(old)
+	}
+	f.replicas[r.ID] = r
+	byID := f.byModel[r.Model]
+	if byID == nil {
+		byID = map[string]*Replica{}
+		f.byModel[r.Model] = byID
+	}
+	byID[r.ID] = r
+}
+
+// dropReplicaLocked forgets r, from the replicas and the index by model.
+func (f *Fleet) dropReplicaLocked(r *Replica) {
+	delete(f.replicas, r.ID)
+	if byID := f.byModel[r.Model]; byID != nil {
+		delete(byID, r.ID)
+		if len(byID) == 0 {
+			delete(f.byModel, r.Model)
+		}
+	}
 }
 
 // Node returns a node (live object).
@@ -856,7 +901,7 @@ func (tx *Tx) Send(id string, msg *agentv1.ControlMessage) error {
 
 // Remove forgets a replica; a failed one is kept in the recent failures.
 func (tx *Tx) Remove(r *Replica) {
-	delete(tx.f.replicas, r.ID)
+	tx.f.dropReplicaLocked(r)
 	if r.State == ReplicaFailed || r.Failed {
 		r.State = ReplicaFailed // what operators see of it from now on
 		tx.f.failed = append(tx.f.failed, r)

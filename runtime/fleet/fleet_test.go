@@ -506,3 +506,64 @@ func TestModelReplicas(t *testing.T) {
 		t.Fatalf("ModelReplicas(none) = %+v, want none", got)
 	}
 }
+
+// TestTxModelReplicasFollowsEveryChange: the index by model the reconciler
+// reads once per catalog entry says what a walk of every replica says,
+// through each way a replica enters or leaves the fleet (placed, added in
+// a pass, adopted from an agent's Hello, removed).
+func TestTxModelReplicasFollowsEveryChange(t *testing.T) {
+	f := New()
+	check := func(when string) {
+		t.Helper()
+		want, got := map[string][]string{}, map[string][]string{}
+		models := []string{"a", "b", "m", "none"}
+		f.Read(func(tx *Tx) {
+			for _, r := range tx.Replicas() {
+				want[r.Model] = append(want[r.Model], r.ID)
+			}
+			for _, model := range models {
+				for _, r := range tx.ModelReplicas(model) {
+					got[model] = append(got[model], r.ID)
+				}
+			}
+		})
+		for _, model := range models {
+			var copies []string
+			for _, r := range f.ModelReplicas(model) {
+				copies = append(copies, r.ID)
+			}
+			if !slices.Equal(got[model], want[model]) || !slices.Equal(copies, want[model]) {
+				t.Fatalf("%s: ModelReplicas(%s) = %v (copies %v), every replica of it = %v", when, model, got[model], copies, want[model])
+			}
+		}
+	}
+	f.AddReplica(&Replica{ID: "r3", Model: "a", Profile: spec.Profile{Nodes: 1}})
+	f.AddReplica(&Replica{ID: "r2", Model: "b", Profile: spec.Profile{Nodes: 1}})
+	check("placed")
+	f.Update(func(tx *Tx) {
+		tx.Add(&Replica{ID: "r0", Model: "a", Profile: spec.Profile{Nodes: 1}})
+		tx.Add(&Replica{ID: "r4", Model: "a", Profile: spec.Profile{Nodes: 1}})
+	})
+	check("added in a pass")
+	f.Connect(&agentv1.Hello{Shards: []*agentv1.ShardStatus{status("r1-0", 0, agentv1.ShardState_SHARD_STATE_READY)}}, "n1", nil, false, nopConn{})
+	check("adopted")
+	f.Update(func(tx *Tx) {
+		for _, r := range tx.ModelReplicas("a") {
+			if r.ID != "r3" {
+				tx.Remove(r)
+			}
+		}
+		for _, r := range tx.ModelReplicas("b") {
+			tx.Remove(r)
+		}
+	})
+	check("removed")
+	f.Read(func(tx *Tx) {
+		if got := tx.ModelReplicas("a"); len(got) != 1 || got[0].ID != "r3" {
+			t.Fatalf("after removals ModelReplicas(a) = %v, want r3 alone", got)
+		}
+		if _, ok := f.byModel["b"]; ok {
+			t.Fatal("a model whose replicas all left keeps an entry in the index")
+		}
+	})
+}

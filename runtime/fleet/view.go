@@ -80,18 +80,16 @@ func (f *Fleet) Replicas() []Replica {
 
 // ModelReplicas returns copies of model's replicas that have not left the
 // fleet (the failed history of Replicas is not among them), sorted by id.
-// It copies only that model's: a status read of one model in a catalog of
-// many stays independent of how many replicas the others run.
+// It reads and copies only that model's (the fleet's index by model): a
+// status read of one model in a catalog of many stays independent of how
+// many replicas the others run.
 func (f *Fleet) ModelReplicas(model string) []Replica {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []Replica
-	for _, r := range f.replicas {
-		if r.Model == model {
-			out = append(out, copyReplica(r))
-		}
+	for _, r := range sortedByID(f.byModel[model]) {
+		out = append(out, copyReplica(r))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
@@ -157,5 +155,5 @@ func (tx *Tx) Add(r *Replica) {
 	if r.Created.IsZero() {
 		r.Created = tx.f.now()
 	}
-	tx.f.replicas[r.ID] = r
+	tx.f.putReplicaLocked(r)
 }

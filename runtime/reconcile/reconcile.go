@@ -126,10 +126,15 @@ type Reconciler struct {
 	started   time.Time
 	readySeen map[string]bool
 	loadTime  map[string]time.Duration
-	// startTime is, per build of a profile, the slowest start of its
-	// replicas placed by this control plane with their weights at hand,
-	// from startSince (slowstart.go).
+	// startTime is, per build of a profile and node, the slowest start of
+	// its replicas on that node placed by this control plane with their
+	// weights at hand, from startSince (slowstart.go).
 	startTime map[startKey]time.Duration
+	// passPlaced are the replicas placed in this pass, by build; together,
+	// the replicas placed in one pass with another of their build on a
+	// shared node, whose starts are not bounded (slowstart.go).
+	passPlaced map[buildKey][]*fleet.Replica
+	together   map[string]bool
 	// inflight is the requests in flight per replica, read from Routing
 	// once per pass.
 	inflight map[string]int64
@@ -171,7 +176,7 @@ func New(opts Options) *Reconciler {
 	}
 	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{}, configured: map[string]bool{},
 		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
-		startTime: map[startKey]time.Duration{}}
+		startTime: map[startKey]time.Duration{}, together: map[string]bool{}}
 }
 
 // Run reconciles until ctx ends.
@@ -224,7 +229,8 @@ func (r *Reconciler) Pass() {
 	var live []string
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
 		r.placing = nil
-		defer func() { r.placing = nil }()
+		r.passPlaced = nil
+		defer func() { r.placing, r.passPlaced = nil, nil }()
 		r.holding = r.holdPlacement(tx, now)
 		r.noteLostNodes(tx, now)
 		r.retire(tx, byName, now)
@@ -573,8 +579,8 @@ func (r *Reconciler) stopShards(tx *fleet.Tx, rep *fleet.Replica, reason string)
 func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	want, why := r.desired(tx, e, now)
 	var current, currentReady, old []*fleet.Replica
-	for _, rep := range tx.Replicas() {
-		if rep.Model != e.Model.Name || !rep.Live() {
+	for _, rep := range tx.ModelReplicas(e.Model.Name) {
+		if !rep.Live() {
 			continue
 		}
 		if !e.Stale(rep.Profile.Name, rep.Generation) && !onDrainingNode(tx, rep) {
@@ -838,6 +844,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		})
 	}
 	tx.Add(rep)
+	r.notePlaced(rep)
 	// As the next snapshot would read it: the GPUs held, one more replica
 	// per node, free memory as the agents last reported it.
 	r.placing.Take(d, plan)

@@ -61,11 +61,7 @@ func (r *Reconciler) PlanRollout(m spec.Model, limit int) (first scheduler.Plan,
 		}
 		for _, rep := range old[:replace] {
 			todo = append(todo, rep.ID)
-			for _, sh := range rep.Shards {
-				if sh.State != agentv1.ShardState_SHARD_STATE_STOPPED {
-					held[rep.ID] = append(held[rep.ID], scheduler.ShardPlacement{Rank: sh.Rank, NodeID: sh.Node, GPUIndices: slices.Clone(sh.GPUs)})
-				}
-			}
+			held[rep.ID] = releasedBy(rep)
 		}
 	})
 	d := demand(m)
@@ -94,4 +90,22 @@ func (r *Reconciler) PlanRollout(m spec.Model, limit int) (first scheduler.Plan,
 		}
 	}
 	return first, planned, 0
+}
+
+// releasedBy is what a replaced replica gives back once it is gone, as
+// the snapshot counts it: every shard's node counts one replica of the
+// model fewer (snapshot counts each shard of a live replica), and each
+// shard not stopped frees its GPUs. A stopped shard's GPUs were never
+// counted used (UsedGPUs skips it) and may be another replica's by now, so
+// it frees none.
+func releasedBy(rep *fleet.Replica) []scheduler.ShardPlacement {
+	out := make([]scheduler.ShardPlacement, 0, len(rep.Shards))
+	for _, sh := range rep.Shards {
+		p := scheduler.ShardPlacement{Rank: sh.Rank, NodeID: sh.Node}
+		if sh.State != agentv1.ShardState_SHARD_STATE_STOPPED {
+			p.GPUIndices = slices.Clone(sh.GPUs)
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -162,3 +162,53 @@ func BenchmarkPlanRollout1000(b *testing.B) {
 		}
 	}
 }
+
+// TestPlanRolloutReleasesAStoppedShardsNode: a replaced replica whose shard
+// already reported stopped still counted one replica of the model on that
+// node in the snapshot, so once the dry run releases it the node counts
+// none: the spread ranker must see that. Three 8-GPU nodes; model m (tp 4,
+// scaling 3) runs stale rA (its shard stopped, on node01, no GPU held) and
+// stale rB (ready, node02 GPUs 0-3), and current rC (node03, GPUs 0-1).
+// The first replacement (rA's, not ready first) fills node02; the second
+// then scores node01 (8 free, no replica of m: 1.5/3) above node03 (6
+// free, one replica of m: 1.25/3), and would go to node03 if node01 still
+// counted rA (1/3).
+func TestPlanRolloutReleasesAStoppedShardsNode(t *testing.T) {
+	m := spec.Model{Name: "m", Source: "sim://m", Scaling: spec.Scaling{Min: 3, Max: 3},
+		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 4}}}
+	reg, err := models.New([]spec.Model{m}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := fleet.New()
+	for _, id := range []string{"node01", "node02", "node03"} {
+		fl.Connect(&agentv1.Hello{NodeId: id, Address: "127.0.0.1", Inventory: inventory("")}, id, nil, false, &recordingConn{})
+	}
+	e := models.NewEntry(m, "", 0)
+	shard := func(rep, node string, st agentv1.ShardState, gpus ...int) []*fleet.Shard {
+		return []*fleet.Shard{{ID: rep + "-0", Node: node, GPUs: gpus, State: st, Sent: true}}
+	}
+	fl.Update(func(tx *fleet.Tx) {
+		tx.Add(&fleet.Replica{ID: "rA", Model: "m", Profile: m.Profiles[0], Generation: "old",
+			Shards: shard("rA", "node01", agentv1.ShardState_SHARD_STATE_STOPPED, 0, 1, 2, 3)})
+		for _, r := range []*fleet.Replica{
+			{ID: "rB", Model: "m", Profile: m.Profiles[0], Generation: "old", Shards: shard("rB", "node02", agentv1.ShardState_SHARD_STATE_READY, 0, 1, 2, 3)},
+			{ID: "rC", Model: "m", Profile: m.Profiles[0], Generation: e.ReplicaGeneration("p"), Shards: shard("rC", "node03", agentv1.ShardState_SHARD_STATE_READY, 0, 1)},
+		} {
+			tx.Add(r)
+			r.State = fleet.ReplicaReady
+		}
+	})
+	rec := New(Options{Fleet: fl, Catalog: reg, Grace: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	_, planned, more := rec.PlanRollout(m, 8)
+	var got []string
+	for _, p := range planned {
+		if !p.Plan.Placed {
+			t.Fatalf("replacement of %s did not place: %s", p.Replaces, p.Plan.Explanation.String())
+		}
+		got = append(got, fmt.Sprintf("%s->%s", p.Replaces, p.Plan.Shards[0].NodeID))
+	}
+	if want := []string{"rA->node02", "rB->node01"}; more != 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("PlanRollout placed %v (%d more), want %v", got, more, want)
+	}
+}

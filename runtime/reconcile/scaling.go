@@ -176,8 +176,8 @@ func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, 
 	d := r.opts.Routing.Demand(name)
 	d.Pending = r.opts.Routing.TakePending(name)
 	ready, live := 0, 0
-	for _, rep := range tx.Replicas() {
-		if rep.Model != name || !rep.Live() || e.Stale(rep.Profile.Name, rep.Generation) {
+	for _, rep := range tx.ModelReplicas(name) {
+		if !rep.Live() || e.Stale(rep.Profile.Name, rep.Generation) {
 			continue
 		}
 		live++

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,35 +16,99 @@ import (
 // A replica placed for a model's current definition that does not become
 // ready is failed at its profile's startup_timeout plus 30 seconds, which
 // is minutes by default. Long before that, once it has taken well past what
-// replicas of the same build took before, the model's rollout is reported
-// stalled, naming the replica and its shards' state, error and last engine
-// output: a `terraform apply` waiting for it fails then instead of at its
-// rollout_timeout. The replica is left to go on starting.
+// replicas of the same build took before on its nodes, the model's rollout
+// is reported stalled, naming the replica and its shards' state, error and
+// last engine output: a `terraform apply` waiting for it fails then
+// instead of at its rollout_timeout. The replica is left to go on starting.
 //
-// The bound applies only where a start can be compared with an earlier
-// one: a replica of the same build (spec.ReplicaGeneration: same source,
-// engine, tp, args, ...) on the same nodes that this control plane saw
-// become ready, and a replica placed with its weights at hand on every
-// node (WarmStart). A replica of a build never measured (a rollout's first
-// replacement), one on nodes that have not run its build (their page
-// cache and the engine's compile caches are cold), one whose engine
-// downloads its weights itself (a repository id), and one on a node whose
-// cache did not hold its fetched weights is reported only when it fails: a
-// healthy slow start must not fail an apply.
+// Starts are measured per node: a replica this control plane placed with
+// its weights at hand (WarmStart) that became ready counts, for each node
+// of its shards, as a start of its build (spec.ReplicaGeneration: same
+// source, engine, tp, args, ...) there, and each node keeps the slowest.
+// A replica is held to the slowest measured start over its nodes, and only
+// when every one of its nodes has one: a multi-node replica on {a, c} is
+// bounded by starts measured on {a, b} and on {c, d}. The node-local caches
+// a start warms (the page cache, an engine's compile caches) are each
+// node's own.
+//
+// Not bounded, so reported only when it fails: a replica with a node that
+// has not run its build (a rollout's replacements, as a rule, since a new
+// build has run nowhere; a replica on another node; any replica after a
+// control-plane restart), one whose engine downloads its weights itself (a
+// repository id), one on a node whose cache did not hold its fetched
+// weights, and one placed in the same pass as another replica of the same
+// build sharing a node with it (a scale-up placing several at once: they
+// start concurrently and share the node's CPU, disk and compile workers,
+// so a start measured alone does not compare). A healthy slow start must
+// not fail an apply.
 
-// startKey names one build of one profile of one model on one set of nodes
-// (their ids, sorted, comma-separated).
-type startKey struct{ model, profile, generation, nodes string }
+// startKey names one build of one profile of one model on one node.
+type startKey struct{ model, profile, generation, node string }
 
-// keyOf is the startKey of rep: the node-local caches a start warms (the
-// page cache, an engine's compile cache) are those of its own nodes.
-func keyOf(rep *fleet.Replica) startKey {
-	nodes := make([]string, len(rep.Shards))
-	for i, s := range rep.Shards {
-		nodes[i] = s.Node
+// keysOf are the startKeys of rep, one per node of its shards (sorted,
+// each once).
+func keysOf(rep *fleet.Replica) []startKey {
+	nodes := make([]string, 0, len(rep.Shards))
+	for _, s := range rep.Shards {
+		nodes = append(nodes, s.Node)
 	}
 	sort.Strings(nodes)
-	return startKey{rep.Model, rep.Profile.Name, rep.Generation, strings.Join(nodes, ",")}
+	nodes = slices.Compact(nodes)
+	keys := make([]startKey, len(nodes))
+	for i, n := range nodes {
+		keys[i] = startKey{rep.Model, rep.Profile.Name, rep.Generation, n}
+	}
+	return keys
+}
+
+// expectedStart is the slowest measured start of rep's build over its
+// nodes; false when a node of its has none.
+func (r *Reconciler) expectedStart(rep *fleet.Replica) (time.Duration, bool) {
+	keys := keysOf(rep)
+	if len(keys) == 0 {
+		return 0, false
+	}
+	var expected time.Duration
+	for _, k := range keys {
+		d, ok := r.startTime[k]
+		if !ok {
+			return 0, false
+		}
+		expected = max(expected, d)
+	}
+	return expected, true
+}
+
+// notePlaced records rep as placed in this pass, and marks it and every
+// replica placed earlier in the pass of the same build that shares a node
+// with it as starting together: their starts are not bounded.
+func (r *Reconciler) notePlaced(rep *fleet.Replica) {
+	if r.passPlaced == nil {
+		r.passPlaced = map[buildKey][]*fleet.Replica{}
+	}
+	k := buildKey{rep.Model, rep.Profile.Name, rep.Generation}
+	for _, o := range r.passPlaced[k] {
+		if shareNode(o, rep) {
+			r.together[o.ID] = true
+			r.together[rep.ID] = true
+		}
+	}
+	r.passPlaced[k] = append(r.passPlaced[k], rep)
+}
+
+// buildKey names one build of one profile of one model.
+type buildKey struct{ model, profile, generation string }
+
+// shareNode reports whether a shard of a and one of b run on one node.
+func shareNode(a, b *fleet.Replica) bool {
+	for _, x := range a.Shards {
+		for _, y := range b.Shards {
+			if x.Node == y.Node {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // slowStart is a model's replica that has been starting longer than its
@@ -70,14 +135,18 @@ func slowAfter(expected, stallAfter time.Duration) time.Duration {
 }
 
 // noteStart records how long a replica placed by this control plane with
-// its weights at hand took to become ready, from startSince: the slowest
-// such start of its build on its nodes is what later ones are held to.
+// its weights at hand took to become ready, from startSince, on each of its
+// nodes: the slowest such start of its build on a node is what later ones
+// there are held to. A start shared with others of its build counts too: it
+// can only loosen a bound.
 func (r *Reconciler) noteStart(rep *fleet.Replica, now time.Time) {
 	if rep.Adopted || !rep.WarmStart {
 		return
 	}
-	k := keyOf(rep)
-	r.startTime[k] = max(r.startTime[k], now.Sub(startSince(rep)))
+	took := now.Sub(startSince(rep))
+	for _, k := range keysOf(rep) {
+		r.startTime[k] = max(r.startTime[k], took)
+	}
 }
 
 // warmStart reports whether a replica of a model with source, placed with
@@ -119,12 +188,14 @@ func (r *Reconciler) forgetStarts(byName map[string]models.Entry) {
 func (r *Reconciler) noteSlowStarts(tx *fleet.Tx, byName map[string]models.Entry, now time.Time) {
 	found := map[string]slowStart{}
 	var oldest map[string]*fleet.Replica
+	present := map[string]bool{}
 	for _, rep := range tx.Replicas() {
+		present[rep.ID] = true
 		e, ok := byName[rep.Model]
-		if !ok || rep.State != fleet.ReplicaStarting || rep.Adopted || !rep.WarmStart || e.Stale(rep.Profile.Name, rep.Generation) {
+		if !ok || rep.State != fleet.ReplicaStarting || rep.Adopted || !rep.WarmStart || e.Stale(rep.Profile.Name, rep.Generation) || r.together[rep.ID] {
 			continue
 		}
-		expected, ok := r.startTime[keyOf(rep)]
+		expected, ok := r.expectedStart(rep)
 		if !ok {
 			continue
 		}
@@ -140,6 +211,11 @@ func (r *Reconciler) noteSlowStarts(tx *fleet.Tx, byName map[string]models.Entry
 		}
 		oldest[rep.Model] = rep
 		found[rep.Model] = slowStart{generation: e.Generation, replica: rep.ID, text: slowText(rep, took, expected)}
+	}
+	for id := range r.together {
+		if !present[id] {
+			delete(r.together, id)
+		}
 	}
 	r.backoffMu.Lock()
 	defer r.backoffMu.Unlock()
@@ -191,11 +267,12 @@ func shardStateName(s agentv1.ShardState) string {
 }
 
 // NotReady says which replica of generation of model (its current one) has
-// been starting well past the slowest start of its build: twice that, and
-// at least StallAfter more. "" when none: a replica whose start cannot be
-// compared (a build this control plane has not seen become ready, as a
-// rollout's first replacement or after a restart; weights not at hand on
-// its nodes when placed) is reported only when it fails, at its
+// been starting well past the slowest start of its build on its nodes:
+// twice that, and at least StallAfter more. "" when none: a replica whose
+// start cannot be compared (a node of its has not seen its build become
+// ready here, as for a rollout's replacements or after a restart; weights
+// not at hand on its nodes when placed; placed in one pass with another of
+// its build on a shared node) is reported only when it fails, at its
 // startup_timeout plus 30 seconds.
 func (r *Reconciler) NotReady(model, generation string) string {
 	r.backoffMu.Lock()

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -240,5 +241,122 @@ func TestSlowStartOtherNodeUnbounded(t *testing.T) {
 	h.rec.Pass()
 	if got := h.rec.NotReady("sim-chat", e.Generation); got != "" {
 		t.Fatalf("NotReady on a node that never ran the build = %q, want nothing", got)
+	}
+}
+
+// TestSlowStartMeasuredPerNode: starts are kept per node, and a replica is
+// held to the slowest over its nodes when every one has one. Two-node
+// replicas on five nodes of one fabric: R1 on node1+node2 is ready in 5s,
+// R2 on node3+node4 in 8s. R3, placed on node2+node3 (a set no replica ran
+// on), is bounded by 8s: not reported at 17s (twice 8s, and 10s more than
+// it, is 18s), reported at 19s. R4 on node1+node5 is never bounded: node5
+// has not run the build.
+func TestSlowStartMeasuredPerNode(t *testing.T) {
+	m := twoNodeModel()
+	m.Scaling = spec.Scaling{Min: 4, Max: 4}
+	reg, err := models.New([]spec.Model{m}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := reg.Get(m.Name)
+	now := time.Unix(1_700_000_000, 0)
+	fl := fleet.New()
+	fl.SetClock(func() time.Time { return now })
+	for i := 1; i <= 5; i++ {
+		id := fmt.Sprintf("node%d", i)
+		fl.Connect(&agentv1.Hello{NodeId: id, Address: "127.0.0.1", Inventory: inventory("ib-a")}, id, nil, false, &recordingConn{})
+	}
+	// Placement is held (a replica expected back that never is): the
+	// replicas are the test's own.
+	rec := New(Options{Fleet: fl, Catalog: reg, Grace: time.Hour, Now: func() time.Time { return now },
+		Expected: []string{"r-never"}, HoldPlacementUntil: now.Add(time.Hour)})
+	add := func(id string, nodes ...string) {
+		rep := &fleet.Replica{ID: id, Model: m.Name, Profile: e.Model.Profiles[0], Generation: e.ReplicaGeneration("x2"), Created: now, WarmStart: true}
+		for i, n := range nodes {
+			rep.Shards = append(rep.Shards, &fleet.Shard{ID: fmt.Sprintf("%s-%d", id, i), Rank: i, Node: n, GPUs: []int{0, 1, 2, 3}, Sent: true,
+				State: agentv1.ShardState_SHARD_STATE_STARTING})
+		}
+		fl.Update(func(tx *fleet.Tx) { tx.Add(rep) })
+	}
+	ready := func(id string, nodes ...string) {
+		for i, n := range nodes {
+			fl.ApplyShardStatus(n, &agentv1.ShardStatus{ShardId: fmt.Sprintf("%s-%d", id, i), ReplicaId: id, Model: m.Name, Rank: int32(i),
+				State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:9430"})
+		}
+	}
+	add("R1", "node1", "node2")
+	add("R2", "node3", "node4")
+	rec.Pass()
+	now = now.Add(5 * time.Second)
+	ready("R1", "node1", "node2")
+	rec.Pass()
+	now = now.Add(3 * time.Second)
+	ready("R2", "node3", "node4")
+	rec.Pass()
+
+	placed := now
+	add("R3", "node2", "node3")
+	add("R4", "node1", "node5")
+	now = placed.Add(17 * time.Second)
+	rec.Pass()
+	if got := rec.NotReady(m.Name, e.Generation); got != "" {
+		t.Fatalf("NotReady at 17s = %q, want nothing before 18s (the slower of its nodes' starts, 8s)", got)
+	}
+	now = placed.Add(19 * time.Second)
+	rec.Pass()
+	got := rec.NotReady(m.Name, e.Generation)
+	if want := "replica R3 (profile x2, on node2, node3) not ready after 19s; replicas of profile x2 built the same way were ready there in at most 8s"; !strings.Contains(got, want) {
+		t.Fatalf("NotReady at 19s = %q, lacks %q", got, want)
+	}
+	ready("R3", "node2", "node3")
+	now = placed.Add(time.Minute)
+	rec.Pass()
+	if got := rec.NotReady(m.Name, e.Generation); got != "" {
+		t.Fatalf("NotReady with R4 (node5 never ran the build) starting a minute = %q, want nothing", got)
+	}
+}
+
+// TestSlowStartTogetherUnbounded: raising scaling.min places two replicas
+// of a measured build at once on the node that measured it (5s): they
+// start concurrently, sharing the node, and neither is held to the start
+// measured alone, even a minute on. A replica placed on its own there
+// later is.
+func TestSlowStartTogetherUnbounded(t *testing.T) {
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 4}
+	h, reg, node, s := slowHarness(t, m)
+	onlyOn(h, node)
+	m.Scaling.Min = 3
+	e, err := reg.Update(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	known := []string{s.GetReplicaId()}
+	for range 2 {
+		n, x := newStart(t, h, m.Name, known...)
+		if n != node {
+			t.Fatalf("a replica of the scale-up landed on %s, want %s", n, node)
+		}
+		known = append(known, x.GetReplicaId())
+		h.report(n, x, agentv1.ShardState_SHARD_STATE_STARTING, nil)
+	}
+	h.now = h.now.Add(time.Minute)
+	h.rec.Pass()
+	if got := h.rec.NotReady("sim-chat", e.Generation); got != "" {
+		t.Fatalf("NotReady of replicas placed together on one node = %q, want nothing", got)
+	}
+
+	m.Scaling.Min = 4
+	if e, err = reg.Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Pass()
+	alone, x := newStart(t, h, m.Name, known...)
+	h.report(alone, x, agentv1.ShardState_SHARD_STATE_STARTING, nil)
+	h.now = h.now.Add(16 * time.Second)
+	h.rec.Pass()
+	if got := h.rec.NotReady("sim-chat", e.Generation); !strings.Contains(got, "replica "+x.GetReplicaId()+" ") {
+		t.Fatalf("NotReady of a replica placed alone after 16s = %q, want it named", got)
 	}
 }
