@@ -392,6 +392,7 @@ func TestThreadStoreWriteHoldsOnlyTheEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { resp.Body.Close() })
 		reads := make(chan []byte)
 		go func() {
 			defer close(reads)
@@ -430,7 +431,6 @@ func TestThreadStoreWriteHoldsOnlyTheEnd(t *testing.T) {
 		for b := range reads {
 			got = append(got, b...)
 		}
-		resp.Body.Close()
 		if !bytes.HasSuffix(got, []byte("data: [DONE]\n\n")) && !bytes.Contains(got, []byte("event: message_stop")) {
 			t.Fatalf("%s: the stream did not end: %s", tt.path, got)
 		}
