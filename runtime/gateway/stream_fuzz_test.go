@@ -213,3 +213,81 @@ func FuzzChunkUsageAgrees(f *testing.F) {
 		}
 	})
 }
+
+// FuzzChunkShapeAgrees: a chunk read by the shape learned from another
+// chunk of its stream reads as the walk (or, where the walk cannot
+// decide, the decoder) reads it.
+func FuzzChunkShapeAgrees(f *testing.F) {
+	token := `{"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}],"usage":null}`
+	for _, seed := range []struct{ learned, token string }{
+		{token, `" next"`},
+		{token, `""`},
+		{token, `"\u00e9\n"`},
+		{token, `"a","content":"b"`},
+		{token, `"a"}},{"index":0,"delta":{"content":"b"`},
+		{token, `"a\"`},
+		{token, `null`},
+		{token, `"a" `},
+		{`{"choices":[{"index":3,"text":"x","finish_reason":"stop"}]}`, `""`},
+		{`{"choices":[{"index":0,"delta":{"reasoning":"r","content":null}}]}`, `"s"`},
+		{`{"choices":[{"index":0,"delta":{"tool_calls":[],"content":"a"}}]}`, `"b"`},
+		{`{"choices":[{"index":0,"delta":{"tool_calls":[{}],"content":"a"}}]}`, `""`},
+	} {
+		f.Add([]byte(seed.learned), []byte(seed.token))
+	}
+	// The chunk read is the learned one's prefix and suffix around the
+	// fuzzed bytes: the case the shape is for.
+	f.Fuzz(func(t *testing.T, learned, token []byte) {
+		_, choices, ok, decided, spans := walkChunkSpans(learned, nil, false)
+		if !ok || !decided {
+			return
+		}
+		var s chunkShape
+		s.learn(learned, choices, spans)
+		if len(s.prefix) == 0 {
+			return
+		}
+		data := slices.Concat(s.prefix, token, s.suffix)
+		got, matched := s.match(data)
+		if !matched {
+			return
+		}
+		_, want, ok, decided := walkChunk(data, nil, false)
+		if !decided {
+			_, want, ok = decodeChunk(data, nil)
+		}
+		if !ok || len(want) != 1 || want[0] != got {
+			t.Fatalf("learned from %q, %q: shape read %+v, walk/decoder %+v (ok %v)", learned, data, got, want, ok)
+		}
+	})
+}
+
+// TestChunkShapeReadsTokenChunks: once a stream's token chunk was
+// walked, the bound reads the others by their shape; a chunk of another
+// shape (the finish chunk) is walked.
+func TestChunkShapeReadsTokenChunks(t *testing.T) {
+	b := streamBound{perChoice: 100}
+	var tokens int
+	for _, ev := range sseEvents([]byte(streamingBody())) {
+		data := eventData(ev)
+		if len(data) == 0 || data[0] != '{' {
+			continue
+		}
+		_, shaped := b.shape.match(data)
+		if tokens >= 1 && bytes.Contains(data, []byte(`" tok"`)) && !shaped {
+			t.Errorf("token chunk %s not read by the shape learned", data)
+		}
+		if bytes.Contains(data, []byte(`"finish_reason":"length"`)) && shaped {
+			t.Errorf("finish chunk %s read by a token chunk's shape", data)
+		}
+		if b.countPast(data) {
+			t.Fatalf("past the bound at %s", data)
+		}
+		if bytes.Contains(data, []byte(`" tok"`)) {
+			tokens++
+		}
+	}
+	if tokens != 8 || b.relayed() != 8 {
+		t.Errorf("%d token chunks, %d tokens counted; want 8 and 8", tokens, b.relayed())
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -41,11 +42,26 @@ func decodeChunk(data []byte, buf []chunkChoice) (chunkHead, []chunkChoice, bool
 // FuzzChunkAgrees holds the two to the same result. The head's strings
 // are read only when head is set.
 func walkChunk(data []byte, buf []chunkChoice, head bool) (h chunkHead, choices []chunkChoice, ok, decided bool) {
+	h, choices, ok, decided, _ = walkChunkSpans(data, buf, head)
+	return h, choices, ok, decided
+}
+
+// carrierSpans counts, over a chunk's choices, the fields that can carry
+// a token and are not null (text, and the delta's content, reasoning and
+// tool calls), and holds where the last of them that is a string lies.
+type carrierSpans struct {
+	n          int
+	start, end int // the string, quotes included; end 0 when none
+}
+
+// walkChunkSpans is walkChunk that also says where the chunk's token
+// fields are, for a stream's chunkShape.
+func walkChunkSpans(data []byte, buf []chunkChoice, head bool) (h chunkHead, choices []chunkChoice, ok, decided bool, spans carrierSpans) {
 	if len(data) == 0 || data[0] != '{' {
-		return h, buf, false, false
+		return h, buf, false, false, spans
 	}
 	if !validJSON(data) {
-		return h, buf, false, true // the decoder refuses it too
+		return h, buf, false, true, spans // the decoder refuses it too
 	}
 	choices = buf
 	var seen uint8
@@ -102,7 +118,7 @@ func walkChunk(data []byte, buf []chunkChoice, head bool) (h chunkHead, choices 
 					fail = true
 					return 0, false
 				}
-				ch, e, good := walkChoice(data, i)
+				ch, e, good := walkChoice(data, i, &spans)
 				if !good {
 					fail = true
 					return 0, false
@@ -116,14 +132,14 @@ func walkChunk(data []byte, buf []chunkChoice, head bool) (h chunkHead, choices 
 		}
 	})
 	if fail {
-		return chunkHead{}, buf, false, false
+		return chunkHead{}, buf, false, false, carrierSpans{}
 	}
-	return h, choices, true, true
+	return h, choices, true, true, spans
 }
 
 // walkChoice reads the choice object at data[i] and returns the offset
 // just past it; good is false when the walk cannot decide it.
-func walkChoice(data []byte, i int) (ch chunkChoice, end int, good bool) {
+func walkChoice(data []byte, i int, spans *carrierSpans) (ch chunkChoice, end int, good bool) {
 	var seen uint8
 	good = true
 	end = walkObject(data, i, func(key []byte, start int) (int, bool) {
@@ -158,6 +174,7 @@ func walkChoice(data []byte, i int) (ch chunkChoice, end int, good bool) {
 			// A JSON string is empty only when written "".
 			if bit == 1 {
 				ch.carries = ch.carries || end-start > 2
+				spans.n, spans.start, spans.end = spans.n+1, start, end
 			} else {
 				ch.finished = end-start > 2
 			}
@@ -167,7 +184,7 @@ func walkChoice(data []byte, i int) (ch chunkChoice, end int, good bool) {
 				good = false
 				return 0, false
 			}
-			carries, end, ok := walkDelta(data, start)
+			carries, end, ok := walkDelta(data, start, spans)
 			if !ok {
 				good = false
 				return 0, false
@@ -181,7 +198,7 @@ func walkChoice(data []byte, i int) (ch chunkChoice, end int, good bool) {
 
 // walkDelta reports whether the delta object at data[i] carries a token,
 // and the offset just past it; ok is false when the walk cannot decide it.
-func walkDelta(data []byte, i int) (carries bool, end int, ok bool) {
+func walkDelta(data []byte, i int, spans *carrierSpans) (carries bool, end int, ok bool) {
 	var seen uint8
 	ok = true
 	end = walkObject(data, i, func(key []byte, start int) (int, bool) {
@@ -203,10 +220,12 @@ func walkDelta(data []byte, i int) (carries bool, end int, ok bool) {
 				return 0, false
 			}
 			carries = carries || data[skipSpace(data, start+1)] != ']'
+			spans.n++
 			return 0, true
 		case data[start] == '"':
 			end := skipString(data, start)
 			carries = carries || end-start > 2
+			spans.n, spans.start, spans.end = spans.n+1, start, end
 			return end, true
 		default:
 			ok = false
@@ -258,4 +277,47 @@ func keyBit(key []byte, names ...string) (int, string) {
 		}
 	}
 	return -1, ""
+}
+
+// chunkShape is a stream's token chunk with its token cut out. An
+// engine's token chunks differ in nothing but the token's string (vLLM,
+// SGLang and the sim engine keep id, created and model for the whole
+// stream), so a chunk that is the same prefix and suffix around one valid
+// JSON string is the chunk the shape was learned from with another string
+// in that place: the same JSON, the same keys, one choice that carries a
+// token unless the string is empty. It reads so in a comparison of bytes
+// and a scan of the string, where a walk reads the whole chunk twice
+// (validJSON, walkChunk). FuzzChunkShapeAgrees holds the two to the same
+// result.
+type chunkShape struct {
+	prefix, suffix []byte
+	choice         chunkChoice
+}
+
+// learn makes the shape of data, which the walk read as choices with the
+// token fields spans: a chunk of one choice whose one token field is a
+// string. Any other chunk leaves the shape as it was.
+func (s *chunkShape) learn(data []byte, choices []chunkChoice, spans carrierSpans) {
+	if len(choices) != 1 || spans.n != 1 || spans.end == 0 {
+		return
+	}
+	s.prefix = append(s.prefix[:0], data[:spans.start]...)
+	s.suffix = append(s.suffix[:0], data[spans.end:]...)
+	s.choice = choices[0]
+}
+
+// match reads data by the shape: its one choice, and whether data has
+// the shape.
+func (s *chunkShape) match(data []byte) (chunkChoice, bool) {
+	p, q := len(s.prefix), len(s.suffix)
+	if p == 0 || len(data) < p+q+2 || !bytes.HasPrefix(data, s.prefix) || !bytes.HasSuffix(data, s.suffix) {
+		return chunkChoice{}, false
+	}
+	str := data[p : len(data)-q]
+	if str[0] != '"' || stringEnd(str, 0) != len(str) {
+		return chunkChoice{}, false
+	}
+	ch := s.choice
+	ch.carries = len(str) > 2
+	return ch, true
 }
