@@ -78,7 +78,12 @@ type threadShape struct {
 	// unread is the size of the stored thread, in bytes, until it is
 	// read (after admission).
 	unread int
-	turn   []json.RawMessage
+	// sendable is the part of history a body may hold: no more than the
+	// size admission counted (unread, when it counted it); capped the
+	// turns it leaves out (the thread grew between).
+	sendable []json.RawMessage
+	capped   int
+	turn     []json.RawMessage
 	// kept is the history of the last body fitted, trimmed the turns it
 	// left out of it.
 	kept    []json.RawMessage
@@ -230,8 +235,12 @@ func (s *threadShape) toChat(ctx context.Context, g *Gateway, x *exchange, body 
 // context whatever it is.
 func (s *threadShape) unreadBytes() int { return s.unread }
 
-// read reads the stored thread, once admitted.
+// read reads the stored thread, once admitted. What is sent of it is
+// never more than the size admission counted (admitted): another turn
+// of the thread stored between the size and the read (two requests at
+// once) would else reach the engine unreserved, so unbilled.
 func (s *threadShape) read(ctx context.Context, g *Gateway) *apiError {
+	admitted := s.unread
 	s.unread = 0
 	stored, err := g.threads().GetThread(ctx, s.project, s.id, time.Now())
 	switch {
@@ -248,7 +257,76 @@ func (s *threadShape) read(ctx context.Context, g *Gateway) *apiError {
 		// A retry is sent the thread without its own earlier attempt.
 		s.history, s.replaced = s.retried(s.history, stored.TurnKey)
 	}
+	s.sendable, s.capped = admittedHistory(s.history, admitted)
+	if s.capped > 0 {
+		g.log.Info("thread grew after admission; sending what was admitted", "project", s.project, "admitted_bytes", admitted, "turns_left_out", s.capped)
+	}
 	return nil
+}
+
+// admittedHistory is what of history a body may hold when admission
+// counted maxBytes for it: the history whole when its messages (each
+// with the comma before it in the body) take no more, which is so
+// whenever the thread is as it was sized; else the oldest turns are
+// left out (CapThread), then, when the last turn or the system
+// messages alone still pass it, those too. It returns the history to
+// send and how many turns it leaves out.
+func admittedHistory(history []json.RawMessage, maxBytes int) ([]json.RawMessage, int) {
+	if historyBytes(history) <= maxBytes {
+		return history, 0
+	}
+	out := history
+	if maxBytes > 0 {
+		out = apishape.CapThread(history, maxBytes)
+	}
+	if historyBytes(out) > maxBytes {
+		// The last turn alone passes: only system messages, oldest
+		// left out first.
+		var system []json.RawMessage
+		for _, m := range out {
+			if roleOf(m) == "system" {
+				system = append(system, m)
+			}
+		}
+		for len(system) > 0 && historyBytes(system) > maxBytes {
+			system = system[1:]
+		}
+		out = system
+	}
+	return out, turnsOf(history) - turnsOf(out)
+}
+
+// historyBytes is what msgs add to a body's messages: each message and
+// a comma.
+func historyBytes(msgs []json.RawMessage) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m) + 1
+	}
+	return n
+}
+
+// turnsOf counts the turns of msgs as MergeThread and CapThread drop
+// them: each starts at a user message, or at the first message that is
+// not a system one.
+func turnsOf(msgs []json.RawMessage) int {
+	n := 0
+	for _, m := range msgs {
+		switch r := roleOf(m); {
+		case r == "system":
+		case r == "user" || n == 0:
+			n++
+		}
+	}
+	return n
+}
+
+func roleOf(msg json.RawMessage) string {
+	var m struct {
+		Role string `json:"role"`
+	}
+	_ = json.Unmarshal(msg, &m)
+	return m.Role
 }
 
 // requestedBound is the completion bound the body asks for, 0 if none.
@@ -283,7 +361,8 @@ func (s *threadShape) fit(budget int) []byte {
 		msgBudget = max(budget-s.overhead, 1)
 	}
 	var msgs []json.RawMessage
-	msgs, s.kept, s.trimmed = apishape.MergeThread(s.history, s.turn, msgBudget)
+	msgs, s.kept, s.trimmed = apishape.MergeThread(s.sendable, s.turn, msgBudget)
+	s.trimmed += s.capped
 	s.fitted = budget
 	s.sent = s.overhead
 	for _, m := range msgs {
