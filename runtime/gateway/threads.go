@@ -114,25 +114,21 @@ type threadShape struct {
 	// (else parseRequest says what is wrong with it, and it is left so).
 	fittable bool
 	// turnKey is the request's Idempotency-Key, hashed ("" for none),
-	// stored with its turn; sdkRetry is set when an SDK says it sends
-	// the request again (X-Stainless-Retry-Count above 0). replaced is
-	// set when the thread's last turn was this request's, stored by an
-	// earlier attempt of it: its answer is replaced (retried).
+	// stored with its turn. replaced is set when the thread's last turn
+	// was this request's, stored by an earlier attempt of it: its answer
+	// is replaced (retried).
 	turnKey  string
-	sdkRetry bool
 	replaced bool
 }
 
 // newThreadShape is the shape of a request on thread id, with the
-// retry signals it carries.
+// Idempotency-Key it carries.
 func newThreadShape(r *http.Request, id string) *threadShape {
 	s := &threadShape{id: id}
 	if k := r.Header.Get("Idempotency-Key"); k != "" {
 		sum := sha256.Sum256([]byte(k))
 		s.turnKey = hex.EncodeToString(sum[:16])
 	}
-	n, err := strconv.Atoi(r.Header.Get("X-Stainless-Retry-Count"))
-	s.sdkRetry = err == nil && n > 0
 	return s
 }
 
@@ -142,19 +138,15 @@ func newThreadShape(r *http.Request, id string) *threadShape {
 // timeout, a connection lost): then this attempt's answer replaces
 // that one, rather than the turn being stored twice. It is this
 // request's when the last turn is the same messages as this one's turn
-// and either the request carries the Idempotency-Key that turn was
-// stored with, or it carries none, an SDK says it is sent again
-// (X-Stainless-Retry-Count above 0) and that turn was stored without a
-// key (an SDK sends the same headers on each attempt). A turn sent
-// again with no retry signal, or with a key of its own, is a new turn,
-// kept after the same one.
+// and the request carries the Idempotency-Key that turn was stored
+// with. Nothing else says so: an SDK's retry count
+// (X-Stainless-Retry-Count) is the same on the retry of a request
+// refused before it was stored (a 429, a 503) whose turn repeats the
+// one before it, whose answer the client did get; a turn sent again
+// without the key is a new turn, kept after the same one (a turn
+// stored twice can be told and mended, an answer lost cannot).
 func (s *threadShape) retried(msgs []json.RawMessage, key string) ([]json.RawMessage, bool) {
-	switch {
-	case s.turnKey != "":
-		if key != s.turnKey {
-			return msgs, false
-		}
-	case !s.sdkRetry || key != "":
+	if s.turnKey == "" || key != s.turnKey {
 		return msgs, false
 	}
 	return apishape.WithoutLastTurn(msgs, s.turn)

@@ -7,11 +7,18 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/llmgw/llmgw/runtime/request"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/sim/simengine"
@@ -160,4 +167,81 @@ func TestAdmittedHistory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refuseOnce refuses the next request it is told to (429), as a rate
+// limit does, and admits the rest.
+type refuseOnce struct {
+	fallbackAdmission
+	refuse atomic.Bool
+}
+
+func (a *refuseOnce) Admit(ctx context.Context, p request.Principal, model string, in request.Info) (request.Ticket, error) {
+	t, _ := a.fallbackAdmission.Admit(ctx, p, model, in)
+	if a.refuse.Swap(false) {
+		return nil, &request.Rejection{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "rate_limit_exceeded",
+			Message: "over the key's rate limit", RetryAfter: time.Millisecond}
+	}
+	return t, nil
+}
+
+// TestThreadSDKRetryKeepsTheAnswerBefore: openai-go, unmodified, sends
+// a turn that repeats the one before it ("continue"); the gateway
+// refuses it once (429) and the SDK retries it on its own
+// (X-Stainless-Retry-Count: 1). The retry is a new turn: the earlier
+// "continue" keeps its answer, which the client got.
+func TestThreadSDKRetryKeepsTheAnswerBefore(t *testing.T) {
+	st := contentStore(t, 24)
+	_, engURL := startSeenEngine(t, "big")
+	rt := router.New()
+	rt.SetEndpoints("big", []router.Endpoint{{ReplicaID: "big-0", URL: engURL, Weight: 1}})
+	adm := &refuseOnce{}
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: st, Admission: adm})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	var attempts atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		attempts.Add(1)
+		httputil.NewSingleHostReverseProxy(mustURL(t, srv.URL)).ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	client := openai.NewClient(option.WithBaseURL(proxy.URL+"/v1"), option.WithAPIKey("key-proj"))
+	var answers []string
+	send := func(s string) {
+		t.Helper()
+		res, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+			Model: "big", MaxTokens: openai.Int(8),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(s)},
+		}, option.WithHeader("X-Llmgw-Thread", "t1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, res.Choices[0].Message.Content)
+	}
+	send("hello")
+	send("continue")
+	adm.refuse.Store(true)
+	send("continue") // 429 once, then the SDK's retry is admitted
+	if n := attempts.Load(); n != 4 {
+		t.Fatalf("openai-go made %d requests, want 4 (the third turn refused once, then retried)", n)
+	}
+	th, err := st.(ThreadContent).GetThread(t.Context(), "proj", "t1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []map[string]any
+	_ = json.Unmarshal(th.Messages, &msgs)
+	want := "user:hello | assistant:" + answers[0] + " | user:continue | assistant:" + answers[1] + " | user:continue | assistant:" + answers[2]
+	if got := contents(msgs); got != want {
+		t.Fatalf("the thread holds %q; want every turn with the answer the client got: %q", got, want)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
