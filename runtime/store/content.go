@@ -118,7 +118,8 @@ type Thread struct {
 	Messages []byte
 	Revision int64
 	// TurnKey is the key PutThread was given with the last turn ("" for
-	// none).
+	// none, and when a write that set no key came after it: an older
+	// release's, during a rolling upgrade).
 	TurnKey string
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -117,18 +118,46 @@ func (s *sqlStore) DeleteResponse(ctx context.Context, project, id string) error
 
 // GetThread returns a project's unexpired thread.
 func (s *sqlStore) GetThread(ctx context.Context, project, id string, now time.Time) (Thread, error) {
-	var msgs string
+	var msgs, key string
 	var th Thread
-	err := s.queryRow(ctx, `SELECT messages, revision, turn_key FROM threads WHERE project = ? AND id = ? AND `+live("threads", "updated_at", ContentThreads),
-		project, id, toDB(now), toDB(now)).Scan(&msgs, &th.Revision, &th.TurnKey)
+	var updated int64
+	err := s.queryRow(ctx, `SELECT messages, revision, updated_at, turn_key FROM threads WHERE project = ? AND id = ? AND `+live("threads", "updated_at", ContentThreads),
+		project, id, toDB(now), toDB(now)).Scan(&msgs, &th.Revision, &updated, &key)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
 	if err != nil {
 		return Thread{}, fmt.Errorf("getting thread %q: %w", id, err)
 	}
-	th.Messages = []byte(msgs)
+	th.Messages, th.TurnKey = []byte(msgs), turnKeyOf(key, th.Revision, updated)
 	return th, nil
+}
+
+// storedTurnKey is a turn's key as the row keeps it: with the revision
+// and updated_at of the write that stored the turn, so that a later
+// write that leaves turn_key as it was (an older release's, which
+// knows no turn_key, during a rolling upgrade; the one before migration
+// 0010 leaves revision too, but never updated_at) does not pass that
+// key on to a turn it stored.
+func storedTurnKey(key string, revision, updated int64) string {
+	if key == "" {
+		return ""
+	}
+	return turnKeyPrefix(revision, updated) + key
+}
+
+func turnKeyPrefix(revision, updated int64) string {
+	return strconv.FormatInt(revision, 10) + ":" + strconv.FormatInt(updated, 10) + ":"
+}
+
+// turnKeyOf is the key the row's last turn was stored with: stored's,
+// when the write that stored it is the row's last (its revision and
+// updated_at are the row's); else "".
+func turnKeyOf(stored string, revision, updated int64) string {
+	if key, ok := strings.CutPrefix(stored, turnKeyPrefix(revision, updated)); ok {
+		return key
+	}
+	return ""
 }
 
 // ThreadSize returns the byte size of a project's unexpired thread:
@@ -168,11 +197,11 @@ func (s *sqlStore) PutThread(ctx context.Context, project, id string, messages [
 			ON CONFLICT (project, id) DO UPDATE SET messages = excluded.messages, updated_at = excluded.updated_at,
 			expires_at = excluded.expires_at, revision = excluded.revision, turn_key = excluded.turn_key
 			WHERE threads.revision = 0 OR NOT `+live("threads", "updated_at", ContentThreads),
-			project, id, string(messages), now, toDB(expires), rev, turnKey, now, now)
+			project, id, string(messages), now, toDB(expires), rev, storedTurnKey(turnKey, rev, now), now, now)
 	} else {
 		res, err = s.exec(ctx, `UPDATE threads SET messages = ?, updated_at = ?, expires_at = ?, revision = ?, turn_key = ?
 			WHERE project = ? AND id = ? AND revision = ?`,
-			string(messages), now, toDB(expires), rev, turnKey, project, id, prev)
+			string(messages), now, toDB(expires), rev, storedTurnKey(turnKey, rev, now), project, id, prev)
 	}
 	if err = requireRow(res, err); errors.Is(err, ErrNotFound) {
 		err = ErrConflict

@@ -101,3 +101,73 @@ func dollars(q string) string {
 	}
 	return b.String()
 }
+
+// TestThreadTurnKeyAfterOlderRelease: a turn's key is the thread's
+// only while the write that stored it is the thread's last: an older
+// release's write (a rolling upgrade: the statement of the release
+// before 0010, which knows neither revision nor turn_key and leaves
+// both as they were) stores another last turn, which must not pass for
+// the keyed one (a retry with that key would replace it).
+func TestThreadTurnKeyAfterOlderRelease(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		open func(t *testing.T) (store.Store, *sql.DB, func(string) string)
+	}{
+		{"sqlite", func(t *testing.T) (store.Store, *sql.DB, func(string) string) {
+			path := filepath.Join(t.TempDir(), "llmgw.db")
+			s, err := store.Open(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db, err := sql.Open("sqlite", path+"?_busy_timeout=5000")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return s, db, func(q string) string { return q }
+		}},
+		{"postgres", func(t *testing.T) (store.Store, *sql.DB, func(string) string) {
+			dsn := pgtest.NewDatabase(t)
+			return openPostgres(t, dsn), rawPostgres(t, dsn), dollars
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			s, db, q := tt.open(t)
+			t.Cleanup(func() { s.Close() })
+			if err := s.SetRetention(ctx, store.DefaultProject, store.ContentThreads, 24); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			exp := now.Add(time.Hour)
+			rev, err := s.PutThread(ctx, store.DefaultProject, "t", []byte(`["X","a"]`), exp, 0, "k1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if th, err := s.GetThread(ctx, store.DefaultProject, "t", now); err != nil || th.TurnKey != "k1" || th.Revision != rev {
+				t.Fatalf("the keyed turn reads key %q at %d, %v; want k1 at %d", th.TurnKey, th.Revision, err, rev)
+			}
+			// The older release stores the same turn again, with its own
+			// answer, a moment later.
+			if _, err := db.ExecContext(ctx, q(`INSERT INTO threads (project, id, messages, updated_at, expires_at) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (project, id) DO UPDATE SET messages = excluded.messages, updated_at = excluded.updated_at, expires_at = excluded.expires_at`),
+				store.DefaultProject, "t", `["X","a","X","b"]`, now.Add(time.Second).UnixMicro(), exp.UnixMicro()); err != nil {
+				t.Fatal(err)
+			}
+			th, err := s.GetThread(ctx, store.DefaultProject, "t", now.Add(time.Second))
+			if err != nil || string(th.Messages) != `["X","a","X","b"]` {
+				t.Fatalf("the older release's write reads %s, %v", th.Messages, err)
+			}
+			if th.TurnKey != "" {
+				t.Fatalf("after an older release stored the last turn the thread reads key %q, want none (that turn was stored without one)", th.TurnKey)
+			}
+			// And a write of this release without a key clears it too.
+			if _, err := s.PutThread(ctx, store.DefaultProject, "t", []byte(`["Y"]`), exp, th.Revision, ""); err != nil {
+				t.Fatal(err)
+			}
+			if th, err := s.GetThread(ctx, store.DefaultProject, "t", now.Add(time.Second)); err != nil || th.TurnKey != "" {
+				t.Fatalf("after a write without a key the thread reads key %q, %v", th.TurnKey, err)
+			}
+		})
+	}
+}
