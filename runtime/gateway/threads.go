@@ -642,9 +642,14 @@ func threadUnsavedComment(why string) []byte {
 // once whole, before its [DONE] is sent: the events that came with the
 // [DONE] were written but not flushed, and leave first, so the store
 // write holds only the end; when the turn was not stored it returns
-// the comment line that says so, to go before [DONE].
+// the comment line that says so, to go before [DONE]. A client found
+// gone by then (the flush fails) did not get the answer whole: the
+// thread is left as it was, as for any stream the client left, and
+// the writes after fail.
 func (g *Gateway) streamAnswered(w http.ResponseWriter, r *http.Request, x *exchange, pt passthrough) []byte {
-	_ = http.NewResponseController(w).Flush() // a client gone fails the writes after
+	if http.NewResponseController(w).Flush() != nil || r.Context().Err() != nil {
+		return nil
+	}
 	pt.completed(r.Context(), g, x, pt.answer())
 	if us, ok := pt.(interface{ unsavedWhy() string }); ok && us.unsavedWhy() != "" {
 		return threadUnsavedComment(us.unsavedWhy())

@@ -276,8 +276,14 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 	// Kept once whole, before its last events are sent, so that the
 	// stream can say when a thread's turn was not.
 	last := st.finish()
-	if pending {
-		_ = send(nil, true) // what the client is owed leaves before the store write
+	// What the client is owed leaves before the store write (a flush
+	// with nothing pending still fails on a connection a write failed
+	// on); a client found gone then did not get the answer whole, which
+	// is not kept.
+	pending = false
+	if rc.Flush() != nil || r.Context().Err() != nil {
+		x.rec.Status = statusClientGone
+		return
 	}
 	ts.completed(r.Context(), g, x, res)
 	if us, ok := ts.(interface{ unsavedWhy() string }); ok && us.unsavedWhy() != "" {
