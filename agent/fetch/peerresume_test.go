@@ -194,18 +194,46 @@ func TestFollowerWaitsMidFileOnPeerThatWaits(t *testing.T) {
 	}
 }
 
-// freezable is a transport whose answers can be frozen: once frozen, no
+// freezable is a transport whose answers can be frozen: while frozen, no
 // byte more comes (an upstream that stops sending without closing), until
-// the request's context ends.
+// it is thawed or the request's context ends.
 type freezable struct {
 	base   http.RoundTripper
-	frozen atomic.Bool
+	mu     sync.Mutex
+	thawed chan struct{} // nil while not frozen
+}
+
+func (f *freezable) freeze() {
+	f.mu.Lock()
+	f.thawed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *freezable) thaw() {
+	f.mu.Lock()
+	close(f.thawed)
+	f.thawed = nil
+	f.mu.Unlock()
+}
+
+func (f *freezable) wait(ctx context.Context) error {
+	f.mu.Lock()
+	ch := f.thawed
+	f.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (f *freezable) RoundTrip(r *http.Request) (*http.Response, error) {
-	if f.frozen.Load() {
-		<-r.Context().Done()
-		return nil, r.Context().Err()
+	if err := f.wait(r.Context()); err != nil {
+		return nil, err
 	}
 	resp, err := f.base.RoundTrip(r)
 	if err != nil {
@@ -222,11 +250,66 @@ type freezableBody struct {
 }
 
 func (b *freezableBody) Read(p []byte) (int, error) {
-	if b.f.frozen.Load() {
-		<-b.ctx.Done()
-		return 0, b.ctx.Err()
+	if err := b.f.wait(b.ctx); err != nil {
+		return 0, err
 	}
 	return b.ReadCloser.Read(p)
+}
+
+// TestFollowerRidesOutShortPeerPause: node02 follows node01 mid-file when
+// node01's own download stops receiving for half of stall_after, then
+// goes on: node02 is not cut, gets every byte from node01, and the source
+// serves one copy.
+func TestFollowerRidesOutShortPeerPause(t *testing.T) {
+	const size = 1 << 20
+	m, origin := weightsrv.New(t)
+	body := weightsrv.RandomBytes(size, 99)
+	m.Files["e/v/w.gguf"] = body
+	m.Rate = size
+	tlsFor := peerPKI(t, "node01", "node02")
+	s1, c1 := tlsFor("node01")
+	_, c2 := tlsFor("node02")
+	const stall = time.Second
+	frozen := &freezable{base: http.DefaultTransport}
+	A := newCache(t, Options{PeerClient: c1, StallAfter: stall, Client: &http.Client{Transport: frozen}})
+	aReqs := &peerRequests{h: A.PeerHandler()}
+	_, addrA := servePeer(t, aReqs, s1(""))
+	var logB logBuffer
+	B := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: stall, Logger: logB.logger()})
+	src := origin.URL + "/e/v/"
+	errs := make(chan error, 2)
+	go func() { _, err := A.Resolve(context.Background(), src, nil); errs <- err }()
+	var pathB string
+	go func() {
+		p, err := B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
+		pathB = p
+		errs <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Second); heldBytes(B.partialDir(src), "w.gguf") < 128<<10; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("node02 never held 128 KiB")
+		}
+	}
+	frozen.freeze()
+	time.Sleep(stall / 2) // the pause under test: no condition ends it sooner
+	frozen.thaw()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(pathB, "w.gguf")); !bytes.Equal(got, body) {
+		t.Error("node02's copy differs")
+	}
+	if n := m.Served(); n != size {
+		t.Errorf("the source served %d bytes for two nodes, want one copy (%d); ranges %v", n, size, m.Ranges())
+	}
+	if rs := aReqs.of("w.gguf"); len(rs) != 1 {
+		t.Errorf("node02 asked node01 for the file %d times (ranges %q): a pause shorter than stall_after cut it", len(rs), rs)
+	}
+	if l := logB.String(); strings.Contains(l, "stopped sending") {
+		t.Errorf("node02 logged a pause shorter than stall_after as its peer stopping:\n%s", l)
+	}
 }
 
 // TestFollowerLeavesStalledPeer: node02 follows node01 mid-file when
@@ -235,8 +318,16 @@ func (b *freezableBody) Read(p []byte) (int, error) {
 // still stalled, leaves it at once, says so in its log and resumes from
 // the source by Range from the bytes it holds, all within twice
 // stall_after, rather than asking node01 again for another stall_after
-// per attempt.
+// per attempt. For a single URL (whose listing gives no sha256) the bytes
+// held are kept too: the mirror's answer gives the sha256 that checks the
+// whole file.
 func TestFollowerLeavesStalledPeer(t *testing.T) {
+	for _, tc := range []struct{ name, source string }{{"set", "/d/v/"}, {"single URL", "/d/v/w.gguf"}} {
+		t.Run(tc.name, func(t *testing.T) { followerLeavesStalledPeer(t, tc.source) })
+	}
+}
+
+func followerLeavesStalledPeer(t *testing.T, source string) {
 	const size = 1 << 20
 	m, origin := weightsrv.New(t)
 	body := weightsrv.RandomBytes(size, 98)
@@ -251,7 +342,7 @@ func TestFollowerLeavesStalledPeer(t *testing.T) {
 	_, addrA := servePeer(t, A.PeerHandler(), s1(""))
 	var logB logBuffer
 	B := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: stall, Logger: logB.logger()})
-	src := origin.URL + "/d/v/"
+	src := origin.URL + source
 
 	actx, cancelA := context.WithCancel(context.Background())
 	aDone := make(chan struct{})
@@ -275,7 +366,7 @@ func TestFollowerLeavesStalledPeer(t *testing.T) {
 			t.Fatal("node02 never held 128 KiB")
 		}
 	}
-	frozen.frozen.Store(true)
+	frozen.freeze()
 	froze := time.Now()
 	m.Mu.Lock()
 	m.Rate = 0 // the source answers node02 at full speed
@@ -289,7 +380,10 @@ func TestFollowerLeavesStalledPeer(t *testing.T) {
 	if took > 2*stall+stall/4 {
 		t.Errorf("node02 finished %s after node01's download stopped: want within about twice stall_after (%s)", took, stall)
 	}
-	if got, _ := os.ReadFile(filepath.Join(pathB, "w.gguf")); !bytes.Equal(got, body) {
+	if strings.HasSuffix(source, "/") {
+		pathB = filepath.Join(pathB, "w.gguf")
+	}
+	if got, _ := os.ReadFile(pathB); !bytes.Equal(got, body) {
 		t.Error("node02's copy differs")
 	}
 	ranges := m.Ranges()
