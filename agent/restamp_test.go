@@ -2,7 +2,12 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,5 +61,57 @@ func TestRecordStampWritesNewest(t *testing.T) {
 	a.recordStamp("r-1-0", sh, "g2")
 	if got := sh.Spec().ReplicaGeneration; got != "g2" {
 		t.Fatalf("recorded stamp of a stopped shard = %q, want g2 left alone", got)
+	}
+}
+
+// TestRecordStampRacingRestamps: Restamps arriving one after the other
+// while launch records the stamp it started the shard with leave the
+// newest stamp in the shard's state file, in the supervisor's record and
+// in what the shard reports, whichever write lands last. Run with -race.
+func TestRecordStampRacingRestamps(t *testing.T) {
+	dir := t.TempDir()
+	sup := supervisor.New(slog.New(slog.DiscardHandler), dir)
+	t.Cleanup(func() {
+		if err := sup.StopAll(2 * time.Second); err != nil {
+			t.Errorf("StopAll: %v", err)
+		}
+	})
+	for round := range 20 {
+		id := fmt.Sprintf("r-%d-0", round)
+		ss := driver.ShardSpec{ShardID: id, ReplicaID: fmt.Sprintf("r-%d", round), Model: "m", Source: "/m", Host: "127.0.0.1",
+			ReplicaGeneration: "g0", Profile: spec.Profile{Engine: "sleep", StartupTimeout: spec.Duration(time.Minute)}}
+		sh, err := sup.Start(context.Background(), ss, sleepDriver{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Agent{log: slog.New(slog.DiscardHandler), shards: map[string]*shardState{
+			id: {shard: sh, status: &agentv1.ShardStatus{ShardId: id, ReplicaGeneration: "g0"}},
+		}}
+		const restamps = 10
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := 1; i <= restamps; i++ {
+				a.restamp(id, fmt.Sprintf("g%d", i))
+			}
+		})
+		wg.Go(func() { a.recordStamp(id, sh, "g0") }) // launch
+		wg.Wait()
+		want := fmt.Sprintf("g%d", restamps)
+		b, err := os.ReadFile(filepath.Join(dir, id+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			Spec driver.ShardSpec `json:"spec"`
+		}
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Spec.ReplicaGeneration != want || sh.Spec().ReplicaGeneration != want {
+			t.Fatalf("round %d: the state file says %q, the supervisor %q, after Restamps up to %s: want the newest", round, st.Spec.ReplicaGeneration, sh.Spec().ReplicaGeneration, want)
+		}
+		if err := sh.Stop(2 * time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

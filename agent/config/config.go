@@ -100,7 +100,9 @@ type TLS struct {
 // Fetch tunes the weights fetch.
 type Fetch struct {
 	// StallAfter is how long a fetch may move no byte before it is reported
-	// stalled (`ctl replicas`), with its last error.
+	// stalled (`ctl replicas`), with its last error; and how long a peer
+	// followed while it fetches may move none before the node leaves it
+	// for the next source.
 	StallAfter time.Duration `koanf:"stall_after" yaml:"stall_after" json:"stall_after"`
 	// GiveUpAfter is how long a fetch may move no byte before its shards fail
 	// with the last error; at least `fetch.stall_after`.

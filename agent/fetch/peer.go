@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llmgw/llmgw/internal/buildinfo"
@@ -184,8 +185,10 @@ func (c *Cache) fetchingCall(key string) (*call, string, []download.File, bool) 
 // as the download writes them: from the entry once complete, from its
 // landed file in the partial directory, or from its partial file, waiting
 // at the end of what is written for more. The answer announces the whole
-// size; if the download ends without f whole, or writes nothing for
-// StallAfter, the connection is cut and the peer resumes elsewhere. The
+// size; the connection is cut when the download ends without f whole, when
+// it stops writing files to wait on a peer of its own (the follower then
+// waits on this node's 503 as long as that peer's bytes grow), or when it
+// moved no byte for StallAfter (the follower then resumes elsewhere). The
 // bytes are not verified yet: the peer checks them against the source's
 // sha256 or this node's record once complete.
 func (c *Cache) serveGrowing(w http.ResponseWriter, r *http.Request, cl *call, key string, f download.File) {
@@ -230,7 +233,6 @@ func (c *Cache) serveGrowing(w http.ResponseWriter, r *http.Request, cl *call, k
 	flusher, _ := w.(http.Flusher)
 	buf := make([]byte, 1<<20)
 	off := start
-	lastMove := time.Now()
 	ended := false
 	for off < f.Size {
 		changed := cl.progress.Changed() // before reading: no write is missed
@@ -257,7 +259,6 @@ func (c *Cache) serveGrowing(w http.ResponseWriter, r *http.Request, cl *call, k
 					return // the peer went away
 				}
 				off += int64(n)
-				lastMove = time.Now()
 				continue
 			}
 			if err != nil && !errors.Is(err, io.EOF) {
@@ -265,9 +266,14 @@ func (c *Cache) serveGrowing(w http.ResponseWriter, r *http.Request, cl *call, k
 				panic(http.ErrAbortHandler)
 			}
 		}
-		if ended || time.Since(lastMove) > c.opts.StallAfter {
-			// The download ended, or wrote nothing for StallAfter, without
-			// the file whole: cut, so the peer resumes elsewhere.
+		c.mu.Lock()
+		waiting := cl.listing == nil
+		c.mu.Unlock()
+		if ended || waiting || time.Since(cl.progress.LastByte()) > c.opts.StallAfter {
+			// The download ended without the file whole, waits on a peer
+			// of its own, or moved no byte for StallAfter: cut, so the
+			// follower asks how this node fares and waits on it or
+			// resumes elsewhere.
 			panic(http.ErrAbortHandler)
 		}
 		if flusher != nil {
@@ -357,7 +363,11 @@ func PeerTLS(caFile, certFile, keyFile string) (server, client func(node string)
 // resuming what dir holds. A peer still fetching them itself is followed:
 // its files are read as they grow, so the two transfers run together (a
 // peer that does not offer that, an older agent, or that does not know
-// every size yet is waited for as long as its bytes grow). Its error says
+// every size yet is waited for as long as its bytes grow), and so is a
+// followed peer that stops writing mid-file to wait on a source of its
+// own: it is followed again, each file resumed by Range from the bytes
+// held, once it writes again, and left once it moved no byte for
+// StallAfter. Its error says
 // why the peer could not serve; the partial files stay for the next
 // source to resume, and the files that landed unchecked (below) are
 // deleted.
@@ -378,47 +388,15 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 	client := &http.Client{Transport: followTransport{&http.Transport{TLSClientConfig: c.opts.PeerClient(peer.Node), ForceAttemptHTTP2: false}}}
 	defer client.CloseIdleConnections()
 	base := (&url.URL{Scheme: "https", Host: peer.Address, Path: PeerPrefix + key + "/"}).String()
-	// Wait for a peer that is fetching: its bytes must keep growing. They
-	// are reported as this fetch's meanwhile, so the wait is neither seen
-	// as a stall nor as a fetch that moves nothing.
 	if p == nil {
 		p = &download.Progress{}
 	}
 	p.Begin()
-	var last int64 = -1
-	lastMove := time.Now()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodHead, base, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			break
-		}
-		if resp.StatusCode != http.StatusServiceUnavailable {
-			return nil, fmt.Errorf("peer %s: %s", peer.Node, resp.Status)
-		}
-		// Writing nothing while it waits, this node has nothing for its
-		// own followers to follow: they wait on it as it waits on peer.
-		c.followable(cl, nil)
-		done, _ := strconv.ParseInt(resp.Header.Get(fetchingHeader), 10, 64)
-		if done != last {
-			last, lastMove = done, time.Now()
-		}
-		p.Elsewhere(done)
-		if time.Since(lastMove) > c.opts.StallAfter {
-			return nil, fmt.Errorf("peer %s: its own fetch moved no byte for %s", peer.Node, c.opts.StallAfter)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(c.opts.PeerPoll):
-		}
+	// w is how this node watches the peer: when a byte last came from it,
+	// or the bytes it reports last changed.
+	w := &peerWatch{last: -1, moved: time.Now()}
+	if err := c.waitPeer(ctx, client, base, peer, p, cl, w, false); err != nil {
+		return nil, err
 	}
 	d := &download.Downloader{
 		Upstreams:    download.Upstreams{Client: client, UserAgent: buildinfo.UserAgent("llmgw-agent")},
@@ -427,6 +405,7 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 		StallTimeout: c.opts.StallAfter,
 		FreeBytes:    c.opts.FreeBytes,
 		Logger:       c.log,
+		OnBytes:      func(int) { w.touch() },
 	}
 	files, err := d.List(ctx, base, p)
 	if err != nil {
@@ -464,10 +443,30 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 			}
 		}()
 	}
-	c.followable(cl, want)
-	landed, err := d.Fetch(ctx, dir, files, p, haveLanded)
-	if err != nil {
-		return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
+	var landed []download.Landed
+	for {
+		c.followable(cl, want)
+		landed, err = d.Fetch(ctx, dir, files, p, haveLanded)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || download.IsPermanent(err) {
+			return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
+		}
+		// The answer was cut or refused mid-way: the peer may have
+		// stopped writing to wait on a source of its own, or stalled.
+		// The bytes held stay; it is followed again, each file resumed
+		// by Range from where it is, once its bytes move, and left for
+		// the next source once they have not for StallAfter.
+		held := p.Bytes()
+		c.log.Info("a followed peer stopped sending, waiting on it", "peer", peer.Node, "key", key, "held_bytes", held, "err", err)
+		if werr := c.waitPeer(ctx, client, base, peer, p, cl, w, true); werr != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("giving up on a followed peer, the next source resumes from the bytes held", "peer", peer.Node, "key", key, "held_bytes", held, "err", werr)
+			}
+			return nil, werr
+		}
+		c.log.Info("following a peer again", "peer", peer.Node, "key", key, "held_bytes", held)
 	}
 	if len(unchecked) > 0 {
 		if err := c.checkPeerRecord(ctx, client, base, peer, dir, landed, unchecked); err != nil {
@@ -475,6 +474,92 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 		}
 	}
 	return landed, nil
+}
+
+// peerWatch is when a followed peer last moved: a byte came from it, or
+// the bytes it reports changed.
+type peerWatch struct {
+	mu    sync.Mutex
+	last  int64 // the bytes it last reported, -1 when none is known
+	moved time.Time
+}
+
+func (w *peerWatch) touch() {
+	w.mu.Lock()
+	w.moved = time.Now()
+	w.mu.Unlock()
+}
+
+// saw records the bytes the peer reports and says whether they changed
+// since it last reported any.
+func (w *peerWatch) saw(n int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	changed := w.last >= 0 && n != w.last
+	w.last = n
+	if changed {
+		w.moved = time.Now()
+	}
+	return changed
+}
+
+func (w *peerWatch) idle() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return time.Since(w.moved)
+}
+
+// waitPeer asks peer how far its entry is every PeerPoll until it can be
+// copied or followed: at once when complete, and for a peer still
+// fetching, at once the first time (resumed false) or once the bytes it
+// reports move (resumed, after an answer was cut: it wrote nothing for a
+// while). A peer answering 503 (before it writes files, or while it waits
+// on a peer of its own) is waited for as long as the bytes it reports
+// grow; they are reported as this fetch's meanwhile, so the wait is neither
+// seen as a stall nor as a fetch that moves nothing. A peer that moved
+// nothing for StallAfter (w says when it last did) is given up.
+func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, peer Peer, p *download.Progress, cl *call, w *peerWatch, resumed bool) error {
+	if resumed {
+		w.mu.Lock()
+		w.last = -1 // what it reported before the transfer says nothing of now
+		w.mu.Unlock()
+	}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodHead, base, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("peer %s: %w", peer.Node, err)
+		}
+		resp.Body.Close()
+		fetching := resp.Header.Get(fetchingHeader)
+		done, _ := strconv.ParseInt(fetching, 10, 64)
+		switch resp.StatusCode {
+		case http.StatusOK:
+			if w.saw(done) || !resumed || fetching == "" {
+				return nil
+			}
+		case http.StatusServiceUnavailable:
+			// Writing nothing while it waits, this node has nothing for
+			// its own followers to follow: they wait on it as it waits
+			// on peer.
+			c.followable(cl, nil)
+			w.saw(done)
+			p.Elsewhere(done)
+		default:
+			return fmt.Errorf("peer %s: %s", peer.Node, resp.Status)
+		}
+		if idle := w.idle(); idle > c.opts.StallAfter {
+			return fmt.Errorf("peer %s: its own fetch moved no byte for %s", peer.Node, idle.Round(time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(c.opts.PeerPoll):
+		}
+	}
 }
 
 // followTransport asks a peer to serve an entry it is still fetching as it

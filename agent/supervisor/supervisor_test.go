@@ -679,3 +679,54 @@ func TestSetReplicaGenerationWhileStopping(t *testing.T) {
 		t.Errorf("state file after Stop and a restamp: %v, want it gone", err)
 	}
 }
+
+// TestSetReplicaGenerationRacingStop: restamps arriving without pause
+// while the shard is stopped (a Restamp racing StopShard) never bring its
+// state file back once Stop removed it, and none of them fails: each
+// either lands before Stop began or does nothing. Run with -race.
+func TestSetReplicaGenerationRacingStop(t *testing.T) {
+	dir := t.TempDir()
+	sup := newSupervisor(t, dir)
+	for round := range 4 {
+		ss := testSpec(t, 0, time.Minute)
+		ss.ShardID = fmt.Sprintf("s%d", round)
+		sh, err := sup.Start(context.Background(), ss, testDriver{cmds: []driver.Command{helper("idle")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the engine's first line", func() bool { return outputHas(sh, "idle") })
+		stop := make(chan struct{})
+		restamped := make(chan error, 1)
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					restamped <- nil
+					return
+				default:
+				}
+				if err := sh.SetReplicaGeneration(fmt.Sprintf("g%d", i)); err != nil {
+					restamped <- fmt.Errorf("restamp %d: %w", i, err)
+					return
+				}
+			}
+		}()
+		if err := sh.Stop(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		// A restamp in flight when Stop returned ends now; one more after.
+		close(stop)
+		if err := <-restamped; err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := sh.SetReplicaGeneration("after"); err != nil {
+			t.Fatalf("round %d: a restamp after Stop: %v", round, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ss.ShardID+".json")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("round %d: the state file after Stop and racing restamps: %v, want it gone", round, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ss.ShardID+".json.tmp")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("round %d: a restamp's temporary file is left: %v", round, err)
+		}
+	}
+}

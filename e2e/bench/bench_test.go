@@ -20,6 +20,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -67,64 +68,191 @@ func serve(b *testing.B, h http.Handler) string {
 	return "http://" + l.Addr().String()
 }
 
-// setup starts a sim engine, a gateway in front of it and, as a reference
-// for the cost of any proxy hop on this machine, a bare
-// httputil.ReverseProxy; it returns the three base URLs and an API key.
-func setup(b *testing.B) (direct, gw, bare, key string) {
+// setup starts a sim engine in this process, the process of the load,
+// and in front of it a gateway and, as a reference for the cost of any
+// proxy hop on this machine, a bare httputil.ReverseProxy: in this
+// process too (apart false), or in a process of their own (apart true),
+// as in production, where clients and engines are other machines. It
+// returns the three base URLs and an API key.
+//
+// The two arrangements measure different things on this 2-core machine.
+// In one Go runtime, a client's wake-up waits until the goroutine that
+// answered it parks (the other core's poller is slow to wake), so the
+// work a proxy does after its last write (settling, metrics, the rest of
+// a stream's events) counts as the client's latency: a proxy's CPU per
+// request shows. Apart, a hop costs the wake-ups of another process and
+// the figures are larger and noisier, but what a proxy does after its
+// write is off the client's way, as it is for a remote client.
+func setup(b *testing.B, apart bool) (direct, gw, bare, key string) {
 	b.Helper()
 	eng, err := simengine.New(simengine.Config{Host: "127.0.0.1", ServedModelName: model}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	direct = serve(b, eng.Handler())
-	st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
+	if apart {
+		gw, bare, key = startProxies(b, direct)
+		return direct, gw, bare, key
+	}
+	p, err := newProxies(b.TempDir(), direct)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { st.Close() })
-	k, err := keys.New(st).CreateAPIKey(context.Background(), "bench", nil)
+	b.Cleanup(p.close)
+	return direct, serve(b, p.gateway), serve(b, p.bare), p.key
+}
+
+// proxiesEnv, set to an engine's URL, makes the test binary the proxies'
+// process (TestMain): it serves a gateway and a bare proxy in front of
+// that engine, prints their URLs and the key, and runs until its standard
+// input closes.
+const proxiesEnv = "LLMGW_BENCH_PROXIES_FOR"
+
+// startProxies starts the proxies' process in front of the engine at
+// engine and returns the gateway's and the bare proxy's URLs and an API
+// key; the process ends with the benchmark.
+func startProxies(b *testing.B, engine string) (gw, bare, key string) {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), proxiesEnv+"="+engine)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("proxies' process: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	f := strings.Fields(line)
+	if err != nil || len(f) != 4 || f[0] != "proxies" {
+		b.Fatalf("proxies' process said %q (%v), not its URLs", line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return f[1], f[2], f[3]
+}
+
+// proxies are the gateway with everything on (key authentication over a
+// SQLite store, key and project rate limits, a priced budget, the usage
+// recorder, request metrics, the router) and a bare
+// httputil.ReverseProxy, both in front of one engine.
+type proxies struct {
+	gateway, bare http.Handler
+	key           string
+	close         func()
+}
+
+// newProxies makes the proxies in front of the engine at engine, their
+// store in dir.
+func newProxies(dir, engine string) (*proxies, error) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(dir, "bench.db"))
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*proxies, error) {
+		st.Close()
+		return nil, err
+	}
+	k, err := keys.New(st).CreateAPIKey(ctx, "bench", nil)
+	if err != nil {
+		return fail(err)
 	}
 	// Limits and a budget that bind nothing in this run but are checked
 	// and reserved on every request.
-	ctx := context.Background()
 	if err := st.UpdateProject(ctx, store.Project{Name: store.DefaultProject, RPM: 10_000_000, TPM: 1_000_000_000}); err != nil {
-		b.Fatal(err)
+		return fail(err)
 	}
 	if err := st.PutBudget(ctx, store.Budget{Project: store.DefaultProject, Period: store.PeriodMonth, Amount: 1e12, OnExhausted: store.OnExhaustedRefuse}); err != nil {
-		b.Fatal(err)
+		return fail(err)
 	}
 	if err := st.SetAPIKeyLimits(ctx, k.ID, 10_000_000, 1_000_000_000); err != nil {
-		b.Fatal(err)
+		return fail(err)
 	}
 	reg := metrics.New()
 	obs, err := metrics.NewObserver(reg)
 	if err != nil {
-		b.Fatal(err)
+		return fail(err)
 	}
 	price := &spec.Pricing{PromptPer1K: 0.001, CompletionPer1K: 0.002}
 	cat, err := models.New([]spec.Model{{Name: model, Source: "sim://" + model, Pricing: price,
 		Scaling: spec.Scaling{Min: 1, Max: 1}, Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}}, nil, nil)
 	if err != nil {
-		b.Fatal(err)
+		return fail(err)
+	}
+	u, err := url.Parse(engine)
+	if err != nil {
+		return fail(err)
 	}
 	adm := tenancy.NewAdmission(tenancy.Options{Store: st, Models: cat})
 	rec := tenancy.NewRecorder(tenancy.RecorderOptions{Store: st, Price: adm.Cost, Registerer: reg.Registerer()})
-	b.Cleanup(func() { _ = rec.Close(context.Background()) })
 	rt := router.New()
-	rt.SetEndpoints(model, []router.Endpoint{{ReplicaID: "r-1", Model: model, URL: direct, Weight: 1}})
+	rt.SetEndpoints(model, []router.Endpoint{{ReplicaID: "r-1", Model: model, URL: engine, Weight: 1}})
 	g := gateway.New(gateway.Config{}, gateway.Deps{Catalog: catalog{cat}, Auth: auth.NewKeys(st, 0, nil), Routes: rt,
 		Admission: adm, Observer: gateway.Observers{rec, obs}})
-	b.Cleanup(g.Close)
-	u, err := url.Parse(direct)
-	if err != nil {
-		b.Fatal(err)
-	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true}
 	rp.FlushInterval = -1
-	return direct, serve(b, g.Handler()), serve(b, rp), k.Secret
+	// The bare proxy reads the request body before it forwards it, as the
+	// gateway does: ReverseProxy streaming the client's body to an engine
+	// that answers before the transport's last read of that body (its
+	// check that no byte follows Content-Length) loses the answer, the
+	// server having closed the body once the answer began
+	// (golang/go#40747): one stream in a few hundred failed so with the
+	// proxies in a process of their own.
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rp.ServeHTTP(w, r)
+	})
+	return &proxies{gateway: g.Handler(), bare: bare, key: k.Secret, close: func() {
+		g.Close()
+		_ = rec.Close(context.Background())
+		st.Close()
+	}}, nil
+}
+
+// serveProxies is the proxies' process: it serves them in front of the
+// engine at engine until its standard input closes.
+func serveProxies(engine string) error {
+	dir, err := os.MkdirTemp("", "llmgw-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p, err := newProxies(dir, engine)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	var urls []string
+	for _, h := range []http.Handler{p.gateway, p.bare} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(l) }()
+		defer srv.Close()
+		urls = append(urls, "http://"+l.Addr().String())
+	}
+	fmt.Printf("proxies %s %s %s\n", urls[0], urls[1], p.key)
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the benchmark ends
+	return nil
 }
 
 type result struct {
@@ -227,6 +355,29 @@ func (l *loader) fixedRate(bases []string, stream bool, rate, n int) []result {
 	return res
 }
 
+// serial sends n requests, one at a time, to the bases in turn: the
+// latency of a request at a light load, each base measured among the
+// others. It returns one result per base.
+func (l *loader) serial(bases []string, stream bool, n int) []result {
+	payload := body(stream)
+	res := make([]result, len(bases))
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		t := i % len(bases)
+		res[t].requests++
+		lat, err := l.one(bases[t], payload, stream)
+		if err != nil {
+			res[t].errors++
+			continue
+		}
+		res[t].lat = append(res[t].lat, lat)
+	}
+	for i := range res {
+		res[i].elapsed = time.Since(start)
+	}
+	return res
+}
+
 // saturate runs conc closed-loop clients for n requests in total.
 func (l *loader) saturate(base string, stream bool, conc, n int) result {
 	payload := body(stream)
@@ -266,8 +417,9 @@ func merge(a, b result) result {
 }
 
 // BenchmarkGatewayOverhead prints added latency and the throughput ratio of
-// the gateway against a direct connection, for fixed-rate and saturating
-// load, streaming and not. At the fixed rate (1,000 requests a second in
+// the gateway against a direct connection, for fixed-rate, one-at-a-time
+// and saturating load, streaming and not, with the gateway and the bare
+// proxy in the load's process and then in a process of their own (setup). At the fixed rate (1,000 requests a second in
 // all), requests to the engine directly, through the gateway and through a
 // bare httputil.ReverseProxy (the floor: what any proxy hop adds on this
 // machine) are interleaved, so all three see the same machine at the same
@@ -275,28 +427,57 @@ func merge(a, b result) result {
 // alternate direct, gateway and bare proxy twice so drift in the machine's
 // load hits every side alike.
 func BenchmarkGatewayOverhead(b *testing.B) {
-	direct, gw, bare, key := setup(b)
+	var out strings.Builder
+	fmt.Fprintf(&out, "\ngateway overhead against a direct connection to a sim engine (same run, %s)\n", time.Now().UTC().Format(time.RFC3339))
+	var targets []targetCheck
+	for _, apart := range []bool{false, true} {
+		targets = append(targets, overhead(b, &out, apart)...)
+	}
+	// The targets, compared: each load's added latency, against the goals
+	// and against what the bare proxy added in the same run.
+	for _, c := range targets {
+		mark := func(got, goal time.Duration) string {
+			if got <= goal {
+				return "ok"
+			}
+			return "MISS"
+		}
+		fmt.Fprintf(&out, "target, %s, %s %s: added p50 %s (goal ≤ 100µs) %s, p99 %s (goal ≤ 1ms) %s; p50 against the bare proxy's %s (goal ≤ 1.00×): %.2f× %s; p99 against the bare proxy's %s: %.2f×\n", c.where, c.load, c.kind,
+			us(c.p50), mark(c.p50, 100*time.Microsecond), us(c.p99), mark(c.p99, time.Millisecond),
+			us(c.bareP50), ratio(c.p50, c.bareP50), mark(c.p50, max(c.bareP50, 0)), us(c.bareP99), ratio(c.p99, c.bareP99))
+	}
+	fmt.Fprint(os.Stdout, out.String())
+}
+
+// overhead runs BenchmarkGatewayOverhead's loads on one arrangement of
+// the proxies, writes its lines to out and returns its targets.
+func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
+	where := "proxies in the load's process"
+	if apart {
+		where = "proxies in a process of their own"
+	}
+	direct, gw, bare, key := setup(b, apart)
 	l := newLoader(key)
-	const rate, fixedN, conc, satN = 1000, 3000, 32, 6000
+	prefix := map[bool]string{false: "", true: "apart-"}[apart]
+	const rate, fixedN, serialN, conc, satN = 1000, 3000, 3000, 32, 6000
 	// Warm connections and caches on every path.
 	l.saturate(direct, false, conc, 500)
 	l.saturate(gw, false, conc, 500)
 	l.saturate(bare, false, conc, 500)
 
-	var out strings.Builder
 	var targets []targetCheck
-	fmt.Fprintf(&out, "\ngateway overhead against a direct connection to a sim engine (same run, %s)\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(&out, "%-28s %-18s %-18s %-18s %s\n", "load", "direct p50/p99", "proxied p50/p99", "added p50/p99", "throughput direct→proxied (ratio)")
+	fmt.Fprintf(out, "%s\n", where)
+	fmt.Fprintf(out, "%-28s %-18s %-18s %-18s %s\n", "load", "direct p50/p99", "proxied p50/p99", "added p50/p99", "throughput direct→proxied (ratio)")
 	line := func(label string, d, g result) {
-		fmt.Fprintf(&out, "%-28s %-18s %-18s %-18s %.0f→%.0f req/s (%.2f)\n", label,
+		fmt.Fprintf(out, "%-28s %-18s %-18s %-18s %.0f→%.0f req/s (%.2f)\n", label,
 			us(d.pct(0.5))+"/"+us(d.pct(0.99)), us(g.pct(0.5))+"/"+us(g.pct(0.99)),
 			us(g.pct(0.5)-d.pct(0.5))+"/"+us(g.pct(0.99)-d.pct(0.99)), d.rps(), g.rps(), g.rps()/d.rps())
 	}
 	metric := func(label string, d, g result) {
 		name := strings.NewReplacer(" ", "-", "/", "", "(", "", ")", "", "=", "").Replace(label)
-		b.ReportMetric(float64((g.pct(0.5) - d.pct(0.5)).Microseconds()), name+"-added-p50-µs")
-		b.ReportMetric(float64((g.pct(0.99) - d.pct(0.99)).Microseconds()), name+"-added-p99-µs")
-		b.ReportMetric(g.rps()/d.rps(), name+"-throughput-ratio")
+		b.ReportMetric(float64((g.pct(0.5) - d.pct(0.5)).Microseconds()), prefix+name+"-added-p50-µs")
+		b.ReportMetric(float64((g.pct(0.99) - d.pct(0.99)).Microseconds()), prefix+name+"-added-p99-µs")
+		b.ReportMetric(g.rps()/d.rps(), prefix+name+"-throughput-ratio")
 	}
 	for _, stream := range []bool{false, true} {
 		kind := "non-streaming"
@@ -313,7 +494,22 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		line(label+" bare proxy", d, r)
 		metric(label, d, g)
 		metric(label+" bare proxy", d, r)
-		targets = append(targets, targetCheck{kind: kind, p50: g.pct(0.5) - d.pct(0.5), p99: g.pct(0.99) - d.pct(0.99),
+		targets = append(targets, targetCheck{where: where, load: fmt.Sprintf("at %d req/s (a third each direct, gateway, bare proxy)", rate), kind: kind,
+			p50: g.pct(0.5) - d.pct(0.5), p99: g.pct(0.99) - d.pct(0.99),
+			bareP50: r.pct(0.5) - d.pct(0.5), bareP99: r.pct(0.99) - d.pct(0.99)})
+
+		res = l.serial([]string{direct, gw, bare}, stream, serialN)
+		d, g, r = res[0], res[1], res[2]
+		if d.errors+g.errors+r.errors > 0 {
+			b.Fatalf("one at a time %s: %d direct, %d gateway and %d bare proxy errors", kind, d.errors, g.errors, r.errors)
+		}
+		label = "one at a time " + kind
+		line(label+" gateway", d, g)
+		line(label+" bare proxy", d, r)
+		metric(label, d, g)
+		metric(label+" bare proxy", d, r)
+		targets = append(targets, targetCheck{where: where, load: "one request at a time (in turn direct, gateway, bare proxy)", kind: kind,
+			p50: g.pct(0.5) - d.pct(0.5), p99: g.pct(0.99) - d.pct(0.99),
 			bareP50: r.pct(0.5) - d.pct(0.5), bareP99: r.pct(0.99) - d.pct(0.99)})
 
 		var sd, sg, sr result
@@ -330,26 +526,13 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		metric(label, sd, sg)
 		metric(label+" bare proxy", sd, sr)
 	}
-	// The targets, compared: each fixed-rate load's added latency, against
-	// the goals and against what the bare proxy added in the same run.
-	for _, c := range targets {
-		mark := func(got, goal time.Duration) string {
-			if got <= goal {
-				return "ok"
-			}
-			return "MISS"
-		}
-		fmt.Fprintf(&out, "target at %d req/s (a third each direct, gateway, bare proxy) %s: added p50 %s (goal ≤ 100µs) %s, p99 %s (goal ≤ 1ms) %s; p50 against the bare proxy's %s (goal ≤ 1.00×): %.2f× %s; p99 against the bare proxy's %s: %.2f×\n", rate, c.kind,
-			us(c.p50), mark(c.p50, 100*time.Microsecond), us(c.p99), mark(c.p99, time.Millisecond),
-			us(c.bareP50), ratio(c.p50, c.bareP50), mark(c.p50, max(c.bareP50, 0)), us(c.bareP99), ratio(c.p99, c.bareP99))
-	}
-	fmt.Fprint(os.Stdout, out.String())
+	return targets
 }
 
 // targetCheck is one fixed-rate load's added latency, held against the
 // targets.
 type targetCheck struct {
-	kind                       string
+	where, load, kind          string
 	p50, p99, bareP50, bareP99 time.Duration
 }
 

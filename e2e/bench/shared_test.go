@@ -27,7 +27,16 @@ import (
 	"github.com/llmgw/llmgw/testkit/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	if engine := os.Getenv(proxiesEnv); engine != "" {
+		if err := serveProxies(engine); err != nil {
+			fmt.Fprintf(os.Stderr, "proxies: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(pgtest.Main(m))
+}
 
 // sharedSetup opens a PostgreSQL store with a key whose project has limits
 // and a budget, and starts an engine (decoding at tps tokens a second)

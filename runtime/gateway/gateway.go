@@ -454,6 +454,7 @@ type exchange struct {
 	// settled is set once it was.
 	ticket  request.Ticket
 	settled bool
+	rated   bool // its x-ratelimit-* headers are written (rateHeaders)
 	// bound holds a stream to the completion tokens per choice the ticket
 	// reserved (see stream.go); 0 leaves it unbounded.
 	bound streamBound
@@ -507,6 +508,16 @@ func (x *exchange) lookup(g *Gateway, name string) (request.Model, bool) {
 	return m, ok
 }
 
+// rateHeaders writes the ticket's x-ratelimit-* headers into h, once:
+// while the engine works on the request (attempt), or before an answer
+// the gateway writes itself (fail).
+func (x *exchange) rateHeaders(h http.Header) {
+	if x.ticket != nil && !x.rated {
+		x.rated = true
+		x.ticket.SetHeaders(h)
+	}
+}
+
 // settle settles the request's ticket, once, with what it used.
 func (x *exchange) settle() {
 	if x.ticket != nil && !x.settled {
@@ -517,6 +528,7 @@ func (x *exchange) settle() {
 
 func (x *exchange) fail(w http.ResponseWriter, e *apiError) {
 	x.rec.Status = e.status
+	x.rateHeaders(w.Header())
 	if x.shape != nil {
 		x.shape.writeError(w, x, e)
 		return
@@ -705,8 +717,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, x *exchange, p r
 		x.fail(w, newError(http.StatusInternalServerError, typeServer, "", "the request could not be admitted; try again"))
 		return nil, false
 	}
-	x.ticket = ticket
-	ticket.SetHeaders(w.Header())
+	x.ticket = ticket // its x-ratelimit-* headers: rateHeaders, while the engine works
 	if served := ticket.Model(); served != model {
 		x.rec.Requested = model
 		x.rec.Model = served

@@ -962,3 +962,26 @@ func TestStreamReadToDoneIsComplete(t *testing.T) {
 			rec.Status, rec.CompletionTokens, rec.UsageReported)
 	}
 }
+
+// TestRateHeadersOnEveryAnswer: the ticket's x-ratelimit-* headers, written
+// while the engine works, are on a streamed answer, a whole one, and an
+// error the gateway gives after admission (a replica that refuses
+// connections, a model with no replica).
+func TestRateHeadersOnEveryAnswer(t *testing.T) {
+	for _, c := range []struct{ name, body string }{
+		{"whole", `{"model":"coder","messages":[]}`},
+		{"stream", `{"model":"coder","messages":[],"stream":true}`},
+		{"replica refuses", `{"model":"down","messages":[]}`},
+		{"no replica", `{"model":"cold","messages":[]}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			adm := &recordingAdmission{header: http.Header{"X-Ratelimit-Remaining-Requests": {"41"}}}
+			h := newHarness(t, 1, Config{}, adm)
+			resp := h.post(t.Context(), "/v1/chat/completions", c.body)
+			body := readAll(t, resp)
+			if got := resp.Header.Get("X-Ratelimit-Remaining-Requests"); got != "41" {
+				t.Errorf("status %d (%s): x-ratelimit-remaining-requests = %q, want the ticket's 41", resp.StatusCode, body, got)
+			}
+		})
+	}
+}

@@ -570,11 +570,11 @@ func (b *streamBound) countPast(data []byte) bool { return b.read(data, true) }
 // are counted and read reports whether a choice is past the bound.
 func (b *streamBound) read(data []byte, relayed bool) bool {
 	var buf [4]chunkChoice
-	var h chunkHead
 	var choices []chunkChoice
 	if ch, ok := b.shape.match(data); ok {
 		choices = append(buf[:0], ch)
 	} else {
+		var h chunkHead
 		var decided bool
 		var spans carrierSpans
 		h, choices, ok, decided, spans = walkChunkSpans(data, buf[:0], b.id == "")
@@ -589,12 +589,15 @@ func (b *streamBound) read(data []byte, relayed bool) bool {
 		if !ok {
 			return false
 		}
+		// The head is read from walked chunks only: one read by the
+		// shape has none (h is empty), and an engine that sends no id
+		// would have the head read again on every chunk.
+		if b.id == "" {
+			b.id, b.object, b.created, b.model = h.id, h.object, h.created, h.model
+		}
 	}
 	if b.tokens == nil {
 		b.tokens, b.finished = map[int]int{}, map[int]bool{}
-	}
-	if b.id == "" {
-		b.id, b.object, b.created, b.model = h.id, h.object, h.created, h.model
 	}
 	if !relayed {
 		for i, ch := range choices {

@@ -291,3 +291,19 @@ func TestChunkShapeReadsTokenChunks(t *testing.T) {
 		t.Errorf("%d token chunks, %d tokens counted; want 8 and 8", tokens, b.relayed())
 	}
 }
+
+// TestChunkShapeKeepsHead: chunks read by their shape leave the head the
+// walk read (an engine that sends no id included), which the chunks the
+// gateway writes at the bound carry.
+func TestChunkShapeKeepsHead(t *testing.T) {
+	b := streamBound{perChoice: 100}
+	for _, tok := range []string{"a", "b", "c"} {
+		b.countPast([]byte(`{"object":"text_completion","created":7,"model":"m","choices":[{"index":0,"text":"` + tok + `","finish_reason":null}]}`))
+	}
+	if b.object != "text_completion" || b.model != "m" || b.created != 7 {
+		t.Errorf("head after three chunks: object %q model %q created %d; want text_completion, m, 7", b.object, b.model, b.created)
+	}
+	if _, shaped := b.shape.match([]byte(`{"object":"text_completion","created":7,"model":"m","choices":[{"index":0,"text":"d","finish_reason":null}]}`)); !shaped {
+		t.Error("the chunks were not read by their shape")
+	}
+}

@@ -109,7 +109,18 @@ func newUpstream(headerTimeout time.Duration) *upstream {
 // engine may have read is never sent again here: it would be generated
 // twice. The request's context ends the connection when it is done.
 func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
+	return u.roundTrip(req, nil)
+}
+
+// roundTrip is RoundTrip calling waiting, when set, once the request is
+// written and the engine's answer is awaited: the caller's work that need
+// not delay the request (its answer's headers) is done while the engine
+// works. Through the standard transport it is called before the request.
+func (u *upstream) roundTrip(req *http.Request, waiting func()) (*http.Response, error) {
 	if req.URL.Scheme != "http" || !ownConns {
+		if waiting != nil {
+			waiting()
+		}
 		return u.other.RoundTrip(req)
 	}
 	ctx := req.Context()
@@ -122,7 +133,7 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		resp, out, err := u.send(ctx, pc, req)
+		resp, out, err := u.send(ctx, pc, req, waiting)
 		if err == nil {
 			return resp, nil
 		}
@@ -212,7 +223,7 @@ func (u *upstream) get(ctx context.Context, host string) (pc *upConn, reused boo
 
 // send writes req on pc and reads the response headers; out says how far
 // a failed request got.
-func (u *upstream) send(ctx context.Context, pc *upConn, req *http.Request) (*http.Response, sent, error) {
+func (u *upstream) send(ctx context.Context, pc *upConn, req *http.Request, waiting func()) (*http.Response, sent, error) {
 	stop := context.AfterFunc(ctx, func() { _ = pc.c.Close() })
 	fail := func(out sent, err error) (*http.Response, sent, error) {
 		stop()
@@ -252,6 +263,9 @@ func (u *upstream) send(ctx context.Context, pc *upConn, req *http.Request) (*ht
 		}
 		resp.Body = &upBody{rc: resp.Body, u: u, pc: pc, stop: stop}
 		return resp, sent{}, nil
+	}
+	if waiting != nil {
+		waiting()
 	}
 	resp, answered, err := u.readResponse(pc, req, u.headerTimeout)
 	if err != nil {

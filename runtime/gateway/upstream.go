@@ -250,7 +250,7 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 		up.Header.Set("Accept", a)
 	}
 	x.sent = true
-	resp, err := g.transport.RoundTrip(up)
+	resp, err := g.transport.roundTrip(up, func() { x.rateHeaders(w.Header()) })
 	if err != nil {
 		if r.Context().Err() == nil && retryable(err) {
 			return err
@@ -259,6 +259,7 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return nil
 	}
 	defer resp.Body.Close()
+	x.rateHeaders(w.Header()) // when the engine answered before the request was written
 	if resp.StatusCode == http.StatusBadRequest && x.refit != nil {
 		// Refused for its length? Sent once more, fitted shorter.
 		refit := x.refit

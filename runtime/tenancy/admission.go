@@ -602,7 +602,7 @@ func (a *Admission) admitOnce(p request.Principal, proj projectInfo, terms reque
 			c.w.charge(sec, 1)
 		}
 	}
-	t := &ticket{a: a, model: served.Name, price: price, served: served, headers: rateHeaders(checks, sec), sec: sec, worst: worst, cost: cost, project: p.Project,
+	t := &ticket{a: a, model: served.Name, price: price, served: served, rate: rateNow(checks, sec), sec: sec, worst: worst, cost: cost, project: p.Project,
 		prompt: prompt, completion: completion, maxTokens: perChoice, windows: make([]*window, 0, 2)}
 	if km != nil {
 		t.windows = append(t.windows, &km.tokens)
@@ -631,14 +631,25 @@ func money(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 // request and token limits, as they stand now.
 func rateHeaders(checks []check, now int64) http.Header {
 	h := make(http.Header, 6)
-	// One backing array for the six values: a request's headers are
-	// made on every admission.
-	vals := make([]string, 0, 6)
-	set := func(k, v string) {
-		vals = append(vals, v)
-		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
-	for _, tokens := range []bool{false, true} {
+	rs := rateNow(checks, now)
+	rs.set(h)
+	return h
+}
+
+// rateState is what the x-ratelimit-* headers say, taken under the
+// admission lock; the headers are written from it after (set), off the
+// lock and, for an admitted request, while its engine works.
+type rateState [2]struct {
+	ok          bool // a limit of this kind applies
+	limit, left int64
+	reset       time.Duration
+}
+
+// rateNow takes the tightest request and token limits of checks, as they
+// stand at now.
+func rateNow(checks []check, now int64) rateState {
+	var rs rateState
+	for kind, tokens := range []bool{false, true} {
 		var best *check
 		var bestLeft int64
 		for i := range checks {
@@ -654,15 +665,28 @@ func rateHeaders(checks []check, now int64) http.Header {
 		if best == nil {
 			continue
 		}
-		names := &requestHeaders
-		if tokens {
-			names = &tokenHeaders
-		}
-		set(names[0], strconv.FormatInt(best.limit, 10))
-		set(names[1], strconv.FormatInt(max(bestLeft, 0), 10))
-		set(names[2], best.w.wait(now, best.limit, best.limit).String())
+		rs[kind].ok, rs[kind].limit, rs[kind].left = true, best.limit, max(bestLeft, 0)
+		rs[kind].reset = best.w.wait(now, best.limit, best.limit)
 	}
-	return h
+	return rs
+}
+
+// set writes the headers into h.
+func (rs *rateState) set(h http.Header) {
+	// One backing array for the six values: a request's headers are
+	// made on every admission.
+	vals := make([]string, 0, 6)
+	for kind, names := range [2]*[3]string{&requestHeaders, &tokenHeaders} {
+		r := &rs[kind]
+		if !r.ok {
+			continue
+		}
+		vals = append(vals, strconv.FormatInt(r.limit, 10), strconv.FormatInt(r.left, 10), r.reset.String())
+		n := len(vals)
+		h[names[0]] = vals[n-3 : n-2 : n-2]
+		h[names[1]] = vals[n-2 : n-1 : n-1]
+		h[names[2]] = vals[n-1 : n : n]
+	}
 }
 
 var (
@@ -680,7 +704,7 @@ type ticket struct {
 	price   spec.Pricing
 	served  request.Model
 	project string
-	headers http.Header
+	rate    rateState // for the x-ratelimit-* headers (SetHeaders)
 	sec     int64
 	worst   int64
 	cost    float64
@@ -705,11 +729,7 @@ func (t *ticket) Served() request.Model { return t.served }
 
 func (t *ticket) MaxTokens() int { return t.maxTokens }
 
-func (t *ticket) SetHeaders(h http.Header) {
-	for k, v := range t.headers {
-		h[k] = v
-	}
-}
+func (t *ticket) SetHeaders(h http.Header) { t.rate.set(h) }
 
 // Settle replaces the reservation with what the request used, never more
 // than was reserved: usage above the reservation (an engine that
