@@ -696,9 +696,9 @@ type shrinker interface {
 }
 
 // admit asks admission for a ticket for the request and gives it to the
-// exchange, which settles it when the request ends; it sets the
-// admission's headers and, when a budget's fallback serves the request,
-// the record's model. A refusal is answered here: ok is false.
+// exchange, which settles it when the request ends and writes its
+// headers (rateHeaders); when a budget's fallback serves the request, it
+// sets the record's model. A refusal is answered here: ok is false.
 func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, x *exchange, p request.Principal, model string, info request.Info) (request.Ticket, bool) {
 	ticket, err := g.deps.Admission.Admit(r.Context(), p, model, info)
 	if err != nil {

@@ -405,3 +405,34 @@ func TestUpstreamPrunesClosedIdle(t *testing.T) {
 		t.Fatalf("%d idle connections after the engine closed one, want 1", n)
 	}
 }
+
+// TestUpstreamWaitingWhileEngineWorks: roundTrip's waiting runs once the
+// request is written and before the answer is read: here the engine
+// answers only after waiting ran (it would time out otherwise).
+func TestUpstreamWaitingWhileEngineWorks(t *testing.T) {
+	called := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		select {
+		case <-called:
+			_, _ = io.WriteString(w, "after")
+		case <-time.After(5 * time.Second):
+			w.WriteHeader(http.StatusGatewayTimeout)
+		}
+	}))
+	defer srv.Close()
+	u := newUpstream(time.Minute)
+	defer u.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	resp, err := u.roundTrip(req, func() { calls++; close(called) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := upRead(t, resp); resp.StatusCode != http.StatusOK || got != "after" || calls != 1 {
+		t.Fatalf("status %d, body %q, waiting ran %d times; want 200, the answer given after waiting ran, once", resp.StatusCode, got, calls)
+	}
+}
