@@ -985,3 +985,41 @@ func TestRateHeadersOnEveryAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestWholeAnswerSentBeforeSettling: a whole answer reaches the client
+// before the request is settled and recorded; here the record waits until
+// the client has read the answer (it would time out otherwise).
+func TestWholeAnswerSentBeforeSettling(t *testing.T) {
+	e := &engine{name: "e0"}
+	e.srv = httptest.NewServer(e)
+	defer e.srv.Close()
+	rt := router.New()
+	rt.SetEndpoints("qwen/coder-3b", []router.Endpoint{{ReplicaID: "e0", URL: e.srv.URL, Weight: 1}})
+	read := make(chan struct{})
+	recorded := make(chan bool, 1)
+	g := New(Config{}, Deps{Catalog: testModels, Auth: testAuth{}, Routes: rt, Admission: &recordingAdmission{},
+		Observer: ObserverFunc(func(request.Record) {
+			select {
+			case <-read:
+				recorded <- true
+			case <-time.After(5 * time.Second):
+				recorded <- false
+			}
+		})})
+	srv := httptest.NewServer(g.Handler())
+	defer func() { srv.Close(); g.Close() }()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"coder","messages":[]}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp)
+	close(read)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Hello") {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if !<-recorded {
+		t.Error("the request was recorded before its answer reached the client")
+	}
+}

@@ -356,7 +356,11 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(data)
+		// Sent now, not when the handler returns: the request's
+		// settlement and records come after the client has its answer.
+		if _, err := w.Write(data); err == nil {
+			_ = http.NewResponseController(w).Flush()
+		}
 		return
 	}
 	// Too large to hold: relay the rest as it comes, keeping a tail.
