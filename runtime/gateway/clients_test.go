@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,6 +258,139 @@ func TestOpenAINodeResponses(t *testing.T) {
 	if got.DeletedPrevious.Status != 400 || got.DeletedPrevious.Code != "previous_response_not_found" || got.DeletedPrevious.Param != "previous_response_id" {
 		t.Errorf("a deleted previous response: %+v", got.DeletedPrevious)
 	}
+}
+
+// TestNodeSDKsSkipThreadNotStored runs the official openai (chat
+// completions, stream: true) and @anthropic-ai/sdk (messages.stream)
+// npm packages, unmodified, on a thread (x-llmgw-thread as a per-request
+// header) whose turns cannot be stored: each stream carries the
+// ": llmgw thread_not_stored: ..." comment line before its end, and
+// each SDK reads the whole answer (every content delta, the finish
+// reason, message_stop) without throwing and without an event of its
+// own for the notice. The bytes each SDK parsed are checked too, so a
+// notice sent as a data event or an "event: error" fails the test even
+// where an SDK would ignore it.
+func TestNodeSDKsSkipThreadNotStored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Node.js")
+	}
+	openaiDir := nodejs.Install(t, nodejs.OpenAI)
+	anthropicDir := nodejs.Install(t, nodejs.Anthropic)
+	s := newSimGateway(t, Deps{Content: busyThreads{contentStore(t, 24)}})
+	out := nodejs.Run(t, filepath.Join("testdata", "thread-not-stored.cjs"),
+		"OPENAI_DIR="+openaiDir, "ANTHROPIC_DIR="+anthropicDir, "BASE_URL="+s.url, "API_KEY="+testKey, "MODEL=coder")
+	t.Logf("%s", out)
+	var got struct {
+		Chat struct {
+			Chunks []struct {
+				Object  string
+				Choices int
+			}
+			Text         string
+			FinishReason string `json:"finish_reason"`
+			Raw, Error   string
+		}
+		Messages struct {
+			Events     []string
+			Text       string
+			StopReason string `json:"stop_reason"`
+			Content    []struct{ Type, Text string }
+			Raw, Error string
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node printed %q: %v", out, err)
+	}
+	if got.Chat.Error != "" {
+		t.Errorf("openai npm chat stream threw: %s", got.Chat.Error)
+	} else {
+		chatText := notStoredStream(t, "chat completions", got.Chat.Raw, "data: [DONE]", func(data []byte) string {
+			var ch struct {
+				Choices []struct {
+					Delta struct{ Content string }
+				}
+			}
+			_ = json.Unmarshal(data, &ch)
+			text := ""
+			for _, c := range ch.Choices {
+				text += c.Delta.Content
+			}
+			return text
+		})
+		if got.Chat.Text == "" || got.Chat.Text != chatText || got.Chat.FinishReason == "" {
+			t.Errorf("openai npm chat stream read %q (finish reason %q); the stream sent %q", got.Chat.Text, got.Chat.FinishReason, chatText)
+		}
+		for i, ch := range got.Chat.Chunks {
+			if ch.Object != "chat.completion.chunk" || ch.Choices < 0 {
+				t.Errorf("openai npm chat stream chunk %d is %+v, want a chat.completion.chunk (of %d)", i, ch, len(got.Chat.Chunks))
+			}
+		}
+	}
+	if got.Messages.Error != "" {
+		t.Errorf("anthropic npm messages.stream threw: %s", got.Messages.Error)
+	} else {
+		msgText := notStoredStream(t, "messages", got.Messages.Raw, "event: message_stop", func(data []byte) string {
+			var ev struct {
+				Type  string
+				Delta struct{ Type, Text string }
+			}
+			_ = json.Unmarshal(data, &ev)
+			if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+				return ev.Delta.Text
+			}
+			return ""
+		})
+		m := got.Messages
+		if m.Text == "" || m.Text != msgText || m.StopReason == "" || len(m.Content) != 1 || m.Content[0].Type != "text" || m.Content[0].Text != msgText {
+			t.Errorf("anthropic npm messages.stream read %q (stop reason %q, content %+v); the stream sent %q", m.Text, m.StopReason, m.Content, msgText)
+		}
+		known := map[string]bool{"message_start": true, "content_block_start": true, "content_block_delta": true, "content_block_stop": true, "message_delta": true, "message_stop": true}
+		for _, ev := range m.Events {
+			if !known[ev] {
+				t.Errorf("anthropic npm messages.stream saw an event %q: %v", ev, m.Events)
+			}
+		}
+		if !equalPrefix(m.Events, []string{"message_start"}) || len(m.Events) < 3 ||
+			!equalPrefix(m.Events[len(m.Events)-3:], []string{"content_block_stop", "message_delta", "message_stop"}) {
+			t.Errorf("anthropic npm messages.stream events %v", m.Events)
+		}
+	}
+	if n := s.gw.ThreadTurnsNotStored(); n != 2 {
+		t.Errorf("ThreadTurnsNotStored = %d, want 2", n)
+	}
+}
+
+// notStoredStream checks the bytes an SDK read from a stream whose
+// thread turn was not stored: one comment line says so before the line
+// that ends the stream (end), no event line or data line mentions it,
+// and it returns the text its data lines carry (text reads one line's).
+func notStoredStream(t *testing.T, what, raw, end string, text func(data []byte) string) string {
+	t.Helper()
+	lines := strings.Split(raw, "\n")
+	notice, last := -1, -1
+	var sent strings.Builder
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, ": llmgw thread_not_stored: "):
+			if notice >= 0 {
+				t.Errorf("%s stream: a second notice at line %d: %s", what, i, raw)
+			}
+			notice = i
+		case l == end:
+			last = i
+		case strings.HasPrefix(l, "data:") || strings.HasPrefix(l, "event:"):
+			if strings.Contains(l, "thread_not_stored") || strings.Contains(l, "not kept") || l == "event: error" {
+				t.Errorf("%s stream: the notice is an event (line %d %q): %s", what, i, l, raw)
+			}
+			if data, ok := strings.CutPrefix(l, "data: "); ok && data != "[DONE]" {
+				sent.WriteString(text([]byte(data)))
+			}
+		}
+	}
+	if notice < 0 || last < 0 || notice > last || !strings.Contains(lines[notice], "not kept") {
+		t.Errorf("%s stream: notice at line %d, %q at line %d; want a comment line saying the turn was not kept before the end: %s", what, notice, end, last, raw)
+	}
+	return sent.String()
 }
 
 // TestOpenAIGoResponses runs openai-go v3's Responses API against
