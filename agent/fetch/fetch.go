@@ -127,6 +127,11 @@ type call struct {
 	// before, and while it waits on a peer), for peers that follow the
 	// partial files as they grow; under c.mu (followable).
 	listing []download.File
+	// waiting counts the download's waits on a peer, and moved is when
+	// it last went on from one, to that peer or the next source; under
+	// c.mu (fetchIdle).
+	waiting int
+	moved   time.Time
 }
 
 // New returns a cache in opts.Dir, creating it.

@@ -40,6 +40,14 @@ const PeerPrefix = "/v1/weights/"
 // bytes the peer holds so far.
 const fetchingHeader = "X-Llmgw-Fetching-Bytes"
 
+// idleHeader, beside fetchingHeader, is how long (milliseconds) the
+// peer's fetch has moved nothing by its own account: since its last byte,
+// or since it moved to the source it fetches from now, whichever is later,
+// and 0 while it waits on a peer of its own (that wait is bounded the same
+// way). A follower judges a peer by it rather than by its own last byte,
+// which in a chain is the same instant for every node.
+const idleHeader = "X-Llmgw-Fetching-Idle"
+
 // followHeader, on a request to a peer, says the asking node follows an
 // entry being fetched as its files grow: the peer then answers the
 // manifest (marked fetching) and the files' bytes so far, following them
@@ -127,6 +135,7 @@ func (c *Cache) serveFetching(w http.ResponseWriter, r *http.Request, key, file 
 		return
 	}
 	follow := r.Header.Get(followHeader) != "" && listing != nil
+	w.Header().Set(idleHeader, strconv.FormatInt(c.fetchIdle(cl).Milliseconds(), 10))
 	if !follow {
 		w.Header().Set(fetchingHeader, strconv.FormatInt(cl.progress.Bytes(), 10))
 		w.Header().Set("Retry-After", "1")
@@ -509,6 +518,45 @@ func (w *peerWatch) idle() time.Duration {
 	return time.Since(w.moved)
 }
 
+// fetchIdle is how long cl's download has moved nothing (idleHeader).
+func (c *Cache) fetchIdle(cl *call) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl.waiting > 0 {
+		return 0
+	}
+	last := cl.progress.LastByte()
+	if cl.moved.After(last) {
+		last = cl.moved
+	}
+	return max(time.Since(last), 0)
+}
+
+// waitingOn marks cl's download waiting on a peer (idleHeader), or done
+// waiting: it goes on from now, with that peer or the next source. cl may
+// be nil.
+func (c *Cache) waitingOn(cl *call, waiting bool) {
+	if cl == nil {
+		return
+	}
+	c.mu.Lock()
+	if waiting {
+		cl.waiting++
+	} else {
+		cl.waiting--
+		cl.moved = time.Now()
+	}
+	c.mu.Unlock()
+}
+
+// peerGrace is how long, at least, a followed peer that cut its answer is
+// waited on for its bytes to move again: a quarter of stall_after. A chain
+// of followers is cut all at once, each node then deciding whether to
+// wait on its peer or leave it; the grace lets a node's peer reach its
+// own decision (it then says it waits, or moves) before the node judges
+// it.
+func peerGrace(stallAfter time.Duration) time.Duration { return stallAfter / 4 }
+
 // waitPeer asks peer how far its entry is every PeerPoll until it can be
 // copied or followed: at once when complete, and for a peer still
 // fetching, at once the first time (resumed false) or once the bytes it
@@ -516,24 +564,37 @@ func (w *peerWatch) idle() time.Duration {
 // while). A peer answering 503 (before it writes files, or while it waits
 // on a peer of its own) is waited for as long as the bytes it reports
 // grow; they are reported as this fetch's meanwhile, so the wait is neither
-// seen as a stall nor as a fetch that moves nothing. A peer that moved
-// nothing for StallAfter (w says when it last did) is given up.
+// seen as a stall nor as a fetch that moves nothing. A peer whose fetch
+// moved nothing for StallAfter is given up, a resumed one no sooner than
+// peerGrace after the wait began: by the peer's own account (idleHeader),
+// or, from an agent that gives none, by w (when it last moved as seen from
+// here). So is a peer that does not answer within StallAfter.
 func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, peer Peer, p *download.Progress, cl *call, w *peerWatch, resumed bool) error {
+	began := time.Now()
+	c.waitingOn(cl, true)
+	defer c.waitingOn(cl, false)
 	if resumed {
 		w.mu.Lock()
 		w.last = -1 // what it reported before the transfer says nothing of now
 		w.mu.Unlock()
 	}
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodHead, base, nil)
+		hctx, cancel := context.WithTimeout(ctx, c.opts.StallAfter)
+		req, err := http.NewRequestWithContext(hctx, http.MethodHead, base, nil)
 		if err != nil {
+			cancel()
 			return err
 		}
 		resp, err := client.Do(req)
 		if err != nil {
+			cancel()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return fmt.Errorf("peer %s: %w", peer.Node, err)
 		}
 		resp.Body.Close()
+		cancel()
 		fetching := resp.Header.Get(fetchingHeader)
 		done, _ := strconv.ParseInt(fetching, 10, 64)
 		switch resp.StatusCode {
@@ -551,7 +612,11 @@ func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, 
 		default:
 			return fmt.Errorf("peer %s: %s", peer.Node, resp.Status)
 		}
-		if idle := w.idle(); idle > c.opts.StallAfter {
+		idle := w.idle()
+		if ms, err := strconv.ParseInt(resp.Header.Get(idleHeader), 10, 64); err == nil && ms >= 0 {
+			idle = time.Duration(ms) * time.Millisecond
+		}
+		if idle > c.opts.StallAfter && (!resumed || time.Since(began) >= peerGrace(c.opts.StallAfter)) {
 			return fmt.Errorf("peer %s: its own fetch moved no byte for %s", peer.Node, idle.Round(time.Millisecond))
 		}
 		select {
