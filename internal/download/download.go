@@ -290,7 +290,9 @@ func (d *Downloader) List(ctx context.Context, source string, p *Progress) ([]Fi
 
 // Fetch downloads files into dir, one after the other. have, when not nil,
 // says whether a file is already in place under its final name (and its
-// sha256), so that it is not fetched again.
+// sha256), so that it is not fetched again. On an error, the files that
+// landed before it are returned with it, so that a caller that tries again
+// can tell have their sha256s without reading them again.
 func (d *Downloader) Fetch(ctx context.Context, dir string, files []File, p *Progress, have func(final string, f File) (sha256 string, ok bool)) ([]Landed, error) {
 	if p == nil {
 		p = &Progress{}
@@ -315,11 +317,11 @@ func (d *Downloader) Fetch(ctx context.Context, dir string, files []File, p *Pro
 			}
 		}
 		if err := os.MkdirAll(filepath.Dir(final), 0o750); err != nil {
-			return nil, Permanent(fmt.Errorf("creating %s: %w", filepath.Dir(final), err))
+			return out, Permanent(fmt.Errorf("creating %s: %w", filepath.Dir(final), err))
 		}
 		l, err := d.file(ctx, final, &f, files, i, p)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		p.fileLanded(l.Size)
 		out = append(out, l)
