@@ -3,11 +3,9 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,10 +62,13 @@ func TestRecordStampWritesNewest(t *testing.T) {
 	}
 }
 
-// TestRecordStampRacingRestamps: Restamps arriving one after the other
-// while launch records the stamp it started the shard with leave the
-// newest stamp in the shard's state file, in the supervisor's record and
-// in what the shard reports, whichever write lands last. Run with -race.
+// TestRecordStampRacingRestamps: a Restamp that lands while launch
+// records the stamp it started the shard with, between launch's read of
+// the stamp and its write (forced there by beforeStampWrite), is not
+// undone by launch's write: the newest stamp is left in the shard's state
+// file and in the supervisor's record. It fails when recordStamp does not
+// read the stamp again after its write (review-session4c L2: the earlier
+// version raced two goroutines and could only fail under -race).
 func TestRecordStampRacingRestamps(t *testing.T) {
 	dir := t.TempDir()
 	sup := supervisor.New(slog.New(slog.DiscardHandler), dir)
@@ -76,42 +77,39 @@ func TestRecordStampRacingRestamps(t *testing.T) {
 			t.Errorf("StopAll: %v", err)
 		}
 	})
-	for round := range 20 {
-		id := fmt.Sprintf("r-%d-0", round)
-		ss := driver.ShardSpec{ShardID: id, ReplicaID: fmt.Sprintf("r-%d", round), Model: "m", Source: "/m", Host: "127.0.0.1",
-			ReplicaGeneration: "g0", Profile: spec.Profile{Engine: "sleep", StartupTimeout: spec.Duration(time.Minute)}}
-		sh, err := sup.Start(context.Background(), ss, sleepDriver{})
-		if err != nil {
-			t.Fatal(err)
+	const id = "r-1-0"
+	ss := driver.ShardSpec{ShardID: id, ReplicaID: "r-1", Model: "m", Source: "/m", Host: "127.0.0.1",
+		ReplicaGeneration: "g0", Profile: spec.Profile{Engine: "sleep", StartupTimeout: spec.Duration(time.Minute)}}
+	sh, err := sup.Start(context.Background(), ss, sleepDriver{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{log: slog.New(slog.DiscardHandler), shards: map[string]*shardState{
+		id: {shard: sh, status: &agentv1.ShardStatus{ShardId: id, ReplicaGeneration: "g1"}},
+	}}
+	var seen []string
+	beforeStampWrite = func(_, g string) {
+		seen = append(seen, g)
+		if len(seen) == 1 { // launch read g1 and is about to write it
+			a.restamp(id, "g2")
 		}
-		a := &Agent{log: slog.New(slog.DiscardHandler), shards: map[string]*shardState{
-			id: {shard: sh, status: &agentv1.ShardStatus{ShardId: id, ReplicaGeneration: "g0"}},
-		}}
-		const restamps = 10
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			for i := 1; i <= restamps; i++ {
-				a.restamp(id, fmt.Sprintf("g%d", i))
-			}
-		})
-		wg.Go(func() { a.recordStamp(id, sh, "g0") }) // launch
-		wg.Wait()
-		want := fmt.Sprintf("g%d", restamps)
-		b, err := os.ReadFile(filepath.Join(dir, id+".json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st struct {
-			Spec driver.ShardSpec `json:"spec"`
-		}
-		if err := json.Unmarshal(b, &st); err != nil {
-			t.Fatal(err)
-		}
-		if st.Spec.ReplicaGeneration != want || sh.Spec().ReplicaGeneration != want {
-			t.Fatalf("round %d: the state file says %q, the supervisor %q, after Restamps up to %s: want the newest", round, st.Spec.ReplicaGeneration, sh.Spec().ReplicaGeneration, want)
-		}
-		if err := sh.Stop(2 * time.Second); err != nil {
-			t.Fatal(err)
-		}
+	}
+	t.Cleanup(func() { beforeStampWrite = nil })
+	a.recordStamp(id, sh, "g0") // launch, which started the shard with g0
+	if len(seen) < 2 || seen[0] != "g1" || seen[1] != "g2" {
+		t.Fatalf("writes %q: want launch's g1 with the Restamp to g2 landing before it", seen)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Spec driver.ShardSpec `json:"spec"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Spec.ReplicaGeneration != "g2" || sh.Spec().ReplicaGeneration != "g2" {
+		t.Fatalf("the state file says %q, the supervisor %q, after a Restamp to g2 landed inside launch's write of g1: want g2", st.Spec.ReplicaGeneration, sh.Spec().ReplicaGeneration)
 	}
 }
