@@ -137,7 +137,7 @@ func (c *Cache) serveFetching(w http.ResponseWriter, r *http.Request, key, file 
 	follow := r.Header.Get(followHeader) != "" && listing != nil
 	w.Header().Set(idleHeader, strconv.FormatInt(c.fetchIdle(cl).Milliseconds(), 10))
 	if !follow {
-		w.Header().Set(fetchingHeader, strconv.FormatInt(cl.progress.Bytes(), 10))
+		w.Header().Set(fetchingHeader, strconv.FormatInt(cl.progress.Moving(), 10))
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "still fetching", http.StatusServiceUnavailable)
 		return
@@ -147,7 +147,7 @@ func (c *Cache) serveFetching(w http.ResponseWriter, r *http.Request, key, file 
 		for _, f := range listing {
 			out.Files = append(out.Files, peerFile{Path: f.Path, Size: f.Size, SHA256: f.SHA256})
 		}
-		w.Header().Set(fetchingHeader, strconv.FormatInt(cl.progress.Bytes(), 10))
+		w.Header().Set(fetchingHeader, strconv.FormatInt(cl.progress.Moving(), 10))
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
 		return

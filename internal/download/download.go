@@ -96,6 +96,11 @@ type Progress struct {
 	filesDone  int
 	lastByte   time.Time
 	lastErr    string
+	// elsewhere is the bytes a peer this download waits on holds, while
+	// away says it waits (Elsewhere) and its own transfer has not started
+	// again.
+	elsewhere int64
+	away      bool
 	// changed is closed, and cleared, at the next change of the bytes
 	// held (Changed).
 	changed chan struct{}
@@ -121,10 +126,27 @@ func (p *Progress) notify() {
 	}
 }
 
-// Bytes is how many bytes of the source are on disk.
+// Bytes is how many bytes of the source are on disk, or, while the
+// download waits on a peer that holds more (Elsewhere), the peer's: it
+// never goes back for a wait.
 func (p *Progress) Bytes() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.away && p.elsewhere > p.landed+p.current {
+		return p.elsewhere
+	}
+	return p.landed + p.current
+}
+
+// Moving is the figure whose growth shows the download moving: the bytes
+// on disk, or while it waits on a peer (Elsewhere), the peer's, which grow
+// whether or not they are more than the bytes on disk.
+func (p *Progress) Moving() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.away {
+		return p.elsewhere
+	}
 	return p.landed + p.current
 }
 
@@ -165,15 +187,20 @@ func (p *Progress) LastByte() time.Time {
 func (p *Progress) Begin() { p.start() }
 
 // Elsewhere records that n bytes of the source are held elsewhere on this
-// download's behalf (a peer it waits for, fetching the source itself): they
-// are reported as its bytes until its own transfer starts, and their growth
-// counts as bytes received (the download is not stalled while they grow).
+// download's behalf (a peer it waits for, fetching the source itself):
+// until its own transfer starts again (Fetch) they are reported as its
+// bytes where they are more than it holds (Bytes), and their growth counts
+// as bytes received (the download is not stalled while they grow).
 func (p *Progress) Elsewhere(n int64) {
 	p.mu.Lock()
-	if n > p.landed+p.current || p.lastByte.IsZero() {
+	prev := p.landed + p.current
+	if p.away {
+		prev = p.elsewhere
+	}
+	if n > prev || p.lastByte.IsZero() {
 		p.lastByte = time.Now()
 	}
-	p.landed, p.current = 0, n
+	p.elsewhere, p.away = n, true
 	p.mu.Unlock()
 }
 
@@ -301,6 +328,7 @@ func (d *Downloader) Fetch(ctx context.Context, dir string, files []File, p *Pro
 	p.setFiles(files)
 	p.mu.Lock()
 	p.landed, p.current, p.filesDone = 0, 0, 0 // this fetch's: an earlier one's files are counted again below
+	p.away = false
 	p.mu.Unlock()
 	out := make([]Landed, 0, len(files))
 	for i := range files {
