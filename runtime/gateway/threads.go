@@ -249,7 +249,7 @@ func (s *threadShape) read(ctx context.Context, g *Gateway) *apiError {
 		// A retry is sent the thread without its own earlier attempt.
 		s.history, s.replaced = s.retried(s.history, stored.TurnKey)
 	}
-	s.sendable, s.capped = admittedHistory(s.history, admitted)
+	s.sendable, s.capped = admittedFor(s.history, s.turn, admitted)
 	if s.capped > 0 {
 		g.log.Info("thread grew after admission; sending what was admitted", "project", s.project, "admitted_bytes", admitted, "turns_left_out", s.capped)
 	}
@@ -286,6 +286,37 @@ func admittedHistory(history []json.RawMessage, maxBytes int) ([]json.RawMessage
 		out = system
 	}
 	return out, turnsOf(history) - turnsOf(out)
+}
+
+// admittedFor is admittedHistory for a history sent with turn: when the
+// turn has system messages of its own they replace the thread's
+// (MergeThread), so the thread's are not sent and take none of the size.
+func admittedFor(history, turn []json.RawMessage, maxBytes int) ([]json.RawMessage, int) {
+	if hasSystem(turn) {
+		history = withoutSystem(history)
+	}
+	return admittedHistory(history, maxBytes)
+}
+
+// hasSystem reports whether msgs hold a system message.
+func hasSystem(msgs []json.RawMessage) bool {
+	for _, m := range msgs {
+		if roleOf(m) == "system" {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutSystem is msgs without their system messages.
+func withoutSystem(msgs []json.RawMessage) []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(msgs))
+	for _, m := range msgs {
+		if roleOf(m) != "system" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // historyBytes is what msgs add to a body's messages: each message and

@@ -245,3 +245,26 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// TestAdmittedForTurnWithSystem: a turn with system messages of its own
+// is sent none of the thread's (MergeThread), so they take none of the
+// admitted size: the turns that fit without them are all sent.
+func TestAdmittedForTurnWithSystem(t *testing.T) {
+	sys := json.RawMessage(`{"role":"system","content":"` + strings.Repeat("s", 200) + `"}`)
+	u1 := json.RawMessage(`{"role":"user","content":"1"}`)
+	a1 := json.RawMessage(`{"role":"assistant","content":"a"}`)
+	u2 := json.RawMessage(`{"role":"user","content":"2"}`)
+	a2 := json.RawMessage(`{"role":"assistant","content":"b"}`)
+	history := []json.RawMessage{sys, u1, a1, u2, a2}
+	turn := []json.RawMessage{json.RawMessage(`{"role":"system","content":"new"}`), json.RawMessage(`{"role":"user","content":"3"}`)}
+	max := historyBytes([]json.RawMessage{u1, a1, u2, a2})
+	got, dropped := admittedFor(history, turn, max)
+	if dropped != 0 || len(got) != 4 || !bytes.Equal(got[0], u1) {
+		t.Errorf("admittedFor = %s, %d turns left out; want both turns, none left out", got, dropped)
+	}
+	// Without a system message of its own, the turn is sent the thread's.
+	got, _ = admittedFor(history, turn[1:], historyBytes(history))
+	if len(got) != 5 {
+		t.Errorf("a turn without a system message was sent %s; want the whole history", got)
+	}
+}
