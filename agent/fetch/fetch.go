@@ -275,7 +275,10 @@ func (c *Cache) fetch(ctx context.Context, src spec.Source, peers []Peer, progre
 			prev = cl.done
 		}
 		dctx, cancel := context.WithCancel(context.Background())
-		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}, progress: &download.Progress{}}
+		// moved: its fetch moves nothing yet, but it began now; a peer
+		// asking before its progress starts is told it idled since, not
+		// since the epoch (which reads as a stall and is left at once).
+		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}, progress: &download.Progress{}, moved: time.Now()}
 		c.inflight[src.Raw] = cl
 		go c.run(dctx, cl, src, peers, prev)
 	}
