@@ -499,6 +499,10 @@ func (c *Cache) followable(cl *call, files []download.File) {
 	c.mu.Unlock()
 }
 
+// fetchedAll, when set (by a test), is told each source whose files are
+// all in and verified, before the entry is recorded and synced to disk.
+var fetchedAll func(c *Cache, source string)
+
 // download fetches every file of src into the partial directory, records
 // it, renames it to the entry's name and returns the path for the engine.
 // The peers following cl may follow it while it writes files.
@@ -564,6 +568,9 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 		}
 	}
 	c.log.Info("fetch complete", "source", src.Raw, "from", from)
+	if fetchedAll != nil {
+		fetchedAll(c, src.Raw)
+	}
 	rec := record{Source: src.Raw, Fetched: time.Now().UTC()}
 	for _, l := range landed {
 		rec.Files = append(rec.Files, recordFile{Path: l.Path, Size: l.Size, SHA256: l.SHA256})
