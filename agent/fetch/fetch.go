@@ -275,7 +275,10 @@ func (c *Cache) fetch(ctx context.Context, src spec.Source, peers []Peer, progre
 			prev = cl.done
 		}
 		dctx, cancel := context.WithCancel(context.Background())
-		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}, progress: &download.Progress{}}
+		// moved: its fetch moves nothing yet, but it began now; a peer
+		// asking before its progress starts is told it idled since, not
+		// since the epoch (which reads as a stall and is left at once).
+		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}, progress: &download.Progress{}, moved: time.Now()}
 		c.inflight[src.Raw] = cl
 		go c.run(dctx, cl, src, peers, prev)
 	}
@@ -496,6 +499,10 @@ func (c *Cache) followable(cl *call, files []download.File) {
 	c.mu.Unlock()
 }
 
+// fetchedAll, when set (by a test), is told each source whose files are
+// all in and verified, before the entry is recorded and synced to disk.
+var fetchedAll func(c *Cache, source string)
+
 // download fetches every file of src into the partial directory, records
 // it, renames it to the entry's name and returns the path for the engine.
 // The peers following cl may follow it while it writes files.
@@ -561,6 +568,9 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 		}
 	}
 	c.log.Info("fetch complete", "source", src.Raw, "from", from)
+	if fetchedAll != nil {
+		fetchedAll(c, src.Raw)
+	}
 	rec := record{Source: src.Raw, Fetched: time.Now().UTC()}
 	for _, l := range landed {
 		rec.Files = append(rec.Files, recordFile{Path: l.Path, Size: l.Size, SHA256: l.SHA256})
