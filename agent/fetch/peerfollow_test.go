@@ -89,11 +89,11 @@ func TestPeerFollowsGrowingFetch(t *testing.T) {
 				p, err := a.Resolve(context.Background(), src, nil)
 				aDone <- result{p, err, time.Now()}
 			}()
-			// The follower is told of the peer once the peer fetches, as
-			// the control plane names a fetching peer from its shard's
-			// report; asked before its download began, a peer holds
-			// nothing of the source and the follower goes to the source
-			// itself (docs/weights.md), a second copy this test would count.
+			// The follower asks once the peer's download began: asked
+			// before, a peer holds nothing of the source and the follower
+			// fetches it from the source itself (docs/weights.md: a peer
+			// that does not hold the source), a second copy this test
+			// would count; that start race is not what it is about.
 			for deadline := time.Now().Add(20 * time.Second); m.Served() == 0; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the peer's download never began")
