@@ -648,12 +648,7 @@ func (f *Fleet) Release(model string, shards []ShardPlacement) {
 		if !ok {
 			continue
 		}
-		n := &f.nodes[i]
-		if !f.owned[i] {
-			n.UsedGPUs = maps.Clone(n.UsedGPUs)
-			n.Replicas = maps.Clone(n.Replicas)
-			f.owned[i] = true
-		}
+		n := f.own(i)
 		f.bucket(i, false)
 		st := &f.state[i]
 		for _, g := range sh.GPUIndices {
@@ -688,6 +683,18 @@ func (f *Fleet) Release(model string, shards []ShardPlacement) {
 	}
 }
 
+// own returns node i with maps of its own to change: after a Snapshot
+// the node's maps are shared with it until the fleet first changes them.
+func (f *Fleet) own(i int) *Node {
+	n := &f.nodes[i]
+	if !f.owned[i] {
+		n.UsedGPUs = maps.Clone(n.UsedGPUs)
+		n.Replicas = maps.Clone(n.Replicas)
+		f.owned[i] = true
+	}
+	return n
+}
+
 func (f *Fleet) assume(d Demand, plan Plan, memory bool) {
 	if !plan.Placed {
 		return
@@ -698,12 +705,7 @@ func (f *Fleet) assume(d Demand, plan Plan, memory bool) {
 		if !ok {
 			continue
 		}
-		n := &f.nodes[i]
-		if !f.owned[i] {
-			n.UsedGPUs = maps.Clone(n.UsedGPUs)
-			n.Replicas = maps.Clone(n.Replicas)
-			f.owned[i] = true
-		}
+		n := f.own(i)
 		st := &f.state[i]
 		if n.UsedGPUs == nil {
 			n.UsedGPUs = make(map[int]string, max(st.total, len(sh.GPUIndices)))
