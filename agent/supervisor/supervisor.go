@@ -491,17 +491,7 @@ func (sh *Shard) SetReplicaGeneration(generation string) error {
 		return fmt.Errorf("reading shard state %s: %w", sh.statePath, err)
 	}
 	st.Spec.ReplicaGeneration = generation
-	if b, err = json.MarshalIndent(st, "", "  "); err != nil {
-		return fmt.Errorf("encoding shard state %s: %w", sh.statePath, err)
-	}
-	tmp := sh.statePath + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("writing shard state %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, sh.statePath); err != nil {
-		return fmt.Errorf("writing shard state %s: %w", sh.statePath, err)
-	}
-	return nil
+	return sh.saveState(st)
 }
 
 // Adopted reports whether the shard was re-attached by Recover rather than
@@ -523,6 +513,12 @@ func (sh *Shard) writeState() error {
 	for _, p := range sh.procs {
 		st.Processes = append(st.Processes, procState{PID: p.pid, StartTime: p.startTime, Argv: p.argv, Sidecar: p.sidecar})
 	}
+	return sh.saveState(st)
+}
+
+// saveState writes st to <shard_id>.json, atomically (a temporary file
+// renamed over it).
+func (sh *Shard) saveState(st state) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding shard state %s: %w", sh.statePath, err)
