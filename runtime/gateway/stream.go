@@ -411,31 +411,16 @@ func walkChunkUsage(data []byte) (u *usageJSON, usageOnly, decided bool) {
 	if len(data) == 0 || data[0] != '{' || !validJSON(data) {
 		return nil, false, false
 	}
-	var seen uint8
 	var usage usageJSON
-	hasUsage, choices, fail := false, 0, false
-	walkObject(data, 0, func(key []byte, start int) (int, bool) {
-		bit, name := keyBit(key, "choices", "usage")
-		if bit < 0 {
-			return 0, true
-		}
-		if name == "" || seen&(1<<bit) != 0 {
-			fail = true
-			return 0, false
-		}
-		seen |= 1 << bit
-		if data[start] == 'n' {
-			return 0, true // null
-		}
+	hasUsage, choices, fail := false, 0, false // fail: the usage's own walk
+	_, good := walkNamed(data, 0, usageKeys, func(bit, start int) (int, bool) {
 		if bit == 0 { // choices: objects or nulls
 			if data[start] != '[' {
-				fail = true
 				return 0, false
 			}
 			i := skipSpace(data, start+1)
 			for data[i] != ']' {
 				if data[i] != '{' && data[i] != 'n' {
-					fail = true
 					return 0, false
 				}
 				choices++
@@ -446,7 +431,6 @@ func walkChunkUsage(data []byte) (u *usageJSON, usageOnly, decided bool) {
 			return i + 1, true
 		}
 		if data[start] != '{' { // usage
-			fail = true
 			return 0, false
 		}
 		hasUsage = true
@@ -479,7 +463,7 @@ func walkChunkUsage(data []byte) (u *usageJSON, usageOnly, decided bool) {
 			return end, true
 		}), !fail
 	})
-	if fail {
+	if !good {
 		return nil, false, false
 	}
 	if !hasUsage {

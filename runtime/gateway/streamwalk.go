@@ -64,25 +64,10 @@ func walkChunkSpans(data []byte, buf []chunkChoice, head bool) (h chunkHead, cho
 		return h, buf, false, true, spans // the decoder refuses it too
 	}
 	choices = buf
-	var seen uint8
-	fail := false
-	walkObject(data, 0, func(key []byte, start int) (int, bool) {
-		bit, name := keyBit(key, "id", "object", "created", "model", "choices")
-		if bit < 0 {
-			return 0, true
-		}
-		if name == "" || seen&(1<<bit) != 0 {
-			fail = true
-			return 0, false
-		}
-		seen |= 1 << bit
-		if data[start] == 'n' {
-			return 0, true // null
-		}
+	_, good := walkNamed(data, 0, chunkKeys, func(bit, start int) (int, bool) {
 		switch bit {
 		case 0, 1, 3:
 			if data[start] != '"' {
-				fail = true
 				return 0, false
 			}
 			end := skipString(data, start)
@@ -102,25 +87,21 @@ func walkChunkSpans(data []byte, buf []chunkChoice, head bool) (h chunkHead, cho
 			end := skipValue(data, start)
 			n, err := strconv.ParseInt(string(data[start:end]), 10, 64)
 			if err != nil {
-				fail = true
 				return 0, false
 			}
 			h.created = n
 			return end, true
 		default: // choices
 			if data[start] != '[' {
-				fail = true
 				return 0, false
 			}
 			i := skipSpace(data, start+1)
 			for data[i] != ']' {
 				if data[i] != '{' {
-					fail = true
 					return 0, false
 				}
 				ch, e, good := walkChoice(data, i, &spans)
 				if !good {
-					fail = true
 					return 0, false
 				}
 				choices = append(choices, ch)
@@ -131,7 +112,7 @@ func walkChunkSpans(data []byte, buf []chunkChoice, head bool) (h chunkHead, cho
 			return i + 1, true
 		}
 	})
-	if fail {
+	if !good {
 		return chunkHead{}, buf, false, false, carrierSpans{}
 	}
 	return h, choices, true, true, spans
@@ -140,34 +121,18 @@ func walkChunkSpans(data []byte, buf []chunkChoice, head bool) (h chunkHead, cho
 // walkChoice reads the choice object at data[i] and returns the offset
 // just past it; good is false when the walk cannot decide it.
 func walkChoice(data []byte, i int, spans *carrierSpans) (ch chunkChoice, end int, good bool) {
-	var seen uint8
-	good = true
-	end = walkObject(data, i, func(key []byte, start int) (int, bool) {
-		bit, name := keyBit(key, "index", "text", "delta", "finish_reason")
-		if bit < 0 {
-			return 0, true
-		}
-		if name == "" || seen&(1<<bit) != 0 {
-			good = false
-			return 0, false
-		}
-		seen |= 1 << bit
-		if data[start] == 'n' {
-			return 0, true // null
-		}
+	end, good = walkNamed(data, i, choiceKeys, func(bit, start int) (int, bool) {
 		switch bit {
 		case 0:
 			end := skipValue(data, start)
 			n, err := strconv.ParseInt(string(data[start:end]), 10, strconv.IntSize)
 			if err != nil {
-				good = false
 				return 0, false
 			}
 			ch.index = int(n)
 			return end, true
 		case 1, 3:
 			if data[start] != '"' {
-				good = false
 				return 0, false
 			}
 			end := skipString(data, start)
@@ -181,12 +146,10 @@ func walkChoice(data []byte, i int, spans *carrierSpans) (ch chunkChoice, end in
 			return end, true
 		default: // delta
 			if data[start] != '{' {
-				good = false
 				return 0, false
 			}
 			carries, end, ok := walkDelta(data, start, spans)
 			if !ok {
-				good = false
 				return 0, false
 			}
 			ch.carries = ch.carries || carries
@@ -199,24 +162,10 @@ func walkChoice(data []byte, i int, spans *carrierSpans) (ch chunkChoice, end in
 // walkDelta reports whether the delta object at data[i] carries a token,
 // and the offset just past it; ok is false when the walk cannot decide it.
 func walkDelta(data []byte, i int, spans *carrierSpans) (carries bool, end int, ok bool) {
-	var seen uint8
-	ok = true
-	end = walkObject(data, i, func(key []byte, start int) (int, bool) {
-		bit, name := keyBit(key, "content", "reasoning_content", "reasoning", "tool_calls")
-		if bit < 0 {
-			return 0, true
-		}
-		if name == "" || seen&(1<<bit) != 0 {
-			ok = false
-			return 0, false
-		}
-		seen |= 1 << bit
+	end, ok = walkNamed(data, i, deltaKeys, func(bit, start int) (int, bool) {
 		switch {
-		case data[start] == 'n':
-			return 0, true // null
 		case bit == 3:
 			if data[start] != '[' {
-				ok = false
 				return 0, false
 			}
 			carries = carries || data[skipSpace(data, start+1)] != ']'
@@ -228,11 +177,48 @@ func walkDelta(data []byte, i int, spans *carrierSpans) (carries bool, end int, 
 			spans.n, spans.start, spans.end = spans.n+1, start, end
 			return end, true
 		default:
-			ok = false
 			return 0, false
 		}
 	})
 	return carries, end, ok
+}
+
+// The keys the walks read, in the order of their bits.
+var (
+	chunkKeys  = []string{"id", "object", "created", "model", "choices"}
+	choiceKeys = []string{"index", "text", "delta", "finish_reason"}
+	deltaKeys  = []string{"content", "reasoning_content", "reasoning", "tool_calls"}
+	usageKeys  = []string{"choices", "usage"}
+)
+
+// walkNamed walks the object at data[i] as walkObject does, calling f
+// only for the keys among names (at most 64) whose value is not null,
+// with the key's position in names; f returns what walkObject's f does.
+// The walk cannot decide the object (ok false) at a key encoding/json
+// might match to one of names though it is spelled otherwise (escaped,
+// in other case), at one of names given twice, or when f stops it. It
+// returns the offset just past the object.
+func walkNamed(data []byte, i int, names []string, f func(bit, start int) (int, bool)) (end int, ok bool) {
+	var seen uint64
+	ok = true
+	end = walkObject(data, i, func(key []byte, start int) (int, bool) {
+		bit, name := keyBit(key, names...)
+		if bit < 0 {
+			return 0, true
+		}
+		if name == "" || seen&(1<<bit) != 0 {
+			ok = false
+			return 0, false
+		}
+		seen |= 1 << bit
+		if data[start] == 'n' {
+			return 0, true // null
+		}
+		e, more := f(bit, start)
+		ok = ok && more
+		return e, more
+	})
+	return end, ok
 }
 
 // walkObject calls f with each key (raw, without its quotes) of the valid
