@@ -370,7 +370,7 @@ func turn(i, k int) int {
 
 var orders3 = [6][3]int{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}, {0, 2, 1}, {2, 1, 0}, {1, 0, 2}}
 
-// serial sends n requests, one at a time, to the bases in turn: the
+// serial sends n requests in all, one at a time, to the bases in turn: the
 // latency of a request at a light load, each base measured among the
 // others. It returns one result per base.
 func (l *loader) serial(bases []string, stream bool, n int) []result {

@@ -108,7 +108,8 @@ func timePlan(b *testing.B, tf *testcluster.Terraform, cp int, want int, extra .
 	return planRun{wall: wall, cpu: cpu, cp: procCPU(b, cp) - before}
 }
 
-// median is the run of median wall time, and the medians of the CPU times.
+// median is the median of each figure of runs on its own (wall, CPU, the
+// control plane's CPU): they may come from different runs.
 func median(runs []planRun) planRun {
 	pick := func(f func(planRun) time.Duration) time.Duration {
 		v := make([]time.Duration, len(runs))
