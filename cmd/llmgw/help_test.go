@@ -60,7 +60,7 @@ func TestEveryCommandHelp(t *testing.T) {
 		{[]string{"keys", "revoke"}, "usage: llmgw keys revoke ID", `-c string`},
 		{[]string{"keys", "admin-token"}, "usage: llmgw keys admin-token", `-name string`},
 		{[]string{"keys", "move-store"}, "usage: llmgw keys move-store", `-from string`},
-		{[]string{"keys", "threads"}, "usage: llmgw keys threads", `(default "server.yaml")`},
+		{[]string{"keys", "threads"}, "usage: llmgw keys threads", `-project string`},
 		{[]string{"keys", "memory"}, "usage: llmgw keys memory", `-retain-hours int`},
 		{[]string{"users", "create"}, "usage: llmgw users create EMAIL", `-password-file string`},
 		{[]string{"users", "list"}, "usage: llmgw users list", `-json`},

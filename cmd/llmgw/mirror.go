@@ -120,11 +120,12 @@ func runMirrorFetch(ctx context.Context, args []string) int {
 	version := fs.String("version", "", "version name (required)")
 	level := fs.String("log-level", "warn", "debug, info, warn or error")
 	up := addUpstreamFlags(fs)
-	pos, err := cliflags.Parse(fs, args)
+	pos, err := cliflags.ParseN(fs, args, 1, "the SOURCE")
 	if err != nil {
 		return cliflags.ExitCode(err)
 	}
-	if len(pos) != 1 || *model == "" || *version == "" {
+	if *model == "" || *version == "" {
+		fmt.Fprintln(os.Stderr, "mirror fetch: --model and --version are required")
 		fs.Usage()
 		return 2
 	}

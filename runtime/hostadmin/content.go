@@ -17,7 +17,7 @@ import (
 func contentRetention(ctx context.Context, kind string, args []string, io IO) int {
 	cmd := "keys " + kind
 	fs := cliflags.New(cmd, "llmgw "+cmd+" --project P (--retain-hours N | --off) [-c server.yaml]", io.Err)
-	cfgPath := fs.String("c", "server.yaml", "the control plane's configuration (for auth.store)")
+	cfgPath := fs.String("c", "", configFlagHelp)
 	project := fs.String("project", "", "the project")
 	hours := fs.Int("retain-hours", 0, "keep content this many hours after its last write (required to turn it on)")
 	off := fs.Bool("off", false, "stop keeping content; what was kept is no longer read from now on and is deleted at the next hourly prune")
@@ -34,7 +34,11 @@ func contentRetention(ctx context.Context, kind string, args []string, io IO) in
 	case *hours > store.MaxRetainHours:
 		return io.fail(cmd, fmt.Errorf("--retain-hours %d is more than %d (ten years), the longest content may be kept", *hours, store.MaxRetainHours))
 	}
-	cfg, err := config.Load(*cfgPath)
+	path, err := configPath(fs, *cfgPath)
+	if err != nil {
+		return io.fail(cmd, err)
+	}
+	cfg, err := config.Load(path)
 	if err != nil {
 		return io.fail(cmd, err)
 	}
