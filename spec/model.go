@@ -169,6 +169,10 @@ type Scaling struct {
 	IdleTimeout Duration `koanf:"idle_timeout" yaml:"idle_timeout,omitempty" json:"idle_timeout,omitempty"`
 }
 
+// OnDemand reports whether the model is loaded on demand: no replica kept
+// running (min 0), some allowed (max above 0).
+func (s Scaling) OnDemand() bool { return s.Min == 0 && s.Max > 0 }
+
 // Profile is one way to run a model: an engine, the hardware it needs, and
 // how many nodes one replica spans. Each field's part in a rollout is in
 // profileRoles below.

@@ -367,7 +367,7 @@ func (r *Reconciler) configureRouting(entries []models.Entry, now time.Time) {
 			r.log.Warn("unknown routing profile: using the default", "model", m.Name, "err", err)
 			policy = nil
 		}
-		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.Min == 0 && m.Scaling.Max > 0}
+		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.OnDemand()}
 		if t, ok := starting[m.Name]; ok && !ready[m.Name] {
 			if lt, ok := r.loadTime[m.Name]; ok {
 				c.ETA = t.Add(lt)

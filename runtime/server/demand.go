@@ -416,7 +416,7 @@ func (d *demand) merge(rows []store.PeerDemand, now time.Time) bool {
 // (what the router's ModelConfig.OnDemand says).
 func (d *demand) onDemand(model string) bool {
 	e, ok := d.h.s.Catalog.Get(model)
-	return ok && e.Model.Scaling.Min == 0 && e.Model.Scaling.Max > 0
+	return ok && e.Model.Scaling.OnDemand()
 }
 
 // forget drops what the standbys were asked of model, which left the

@@ -430,7 +430,7 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 		m := e.Model
 		present[m.Name] = true
 		policy, _ := router.Policy(m.RoutingProfile)
-		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.Min == 0 && m.Scaling.Max > 0}
+		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.OnDemand()}
 		if eta, ok := h.loading[m.Name]; ok {
 			c.ETA = eta
 			if eta.Before(now) {
