@@ -288,7 +288,7 @@ func (h *harness) expectReadyReplica(t *testing.T, name, generation string) {
 		return reps.GetReplicas()
 	}
 	if !slices.ContainsFunc(list(), func(r *managev1.Replica) bool {
-		return !r.GetStale() && r.GetState() == "ready"
+		return !r.GetStale() && r.GetState() == "ready" && r.GetModelGeneration() == generation
 	}) {
 		t.Fatalf("no ready replica of %s generation %s when apply returned: %v", name, generation, list())
 	}

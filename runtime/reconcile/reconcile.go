@@ -285,12 +285,12 @@ func (r *Reconciler) Pass() {
 }
 
 // followRouting gives a running replica every field of the catalog's
-// current profile of the same name that it is not built from (weight,
-// priority, startup timeout, placement constraints: spec.FollowProfile).
-// Those are left out of its generation, so editing them rolls nothing: the
-// replica keeps running and the router weighs it by the new weight from
-// this pass on (an adopted replica, rebuilt from what its agents echoed, is
-// corrected the same way).
+// current profile of the same name that routes or places it (weight,
+// priority, placement constraints: spec.FollowProfile). Those are left
+// out of its generation, so editing them rolls nothing: the replica keeps
+// running and the router weighs it by the new weight from this pass on (an
+// adopted replica, rebuilt from what its agents echoed, is corrected the
+// same way). Its startup timeout stays the one it was started under.
 func followRouting(rep *fleet.Replica, e models.Entry) {
 	for _, p := range e.Model.Profiles {
 		if p.Name == rep.Profile.Name {

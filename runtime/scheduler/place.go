@@ -78,7 +78,7 @@ func orderProfiles(ps []spec.Profile) []spec.Profile {
 		return ps // already in order; nothing changes it
 	}
 	out := slices.Clone(ps)
-	slices.SortStableFunc(out, func(a, b spec.Profile) int { return cmp.Compare(b.Priority, a.Priority) })
+	slices.SortStableFunc(out, byPriority)
 	return out
 }
 
