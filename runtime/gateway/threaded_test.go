@@ -439,3 +439,27 @@ func TestThreadStoreWriteHoldsOnlyTheEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestThreadUnreadableAnswerIsSaid: a whole answer the gateway cannot
+// read as a chat completion is relayed, and the turn, not kept, is said
+// to be so (header, counter), as any turn not stored is.
+func TestThreadUnreadableAnswerIsSaid(t *testing.T) {
+	eng := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":"not a list"}`)
+	}))
+	t.Cleanup(eng.Close)
+	rt := router.New()
+	rt.SetEndpoints("big", []router.Endpoint{{ReplicaID: "big-0", URL: eng.URL, Weight: 1}})
+	gw := New(Config{}, Deps{Catalog: twoModels{}, Auth: projectAuth{}, Routes: rt, Content: contentStore(t, 24)})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	h := bearer("key-proj")
+	h["X-Llmgw-Thread"] = "t1"
+	c := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", h, `{"model":"big","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`)
+	if c.status != 200 || !strings.Contains(c.header.Get("X-Llmgw-Thread-Unsaved"), "could not be read") || gw.ThreadTurnsNotStored() != 1 {
+		t.Fatalf("status %d, x-llmgw-thread-unsaved %q, turns not stored %d; want 200, the answer said not kept, 1",
+			c.status, c.header.Get("X-Llmgw-Thread-Unsaved"), gw.ThreadTurnsNotStored())
+	}
+}

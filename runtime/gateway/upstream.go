@@ -363,7 +363,12 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 		}
 		return
 	}
-	// Too large to hold: relay the rest as it comes, keeping a tail.
+	// Too large to hold: relay the rest as it comes, keeping a tail. A
+	// thread does not keep such an answer, and says so.
+	if s, ok := x.shape.(*threadShape); ok && resp.StatusCode == http.StatusOK {
+		s.notStored(g, x.rec.Principal.Project, fmt.Sprintf("the answer is longer than the %d MiB a thread's answer may be", maxBufferedResponse>>20), nil)
+		s.setHeaders(w.Header())
+	}
 	w.WriteHeader(resp.StatusCode)
 	if _, err := w.Write(data); err != nil {
 		return
@@ -384,6 +389,9 @@ func (g *Gateway) answered(r *http.Request, x *exchange, ep router.Endpoint, pt 
 	res, err := apishape.ParseChatCompletion(data)
 	if err != nil {
 		g.log.Warn("reading engine answer", "replica", ep.ReplicaID, "model", x.rec.Model, "err", err)
+		if s, ok := pt.(*threadShape); ok {
+			s.notStored(g, x.rec.Principal.Project, "the engine's answer could not be read", err)
+		}
 		return
 	}
 	pt.completed(r.Context(), g, x, res)
