@@ -212,14 +212,13 @@ func (s *ResponsesStream) ErrorEvent(code, message string) Event {
 
 // Broken ends a stream the engine broke off: an error event, then
 // response.failed with the response as it stood and the error.
-
 func (s *ResponsesStream) Broken(message string) []Event {
 	if s.finished {
 		return nil
 	}
 	s.finished = true
 	out := s.start()
-	out = append(out, s.event("error", map[string]any{"code": "server_error", "message": message, "param": nil}))
+	out = append(out, s.ErrorEvent("server_error", message))
 	o := s.req.object(s.meta, "failed", s.output, s.acc.Result.Usage, nil)
 	o.Error = map[string]string{"code": "server_error", "message": message}
 	return append(out, s.event("response.failed", map[string]any{"response": o}))

@@ -100,12 +100,14 @@ func TestThreadStreamClientGoneAtItsEnd(t *testing.T) {
 				t.Fatalf("status %d", resp.StatusCode)
 			}
 			sc := bufio.NewScanner(resp.Body)
-			for sc.Scan() {
-				if strings.Contains(sc.Text(), "world") {
-					close(seen)
-					break
-				}
+			found := false
+			for !found && sc.Scan() {
+				found = strings.Contains(sc.Text(), "world")
 			}
+			if !found {
+				t.Fatal("the stream ended without its text")
+			}
+			close(seen)
 			for sc.Scan() { // to the end the gateway sends
 			}
 			_, err = st.(ThreadContent).GetThread(t.Context(), "proj", "t1", time.Now())
