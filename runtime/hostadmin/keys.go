@@ -78,6 +78,12 @@ func Keys(ctx context.Context, args []string, io IO) int {
 	if err != nil {
 		return cliflags.ExitCode(err)
 	}
+	if (sub == "create" || sub == "admin-token") && *name == "" {
+		// Said before any file or store is opened, as a bad flag is.
+		fmt.Fprintln(io.Err, "keys "+sub+": --name is required")
+		fs.Usage()
+		return 2
+	}
 	path, err := configPath(fs, *cfgPath)
 	if err != nil {
 		return io.fail("keys", err)
@@ -93,9 +99,6 @@ func Keys(ctx context.Context, args []string, io IO) int {
 	defer admin.Close()
 	switch sub {
 	case "create":
-		if *name == "" {
-			return io.fail("keys create", fmt.Errorf("--name is required"))
-		}
 		var exp *time.Time
 		if *expires > 0 {
 			t := time.Now().Add(*expires)
@@ -107,9 +110,6 @@ func Keys(ctx context.Context, args []string, io IO) int {
 		}
 		fmt.Fprintf(io.Out, "created API key %s (%s). This is the only time it is shown:\n\n  %s\n\n", k.ID, k.Name, k.Secret)
 	case "admin-token":
-		if *name == "" {
-			return io.fail("keys admin-token", fmt.Errorf("--name is required"))
-		}
 		t, err := admin.CreateAdminToken(ctx, *name)
 		if err != nil {
 			return io.fail("keys admin-token", err)
@@ -153,7 +153,7 @@ func moveStore(ctx context.Context, args []string, io IO) int {
 		return cliflags.ExitCode(err)
 	}
 	if *from == "" || *to == "" {
-		return io.fail("keys move-store", fmt.Errorf("give --from and --to, and nothing else (stop the control plane first)"))
+		return io.fail("keys move-store", fmt.Errorf("give both --from and --to (stop the control plane first)"))
 	}
 	counts, err := store.Move(ctx, *from, *to)
 	if err != nil {

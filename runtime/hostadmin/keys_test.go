@@ -1,6 +1,8 @@
 package hostadmin
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"path/filepath"
 	"strings"
@@ -49,5 +51,22 @@ func TestKeysMoveStore(t *testing.T) {
 	defer dst.Close()
 	if k, err := dst.LookupAPIKey(t.Context(), "hash-1"); err != nil || k.ID != "key-1" {
 		t.Errorf("moved store: LookupAPIKey = %+v, %v; want key-1", k, err)
+	}
+}
+
+// TestKeysNameRequiredFirst: keys create and admin-token without --name
+// say so, with the usage and exit 2 as for a bad flag, before any
+// server.yaml is looked for (here there is none).
+func TestKeysNameRequiredFirst(t *testing.T) {
+	t.Chdir(t.TempDir())
+	old := defaultConfigPaths
+	t.Cleanup(func() { defaultConfigPaths = old })
+	defaultConfigPaths = []string{"server.yaml"}
+	for _, sub := range []string{"create", "admin-token"} {
+		var out, errOut bytes.Buffer
+		code := Keys(context.Background(), []string{sub}, IO{In: strings.NewReader(""), Out: &out, Err: &errOut})
+		if code != 2 || !strings.Contains(errOut.String(), "--name is required") || !strings.Contains(errOut.String(), "usage:") {
+			t.Errorf("keys %s without --name: exit %d, %q; want 2, the missing flag named and the usage", sub, code, errOut.String())
+		}
 	}
 }
