@@ -64,9 +64,10 @@ func (m *fitMemory) rated(project, thread, model, replica string, ratio float64)
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, rated := m.ratios[k]
+	r, rated := m.ratios[k]
 	l, limited := m.limits[replicaFit{project, model, replica}]
-	if rated || limited && now.Sub(l.at) <= engineFitTTL {
+	// A rate or limit past engineFitTTL is forgotten, swept or not.
+	if rated && now.Sub(r.at) <= engineFitTTL || limited && now.Sub(l.at) <= engineFitTTL {
 		m.ratios[k] = fitEntry{ratio: ratio, at: now}
 	}
 	// Each new thread answered by a replica whose context is known adds

@@ -638,3 +638,15 @@ func TestFitMemoryRatedSweeps(t *testing.T) {
 		t.Fatalf("rates after rated past the TTL: %v; want t0 and t1, the stale one swept", m.ratios)
 	}
 }
+
+// TestRatedForgetsExpired: a thread's rate past engineFitTTL, not swept
+// yet, is not renewed by the next answer (with no replica limit known).
+func TestRatedForgetsExpired(t *testing.T) {
+	m := &fitMemory{limits: map[replicaFit]fitEntry{}, ratios: map[threadFit]fitEntry{}, swept: time.Now()}
+	k := threadFit{"p", "t1", "m"}
+	m.ratios[k] = fitEntry{ratio: 2, at: time.Now().Add(-engineFitTTL - time.Minute)}
+	m.rated("p", "t1", "m", "r-1", 1.5)
+	if r, ok := m.ratioOf("p", "t1", "m"); ok {
+		t.Errorf("an expired rate was renewed: %v", r)
+	}
+}
