@@ -125,6 +125,7 @@ func (s *responsesShape) completed(ctx context.Context, g *Gateway, x *exchange,
 	if s.retain <= 0 || g.deps.Content == nil || s.body == nil {
 		return
 	}
+	x.lease.Done() // the answer is whole: the replica is not held while it is stored
 	history, err := json.Marshal(append(s.conv, res.Message()))
 	if err != nil {
 		g.log.Warn("encoding response history", "err", err)

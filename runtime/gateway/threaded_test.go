@@ -463,3 +463,55 @@ func TestThreadUnreadableAnswerIsSaid(t *testing.T) {
 			c.status, c.header.Get("X-Llmgw-Thread-Unsaved"), gw.ThreadTurnsNotStored())
 	}
 }
+
+// gatedResponses holds the first stored response until released.
+type gatedResponses struct {
+	store.Store
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *gatedResponses) PutResponse(ctx context.Context, r store.StoredResponse) error {
+	s.once.Do(func() { close(s.entered) })
+	<-s.release
+	return s.Store.PutResponse(ctx, r)
+}
+
+// TestStoredResponseFreesReplicaFirst: a /v1/responses answer kept for
+// previous_response_id gives its replica back once the engine's answer is
+// whole, before the store write, as a thread's turn does.
+func TestStoredResponseFreesReplicaFirst(t *testing.T) {
+	eng := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(eng.Close)
+	rt := router.New()
+	rt.SetEndpoints("m", []router.Endpoint{{ReplicaID: "m-0", URL: eng.URL, Weight: 1}})
+	st := &gatedResponses{Store: contentStore(t, 24), entered: make(chan struct{}), release: make(chan struct{})}
+	gw := New(Config{}, Deps{Catalog: unsizedCatalog{}, Auth: projectAuth{}, Routes: rt, Content: st})
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/responses", strings.NewReader(`{"model":"m","stream":true,"input":"hi"}`))
+		req.Header.Set("Authorization", "Bearer key-proj")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-st.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the response was never stored")
+	}
+	n := rt.Snapshot()["m"][0].InFlight
+	close(st.release)
+	<-done
+	if n != 0 {
+		t.Fatalf("the replica holds %d requests while a whole answer is stored, want 0", n)
+	}
+}
