@@ -62,8 +62,10 @@ func (l *clientListener) Accept() (net.Conn, error) {
 		}
 		if l.unauthenticated.Add(1) > l.max {
 			l.unauthenticated.Add(-1)
-			_ = c.Close()
+			// Counted before the close, so whoever sees the close sees it
+			// counted.
 			l.noteRefused()
+			_ = c.Close()
 			continue
 		}
 		return &clientConn{Conn: c, l: l}, nil
