@@ -5,7 +5,6 @@ package ctl
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -218,25 +217,14 @@ func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 // parseArgs parses flags and positionals in any order; see cliflags.Parse.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) { return cliflags.Parse(fs, args) }
 
-// parse runs parseArgs and turns its outcome into an exit code when the
-// command should stop: 0 after -h, 2 after bad flags or the wrong number of
-// positionals (want is the exact count expected).
+// parse parses flags and exactly want positionals (what names them when
+// missing) and turns its outcome into an exit code when the command should
+// stop: 0 after -h, 2 after bad flags or the wrong number of positionals,
+// reported as "llmgw ctl CMD: ..." with the usage.
 func (a *app) parse(fs *flag.FlagSet, args []string, want int, what string) ([]string, int, bool) {
-	pos, err := parseArgs(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil, exitOK, false
-	}
+	pos, err := cliflags.ParseNPrefixed(fs, args, "llmgw ctl "+fs.Name()+": ", want, what)
 	if err != nil {
-		return nil, exitUsage, false
-	}
-	if len(pos) != want {
-		if want == 0 {
-			return nil, a.usageErrorf(fs, "unexpected argument %q", pos[0]), false
-		}
-		if len(pos) < want {
-			return nil, a.usageErrorf(fs, "missing %s", what), false
-		}
-		return nil, a.usageErrorf(fs, "unexpected argument %q", pos[want]), false
+		return nil, cliflags.ExitCode(err), false
 	}
 	return pos, exitOK, true
 }

@@ -79,6 +79,12 @@ func ParseNoArgs(fs *flag.FlagSet, args []string) error {
 // naming them for the error when some are missing; a wrong count is an
 // error printed with the usage, as a bad flag is.
 func ParseN(fs *flag.FlagSet, args []string, n int, what string) ([]string, error) {
+	return ParseNPrefixed(fs, args, "", n, what)
+}
+
+// ParseNPrefixed is ParseN for a command whose errors name it: prefix
+// ("llmgw ctl drain: ") is printed before a wrong-count error.
+func ParseNPrefixed(fs *flag.FlagSet, args []string, prefix string, n int, what string) ([]string, error) {
 	pos, err := Parse(fs, args)
 	if err != nil {
 		return nil, err
@@ -91,7 +97,7 @@ func ParseN(fs *flag.FlagSet, args []string, n int, what string) ([]string, erro
 	default:
 		return pos, nil
 	}
-	fmt.Fprintln(fs.Output(), err)
+	fmt.Fprintf(fs.Output(), "%s%v\n", prefix, err)
 	fs.Usage()
 	return nil, err
 }

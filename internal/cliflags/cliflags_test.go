@@ -85,3 +85,12 @@ func TestParseN(t *testing.T) {
 		}
 	}
 }
+
+func TestParseNPrefixed(t *testing.T) {
+	var out strings.Builder
+	fs := New("drain", "llmgw ctl drain NODE", &out)
+	_, err := ParseNPrefixed(fs, nil, "llmgw ctl drain: ", 1, "the node name")
+	if err == nil || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), "llmgw ctl drain: missing the node name\nusage: llmgw ctl drain NODE") {
+		t.Errorf("ParseNPrefixed() = %v, printed\n%s", err, out.String())
+	}
+}
