@@ -438,22 +438,29 @@ func writeRecord(dir string, r record) error {
 	if err != nil {
 		return err
 	}
+	// On disk before the rename that makes the entry whole.
 	p := filepath.Join(dir, CompleteFile)
-	fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
+	if err := writeSynced(p, append(b, '\n')); err != nil {
 		return fmt.Errorf("writing %s: %w", p, err)
 	}
-	_, err = fh.Write(append(b, '\n'))
+	return nil
+}
+
+// writeSynced writes b to the file at p, created or truncated, and syncs
+// it: on disk when it returns, ready to be renamed into place.
+func writeSynced(p string, b []byte) error {
+	fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = fh.Write(b)
 	if err == nil {
-		err = fh.Sync() // on disk before the rename that makes the entry whole
+		err = fh.Sync()
 	}
 	if cerr := fh.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", p, err)
-	}
-	return nil
+	return err
 }
 
 // syncTree syncs dir and every directory below it (a set's files land in

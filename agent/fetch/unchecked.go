@@ -58,17 +58,7 @@ func markUnchecked(dir string, paths []string) error {
 		return err
 	}
 	tmp := filepath.Join(dir, uncheckedFile+".new")
-	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return fmt.Errorf("recording the files not checked yet: %w", err)
-	}
-	_, err = fh.Write(b)
-	if err == nil {
-		err = fh.Sync()
-	}
-	if cerr := fh.Close(); err == nil {
-		err = cerr
-	}
+	err = writeSynced(tmp, b)
 	if err == nil {
 		err = os.Rename(tmp, filepath.Join(dir, uncheckedFile))
 	}
