@@ -495,7 +495,7 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 		c.log.Info("following a peer again", "peer", peer.Node, "key", key, "held_bytes", held)
 	}
 	if len(unchecked) > 0 {
-		if err := c.checkPeerRecord(ctx, client, base, peer, dir, landed, unchecked); err != nil {
+		if err := c.checkPeerRecord(ctx, client, base, peer, landed, unchecked); err != nil {
 			return nil, fmt.Errorf("peer %s: %w", peer.Node, err)
 		}
 	}
@@ -667,26 +667,20 @@ func (t followTransport) CloseIdleConnections() { t.base.CloseIdleConnections() 
 // checkPeerRecord waits for peer's entry to be complete (as long as the
 // peer says it is fetching, and no longer than StallAfter) and checks the
 // landed files at the given indexes against the sha256 its record gives.
-// A file it cannot check (the peer's fetch failed or went away, its record
-// names another sha256) is removed from dir, so the next source fetches
-// it.
-func (c *Cache) checkPeerRecord(ctx context.Context, client *http.Client, base string, peer Peer, dir string, landed []download.Landed, idx []int) error {
-	drop := func(err error) error {
-		for _, i := range idx {
-			_ = os.Remove(filepath.Join(dir, filepath.FromSlash(landed[i].Path)))
-		}
-		return err
-	}
+// It returns an error for a file it cannot check (the peer's fetch failed
+// or went away, its record names another sha256); fromPeer then deletes
+// every file it took unchecked, so the next source fetches them.
+func (c *Cache) checkPeerRecord(ctx context.Context, client *http.Client, base string, peer Peer, landed []download.Landed, idx []int) error {
 	deadline := time.Now().Add(c.opts.StallAfter)
 	var m peerManifest
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
 		if err != nil {
-			return drop(err)
+			return err
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			return drop(fmt.Errorf("its record could not be read to check the bytes it sent while fetching: %w", err))
+			return fmt.Errorf("its record could not be read to check the bytes it sent while fetching: %w", err)
 		}
 		m = peerManifest{}
 		derr := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m)
@@ -695,16 +689,16 @@ func (c *Cache) checkPeerRecord(ctx context.Context, client *http.Client, base s
 		case resp.StatusCode == http.StatusOK && derr == nil && !m.Fetching:
 		case resp.StatusCode == http.StatusOK && derr == nil, resp.StatusCode == http.StatusServiceUnavailable:
 			if time.Now().After(deadline) {
-				return drop(fmt.Errorf("its fetch did not complete within %s: the bytes it sent while fetching are not verified", c.opts.StallAfter))
+				return fmt.Errorf("its fetch did not complete within %s: the bytes it sent while fetching are not verified", c.opts.StallAfter)
 			}
 			select {
 			case <-ctx.Done():
-				return drop(ctx.Err())
+				return ctx.Err()
 			case <-time.After(min(c.opts.PeerPoll, 50*time.Millisecond)):
 			}
 			continue
 		default:
-			return drop(fmt.Errorf("its fetch did not complete (%s): the bytes it sent while fetching are not verified", resp.Status))
+			return fmt.Errorf("its fetch did not complete (%s): the bytes it sent while fetching are not verified", resp.Status)
 		}
 		break
 	}
@@ -715,7 +709,7 @@ func (c *Cache) checkPeerRecord(ctx context.Context, client *http.Client, base s
 	for _, i := range idx {
 		l := landed[i]
 		if want := sums[l.Path]; want == "" || want != l.SHA256 {
-			return drop(fmt.Errorf("%s: %w: its record says %q, the bytes it sent while fetching hash to %s", l.Path, download.ErrVerify, want, l.SHA256))
+			return fmt.Errorf("%s: %w: its record says %q, the bytes it sent while fetching hash to %s", l.Path, download.ErrVerify, want, l.SHA256)
 		}
 	}
 	return nil

@@ -276,9 +276,10 @@ func fmtSscan(rg string, n *int64) (int, error) {
 }
 
 // TestPeerRecordCheck: bytes a peer sent while fetching a source that
-// lists no sha256 are kept only when the peer's record, once complete,
-// gives their sha256; a record naming another, or a peer whose fetch did
-// not complete, removes them for the next source to fetch.
+// lists no sha256 pass only when the peer's record, once complete, gives
+// their sha256; a record naming another, or a peer whose fetch did not
+// complete, is an error (on which fromPeer deletes the files it took
+// unchecked: TestUncheckedPeerBytesDroppedWhenPeerFails).
 func TestPeerRecordCheck(t *testing.T) {
 	body := []byte("bytes a peer sent while it fetched")
 	for _, tc := range []struct {
@@ -298,19 +299,10 @@ func TestPeerRecordCheck(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { tc.answer(w) }))
 			defer srv.Close()
 			c := newCache(t, Options{StallAfter: time.Second, PeerPoll: 10 * time.Millisecond})
-			dir := t.TempDir()
-			p := filepath.Join(dir, "w.gguf")
-			if err := os.WriteFile(p, body, 0o640); err != nil {
-				t.Fatal(err)
-			}
 			landed := []download.Landed{{Path: "w.gguf", Size: int64(len(body)), SHA256: weightsrv.SHA256(body)}}
-			err := c.checkPeerRecord(context.Background(), srv.Client(), srv.URL+"/", Peer{Node: "node01"}, dir, landed, []int{0})
-			_, statErr := os.Stat(p)
-			if tc.keep && (err != nil || statErr != nil) {
-				t.Fatalf("err %v, file %v: want kept", err, statErr)
-			}
-			if !tc.keep && (err == nil || !os.IsNotExist(statErr)) {
-				t.Fatalf("err %v, file %v: want an error and the file removed", err, statErr)
+			err := c.checkPeerRecord(context.Background(), srv.Client(), srv.URL+"/", Peer{Node: "node01"}, landed, []int{0})
+			if tc.keep != (err == nil) {
+				t.Fatalf("err %v, want kept %v", err, tc.keep)
 			}
 		})
 	}
