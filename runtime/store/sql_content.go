@@ -274,23 +274,18 @@ func (s *sqlStore) SaveNote(ctx context.Context, n Note, caps NoteCaps) (Note, e
 	}
 	err := s.inLockedTx(ctx, "notes:"+n.Project, func(tx *sql.Tx) error {
 		at := toDB(n.UpdatedAt)
-		// Replacing a live note adds nothing: no cap refuses it, even one
+		// One read gives whether a live note is replaced and what is
+		// held. Replacing one adds nothing: no cap refuses it, even one
 		// lowered below what is held.
-		var replacing int
-		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM memory_notes
-			WHERE project = ? AND agent = ? AND id = ? AND `+live("memory_notes", "updated_at", ContentMemory)),
-			n.Project, n.Agent, n.ID, at, at).Scan(&replacing)
+		var replacing, mine, all int
+		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(SUM(CASE WHEN agent = ? AND id = ? THEN 1 ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN agent = ? THEN 1 ELSE 0 END), 0), COUNT(*) FROM memory_notes
+			WHERE project = ? AND `+live("memory_notes", "updated_at", ContentMemory)),
+			n.Agent, n.ID, n.Agent, n.Project, at, at).Scan(&replacing, &mine, &all)
 		if err != nil {
-			return fmt.Errorf("reading note: %w", err)
+			return fmt.Errorf("counting notes: %w", err)
 		}
 		if replacing == 0 {
-			var mine, all int
-			err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(SUM(CASE WHEN agent = ? THEN 1 ELSE 0 END), 0), COUNT(*) FROM memory_notes
-				WHERE project = ? AND `+live("memory_notes", "updated_at", ContentMemory)),
-				n.Agent, n.Project, at, at).Scan(&mine, &all)
-			if err != nil {
-				return fmt.Errorf("counting notes: %w", err)
-			}
 			if caps.PerAgent > 0 && mine >= caps.PerAgent {
 				return &NoteCapError{Project: n.Project, Agent: n.Agent, PerAgent: true, Held: mine, Cap: caps.PerAgent}
 			}
