@@ -549,6 +549,7 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 			return "", fmt.Errorf("fetching %s: %w", src.Raw, ctx.Err())
 		}
 		c.log.Warn("fetch from a peer failed, trying the next source", "source", src.Raw, "peer", peer.Node, "err", err)
+		c.movedOn(cl)
 	}
 	if landed == nil {
 		// A partial file with bytes a peer sent unchecked is resumed only

@@ -197,7 +197,8 @@ func (c *Cache) fetchingCall(key string) (*call, string, []download.File, bool) 
 // size; the connection is cut when the download ends without f whole, when
 // it stops writing files to wait on a peer of its own (the follower then
 // waits on this node's 503 as long as that peer's bytes grow), or when it
-// moved no byte for StallAfter (the follower then resumes elsewhere). The
+// moved no byte for StallAfter, counted from its move to the source it
+// fetches from now if later (the follower then resumes elsewhere). The
 // bytes are not verified yet: the peer checks them against the source's
 // sha256 or this node's record once complete.
 func (c *Cache) serveGrowing(w http.ResponseWriter, r *http.Request, cl *call, key string, f download.File) {
@@ -276,13 +277,13 @@ func (c *Cache) serveGrowing(w http.ResponseWriter, r *http.Request, cl *call, k
 			}
 		}
 		c.mu.Lock()
-		waiting := cl.listing == nil
+		waiting, idle := cl.listing == nil, cl.idle()
 		c.mu.Unlock()
-		if ended || waiting || time.Since(cl.progress.LastByte()) > c.opts.StallAfter {
+		if ended || waiting || idle > c.opts.StallAfter {
 			// The download ended without the file whole, waits on a peer
-			// of its own, or moved no byte for StallAfter: cut, so the
-			// follower asks how this node fares and waits on it or
-			// resumes elsewhere.
+			// of its own, or moved no byte for StallAfter (a move to
+			// another source counts as a move): cut, so the follower asks
+			// how this node fares and waits on it or resumes elsewhere.
 			panic(http.ErrAbortHandler)
 		}
 		if flusher != nil {
@@ -543,13 +544,21 @@ func (w *peerWatch) idle() time.Duration {
 	return time.Since(w.moved)
 }
 
-// fetchIdle is how long cl's download has moved nothing (idleHeader).
+// fetchIdle is how long cl's download has moved nothing (idleHeader): 0
+// while it waits on a peer, else cl.idle.
 func (c *Cache) fetchIdle(cl *call) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cl.waiting > 0 {
 		return 0
 	}
+	return cl.idle()
+}
+
+// idle is how long cl's download has moved nothing: since its last byte,
+// or since it went on to the source it fetches from now, whichever is
+// later. Under c.mu.
+func (cl *call) idle() time.Duration {
 	last := cl.progress.LastByte()
 	if cl.moved.After(last) {
 		last = cl.moved
@@ -571,6 +580,18 @@ func (c *Cache) waitingOn(cl *call, waiting bool) {
 		cl.waiting--
 		cl.moved = time.Now()
 	}
+	c.mu.Unlock()
+}
+
+// movedOn marks cl's download gone on to the next source now, after a
+// peer failed it: its idle clock starts again, as for a wait that ends
+// (waitingOn). cl may be nil.
+func (c *Cache) movedOn(cl *call) {
+	if cl == nil {
+		return
+	}
+	c.mu.Lock()
+	cl.moved = time.Now()
 	c.mu.Unlock()
 }
 

@@ -1,13 +1,18 @@
 package fetch
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/llmgw/llmgw/internal/download"
 	"github.com/llmgw/llmgw/testkit/weightsrv"
 )
 
@@ -51,4 +56,68 @@ func TestIdleBeforeProgressStarts(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestGrowingFileNotCutAfterSourceSwitch: a node whose last byte is older
+// than stall_after because it just went on to another source (it waited
+// on a peer that stalled) keeps serving a follower the file as it grows,
+// rather than cutting it at once for the follower to reconnect: the move
+// to a new source counts as a move, as it does in X-Llmgw-Fetching-Idle.
+func TestGrowingFileNotCutAfterSourceSwitch(t *testing.T) {
+	const stall = 2 * time.Second
+	c := newCache(t, Options{StallAfter: stall})
+	src := "https://mirror.invalid/m/v/w.gguf"
+	body := weightsrv.RandomBytes(256<<10, 93)
+	half := len(body) / 2
+	landed := filepath.Join(c.partialDir(src), "w.gguf")
+	if err := os.MkdirAll(filepath.Dir(landed), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	partial := download.PartialName(landed)
+	if err := os.WriteFile(partial, body[:half], 0o640); err != nil {
+		t.Fatal(err)
+	}
+	p := &download.Progress{}
+	p.Begin() // its last byte, as far as the follower's server knows
+	cl := &call{done: make(chan struct{}), cancel: func() {}, watch: map[int]func(Progress){}, progress: p,
+		listing: []download.File{{Path: "w.gguf", Size: int64(len(body))}}}
+	c.mu.Lock()
+	c.inflight[src] = cl
+	c.mu.Unlock()
+	time.Sleep(stall + 100*time.Millisecond) // the wait on the stalled peer: no byte for longer than stall_after
+	c.movedOn(cl)                            // then on to the next source, which has sent nothing yet
+
+	srv := httptest.NewServer(c.PeerHandler())
+	defer srv.Close()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+PeerPrefix+Key(src)+"/w.gguf", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(followHeader, "1")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got := make([]byte, half)
+	if _, err := io.ReadFull(resp.Body, got); err != nil {
+		t.Fatalf("reading the bytes written so far: %v", err)
+	}
+	// The new source's bytes land.
+	fh, err := os.OpenFile(partial, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.Write(body[half:]); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("the follower was cut after %d bytes, its peer having just gone on to another source: %v", half+len(rest), err)
+	}
+	if !bytes.Equal(append(got, rest...), body) {
+		t.Error("the follower's bytes differ from the file")
+	}
+	close(cl.done)
 }
