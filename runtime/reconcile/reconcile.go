@@ -130,11 +130,10 @@ type Reconciler struct {
 	// its replicas on that node placed by this control plane with their
 	// weights at hand, from startSince (slowstart.go).
 	startTime map[startKey]time.Duration
-	// passPlaced are the replicas placed in this pass, by build; together,
-	// the replicas placed in one pass with another of their build on a
-	// shared node, whose starts are not bounded (slowstart.go).
-	passPlaced map[buildKey][]*fleet.Replica
-	together   map[string]bool
+	// together are the replicas whose start overlapped another of their
+	// build's on a shared node, whose starts are not bounded
+	// (slowstart.go).
+	together map[string]bool
 	// inflight is the requests in flight per replica, read from Routing
 	// once per pass.
 	inflight map[string]int64
@@ -229,8 +228,7 @@ func (r *Reconciler) Pass() {
 	var live []string
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
 		r.placing = nil
-		r.passPlaced = nil
-		defer func() { r.placing, r.passPlaced = nil, nil }()
+		defer func() { r.placing = nil }()
 		r.holding = r.holdPlacement(tx, now)
 		r.noteLostNodes(tx, now)
 		r.retire(tx, byName, now)
@@ -844,7 +842,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		})
 	}
 	tx.Add(rep)
-	r.notePlaced(rep)
+	r.notePlaced(tx, rep)
 	// As the next snapshot would read it: the GPUs held, one more replica
 	// per node, free memory as the agents last reported it.
 	r.placing.Take(d, plan)
