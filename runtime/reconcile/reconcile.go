@@ -428,6 +428,15 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 	}
 }
 
+// isCurrent reports whether rep, a live replica of e's model, counts as
+// the model's current generation: built as e asks (not stale) and on a
+// node neither draining nor silent. Any other live replica is old: it
+// serves until a ready replacement takes its place (scale, PlanRollout,
+// a drain's check).
+func isCurrent(tx *fleet.Tx, e models.Entry, rep *fleet.Replica) bool {
+	return !e.Stale(rep.Profile.Name, rep.Generation) && !onDrainingNode(tx, rep)
+}
+
 // onDrainingNode reports whether a shard of rep runs on a draining node or
 // one silent for SuspectAfter: such a replica is replaced like an outdated
 // one, the replacement ready first (a silent node's replicas keep serving
@@ -581,7 +590,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		if !rep.Live() {
 			continue
 		}
-		if !e.Stale(rep.Profile.Name, rep.Generation) && !onDrainingNode(tx, rep) {
+		if isCurrent(tx, e, rep) {
 			current = append(current, rep)
 			if rep.State == fleet.ReplicaReady {
 				currentReady = append(currentReady, rep)
@@ -741,12 +750,14 @@ func (r *Reconciler) RequestRollout(e models.Entry) []string {
 	for _, p := range e.Model.Profiles {
 		asked[p.Name] = e.ReplicaGeneration(p.Name)
 	}
-	for _, rep := range r.opts.Fleet.Replicas() {
-		if rep.Model == model && rep.Live() && e.Stale(rep.Profile.Name, rep.Generation) {
-			stale = append(stale, rep.ID)
-			asked[rep.Profile.Name] = e.ReplicaGeneration(rep.Profile.Name) // "" for a profile removed
+	r.opts.Fleet.Read(func(tx *fleet.Tx) {
+		for _, rep := range tx.ModelReplicas(model) {
+			if rep.Live() && e.Stale(rep.Profile.Name, rep.Generation) {
+				stale = append(stale, rep.ID)
+				asked[rep.Profile.Name] = e.ReplicaGeneration(rep.Profile.Name) // "" for a profile removed
+			}
 		}
-	}
+	})
 	sort.Strings(stale)
 	r.backoffMu.Lock()
 	if len(stale) > 0 {
@@ -899,8 +910,8 @@ func (r *Reconciler) view() scheduler.Snapshot {
 func (r *Reconciler) Capacity(m spec.Model, limit int) (running int, more scheduler.Capacity) {
 	var snap scheduler.Snapshot
 	r.opts.Fleet.Read(func(tx *fleet.Tx) {
-		for _, rep := range tx.Replicas() {
-			if rep.Model == m.Name && rep.Live() {
+		for _, rep := range tx.ModelReplicas(m.Name) {
+			if rep.Live() {
 				running++
 			}
 		}
