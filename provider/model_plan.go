@@ -24,11 +24,13 @@ func rolloutPlanSchema() schema.StringAttribute {
 			"and where the control plane's dry run expects each new replica to go (up to 16, in the order the control plane places them: " +
 			"those scaling.min adds, then one replacement at a time, each placed while the replica it replaces still holds its GPUs; a prediction from the fleet at plan time). A running replica is replaced only when what its engine is built from changes: " +
 			"the model's `name`, `source` or `context_length`, or its own profile's `name`, `engine`, `tp`, `nodes`, `args`, `env` or `launch_mode`. " +
-			"Adding a profile, editing or removing another one, and `aliases`, `pricing`, `scaling`, `max_output`, `rollout`, `routing_profile` " +
+			"Adding a profile, editing or removing another one, and `aliases`, `pricing`, `scaling`, `max_output`, `routing_profile` " +
 			"and a profile's `weight`, `priority`, `startup_timeout`, `gpu_class`, `min_memory_gb`, `min_disk_gb` and `labels` restart nothing " +
 			"(placement constraints steer new replicas only), " +
 			"except for a replica still carrying the whole-model generation of an earlier release (under a control plane or agent of that release), which any change of a profile field but `weight` and `priority` replaces, adding or removing a profile included: the plan names it. " +
 			"A replica already stale before the change (a manual rollout holds it) is named as such, not as replaced, and one whose profile the change sets back to what it was placed with is current again: the control plane judges staleness by the same rule. " +
+			"Setting `rollout` from `manual` to `auto` releases the replicas the manual rollout held stale: the control plane replaces them, and the plan names them as replaced; " +
+			"setting it from `auto` to `manual` restarts nothing, and the plan names the replicas already stale that it then holds. " +
 			"A change that replaces running replicas is also a plan warning. " +
 			"After apply it keeps what the last plan said.",
 	}
@@ -63,36 +65,63 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 	default:
 		rolled := spec.RolledProfiles(old, m)
 		legacyRolls := spec.LegacyGeneration(old) != spec.LegacyGeneration(m)
+		policy := old.ManualRollout() != m.ManualRollout()
 		var running, already []string
+		var reps []*managev1.Replica
 		anyLive, anyLegacy := false, false
-		if len(rolled) > 0 || legacyRolls {
-			reps, err := r.client.ListReplicas(ctx, m.Name)
-			if err != nil {
+		if len(rolled) > 0 || legacyRolls || policy {
+			var err error
+			if reps, err = r.client.ListReplicas(ctx, m.Name); err != nil {
 				return nil, err
 			}
 			running, already, anyLive, anyLegacy = rolledReplicas(reps, old, m)
 		}
-		if len(running) > 0 {
+		// A manual rollout switched to auto releases the replicas it held
+		// stale: the control plane replaces them now, as it replaces those
+		// the change makes stale.
+		var released []string
+		if old.ManualRollout() && !m.ManualRollout() {
+			released, already = already, nil
+		}
+		if len(running)+len(released) > 0 {
 			if err := dry(); err != nil {
 				return nil, err
 			}
-			text = fmt.Sprintf("new generation: replaces %s (%s), each replacement ready before the replica it replaces stops; %s",
-				countNoun(len(running), "running replica"), strings.Join(running, "; "), expectedWhere(ex, dryRun, "the first replacement"))
-			summary, how := "will be replaced", "so the control plane rolls them"
+			where := expectedWhere(ex, dryRun, "the first replacement")
+			var summary, why string
 			if m.ManualRollout() {
-				text, summary, how = manualRolloutText(m, running, expectedWhere(ex, dryRun, "the first replacement")), "will be stale", "and the model's rollout is manual"
+				text = manualRolloutText(m, running, where)
+				summary, why = "will be stale", "changes what these replicas' engines are built from, and the model's rollout is manual"
+			} else {
+				text = replacesText(running, released, where)
+				summary = "will be replaced"
+				switch {
+				case len(released) == 0:
+					why = "changes what these replicas' engines are built from, so the control plane rolls them"
+				case len(running) == 0:
+					why = "releases the replicas the manual rollout held stale, so the control plane rolls them"
+				default:
+					why = "changes what some of these replicas' engines are built from and releases the others, which the manual rollout held stale, so the control plane rolls them all"
+				}
 			}
-			why := "The planned change (" + rollingChange(old, m, rolled) + ") changes what these replicas' engines are built from, " + how + ": " + text + "."
+			why = "The planned change (" + plannedChange(old, m, rolled, len(running) > 0) + ") " + why + ": " + text + "."
 			if anyLegacy {
 				why += " Some were placed by a control plane of an earlier release and carry its whole-model generation, which any change but a profile's weight or priority replaces" +
 					" (a control plane of this release restamps them with their own profile's generation at its first pass, after which only their own profile's build fields roll them)."
 			}
 			resp.Diagnostics.AddAttributeWarning(path.Root("rollout_plan"),
-				fmt.Sprintf("Model %s: %s %s", m.Name, countNoun(len(running), "running replica"), summary), why)
+				fmt.Sprintf("Model %s: %s %s", m.Name, countNoun(len(running)+len(released), "running replica"), summary), why)
 			break
 		}
 		text = "no running replica restarts (the change keeps what they are built from)"
 		switch {
+		case len(already) > 0 && policy:
+			// auto → manual: the rollout under way stops.
+			text = fmt.Sprintf("no running replica restarts: rollout auto → manual holds %s already stale before this change (%s), serving the earlier definition until `llmgw ctl rollout %s` replaces them",
+				countNoun(len(already), "running replica"), strings.Join(already, "; "), m.Name)
+			if starting := startingCurrent(reps, m); len(starting) > 0 {
+				text += fmt.Sprintf("; a replacement not ready yet (%s) is stopped when the model's replicas are enough without it", strings.Join(starting, "; "))
+			}
 		case len(already) > 0:
 			were := "were"
 			if len(already) == 1 {
@@ -159,6 +188,22 @@ func rolledReplicas(reps []*managev1.Replica, old, m spec.Model) (running, alrea
 		}
 	}
 	return running, already, anyLive, anyLegacy
+}
+
+// startingCurrent names among reps those starting and current under m:
+// with a rollout under way, its replacement not ready yet.
+func startingCurrent(reps []*managev1.Replica, m spec.Model) []string {
+	var out []string
+	for _, rep := range reps {
+		stamp := rep.GetReplicaGeneration()
+		if stamp == "" {
+			stamp = rep.GetModelGeneration()
+		}
+		if rep.GetState() == "starting" && !spec.Stale(m, rep.GetProfile(), stamp) {
+			out = append(out, replicaWhere(rep))
+		}
+	}
+	return out
 }
 
 // replicaWhere is "r-1 on node01 (gpus 0,1)".
@@ -258,6 +303,49 @@ func rollingChange(old, m spec.Model, rolled []string) string {
 		return "what the replicas are built from"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// plannedChange names the planned change behind replacements: what the
+// replicas are built from (when building, as rollingChange) and the
+// rollout policy when it changes ("rollout manual → auto").
+func plannedChange(old, m spec.Model, rolled []string, building bool) string {
+	var parts []string
+	if building {
+		parts = append(parts, rollingChange(old, m, rolled))
+	}
+	if old.ManualRollout() != m.ManualRollout() {
+		parts = append(parts, "rollout "+rolloutWord(old)+" → "+rolloutWord(m))
+	}
+	if len(parts) == 0 {
+		return rollingChange(old, m, rolled)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rolloutWord is m's rollout policy, "auto" when unset.
+func rolloutWord(m spec.Model) string {
+	if m.ManualRollout() {
+		return spec.RolloutManual
+	}
+	return spec.RolloutAuto
+}
+
+// replacesText is rollout_plan for a change that has the control plane
+// replace running replicas: running, which the change makes stale, and
+// released, which a manual rollout held stale until the change set the
+// rollout to auto. where is expectedWhere's.
+func replacesText(running, released []string, where string) string {
+	const each = "each replacement ready before the replica it replaces stops"
+	switch {
+	case len(released) == 0:
+		return fmt.Sprintf("new generation: replaces %s (%s), %s; %s",
+			countNoun(len(running), "running replica"), strings.Join(running, "; "), each, where)
+	case len(running) == 0:
+		return fmt.Sprintf("rollout manual → auto: replaces %s the manual rollout held stale (%s), %s; %s",
+			countNoun(len(released), "running replica"), strings.Join(released, "; "), each, where)
+	}
+	return fmt.Sprintf("new generation, rollout manual → auto: replaces %s, %d this change makes stale (%s) and %d the manual rollout held stale (%s), %s; %s",
+		countNoun(len(running)+len(released), "running replica"), len(running), strings.Join(running, "; "), len(released), strings.Join(released, "; "), each, where)
 }
 
 // countNoun is "1 replica", "2 replicas".

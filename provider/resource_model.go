@@ -117,7 +117,7 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				Computed:            true,
 				Default:             stringdefault.StaticString(spec.RolloutAuto),
 				Validators:          []validator.String{stringvalidator.OneOf(spec.RolloutAuto, spec.RolloutManual)},
-				MarkdownDescription: "What an edit that changes how replicas are built (engine, args, source, `tp`, ...; not `weight`, `priority`, pricing, aliases or scaling) does to the running replicas, which are then stale: `auto` (the default) replaces them one at a time, each replacement ready before the replica it replaces stops; `manual` leaves them serving, shown as `ready (stale profile)` and counted in `status.replicas_stale`, until `llmgw ctl rollout NAME`. The plan warns which will happen. Changing it restarts nothing.",
+				MarkdownDescription: "What an edit that changes how replicas are built (engine, args, source, `tp`, ...; not `weight`, `priority`, pricing, aliases or scaling) does to the running replicas, which are then stale: `auto` (the default) replaces them one at a time, each replacement ready before the replica it replaces stops; `manual` leaves them serving, shown as `ready (stale profile)` and counted in `status.replicas_stale`, until `llmgw ctl rollout NAME`. The plan warns which will happen. Setting it from `manual` to `auto` has the replicas the manual rollout held stale replaced like that (the plan names them); setting it to `manual` restarts nothing and holds the stale replicas a rollout has yet to replace.",
 			},
 			"routing_profile": schema.StringAttribute{
 				Optional:            true,

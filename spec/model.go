@@ -73,7 +73,8 @@ type Model struct {
 	// how they are built: `auto` replaces them one at a time, each
 	// replacement ready before the replica it replaces stops; `manual`
 	// leaves them serving, marked stale, until `llmgw ctl rollout`.
-	// Changing it restarts nothing.
+	// Changing it from `manual` to `auto` has the replicas held stale
+	// replaced; to `manual`, holds those a rollout has yet to replace.
 	// Default: auto.
 	Rollout string `koanf:"rollout" yaml:"rollout,omitempty" json:"rollout,omitempty"`
 }

@@ -1019,7 +1019,9 @@ type Model struct {
 	// What an edit that changes how replicas are built does to the running
 	// ones: "auto" (or absent) replaces them one at a time, each replacement
 	// ready first; "manual" leaves them serving, marked stale, until
-	// RolloutModel. Changing it restarts nothing.
+	// RolloutModel. Changing it from "manual" to "auto" has the replicas
+	// held stale replaced; to "manual", holds those a rollout has yet to
+	// replace.
 	Rollout string `protobuf:"bytes,14,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	// Output only: the stored definition's revision, raised by every
 	// update; UpdateModelRequest.if_revision names it.

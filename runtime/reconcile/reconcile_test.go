@@ -549,13 +549,12 @@ func TestRoutingEditKeepsReplicasAndReweighs(t *testing.T) {
 // the oldest old replica stops only once it is ready, and never fewer than
 // three replicas serve. With rollout "manual" the stale replicas keep
 // serving and nothing is placed until RequestRollout, which then rolls
-// them the same way.
+// them the same way; or until the model's rollout is set to auto, which
+// releases them (docs/configuration.md, "Changing a model"; the
+// provider's plan names them as replaced: TestPlanRolloutPolicyChange).
 func TestRolloutOneAtATime(t *testing.T) {
-	for _, manual := range []bool{false, true} {
-		name := "auto"
-		if manual {
-			name = "manual"
-		}
+	for _, name := range []string{"auto", "manual", "manual then auto", "auto then manual"} {
+		manual := strings.HasPrefix(name, "manual")
 		t.Run(name, func(t *testing.T) {
 			reg, err := models.New(nil, nil, nil)
 			if err != nil {
@@ -630,8 +629,12 @@ func TestRolloutOneAtATime(t *testing.T) {
 				if n := readyAll(); n != 0 || stops() != 0 || serving() != 3 {
 					t.Fatalf("manual: an edit started %d, stopped %d, %d serving; want 0, 0, 3", n, stops(), serving())
 				}
-				stale := h.rec.RequestRollout(e)
-				if len(stale) != 3 {
+				if name == "manual then auto" {
+					m.Rollout = spec.RolloutAuto
+					if _, err := reg.Update(ctx, m); err != nil {
+						t.Fatal(err)
+					}
+				} else if stale := h.rec.RequestRollout(e); len(stale) != 3 {
 					t.Fatalf("RequestRollout named %v, want the 3 stale replicas", stale)
 				}
 			}
@@ -650,6 +653,38 @@ func TestRolloutOneAtATime(t *testing.T) {
 					t.Fatalf("round %d: %d stopped, %d serving; want %d and at least 3", round, stops(), serving(), round)
 				}
 				stopAcked()
+				if name == "auto then manual" && round == 1 {
+					// Set to manual mid-rollout: the rollout stops where
+					// it is. The two stale replicas left keep serving,
+					// held until RequestRollout, beside the one
+					// replacement ready; the next replacement, placed
+					// already but not ready, is stopped (above
+					// scaling.min), and none is placed.
+					m.Rollout = spec.RolloutManual
+					e, err := reg.Update(ctx, m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for range 3 {
+						h.rec.Pass()
+					}
+					live, stale := 0, 0
+					for _, rep := range h.fleet.Replicas() {
+						if rep.Live() {
+							live++
+							if rep.Generation == gen0.ReplicaGeneration(rep.Profile.Name) {
+								stale++
+							}
+						}
+					}
+					if live != 3 || stale != 2 || serving() != 3 || stops() != 2 {
+						t.Fatalf("auto then manual: after the switch %d live (%d stale), %d serving, %d stopped; want 3 (2 stale), 3, 2 (the first stale one and the replacement not ready)", live, stale, serving(), stops())
+					}
+					if names := h.rec.RequestRollout(e); len(names) != 2 {
+						t.Fatalf("RequestRollout named %v, want the 2 stale replicas left", names)
+					}
+					return
+				}
 			}
 			h.rec.Pass()
 			if n := readyAll(); n != 0 || stops() != 3 || serving() != 3 {

@@ -1,0 +1,138 @@
+package provider
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	"google.golang.org/grpc"
+
+	managev1 "github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/api/specpb"
+	"github.com/llmgw/llmgw/spec"
+)
+
+// planManage answers the two calls planRollout makes: the model's replicas
+// and a dry run placing on node02 a replacement for each replica the
+// requested definition makes stale (by spec.Stale, the control plane's rule).
+type planManage struct {
+	managev1.ManageServiceClient
+	reps []*managev1.Replica
+}
+
+func (f *planManage) ListReplicas(context.Context, *managev1.ListReplicasRequest, ...grpc.CallOption) (*managev1.ListReplicasResponse, error) {
+	return &managev1.ListReplicasResponse{Replicas: f.reps}, nil
+}
+
+func (f *planManage) PlanPlacement(_ context.Context, req *managev1.PlanPlacementRequest, _ ...grpc.CallOption) (*managev1.Explanation, error) {
+	m, err := specpb.ModelFromProto(req.GetModel())
+	if err != nil {
+		return nil, err
+	}
+	ex := &managev1.Explanation{Placed: true, Profile: "a"}
+	for _, rep := range f.reps {
+		if spec.Stale(m, rep.GetProfile(), rep.GetReplicaGeneration()) {
+			ex.Rollout = append(ex.Rollout, &managev1.PlannedReplica{Replaces: rep.GetId(), Placed: true, Profile: "a", Summary: "placed on node02 (gpu 0)"})
+		}
+	}
+	return ex, nil
+}
+
+// planFor runs planRollout of changing old into m against reps and returns
+// rollout_plan and the warnings' summaries.
+func planFor(t *testing.T, f *planManage, old, m spec.Model) (string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	r := &modelResource{client: &Client{manage: f}}
+	var sr resource.SchemaResponse
+	r.Schema(ctx, resource.SchemaRequest{}, &sr)
+	resp := &resource.ModifyPlanResponse{Plan: tfsdk.Plan{Schema: sr.Schema, Raw: tftypes.NewValue(sr.Schema.Type().TerraformType(ctx), nil)}}
+	if _, err := r.planRollout(ctx, resp, m, old, true, true); err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	resp.Diagnostics.Append(resp.Plan.GetAttribute(ctx, path.Root("rollout_plan"), &text)...)
+	if resp.Diagnostics.HasError() {
+		t.Fatal(resp.Diagnostics)
+	}
+	var warnings []string
+	for _, d := range resp.Diagnostics.Warnings() {
+		warnings = append(warnings, d.Summary()+": "+d.Detail())
+	}
+	return text, warnings
+}
+
+// TestPlanRolloutPolicyChange: setting rollout from manual to auto
+// releases the replica the manual rollout held stale, which the control
+// plane then replaces (TestRolloutOneAtATime/manual_then_auto in
+// runtime/reconcile): the plan names it as replaced and warns, alone or
+// with one the same change makes stale. Setting it from auto to manual
+// replaces nothing and names the stale replica it holds, and the
+// replacement not ready yet that the control plane then stops as surplus
+// (TestRolloutOneAtATime/auto_then_manual); a change that
+// keeps the policy and the build lists no replica.
+func TestPlanRolloutPolicyChange(t *testing.T) {
+	placed := spec.Model{Name: "m", Source: "sim://m", Rollout: spec.RolloutManual, Scaling: spec.Scaling{Min: 2, Max: 2},
+		Profiles: []spec.Profile{{Name: "a", Engine: "sim", Args: []string{"--y"}}}}
+	placed.Normalize()
+	manual := placed.Clone() // edited since r-held was placed; the rollout is held
+	manual.Profiles[0].Args = []string{"--z"}
+	manual.Normalize()
+	auto := manual.Clone()
+	auto.Rollout = spec.RolloutAuto
+	autoEdited := auto.Clone()
+	autoEdited.Profiles[0].Args = []string{"--w"}
+	autoEdited.Normalize()
+	manualOutput := manual.Clone()
+	manualOutput.MaxOutput = 512
+	shard := func(node string) []*managev1.Shard { return []*managev1.Shard{{Node: node, Gpus: []int32{0}}} }
+	reps := []*managev1.Replica{
+		{Id: "r-held", Profile: "a", State: "ready", Stale: true, ReplicaGeneration: spec.ReplicaGeneration(placed, "a"), Shards: shard("node01")},
+		{Id: "r-current", Profile: "a", State: "ready", ReplicaGeneration: spec.ReplicaGeneration(manual, "a"), Shards: shard("node03")},
+	}
+	// An auto rollout under way: r-next replaces r-held, not ready yet.
+	rolling := append(slices.Clone(reps), &managev1.Replica{Id: "r-next", Profile: "a", State: "starting", ReplicaGeneration: spec.ReplicaGeneration(manual, "a"), Shards: shard("node02")})
+	for _, tt := range []struct {
+		name     string
+		old, m   spec.Model
+		reps     []*managev1.Replica
+		want     string
+		warnings []string
+	}{
+		{"manual to auto", manual, auto, reps,
+			"rollout manual → auto: replaces 1 running replica the manual rollout held stale (r-held on node01 (gpu 0)), each replacement ready before the replica it replaces stops; " +
+				"expected: r-held's replacement with profile a, placed on node02 (gpu 0)",
+			[]string{"Model m: 1 running replica will be replaced: The planned change (rollout manual → auto) releases the replicas the manual rollout held stale, so the control plane rolls them: rollout manual → auto: replaces 1"}},
+		{"manual to auto with an args edit", manual, autoEdited, reps,
+			"new generation, rollout manual → auto: replaces 2 running replicas, 1 this change makes stale (r-current on node03 (gpu 0)) and 1 the manual rollout held stale (r-held on node01 (gpu 0)), each replacement ready before the replica it replaces stops; expected: ",
+			[]string{"Model m: 2 running replicas will be replaced: The planned change (profile a, rollout manual → auto) changes what some of these replicas' engines are built from and releases the others"}},
+		{"auto to manual", auto, manual, reps,
+			"no running replica restarts: rollout auto → manual holds 1 running replica already stale before this change (r-held on node01 (gpu 0)), serving the earlier definition until `llmgw ctl rollout m` replaces them",
+			nil},
+		{"auto to manual mid-rollout", auto, manual, rolling,
+			"no running replica restarts: rollout auto → manual holds 1 running replica already stale before this change (r-held on node01 (gpu 0)), serving the earlier definition until `llmgw ctl rollout m` replaces them; " +
+				"a replacement not ready yet (r-next on node02 (gpu 0)) is stopped when the model's replicas are enough without it",
+			nil},
+		{"manual kept", manual, manualOutput, reps, "no running replica restarts (the change keeps what they are built from)", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			text, warnings := planFor(t, &planManage{reps: tt.reps}, tt.old, tt.m)
+			if !strings.HasPrefix(text, tt.want) {
+				t.Errorf("rollout_plan =\n%s\nwant it to start with\n%s", text, tt.want)
+			}
+			if len(warnings) != len(tt.warnings) {
+				t.Fatalf("warnings %q, want %d", warnings, len(tt.warnings))
+			}
+			for i, w := range tt.warnings {
+				if !strings.HasPrefix(warnings[i], w) {
+					t.Errorf("warning =\n%s\nwant it to start with\n%s", warnings[i], w)
+				}
+			}
+		})
+	}
+}
