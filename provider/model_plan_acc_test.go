@@ -91,7 +91,9 @@ resource "llmgw_model" "m" {
 // scaling.max change, and an args edit of a profile no replica uses; a
 // context_length change warns that the two running replicas will be
 // replaced, names them and where they run, and says where the control
-// plane's dry run expects each one's replacement.
+// plane's dry run expects each one's replacement. With rollout manual the
+// same change leaves them serving, stale; setting rollout back to auto
+// then names them as replaced, and apply replaces them.
 func TestAccModelPlanSaysRollout(t *testing.T) {
 	c := newAccCluster(t, declaredModel, twoNodes()...)
 	tf := testcluster.NewTerraform(t, c.Cluster)
@@ -201,6 +203,35 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 	out, took := tf.Run(0, "apply", "-input=false", "-auto-approve", "-no-color")
 	if !strings.Contains(out, "Apply complete!") || took > time.Minute {
 		t.Errorf("apply of a manual-rollout edit took %s:\n%s", took, out)
+	}
+
+	// Setting rollout back to auto releases the held rollout: the plan
+	// names the two stale replicas as replaced and warns, and apply waits
+	// until replicas of the new definition serve in their place.
+	held := live()
+	write(planModelTFRollout(16384, 2048, "auto"))
+	out, _ = tf.Run(0, "plan", "-input=false", "-no-color")
+	for _, re := range []string{
+		`Warning: Model tf-roll: 2 running replicas will be replaced`,
+		`rollout manual → auto`,
+		`rollout_plan\s+= "[^"]*" -> "rollout manual → auto: replaces 2 running replicas the manual rollout held stale \(r-\w+ on node0[12] \(gpu [01]\); r-\w+ on node0[12] \(gpu [01]\)\), each replacement ready before the replica it replaces stops; expected: r-\w+'s replacement`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the plan of rollout manual → auto with 2 replicas held stale lacks %s:\n%s", re, out)
+		}
+	}
+	if len(held) != 2 || !strings.HasSuffix(held[0], " (stale)") || !strings.HasSuffix(held[1], " (stale)") {
+		t.Errorf("live replicas after the manual-rollout edit = %v, want 2 stale", held)
+	}
+	tf.Run(0, "apply", "-input=false", "-auto-approve", "-no-color")
+	// Apply returns once two current replicas are ready; the last stale
+	// one stops at the control plane's next pass.
+	now := live()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && (len(now) != 2 || slices.ContainsFunc(now, func(id string) bool { return strings.HasSuffix(id, " (stale)") })); now = live() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(now) != 2 || slices.ContainsFunc(now, func(id string) bool { return strings.HasSuffix(id, " (stale)") }) {
+		t.Errorf("after applying rollout auto, live replicas = %v, want 2 current in place of %v", now, held)
 	}
 	tf.Run(0, "destroy", "-input=false", "-auto-approve", "-no-color")
 }
