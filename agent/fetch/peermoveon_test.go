@@ -263,6 +263,9 @@ func TestFollowerNotCutWhenPeerFailsOver(t *testing.T) {
 	followErr := make(chan error, 1)
 	var once sync.Once
 	o.onFile = func(path string) {
+		if path != "/s/v/a.bin" {
+			return
+		}
 		once.Do(func() {
 			req := httptest.NewRequest(http.MethodHead, PeerPrefix+key+"/", nil)
 			req.Header.Set(followHeader, "1")
@@ -277,13 +280,15 @@ func TestFollowerNotCutWhenPeerFailsOver(t *testing.T) {
 			get.Header.Set(followHeader, "1")
 			// Its answer's header is sent once the node decided not to
 			// cut it (it holds no byte of a.bin yet); it is cut before.
-			resp, err := followB.Client().Do(get)
-			if err != nil {
-				followErr <- err
-				return
-			}
+			headed := make(chan error, 1)
 			go func() {
+				resp, err := followB.Client().Do(get)
+				if err != nil {
+					headed <- err
+					return
+				}
 				defer resp.Body.Close()
+				headed <- nil
 				b, err := io.ReadAll(resp.Body)
 				if err != nil {
 					followErr <- err
@@ -291,6 +296,9 @@ func TestFollowerNotCutWhenPeerFailsOver(t *testing.T) {
 				}
 				followed <- b
 			}()
+			if err := <-headed; err != nil {
+				followErr <- err
+			}
 		})
 	}
 
@@ -298,7 +306,12 @@ func TestFollowerNotCutWhenPeerFailsOver(t *testing.T) {
 	defer cancelA()
 	aDone := make(chan error, 1)
 	go func() { _, err := A.Resolve(ctxA, src, nil); aDone <- err }()
-	defer func() { cancelA(); <-aDone }()
+	defer func() {
+		cancelA()
+		if err := <-aDone; !errors.Is(err, context.Canceled) {
+			t.Errorf("the peer's fetch, cancelled: %v", err)
+		}
+	}()
 	writing(t, A, src)
 	p, err := B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
 	if err != nil {
