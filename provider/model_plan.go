@@ -28,6 +28,7 @@ func rolloutPlanSchema() schema.StringAttribute {
 			"and a profile's `weight`, `priority`, `startup_timeout`, `gpu_class`, `min_memory_gb`, `min_disk_gb` and `labels` restart nothing " +
 			"(placement constraints steer new replicas only), " +
 			"except for a replica still carrying the whole-model generation of an earlier release (under a control plane or agent of that release), which any change of a profile field but `weight` and `priority` replaces, adding or removing a profile included: the plan names it. " +
+			"A replica already stale before the change (a manual rollout holds it) is named as such, not as replaced, and one whose profile the change sets back to what it was placed with is current again: the control plane judges staleness by the same rule. " +
 			"A change that replaces running replicas is also a plan warning. " +
 			"After apply it keeps what the last plan said.",
 	}
@@ -62,14 +63,14 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 	default:
 		rolled := spec.RolledProfiles(old, m)
 		legacyRolls := spec.LegacyGeneration(old) != spec.LegacyGeneration(m)
-		var running []string
+		var running, already []string
 		anyLive, anyLegacy := false, false
 		if len(rolled) > 0 || legacyRolls {
 			reps, err := r.client.ListReplicas(ctx, m.Name)
 			if err != nil {
 				return nil, err
 			}
-			running, anyLive, anyLegacy = rolledReplicas(reps, old, m, rolled)
+			running, already, anyLive, anyLegacy = rolledReplicas(reps, old, m)
 		}
 		if len(running) > 0 {
 			if err := dry(); err != nil {
@@ -91,7 +92,15 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 			break
 		}
 		text = "no running replica restarts (the change keeps what they are built from)"
-		if len(rolled) > 0 {
+		switch {
+		case len(already) > 0:
+			were := "were"
+			if len(already) == 1 {
+				were = "was"
+			}
+			text = fmt.Sprintf("no running replica restarts for this change (%s changes; %s %s already stale before it: %s)",
+				rollingChange(old, m, rolled), countNoun(len(already), "running replica"), were, strings.Join(already, "; "))
+		case len(rolled) > 0:
 			text = fmt.Sprintf("no running replica restarts (%s changes, which no running replica uses)", rollingChange(old, m, rolled))
 		}
 		switch {
@@ -114,16 +123,20 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 }
 
 // rolledReplicas names, among reps (the model's replicas), the live ones
-// that changing old into m replaces ("r-1 on node01 (gpu 0)"): those of a
-// profile in rolled (spec.RolledProfiles), and those stamped with the
-// whole-model generation of an earlier release (spec.LegacyGeneration of
-// old: placed by, or still under, a control plane of that release, or not
-// yet restamped), which roll on any change of that hash. anyLive says
+// that changing old into m replaces ("r-1 on node01 (gpu 0)"): those
+// current under old and stale under m, by spec.Stale, the rule the control
+// plane judges them by. So a replica of a profile whose build fields
+// changed is named, and so is one stamped with the whole-model generation
+// of an earlier release (placed by, or still under, a control plane of
+// that release, or not yet restamped) when that hash changes. A replica
+// already stale under old (a manual rollout holds it, or a rollout is
+// replacing it) is not this change's doing and is not named, nor is one
+// the change makes current again (its profile set back to what it was
+// placed with); those stale under both are named in already. anyLive says
 // whether any replica is live; anyLegacy whether one of those replaced
 // carries the earlier release's stamp.
-func rolledReplicas(reps []*managev1.Replica, old, m spec.Model, rolled []string) (running []string, anyLive, anyLegacy bool) {
+func rolledReplicas(reps []*managev1.Replica, old, m spec.Model) (running, already []string, anyLive, anyLegacy bool) {
 	legacyOld := spec.LegacyGeneration(old)
-	legacyRolls := legacyOld != spec.LegacyGeneration(m)
 	for _, rep := range reps {
 		if st := rep.GetState(); st != "ready" && st != "starting" {
 			continue
@@ -133,17 +146,19 @@ func rolledReplicas(reps []*managev1.Replica, old, m spec.Model, rolled []string
 		if stamp == "" { // a control plane older than the field
 			stamp = rep.GetModelGeneration()
 		}
-		switch {
-		case stamp == legacyOld:
-			if legacyRolls {
-				anyLegacy = true
-				running = append(running, replicaWhere(rep))
-			}
-		case slices.Contains(rolled, rep.GetProfile()):
-			running = append(running, replicaWhere(rep))
+		staleOld, staleNew := spec.Stale(old, rep.GetProfile(), stamp), spec.Stale(m, rep.GetProfile(), stamp)
+		if staleOld && staleNew {
+			already = append(already, replicaWhere(rep))
+		}
+		if staleOld || !staleNew {
+			continue
+		}
+		running = append(running, replicaWhere(rep))
+		if stamp == legacyOld {
+			anyLegacy = true
 		}
 	}
-	return running, anyLive, anyLegacy
+	return running, already, anyLive, anyLegacy
 }
 
 // replicaWhere is "r-1 on node01 (gpus 0,1)".

@@ -69,9 +69,48 @@ func TestRolledReplicas(t *testing.T) {
 		{"nothing", old, nil, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			running, anyLive, anyLegacy := rolledReplicas(reps, old, tt.m, spec.RolledProfiles(old, tt.m))
+			running, _, anyLive, anyLegacy := rolledReplicas(reps, old, tt.m)
 			if !anyLive || anyLegacy != tt.wantLegacy || !slices.Equal(running, tt.want) {
 				t.Fatalf("rolledReplicas = %q, live %v, legacy %v; want %q, legacy %v", running, anyLive, anyLegacy, tt.want, tt.wantLegacy)
+			}
+		})
+	}
+}
+
+// TestRolledReplicasStaleBefore: a replica already stale before the change
+// (a manual rollout holds it on an earlier definition of its profile) is
+// judged as the control plane judges it (spec.Stale, which Entry.Stale is;
+// TestEntryStaleIsSpecStale in runtime/models): setting
+// its profile back to what it was placed with makes it current, so it is
+// not replaced; another edit of its profile leaves it stale, not this
+// change's doing, so it is named as already stale and not as replaced.
+// A replica current before the change is replaced by either edit.
+func TestRolledReplicasStaleBefore(t *testing.T) {
+	placed := spec.Model{Name: "m", Source: "sim://m", Rollout: spec.RolloutManual, Profiles: []spec.Profile{{Name: "a", Engine: "sim", Args: []string{"--y"}}}}
+	placed.Normalize()
+	old := placed.Clone() // edited since r-held was placed; the rollout is held
+	old.Profiles[0].Args = []string{"--z"}
+	old.Normalize()
+	again := placed.Clone()
+	again.Profiles[0].Args = []string{"--w"}
+	again.Normalize()
+	reps := []*managev1.Replica{
+		{Id: "r-held", Profile: "a", State: "ready", Stale: true, ReplicaGeneration: spec.ReplicaGeneration(placed, "a"), ModelGeneration: spec.ReplicaGeneration(placed, "a")},
+		{Id: "r-current", Profile: "a", State: "ready", ReplicaGeneration: spec.ReplicaGeneration(old, "a"), ModelGeneration: spec.Generation(old)},
+	}
+	for _, tt := range []struct {
+		name          string
+		m             spec.Model
+		want, already []string
+	}{
+		{"set back to what r-held was placed with", placed, []string{"r-current on "}, nil},
+		{"edited again", again, []string{"r-current on "}, []string{"r-held on "}},
+		{"nothing", old, nil, []string{"r-held on "}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			running, already, _, _ := rolledReplicas(reps, old, tt.m)
+			if !slices.Equal(running, tt.want) || !slices.Equal(already, tt.already) {
+				t.Fatalf("rolledReplicas = %q, already stale %q; want %q, %q", running, already, tt.want, tt.already)
 			}
 		})
 	}

@@ -59,6 +59,26 @@ func ReplicaGeneration(m Model, profile string) string {
 	return shortHash(b)
 }
 
+// Stale reports whether a replica placed with profile and stamped with
+// generation is built otherwise than m asks: its own profile's build fields,
+// or the model's, changed since, or m has no such profile. Edits to other
+// profiles and to fields no replica is built from leave it current, and so
+// does LegacyGeneration(m): the replica was placed, by a release whose
+// generations were per model, for exactly this definition. It is the one
+// rule of staleness: the control plane's catalog (StaleStamp over hashes it
+// keeps) and the provider's plan (over the definition before and after a
+// change) both ask it.
+func Stale(m Model, profile, generation string) bool {
+	return StaleStamp(ReplicaGeneration(m, profile), LegacyGeneration(m), generation)
+}
+
+// StaleStamp is Stale given ReplicaGeneration(m, profile) as current ("" when
+// m has no such profile) and LegacyGeneration(m) as legacy: for a caller
+// that keeps those hashes rather than hashing m for each replica.
+func StaleStamp(current, legacy, generation string) bool {
+	return current == "" || (generation != current && generation != legacy)
+}
+
 // ReplicaGenerations is ReplicaGeneration of each of m's profiles, by name.
 func ReplicaGenerations(m Model) map[string]string {
 	out := make(map[string]string, len(m.Profiles))

@@ -168,3 +168,40 @@ func TestLegacyGeneration(t *testing.T) {
 		t.Errorf("legacy generation = %s, want 449234e8327f", got)
 	}
 }
+
+// TestStale: a replica is stale when its own profile's build fields (or
+// the model's) changed since it was stamped, or its profile is gone; an
+// edit of another profile, or of a field no replica is built from, leaves
+// it current, and so does the whole-model stamp of an earlier release for
+// exactly the current definition (and only that).
+func TestStale(t *testing.T) {
+	m := Model{Name: "m", Source: "sim://m", Profiles: []Profile{{Name: "a", Engine: "sim"}, {Name: "b", Engine: "sim"}}}
+	m.Normalize()
+	stamp, legacy := ReplicaGeneration(m, "a"), LegacyGeneration(m)
+	edit := func(f func(*Model)) Model {
+		n := m.Clone()
+		f(&n)
+		n.Normalize()
+		return n
+	}
+	for _, tt := range []struct {
+		name       string
+		m          Model
+		generation string
+		want       bool
+	}{
+		{"unchanged", m, stamp, false},
+		{"another profile's args", edit(func(n *Model) { n.Profiles[1].Args = []string{"--x"} }), stamp, false},
+		{"its own weight", edit(func(n *Model) { n.Profiles[0].Weight = 7 }), stamp, false},
+		{"its own args", edit(func(n *Model) { n.Profiles[0].Args = []string{"--x"} }), stamp, true},
+		{"the model's source", edit(func(n *Model) { n.Source = "sim://n" }), stamp, true},
+		{"its profile removed", edit(func(n *Model) { n.Profiles = n.Profiles[1:] }), stamp, true},
+		{"an earlier release's stamp of this definition", m, legacy, false},
+		{"an earlier release's stamp, another profile edited since", edit(func(n *Model) { n.Profiles[1].Args = []string{"--x"} }), legacy, true},
+		{"no stamp", m, "", true},
+	} {
+		if got := Stale(tt.m, "a", tt.generation); got != tt.want {
+			t.Errorf("%s: Stale = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -56,15 +56,14 @@ func NewEntry(m spec.Model, origin string, revision int64) Entry {
 // with ("" for a profile the model does not have).
 func (e Entry) ReplicaGeneration(profile string) string { return e.generations[profile] }
 
-// Stale reports whether a replica placed with profile and stamped with
-// generation is built otherwise than the model now asks: its own profile's
-// build fields, or the model's, changed, or the profile is gone. Edits to
-// other profiles and to fields no replica is built from leave it current. A
-// replica stamped before generations were per replica is current while the
-// model is exactly as it was placed.
+// Stale is spec.Stale of the model, from the hashes the entry keeps: a
+// replica placed with profile and stamped with generation is built
+// otherwise than the model now asks (its own profile's build fields, or
+// the model's, changed, or the profile is gone). A replica stamped before
+// generations were per replica is current while the model is exactly as it
+// was placed.
 func (e Entry) Stale(profile, generation string) bool {
-	g, ok := e.generations[profile]
-	return !ok || (generation != g && generation != e.legacy)
+	return spec.StaleStamp(e.generations[profile], e.legacy, generation)
 }
 
 // LegacyGeneration is spec.LegacyGeneration of the model: what a new

@@ -130,11 +130,10 @@ type Reconciler struct {
 	// its replicas on that node placed by this control plane with their
 	// weights at hand, from startSince (slowstart.go).
 	startTime map[startKey]time.Duration
-	// passPlaced are the replicas placed in this pass, by build; together,
-	// the replicas placed in one pass with another of their build on a
-	// shared node, whose starts are not bounded (slowstart.go).
-	passPlaced map[buildKey][]*fleet.Replica
-	together   map[string]bool
+	// together are the replicas whose start overlapped another of their
+	// build's on a shared node, whose starts are not bounded
+	// (slowstart.go).
+	together map[string]bool
 	// inflight is the requests in flight per replica, read from Routing
 	// once per pass.
 	inflight map[string]int64
@@ -229,8 +228,7 @@ func (r *Reconciler) Pass() {
 	var live []string
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
 		r.placing = nil
-		r.passPlaced = nil
-		defer func() { r.placing, r.passPlaced = nil, nil }()
+		defer func() { r.placing = nil }()
 		r.holding = r.holdPlacement(tx, now)
 		r.noteLostNodes(tx, now)
 		r.retire(tx, byName, now)
@@ -430,6 +428,15 @@ func (r *Reconciler) retire(tx *fleet.Tx, byName map[string]models.Entry, now ti
 	}
 }
 
+// isCurrent reports whether rep, a live replica of e's model, counts as
+// the model's current generation: built as e asks (not stale) and on a
+// node neither draining nor silent. Any other live replica is old: it
+// serves until a ready replacement takes its place (scale, PlanRollout,
+// a drain's check).
+func isCurrent(tx *fleet.Tx, e models.Entry, rep *fleet.Replica) bool {
+	return !e.Stale(rep.Profile.Name, rep.Generation) && !onDrainingNode(tx, rep)
+}
+
 // onDrainingNode reports whether a shard of rep runs on a draining node or
 // one silent for SuspectAfter: such a replica is replaced like an outdated
 // one, the replacement ready first (a silent node's replicas keep serving
@@ -583,7 +590,7 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		if !rep.Live() {
 			continue
 		}
-		if !e.Stale(rep.Profile.Name, rep.Generation) && !onDrainingNode(tx, rep) {
+		if isCurrent(tx, e, rep) {
 			current = append(current, rep)
 			if rep.State == fleet.ReplicaReady {
 				currentReady = append(currentReady, rep)
@@ -743,12 +750,14 @@ func (r *Reconciler) RequestRollout(e models.Entry) []string {
 	for _, p := range e.Model.Profiles {
 		asked[p.Name] = e.ReplicaGeneration(p.Name)
 	}
-	for _, rep := range r.opts.Fleet.Replicas() {
-		if rep.Model == model && rep.Live() && e.Stale(rep.Profile.Name, rep.Generation) {
-			stale = append(stale, rep.ID)
-			asked[rep.Profile.Name] = e.ReplicaGeneration(rep.Profile.Name) // "" for a profile removed
+	r.opts.Fleet.Read(func(tx *fleet.Tx) {
+		for _, rep := range tx.ModelReplicas(model) {
+			if rep.Live() && e.Stale(rep.Profile.Name, rep.Generation) {
+				stale = append(stale, rep.ID)
+				asked[rep.Profile.Name] = e.ReplicaGeneration(rep.Profile.Name) // "" for a profile removed
+			}
 		}
-	}
+	})
 	sort.Strings(stale)
 	r.backoffMu.Lock()
 	if len(stale) > 0 {
@@ -844,7 +853,7 @@ func (r *Reconciler) place(tx *fleet.Tx, e models.Entry, now time.Time) (*fleet.
 		})
 	}
 	tx.Add(rep)
-	r.notePlaced(rep)
+	r.notePlaced(tx, rep)
 	// As the next snapshot would read it: the GPUs held, one more replica
 	// per node, free memory as the agents last reported it.
 	r.placing.Take(d, plan)
@@ -901,8 +910,8 @@ func (r *Reconciler) view() scheduler.Snapshot {
 func (r *Reconciler) Capacity(m spec.Model, limit int) (running int, more scheduler.Capacity) {
 	var snap scheduler.Snapshot
 	r.opts.Fleet.Read(func(tx *fleet.Tx) {
-		for _, rep := range tx.Replicas() {
-			if rep.Model == m.Name && rep.Live() {
+		for _, rep := range tx.ModelReplicas(m.Name) {
+			if rep.Live() {
 				running++
 			}
 		}

@@ -38,14 +38,13 @@ func (r *Reconciler) PlanRollout(m spec.Model, limit int) (first scheduler.Plan,
 	var todo []string
 	held := map[string][]scheduler.ShardPlacement{} // what each replaced replica holds
 	r.opts.Fleet.Read(func(tx *fleet.Tx) {
-		reps := tx.Replicas()
-		snap = snapshot(tx.Nodes(), tx.UsedGPUs(), reps)
+		snap = snapshot(tx.Nodes(), tx.UsedGPUs(), tx.Replicas())
 		var current, old []*fleet.Replica
-		for _, rep := range reps {
-			if rep.Model != m.Name || !rep.Live() {
+		for _, rep := range tx.ModelReplicas(m.Name) {
+			if !rep.Live() {
 				continue
 			}
-			if !e.Stale(rep.Profile.Name, rep.Generation) && !onDrainingNode(tx, rep) {
+			if isCurrent(tx, e, rep) {
 				current = append(current, rep)
 			} else {
 				old = append(old, rep)

@@ -36,10 +36,12 @@ import (
 // build has run nowhere; a replica on another node; any replica after a
 // control-plane restart), one whose engine downloads its weights itself (a
 // repository id), one on a node whose cache did not hold its fetched
-// weights, and one placed in the same pass as another replica of the same
-// build sharing a node with it (a scale-up placing several at once: they
-// start concurrently and share the node's CPU, disk and compile workers,
-// so a start measured alone does not compare). A healthy slow start must
+// weights, and one placed while another replica of the same build was
+// starting on a node they share, in the same pass or an earlier one (a
+// scale-up placing several at once, or one after the other: they start
+// concurrently and share the node's CPU, disk and compile workers, so a
+// start measured alone does not compare); the other is then unbounded
+// too. A healthy slow start must
 // not fail an apply.
 
 // startKey names one build of one profile of one model on one node.
@@ -79,25 +81,22 @@ func (r *Reconciler) expectedStart(rep *fleet.Replica) (time.Duration, bool) {
 	return expected, true
 }
 
-// notePlaced records rep as placed in this pass, and marks it and every
-// replica placed earlier in the pass of the same build that shares a node
-// with it as starting together: their starts are not bounded.
-func (r *Reconciler) notePlaced(rep *fleet.Replica) {
-	if r.passPlaced == nil {
-		r.passPlaced = map[buildKey][]*fleet.Replica{}
-	}
-	k := buildKey{rep.Model, rep.Profile.Name, rep.Generation}
-	for _, o := range r.passPlaced[k] {
+// notePlaced marks rep, just placed, and every replica of its build
+// (model, profile, generation) still starting on a node it shares as
+// starting together: their starts are not bounded. The fleet is asked, so
+// a start placed in an earlier pass that is still going counts as much as
+// one placed in this pass.
+func (r *Reconciler) notePlaced(tx *fleet.Tx, rep *fleet.Replica) {
+	for _, o := range tx.ModelReplicas(rep.Model) {
+		if o == rep || o.State != fleet.ReplicaStarting || o.Profile.Name != rep.Profile.Name || o.Generation != rep.Generation {
+			continue
+		}
 		if shareNode(o, rep) {
 			r.together[o.ID] = true
 			r.together[rep.ID] = true
 		}
 	}
-	r.passPlaced[k] = append(r.passPlaced[k], rep)
 }
-
-// buildKey names one build of one profile of one model.
-type buildKey struct{ model, profile, generation string }
 
 // shareNode reports whether a shard of a and one of b run on one node.
 func shareNode(a, b *fleet.Replica) bool {
@@ -271,8 +270,8 @@ func shardStateName(s agentv1.ShardState) string {
 // twice that, and at least StallAfter more. "" when none: a replica whose
 // start cannot be compared (a node of its has not seen its build become
 // ready here, as for a rollout's replacements or after a restart; weights
-// not at hand on its nodes when placed; placed in one pass with another of
-// its build on a shared node) is reported only when it fails, at its
+// not at hand on its nodes when placed; started while another of its
+// build was starting on a shared node) is reported only when it fails, at its
 // startup_timeout plus 30 seconds.
 func (r *Reconciler) NotReady(model, generation string) string {
 	r.backoffMu.Lock()

@@ -319,8 +319,9 @@ func TestSlowStartMeasuredPerNode(t *testing.T) {
 // TestSlowStartTogetherUnbounded: raising scaling.min places two replicas
 // of a measured build at once on the node that measured it (5s): they
 // start concurrently, sharing the node, and neither is held to the start
-// measured alone, even a minute on. A replica placed on its own there
-// later is.
+// measured alone, even a minute on. A replica placed there later, once
+// they are ready (their shared minute now measured too), starts alone and
+// is held to twice that minute.
 func TestSlowStartTogetherUnbounded(t *testing.T) {
 	m := chatModel()
 	m.Scaling = spec.Scaling{Min: 1, Max: 4}
@@ -347,6 +348,16 @@ func TestSlowStartTogetherUnbounded(t *testing.T) {
 		t.Fatalf("NotReady of replicas placed together on one node = %q, want nothing", got)
 	}
 
+	for i, id := range known[1:] {
+		for n, ss := range h.startsFor(m.Name) {
+			for _, x := range ss {
+				if x.GetReplicaId() == id {
+					h.report(n, x, agentv1.ShardState_SHARD_STATE_READY, func(st *agentv1.ShardStatus) { st.Endpoint = fmt.Sprintf("127.0.0.1:%d", 9440+i) })
+				}
+			}
+		}
+	}
+	h.rec.Pass()
 	m.Scaling.Min = 4
 	if e, err = reg.Update(context.Background(), m); err != nil {
 		t.Fatal(err)
@@ -354,9 +365,51 @@ func TestSlowStartTogetherUnbounded(t *testing.T) {
 	h.rec.Pass()
 	alone, x := newStart(t, h, m.Name, known...)
 	h.report(alone, x, agentv1.ShardState_SHARD_STATE_STARTING, nil)
-	h.now = h.now.Add(16 * time.Second)
+	placed := h.now
+	h.now = placed.Add(119 * time.Second)
+	h.rec.Pass()
+	if got := h.rec.NotReady("sim-chat", e.Generation); got != "" {
+		t.Fatalf("NotReady of a replica placed alone after 119s = %q, want nothing before 120s (twice the shared start)", got)
+	}
+	h.now = placed.Add(121 * time.Second)
 	h.rec.Pass()
 	if got := h.rec.NotReady("sim-chat", e.Generation); !strings.Contains(got, "replica "+x.GetReplicaId()+" ") {
-		t.Fatalf("NotReady of a replica placed alone after 16s = %q, want it named", got)
+		t.Fatalf("NotReady of a replica placed alone after 121s = %q, want it named", got)
+	}
+}
+
+// TestSlowStartOverlapAcrossPasses: a replica of a measured build (5s)
+// placed alone on the node that measured it, and a second one placed
+// there in a later pass while the first is still starting, start
+// concurrently: neither is held to the start measured alone, a minute on,
+// although they were placed in different passes. A healthy apply does not
+// fail on a stall judged against a start that was not alone.
+func TestSlowStartOverlapAcrossPasses(t *testing.T) {
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 3}
+	h, reg, node, s := slowHarness(t, m)
+	onlyOn(h, node)
+	known := []string{s.GetReplicaId()}
+	var e models.Entry
+	for _, min := range []int{2, 3} {
+		m.Scaling.Min = min
+		var err error
+		if e, err = reg.Update(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		h.rec.Pass()
+		n, x := newStart(t, h, m.Name, known...)
+		if n != node {
+			t.Fatalf("replica %d landed on %s, want %s", min, n, node)
+		}
+		known = append(known, x.GetReplicaId())
+		h.report(n, x, agentv1.ShardState_SHARD_STATE_STARTING, nil)
+		h.now = h.now.Add(3 * time.Second)
+		h.rec.Pass()
+	}
+	h.now = h.now.Add(time.Minute)
+	h.rec.Pass()
+	if got := h.rec.NotReady("sim-chat", e.Generation); got != "" {
+		t.Fatalf("NotReady of two starts overlapping across passes on one node = %q, want nothing", got)
 	}
 }

@@ -242,7 +242,7 @@ func (r *Reconciler) DrainCheck(node string) (blocked []string, found bool) {
 			}
 			if here {
 				on[rep.Model] = append(on[rep.Model], rep)
-			} else if !e.Stale(rep.Profile.Name, rep.Generation) && !onDrainingNode(tx, rep) {
+			} else if isCurrent(tx, e, rep) {
 				keep[rep.Model]++
 			}
 		}
