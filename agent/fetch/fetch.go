@@ -107,6 +107,9 @@ type Cache struct {
 	// pins counts, per entry key, the users that hold it (Pin): a pinned
 	// entry is never collected.
 	pins map[string]int
+	// now is the idle clock's time (call.idle, idleHeader): time.Now, set
+	// once in New; a test moves it on instead of sleeping.
+	now func() time.Time
 }
 
 // call is one download that any number of waiters share.
@@ -191,7 +194,7 @@ func New(opts Options) (*Cache, error) {
 		FreeBytes:    opts.FreeBytes,
 		Logger:       opts.Logger,
 	}
-	return &Cache{opts: opts, log: opts.Logger, dl: dl, inflight: map[string]*call{}, pins: map[string]int{}}, nil
+	return &Cache{opts: opts, log: opts.Logger, dl: dl, inflight: map[string]*call{}, pins: map[string]int{}, now: time.Now}, nil
 }
 
 // Pin holds source's entry for a user (a shard about to resolve it and run
@@ -278,7 +281,7 @@ func (c *Cache) fetch(ctx context.Context, src spec.Source, peers []Peer, progre
 		// moved: its fetch moves nothing yet, but it began now; a peer
 		// asking before its progress starts is told it idled since, not
 		// since the epoch (which reads as a stall and is left at once).
-		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}, progress: &download.Progress{}, moved: time.Now()}
+		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}, progress: &download.Progress{}, moved: c.now()}
 		c.inflight[src.Raw] = cl
 		go c.run(dctx, cl, src, peers, prev)
 	}

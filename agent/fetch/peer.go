@@ -277,7 +277,7 @@ func (c *Cache) serveGrowing(w http.ResponseWriter, r *http.Request, cl *call, k
 			}
 		}
 		c.mu.Lock()
-		waiting, idle := cl.listing == nil, cl.idle()
+		waiting, idle := cl.listing == nil, cl.idle(c.now())
 		c.mu.Unlock()
 		if ended || waiting || idle > c.opts.StallAfter {
 			// The download ended without the file whole, waits on a peer
@@ -552,18 +552,18 @@ func (c *Cache) fetchIdle(cl *call) time.Duration {
 	if cl.waiting > 0 {
 		return 0
 	}
-	return cl.idle()
+	return cl.idle(c.now())
 }
 
 // idle is how long cl's download has moved nothing: since its last byte,
 // or since it went on to the source it fetches from now, whichever is
-// later. Under c.mu.
-func (cl *call) idle() time.Duration {
+// later, as of now (Cache.now). Under c.mu.
+func (cl *call) idle(now time.Time) time.Duration {
 	last := cl.progress.LastByte()
 	if cl.moved.After(last) {
 		last = cl.moved
 	}
-	return max(time.Since(last), 0)
+	return max(now.Sub(last), 0)
 }
 
 // waitingOn marks cl's download waiting on a peer (idleHeader), or done
@@ -578,7 +578,7 @@ func (c *Cache) waitingOn(cl *call, waiting bool) {
 		cl.waiting++
 	} else {
 		cl.waiting--
-		cl.moved = time.Now()
+		cl.moved = c.now()
 	}
 	c.mu.Unlock()
 }
@@ -591,7 +591,7 @@ func (c *Cache) movedOn(cl *call) {
 		return
 	}
 	c.mu.Lock()
-	cl.moved = time.Now()
+	cl.moved = c.now()
 	c.mu.Unlock()
 }
 

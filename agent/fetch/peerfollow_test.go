@@ -279,7 +279,7 @@ func fmtSscan(rg string, n *int64) (int, error) {
 // lists no sha256 pass only when the peer's record, once complete, gives
 // their sha256; a record naming another, or a peer whose fetch did not
 // complete, is an error (on which fromPeer deletes the files it took
-// unchecked: TestUncheckedPeerBytesDroppedWhenPeerFails).
+// unchecked, before the next peer: TestRecordCheckFailsNextPeerServes).
 func TestPeerRecordCheck(t *testing.T) {
 	body := []byte("bytes a peer sent while it fetched")
 	for _, tc := range []struct {

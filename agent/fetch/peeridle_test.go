@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +59,15 @@ func TestIdleBeforeProgressStarts(t *testing.T) {
 	}
 }
 
+// laterClock sets c's idle clock (Cache.now) to the real one moved on by
+// what the returned function adds: a test makes time pass for the idle
+// clock without sleeping. Called before c serves or fetches anything.
+func laterClock(c *Cache) (advance func(time.Duration)) {
+	var ahead atomic.Int64
+	c.now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	return func(d time.Duration) { ahead.Add(int64(d)) }
+}
+
 // TestGrowingFileNotCutAfterSourceSwitch: a node whose last byte is older
 // than stall_after because it just went on to another source (it waited
 // on a peer that stalled) keeps serving a follower the file as it grows,
@@ -66,6 +76,7 @@ func TestIdleBeforeProgressStarts(t *testing.T) {
 func TestGrowingFileNotCutAfterSourceSwitch(t *testing.T) {
 	const stall = 2 * time.Second
 	c := newCache(t, Options{StallAfter: stall})
+	advance := laterClock(c)
 	src := "https://mirror.invalid/m/v/w.gguf"
 	body := weightsrv.RandomBytes(256<<10, 93)
 	half := len(body) / 2
@@ -84,8 +95,8 @@ func TestGrowingFileNotCutAfterSourceSwitch(t *testing.T) {
 	c.mu.Lock()
 	c.inflight[src] = cl
 	c.mu.Unlock()
-	time.Sleep(stall + 100*time.Millisecond) // the wait on the stalled peer: no byte for longer than stall_after
-	c.movedOn(cl)                            // then on to the next source, which has sent nothing yet
+	advance(stall + 100*time.Millisecond) // the wait on the stalled peer: no byte for longer than stall_after
+	c.movedOn(cl)                         // then on to the next source, which has sent nothing yet
 
 	srv := httptest.NewServer(c.PeerHandler())
 	defer srv.Close()
