@@ -106,6 +106,8 @@ type Reconciler struct {
 	live []string
 	// ready is set once a pass ran with placement not held.
 	ready atomic.Bool
+	// passes counts the passes completed (Passes).
+	passes atomic.Uint64
 	// placing is the pass's scheduler view, built at its first placement
 	// and updated as replicas are placed; nil when the fleet changed in a
 	// way it does not follow (a replica retired or failed).
@@ -199,6 +201,13 @@ func (r *Reconciler) Run(ctx context.Context) {
 // pass and is not waiting for agents after a restart.
 func (r *Reconciler) Ready() bool { return r.ready.Load() }
 
+// Passes returns how many passes have completed since New. A pass that
+// began after a change (to the catalog, the fleet, a drain) has acted on
+// it once the count has grown by two from a reading taken after the
+// change: the first may have been under way already. It is exported as
+// llmgw_reconcile_passes_total.
+func (r *Reconciler) Passes() uint64 { return r.passes.Load() }
+
 // LastFailure returns the most recent replica failure of a model, if any.
 func (r *Reconciler) LastFailure(model string) string {
 	r.backoffMu.Lock()
@@ -280,6 +289,7 @@ func (r *Reconciler) Pass() {
 			}
 		}
 	}
+	r.passes.Add(1)
 }
 
 // followRouting gives a running replica every field of the catalog's

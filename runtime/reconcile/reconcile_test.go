@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -843,5 +844,47 @@ func TestDiskIsTheWeightsCaches(t *testing.T) {
 	starts := h.startsFor("sim-chat")
 	if len(starts) != 1 || len(starts["node03"]) != 1 {
 		t.Errorf("starts %v: want the replica on node03, the only node whose weights disk has 100 GB free", starts)
+	}
+}
+
+// passCounter records, at each SetEndpoints, how many passes the
+// reconciler said had completed.
+type passCounter struct {
+	rec  *Reconciler
+	seen []uint64
+}
+
+func (p *passCounter) SetEndpoints(string, []router.Endpoint) {
+	p.seen = append(p.seen, p.rec.Passes())
+}
+
+// TestPassesCountCompletedPasses: Passes grows by one per pass, held or
+// not, and only once the pass is over: while a pass tells the router its
+// routes, the count is still the one before it.
+func TestPassesCountCompletedPasses(t *testing.T) {
+	h := newHarness(t, chatModel())
+	pc := &passCounter{}
+	reg, err := models.New([]spec.Model{chatModel()}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rec = New(Options{Fleet: h.fleet, Catalog: reg, Endpoints: pc, Grace: time.Hour, Now: func() time.Time { return h.now },
+		Expected: []string{"r-gone"}, HoldPlacementUntil: h.now.Add(time.Minute)})
+	pc.rec = h.rec
+	if got := h.rec.Passes(); got != 0 {
+		t.Fatalf("Passes before any pass = %d, want 0", got)
+	}
+	h.rec.Pass() // placement held: still a pass
+	if h.rec.Ready() {
+		t.Fatal("the first pass did not hold placement; the test needs a held pass")
+	}
+	h.now = h.now.Add(2 * time.Minute)
+	h.rec.Pass()
+	h.rec.Pass()
+	if got := h.rec.Passes(); got != 3 {
+		t.Errorf("Passes after 3 passes = %d, want 3", got)
+	}
+	if want := []uint64{0, 1, 2}; !slices.Equal(pc.seen, want) {
+		t.Errorf("Passes while each pass set the routes = %v, want %v", pc.seen, want)
 	}
 }

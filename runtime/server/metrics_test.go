@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -103,11 +104,25 @@ func TestMetricsListener(t *testing.T) {
 		`llmgw_admission_total{reason="admitted"} 0`,
 		`llmgw_nodes{state="ready"} 0`,
 		`llmgw_thread_turns_not_stored_total 0`,
+		"# TYPE llmgw_reconcile_passes_total counter",
 		`go_goroutines `,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// The control plane leads (it is alone) and its reconciler counts the
+	// passes it completes.
+	passes := regexp.MustCompile(`(?m)^llmgw_reconcile_passes_total (\d+)$`)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, body := get(t, base+"/metrics")
+		if m := passes.FindStringSubmatch(body); m != nil && m[1] != "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("llmgw_reconcile_passes_total did not grow from 0 in 10 s:\n%s", passes.FindString(body))
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition
 	}
 	for _, path := range []string{"/", "/debug/pprof/", "/debug/pprof/heap", "/v1/models", "/health", "/ready"} {
 		if code, _ := get(t, base+path); code != http.StatusNotFound {

@@ -165,6 +165,12 @@ func (s *Server) build(ctx context.Context) error {
 			DownLoad: cfg.Autoscale.DownLoad, DownAfter: cfg.Autoscale.DownAfter, EvictAfter: cfg.Autoscale.EvictAfter},
 		Expected: expected, HoldPlacementUntil: time.Now().Add(cfg.Agents.Settle), OnLiveReplicas: s.recordLiveReplicas,
 	})
+	if err := s.Metrics.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: metrics.Namespace, Name: "reconcile_passes_total",
+		Help: "Reconcile passes this control plane has completed since it started (none while it is a standby).",
+	}, func() float64 { return float64(s.Reconciler.Passes()) })); err != nil {
+		return fmt.Errorf("registering reconcile metrics: %w", err)
+	}
 
 	// Agents: mutual TLS, the certificate's CN is the node.
 	agentTLS, err := pki.ServerTLS(cfg.AgentTLS.Cert, cfg.AgentTLS.Key, cfg.AgentTLS.CA, true)
