@@ -151,8 +151,11 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 		t.Errorf("the plan of a placement-only change warns:\n%s", out)
 	}
 	tf.Run(0, "apply", "-input=false", "-auto-approve", "-no-color")
-	// Several reconcile passes (one a second at least) see the edit.
-	time.Sleep(2 * time.Second)
+	// The replicas list says at once whether the edit made a replica
+	// stale; a replacement the reconciler would place (starting, a new id)
+	// shows once a pass that began after the edit was stored has ended:
+	// of the two passes completed after apply returned, the second did.
+	c.AwaitPasses(t, 2, 30*time.Second)
 	if now := live(); len(first) != 2 || !slices.Equal(now, first) {
 		t.Errorf("live replicas after applying an added profile, a weight, pricing and scaling.max = %v, want %v kept, none stale", now, first)
 	}
