@@ -345,21 +345,26 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 	copyResponseHeaders(w.Header(), resp.Header)
 	x.rec.Status = resp.StatusCode
 	if len(data) <= maxBufferedResponse {
-		if resp.StatusCode == http.StatusOK {
+		pt, kept := x.shape.(passthrough)
+		kept = kept && resp.StatusCode == http.StatusOK
+		if kept {
+			// Kept before it is sent, so that the answer can say when it
+			// was not (a thread's x-llmgw-thread-unsaved).
 			x.usage = bodyUsage(data)
-			if pt, ok := x.shape.(passthrough); ok {
-				// Kept before it is sent, so that the answer can say
-				// when it was not (a thread's x-llmgw-thread-unsaved).
-				g.answered(r, x, ep, pt, data)
-				pt.setHeaders(w.Header())
-			}
+			g.answered(r, x, ep, pt, data)
+			pt.setHeaders(w.Header())
 		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 		w.WriteHeader(resp.StatusCode)
 		// Sent now, not when the handler returns: the request's
-		// settlement and records come after the client has its answer.
+		// settlement and records come after the client has its answer,
+		// and so does reading its usage (settling needs it, the client
+		// does not).
 		if _, err := w.Write(data); err == nil {
 			_ = http.NewResponseController(w).Flush()
+		}
+		if resp.StatusCode == http.StatusOK && !kept {
+			x.usage = bodyUsage(data)
 		}
 		return
 	}
