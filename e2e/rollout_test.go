@@ -148,6 +148,30 @@ func TestManualRollout(t *testing.T) {
 		return n["current"] == 2, why
 	})
 	engines := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name)
+	// placed lists the replicas not in original, in any state but stopped
+	// or stopping: a replacement counts from the pass that placed it, not
+	// from when its engine is up.
+	original := map[string]bool{}
+	rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: m.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs.GetReplicas() {
+		original[r.GetId()] = true
+	}
+	placed := func() []string {
+		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: m.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range rs.GetReplicas() {
+			if st := r.GetState(); !original[r.GetId()] && st != "stopping" && st != "stopped" {
+				ids = append(ids, r.GetId()+"="+st)
+			}
+		}
+		return ids
+	}
 
 	m.Profiles[0].Args = []string{"--decode-tps", "500"}
 	updated, err := mc.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: specpb.ModelToProto(m)})
@@ -157,12 +181,14 @@ func TestManualRollout(t *testing.T) {
 	if updated.GetGeneration() == created.GetGeneration() {
 		t.Fatal("an args edit kept the generation")
 	}
-	deadline := time.Now().Add(3 * time.Second) // several reconcile passes
-	for time.Now().Before(deadline) {
-		if n, why := ready(); n["stale"] != 2 || n["current"] != 0 {
-			t.Fatalf("rollout manual: after the edit %s, want the two old replicas only", why)
-		}
-		time.Sleep(200 * time.Millisecond)
+	// Of the two passes completed after the edit was stored, the second
+	// began after it: a replacement it would place is listed by then.
+	c.AwaitPasses(t, 2, 30*time.Second)
+	if n, why := ready(); n["stale"] != 2 || n["current"] != 0 {
+		t.Fatalf("rollout manual: after the edit %s, want the two old replicas only", why)
+	}
+	if ids := placed(); len(ids) != 0 {
+		t.Fatalf("rollout manual: after the edit replicas %v were placed, want none before ctl rollout", ids)
 	}
 	if now := testcluster.EngineChildren(t, agent.Cmd.Process.Pid, m.Name); !slices.Equal(now, engines) {
 		t.Fatalf("engines %v after the edit, want %v untouched", now, engines)
