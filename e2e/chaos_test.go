@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -222,9 +223,26 @@ func TestNodeCutOffAndBack(t *testing.T) {
 	testcluster.WaitFor(t, "the stale engine on "+cut+" stopped", 60*time.Second, func() (bool, string) {
 		return syscall.Kill(engines[0], 0) != nil, "engine still running"
 	})
-	// Hold the answer for a few reconciler passes: no second replica.
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	// No second replica. The reconciler places missing capacity in the
+	// pass that sees it, unless the model waits out a backoff, which only a
+	// replica failure of its own earns (a replica lost with its node earns
+	// none) and which the model's status names as its last failure. With
+	// none, a replica the node's return would have placed is listed once
+	// two passes have completed after the node was back and its engine
+	// stopped; the answer is held through them, so one placed and stopped
+	// again in between is seen too.
+	got, err := mc.GetModel(ctx, &managev1.GetModelRequest{Name: "sim-chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := got.GetStatus().GetMessage(); strings.Contains(msg, "last failure") {
+		t.Fatalf("sim-chat's status says %q: a placement may wait on a backoff, so reconcile passes alone would not show it", msg)
+	}
+	from, err := c.ReconcilePasses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, "two reconcile passes with one live replica", 30*time.Second, func() (bool, string) {
 		rs, why := replicas()
 		var live []string
 		for _, r := range rs {
@@ -237,8 +255,12 @@ func TestNodeCutOffAndBack(t *testing.T) {
 		if len(live) != 1 || live[0] != rebuilt.GetId() {
 			t.Fatalf("after %s came back the model has %s; want one live replica, the rebuilt %s (the lost one may stay listed as failed or stopping)", cut, why, rebuilt.GetId())
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		now, err := c.ReconcilePasses()
+		if err != nil {
+			return false, err.Error()
+		}
+		return now >= from+2, fmt.Sprintf("%d passes completed since %d", now, from)
+	})
 	client := openai.NewClient(option.WithBaseURL(c.Client), option.WithAPIKey(c.APIKey), option.WithMaxRetries(0))
 	if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model:    "sim-chat",
