@@ -88,6 +88,10 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 				return nil, err
 			}
 			where := expectedWhere(ex, dryRun, "the first replacement")
+			if len(already) > 0 {
+				// Not this change's doing, but the plan names them still.
+				where = alreadyStaleNote(m, already) + "; " + where
+			}
 			var summary, why string
 			if m.ManualRollout() {
 				text = manualRolloutText(m, running, where)
@@ -188,6 +192,26 @@ func rolledReplicas(reps []*managev1.Replica, old, m spec.Model) (running, alrea
 		}
 	}
 	return running, already, anyLive, anyLegacy
+}
+
+// alreadyStaleNote names, beside a change that makes running replicas
+// stale, those already stale before it (already, as rolledReplicas): a
+// manual rollout holds them still, an auto one replaces them as it does
+// the others.
+func alreadyStaleNote(m spec.Model, already []string) string {
+	one := len(already) == 1
+	var verb string
+	switch {
+	case m.ManualRollout() && one:
+		verb = "stays stale, held by the manual rollout"
+	case m.ManualRollout():
+		verb = "stay stale, held by the manual rollout"
+	case one:
+		verb = "is replaced by the rollout under way too"
+	default:
+		verb = "are replaced by the rollout under way too"
+	}
+	return fmt.Sprintf("%s already stale before this change (%s) %s", countNoun(len(already), "running replica"), strings.Join(already, "; "), verb)
 }
 
 // startingCurrent names among reps those starting and current under m:
