@@ -165,7 +165,11 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 // already stale under old (a manual rollout holds it, or a rollout is
 // replacing it) is not this change's doing and is not named, nor is one
 // the change makes current again (its profile set back to what it was
-// placed with); those stale under both are named in already. anyLive says
+// placed with); those stale under both are named in already. "Stale under
+// old" is the control plane's verdict (Replica.stale) where it gives one:
+// a replica it holds current whose stamp old does not reproduce here is
+// replaced when its profile's build changes (spec.RolledProfiles), not
+// taken as already stale. anyLive says
 // whether any replica is live; anyLegacy whether one of those replaced
 // carries the earlier release's stamp.
 func rolledReplicas(reps []*managev1.Replica, old, m spec.Model) (running, already []string, anyLive, anyLegacy bool) {
@@ -176,10 +180,18 @@ func rolledReplicas(reps []*managev1.Replica, old, m spec.Model) (running, alrea
 		}
 		anyLive = true
 		stamp := rep.GetReplicaGeneration()
-		if stamp == "" { // a control plane older than the field
+		judged := stamp != "" // a control plane that sets replica_generation sets stale too
+		if !judged {          // a control plane older than the field
 			stamp = rep.GetModelGeneration()
 		}
 		staleOld, staleNew := spec.Stale(old, rep.GetProfile(), stamp), spec.Stale(m, rep.GetProfile(), stamp)
+		if judged && staleOld && !rep.GetStale() {
+			// The control plane holds it current, but its stamp is not
+			// what old hashes to here (a build field newer than this
+			// provider set, or state drifted): it is current, and stale
+			// under m when m changes what its profile is built from.
+			staleOld, staleNew = false, slices.Contains(spec.RolledProfiles(old, m), rep.GetProfile())
+		}
 		if staleOld && staleNew {
 			already = append(already, replicaWhere(rep))
 		}
