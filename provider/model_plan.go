@@ -124,7 +124,14 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 			text = fmt.Sprintf("no running replica restarts: rollout auto → manual holds %s already stale before this change (%s), serving the earlier definition until `llmgw ctl rollout %s` replaces them",
 				countNoun(len(already), "running replica"), strings.Join(already, "; "), m.Name)
 			if starting := startingCurrent(reps, m); len(starting) > 0 {
-				text += fmt.Sprintf("; a replacement not ready yet (%s) is stopped when the model's replicas are enough without it", strings.Join(starting, "; "))
+				verb, it := "are", "them"
+				if len(starting) == 1 {
+					verb, it = "is", "it"
+				}
+				// A replacement, or a replica scaling.min adds: either is
+				// stopped as surplus once the others are enough.
+				text += fmt.Sprintf("; %s not ready yet (%s) %s stopped when the model's replicas are enough without %s",
+					countNoun(len(starting), "replica"), strings.Join(starting, "; "), verb, it)
 			}
 		case len(already) > 0:
 			were := "were"
@@ -227,7 +234,8 @@ func alreadyStaleNote(m spec.Model, already []string) string {
 }
 
 // startingCurrent names among reps those starting and current under m:
-// with a rollout under way, its replacement not ready yet.
+// with a rollout under way, its replacement not ready yet, and any replica
+// scaling.min adds that is not ready yet either.
 func startingCurrent(reps []*managev1.Replica, m spec.Model) []string {
 	var out []string
 	for _, rep := range reps {
