@@ -120,7 +120,8 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 		text = "no running replica restarts (the change keeps what they are built from)"
 		switch {
 		case len(already) > 0 && policy:
-			// auto → manual: the rollout under way stops.
+			// policy is auto → manual here (manual → auto emptied
+			// already): the rollout under way stops.
 			text = fmt.Sprintf("no running replica restarts: rollout auto → manual holds %s already stale before this change (%s), serving the earlier definition until `llmgw ctl rollout %s` replaces them",
 				countNoun(len(already), "running replica"), strings.Join(already, "; "), m.Name)
 			if starting := startingCurrent(reps, m); len(starting) > 0 {
@@ -351,7 +352,9 @@ func rollingChange(old, m spec.Model, rolled []string) string {
 
 // plannedChange names the planned change behind replacements: what the
 // replicas are built from (when building, as rollingChange) and the
-// rollout policy when it changes ("rollout manual → auto").
+// rollout policy when it changes ("rollout manual → auto"). Its caller
+// has one or the other: replicas the change makes stale (building), or
+// ones a manual → auto change releases.
 func plannedChange(old, m spec.Model, rolled []string, building bool) string {
 	var parts []string
 	if building {
@@ -359,9 +362,6 @@ func plannedChange(old, m spec.Model, rolled []string, building bool) string {
 	}
 	if old.ManualRollout() != m.ManualRollout() {
 		parts = append(parts, "rollout "+rolloutWord(old)+" → "+rolloutWord(m))
-	}
-	if len(parts) == 0 {
-		return rollingChange(old, m, rolled)
 	}
 	return strings.Join(parts, ", ")
 }
