@@ -62,6 +62,10 @@ func TestIdleBeforeProgressStarts(t *testing.T) {
 // laterClock sets c's idle clock (Cache.now) to the real one moved on by
 // what the returned function adds: a test makes time pass for the idle
 // clock without sleeping. Called before c serves or fetches anything.
+// Bytes counted by download.Progress stay on the real clock, so after
+// advance every real byte looks that much older to call.idle: advance only
+// to stand for time before the moves the test then makes (movedOn,
+// waitingOn), not while bytes flow through Progress.
 func laterClock(c *Cache) (advance func(time.Duration)) {
 	var ahead atomic.Int64
 	c.now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
