@@ -203,10 +203,13 @@ func (a *app) errorf(format string, args ...any) int {
 
 // usageErrorf reports bad input for one command, with that command's usage.
 func (a *app) usageErrorf(fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(a.stderr, "llmgw ctl %s: "+format+"\n", append([]any{fs.Name()}, args...)...)
+	fmt.Fprintln(a.stderr, usagePrefix(fs)+fmt.Sprintf(format, args...))
 	fs.Usage()
 	return exitUsage
 }
+
+// usagePrefix begins a command's bad-input report: "llmgw ctl CMD: ".
+func usagePrefix(fs *flag.FlagSet) string { return "llmgw ctl " + fs.Name() + ": " }
 
 // newFlagSet makes the flag set of one subcommand; its usage line says how
 // the command is called.
@@ -222,7 +225,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) { return clifl
 // stop: 0 after -h, 2 after bad flags or the wrong number of positionals,
 // reported as "llmgw ctl CMD: ..." with the usage.
 func (a *app) parse(fs *flag.FlagSet, args []string, want int, what string) ([]string, int, bool) {
-	pos, err := cliflags.ParseNPrefixed(fs, args, "llmgw ctl "+fs.Name()+": ", want, what)
+	pos, err := cliflags.ParseNPrefixed(fs, args, usagePrefix(fs), want, what)
 	if err != nil {
 		return nil, cliflags.ExitCode(err), false
 	}

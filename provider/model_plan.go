@@ -88,6 +88,10 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 				return nil, err
 			}
 			where := expectedWhere(ex, dryRun, "the first replacement")
+			if len(already) > 0 {
+				// Not this change's doing, but the plan names them still.
+				where = alreadyStaleNote(m, already) + "; " + where
+			}
 			var summary, why string
 			if m.ManualRollout() {
 				text = manualRolloutText(m, running, where)
@@ -116,11 +120,19 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 		text = "no running replica restarts (the change keeps what they are built from)"
 		switch {
 		case len(already) > 0 && policy:
-			// auto → manual: the rollout under way stops.
+			// policy is auto → manual here (manual → auto emptied
+			// already): the rollout under way stops.
 			text = fmt.Sprintf("no running replica restarts: rollout auto → manual holds %s already stale before this change (%s), serving the earlier definition until `llmgw ctl rollout %s` replaces them",
 				countNoun(len(already), "running replica"), strings.Join(already, "; "), m.Name)
 			if starting := startingCurrent(reps, m); len(starting) > 0 {
-				text += fmt.Sprintf("; a replacement not ready yet (%s) is stopped when the model's replicas are enough without it", strings.Join(starting, "; "))
+				verb, it := "are", "them"
+				if len(starting) == 1 {
+					verb, it = "is", "it"
+				}
+				// A replacement, or a replica scaling.min adds: either is
+				// stopped as surplus once the others are enough.
+				text += fmt.Sprintf("; %s not ready yet (%s) %s stopped when the model's replicas are enough without %s",
+					countNoun(len(starting), "replica"), strings.Join(starting, "; "), verb, it)
 			}
 		case len(already) > 0:
 			were := "were"
@@ -161,7 +173,11 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 // already stale under old (a manual rollout holds it, or a rollout is
 // replacing it) is not this change's doing and is not named, nor is one
 // the change makes current again (its profile set back to what it was
-// placed with); those stale under both are named in already. anyLive says
+// placed with); those stale under both are named in already. "Stale under
+// old" is the control plane's verdict (Replica.stale) where it gives one:
+// a replica it holds current whose stamp old does not reproduce here is
+// replaced when its profile's build changes (spec.RolledProfiles), not
+// taken as already stale. anyLive says
 // whether any replica is live; anyLegacy whether one of those replaced
 // carries the earlier release's stamp.
 func rolledReplicas(reps []*managev1.Replica, old, m spec.Model) (running, already []string, anyLive, anyLegacy bool) {
@@ -172,10 +188,18 @@ func rolledReplicas(reps []*managev1.Replica, old, m spec.Model) (running, alrea
 		}
 		anyLive = true
 		stamp := rep.GetReplicaGeneration()
-		if stamp == "" { // a control plane older than the field
+		judged := stamp != "" // a control plane that sets replica_generation sets stale too
+		if !judged {          // a control plane older than the field
 			stamp = rep.GetModelGeneration()
 		}
 		staleOld, staleNew := spec.Stale(old, rep.GetProfile(), stamp), spec.Stale(m, rep.GetProfile(), stamp)
+		if judged && staleOld && !rep.GetStale() {
+			// The control plane holds it current, but its stamp is not
+			// what old hashes to here (a build field newer than this
+			// provider set, or state drifted): it is current, and stale
+			// under m when m changes what its profile is built from.
+			staleOld, staleNew = false, slices.Contains(spec.RolledProfiles(old, m), rep.GetProfile())
+		}
 		if staleOld && staleNew {
 			already = append(already, replicaWhere(rep))
 		}
@@ -190,8 +214,29 @@ func rolledReplicas(reps []*managev1.Replica, old, m spec.Model) (running, alrea
 	return running, already, anyLive, anyLegacy
 }
 
+// alreadyStaleNote names, beside a change that makes running replicas
+// stale, those already stale before it (already, as rolledReplicas): a
+// manual rollout holds them still, an auto one replaces them as it does
+// the others.
+func alreadyStaleNote(m spec.Model, already []string) string {
+	one := len(already) == 1
+	var verb string
+	switch {
+	case m.ManualRollout() && one:
+		verb = "stays stale, held by the manual rollout"
+	case m.ManualRollout():
+		verb = "stay stale, held by the manual rollout"
+	case one:
+		verb = "is replaced by the rollout under way too"
+	default:
+		verb = "are replaced by the rollout under way too"
+	}
+	return fmt.Sprintf("%s already stale before this change (%s) %s", countNoun(len(already), "running replica"), strings.Join(already, "; "), verb)
+}
+
 // startingCurrent names among reps those starting and current under m:
-// with a rollout under way, its replacement not ready yet.
+// with a rollout under way, its replacement not ready yet, and any replica
+// scaling.min adds that is not ready yet either.
 func startingCurrent(reps []*managev1.Replica, m spec.Model) []string {
 	var out []string
 	for _, rep := range reps {
@@ -307,7 +352,9 @@ func rollingChange(old, m spec.Model, rolled []string) string {
 
 // plannedChange names the planned change behind replacements: what the
 // replicas are built from (when building, as rollingChange) and the
-// rollout policy when it changes ("rollout manual → auto").
+// rollout policy when it changes ("rollout manual → auto"). Its caller
+// has one or the other: replicas the change makes stale (building), or
+// ones a manual → auto change releases.
 func plannedChange(old, m spec.Model, rolled []string, building bool) string {
 	var parts []string
 	if building {
@@ -315,9 +362,6 @@ func plannedChange(old, m spec.Model, rolled []string, building bool) string {
 	}
 	if old.ManualRollout() != m.ManualRollout() {
 		parts = append(parts, "rollout "+rolloutWord(old)+" → "+rolloutWord(m))
-	}
-	if len(parts) == 0 {
-		return rollingChange(old, m, rolled)
 	}
 	return strings.Join(parts, ", ")
 }

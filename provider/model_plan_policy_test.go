@@ -73,9 +73,10 @@ func planFor(t *testing.T, f *planManage, old, m spec.Model) (string, []string) 
 // runtime/reconcile): the plan names it as replaced and warns, alone or
 // with one the same change makes stale. Setting it from auto to manual
 // replaces nothing and names the stale replica it holds, and the
-// replacement not ready yet that the control plane then stops as surplus
-// (TestRolloutOneAtATime/auto_then_manual); a change that
-// keeps the policy and the build lists no replica.
+// replicas not ready yet (a replacement, one scaling.min adds) that the
+// control plane then stops as surplus (TestRolloutOneAtATime/auto_then_manual). A change that makes replicas
+// stale names those already stale before it too, whatever the policy; a
+// change that keeps the policy and the build lists no replica.
 func TestPlanRolloutPolicyChange(t *testing.T) {
 	placed := spec.Model{Name: "m", Source: "sim://m", Rollout: spec.RolloutManual, Scaling: spec.Scaling{Min: 2, Max: 2},
 		Profiles: []spec.Profile{{Name: "a", Engine: "sim", Args: []string{"--y"}}}}
@@ -88,6 +89,8 @@ func TestPlanRolloutPolicyChange(t *testing.T) {
 	autoEdited := auto.Clone()
 	autoEdited.Profiles[0].Args = []string{"--w"}
 	autoEdited.Normalize()
+	manualEdited := autoEdited.Clone()
+	manualEdited.Rollout = spec.RolloutManual
 	manualOutput := manual.Clone()
 	manualOutput.MaxOutput = 512
 	shard := func(node string) []*managev1.Shard { return []*managev1.Shard{{Node: node, Gpus: []int32{0}}} }
@@ -97,6 +100,8 @@ func TestPlanRolloutPolicyChange(t *testing.T) {
 	}
 	// An auto rollout under way: r-next replaces r-held, not ready yet.
 	rolling := append(slices.Clone(reps), &managev1.Replica{Id: "r-next", Profile: "a", State: "starting", ReplicaGeneration: spec.ReplicaGeneration(manual, "a"), Shards: shard("node02")})
+	// And a replica scaling.min adds, not ready yet either.
+	scaling := append(slices.Clone(rolling), &managev1.Replica{Id: "r-up", Profile: "a", State: "starting", ReplicaGeneration: spec.ReplicaGeneration(manual, "a"), Shards: shard("node04")})
 	for _, tt := range []struct {
 		name     string
 		old, m   spec.Model
@@ -116,8 +121,24 @@ func TestPlanRolloutPolicyChange(t *testing.T) {
 			nil},
 		{"auto to manual mid-rollout", auto, manual, rolling,
 			"no running replica restarts: rollout auto → manual holds 1 running replica already stale before this change (r-held on node01 (gpu 0)), serving the earlier definition until `llmgw ctl rollout m` replaces them; " +
-				"a replacement not ready yet (r-next on node02 (gpu 0)) is stopped when the model's replicas are enough without it",
+				"1 replica not ready yet (r-next on node02 (gpu 0)) is stopped when the model's replicas are enough without it",
 			nil},
+		{"auto to manual mid-rollout and scale-up", auto, manual, scaling,
+			"no running replica restarts: rollout auto → manual holds 1 running replica already stale before this change (r-held on node01 (gpu 0)), serving the earlier definition until `llmgw ctl rollout m` replaces them; " +
+				"2 replicas not ready yet (r-next on node02 (gpu 0); r-up on node04 (gpu 0)) are stopped when the model's replicas are enough without them",
+			nil},
+		{"manual edited again", manual, manualEdited, reps,
+			"new generation: 1 running replica (r-current on node03 (gpu 0)) keeps serving the earlier definition, stale, until `llmgw ctl rollout m` replaces them one at a time, each replacement ready first (rollout = manual); " +
+				"1 running replica already stale before this change (r-held on node01 (gpu 0)) stays stale, held by the manual rollout; expected: ",
+			[]string{"Model m: 1 running replica will be stale: "}},
+		{"auto to manual with an args edit", auto, manualEdited, reps,
+			"new generation: 1 running replica (r-current on node03 (gpu 0)) keeps serving the earlier definition, stale, until `llmgw ctl rollout m` replaces them one at a time, each replacement ready first (rollout = manual); " +
+				"1 running replica already stale before this change (r-held on node01 (gpu 0)) stays stale, held by the manual rollout; expected: ",
+			[]string{"Model m: 1 running replica will be stale: "}},
+		{"auto edited during a rollout", auto, autoEdited, reps,
+			"new generation: replaces 1 running replica (r-current on node03 (gpu 0)), each replacement ready before the replica it replaces stops; " +
+				"1 running replica already stale before this change (r-held on node01 (gpu 0)) is replaced by the rollout under way too; expected: ",
+			[]string{"Model m: 1 running replica will be replaced: "}},
 		{"manual kept", manual, manualOutput, reps, "no running replica restarts (the change keeps what they are built from)", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

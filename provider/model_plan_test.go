@@ -84,7 +84,10 @@ func TestRolledReplicas(t *testing.T) {
 // its profile back to what it was placed with makes it current, so it is
 // not replaced; another edit of its profile leaves it stale, not this
 // change's doing, so it is named as already stale and not as replaced.
-// A replica current before the change is replaced by either edit.
+// A replica current before the change is replaced by either edit, also
+// one the control plane holds current (Replica.stale false) whose stamp
+// the provider cannot reproduce: "stale before" is the control plane's
+// verdict, and such a replica is never taken as already stale.
 func TestRolledReplicasStaleBefore(t *testing.T) {
 	placed := spec.Model{Name: "m", Source: "sim://m", Rollout: spec.RolloutManual, Profiles: []spec.Profile{{Name: "a", Engine: "sim", Args: []string{"--y"}}}}
 	placed.Normalize()
@@ -97,14 +100,18 @@ func TestRolledReplicasStaleBefore(t *testing.T) {
 	reps := []*managev1.Replica{
 		{Id: "r-held", Profile: "a", State: "ready", Stale: true, ReplicaGeneration: spec.ReplicaGeneration(placed, "a"), ModelGeneration: spec.ReplicaGeneration(placed, "a")},
 		{Id: "r-current", Profile: "a", State: "ready", ReplicaGeneration: spec.ReplicaGeneration(old, "a"), ModelGeneration: spec.Generation(old)},
+		// Current by the control plane, but stamped with a hash the
+		// provider does not reproduce from old (a build field newer than
+		// the provider, or drifted state).
+		{Id: "r-unmatched", Profile: "a", State: "ready", ReplicaGeneration: "0123456789ab", ModelGeneration: spec.Generation(old)},
 	}
 	for _, tt := range []struct {
 		name          string
 		m             spec.Model
 		want, already []string
 	}{
-		{"set back to what r-held was placed with", placed, []string{"r-current on "}, nil},
-		{"edited again", again, []string{"r-current on "}, []string{"r-held on "}},
+		{"set back to what r-held was placed with", placed, []string{"r-current on ", "r-unmatched on "}, nil},
+		{"edited again", again, []string{"r-current on ", "r-unmatched on "}, []string{"r-held on "}},
 		{"nothing", old, nil, []string{"r-held on "}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

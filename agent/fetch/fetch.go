@@ -88,8 +88,9 @@ type Progress struct {
 	Done, Total int64
 	// BytesPerSecond is the recent rate.
 	BytesPerSecond int64
-	// Stalled is set when no byte moved for StallAfter; LastError is the
-	// last error a request ended with, if any.
+	// Stalled is set when the download moved nothing for StallAfter: no
+	// byte, nor a move to the source it fetches from now (call.idle);
+	// LastError is the last error a request ended with, if any.
 	Stalled   bool
 	LastError string
 }
@@ -388,7 +389,11 @@ func (c *Cache) reportLoop(source string, dp *download.Progress, cl *call, stop 
 			return
 		case now := <-t.C:
 			p := Progress{Source: source, Done: dp.Bytes(), Total: max(dp.Total(), 0), LastError: dp.LastError()}
-			p.Stalled = now.Sub(dp.LastByte()) >= c.opts.StallAfter
+			// Stalled as followers are told (idleHeader): by the idle
+			// clock, a move to the next source counting as a move.
+			c.mu.Lock()
+			p.Stalled = cl.idle(c.now()) >= c.opts.StallAfter
+			c.mu.Unlock()
 			dt := now.Sub(prevAt).Seconds()
 			if dt > 0 {
 				// Between two attempts the partial is counted afresh, so

@@ -62,10 +62,57 @@ func TestIdleBeforeProgressStarts(t *testing.T) {
 // laterClock sets c's idle clock (Cache.now) to the real one moved on by
 // what the returned function adds: a test makes time pass for the idle
 // clock without sleeping. Called before c serves or fetches anything.
+// Bytes counted by download.Progress stay on the real clock, so after
+// advance every real byte looks that much older to call.idle: advance only
+// to stand for time before the moves the test then makes (movedOn,
+// waitingOn), not while bytes flow through Progress.
 func laterClock(c *Cache) (advance func(time.Duration)) {
 	var ahead atomic.Int64
 	c.now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	return func(d time.Duration) { ahead.Add(int64(d)) }
+}
+
+// TestStalledByIdleClock: the progress sent to the control plane says
+// stalled by the same clock followers are told (X-Llmgw-Fetching-Idle):
+// stalled once the download moved nothing for stall_after, and not
+// stalled as soon as it goes on to the next source, before that source
+// sends a byte.
+func TestStalledByIdleClock(t *testing.T) {
+	const stall = 2 * time.Second
+	c := newCache(t, Options{StallAfter: stall})
+	advance := laterClock(c)
+	reports := make(chan Progress, 1)
+	p := &download.Progress{}
+	p.Begin()
+	cl := &call{done: make(chan struct{}), cancel: func() {}, progress: p, watch: map[int]func(Progress){
+		0: func(got Progress) {
+			select {
+			case reports <- got:
+			default: // the test reads the latest only when it asks
+			}
+		},
+	}}
+	stop, ended := make(chan struct{}), make(chan struct{})
+	advance(stall + 100*time.Millisecond) // a wait on a peer that stalled
+	go func() {
+		defer close(ended)
+		c.reportLoop("https://mirror.invalid/m/v/w.gguf", p, cl, stop)
+	}()
+	defer func() { close(stop); <-ended }()
+	if got := <-reports; !got.Stalled {
+		t.Fatalf("no byte for longer than stall_after by the idle clock: %+v, want stalled", got)
+	}
+	c.movedOn(cl) // on to the next source, which has sent nothing yet
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		select {
+		case got := <-reports:
+			if !got.Stalled {
+				return
+			}
+		case <-time.After(time.Until(deadline)):
+			t.Fatal("still reported stalled after the download went on to the next source")
+		}
+	}
 }
 
 // TestGrowingFileNotCutAfterSourceSwitch: a node whose last byte is older
