@@ -599,6 +599,7 @@ func TestModelAddFileErrors(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
+	const scaleUsage = "usage: llmgw ctl scale MODEL [N] [--min N] [--max N]\n"
 	tests := []struct {
 		name     string
 		args     []string
@@ -621,6 +622,14 @@ func TestUsage(t *testing.T) {
 		{"unknown flag", []string{"nodes", "--wide"}, 2, "", "flag provided but not defined: -wide"},
 		{"subcommand help", []string{"replicas", "-h"}, 0, "", "usage: llmgw ctl replicas [--model M] [--json]"},
 		{"model add without -f", []string{"model", "add"}, 2, "", "no model definition: pass -f FILE"},
+		{"scale without a model", []string{"scale"}, 2, "", "llmgw ctl scale: missing the model name\n" + scaleUsage},
+		{"scale with three arguments", []string{"scale", "m", "1", "2"}, 2, "", "llmgw ctl scale: unexpected argument \"2\"\n" + scaleUsage},
+		{"scale without a count", []string{"scale", "m"}, 2, "", "llmgw ctl scale: missing the replica count: scale MODEL N, or --min/--max\n" + scaleUsage},
+		{"scale by a word", []string{"scale", "m", "many"}, 2, "", "llmgw ctl scale: N \"many\" is not a replica count (a whole number of at least 0)\n" + scaleUsage},
+		{"scale by a negative max", []string{"scale", "m", "--max", "-1"}, 2, "", "llmgw ctl scale: --max \"-1\" is not a replica count (a whole number of at least 0)\n" + scaleUsage},
+		{"scale by count and --min", []string{"scale", "m", "2", "--min", "1"}, 2, "", "llmgw ctl scale: give the count or --min, not both\n" + scaleUsage},
+		{"scale with an unknown flag", []string{"scale", "m", "2", "--replicas", "3"}, 2, "", "flag provided but not defined: -replicas\n" + scaleUsage},
+		{"scale help", []string{"scale", "--help"}, 0, "", scaleUsage},
 		{"model without subcommand", []string{"model"}, 2, "", "usage: llmgw ctl model <add|get|rm>"},
 		{"cert without subcommand", []string{"cert"}, 2, "", "usage: llmgw ctl cert <init-ca|issue-server|issue-node>"},
 	}
