@@ -217,15 +217,18 @@ func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 	return cliflags.New(name, "llmgw ctl "+synopsis, a.stderr)
 }
 
-// parseArgs parses flags and positionals in any order; see cliflags.Parse.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) { return cliflags.Parse(fs, args) }
-
 // parse parses flags and exactly want positionals (what names them when
 // missing) and turns its outcome into an exit code when the command should
 // stop: 0 after -h, 2 after bad flags or the wrong number of positionals,
 // reported as "llmgw ctl CMD: ..." with the usage.
 func (a *app) parse(fs *flag.FlagSet, args []string, want int, what string) ([]string, int, bool) {
-	pos, err := cliflags.ParseNPrefixed(fs, args, usagePrefix(fs), want, what)
+	return a.parseRange(fs, args, want, want, what)
+}
+
+// parseRange is parse for a command whose last positionals are optional:
+// it takes from least to most of them.
+func (a *app) parseRange(fs *flag.FlagSet, args []string, least, most int, what string) ([]string, int, bool) {
+	pos, err := cliflags.ParseRangePrefixed(fs, args, usagePrefix(fs), least, most, what)
 	if err != nil {
 		return nil, cliflags.ExitCode(err), false
 	}

@@ -649,37 +649,6 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-func TestParseArgs(t *testing.T) {
-	tests := []struct {
-		name    string
-		args    []string
-		wantPos []string
-		wantJS  bool
-		wantM   string
-	}{
-		{"flags after positional", []string{"m1", "--json"}, []string{"m1"}, true, ""},
-		{"flags before positional", []string{"--json", "m1"}, []string{"m1"}, true, ""},
-		{"interleaved", []string{"a", "--model", "x", "b", "--json"}, []string{"a", "b"}, true, "x"},
-		{"double dash ends flags", []string{"--", "--json"}, []string{"--json"}, false, ""},
-		{"nothing", nil, nil, false, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a := &app{stderr: &bytes.Buffer{}}
-			fs := a.newFlagSet("x", "x")
-			js := fs.Bool("json", false, "")
-			m := fs.String("model", "", "")
-			pos, err := parseArgs(fs, tt.args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(pos, tt.wantPos) || *js != tt.wantJS || *m != tt.wantM {
-				t.Errorf("got %q json=%v model=%q; want %q json=%v model=%q", pos, *js, *m, tt.wantPos, tt.wantJS, tt.wantM)
-			}
-		})
-	}
-}
-
 func TestHumanise(t *testing.T) {
 	durations := []struct {
 		d    time.Duration

@@ -2,8 +2,6 @@ package ctl
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -24,51 +22,38 @@ func (a *app) cmdScale(ctx context.Context, args []string) int {
 	fs, conn := a.newAPIFlagSet("scale", "scale MODEL [N] [--min N] [--max N]")
 	minF := fs.String("min", "", "replicas always running (scaling.min)")
 	maxF := fs.String("max", "", "most replicas under load (scaling.max)")
-	pos, err := parseArgs(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+	pos, code, ok := a.parseRange(fs, args, 1, 2, "the model name")
+	if !ok {
+		return code
 	}
-	if err != nil {
-		return exitUsage
-	}
-	if len(pos) == 0 {
-		return a.usageErrorf(fs, "missing the model name")
-	}
-	if len(pos) > 2 {
-		return a.usageErrorf(fs, "unexpected argument %q", pos[2])
-	}
-	count := func(what, s string) (int32, bool) {
+	// count reads a replica count; what names where it came from.
+	count := func(what, s string) (*int32, bool) {
 		n, err := strconv.ParseInt(s, 10, 32)
 		if err != nil || n < 0 {
 			a.usageErrorf(fs, "%s %q is not a replica count (a whole number of at least 0)", what, s)
-			return 0, false
+			return nil, false
 		}
-		return int32(n), true
+		n32 := int32(n)
+		return &n32, true
 	}
 	var setMin, setMax *int32
 	if len(pos) == 2 {
 		if *minF != "" {
 			return a.usageErrorf(fs, "give the count or --min, not both")
 		}
-		n, ok := count("N", pos[1])
-		if !ok {
+		if setMin, ok = count("N", pos[1]); !ok {
 			return exitUsage
 		}
-		setMin = &n
 	}
 	if *minF != "" {
-		n, ok := count("--min", *minF)
-		if !ok {
+		if setMin, ok = count("--min", *minF); !ok {
 			return exitUsage
 		}
-		setMin = &n
 	}
 	if *maxF != "" {
-		n, ok := count("--max", *maxF)
-		if !ok {
+		if setMax, ok = count("--max", *maxF); !ok {
 			return exitUsage
 		}
-		setMax = &n
 	}
 	if setMin == nil && setMax == nil {
 		return a.usageErrorf(fs, "missing the replica count: scale MODEL N, or --min/--max")

@@ -85,15 +85,23 @@ func ParseN(fs *flag.FlagSet, args []string, n int, what string) ([]string, erro
 // ParseNPrefixed is ParseN for a command whose errors name it: prefix
 // ("llmgw ctl drain: ") is printed before a wrong-count error.
 func ParseNPrefixed(fs *flag.FlagSet, args []string, prefix string, n int, what string) ([]string, error) {
+	return ParseRangePrefixed(fs, args, prefix, n, n, what)
+}
+
+// ParseRangePrefixed is ParseNPrefixed for a command whose last positional
+// arguments are optional: it takes from least to most of them (`scale
+// MODEL [N]`: 1 to 2). Fewer than least is "missing " and what; more than
+// most names the first one too many.
+func ParseRangePrefixed(fs *flag.FlagSet, args []string, prefix string, least, most int, what string) ([]string, error) {
 	pos, err := Parse(fs, args)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case len(pos) < n:
+	case len(pos) < least:
 		err = fmt.Errorf("missing %s", what)
-	case len(pos) > n:
-		err = fmt.Errorf("unexpected argument %q", pos[n])
+	case len(pos) > most:
+		err = fmt.Errorf("unexpected argument %q", pos[most])
 	default:
 		return pos, nil
 	}

@@ -10,23 +10,26 @@ import (
 
 func TestParse(t *testing.T) {
 	tests := []struct {
-		args     []string
-		wantPos  []string
-		wantJSON bool
+		args      []string
+		wantPos   []string
+		wantJSON  bool
+		wantModel string
 	}{
 		{args: []string{"m", "--json"}, wantPos: []string{"m"}, wantJSON: true},
 		{args: []string{"--json", "m"}, wantPos: []string{"m"}, wantJSON: true},
 		{args: []string{"a", "b"}, wantPos: []string{"a", "b"}},
 		{args: []string{"a", "--", "--json"}, wantPos: []string{"a", "--json"}},
+		{args: []string{"a", "--model", "x", "b", "--json"}, wantPos: []string{"a", "b"}, wantJSON: true, wantModel: "x"},
 		{args: nil},
 	}
 	for _, tt := range tests {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		asJSON := fs.Bool("json", false, "")
+		model := fs.String("model", "", "")
 		pos, err := Parse(fs, tt.args)
-		if err != nil || !slices.Equal(pos, tt.wantPos) || *asJSON != tt.wantJSON {
-			t.Errorf("Parse(%q) = %q, json %v, %v", tt.args, pos, *asJSON, err)
+		if err != nil || !slices.Equal(pos, tt.wantPos) || *asJSON != tt.wantJSON || *model != tt.wantModel {
+			t.Errorf("Parse(%q) = %q, json %v, model %q, %v", tt.args, pos, *asJSON, *model, err)
 		}
 	}
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
@@ -92,5 +95,25 @@ func TestParseNPrefixed(t *testing.T) {
 	_, err := ParseNPrefixed(fs, nil, "llmgw ctl drain: ", 1, "the node name")
 	if err == nil || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), "llmgw ctl drain: missing the node name\nusage: llmgw ctl drain NODE") {
 		t.Errorf("ParseNPrefixed() = %v, printed\n%s", err, out.String())
+	}
+}
+
+func TestParseRangePrefixed(t *testing.T) {
+	var out strings.Builder
+	fs := New("scale", "llmgw ctl scale MODEL [N]", &out)
+	for args, want := range map[string][]string{"m": {"m"}, "m 2": {"m", "2"}} {
+		if pos, err := ParseRangePrefixed(fs, strings.Fields(args), "llmgw ctl scale: ", 1, 2, "the model name"); err != nil || !slices.Equal(pos, want) {
+			t.Errorf("ParseRangePrefixed(%q) = %q, %v; want %q", args, pos, err, want)
+		}
+	}
+	for args, want := range map[string]string{
+		"":      "llmgw ctl scale: missing the model name\nusage: llmgw ctl scale MODEL [N]\n",
+		"m 2 3": "llmgw ctl scale: unexpected argument \"3\"\nusage: llmgw ctl scale MODEL [N]\n",
+	} {
+		out.Reset()
+		_, err := ParseRangePrefixed(fs, strings.Fields(args), "llmgw ctl scale: ", 1, 2, "the model name")
+		if err == nil || ExitCode(err) != 2 || out.String() != want {
+			t.Errorf("ParseRangePrefixed(%q) = %v, printed %q; want %q", args, err, out.String(), want)
+		}
 	}
 }
