@@ -277,32 +277,43 @@ func fmtSscan(rg string, n *int64) (int, error) {
 
 // TestPeerRecordCheck: bytes a peer sent while fetching a source that
 // lists no sha256 pass only when the peer's record, once complete, gives
-// their sha256; a record naming another, or a peer whose fetch did not
-// complete, is an error (on which fromPeer deletes the files it took
-// unchecked, before the next peer: TestRecordCheckFailsNextPeerServes).
+// their sha256; a record naming another, a peer whose fetch failed, or one
+// still fetching after stall_after is an error (on which fromPeer deletes
+// the files it took unchecked, before the next peer:
+// TestRecordCheckFailsNextPeerServes).
 func TestPeerRecordCheck(t *testing.T) {
+	const stall = 300 * time.Millisecond
 	body := []byte("bytes a peer sent while it fetched")
 	for _, tc := range []struct {
 		name   string
 		answer func(w http.ResponseWriter)
 		keep   bool
+		// waits: the check fails only once stall_after has passed.
+		waits bool
 	}{
 		{"record matches", func(w http.ResponseWriter) {
 			fmt.Fprintf(w, `{"source":"s","files":[{"path":"w.gguf","size":%d,"sha256":%q}]}`, len(body), weightsrv.SHA256(body))
-		}, true},
+		}, true, false},
 		{"record differs", func(w http.ResponseWriter) {
 			fmt.Fprintf(w, `{"source":"s","files":[{"path":"w.gguf","size":%d,"sha256":%q}]}`, len(body), weightsrv.SHA256([]byte("other")))
-		}, false},
-		{"fetch failed", func(w http.ResponseWriter) { http.NotFound(w, nil) }, false},
+		}, false, false},
+		{"fetch failed", func(w http.ResponseWriter) { http.NotFound(w, nil) }, false, false},
+		{"still fetching after stall_after", func(w http.ResponseWriter) {
+			fmt.Fprintf(w, `{"source":"s","fetching":true,"files":[{"path":"w.gguf","size":%d}]}`, len(body))
+		}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { tc.answer(w) }))
 			defer srv.Close()
-			c := newCache(t, Options{StallAfter: time.Second, PeerPoll: 10 * time.Millisecond})
+			c := newCache(t, Options{StallAfter: stall, PeerPoll: 10 * time.Millisecond})
 			landed := []download.Landed{{Path: "w.gguf", Size: int64(len(body)), SHA256: weightsrv.SHA256(body)}}
+			began := time.Now()
 			err := c.checkPeerRecord(context.Background(), srv.Client(), srv.URL+"/", Peer{Node: "node01"}, landed, []int{0})
 			if tc.keep != (err == nil) {
 				t.Fatalf("err %v, want kept %v", err, tc.keep)
+			}
+			if took := time.Since(began); tc.waits != (took >= stall) {
+				t.Errorf("the check took %s (%v), want waited stall_after %s: %v", took, err, stall, tc.waits)
 			}
 		})
 	}

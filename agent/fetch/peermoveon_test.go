@@ -228,15 +228,17 @@ func TestRecordCheckFailsNextPeerServes(t *testing.T) {
 }
 
 // TestFollowerNotCutWhenPeerFailsOver: a node takes every file of a set
-// from a peer still fetching it, then waits stall_after for that peer's
-// record to check a.bin (which the source gives no sha256 for); the peer
-// never completes, so the check fails and the node goes on to the source.
-// Its last byte is then older than stall_after, but the move is progress:
-// a follower asking the moment the node asks the source is told it idled
-// a moment (X-Llmgw-Fetching-Idle), and one following a.bin is not cut but
-// gets it whole as the source's bytes land.
+// from a peer still fetching it, then waits for that peer's record to
+// check a.bin (which the source gives no sha256 for). The wait lasts past
+// stall_after (the idle clock is moved on by that much: laterClock), then
+// the peer's fetch ends without an entry, so the check fails and the node
+// goes on to the source. Its last byte is then older than stall_after, but
+// the move is progress: a follower asking the moment the node asks the
+// source is told it idled a moment (X-Llmgw-Fetching-Idle), and one
+// following a.bin is not cut but gets it whole as the source's bytes land.
+// (The record check giving up at stall_after: TestPeerRecordCheck.)
 func TestFollowerNotCutWhenPeerFailsOver(t *testing.T) {
-	const stall = time.Second
+	const stall = 10 * time.Second
 	a := weightsrv.RandomBytes(192<<10, 97)
 	holdA := make(chan struct{})
 	defer close(holdA)
@@ -253,6 +255,7 @@ func TestFollowerNotCutWhenPeerFailsOver(t *testing.T) {
 	A := newCache(t, Options{Client: taggedClient("node01"), StallAfter: 30 * time.Second})
 	_, addrA := servePeer(t, A.PeerHandler(), s1(""))
 	B := newCache(t, Options{PeerClient: c2, PeerPoll: 10 * time.Millisecond, StallAfter: stall})
+	advance := laterClock(B)
 	followB := httptest.NewServer(B.PeerHandler())
 	defer followB.Close()
 
@@ -306,16 +309,34 @@ func TestFollowerNotCutWhenPeerFailsOver(t *testing.T) {
 	defer cancelA()
 	aDone := make(chan error, 1)
 	go func() { _, err := A.Resolve(ctxA, src, nil); aDone <- err }()
-	defer func() {
-		cancelA()
-		if err := <-aDone; !errors.Is(err, context.Canceled) {
-			t.Errorf("the peer's fetch, cancelled: %v", err)
-		}
-	}()
 	writing(t, A, src)
-	p, err := B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
-	if err != nil {
+	var p string
+	bDone := make(chan error, 1)
+	go func() {
+		var err error
+		p, err = B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
+		bDone <- err
+	}()
+	tmp := B.partialDir(src)
+	for deadline := time.Now().Add(20 * time.Second); fileSize(filepath.Join(tmp, "a.bin")) != int64(len(a)) || fileSize(filepath.Join(tmp, "b.bin")) != int64(len(o.b)); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the node never held both files from its peer")
+		}
+	}
+	// It waits on the peer's record past stall_after, no byte moving; then
+	// the peer's fetch ends without an entry, and the record check fails
+	// at once.
+	advance(stall + 100*time.Millisecond)
+	cancelA()
+	cancelled := time.Now()
+	if err := <-aDone; !errors.Is(err, context.Canceled) {
+		t.Errorf("the peer's fetch, cancelled: %v", err)
+	}
+	if err := <-bDone; err != nil {
 		t.Fatalf("the node: %v", err)
+	}
+	if d := time.Since(cancelled); d >= stall/2 {
+		t.Errorf("the node took %s after its peer's fetch ended to finish from the source, want its record check to fail at once", d)
 	}
 	if n := o.count("", "/s/v/a.bin"); n != 1 {
 		t.Fatalf("the node asked the source for a.bin %d times, want once (after its peer's record check failed)", n)
