@@ -73,22 +73,26 @@ func serve(b *testing.B, h http.Handler) string {
 	return "http://" + l.Addr().String()
 }
 
-// setup starts a sim engine in this process, the process of the load,
-// and in front of it a gateway and, as a reference for the cost of any
-// proxy hop on this machine, a bare httputil.ReverseProxy: in this
-// process too (apart false), or in a process of their own (apart true).
-// It returns the three base URLs and an API key.
+// setup starts a sim engine and in front of it a gateway and, as a
+// reference for the cost of any proxy hop on this machine, a bare
+// httputil.ReverseProxy: all in this process, the process of the load
+// (apart false), or each in a process of its own (apart true). It
+// returns the three base URLs and an API key.
 //
 // Apart, the proxies' process is bound to a CPU of its own and the load
-// (the client and the engine) to the others, as proxy benchmarks bind
-// load generator, proxy and upstream to separate cores, and as in
-// production, where clients and engines are other machines: what a proxy
-// does after its last write (settling, metrics, the rest of a stream's
-// events) is then off the client's way, and a client's or an engine's
-// work does not take the proxy's CPU. The load's process collects its
-// garbage less often (GOGC 400) while bound: the load generator is not
-// what is measured, and its collections are pauses every path would
-// meet at random. The proxies' process runs as deployed.
+// generator and the engine, in a process each, to the others, as proxy
+// benchmarks bind load generator, proxy and upstream to separate cores,
+// and as in production, where clients and engines are other machines:
+// what a proxy does after its last write (settling, metrics, the rest of
+// a stream's events) is then off the client's way, a client's or an
+// engine's work does not take the proxy's CPU, and the engine's work
+// after its first event (the rest of the answer; with the gateway, the
+// usage chunk it asks for) is the kernel's to interleave with the
+// client's, not a Go scheduler's that looks at the network only once
+// the engine's goroutine parks. The load's process collects its garbage
+// less often (GOGC 400) while bound: the load generator is not what is
+// measured, and its collections are pauses every path would meet at
+// random. The proxies' and the engine's processes run as deployed.
 //
 // In one Go runtime on this 2-core machine the figures say something
 // else: a client's wake-up waits until the goroutine that answered it
@@ -97,17 +101,13 @@ func serve(b *testing.B, h http.Handler) string {
 // figure reads the proxy's CPU per request.
 func setup(b *testing.B, apart bool) (direct, gw, bare, key string) {
 	b.Helper()
-	eng, err := simengine.New(simengine.Config{Host: "127.0.0.1", ServedModelName: model}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	direct = serve(b, eng.Handler())
 	if apart {
 		load, cpus, ok := splitCPUs()
 		if !ok {
 			b.Fatal("the proxies apart need two CPUs, one of their own")
 		}
-		gw, bare, key = startProxies(b, direct, cpus)
+		direct = startHelper(b, "engine", load, engineEnv+"=1")[0]
+		f := startHelper(b, "proxies", cpus, proxiesEnv+"="+direct)
 		was, err := pinProcess(load)
 		if err != nil {
 			b.Fatal(err)
@@ -121,8 +121,13 @@ func setup(b *testing.B, apart bool) (direct, gw, bare, key string) {
 			}
 			runtime.SetDefaultGOMAXPROCS()
 		})
-		return direct, gw, bare, key
+		return direct, f[0], f[1], f[2]
 	}
+	eng, err := simengine.New(simengine.Config{Host: "127.0.0.1", ServedModelName: model}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	direct = serve(b, eng.Handler())
 	p, err := newProxies(b.TempDir(), direct)
 	if err != nil {
 		b.Fatal(err)
@@ -137,17 +142,23 @@ func setup(b *testing.B, apart bool) (direct, gw, bare, key string) {
 // input closes.
 const proxiesEnv = "LLMGW_BENCH_PROXIES_FOR"
 
-// proxiesCPUsEnv lists the CPUs the proxies' process binds itself to, as
-// fmt prints a []int ("[1]").
-const proxiesCPUsEnv = "LLMGW_BENCH_PROXIES_CPUS"
+// engineEnv, set, makes the test binary the engine's process (TestMain):
+// it serves a sim engine, prints its URL, and runs until its standard
+// input closes.
+const engineEnv = "LLMGW_BENCH_ENGINE"
 
-// startProxies starts the proxies' process in front of the engine at
-// engine and returns the gateway's and the bare proxy's URLs and an API
-// key; the process ends with the benchmark.
-func startProxies(b *testing.B, engine string, cpus []int) (gw, bare, key string) {
+// cpusEnv lists the CPUs a helper process binds itself to, as fmt prints
+// a []int ("[1]").
+const cpusEnv = "LLMGW_BENCH_CPUS"
+
+// startHelper starts the test binary again as a helper process (the
+// engine's or the proxies', by env), bound to cpus, and returns the
+// fields of the line it prints after its role; the process ends with the
+// benchmark.
+func startHelper(b *testing.B, role string, cpus []int, env ...string) []string {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), proxiesEnv+"="+engine, proxiesCPUsEnv+"="+fmt.Sprint(cpus))
+	cmd.Env = append(append(os.Environ(), cpusEnv+"="+fmt.Sprint(cpus)), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -163,16 +174,58 @@ func startProxies(b *testing.B, engine string, cpus []int) (gw, bare, key string
 	b.Cleanup(func() {
 		_ = stdin.Close()
 		if err := cmd.Wait(); err != nil {
-			b.Errorf("proxies' process: %v", err)
+			b.Errorf("%s process: %v", role, err)
 		}
 	})
 	line, err := bufio.NewReader(out).ReadString('\n')
 	f := strings.Fields(line)
-	if err != nil || len(f) != 4 || f[0] != "proxies" {
-		b.Fatalf("proxies' process said %q (%v), not its URLs", line, err)
+	if err != nil || len(f) < 2 || f[0] != role {
+		b.Fatalf("%s process said %q (%v), not its URLs", role, line, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return f[1], f[2], f[3]
+	return f[1:]
+}
+
+// bindHelper binds a helper process to the CPUs cpusEnv lists.
+func bindHelper() error {
+	var cpus []int
+	for _, f := range strings.Fields(strings.Trim(os.Getenv(cpusEnv), "[]")) {
+		c, err := strconv.Atoi(f)
+		if err != nil {
+			return fmt.Errorf("%s=%q: %w", cpusEnv, os.Getenv(cpusEnv), err)
+		}
+		cpus = append(cpus, c)
+	}
+	if len(cpus) == 0 {
+		return nil
+	}
+	if _, err := pinProcess(cpus); err != nil {
+		return err
+	}
+	runtime.GOMAXPROCS(len(cpus))
+	return nil
+}
+
+// serveEngine is the engine's process: it serves a sim engine until its
+// standard input closes.
+func serveEngine() error {
+	if err := bindHelper(); err != nil {
+		return err
+	}
+	eng, err := simengine.New(simengine.Config{Host: "127.0.0.1", ServedModelName: model}, nil)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: eng.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	fmt.Printf("engine http://%s\n", l.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the benchmark ends
+	return nil
 }
 
 // proxies are the gateway with everything on (key authentication over a
@@ -262,19 +315,8 @@ func newProxies(dir, engine string) (*proxies, error) {
 // serveProxies is the proxies' process: it serves them in front of the
 // engine at engine until its standard input closes.
 func serveProxies(engine string) error {
-	var cpus []int
-	for _, f := range strings.Fields(strings.Trim(os.Getenv(proxiesCPUsEnv), "[]")) {
-		c, err := strconv.Atoi(f)
-		if err != nil {
-			return fmt.Errorf("%s=%q: %w", proxiesCPUsEnv, os.Getenv(proxiesCPUsEnv), err)
-		}
-		cpus = append(cpus, c)
-	}
-	if len(cpus) > 0 {
-		if _, err := pinProcess(cpus); err != nil {
-			return err
-		}
-		runtime.GOMAXPROCS(len(cpus))
+	if err := bindHelper(); err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp("", "llmgw-bench-")
 	if err != nil {

@@ -35,6 +35,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv(engineEnv) != "" {
+		if err := serveEngine(); err != nil {
+			fmt.Fprintf(os.Stderr, "engine: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(pgtest.Main(m))
 }
 
