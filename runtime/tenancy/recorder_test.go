@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +40,64 @@ func (w *flakyWriter) count() int {
 	return len(w.rows)
 }
 
+// failNth fails its nth write (counting from 1) once, else appends.
+type failNth struct {
+	n, calls int
+	sizes    []int
+	rows     []store.UsageRow
+}
+
+func (w *failNth) InsertUsage(_ context.Context, rows []store.UsageRow) error {
+	w.calls++
+	if w.calls == w.n {
+		return errors.New("disk full")
+	}
+	w.sizes = append(w.sizes, len(rows))
+	w.rows = append(w.rows, rows...)
+	return nil
+}
+
+// TestFlushWritesInChunks: a flush writes at most writeChunk rows to a
+// transaction; when one fails, the rows already written stay written and
+// only the rest are tried again, in order, so no row is lost or doubled.
+func TestFlushWritesInChunks(t *testing.T) {
+	w := &failNth{n: 3}
+	r := NewRecorder(RecorderOptions{Store: w, FlushInterval: time.Hour})
+	defer func() { _ = r.Close(t.Context()) }()
+	for i := range 100 {
+		r.Observe(record("p", i))
+	}
+	if r.flush() {
+		t.Fatal("the flush whose third transaction failed reported success")
+	}
+	r.mu.Lock()
+	left := len(r.pending)
+	r.mu.Unlock()
+	if left != 100-2*writeChunk {
+		t.Fatalf("after a failed third transaction %d rows wait, want %d", left, 100-2*writeChunk)
+	}
+	if !r.flush() {
+		t.Fatal("the second flush failed")
+	}
+	// Two transactions before the failure, then the rest, each at most
+	// writeChunk rows.
+	want := []int{writeChunk, writeChunk}
+	for left := 100 - 2*writeChunk; left > 0; left -= writeChunk {
+		want = append(want, min(left, writeChunk))
+	}
+	if !slices.Equal(w.sizes, want) {
+		t.Errorf("transactions of %v rows, want %v", w.sizes, want)
+	}
+	if len(w.rows) != 100 {
+		t.Fatalf("%d rows written, want 100", len(w.rows))
+	}
+	for i, row := range w.rows {
+		if row.CompletionTokens != int64(i) {
+			t.Fatalf("row %d has completion %d: rows lost, doubled or out of order", i, row.CompletionTokens)
+		}
+	}
+}
+
 func record(project string, completion int) request.Record {
 	return request.Record{Principal: request.Principal{KeyID: "k", Project: project}, Model: "m", Status: 200,
 		PromptTokens: 3, CompletionTokens: completion, Endpoint: "/v1/chat/completions", RequestID: "r"}
@@ -64,8 +123,9 @@ func TestRecorderBatchesAndFlushesOnClose(t *testing.T) {
 	if err := r.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if w.count() != 100 || w.writes != 1 {
-		t.Fatalf("after Close: %d rows in %d writes, want 100 in 1", w.count(), w.writes)
+	// Batched: one transaction per writeChunk rows, not one per request.
+	if want := (100 + writeChunk - 1) / writeChunk; w.count() != 100 || w.writes != want {
+		t.Fatalf("after Close: %d rows in %d writes, want 100 in %d", w.count(), w.writes, want)
 	}
 	if w.rows[5].Cost != 8 || w.rows[5].Project != "p" || w.rows[5].KeyID != "k" || w.rows[5].CompletionTokens != 5 {
 		t.Errorf("row = %+v", w.rows[5])
@@ -131,13 +191,16 @@ func TestRecorderCloseGivesUp(t *testing.T) {
 }
 
 // BenchmarkUsageWrites measures rows per second into a real SQLite store
-// through the recorder's batch path.
+// through the recorder's flush: 1,000 rows pending at a time, written
+// writeChunk to a transaction with writePause between two.
 func BenchmarkUsageWrites(b *testing.B) {
 	st, err := store.Open(b.Context(), b.TempDir()+"/usage.db")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer st.Close()
+	r := NewRecorder(RecorderOptions{Store: st, FlushInterval: time.Hour})
+	defer func() { _ = r.Close(b.Context()) }()
 	batch := make([]store.UsageRow, 1000)
 	for i := range batch {
 		batch[i] = store.UsageRow{At: time.Now(), RequestID: "0123456789abcdef0123456789abcdef", Project: "default",
@@ -147,8 +210,11 @@ func BenchmarkUsageWrites(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		if err := st.InsertUsage(b.Context(), batch); err != nil {
-			b.Fatal(err)
+		r.mu.Lock()
+		r.pending = append(r.pending, batch...)
+		r.mu.Unlock()
+		if !r.flush() {
+			b.Fatal("flush failed")
 		}
 	}
 	b.ReportMetric(float64(b.N*len(batch))/time.Since(start).Seconds(), "rows/s")
