@@ -98,7 +98,7 @@ func NewRecorder(opts RecorderOptions) *Recorder {
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmgw_usage_write_failures_total",
 			Help: "Failed writes of usage rows (retried)."}),
 		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "llmgw_usage_flush_seconds",
-			Help: "Time to write one transaction of usage rows (at most 32).", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
+			Help: fmt.Sprintf("Time to write one transaction of usage rows (at most %d).", writeChunk), Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
 	}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(r.written, r.dropped, r.failures, r.flushSeconds)
