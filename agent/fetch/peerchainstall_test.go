@@ -61,11 +61,7 @@ func TestFollowerChainRidesOutStalledHead(t *testing.T) {
 		pathC = p
 		errs <- err
 	}()
-	for deadline := time.Now().Add(20 * time.Second); heldBytes(C.partialDir(src), "w.gguf") < 128<<10; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("node03 never held 128 KiB")
-		}
-	}
+	awaitHeld(t, C.partialDir(src), "w.gguf", 128<<10, says("node03 never held 128 KiB"))
 	frozen.freeze()
 	froze := time.Now()
 	held := heldBytes(C.partialDir(src), "w.gguf")

@@ -58,11 +58,7 @@ func TestFollowerPauseRehashesNothing(t *testing.T) {
 		pathB = p
 		errs <- err
 	}()
-	for deadline := time.Now().Add(20 * time.Second); heldBytes(dirB, "c.bin") < 32<<10; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("node02 never reached the third file")
-		}
-	}
+	awaitHeld(t, dirB, "c.bin", 32<<10, says("node02 never reached the third file"))
 	aSwitch.wait.Store(true)
 	srvA.CloseClientConnections()
 	for range 2 {

@@ -3,6 +3,7 @@ package fetch
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -92,6 +93,20 @@ func heldBytes(dir, name string) int64 {
 	return max(fileSize(download.PartialName(filepath.Join(dir, name))), fileSize(filepath.Join(dir, name)))
 }
 
+// awaitHeld waits until dir holds at least n bytes of name (heldBytes),
+// failing with what's message after 20 s.
+func awaitHeld(t *testing.T, dir, name string, n int64, what func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); heldBytes(dir, name) < n; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(what())
+		}
+	}
+}
+
+// says is a fixed message for awaitHeld.
+func says(msg string) func() string { return func() string { return msg } }
+
 // TestFollowerWaitsMidFileOnPeerThatWaits: node02 follows node01, which
 // follows node03, which fetches from a slow source. Mid-file, node03 stops
 // writing files and waits (it answers 503 with its growing progress until
@@ -142,11 +157,9 @@ func TestFollowerWaitsMidFileOnPeerThatWaits(t *testing.T) {
 	}()
 	// Mid-file on both followers: node03 stops offering its files, and
 	// the answer node01 follows is cut.
-	for deadline := time.Now().Add(20 * time.Second); heldBytes(B.partialDir(src), "w.gguf") < 128<<10; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("node02 never held 128 KiB (node01 holds %d)", heldBytes(A.partialDir(src), "w.gguf"))
-		}
-	}
+	awaitHeld(t, B.partialDir(src), "w.gguf", 128<<10, func() string {
+		return fmt.Sprintf("node02 never held 128 KiB (node01 holds %d)", heldBytes(A.partialDir(src), "w.gguf"))
+	})
 	cSwitch.wait.Store(true)
 	srvC.CloseClientConnections()
 	switched := time.Now()
@@ -285,11 +298,7 @@ func TestFollowerRidesOutShortPeerPause(t *testing.T) {
 		pathB = p
 		errs <- err
 	}()
-	for deadline := time.Now().Add(20 * time.Second); heldBytes(B.partialDir(src), "w.gguf") < 128<<10; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("node02 never held 128 KiB")
-		}
-	}
+	awaitHeld(t, B.partialDir(src), "w.gguf", 128<<10, says("node02 never held 128 KiB"))
 	frozen.freeze()
 	time.Sleep(stall / 2) // the pause under test: no condition ends it sooner
 	frozen.thaw()
@@ -361,11 +370,7 @@ func followerLeavesStalledPeer(t *testing.T, source string) {
 		pathB = p
 		bDone <- err
 	}()
-	for deadline := time.Now().Add(20 * time.Second); heldBytes(B.partialDir(src), "w.gguf") < 128<<10; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("node02 never held 128 KiB")
-		}
-	}
+	awaitHeld(t, B.partialDir(src), "w.gguf", 128<<10, says("node02 never held 128 KiB"))
 	frozen.freeze()
 	froze := time.Now()
 	m.Mu.Lock()
