@@ -13,6 +13,28 @@ import (
 	"github.com/llmgw/llmgw/testkit/pgtest"
 )
 
+// olderSQLite and olderPostgres open a store and, beside it, a raw
+// connection to the same database (an older release's statements), with
+// the placeholder rewrite its dialect needs.
+func olderSQLite(t *testing.T) (store.Store, *sql.DB, func(string) string) {
+	path := filepath.Join(t.TempDir(), "llmgw.db")
+	s, err := store.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return s, db, func(q string) string { return q }
+}
+
+func olderPostgres(t *testing.T) (store.Store, *sql.DB, func(string) string) {
+	dsn := pgtest.NewDatabase(t)
+	return openPostgres(t, dsn), rawPostgres(t, dsn), dollars
+}
+
 // TestThreadFromOlderRelease: a thread an older release wrote after
 // this one migrated (a rolling upgrade: that release inserts without
 // naming revision) is continued, not lost: the next write at the
@@ -26,23 +48,8 @@ func TestThreadFromOlderRelease(t *testing.T) {
 		// defaultRevision is what the older release's insert gets.
 		defaultRevision int64
 	}{
-		{"sqlite", func(t *testing.T) (store.Store, *sql.DB, func(string) string) {
-			path := filepath.Join(t.TempDir(), "llmgw.db")
-			s, err := store.Open(t.Context(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			db, err := sql.Open("sqlite", path+"?_busy_timeout=5000")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return s, db, func(q string) string { return q }
-		}, 0},
-		{"postgres", func(t *testing.T) (store.Store, *sql.DB, func(string) string) {
-			dsn := pgtest.NewDatabase(t)
-			return openPostgres(t, dsn), rawPostgres(t, dsn), dollars
-		}, 1},
+		{"sqlite", olderSQLite, 0},
+		{"postgres", olderPostgres, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -113,23 +120,8 @@ func TestThreadTurnKeyAfterOlderRelease(t *testing.T) {
 		name string
 		open func(t *testing.T) (store.Store, *sql.DB, func(string) string)
 	}{
-		{"sqlite", func(t *testing.T) (store.Store, *sql.DB, func(string) string) {
-			path := filepath.Join(t.TempDir(), "llmgw.db")
-			s, err := store.Open(t.Context(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			db, err := sql.Open("sqlite", path+"?_busy_timeout=5000")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return s, db, func(q string) string { return q }
-		}},
-		{"postgres", func(t *testing.T) (store.Store, *sql.DB, func(string) string) {
-			dsn := pgtest.NewDatabase(t)
-			return openPostgres(t, dsn), rawPostgres(t, dsn), dollars
-		}},
+		{"sqlite", olderSQLite},
+		{"postgres", olderPostgres},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
