@@ -405,7 +405,7 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 	// w is how this node watches the peer: when a byte last came from it,
 	// or the bytes it reports last changed.
 	w := &peerWatch{last: -1, moved: time.Now()}
-	if err := c.waitPeer(ctx, client, base, peer, p, cl, w, false); err != nil {
+	if err := c.waitPeer(ctx, client, base, peer, p, cl, w, nil); err != nil {
 		return nil, err
 	}
 	d := &download.Downloader{
@@ -487,7 +487,7 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 		// the next source once they have not for StallAfter.
 		held := p.Bytes()
 		c.log.Info("a followed peer stopped sending, waiting on it", "peer", peer.Node, "key", key, "held_bytes", held, "err", err)
-		if werr := c.waitPeer(ctx, client, base, peer, p, cl, w, true); werr != nil {
+		if werr := c.waitPeer(ctx, client, base, peer, p, cl, w, err); werr != nil {
 			if ctx.Err() == nil {
 				c.log.Warn("giving up on a followed peer, the next source resumes from the bytes held", "peer", peer.Node, "key", key, "held_bytes", held, "err", werr)
 			}
@@ -517,6 +517,10 @@ type peerWatch struct {
 	mu    sync.Mutex
 	last  int64 // the bytes it last reported, -1 when none is known
 	moved time.Time
+	// completeFailed is set once a fetch from the peer failed after the
+	// peer said its entry was complete: one more such failure is the
+	// peer's, and it is left (waitPeer).
+	completeFailed bool
 }
 
 func (w *peerWatch) touch() {
@@ -614,8 +618,12 @@ func peerGrace(stallAfter time.Duration) time.Duration { return stallAfter / 4 }
 // moved nothing for StallAfter is given up, a resumed one no sooner than
 // peerGrace after the wait began: by the peer's own account (idleHeader),
 // or, from an agent that gives none, by w (when it last moved as seen from
-// here). So is a peer that does not answer within StallAfter.
-func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, peer Peer, p *download.Progress, cl *call, w *peerWatch, resumed bool) error {
+// here). So is a peer that does not answer within StallAfter. failed is
+// the error that cut the answer (resumed), nil before the first fetch. A
+// complete peer whose files failed twice is given up with that error:
+// what fails then is the peer, not its growing entry.
+func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, peer Peer, p *download.Progress, cl *call, w *peerWatch, failed error) error {
+	resumed := failed != nil
 	began := time.Now()
 	c.waitingOn(cl, true)
 	defer c.waitingOn(cl, false)
@@ -645,7 +653,14 @@ func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, 
 		done, _ := strconv.ParseInt(fetching, 10, 64)
 		switch resp.StatusCode {
 		case http.StatusOK:
-			if w.saw(done) || !resumed || fetching == "" {
+			if resumed && fetching == "" {
+				if w.completeFailed {
+					return fmt.Errorf("peer %s: its entry is complete and sending it failed again: %w", peer.Node, failed)
+				}
+				w.completeFailed = true
+				return nil
+			}
+			if w.saw(done) || !resumed {
 				return nil
 			}
 		case http.StatusServiceUnavailable:

@@ -216,3 +216,46 @@ func (c *cutAfter) Write(b []byte) (int, error) {
 	}
 	return n, err
 }
+
+// TestCompletePeerFailingIsLeft: a peer whose entry is complete but whose
+// file answers keep failing (500) is tried again once, then left for the
+// source; the node does not ask it for ever.
+func TestCompletePeerFailingIsLeft(t *testing.T) {
+	m, origin := weightsrv.New(t)
+	body := weightsrv.RandomBytes(300<<10, 43)
+	m.Files["m/v/w.gguf"] = body
+	source := origin.URL + "/m/v/w.gguf"
+	tlsFor := peerPKI(t, "node01", "node02")
+	s1, _ := tlsFor("node01")
+	_, c2 := tlsFor("node02")
+	a := newCache(t, Options{})
+	if _, err := a.Resolve(context.Background(), source, nil); err != nil {
+		t.Fatal(err)
+	}
+	var gets atomic.Int64
+	inner := a.PeerHandler()
+	_, addr := servePeer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/") && r.Method == http.MethodGet {
+			gets.Add(1)
+			http.Error(w, "disk error", http.StatusInternalServerError)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}), s1(""))
+	b := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	path, err := b.ResolveFrom(ctx, source, []Peer{{Node: "node01", Address: addr}}, nil)
+	if err != nil {
+		t.Fatalf("resolving past a failing complete peer: %v (the peer was asked %d times)", err, gets.Load())
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, body) {
+		t.Fatal("the file differs")
+	}
+	if n := m.Count("m/v/w.gguf"); n != 2 {
+		t.Errorf("the source was asked %d times, want 2 (node01's fetch, then node02's once it left node01)", n)
+	}
+	if n := gets.Load(); n > 6 {
+		t.Errorf("the failing peer was asked %d times for its file, want a bounded few", n)
+	}
+}
