@@ -40,6 +40,9 @@ type dialect struct {
 	// (PostgreSQL); SQLite needs none, its write transactions are
 	// exclusive.
 	forShare string
+	// usageChunk is the most usage rows a background writer should put in
+	// one transaction (UsageChunk); 0 for no bound.
+	usageChunk int
 }
 
 // rebind returns query with its ? placeholders in the dialect's style. A ?

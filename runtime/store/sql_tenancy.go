@@ -347,6 +347,12 @@ const usageColumnCount = 14
 // backends' parameter limits.
 const usageChunk = 200
 
+// UsageChunk is the most rows a background writer should give one
+// InsertUsage: with SQLite a transaction is CPU work in this process that
+// the Go scheduler does not interrupt for milliseconds; with PostgreSQL it
+// is a round trip, and no bound (0) keeps batches whole.
+func (s *sqlStore) UsageChunk() int { return s.d.usageChunk }
+
 // InsertUsage stores rows in one transaction.
 func (s *sqlStore) InsertUsage(ctx context.Context, rows []UsageRow) (err error) {
 	if len(rows) == 0 {

@@ -24,9 +24,6 @@ const (
 	DefaultMaxPending = 1_000_000
 	// flushBatch starts a write early when this many rows are waiting.
 	flushBatch = 5000
-	// writeChunk is the most rows one transaction writes: about a quarter
-	// of a millisecond of CPU on SQLite on the bench machine.
-	writeChunk = 8
 	// writePause parks the writer between two transactions of a flush
 	// when the process has one processor (flush).
 	writePause = 100 * time.Microsecond
@@ -35,6 +32,12 @@ const (
 // UsageWriter is where usage rows go; store.Store implements it.
 type UsageWriter interface {
 	InsertUsage(ctx context.Context, rows []store.UsageRow) error
+}
+
+// chunkedWriter is a UsageWriter whose transactions should hold at most
+// UsageChunk rows (store.Store on SQLite: 8; 0 for no bound).
+type chunkedWriter interface {
+	UsageChunk() int
 }
 
 // RecorderOptions configure a Recorder.
@@ -98,7 +101,7 @@ func NewRecorder(opts RecorderOptions) *Recorder {
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmgw_usage_write_failures_total",
 			Help: "Failed writes of usage rows (retried)."}),
 		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "llmgw_usage_flush_seconds",
-			Help: fmt.Sprintf("Time to write one transaction of usage rows (at most %d).", writeChunk), Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
+			Help: "Time to write one transaction of usage rows (at most 8 on SQLite, a whole batch on PostgreSQL).", Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10)}),
 	}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(r.written, r.dropped, r.failures, r.flushSeconds)
@@ -199,36 +202,43 @@ func (r *Recorder) run() {
 		case <-t.C:
 		case <-r.kick:
 		}
-		r.flush()
+		r.flush(true)
 	}
 }
 
-// flush writes the pending rows, writeChunk to a transaction; on failure
-// the rows not yet written are put back in front to be tried again.
+// flush writes the pending rows, as many to a transaction as the store
+// takes (chunkedWriter; all of them otherwise); on failure the rows not
+// yet written are put back in front to be tried again.
 //
-// The store's writes are CPU work the Go scheduler does not interrupt for
-// milliseconds (SQLite is Go code here): a batch of a few hundred rows in
-// one transaction held a processor for 2–3 ms, and with one processor
+// SQLite's writes are CPU work the Go scheduler does not interrupt for
+// milliseconds (it is Go code here): a batch of a few hundred rows in one
+// transaction held a processor for 2–3 ms, and with one processor
 // (GOMAXPROCS 1: a control plane on one CPU) every request arriving
 // meanwhile waited for it, the network being looked at only when the
-// processor is idle. There the writer parks writePause between two
-// transactions, which lets the processor run the requests that came in
-// (the gateway overhead bench, proxies on one CPU, p99 added at 1,000
+// processor is idle. So the store bounds a transaction at 8 rows, and
+// with one processor and pause set the writer parks writePause between
+// two, which lets the processor run the requests that came in (the
+// gateway overhead bench, proxies on one CPU, p99 added at 1,000
 // requests/s: 0.95–1.8 ms with whole batches, 0.86–0.93 ms in chunks of
 // 8, 0.45–0.6 ms with no flush at all). With more processors the others
-// serve requests and the writer does not pause. A pause costs the writer
-// about a millisecond when nothing else runs (the poller's resolution),
-// so alone on one processor it writes about 6,000 rows a second, more
-// when requests keep the processor busy; with two processors about
-// 40,000 (BenchmarkUsageWrites).
-func (r *Recorder) flush() bool {
+// serve requests and the writer does not pause, nor does it when closing
+// (what is left is written as fast as it can be). A pause costs the
+// writer about a millisecond when nothing else runs (the poller's
+// resolution), so alone on one processor it writes about 6,000 rows a
+// second, more when requests keep the processor busy; with two processors
+// about 40,000 (BenchmarkUsageWrites).
+func (r *Recorder) flush(pause bool) bool {
 	r.mu.Lock()
 	rows := r.pending
 	r.pending, r.writing = nil, rows
 	r.mu.Unlock()
-	pause := runtime.GOMAXPROCS(0) == 1
+	pause = pause && runtime.GOMAXPROCS(0) == 1
+	chunk := len(rows)
+	if cw, ok := r.opts.Store.(chunkedWriter); ok && cw.UsageChunk() > 0 {
+		chunk = cw.UsageChunk()
+	}
 	for len(rows) > 0 {
-		n := min(len(rows), writeChunk)
+		n := min(len(rows), chunk)
 		if !r.write(rows[:n]) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -278,7 +288,7 @@ func (r *Recorder) Close(ctx context.Context) error {
 	r.mu.Unlock()
 	close(r.stop)
 	<-r.done
-	for !r.flush() {
+	for !r.flush(false) {
 		select {
 		case <-ctx.Done():
 			r.mu.Lock()

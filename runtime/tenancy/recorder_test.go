@@ -40,12 +40,18 @@ func (w *flakyWriter) count() int {
 	return len(w.rows)
 }
 
-// failNth fails its nth write (counting from 1) once, else appends.
+// testChunk is the rows failNth takes to a transaction.
+const testChunk = 8
+
+// failNth fails its nth write (counting from 1) once, else appends; it
+// takes testChunk rows to a transaction.
 type failNth struct {
 	n, calls int
 	sizes    []int
 	rows     []store.UsageRow
 }
+
+func (w *failNth) UsageChunk() int { return testChunk }
 
 func (w *failNth) InsertUsage(_ context.Context, rows []store.UsageRow) error {
 	w.calls++
@@ -57,7 +63,7 @@ func (w *failNth) InsertUsage(_ context.Context, rows []store.UsageRow) error {
 	return nil
 }
 
-// TestFlushWritesInChunks: a flush writes at most writeChunk rows to a
+// TestFlushWritesInChunks: a flush writes at most the store's UsageChunk rows to a
 // transaction; when one fails, the rows already written stay written and
 // only the rest are tried again, in order, so no row is lost or doubled.
 func TestFlushWritesInChunks(t *testing.T) {
@@ -67,23 +73,23 @@ func TestFlushWritesInChunks(t *testing.T) {
 	for i := range 100 {
 		r.Observe(record("p", i))
 	}
-	if r.flush() {
+	if r.flush(false) {
 		t.Fatal("the flush whose third transaction failed reported success")
 	}
 	r.mu.Lock()
 	left := len(r.pending)
 	r.mu.Unlock()
-	if left != 100-2*writeChunk {
-		t.Fatalf("after a failed third transaction %d rows wait, want %d", left, 100-2*writeChunk)
+	if left != 100-2*testChunk {
+		t.Fatalf("after a failed third transaction %d rows wait, want %d", left, 100-2*testChunk)
 	}
-	if !r.flush() {
+	if !r.flush(false) {
 		t.Fatal("the second flush failed")
 	}
 	// Two transactions before the failure, then the rest, each at most
-	// writeChunk rows.
-	want := []int{writeChunk, writeChunk}
-	for left := 100 - 2*writeChunk; left > 0; left -= writeChunk {
-		want = append(want, min(left, writeChunk))
+	// testChunk rows.
+	want := []int{testChunk, testChunk}
+	for left := 100 - 2*testChunk; left > 0; left -= testChunk {
+		want = append(want, min(left, testChunk))
 	}
 	if !slices.Equal(w.sizes, want) {
 		t.Errorf("transactions of %v rows, want %v", w.sizes, want)
@@ -95,6 +101,21 @@ func TestFlushWritesInChunks(t *testing.T) {
 		if row.CompletionTokens != int64(i) {
 			t.Fatalf("row %d has completion %d: rows lost, doubled or out of order", i, row.CompletionTokens)
 		}
+	}
+}
+
+// TestSQLiteBoundsUsageTransactions: the SQLite store asks for
+// transactions of 8 usage rows (its writes hold a processor), the
+// recorder's fallback being whole batches.
+func TestSQLiteBoundsUsageTransactions(t *testing.T) {
+	st, err := store.Open(t.Context(), t.TempDir()+"/usage.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cw, ok := st.(chunkedWriter)
+	if !ok || cw.UsageChunk() != 8 {
+		t.Fatalf("the SQLite store does not bound a usage transaction at 8 rows (chunkedWriter %v)", ok)
 	}
 }
 
@@ -123,9 +144,9 @@ func TestRecorderBatchesAndFlushesOnClose(t *testing.T) {
 	if err := r.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	// Batched: one transaction per writeChunk rows, not one per request.
-	if want := (100 + writeChunk - 1) / writeChunk; w.count() != 100 || w.writes != want {
-		t.Fatalf("after Close: %d rows in %d writes, want 100 in %d", w.count(), w.writes, want)
+	// A store with no bound on a transaction takes the batch whole.
+	if w.count() != 100 || w.writes != 1 {
+		t.Fatalf("after Close: %d rows in %d writes, want 100 in 1", w.count(), w.writes)
 	}
 	if w.rows[5].Cost != 8 || w.rows[5].Project != "p" || w.rows[5].KeyID != "k" || w.rows[5].CompletionTokens != 5 {
 		t.Errorf("row = %+v", w.rows[5])
@@ -158,7 +179,7 @@ func TestRecorderRetriesAndBoundsMemory(t *testing.T) {
 	for i := 0; i < 15; i++ {
 		r.Observe(record("p", i))
 	}
-	if r.flush() {
+	if r.flush(false) {
 		t.Fatal("flush reported success while the store fails")
 	}
 	if got := testutil.ToFloat64(r.dropped); got != 5 {
@@ -192,7 +213,8 @@ func TestRecorderCloseGivesUp(t *testing.T) {
 
 // BenchmarkUsageWrites measures rows per second into a real SQLite store
 // through the recorder's flush: 1,000 rows pending at a time, written
-// writeChunk to a transaction with writePause between two.
+// 8 to a transaction (SQLite's UsageChunk), with writePause between two
+// when the process has one processor.
 func BenchmarkUsageWrites(b *testing.B) {
 	st, err := store.Open(b.Context(), b.TempDir()+"/usage.db")
 	if err != nil {
@@ -213,7 +235,7 @@ func BenchmarkUsageWrites(b *testing.B) {
 		r.mu.Lock()
 		r.pending = append(r.pending, batch...)
 		r.mu.Unlock()
-		if !r.flush() {
+		if !r.flush(true) {
 			b.Fatal("flush failed")
 		}
 	}
