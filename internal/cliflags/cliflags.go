@@ -79,19 +79,14 @@ func ParseNoArgs(fs *flag.FlagSet, args []string) error {
 // naming them for the error when some are missing; a wrong count is an
 // error printed with the usage, as a bad flag is.
 func ParseN(fs *flag.FlagSet, args []string, n int, what string) ([]string, error) {
-	return ParseNPrefixed(fs, args, "", n, what)
+	return ParseRangePrefixed(fs, args, "", n, n, what)
 }
 
-// ParseNPrefixed is ParseN for a command whose errors name it: prefix
-// ("llmgw ctl drain: ") is printed before a wrong-count error.
-func ParseNPrefixed(fs *flag.FlagSet, args []string, prefix string, n int, what string) ([]string, error) {
-	return ParseRangePrefixed(fs, args, prefix, n, n, what)
-}
-
-// ParseRangePrefixed is ParseNPrefixed for a command whose last positional
-// arguments are optional: it takes from least to most of them (`scale
-// MODEL [N]`: 1 to 2). Fewer than least is "missing " and what; more than
-// most names the first one too many.
+// ParseRangePrefixed is ParseN for a command that takes from least to
+// most positional arguments (`scale MODEL [N]`: 1 to 2; a fixed count
+// when both are n) and whose errors name it: prefix ("llmgw ctl drain: ")
+// is printed before a wrong-count error. Fewer than least is "missing "
+// and what; more than most names the first one too many.
 func ParseRangePrefixed(fs *flag.FlagSet, args []string, prefix string, least, most int, what string) ([]string, error) {
 	pos, err := Parse(fs, args)
 	if err != nil {

@@ -89,12 +89,12 @@ func TestParseN(t *testing.T) {
 	}
 }
 
-func TestParseNPrefixed(t *testing.T) {
+func TestParsePrefixedFixedCount(t *testing.T) {
 	var out strings.Builder
 	fs := New("drain", "llmgw ctl drain NODE", &out)
-	_, err := ParseNPrefixed(fs, nil, "llmgw ctl drain: ", 1, "the node name")
+	_, err := ParseRangePrefixed(fs, nil, "llmgw ctl drain: ", 1, 1, "the node name")
 	if err == nil || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), "llmgw ctl drain: missing the node name\nusage: llmgw ctl drain NODE") {
-		t.Errorf("ParseNPrefixed() = %v, printed\n%s", err, out.String())
+		t.Errorf("ParseRangePrefixed(1, 1) = %v, printed\n%s", err, out.String())
 	}
 }
 
