@@ -650,7 +650,12 @@ func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, 
 		resp.Body.Close()
 		cancel()
 		fetching := resp.Header.Get(fetchingHeader)
-		done, _ := strconv.ParseInt(fetching, 10, 64)
+		var done int64
+		if fetching != "" {
+			if done, err = strconv.ParseInt(fetching, 10, 64); err != nil || done < 0 {
+				return fmt.Errorf("peer %s: %s %q is not a count of bytes", peer.Node, fetchingHeader, fetching)
+			}
+		}
 		switch resp.StatusCode {
 		case http.StatusOK:
 			if resumed && fetching == "" {
@@ -674,7 +679,12 @@ func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, 
 			return fmt.Errorf("peer %s: %s", peer.Node, resp.Status)
 		}
 		idle := w.idle()
-		if ms, err := strconv.ParseInt(resp.Header.Get(idleHeader), 10, 64); err == nil && ms >= 0 {
+		if h := resp.Header.Get(idleHeader); h != "" {
+			// From an agent that gives none, w's view stands.
+			ms, err := strconv.ParseInt(h, 10, 64)
+			if err != nil || ms < 0 {
+				return fmt.Errorf("peer %s: %s %q is not a count of milliseconds", peer.Node, idleHeader, h)
+			}
 			idle = time.Duration(ms) * time.Millisecond
 		}
 		if idle > c.opts.StallAfter && (!resumed || time.Since(began) >= peerGrace(c.opts.StallAfter)) {

@@ -259,3 +259,37 @@ func TestCompletePeerFailingIsLeft(t *testing.T) {
 		t.Errorf("the failing peer was asked %d times for its file, want a bounded few", n)
 	}
 }
+
+// TestPeerBadProgressHeaderIsLeft: a peer whose progress header is not a
+// count of bytes is left at once for the source, with the header named,
+// rather than waited on as if it had reported nothing yet.
+func TestPeerBadProgressHeaderIsLeft(t *testing.T) {
+	m, origin := weightsrv.New(t)
+	body := weightsrv.RandomBytes(64<<10, 44)
+	m.Files["m/v/w.gguf"] = body
+	source := origin.URL + "/m/v/w.gguf"
+	tlsFor := peerPKI(t, "node01", "node02")
+	s1, _ := tlsFor("node01")
+	_, c2 := tlsFor("node02")
+	_, addr := servePeer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(fetchingHeader, "lots")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}), s1(""))
+	const stall = 10 * time.Second
+	var logs logBuffer
+	b := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: stall, Logger: logs.logger()})
+	start := time.Now()
+	path, err := b.ResolveFrom(context.Background(), source, []Peer{{Node: "node01", Address: addr}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, body) {
+		t.Fatal("the file differs")
+	}
+	if took := time.Since(start); took > stall/2 {
+		t.Errorf("left the peer after %s: it was waited on, not refused for its header", took)
+	}
+	if !strings.Contains(logs.String(), fetchingHeader) {
+		t.Errorf("the log does not name the bad header:\n%s", logs.String())
+	}
+}
