@@ -229,12 +229,9 @@ func TestAccModelPlanSaysRollout(t *testing.T) {
 	tf.Run(0, "apply", "-input=false", "-auto-approve", "-no-color")
 	// Apply returns once two current replicas are ready; the last stale
 	// one stops at the control plane's next pass.
-	now := live()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && (len(now) != 2 || slices.ContainsFunc(now, func(id string) bool { return strings.HasSuffix(id, " (stale)") })); now = live() {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if len(now) != 2 || slices.ContainsFunc(now, func(id string) bool { return strings.HasSuffix(id, " (stale)") }) {
-		t.Errorf("after applying rollout auto, live replicas = %v, want 2 current in place of %v", now, held)
-	}
+	testcluster.WaitFor(t, fmt.Sprintf("2 current replicas in place of %v after applying rollout auto", held), 30*time.Second, func() (bool, string) {
+		now := live()
+		return len(now) == 2 && !slices.ContainsFunc(now, func(id string) bool { return strings.HasSuffix(id, " (stale)") }), fmt.Sprint(now)
+	})
 	tf.Run(0, "destroy", "-input=false", "-auto-approve", "-no-color")
 }
