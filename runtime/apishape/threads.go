@@ -45,12 +45,7 @@ func roleOf(msg json.RawMessage) string {
 // messages to send, the history kept (to store after the answer), and
 // how many turns were dropped.
 func MergeThread(history, turn []json.RawMessage, budget int) (msgs, kept []json.RawMessage, trimmed int) {
-	turnHasSystem := false
-	for _, m := range turn {
-		if roleOf(m) == "system" {
-			turnHasSystem = true
-		}
-	}
+	turnHasSystem := hasSystem(turn)
 	type span struct{ start, end int }
 	var system []json.RawMessage
 	var rest []json.RawMessage
@@ -96,20 +91,11 @@ func MergeThread(history, turn []json.RawMessage, budget int) (msgs, kept []json
 // and its answer. A turn with a system message of its own replaces the
 // stored ones, as in MergeThread.
 func AppendTurn(stored, turn []json.RawMessage, answer json.RawMessage) []json.RawMessage {
-	turnHasSystem := false
-	for _, m := range turn {
-		if roleOf(m) == "system" {
-			turnHasSystem = true
-		}
+	if hasSystem(turn) {
+		stored = withoutSystem(stored)
 	}
 	out := make([]json.RawMessage, 0, len(stored)+len(turn)+1)
-	for _, m := range stored {
-		if turnHasSystem && roleOf(m) == "system" {
-			continue
-		}
-		out = append(out, m)
-	}
-	return append(append(out, turn...), answer)
+	return append(append(append(out, stored...), turn...), answer)
 }
 
 // WithoutLastTurn returns a thread without its last turn when it ends
