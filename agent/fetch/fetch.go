@@ -89,7 +89,8 @@ type Progress struct {
 	// BytesPerSecond is the recent rate.
 	BytesPerSecond int64
 	// Stalled is set when the download moved nothing for StallAfter: no
-	// byte, nor a move to the source it fetches from now (call.idle);
+	// byte, nor a move to the source it fetches from now (its idle clock,
+	// download.Progress.Idle);
 	// LastError is the last error a request ended with, if any.
 	Stalled   bool
 	LastError string
@@ -108,7 +109,7 @@ type Cache struct {
 	// pins counts, per entry key, the users that hold it (Pin): a pinned
 	// entry is never collected.
 	pins map[string]int
-	// now is the idle clock's time (call.idle, idleHeader): time.Now, set
+	// now is the downloads' idle clock's time (newProgress): time.Now, set
 	// once in New; a test moves it on instead of sleeping.
 	now func() time.Time
 }
@@ -131,11 +132,16 @@ type call struct {
 	// before, and while it waits on a peer), for peers that follow the
 	// partial files as they grow; under c.mu (followable).
 	listing []download.File
-	// waiting counts the download's waits on a peer, and moved is when
-	// it last went on from one, to that peer or the next source; under
-	// c.mu (fetchIdle).
+	// waiting counts the download's waits on a peer of its own (waitPeer);
+	// under c.mu (fetchIdle).
 	waiting int
-	moved   time.Time
+}
+
+// newProgress is a download's progress on the cache's idle clock
+// (Cache.now): its stall report, its followers' X-Llmgw-Fetching-Idle,
+// their cut and GiveUpAfter all read it.
+func (c *Cache) newProgress() *download.Progress {
+	return &download.Progress{Clock: c.now}
 }
 
 // New returns a cache in opts.Dir, creating it.
@@ -279,10 +285,11 @@ func (c *Cache) fetch(ctx context.Context, src spec.Source, peers []Peer, progre
 			prev = cl.done
 		}
 		dctx, cancel := context.WithCancel(context.Background())
-		// moved: its fetch moves nothing yet, but it began now; a peer
-		// asking before its progress starts is told it idled since, not
-		// since the epoch (which reads as a stall and is left at once).
-		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}, progress: &download.Progress{}, moved: c.now()}
+		// Begun: its fetch moves nothing yet, but it began now; a peer
+		// asking before it runs is told it idled since, not since the
+		// epoch (which reads as a stall and is left at once).
+		cl = &call{done: make(chan struct{}), cancel: cancel, watch: map[int]func(Progress){}, progress: c.newProgress()}
+		cl.progress.Begin()
 		c.inflight[src.Raw] = cl
 		go c.run(dctx, cl, src, peers, prev)
 	}
@@ -342,11 +349,11 @@ func (c *Cache) complete(src spec.Source) (string, bool, error) {
 
 // run downloads src and completes cl.
 func (c *Cache) run(ctx context.Context, cl *call, src spec.Source, peers []Peer, prev chan struct{}) {
+	p := cl.progress
 	if prev != nil {
 		<-prev
+		p.Moved() // the idle clock runs from here, not from the wait
 	}
-	p := cl.progress
-	p.Begin() // the stall clock runs from here, not from the epoch
 	stop, reported := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(reported)
@@ -389,11 +396,9 @@ func (c *Cache) reportLoop(source string, dp *download.Progress, cl *call, stop 
 			return
 		case now := <-t.C:
 			p := Progress{Source: source, Done: dp.Bytes(), Total: max(dp.Total(), 0), LastError: dp.LastError()}
-			// Stalled as followers are told (idleHeader): by the idle
-			// clock, a move to the next source counting as a move.
-			c.mu.Lock()
-			p.Stalled = cl.idle(c.now()) >= c.opts.StallAfter
-			c.mu.Unlock()
+			// Stalled by the idle clock followers are told of
+			// (idleHeader), a move to the next source counting as a move.
+			p.Stalled = dp.Idle() >= c.opts.StallAfter
 			dt := now.Sub(prevAt).Seconds()
 			if dt > 0 {
 				// Between two attempts the partial is counted afresh, so

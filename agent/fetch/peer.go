@@ -277,8 +277,9 @@ func (c *Cache) serveGrowing(w http.ResponseWriter, r *http.Request, cl *call, k
 			}
 		}
 		c.mu.Lock()
-		waiting, idle := cl.listing == nil, cl.idle(c.now())
+		waiting := cl.listing == nil
 		c.mu.Unlock()
+		idle := cl.progress.Idle()
 		if ended || waiting || idle > c.opts.StallAfter {
 			// The download ended without the file whole, waits on a peer
 			// of its own, or moved no byte for StallAfter (a move to
@@ -399,7 +400,7 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 	defer client.CloseIdleConnections()
 	base := (&url.URL{Scheme: "https", Host: peer.Address, Path: PeerPrefix + key + "/"}).String()
 	if p == nil {
-		p = &download.Progress{}
+		p = c.newProgress()
 	}
 	p.Begin()
 	// w is how this node watches the peer: when a byte last came from it,
@@ -549,30 +550,21 @@ func (w *peerWatch) idle() time.Duration {
 }
 
 // fetchIdle is how long cl's download has moved nothing (idleHeader): 0
-// while it waits on a peer, else cl.idle.
+// while it waits on a peer of its own (that wait is bounded by the
+// peer's account), else its idle clock (download.Progress.Idle).
 func (c *Cache) fetchIdle(cl *call) time.Duration {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cl.waiting > 0 {
+	waiting := cl.waiting > 0
+	c.mu.Unlock()
+	if waiting {
 		return 0
 	}
-	return cl.idle(c.now())
-}
-
-// idle is how long cl's download has moved nothing: since its last byte,
-// or since it went on to the source it fetches from now, whichever is
-// later, as of now (Cache.now). Under c.mu.
-func (cl *call) idle(now time.Time) time.Duration {
-	last := cl.progress.LastByte()
-	if cl.moved.After(last) {
-		last = cl.moved
-	}
-	return max(now.Sub(last), 0)
+	return cl.progress.Idle()
 }
 
 // waitingOn marks cl's download waiting on a peer (idleHeader), or done
-// waiting: it goes on from now, with that peer or the next source. cl may
-// be nil.
+// waiting: it goes on from now, with that peer or the next source, and
+// its idle clock starts again (download.Progress.Moved). cl may be nil.
 func (c *Cache) waitingOn(cl *call, waiting bool) {
 	if cl == nil {
 		return
@@ -582,21 +574,22 @@ func (c *Cache) waitingOn(cl *call, waiting bool) {
 		cl.waiting++
 	} else {
 		cl.waiting--
-		cl.moved = c.now()
 	}
 	c.mu.Unlock()
+	if !waiting {
+		cl.progress.Moved()
+	}
 }
 
 // movedOn marks cl's download gone on to the next source now, after a
-// peer failed it: its idle clock starts again, as for a wait that ends
-// (waitingOn). cl may be nil.
+// peer failed it: its idle clock starts again (download.Progress.Moved),
+// for its stall report, its followers and GiveUpAfter alike, as for a
+// wait that ends (waitingOn). cl may be nil.
 func (c *Cache) movedOn(cl *call) {
 	if cl == nil {
 		return
 	}
-	c.mu.Lock()
-	cl.moved = c.now()
-	c.mu.Unlock()
+	cl.progress.Moved()
 }
 
 // peerGrace is how long, at least, a followed peer that cut its answer is

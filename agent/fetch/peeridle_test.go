@@ -59,13 +59,10 @@ func TestIdleBeforeProgressStarts(t *testing.T) {
 	}
 }
 
-// laterClock sets c's idle clock (Cache.now) to the real one moved on by
-// what the returned function adds: a test makes time pass for the idle
-// clock without sleeping. Called before c serves or fetches anything.
-// Bytes counted by download.Progress stay on the real clock, so after
-// advance every real byte looks that much older to call.idle: advance only
-// to stand for time before the moves the test then makes (movedOn,
-// waitingOn), not while bytes flow through Progress.
+// laterClock sets c's idle clock (Cache.now, which every download's
+// Progress reads: newProgress) to the real one moved on by what the
+// returned function adds: a test makes time pass for the idle clock
+// without sleeping. Called before c serves or fetches anything.
 func laterClock(c *Cache) (advance func(time.Duration)) {
 	var ahead atomic.Int64
 	c.now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
@@ -82,7 +79,7 @@ func TestStalledByIdleClock(t *testing.T) {
 	c := newCache(t, Options{StallAfter: stall})
 	advance := laterClock(c)
 	reports := make(chan Progress, 1)
-	p := &download.Progress{}
+	p := c.newProgress()
 	p.Begin()
 	cl := &call{done: make(chan struct{}), cancel: func() {}, progress: p, watch: map[int]func(Progress){
 		0: func(got Progress) {
@@ -135,7 +132,7 @@ func TestGrowingFileNotCutAfterSourceSwitch(t *testing.T) {
 	if err := os.WriteFile(partial, body[:half], 0o640); err != nil {
 		t.Fatal(err)
 	}
-	p := &download.Progress{}
+	p := c.newProgress()
 	p.Begin() // its last byte, as far as the follower's server knows
 	cl := &call{done: make(chan struct{}), cancel: func() {}, watch: map[int]func(Progress){}, progress: p,
 		listing: []download.File{{Path: "w.gguf", Size: int64(len(body))}}}

@@ -58,8 +58,10 @@ type Downloader struct {
 	// MaxFailures is how many attempts in a row may fail without moving a
 	// byte before a file (or a listing) gives up; 0 means no such limit.
 	MaxFailures int
-	// GiveUpAfter gives up once no byte moved for this long; 0 means no
-	// such limit. With neither limit set, MaxFailures is 5.
+	// GiveUpAfter gives up once the download moved nothing for this long
+	// by its Progress's idle clock (Idle: no byte, nor a move to a new
+	// source); 0 means no such limit. With neither limit set, MaxFailures
+	// is 5.
 	GiveUpAfter time.Duration
 	// RetryDelay is the first wait after an attempt that moved nothing,
 	// doubling up to MaxRetryDelay (defaults 250ms and 5s). An attempt
@@ -86,7 +88,17 @@ func (d *Downloader) log() *slog.Logger {
 
 // Progress is how far a download is, shared between it and its readers.
 // The zero value is ready to use.
+//
+// It keeps the download's one idle clock: when it last moved (a byte
+// received, a peer's bytes grown, a move to a new source: Moved). Idle
+// reads it, and so does the downloader's GiveUpAfter, so every reader of
+// "how long has this download moved nothing" agrees.
 type Progress struct {
+	// Clock, when set, is the idle clock's time (time.Now when nil): a
+	// test moves it on rather than sleeping. Set before the download
+	// starts.
+	Clock func() time.Time
+
 	mu         sync.Mutex
 	landed     int64 // bytes of files already in place
 	current    int64 // bytes of the file being written
@@ -94,7 +106,7 @@ type Progress struct {
 	totalKnown bool
 	files      int
 	filesDone  int
-	lastByte   time.Time
+	lastMove   time.Time // the idle clock: the last byte, or Moved
 	lastErr    string
 	// elsewhere is the bytes a peer this download waits on holds, while
 	// away says it waits (Elsewhere) and its own transfer has not started
@@ -175,16 +187,42 @@ func (p *Progress) LastError() string {
 	return p.lastErr
 }
 
-// LastByte is when the download last received a byte (or started).
-func (p *Progress) LastByte() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lastByte
+// now is the idle clock's time.
+func (p *Progress) now() time.Time {
+	if p.Clock != nil {
+		return p.Clock()
+	}
+	return time.Now()
 }
 
-// Begin marks the download started (its stall clock runs from now) if
+// LastMove is when the download last moved: received a byte (or a peer's
+// bytes grew, Elsewhere), went on to a new source (Moved), or started.
+func (p *Progress) LastMove() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastMove
+}
+
+// Idle is how long the download has moved nothing (LastMove), by its
+// clock; as long as the download has run when it has not started.
+func (p *Progress) Idle() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(p.now().Sub(p.lastMove), 0)
+}
+
+// Begin marks the download started (its idle clock runs from now) if
 // nothing did yet.
 func (p *Progress) Begin() { p.start() }
+
+// Moved marks the download gone on to a new source (after a peer failed
+// it, or a wait on one ended): its idle clock starts again from now, for
+// the stall report and GiveUpAfter alike, as it would for a byte.
+func (p *Progress) Moved() {
+	p.mu.Lock()
+	p.lastMove = p.now()
+	p.mu.Unlock()
+}
 
 // Elsewhere records that n bytes of the source are held elsewhere on this
 // download's behalf (a peer it waits for, fetching the source itself):
@@ -197,8 +235,8 @@ func (p *Progress) Elsewhere(n int64) {
 	if p.away {
 		prev = p.elsewhere
 	}
-	if n > prev || p.lastByte.IsZero() {
-		p.lastByte = time.Now()
+	if n > prev || p.lastMove.IsZero() {
+		p.lastMove = p.now()
 	}
 	p.elsewhere, p.away = n, true
 	p.mu.Unlock()
@@ -206,8 +244,8 @@ func (p *Progress) Elsewhere(n int64) {
 
 func (p *Progress) start() {
 	p.mu.Lock()
-	if p.lastByte.IsZero() {
-		p.lastByte = time.Now()
+	if p.lastMove.IsZero() {
+		p.lastMove = p.now()
 	}
 	p.mu.Unlock()
 }
@@ -216,7 +254,7 @@ func (p *Progress) received(n int64) {
 	p.mu.Lock()
 	p.current += n
 	if n > 0 {
-		p.lastByte = time.Now()
+		p.lastMove = p.now()
 		p.notify()
 	}
 	p.mu.Unlock()
@@ -242,12 +280,6 @@ func (p *Progress) failed(err error) {
 	p.mu.Lock()
 	p.lastErr = err.Error()
 	p.mu.Unlock()
-}
-
-func (p *Progress) idle() time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return time.Since(p.lastByte)
 }
 
 // setFiles records the listing: the total is known when every size is.
@@ -422,7 +454,7 @@ func (d *Downloader) retry(ctx context.Context, p *Progress, what string, attemp
 			return fmt.Errorf("giving up after %d attempts without progress: %w", failures, err)
 		}
 		if d.GiveUpAfter > 0 {
-			if idle := p.idle(); idle >= d.GiveUpAfter {
+			if idle := p.Idle(); idle >= d.GiveUpAfter {
 				return fmt.Errorf("%w (no byte moved for %s)", err, idle.Round(time.Second))
 			}
 		}
