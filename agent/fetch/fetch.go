@@ -133,7 +133,7 @@ type call struct {
 	// partial files as they grow; under c.mu (followable).
 	listing []download.File
 	// waiting counts the download's waits on a peer of its own (waitPeer);
-	// under c.mu (fetchIdle).
+	// under c.mu (waitsOnPeer).
 	waiting int
 }
 

@@ -277,7 +277,7 @@ func (c *Cache) serveGrowing(w http.ResponseWriter, r *http.Request, cl *call, k
 			}
 		}
 		c.mu.Lock()
-		waiting := cl.listing == nil
+		waiting := cl.waitsOnPeer()
 		c.mu.Unlock()
 		idle := cl.progress.Idle()
 		if ended || waiting || idle > c.opts.StallAfter {
@@ -554,13 +554,19 @@ func (w *peerWatch) idle() time.Duration {
 // peer's account), else its idle clock (download.Progress.Idle).
 func (c *Cache) fetchIdle(cl *call) time.Duration {
 	c.mu.Lock()
-	waiting := cl.waiting > 0
+	waiting := cl.waitsOnPeer()
 	c.mu.Unlock()
 	if waiting {
 		return 0
 	}
 	return cl.progress.Idle()
 }
+
+// waitsOnPeer says cl's download waits on a peer of its own (waitPeer),
+// the one record of that fact: the download then says it is not idle
+// (fetchIdle) and cuts the answers its followers follow it with
+// (serveGrowing), which ask how it fares and wait on it. Under c.mu.
+func (cl *call) waitsOnPeer() bool { return cl.waiting > 0 }
 
 // waitingOn marks cl's download waiting on a peer (idleHeader), or done
 // waiting: it goes on from now, with that peer or the next source, and

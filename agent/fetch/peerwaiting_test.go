@@ -1,0 +1,88 @@
+package fetch
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/internal/download"
+	"github.com/llmgw/llmgw/testkit/weightsrv"
+)
+
+// TestWaitOnPeerIsOneFact: a node that writes files and goes on to wait
+// on a peer of its own (after the peer it followed cut its answer, before
+// that peer answered 503) says so the same way to everyone following it:
+// its progress says it is not idle (X-Llmgw-Fetching-Idle 0), and a
+// follower at the end of its growing file is cut at once, to ask how it
+// fares and wait on it, rather than kept on a file that grows no more
+// until stall_after.
+func TestWaitOnPeerIsOneFact(t *testing.T) {
+	const stall = 30 * time.Second
+	c := newCache(t, Options{StallAfter: stall})
+	src := "https://mirror.invalid/m/v/w.gguf"
+	body := weightsrv.RandomBytes(128<<10, 95)
+	half := len(body) / 2
+	landed := filepath.Join(c.partialDir(src), "w.gguf")
+	if err := os.MkdirAll(filepath.Dir(landed), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(download.PartialName(landed), body[:half], 0o640); err != nil {
+		t.Fatal(err)
+	}
+	p := c.newProgress()
+	p.Begin()
+	cl := &call{done: make(chan struct{}), cancel: func() {}, watch: map[int]func(Progress){}, progress: p,
+		listing: []download.File{{Path: "w.gguf", Size: int64(len(body))}}}
+	defer close(cl.done)
+	c.mu.Lock()
+	c.inflight[src] = cl
+	c.mu.Unlock()
+	c.waitingOn(cl, true)
+	defer c.waitingOn(cl, false)
+
+	srv := httptest.NewServer(c.PeerHandler())
+	defer srv.Close()
+	head, err := http.NewRequest(http.MethodHead, srv.URL+PeerPrefix+Key(src)+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head.Header.Set(followHeader, "1")
+	resp, err := srv.Client().Do(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get(idleHeader); got != "0" {
+		t.Errorf("waiting on a peer of its own, the node says %s %q, want 0", idleHeader, got)
+	}
+
+	get, err := http.NewRequest(http.MethodGet, srv.URL+PeerPrefix+Key(src)+"/w.gguf", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get.Header.Set(followHeader, "1")
+	resp, err = srv.Client().Do(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	read := make(chan error, 1)
+	var n int
+	go func() {
+		b, err := io.ReadAll(resp.Body)
+		n = len(b)
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if err == nil || n != half {
+			t.Errorf("the follower read %d bytes (%v), want the %d written and then a cut", n, err, half)
+		}
+	case <-time.After(stall / 3):
+		t.Fatalf("the follower was not cut within %s while the node waits on a peer of its own (it says it is not idle)", stall/3)
+	}
+}
