@@ -87,6 +87,12 @@ type Agent struct {
 	fencing int64
 	// conns are the connections to the control planes, closed by Run.
 	conns []*grpc.ClientConn
+
+	// beforeStampWrite, when set (by a test, before the agent runs), runs
+	// in recordStamp between its read of the stamp and its write: where a
+	// Restamp may land. A field, not a package variable, so tests running
+	// in parallel cannot race on it.
+	beforeStampWrite func(id, generation string)
 }
 
 // New returns an agent; Run starts it.

@@ -88,13 +88,12 @@ func TestRecordStampRacingRestamps(t *testing.T) {
 		id: {shard: sh, status: &agentv1.ShardStatus{ShardId: id, ReplicaGeneration: "g1"}},
 	}}
 	var seen []string
-	beforeStampWrite = func(_, g string) {
+	a.beforeStampWrite = func(_, g string) {
 		seen = append(seen, g)
 		if len(seen) == 1 { // launch read g1 and is about to write it
 			a.restamp(id, "g2")
 		}
 	}
-	t.Cleanup(func() { beforeStampWrite = nil })
 	a.recordStamp(id, sh, "g0") // launch, which started the shard with g0
 	if len(seen) < 2 || seen[0] != "g1" || seen[1] != "g2" {
 		t.Fatalf("writes %q: want launch's g1 with the Restamp to g2 landing before it", seen)

@@ -266,10 +266,6 @@ func (a *Agent) restamp(id, generation string) {
 	}
 }
 
-// beforeStampWrite, when set (by a test), runs in recordStamp between its
-// read of the stamp and its write: where a Restamp may land.
-var beforeStampWrite func(id, generation string)
-
 // recordStamp writes the replica generation the shard reports into its
 // state file (sh.SetReplicaGeneration), unless it is the one written
 // already. It reads the stamp again after each write, outside a.mu (the
@@ -288,8 +284,8 @@ func (a *Agent) recordStamp(id string, sh *supervisor.Shard, written string) {
 		if g == "" || g == written {
 			return
 		}
-		if beforeStampWrite != nil {
-			beforeStampWrite(id, g)
+		if a.beforeStampWrite != nil {
+			a.beforeStampWrite(id, g)
 		}
 		if err := sh.SetReplicaGeneration(g); err != nil {
 			a.log.Warn("shard generation not recorded", "shard", id, "err", err)

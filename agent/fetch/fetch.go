@@ -112,6 +112,14 @@ type Cache struct {
 	// now is the downloads' idle clock's time (newProgress): time.Now, set
 	// once in New; a test moves it on instead of sleeping.
 	now func() time.Time
+
+	// Test hooks, set by a test before the cache fetches anything (each
+	// cache its own, so tests running in parallel cannot race on them):
+	// fetchedAll is told each source whose files are all in and verified,
+	// before the entry is recorded and synced to disk; hashingLanded each
+	// file haveLanded reads to hash.
+	fetchedAll    func(source string)
+	hashingLanded func(final string)
 }
 
 // call is one download that any number of waiters share.
@@ -519,10 +527,6 @@ func (c *Cache) followable(cl *call, files []download.File) {
 	c.mu.Unlock()
 }
 
-// fetchedAll, when set (by a test), is told each source whose files are
-// all in and verified, before the entry is recorded and synced to disk.
-var fetchedAll func(c *Cache, source string)
-
 // download fetches every file of src into the partial directory, records
 // it, renames it to the entry's name and returns the path for the engine.
 // The peers following cl may follow it while it writes files.
@@ -576,21 +580,21 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 			files[i].HeldUnchecked = held[files[i].Path]
 		}
 		c.followable(cl, files)
-		landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
+		landed, err = c.dl.Fetch(ctx, tmp, files, p, c.haveLanded)
 		if err != nil && len(peers) > 0 && errors.Is(err, download.ErrVerify) {
 			// Bytes a peer sent while it was itself fetching were not
 			// verified yet: resumed from the source they fail the check as
 			// a whole. The file was discarded; fetch it afresh, once.
 			c.log.Warn("a file resumed after a peer's bytes failed verification, fetching it again from the source", "source", src.Raw, "err", err)
-			landed, err = c.dl.Fetch(ctx, tmp, files, p, haveLanded)
+			landed, err = c.dl.Fetch(ctx, tmp, files, p, c.haveLanded)
 		}
 		if err != nil {
 			return "", fmt.Errorf("fetching %s: %w", src.Raw, err)
 		}
 	}
 	c.log.Info("fetch complete", "source", src.Raw, "from", from)
-	if fetchedAll != nil {
-		fetchedAll(c, src.Raw)
+	if c.fetchedAll != nil {
+		c.fetchedAll(src.Raw)
 	}
 	rec := record{Source: src.Raw, Fetched: time.Now().UTC()}
 	for _, l := range landed {

@@ -464,7 +464,7 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 				return k.sha256, true
 			}
 		}
-		return haveLanded(final, f)
+		return c.haveLanded(final, f)
 	}
 	var landed []download.Landed
 	for {
@@ -789,14 +789,10 @@ func matchSource(files, want []download.File) error {
 	return nil
 }
 
-// hashingLanded, when set (by a test), is told each file haveLanded reads
-// to hash.
-var hashingLanded func(final string)
-
 // haveLanded says a file under its own name landed in an earlier run, and
 // gives its sha256 computed from its bytes: a file whose bytes do not hash
 // to the sha256 expected is fetched again.
-func haveLanded(final string, f download.File) (string, bool) {
+func (c *Cache) haveLanded(final string, f download.File) (string, bool) {
 	st, err := os.Stat(final)
 	if err != nil || !st.Mode().IsRegular() || (f.Size >= 0 && st.Size() != f.Size) {
 		return "", false
@@ -806,8 +802,8 @@ func haveLanded(final string, f download.File) (string, bool) {
 		return "", false
 	}
 	defer fh.Close()
-	if hashingLanded != nil {
-		hashingLanded(final)
+	if c.hashingLanded != nil {
+		c.hashingLanded(final)
 	}
 	h := sha256.New()
 	if _, err := io.Copy(h, fh); err != nil {

@@ -75,14 +75,11 @@ func TestPeerFollowsGrowingFetch(t *testing.T) {
 			// fsyncs, its files in 17ms after the peer, its entry 510ms).
 			var inMu sync.Mutex
 			var bIn time.Time
-			fetchedAll = func(c *Cache, _ string) {
-				if c == b {
-					inMu.Lock()
-					bIn = time.Now()
-					inMu.Unlock()
-				}
+			b.fetchedAll = func(string) {
+				inMu.Lock()
+				bIn = time.Now()
+				inMu.Unlock()
 			}
-			t.Cleanup(func() { fetchedAll = nil })
 			start := time.Now()
 			aDone, bDone := make(chan result, 1), make(chan result, 1)
 			go func() {

@@ -41,14 +41,13 @@ func TestFollowerPauseRehashesNothing(t *testing.T) {
 
 	var mu sync.Mutex
 	hashed := map[string]int{}
-	hashingLanded = func(final string) {
+	B.hashingLanded = func(final string) {
 		if strings.HasPrefix(final, dirB) {
 			mu.Lock()
 			hashed[filepath.Base(final)]++
 			mu.Unlock()
 		}
 	}
-	t.Cleanup(func() { hashingLanded = nil })
 
 	errs := make(chan error, 2)
 	go func() { _, err := A.Resolve(context.Background(), src, nil); errs <- err }()

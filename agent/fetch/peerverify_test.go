@@ -82,7 +82,7 @@ func TestLandedFileRehashed(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(path, "w.bin")); !bytes.Equal(got, body) {
 		t.Fatal("a file of the right size but other bytes was taken as landed")
 	}
-	sum, ok := haveLanded(filepath.Join(path, "w.bin"), download.File{Path: "w.bin", Size: int64(len(body))})
+	sum, ok := c.haveLanded(filepath.Join(path, "w.bin"), download.File{Path: "w.bin", Size: int64(len(body))})
 	if !ok || sum != weightsrv.SHA256(body) {
 		t.Errorf("haveLanded = %q, %v; want the sha256 of the bytes", sum, ok)
 	}
