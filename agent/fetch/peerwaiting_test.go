@@ -1,6 +1,8 @@
 package fetch
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -51,38 +53,34 @@ func TestWaitOnPeerIsOneFact(t *testing.T) {
 		t.Fatal(err)
 	}
 	head.Header.Set(followHeader, "1")
-	resp, err := srv.Client().Do(head)
+	hresp, err := srv.Client().Do(head)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if got := resp.Header.Get(idleHeader); got != "0" {
+	hresp.Body.Close()
+	if got := hresp.Header.Get(idleHeader); got != "0" {
 		t.Errorf("waiting on a peer of its own, the node says %s %q, want 0", idleHeader, got)
 	}
 
-	get, err := http.NewRequest(http.MethodGet, srv.URL+PeerPrefix+Key(src)+"/w.gguf", nil)
+	// A bound on the wait for the cut, well under stall_after (which
+	// would cut the follower too, for another reason).
+	ctx, cancel := context.WithTimeout(context.Background(), stall/3)
+	defer cancel()
+	get, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+PeerPrefix+Key(src)+"/w.gguf", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	get.Header.Set(followHeader, "1")
-	resp, err = srv.Client().Do(get)
+	resp, err := srv.Client().Do(get)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	read := make(chan error, 1)
-	var n int
-	go func() {
-		b, err := io.ReadAll(resp.Body)
-		n = len(b)
-		read <- err
-	}()
-	select {
-	case err := <-read:
-		if err == nil || n != half {
-			t.Errorf("the follower read %d bytes (%v), want the %d written and then a cut", n, err, half)
-		}
-	case <-time.After(stall / 3):
-		t.Fatalf("the follower was not cut within %s while the node waits on a peer of its own (it says it is not idle)", stall/3)
+	b, err := io.ReadAll(resp.Body)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+		t.Fatalf("the follower was not cut within %s while the node waits on a peer of its own (it says it is not idle): read %d bytes", stall/3, len(b))
+	case err == nil || len(b) != half:
+		t.Errorf("the follower read %d bytes (%v), want the %d written and then a cut", len(b), err, half)
 	}
 }
