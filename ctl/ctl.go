@@ -203,8 +203,7 @@ func (a *app) errorf(format string, args ...any) int {
 
 // usageErrorf reports bad input for one command, with that command's usage.
 func (a *app) usageErrorf(fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintln(a.stderr, usagePrefix(fs)+fmt.Sprintf(format, args...))
-	fs.Usage()
+	_ = cliflags.UsageErrorf(fs, usagePrefix(fs), format, args...)
 	return exitUsage
 }
 

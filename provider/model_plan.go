@@ -124,7 +124,7 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 			// already): the rollout under way stops.
 			text = fmt.Sprintf("no running replica restarts: rollout auto → manual holds %s already stale before this change (%s), serving the earlier definition until `llmgw ctl rollout %s` replaces them",
 				countNoun(len(already), "running replica"), strings.Join(already, "; "), m.Name)
-			if starting := startingCurrent(reps, m); len(starting) > 0 {
+			if starting := startingCurrent(reps, old, m); len(starting) > 0 {
 				verb, it := "are", "them"
 				if len(starting) == 1 {
 					verb, it = "is", "it"
@@ -165,41 +165,26 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 
 // rolledReplicas names, among reps (the model's replicas), the live ones
 // that changing old into m replaces ("r-1 on node01 (gpu 0)"): those
-// current under old and stale under m, by spec.Stale, the rule the control
-// plane judges them by. So a replica of a profile whose build fields
-// changed is named, and so is one stamped with the whole-model generation
-// of an earlier release (placed by, or still under, a control plane of
-// that release, or not yet restamped) when that hash changes. A replica
-// already stale under old (a manual rollout holds it, or a rollout is
-// replacing it) is not this change's doing and is not named, nor is one
-// the change makes current again (its profile set back to what it was
-// placed with); those stale under both are named in already. "Stale under
-// old" is the control plane's verdict (Replica.stale) where it gives one:
-// a replica it holds current whose stamp old does not reproduce here is
-// replaced when its profile's build changes (spec.RolledProfiles), not
-// taken as already stale. anyLive says
-// whether any replica is live; anyLegacy whether one of those replaced
-// carries the earlier release's stamp.
+// current under old and stale under m, as staleUnder judges them. So a
+// replica of a profile whose build fields changed is named, and so is one
+// stamped with the whole-model generation of an earlier release (placed
+// by, or still under, a control plane of that release, or not yet
+// restamped) when that hash changes. A replica already stale under old (a
+// manual rollout holds it, or a rollout is replacing it) is not this
+// change's doing and is not named, nor is one the change makes current
+// again (its profile set back to what it was placed with); those stale
+// under both are named in already. anyLive says whether any replica is
+// live; anyLegacy whether one of those replaced carries the earlier
+// release's stamp.
 func rolledReplicas(reps []*managev1.Replica, old, m spec.Model) (running, already []string, anyLive, anyLegacy bool) {
 	legacyOld := spec.LegacyGeneration(old)
+	rolled := spec.RolledProfiles(old, m)
 	for _, rep := range reps {
 		if st := rep.GetState(); st != "ready" && st != "starting" {
 			continue
 		}
 		anyLive = true
-		stamp := rep.GetReplicaGeneration()
-		judged := stamp != "" // a control plane that sets replica_generation sets stale too
-		if !judged {          // a control plane older than the field
-			stamp = rep.GetModelGeneration()
-		}
-		staleOld, staleNew := spec.Stale(old, rep.GetProfile(), stamp), spec.Stale(m, rep.GetProfile(), stamp)
-		if judged && staleOld && !rep.GetStale() {
-			// The control plane holds it current, but its stamp is not
-			// what old hashes to here (a build field newer than this
-			// provider set, or state drifted): it is current, and stale
-			// under m when m changes what its profile is built from.
-			staleOld, staleNew = false, slices.Contains(spec.RolledProfiles(old, m), rep.GetProfile())
-		}
+		staleOld, staleNew := staleUnder(rep, old, m, rolled)
 		if staleOld && staleNew {
 			already = append(already, replicaWhere(rep))
 		}
@@ -207,11 +192,46 @@ func rolledReplicas(reps []*managev1.Replica, old, m spec.Model) (running, alrea
 			continue
 		}
 		running = append(running, replicaWhere(rep))
-		if stamp == legacyOld {
+		if replicaStamp(rep) == legacyOld {
 			anyLegacy = true
 		}
 	}
 	return running, already, anyLive, anyLegacy
+}
+
+// staleUnder says whether rep is stale under old, the definition before
+// the change, and under m, the one after it (rolled is
+// spec.RolledProfiles(old, m)). Before the change it is the control
+// plane's verdict (Replica.stale) where it gives one, either way: the
+// control plane judges by spec.Stale over the definition it holds, which
+// old may not reproduce (a build field newer than this provider, drifted
+// state); a control plane older than replica_generation gives none, and
+// the provider judges by spec.Stale over the stamp the replica reports.
+// After the change it is spec.Stale under m when the change alters what
+// rep is built from (its profile is rolled, or the stamp's verdict moves
+// between old and m); otherwise the change leaves the verdict before it
+// standing. Where the two disagree the plan so names the replica the
+// control plane will act on rather than staying silent about it.
+func staleUnder(rep *managev1.Replica, old, m spec.Model, rolled []string) (staleOld, staleNew bool) {
+	s := replicaStamp(rep)
+	computedOld, computedNew := spec.Stale(old, rep.GetProfile(), s), spec.Stale(m, rep.GetProfile(), s)
+	staleOld = computedOld
+	if rep.GetReplicaGeneration() != "" { // a control plane that sets replica_generation sets stale too
+		staleOld = rep.GetStale()
+	}
+	if computedOld != computedNew || slices.Contains(rolled, rep.GetProfile()) {
+		return staleOld, computedNew
+	}
+	return staleOld, staleOld
+}
+
+// replicaStamp is the generation rep was stamped with: its replica_generation,
+// or, from a control plane older than that field, its model_generation.
+func replicaStamp(rep *managev1.Replica) string {
+	if g := rep.GetReplicaGeneration(); g != "" {
+		return g
+	}
+	return rep.GetModelGeneration()
 }
 
 // alreadyStaleNote names, beside a change that makes running replicas
@@ -234,17 +254,18 @@ func alreadyStaleNote(m spec.Model, already []string) string {
 	return fmt.Sprintf("%s already stale before this change (%s) %s", countNoun(len(already), "running replica"), strings.Join(already, "; "), verb)
 }
 
-// startingCurrent names among reps those starting and current under m:
-// with a rollout under way, its replacement not ready yet, and any replica
-// scaling.min adds that is not ready yet either.
-func startingCurrent(reps []*managev1.Replica, m spec.Model) []string {
+// startingCurrent names among reps those starting and current under m
+// (old being the definition before the change), as staleUnder judges
+// them: with a rollout under way, its replacement not ready yet, and any
+// replica scaling.min adds that is not ready yet either.
+func startingCurrent(reps []*managev1.Replica, old, m spec.Model) []string {
+	rolled := spec.RolledProfiles(old, m)
 	var out []string
 	for _, rep := range reps {
-		stamp := rep.GetReplicaGeneration()
-		if stamp == "" {
-			stamp = rep.GetModelGeneration()
+		if rep.GetState() != "starting" {
+			continue
 		}
-		if rep.GetState() == "starting" && !spec.Stale(m, rep.GetProfile(), stamp) {
+		if _, stale := staleUnder(rep, old, m, rolled); !stale {
 			out = append(out, replicaWhere(rep))
 		}
 	}

@@ -18,8 +18,9 @@ import (
 )
 
 // planManage answers the two calls planRollout makes: the model's replicas
-// and a dry run placing on node02 a replacement for each replica the
-// requested definition makes stale (by spec.Stale, the control plane's rule).
+// and a dry run placing on node02 a replacement for each replica it holds
+// stale (Replica.stale) or the requested definition makes stale (by
+// spec.Stale, the control plane's rule).
 type planManage struct {
 	managev1.ManageServiceClient
 	reps []*managev1.Replica
@@ -36,7 +37,7 @@ func (f *planManage) PlanPlacement(_ context.Context, req *managev1.PlanPlacemen
 	}
 	ex := &managev1.Explanation{Placed: true, Profile: "a"}
 	for _, rep := range f.reps {
-		if spec.Stale(m, rep.GetProfile(), rep.GetReplicaGeneration()) {
+		if rep.GetStale() || spec.Stale(m, rep.GetProfile(), rep.GetReplicaGeneration()) {
 			ex.Rollout = append(ex.Rollout, &managev1.PlannedReplica{Replaces: rep.GetId(), Placed: true, Profile: "a", Summary: "placed on node02 (gpu 0)"})
 		}
 	}
@@ -145,6 +146,64 @@ func TestPlanRolloutPolicyChange(t *testing.T) {
 			text, warnings := planFor(t, &planManage{reps: tt.reps}, tt.old, tt.m)
 			if !strings.HasPrefix(text, tt.want) {
 				t.Errorf("rollout_plan =\n%s\nwant it to start with\n%s", text, tt.want)
+			}
+			if len(warnings) != len(tt.warnings) {
+				t.Fatalf("warnings %q, want %d", warnings, len(tt.warnings))
+			}
+			for i, w := range tt.warnings {
+				if !strings.HasPrefix(warnings[i], w) {
+					t.Errorf("warning =\n%s\nwant it to start with\n%s", warnings[i], w)
+				}
+			}
+		})
+	}
+}
+
+// TestPlanRolloutControlPlaneStale: a replica the control plane holds
+// stale (Replica.stale) is stale before the change whatever the provider
+// computes from its stamp (here old's own hash: the control plane's
+// definition drifted from state, or has a build field newer than this
+// provider). Setting rollout from manual to auto names it as replaced;
+// from auto to manual, as held stale, a starting one too (not as a
+// replica not ready yet stopped as surplus); an args edit under auto, as
+// already stale and replaced by the rollout under way, not as this
+// change's doing.
+func TestPlanRolloutControlPlaneStale(t *testing.T) {
+	manual := spec.Model{Name: "m", Source: "sim://m", Rollout: spec.RolloutManual, Scaling: spec.Scaling{Min: 2, Max: 2},
+		Profiles: []spec.Profile{{Name: "a", Engine: "sim", Args: []string{"--y"}}}}
+	manual.Normalize()
+	auto := manual.Clone()
+	auto.Rollout = spec.RolloutAuto
+	autoEdited := auto.Clone()
+	autoEdited.Profiles[0].Args = []string{"--w"}
+	autoEdited.Normalize()
+	shard := func(node string) []*managev1.Shard { return []*managev1.Shard{{Node: node, Gpus: []int32{0}}} }
+	gen := spec.ReplicaGeneration(manual, "a")
+	drifted := &managev1.Replica{Id: "r-drifted", Profile: "a", State: "ready", Stale: true, ReplicaGeneration: gen, Shards: shard("node01")}
+	current := &managev1.Replica{Id: "r-current", Profile: "a", State: "ready", ReplicaGeneration: gen, Shards: shard("node03")}
+	starting := &managev1.Replica{Id: "r-starting", Profile: "a", State: "starting", Stale: true, ReplicaGeneration: gen, Shards: shard("node02")}
+	for _, tt := range []struct {
+		name     string
+		old, m   spec.Model
+		reps     []*managev1.Replica
+		want     string
+		warnings []string
+	}{
+		{"manual to auto", manual, auto, []*managev1.Replica{drifted, current},
+			"rollout manual → auto: replaces 1 running replica the manual rollout held stale (r-drifted on node01 (gpu 0)), each replacement ready before the replica it replaces stops; expected: ",
+			[]string{"Model m: 1 running replica will be replaced: The planned change (rollout manual → auto) releases the replicas the manual rollout held stale"}},
+		{"auto to manual", auto, manual, []*managev1.Replica{drifted, current, starting},
+			"no running replica restarts: rollout auto → manual holds 2 running replicas already stale before this change (r-drifted on node01 (gpu 0); r-starting on node02 (gpu 0)), serving the earlier definition until `llmgw ctl rollout m` replaces them",
+			nil},
+		{"auto edited during a rollout", auto, autoEdited, []*managev1.Replica{drifted, current},
+			"new generation: replaces 1 running replica (r-current on node03 (gpu 0)), each replacement ready before the replica it replaces stops; " +
+				"1 running replica already stale before this change (r-drifted on node01 (gpu 0)) is replaced by the rollout under way too; expected: ",
+			[]string{"Model m: 1 running replica will be replaced: "}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			text, warnings := planFor(t, &planManage{reps: tt.reps}, tt.old, tt.m)
+			if tt.warnings == nil && text != tt.want || !strings.HasPrefix(text, tt.want) {
+				t.Errorf("rollout_plan =\n%s\nwant it to start with (without a warning, to be)\n%s", text, tt.want)
 			}
 			if len(warnings) != len(tt.warnings) {
 				t.Fatalf("warnings %q, want %d", warnings, len(tt.warnings))

@@ -151,3 +151,27 @@ func TestWrongArgumentCount(t *testing.T) {
 		}
 	}
 }
+
+// A required flag missing is a usage error as a bad flag is: the command,
+// the error naming the flag, then the usage, exit 2, nothing read (no
+// server.yaml is needed to say so). `keys threads` without --project once
+// exited 1 with no usage.
+func TestMissingRequiredFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"keys", "create"}, "llmgw keys create: --name is required\nusage: llmgw keys create "},
+		{[]string{"keys", "admin-token"}, "llmgw keys admin-token: --name is required\nusage: llmgw keys admin-token "},
+		{[]string{"keys", "threads", "--off"}, "llmgw keys threads: --project is required\nusage: llmgw keys threads "},
+		{[]string{"keys", "memory", "--retain-hours", "24"}, "llmgw keys memory: --project is required\nusage: llmgw keys memory "},
+		{[]string{"keys", "move-store", "--from", "old.db"}, "llmgw keys move-store: --to is required\nusage: llmgw keys move-store "},
+		{[]string{"users", "create", "a@example.com"}, "llmgw users create: a password is required"},
+		{[]string{"mirror", "fetch", "--model", "m", "hf://org/m"}, "llmgw mirror fetch: --version is required\nusage: llmgw mirror fetch "},
+	} {
+		code, out := llmgw(t, tt.args...)
+		if code != 2 || !strings.HasPrefix(out, tt.want) || !strings.Contains(out, "\nflags:\n") {
+			t.Errorf("llmgw %q: exit %d, want 2, %q first and the flags:\n%s", tt.args, code, tt.want, out)
+		}
+	}
+}

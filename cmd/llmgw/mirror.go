@@ -124,10 +124,13 @@ func runMirrorFetch(ctx context.Context, args []string) int {
 	if err != nil {
 		return cliflags.ExitCode(err)
 	}
-	if *model == "" || *version == "" {
-		fmt.Fprintln(os.Stderr, "mirror fetch: --model and --version are required")
-		fs.Usage()
-		return 2
+	switch {
+	case *model == "" && *version == "":
+		return cliflags.ExitCode(cliflags.UsageErrorf(fs, "llmgw mirror fetch: ", "--model and --version are required"))
+	case *model == "":
+		return cliflags.ExitCode(cliflags.UsageErrorf(fs, "llmgw mirror fetch: ", "--model is required"))
+	case *version == "":
+		return cliflags.ExitCode(cliflags.UsageErrorf(fs, "llmgw mirror fetch: ", "--version is required"))
 	}
 	log, err := newLogger(*level)
 	if err != nil {

@@ -100,7 +100,18 @@ func ParseRangePrefixed(fs *flag.FlagSet, args []string, prefix string, least, m
 	default:
 		return pos, nil
 	}
+	return nil, UsageErrorf(fs, prefix, "%v", err)
+}
+
+// UsageErrorf reports bad input the flag set cannot see for itself (a
+// required flag missing, flags that exclude each other, a value out of
+// range) as a bad flag is reported: prefix ("llmgw keys create: ") and the
+// message on one line, then the usage. It returns the error, whose
+// ExitCode is 2. Check such input before reading any file, so the report
+// comes first.
+func UsageErrorf(fs *flag.FlagSet, prefix, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
 	fmt.Fprintf(fs.Output(), "%s%v\n", prefix, err)
 	fs.Usage()
-	return nil, err
+	return err
 }

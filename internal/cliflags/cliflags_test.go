@@ -117,3 +117,16 @@ func TestParseRangePrefixed(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageErrorf: bad input found after parsing is reported as a bad
+// flag is: the prefixed message, the usage with the flags, exit 2.
+func TestUsageErrorf(t *testing.T) {
+	var out strings.Builder
+	fs := New("keys create", "llmgw keys create --name N", &out)
+	fs.String("name", "", "a name")
+	err := UsageErrorf(fs, "llmgw keys create: ", "%s is required", "--name")
+	want := "llmgw keys create: --name is required\nusage: llmgw keys create --name N\n\nflags:\n  -name string\n    \ta name\n"
+	if err == nil || err.Error() != "--name is required" || ExitCode(err) != 2 || out.String() != want {
+		t.Errorf("UsageErrorf = %v (exit %d), printed %q; want %q", err, ExitCode(err), out.String(), want)
+	}
+}

@@ -26,13 +26,13 @@ func contentRetention(ctx context.Context, kind string, args []string, io IO) in
 	}
 	switch {
 	case *project == "":
-		return io.fail(cmd, fmt.Errorf("--project is required"))
+		return usageError(fs, "--project is required")
 	case *off && *hours != 0:
-		return io.fail(cmd, fmt.Errorf("give --retain-hours or --off, not both"))
+		return usageError(fs, "give --retain-hours or --off, not both")
 	case !*off && *hours <= 0:
-		return io.fail(cmd, fmt.Errorf("--retain-hours N (N > 0) is required: kept content must expire; or --off"))
+		return usageError(fs, "--retain-hours N (N > 0) is required: kept content must expire; or --off")
 	case *hours > store.MaxRetainHours:
-		return io.fail(cmd, fmt.Errorf("--retain-hours %d is more than %d (ten years), the longest content may be kept", *hours, store.MaxRetainHours))
+		return usageError(fs, "--retain-hours %d is more than %d (ten years), the longest content may be kept", *hours, store.MaxRetainHours)
 	}
 	path, err := configPath(fs, *cfgPath)
 	if err != nil {

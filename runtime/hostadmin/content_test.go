@@ -33,10 +33,10 @@ func TestKeysContentRetention(t *testing.T) {
 		threads int
 		memory  int
 	}{
-		{name: "retention required", args: []string{"threads", "--project", "default"}, want: 1, errText: "--retain-hours N (N > 0) is required"},
-		{name: "project required", args: []string{"threads", "--retain-hours", "24"}, want: 1, errText: "--project is required"},
-		{name: "past ten years", args: []string{"threads", "--project", "default", "--retain-hours", "3000000"}, want: 1, errText: "more than 87600 (ten years)"},
-		{name: "not both", args: []string{"memory", "--project", "default", "--retain-hours", "2", "--off"}, want: 1, errText: "not both"},
+		{name: "retention required", args: []string{"threads", "--project", "default"}, want: 2, errText: "--retain-hours N (N > 0) is required"},
+		{name: "project required", args: []string{"threads", "--retain-hours", "24"}, want: 2, errText: "--project is required"},
+		{name: "past ten years", args: []string{"threads", "--project", "default", "--retain-hours", "3000000"}, want: 2, errText: "more than 87600 (ten years)"},
+		{name: "not both", args: []string{"memory", "--project", "default", "--retain-hours", "2", "--off"}, want: 2, errText: "not both"},
 		{name: "unknown project", args: []string{"threads", "--project", "nobody", "--retain-hours", "2"}, want: 1, errText: "not found"},
 		{name: "threads on", args: []string{"threads", "--project", "default", "--retain-hours", "24"}, threads: 24},
 		{name: "memory on", args: []string{"memory", "--project", "default", "--retain-hours", "720"}, threads: 24, memory: 720},

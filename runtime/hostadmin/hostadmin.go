@@ -6,8 +6,11 @@
 package hostadmin
 
 import (
+	"flag"
 	"fmt"
 	"io"
+
+	"github.com/llmgw/llmgw/internal/cliflags"
 )
 
 // IO is where a command reads and writes.
@@ -20,4 +23,12 @@ type IO struct {
 func (o IO) fail(cmd string, err error) int {
 	fmt.Fprintf(o.Err, "llmgw %s: %v\n", cmd, err)
 	return 1
+}
+
+// usageError reports bad input to the command of fs that its flags cannot
+// catch (a required flag missing, flags that exclude each other) as a bad
+// flag is, "llmgw keys create: --name is required" and the usage, and
+// returns exit code 2. Callers say it before any file or store is opened.
+func usageError(fs *flag.FlagSet, format string, args ...any) int {
+	return cliflags.ExitCode(cliflags.UsageErrorf(fs, "llmgw "+fs.Name()+": ", format, args...))
 }

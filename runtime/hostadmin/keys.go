@@ -79,10 +79,7 @@ func Keys(ctx context.Context, args []string, io IO) int {
 		return cliflags.ExitCode(err)
 	}
 	if (sub == "create" || sub == "admin-token") && *name == "" {
-		// Said before any file or store is opened, as a bad flag is.
-		fmt.Fprintln(io.Err, "keys "+sub+": --name is required")
-		fs.Usage()
-		return 2
+		return usageError(fs, "--name is required")
 	}
 	path, err := configPath(fs, *cfgPath)
 	if err != nil {
@@ -152,8 +149,13 @@ func moveStore(ctx context.Context, args []string, io IO) int {
 	if err := cliflags.ParseNoArgs(fs, args); err != nil {
 		return cliflags.ExitCode(err)
 	}
-	if *from == "" || *to == "" {
-		return io.fail("keys move-store", fmt.Errorf("give both --from and --to (stop the control plane first)"))
+	switch {
+	case *from == "" && *to == "":
+		return usageError(fs, "--from and --to are required (stop the control plane first)")
+	case *from == "":
+		return usageError(fs, "--from is required")
+	case *to == "":
+		return usageError(fs, "--to is required")
 	}
 	counts, err := store.Move(ctx, *from, *to)
 	if err != nil {

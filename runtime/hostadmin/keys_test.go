@@ -30,7 +30,7 @@ func TestKeysMoveStore(t *testing.T) {
 		args []string
 		want int
 	}{
-		{name: "missing --to", args: []string{"move-store", "--from", from}, want: 1},
+		{name: "missing --to", args: []string{"move-store", "--from", from}, want: 2},                        // bad usage too
 		{name: "stray argument", args: []string{"move-store", "--from", from, "--to", to, "extra"}, want: 2}, // bad usage, as in ctl
 		{name: "unknown flag", args: []string{"move-store", "--form", from}, want: 2},
 		{name: "missing source", args: []string{"move-store", "--from", filepath.Join(dir, "nope.db"), "--to", to}, want: 1},
@@ -54,19 +54,43 @@ func TestKeysMoveStore(t *testing.T) {
 	}
 }
 
-// TestKeysNameRequiredFirst: keys create and admin-token without --name
-// say so, with the usage and exit 2 as for a bad flag, before any
-// server.yaml is looked for (here there is none).
-func TestKeysNameRequiredFirst(t *testing.T) {
+// TestUsageErrors: a command missing a required flag, or given flags that
+// exclude each other or a value out of range, says so as a bad flag is
+// reported: "llmgw CMD: " and the error naming the flag, then the usage
+// with the flags, exit 2, nothing on stdout, before any server.yaml is
+// looked for (here there is none) or any store opened.
+func TestUsageErrors(t *testing.T) {
 	t.Chdir(t.TempDir())
 	old := defaultConfigPaths
 	t.Cleanup(func() { defaultConfigPaths = old })
 	defaultConfigPaths = []string{"server.yaml"}
-	for _, sub := range []string{"create", "admin-token"} {
-		var out, errOut bytes.Buffer
-		code := Keys(context.Background(), []string{sub}, IO{In: strings.NewReader(""), Out: &out, Err: &errOut})
-		if code != 2 || !strings.Contains(errOut.String(), "--name is required") || !strings.Contains(errOut.String(), "usage:") {
-			t.Errorf("keys %s without --name: exit %d, %q; want 2, the missing flag named and the usage", sub, code, errOut.String())
-		}
+	for _, tt := range []struct {
+		run  func(context.Context, []string, IO) int
+		args []string
+		want string // the first line
+		flag string // one flag the usage lists
+	}{
+		{Keys, []string{"create"}, "llmgw keys create: --name is required", "-expires duration"},
+		{Keys, []string{"admin-token"}, "llmgw keys admin-token: --name is required", "-name string"},
+		{Keys, []string{"threads", "--retain-hours", "24"}, "llmgw keys threads: --project is required", "-project string"},
+		{Keys, []string{"memory", "--off"}, "llmgw keys memory: --project is required", "-project string"},
+		{Keys, []string{"threads", "--project", "p"}, "llmgw keys threads: --retain-hours N (N > 0) is required", "-off"},
+		{Keys, []string{"memory", "--project", "p", "--retain-hours", "2", "--off"}, "llmgw keys memory: give --retain-hours or --off, not both", "-off"},
+		{Keys, []string{"threads", "--project", "p", "--retain-hours", "3000000"}, "llmgw keys threads: --retain-hours 3000000 is more than 87600", "-retain-hours int"},
+		{Keys, []string{"move-store"}, "llmgw keys move-store: --from and --to are required", "-to string"},
+		{Keys, []string{"move-store", "--to", "new.db"}, "llmgw keys move-store: --from is required", "-from string"},
+		{Keys, []string{"move-store", "--from", "old.db"}, "llmgw keys move-store: --to is required", "-to string"},
+		{Users, []string{"create", "a@example.com"}, "llmgw users create: a password is required", "-password-file string"},
+		{Users, []string{"create", "a@example.com", "--password", "x", "--password-file", "f"}, "llmgw users create: give --password or --password-file, not both", "-password string"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := tt.run(context.Background(), tt.args, IO{In: strings.NewReader(""), Out: &out, Err: &errOut})
+			lines := strings.SplitN(errOut.String(), "\n", 3)
+			usage := "usage: " + tt.want[:strings.Index(tt.want, ":")] + " " // "usage: llmgw keys create "
+			if code != 2 || out.Len() > 0 || len(lines) < 3 || !strings.HasPrefix(lines[0], tt.want) || !strings.HasPrefix(lines[1], usage) || !strings.Contains(lines[2], tt.flag) {
+				t.Errorf("exit %d, stdout %q, stderr\n%s\nwant exit 2, no stdout, %q on the first line, then %q and the flags (%q among them)", code, out.String(), errOut.String(), tt.want, usage, tt.flag)
+			}
+		})
 	}
 }

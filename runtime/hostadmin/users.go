@@ -72,6 +72,14 @@ func Users(ctx context.Context, args []string, io IO) int {
 	if err != nil {
 		return cliflags.ExitCode(err)
 	}
+	if sub == "create" {
+		switch {
+		case *password != "" && *passwordFile != "":
+			return usageError(fs, "give --password or --password-file, not both")
+		case *password == "" && *passwordFile == "":
+			return usageError(fs, "a password is required: --password-file FILE, --password - (read from stdin) or --password VALUE")
+		}
+	}
 	path, err := configPath(fs, *cfgPath)
 	if err != nil {
 		return io.fail("users", err)
