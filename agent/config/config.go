@@ -105,7 +105,9 @@ type Fetch struct {
 	// for the next source.
 	StallAfter time.Duration `koanf:"stall_after" yaml:"stall_after" json:"stall_after"`
 	// GiveUpAfter is how long a fetch may move no byte before its shards fail
-	// with the last error; at least `fetch.stall_after`.
+	// with the last error (going on to the next source, after a peer failed,
+	// starts the count again, as for `fetch.stall_after`); at least
+	// `fetch.stall_after`.
 	GiveUpAfter time.Duration `koanf:"give_up_after" yaml:"give_up_after" json:"give_up_after"`
 	// HFEndpoint is the Hugging Face hub `hf:` sources are resolved against.
 	// Default: `$HF_ENDPOINT`, else `https://huggingface.co`.
