@@ -104,7 +104,8 @@ func setup(b *testing.B, apart bool) (direct, gw, bare, key string) {
 	if apart {
 		load, cpus, _ := splitCPUs() // two or more: BenchmarkGatewayOverhead checked
 		direct = startHelper(b, "engine", load, engineEnv+"=1")[0]
-		f := startHelper(b, "proxies", cpus, proxiesEnv+"="+direct)
+		g := startHelper(b, "gateway", cpus, proxyForEnv+"="+direct, proxyEnv+"=gateway")
+		bare = startHelper(b, "bare", cpus, proxyForEnv+"="+direct, proxyEnv+"=bare")[0]
 		was, err := pinProcess(load)
 		if err != nil {
 			b.Fatal(err)
@@ -118,26 +119,33 @@ func setup(b *testing.B, apart bool) (direct, gw, bare, key string) {
 			}
 			runtime.SetDefaultGOMAXPROCS()
 		})
-		return direct, f[0], f[1], f[2]
+		return direct, g[0], bare, g[1]
 	}
 	eng, err := simengine.New(simengine.Config{Host: "127.0.0.1", ServedModelName: model}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	direct = serve(b, eng.Handler())
-	p, err := newProxies(b.TempDir(), direct)
+	g, err := newGateway(b.TempDir(), direct)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(p.close)
-	return direct, serve(b, p.gateway), serve(b, p.bare), p.key
+	b.Cleanup(g.close)
+	rp, err := newBare(direct)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return direct, serve(b, g.handler), serve(b, rp), g.key
 }
 
-// proxiesEnv, set to an engine's URL, makes the test binary the proxies'
-// process (TestMain): it serves a gateway and a bare proxy in front of
-// that engine, prints their URLs and the key, and runs until its standard
-// input closes.
-const proxiesEnv = "LLMGW_BENCH_PROXIES_FOR"
+// proxyForEnv, set to an engine's URL, makes the test binary a proxy's
+// process (TestMain): it serves the proxy proxyEnv names ("gateway" or
+// "bare") in front of that engine, prints its URL (and the gateway's API
+// key), and runs until its standard input closes.
+const (
+	proxyForEnv = "LLMGW_BENCH_PROXY_FOR"
+	proxyEnv    = "LLMGW_BENCH_PROXY"
+)
 
 // engineEnv, set, makes the test binary the engine's process (TestMain):
 // it serves a sim engine, prints its URL, and runs until its standard
@@ -225,25 +233,24 @@ func serveEngine() error {
 	return nil
 }
 
-// proxies are the gateway with everything on (key authentication over a
-// SQLite store, key and project rate limits, a priced budget, the usage
-// recorder, request metrics, the router) and a bare
-// httputil.ReverseProxy, both in front of one engine.
-type proxies struct {
-	gateway, bare http.Handler
-	key           string
-	close         func()
+// gatewayProxy is the gateway with everything on (key authentication
+// over a SQLite store, key and project rate limits, a priced budget, the
+// usage recorder, request metrics, the router) in front of one engine.
+type gatewayProxy struct {
+	handler http.Handler
+	key     string
+	close   func()
 }
 
-// newProxies makes the proxies in front of the engine at engine, their
+// newGateway makes the gateway in front of the engine at engine, its
 // store in dir.
-func newProxies(dir, engine string) (*proxies, error) {
+func newGateway(dir, engine string) (*gatewayProxy, error) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(dir, "bench.db"))
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*proxies, error) {
+	fail := func(err error) (*gatewayProxy, error) {
 		st.Close()
 		return nil, err
 	}
@@ -273,16 +280,26 @@ func newProxies(dir, engine string) (*proxies, error) {
 	if err != nil {
 		return fail(err)
 	}
-	u, err := url.Parse(engine)
-	if err != nil {
-		return fail(err)
-	}
 	adm := tenancy.NewAdmission(tenancy.Options{Store: st, Models: cat})
 	rec := tenancy.NewRecorder(tenancy.RecorderOptions{Store: st, Price: adm.Cost, Registerer: reg.Registerer()})
 	rt := router.New()
 	rt.SetEndpoints(model, []router.Endpoint{{ReplicaID: "r-1", Model: model, URL: engine, Weight: 1}})
 	g := gateway.New(gateway.Config{}, gateway.Deps{Catalog: catalog{cat}, Auth: auth.NewKeys(st, 0, nil), Routes: rt,
 		Admission: adm, Observer: gateway.Observers{rec, obs}})
+	return &gatewayProxy{handler: g.Handler(), key: k.Secret, close: func() {
+		g.Close()
+		_ = rec.Close(context.Background())
+		st.Close()
+	}}, nil
+}
+
+// newBare makes the bare proxy: an httputil.ReverseProxy in front of the
+// engine at engine.
+func newBare(engine string) (http.Handler, error) {
+	u, err := url.Parse(engine)
+	if err != nil {
+		return nil, err
+	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true}
 	rp.FlushInterval = -1
@@ -293,7 +310,7 @@ func newProxies(dir, engine string) (*proxies, error) {
 	// server having closed the body once the answer began
 	// (golang/go#40747): one stream in a few hundred failed so with the
 	// proxies in a process of their own.
-	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -301,42 +318,46 @@ func newProxies(dir, engine string) (*proxies, error) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rp.ServeHTTP(w, r)
-	})
-	return &proxies{gateway: g.Handler(), bare: bare, key: k.Secret, close: func() {
-		g.Close()
-		_ = rec.Close(context.Background())
-		st.Close()
-	}}, nil
+	}), nil
 }
 
-// serveProxies is the proxies' process: it serves them in front of the
-// engine at engine until its standard input closes.
-func serveProxies(engine string) error {
+// serveProxy is a proxy's process: it serves the proxy proxyEnv names in
+// front of the engine at engine until its standard input closes.
+func serveProxy(engine string) error {
 	if err := bindHelper(); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "llmgw-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	p, err := newProxies(dir, engine)
-	if err != nil {
-		return err
-	}
-	defer p.close()
-	var urls []string
-	for _, h := range []http.Handler{p.gateway, p.bare} {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	var h http.Handler
+	var key string
+	switch which := os.Getenv(proxyEnv); which {
+	case "gateway":
+		dir, err := os.MkdirTemp("", "llmgw-bench-")
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(l) }()
-		defer srv.Close()
-		urls = append(urls, "http://"+l.Addr().String())
+		defer os.RemoveAll(dir)
+		g, err := newGateway(dir, engine)
+		if err != nil {
+			return err
+		}
+		defer g.close()
+		h, key = g.handler, g.key
+	case "bare":
+		var err error
+		if h, err = newBare(engine); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%s=%q: want gateway or bare", proxyEnv, which)
 	}
-	fmt.Printf("proxies %s %s %s\n", urls[0], urls[1], p.key)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	fmt.Println(strings.TrimSpace(fmt.Sprintf("%s http://%s %s", os.Getenv(proxyEnv), l.Addr(), key)))
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the benchmark ends
 	return nil
 }

@@ -28,9 +28,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if engine := os.Getenv(proxiesEnv); engine != "" {
-		if err := serveProxies(engine); err != nil {
-			fmt.Fprintf(os.Stderr, "proxies: %v\n", err)
+	if engine := os.Getenv(proxyForEnv); engine != "" {
+		if err := serveProxy(engine); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", os.Getenv(proxyEnv), err)
 			os.Exit(1)
 		}
 		os.Exit(0)
