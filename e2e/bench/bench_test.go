@@ -79,8 +79,11 @@ func serve(b *testing.B, h http.Handler) string {
 // (apart false), or each in a process of its own (apart true). It
 // returns the three base URLs and an API key.
 //
-// Apart, the proxies' process is bound to a CPU of its own and the load
-// generator and the engine, in a process each, to the others, as proxy
+// Apart, the gateway and the bare proxy each have a process of their own,
+// as each would be deployed (neither meets the other's garbage
+// collection, usage writes or scheduler), both bound to a CPU the load
+// does not use, and the load generator and the engine, in a process each,
+// are bound to the others, as proxy
 // benchmarks bind load generator, proxy and upstream to separate cores,
 // and as in production, where clients and engines are other machines:
 // what a proxy does after its last write (settling, metrics, the rest of
@@ -92,7 +95,10 @@ func serve(b *testing.B, h http.Handler) string {
 // the engine's goroutine parks. The load's process collects its garbage
 // less often (GOGC 400) while bound: the load generator is not what is
 // measured, and its collections are pauses every path would meet at
-// random. The proxies' and the engine's processes run as deployed.
+// random. The proxies' and the engine's processes run as deployed. (With
+// the two proxies in one process, as before, the bare proxy met the
+// gateway's collections and usage writes too, and its figures were a
+// little worse than alone: streams 5-10 µs at the median.)
 //
 // In one Go runtime on this 2-core machine the figures say something
 // else: a client's wake-up waits until the goroutine that answered it
@@ -157,7 +163,7 @@ const engineEnv = "LLMGW_BENCH_ENGINE"
 const cpusEnv = "LLMGW_BENCH_CPUS"
 
 // startHelper starts the test binary again as a helper process (the
-// engine's or the proxies', by env), bound to cpus, and returns the
+// engine's or a proxy's, by env), bound to cpus, and returns the
 // fields of the line it prints after its role; the process ends with the
 // benchmark.
 func startHelper(b *testing.B, role string, cpus []int, env ...string) []string {
@@ -540,8 +546,8 @@ func merge(a, b result) result {
 // BenchmarkGatewayOverhead prints added latency and the throughput ratio of
 // the gateway against a direct connection, for fixed-rate, one-at-a-time
 // and saturating load, streaming and not, with the gateway and the bare
-// proxy in the load's process and then in a process of their own on a
-// CPU of their own (setup). At the fixed rate (1,000 requests a second in
+// proxy in the load's process and then each in a process of its own on a
+// CPU the load does not use (setup). At the fixed rate (1,000 requests a second in
 // all) and one at a time, requests to the engine directly, through the
 // gateway and through a bare httputil.ReverseProxy (the floor: what any
 // proxy hop adds on this machine) are interleaved, so all three see the
@@ -586,10 +592,26 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 	where := "proxies in the load's process (a view of their CPU per request, not judged)"
 	if apart {
-		where = "proxies in a process of their own, on a CPU of their own"
+		where = "each proxy in a process of its own, on a CPU the load does not use"
 	}
+	loadCPUs, proxyCPUs, _ := splitCPUs() // before setup binds this process
 	direct, gw, bare, key := setup(b, apart)
 	l := newLoader(key)
+	// machine prints what the CPUs did while a load ran (from /proc/stat,
+	// read before it as t0): work at a low priority or time the hypervisor
+	// took are the machine's, and tails that come with them are too.
+	machine := func(label string, t0 map[int]cpuTimes) {
+		t1, err := readCPUTimes()
+		if err != nil || t0 == nil {
+			return
+		}
+		if !apart {
+			fmt.Fprintf(out, "%-28s CPUs %s\n", label+" machine", cpuUseBetween(t0, t1, slices.Concat(loadCPUs, proxyCPUs)))
+			return
+		}
+		fmt.Fprintf(out, "%-28s load's CPU %s; proxies' CPU %s\n", label+" machine",
+			cpuUseBetween(t0, t1, loadCPUs), cpuUseBetween(t0, t1, proxyCPUs))
+	}
 	prefix := map[bool]string{false: "", true: "apart-"}[apart]
 	const rate, fixedN, serialN, conc, satN = 1000, 3000, 9000, 32, 6000
 	// Warm connections and caches on every path.
@@ -624,12 +646,14 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 		if stream {
 			kind = "streaming (TTFB)"
 		}
+		label := fmt.Sprintf("%d/s mixed %s", rate, kind)
+		t0, _ := readCPUTimes()
 		res := l.fixedRate([]string{direct, gw, bare}, stream, rate, fixedN)
+		machine(label, t0)
 		d, g, r := res[0], res[1], res[2]
 		if d.errors+g.errors+r.errors > 0 {
 			b.Fatalf("fixed %s: %d direct, %d gateway and %d bare proxy errors", kind, d.errors, g.errors, r.errors)
 		}
-		label := fmt.Sprintf("%d/s mixed %s", rate, kind)
 		line(label+" gateway", d, g)
 		line(label+" bare proxy", d, r)
 		metric(label, d, g)
@@ -639,12 +663,14 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 			bareP50: r.pct(0.5) - d.pct(0.5), bareP99: r.pct(0.99) - d.pct(0.99),
 			p50Gap: medianGap(g.lat, r.lat)})
 
+		label = "one at a time " + kind
+		t0, _ = readCPUTimes()
 		res = l.serial([]string{direct, gw, bare}, stream, serialN)
+		machine(label, t0)
 		d, g, r = res[0], res[1], res[2]
 		if d.errors+g.errors+r.errors > 0 {
 			b.Fatalf("one at a time %s: %d direct, %d gateway and %d bare proxy errors", kind, d.errors, g.errors, r.errors)
 		}
-		label = "one at a time " + kind
 		line(label+" gateway", d, g)
 		line(label+" bare proxy", d, r)
 		metric(label, d, g)
