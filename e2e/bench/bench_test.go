@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -105,13 +106,25 @@ func serve(b *testing.B, h http.Handler) string {
 // parks (the other core's poller is slow to wake), so the work a proxy
 // does after its last write counts as the client's latency, and the
 // figure reads the proxy's CPU per request.
-func setup(b *testing.B, apart bool) (direct, gw, bare, key string) {
+//
+// Apart, it also starts, in the bare proxy's process, a bare proxy that
+// adds to its answers the response headers the gateway sends and the
+// engine does not (the x-ratelimit-* and x-request-id of a streamed
+// answer, as one such answer had them): bareHeaders is its URL, empty in
+// one process. It is not a target: it tells what a client spends reading
+// those headers from what the gateway spends.
+func setup(b *testing.B, apart bool) (direct, gw, bare, bareHeaders, key string) {
 	b.Helper()
 	if apart {
 		load, cpus, _ := splitCPUs() // two or more: BenchmarkGatewayOverhead checked
 		direct = startHelper(b, "engine", load, engineEnv+"=1")[0]
 		g := startHelper(b, "gateway", cpus, proxyForEnv+"="+direct, proxyEnv+"=gateway")
-		bare = startHelper(b, "bare", cpus, proxyForEnv+"="+direct, proxyEnv+"=bare")[0]
+		extra, err := gatewayHeaders(direct, g[0], g[1])
+		if err != nil {
+			b.Fatal(err)
+		}
+		bp := startHelper(b, "bare", cpus, proxyForEnv+"="+direct, proxyEnv+"=bare", bareHeadersEnv+"="+extra)
+		bare, bareHeaders = bp[0], bp[1]
 		was, err := pinProcess(load)
 		if err != nil {
 			b.Fatal(err)
@@ -125,7 +138,7 @@ func setup(b *testing.B, apart bool) (direct, gw, bare, key string) {
 			}
 			runtime.SetDefaultGOMAXPROCS()
 		})
-		return direct, g[0], bare, g[1]
+		return direct, g[0], bare, bareHeaders, g[1]
 	}
 	eng, err := simengine.New(simengine.Config{Host: "127.0.0.1", ServedModelName: model}, nil)
 	if err != nil {
@@ -137,11 +150,55 @@ func setup(b *testing.B, apart bool) (direct, gw, bare, key string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(g.close)
-	rp, err := newBare(direct)
+	rp, err := newBare(direct, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return direct, serve(b, g.handler), serve(b, rp), g.key
+	return direct, serve(b, g.handler), serve(b, rp), "", g.key
+}
+
+// bareHeadersEnv holds, as JSON, the headers the second bare proxy of
+// the bare proxy's process adds to its answers (setup).
+const bareHeadersEnv = "LLMGW_BENCH_BARE_HEADERS"
+
+// gatewayHeaders returns, as JSON, the response headers the gateway at gw
+// sends with a streamed answer that the engine at direct does not.
+func gatewayHeaders(direct, gw, key string) (string, error) {
+	l := newLoader(key)
+	get := func(base string) (http.Header, error) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", bytes.NewReader(body(true)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := l.client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("%s: status %d", base, resp.StatusCode)
+		}
+		return resp.Header, nil
+	}
+	dh, err := get(direct)
+	if err != nil {
+		return "", err
+	}
+	gh, err := get(gw)
+	if err != nil {
+		return "", err
+	}
+	extra := http.Header{}
+	for k, v := range gh {
+		if _, ok := dh[k]; !ok {
+			extra[k] = v
+		}
+	}
+	if len(extra) == 0 {
+		return "", fmt.Errorf("the gateway sent no header the engine did not: %v", gh)
+	}
+	j, err := json.Marshal(extra)
+	return string(j), err
 }
 
 // proxyForEnv, set to an engine's URL, makes the test binary a proxy's
@@ -300,8 +357,8 @@ func newGateway(dir, engine string) (*gatewayProxy, error) {
 }
 
 // newBare makes the bare proxy: an httputil.ReverseProxy in front of the
-// engine at engine.
-func newBare(engine string) (http.Handler, error) {
+// engine at engine, adding extra (when set) to its answers' headers.
+func newBare(engine string, extra http.Header) (http.Handler, error) {
 	u, err := url.Parse(engine)
 	if err != nil {
 		return nil, err
@@ -309,6 +366,14 @@ func newBare(engine string) (http.Handler, error) {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true}
 	rp.FlushInterval = -1
+	if extra != nil {
+		rp.ModifyResponse = func(resp *http.Response) error {
+			for k, v := range extra {
+				resp.Header[k] = v
+			}
+			return nil
+		}
+	}
 	// The bare proxy reads the request body before it forwards it, as the
 	// gateway does: ReverseProxy streaming the client's body to an engine
 	// that answers before the transport's last read of that body (its
@@ -328,7 +393,9 @@ func newBare(engine string) (http.Handler, error) {
 }
 
 // serveProxy is a proxy's process: it serves the proxy proxyEnv names in
-// front of the engine at engine until its standard input closes.
+// front of the engine at engine until its standard input closes. The bare
+// proxy's process serves a second one beside it that adds the headers
+// bareHeadersEnv holds (setup), and prints its URL after the first's.
 func serveProxy(engine string) error {
 	if err := bindHelper(); err != nil {
 		return err
@@ -349,10 +416,29 @@ func serveProxy(engine string) error {
 		defer g.close()
 		h, key = g.handler, g.key
 	case "bare":
-		var err error
-		if h, err = newBare(engine); err != nil {
+		var extra http.Header
+		if err := json.Unmarshal([]byte(os.Getenv(bareHeadersEnv)), &extra); err != nil {
+			return fmt.Errorf("%s: %w", bareHeadersEnv, err)
+		}
+		plain, err := newBare(engine, nil)
+		if err != nil {
 			return err
 		}
+		with, err := newBare(engine, extra)
+		if err != nil {
+			return err
+		}
+		h = plain
+		// The second, with the gateway's headers, is served beside it;
+		// its URL takes the place of the gateway's key.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: with, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(l) }()
+		defer srv.Close()
+		key = "http://" + l.Addr().String()
 	default:
 		return fmt.Errorf("%s=%q: want gateway or bare", proxyEnv, which)
 	}
@@ -595,7 +681,7 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 		where = "each proxy in a process of its own, on a CPU the load does not use"
 	}
 	loadCPUs, proxyCPUs, _ := splitCPUs() // before setup binds this process
-	direct, gw, bare, key := setup(b, apart)
+	direct, gw, bare, bareHeaders, key := setup(b, apart)
 	l := newLoader(key)
 	// machine prints what the CPUs did while a load ran (from /proc/stat,
 	// read before it as t0): work at a low priority or time the hypervisor
@@ -693,6 +779,21 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 		line(label+" bare proxy", sd, sr)
 		metric(label, sd, sg)
 		metric(label+" bare proxy", sd, sr)
+	}
+	if bareHeaders != "" {
+		// Not a target: the same requests against a bare proxy that sends
+		// the gateway's own response headers too, to tell what a client
+		// spends reading them from what the gateway spends.
+		label := "one at a time streaming (TTFB)"
+		res := l.serial([]string{direct, gw, bareHeaders}, true, serialN)
+		d, g, r := res[0], res[1], res[2]
+		if d.errors+g.errors+r.errors > 0 {
+			b.Fatalf("%s with the gateway's headers: %d direct, %d gateway and %d bare proxy errors", label, d.errors, g.errors, r.errors)
+		}
+		line(label+" gateway", d, g)
+		line(label+" bare proxy + the gateway's headers", d, r)
+		fmt.Fprintf(out, "not a target: %s, against a bare proxy that also sends the gateway's response headers (the x-ratelimit-* and x-request-id an OpenAI client is sent): gateway added p50 %s, that proxy's %s (%.2f×; chance alone: %s)\n",
+			label, us(g.pct(0.5)-d.pct(0.5)), us(r.pct(0.5)-d.pct(0.5)), ratio(g.pct(0.5)-d.pct(0.5), r.pct(0.5)-d.pct(0.5)), us(medianGap(g.lat, r.lat)))
 	}
 	return targets
 }
