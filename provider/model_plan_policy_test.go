@@ -147,14 +147,7 @@ func TestPlanRolloutPolicyChange(t *testing.T) {
 			if !strings.HasPrefix(text, tt.want) {
 				t.Errorf("rollout_plan =\n%s\nwant it to start with\n%s", text, tt.want)
 			}
-			if len(warnings) != len(tt.warnings) {
-				t.Fatalf("warnings %q, want %d", warnings, len(tt.warnings))
-			}
-			for i, w := range tt.warnings {
-				if !strings.HasPrefix(warnings[i], w) {
-					t.Errorf("warning =\n%s\nwant it to start with\n%s", warnings[i], w)
-				}
-			}
+			wantWarnings(t, warnings, tt.warnings)
 		})
 	}
 }
@@ -205,14 +198,21 @@ func TestPlanRolloutControlPlaneStale(t *testing.T) {
 			if tt.warnings == nil && text != tt.want || !strings.HasPrefix(text, tt.want) {
 				t.Errorf("rollout_plan =\n%s\nwant it to start with (without a warning, to be)\n%s", text, tt.want)
 			}
-			if len(warnings) != len(tt.warnings) {
-				t.Fatalf("warnings %q, want %d", warnings, len(tt.warnings))
-			}
-			for i, w := range tt.warnings {
-				if !strings.HasPrefix(warnings[i], w) {
-					t.Errorf("warning =\n%s\nwant it to start with\n%s", warnings[i], w)
-				}
-			}
+			wantWarnings(t, warnings, tt.warnings)
 		})
+	}
+}
+
+// wantWarnings fails t unless warnings are as many as want and each
+// starts with its want.
+func wantWarnings(t *testing.T, warnings, want []string) {
+	t.Helper()
+	if len(warnings) != len(want) {
+		t.Fatalf("warnings %q, want %d", warnings, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(warnings[i], w) {
+			t.Errorf("warning =\n%s\nwant it to start with\n%s", warnings[i], w)
+		}
 	}
 }

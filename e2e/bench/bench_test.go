@@ -64,14 +64,23 @@ func (c catalog) List() []gateway.ModelInfo { return []gateway.ModelInfo{{ID: mo
 
 func serve(b *testing.B, h http.Handler) string {
 	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	u, stop, err := listen(h)
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(stop)
+	return u
+}
+
+// listen serves h on a port of the loopback interface; stop closes it.
+func listen(h http.Handler) (base string, stop func(), err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
-	b.Cleanup(func() { _ = srv.Close() })
-	return "http://" + l.Addr().String()
+	return "http://" + l.Addr().String(), func() { _ = srv.Close() }, nil
 }
 
 // setup starts a sim engine and in front of it a gateway and, as a
@@ -284,14 +293,12 @@ func serveEngine() error {
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	u, stop, err := listen(eng.Handler())
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: eng.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
-	fmt.Printf("engine http://%s\n", l.Addr())
+	defer stop()
+	fmt.Printf("engine %s\n", u)
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the benchmark ends
 	return nil
 }
@@ -431,25 +438,20 @@ func serveProxy(engine string) error {
 		h = plain
 		// The second, with the gateway's headers, is served beside it;
 		// its URL takes the place of the gateway's key.
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		var stop func()
+		if key, stop, err = listen(with); err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: with, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(l) }()
-		defer srv.Close()
-		key = "http://" + l.Addr().String()
+		defer stop()
 	default:
 		return fmt.Errorf("%s=%q: want gateway or bare", proxyEnv, which)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	u, stop, err := listen(h)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
-	fmt.Println(strings.TrimSpace(fmt.Sprintf("%s http://%s %s", os.Getenv(proxyEnv), l.Addr(), key)))
+	defer stop()
+	fmt.Println(strings.TrimSpace(fmt.Sprintf("%s %s %s", os.Getenv(proxyEnv), u, key)))
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the benchmark ends
 	return nil
 }
