@@ -444,6 +444,11 @@ type exchange struct {
 	promptTypical int
 	// sent is set once the request went to the engine.
 	sent bool
+	// sentAt is when the request was handed to the engine (the last
+	// attempt's) and inHand when the engine's answer, or a stream's first
+	// event, was in hand: Record.Own leaves out what lies between
+	// (firstByte).
+	sentAt, inHand time.Time
 	// answered is set when the engine's headers for a non-streamed request
 	// came back 200: it has generated, whatever happens to the body.
 	answered bool
@@ -482,6 +487,15 @@ type exchange struct {
 	// releases it; a thread's answer, once whole, before its store
 	// write: Lease.Done is once only).
 	lease router.Lease
+}
+
+// firstByte notes the client's first byte sent: the gateway's own time
+// until then, without the engine's, is Record.Own. Only the first call
+// counts.
+func (x *exchange) firstByte() {
+	if x.rec.Own == 0 && !x.sentAt.IsZero() && !x.inHand.IsZero() {
+		x.rec.Own = x.sentAt.Sub(x.start) + time.Since(x.inHand)
+	}
 }
 
 // endAnswer runs beforeDone, once.

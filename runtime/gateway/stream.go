@@ -54,6 +54,9 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 	for {
 		event, err := er.next()
 		hw.stop()
+		if first {
+			x.inHand = time.Now()
+		}
 		if err != nil {
 			// End of stream: pass on what is left. A broken stream's last
 			// event is cut short and is not passed on.
@@ -79,7 +82,11 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, x *exchang
 			}
 			return
 		}
-		if !g.emit(w, rc, x, event, first || !er.eventInHand()) {
+		sent := g.emit(w, rc, x, event, first || !er.eventInHand())
+		if first && sent {
+			x.firstByte()
+		}
+		if !sent {
 			// The client went away, or the stream reached its bound and
 			// was ended; returning cancels the upstream.
 			if !x.bound.cut {

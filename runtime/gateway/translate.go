@@ -136,6 +136,7 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 			g.upstreamFailed(w, r, x, ep, err)
 			return
 		}
+		x.inHand = time.Now()
 		if resp.StatusCode != http.StatusOK {
 			x.fail(w, engineError(resp.StatusCode, data))
 			return
@@ -156,10 +157,15 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 		x.rec.Status = http.StatusOK
 		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(out)
+		// Sent now, not when the handler returns: settling and records
+		// come after the client has its answer.
+		if _, err := w.Write(out); err == nil && http.NewResponseController(w).Flush() == nil {
+			x.firstByte()
+		}
 		return
 	}
 
+	x.inHand = time.Now() // what the client is sent first is the headers
 	h := w.Header()
 	ts.setHeaders(h)
 	h.Set("Content-Type", "text/event-stream")
@@ -172,6 +178,7 @@ func (g *Gateway) relayShaped(w http.ResponseWriter, r *http.Request, x *exchang
 		x.rec.Status = statusClientGone
 		return
 	}
+	x.firstByte()
 	st := ts.stream(x)
 	// pending is set while events were written and not flushed.
 	pending := false

@@ -250,6 +250,7 @@ func (g *Gateway) attempt(ctx context.Context, w http.ResponseWriter, r *http.Re
 		up.Header.Set("Accept", a)
 	}
 	x.sent = true
+	x.sentAt = time.Now()
 	resp, err := g.transport.roundTrip(up, func() { x.rateHeaders(w.Header()) })
 	if err != nil {
 		if r.Context().Err() == nil && retryable(err) {
@@ -342,6 +343,7 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 		return
 	}
 	data := buf.Bytes()
+	x.inHand = time.Now()
 	copyResponseHeaders(w.Header(), resp.Header)
 	x.rec.Status = resp.StatusCode
 	if len(data) <= maxBufferedResponse {
@@ -362,6 +364,7 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 		// does not).
 		if _, err := w.Write(data); err == nil {
 			_ = http.NewResponseController(w).Flush()
+			x.firstByte()
 		}
 		if resp.StatusCode == http.StatusOK && !kept {
 			x.usage = bodyUsage(data)
@@ -378,6 +381,7 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, x *exchange,
 	if _, err := w.Write(data); err != nil {
 		return
 	}
+	x.firstByte()
 	tail := &tailBuffer{max: 8 << 10}
 	_, _ = tail.Write(data) // a tailBuffer never fails to write
 	if _, err := io.Copy(w, io.TeeReader(resp.Body, tail)); err != nil {

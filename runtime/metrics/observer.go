@@ -16,6 +16,10 @@ import (
 // generation (5 minutes).
 var LatencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300}
 
+// OwnBuckets are the buckets of the gateway's own time per request, from
+// 25 µs to 100 ms: a proxy hop's work is tens of microseconds.
+var OwnBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1}
+
 // Admission outcomes the Observer counts besides the refusal reasons
 // admission itself gives (limit, budget, model_not_allowed, ...).
 const (
@@ -39,12 +43,13 @@ var knownReasons = []string{AdmissionAdmitted, AdmissionFallback, AdmissionNoRep
 	"limit", "budget", "model_not_allowed"}
 
 // Observer is the gateway.Observer that exports requests, latency, time to
-// first token, tokens and admission outcomes. It runs on every request, so
+// first token, the gateway's own time, tokens and admission outcomes. It runs on every request, so
 // the label children of each (model, project) are looked up once and kept.
 type Observer struct {
 	requests  *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	ttft      *prometheus.HistogramVec
+	own       *prometheus.HistogramVec
 	tokens    *prometheus.CounterVec
 	admission *prometheus.CounterVec
 
@@ -61,6 +66,7 @@ type series struct {
 	project    string
 	latency    prometheus.Observer
 	ttft       prometheus.Observer
+	own        prometheus.Observer
 	prompt     prometheus.Counter
 	completion prometheus.Counter
 	byStatus   cowMap[int, prometheus.Counter]
@@ -83,6 +89,11 @@ func NewObserver(r *Registry) (*Observer, error) {
 			Help:    "Time from arrival to the first streamed event, for streamed requests.",
 			Buckets: LatencyBuckets,
 		}, []string{"model"}),
+		own: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "gateway_own_seconds",
+			Help:    "The gateway's own time per inference request before the client's first byte, without the engine's: arrival to the request handed to the engine, plus the engine's answer (a stream's first event) in hand to the client's first byte.",
+			Buckets: OwnBuckets,
+		}, []string{"model"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "tokens_total",
 			Help: "Tokens charged, by model, project and kind (prompt or completion); includes the gateway's estimate for abandoned streams.",
@@ -92,7 +103,7 @@ func NewObserver(r *Registry) (*Observer, error) {
 			Help: "Admission outcomes of requests for a known model: admitted, fallback, no_replica, error, or the refusal reason (limit, budget, model_not_allowed, ...).",
 		}, []string{"reason"}),
 	}
-	if err := r.Register(o.requests, o.latency, o.ttft, o.tokens, o.admission); err != nil {
+	if err := r.Register(o.requests, o.latency, o.ttft, o.own, o.tokens, o.admission); err != nil {
 		return nil, err
 	}
 	for _, reason := range knownReasons {
@@ -112,6 +123,9 @@ func (o *Observer) Observe(rec request.Record) {
 	}
 	if rec.Stream && rec.TTFT > 0 {
 		s.ttft.Observe(rec.TTFT.Seconds())
+	}
+	if rec.Own > 0 {
+		s.own.Observe(rec.Own.Seconds())
 	}
 	if rec.PromptTokens > 0 {
 		s.prompt.Add(float64(rec.PromptTokens))
@@ -174,6 +188,7 @@ func (o *Observer) seriesFor(model, project string) *series {
 			o: o, model: m, project: p,
 			latency:    o.latency.WithLabelValues(m),
 			ttft:       o.ttft.WithLabelValues(m),
+			own:        o.own.WithLabelValues(m),
 			prompt:     o.tokens.WithLabelValues(m, p, "prompt"),
 			completion: o.tokens.WithLabelValues(m, p, "completion"),
 		}

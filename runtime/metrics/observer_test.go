@@ -25,7 +25,7 @@ func served() request.Record {
 		Principal: request.Principal{KeyID: "key-1", Project: "team-a"},
 		Model:     "qwen", Endpoint: "/v1/chat/completions", ReplicaID: "r1",
 		Status: 200, PromptTokens: 12, CompletionTokens: 30, UsageReported: true,
-		Latency: 1500 * time.Millisecond, TTFT: 80 * time.Millisecond, Stream: true,
+		Latency: 1500 * time.Millisecond, TTFT: 80 * time.Millisecond, Own: 40 * time.Microsecond, Stream: true,
 	}
 }
 
@@ -192,6 +192,17 @@ func TestObserverAccumulatesAndBuckets(t *testing.T) {
 		`llmgw_time_to_first_token_seconds_bucket{model="qwen",le="300"} 3`,
 		`llmgw_time_to_first_token_seconds_sum{model="qwen"} 0.24`,
 		`llmgw_time_to_first_token_seconds_count{model="qwen"} 3`,
+	} {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("missing %s in\n%s", line, out)
+		}
+	}
+	// The gateway's own time, in buckets of microseconds.
+	out = exposition(t, collectorRegistry(t, o.own))
+	for _, line := range []string{
+		`llmgw_gateway_own_seconds_bucket{model="qwen",le="2.5e-05"} 0`,
+		`llmgw_gateway_own_seconds_bucket{model="qwen",le="5e-05"} 3`,
+		`llmgw_gateway_own_seconds_count{model="qwen"} 3`,
 	} {
 		if !strings.Contains(out, line+"\n") {
 			t.Errorf("missing %s in\n%s", line, out)

@@ -262,6 +262,12 @@ type Record struct {
 	Admitted time.Time
 	Latency  time.Duration
 	// TTFT is the time to the first streamed event; zero when not streamed.
-	TTFT   time.Duration
+	TTFT time.Duration
+	// Own is the gateway's own time before the client's first byte: from
+	// arrival to the request handed to the engine (the one that answered),
+	// plus from the engine's answer in hand (a stream's first event, a
+	// whole answer) to the client's first byte sent. It leaves out the
+	// engine's time; zero when no engine answered.
+	Own    time.Duration
 	Stream bool
 }
