@@ -264,7 +264,9 @@ type Record struct {
 	// TTFT is the time to the first streamed event; zero when not streamed.
 	TTFT time.Duration
 	// Own is the gateway's own time before the client's first byte: from
-	// arrival to the request handed to the engine (the one that answered),
+	// arrival to the request handed to the engine (the one that answered,
+	// so a replica that failed first counts, and so does an engine's
+	// refusal of a thread's length before the shorter body was sent),
 	// plus from the engine's answer in hand (a stream's first event, a
 	// whole answer) to the client's first byte sent. It leaves out the
 	// engine's time; zero when no engine answered.
