@@ -420,7 +420,7 @@ func newBare(engine string, extra http.Header) (http.Handler, error) {
 		return nil, err
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.Transport = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true}
+	rp.Transport = &clockedTransport{rt: &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true}}
 	rp.FlushInterval = -1
 	if extra != nil {
 		rp.ModifyResponse = func(resp *http.Response) error {
@@ -430,6 +430,9 @@ func newBare(engine string, extra http.Header) (http.Handler, error) {
 			return nil
 		}
 	}
+	own := &ownTimes{}
+	mux := http.NewServeMux()
+	mux.Handle("GET "+ownPath, own)
 	// The bare proxy reads the request body before it forwards it, as the
 	// gateway does: ReverseProxy streaming the client's body to an engine
 	// that answers before the transport's last read of that body (its
@@ -437,15 +440,61 @@ func newBare(engine string, extra http.Header) (http.Handler, error) {
 	// server having closed the body once the answer began
 	// (golang/go#40747): one stream in a few hundred failed so with the
 	// proxies in a process of their own.
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := &bareClock{start: time.Now()}
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		rp.ServeHTTP(w, r)
-	}), nil
+		rp.ServeHTTP(&clockedWriter{ResponseWriter: w, c: c}, r.WithContext(context.WithValue(r.Context(), bareClockKey{}, c)))
+		if !c.first.IsZero() && !c.sent.IsZero() {
+			own.Observe(request.Record{Own: c.sent.Sub(c.start) + c.first.Sub(c.inHand)})
+		}
+	}))
+	return mux, nil
+}
+
+// bareClock times the bare proxy's own part of a request as the gateway
+// times its own (request.Record.Own): start to the request handed to the
+// transport (sent), and the engine's answer in hand (inHand: its headers;
+// the sim engine's first event comes with them) to the client's first
+// byte flushed (first). The bench's instruments take a little time of
+// their own, a few clock readings.
+type bareClock struct{ start, sent, inHand, first time.Time }
+
+type bareClockKey struct{}
+
+// clockedTransport notes when the bare proxy hands a request over and has
+// the engine's answer.
+type clockedTransport struct{ rt http.RoundTripper }
+
+func (t *clockedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c, _ := req.Context().Value(bareClockKey{}).(*bareClock)
+	if c != nil {
+		c.sent = time.Now()
+	}
+	resp, err := t.rt.RoundTrip(req)
+	if c != nil {
+		c.inHand = time.Now()
+	}
+	return resp, err
+}
+
+// clockedWriter notes the bare proxy's first flush to the client.
+type clockedWriter struct {
+	http.ResponseWriter
+	c *bareClock
+}
+
+func (w *clockedWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	if w.c.first.IsZero() {
+		w.c.first = time.Now()
+	}
 }
 
 // serveProxy is a proxy's process: it serves the proxy proxyEnv names in
@@ -740,22 +789,28 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 	// machine prints what the CPUs did while a load ran (from /proc/stat,
 	// read before it as t0): work at a low priority or time the hypervisor
 	// took are the machine's, and tails that come with them are too.
-	// own reads the gateway's own time over a load (ownTimes): called
+	// own reads the proxies' own time over a load (ownTimes): called
 	// with nil before it, to start the count; after it, it prints the
-	// median and p99 and returns the p99.
-	own := func(label string, g *result) time.Duration {
-		p50, p99, n, err := l.ownSince(gw)
-		if err != nil {
-			b.Fatalf("reading the gateway's own time: %v", err)
+	// gateway's and the bare proxy's median and p99 and returns the
+	// gateway's p99.
+	own := func(label string, g, r *result) time.Duration {
+		var p50, p99 [2]time.Duration
+		for i, base := range []string{gw, bare} {
+			var n int
+			var err error
+			p50[i], p99[i], n, err = l.ownSince(base)
+			if err != nil {
+				b.Fatalf("reading a proxy's own time: %v", err)
+			}
+			if g != nil && n < len([]*result{g, r}[i].lat)*9/10 {
+				b.Fatalf("%s: %s timed %d requests of %d", label, base, n, len([]*result{g, r}[i].lat))
+			}
 		}
 		if g == nil {
 			return 0
 		}
-		if n < len(g.lat)*9/10 {
-			b.Fatalf("%s: the gateway timed %d requests of %d", label, n, len(g.lat))
-		}
-		fmt.Fprintf(out, "%-28s %s/%s (%d requests)\n", label+" gateway's own time p50/p99", us(p50), us(p99), n)
-		return p99
+		fmt.Fprintf(out, "%-28s gateway %s/%s, bare proxy %s/%s\n", label+" own time p50/p99", us(p50[0]), us(p99[0]), us(p50[1]), us(p99[1]))
+		return p99[0]
 	}
 	machine := func(label string, t0 map[int]cpuTimes) {
 		t1, err := readCPUTimes()
@@ -804,11 +859,11 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 			kind = "streaming (TTFB)"
 		}
 		label := fmt.Sprintf("%d/s mixed %s", rate, kind)
-		own(label, nil)
+		own(label, nil, nil)
 		t0, _ := readCPUTimes()
 		res := l.fixedRate([]string{direct, gw, bare}, stream, rate, fixedN)
 		machine(label, t0)
-		ownFixed := own(label, &res[1])
+		ownFixed := own(label, &res[1], &res[2])
 		d, g, r := res[0], res[1], res[2]
 		if d.errors+g.errors+r.errors > 0 {
 			b.Fatalf("fixed %s: %d direct, %d gateway and %d bare proxy errors", kind, d.errors, g.errors, r.errors)
@@ -823,11 +878,11 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 			p50Gap: medianGap(g.lat, r.lat), ownP99: ownFixed})
 
 		label = "one at a time " + kind
-		own(label, nil)
+		own(label, nil, nil)
 		t0, _ = readCPUTimes()
 		res = l.serial([]string{direct, gw, bare}, stream, serialN)
 		machine(label, t0)
-		ownSerial := own(label, &res[1])
+		ownSerial := own(label, &res[1], &res[2])
 		d, g, r = res[0], res[1], res[2]
 		if d.errors+g.errors+r.errors > 0 {
 			b.Fatalf("one at a time %s: %d direct, %d gateway and %d bare proxy errors", kind, d.errors, g.errors, r.errors)
