@@ -87,7 +87,9 @@ func listen(h http.Handler) (base string, stop func(), err error) {
 // reference for the cost of any proxy hop on this machine, a bare
 // httputil.ReverseProxy: all in this process, the process of the load
 // (apart false), or each in a process of its own (apart true). It
-// returns the three base URLs and an API key.
+// returns the base URLs of the engine, the gateway and the bare proxy
+// (and, apart, of a bare proxy with the gateway's headers, below) and the
+// gateway's API key.
 //
 // Apart, the gateway and the bare proxy each have a process of their own,
 // as each would be deployed (neither meets the other's garbage
@@ -174,6 +176,7 @@ const bareHeadersEnv = "LLMGW_BENCH_BARE_HEADERS"
 // sends with a streamed answer that the engine at direct does not.
 func gatewayHeaders(direct, gw, key string) (string, error) {
 	l := newLoader(key)
+	defer l.client.CloseIdleConnections()
 	get := func(base string) (http.Header, error) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", bytes.NewReader(body(true)))
 		req.Header.Set("Content-Type", "application/json")
