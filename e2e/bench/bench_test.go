@@ -914,19 +914,28 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 		metric(label+" bare proxy", sd, sr)
 	}
 	if bareHeaders != "" {
-		// Not a target: the same requests against a bare proxy that sends
-		// the gateway's own response headers too, to tell what a client
-		// spends reading them from what the gateway spends.
-		label := "one at a time streaming (TTFB)"
-		res := l.serial([]string{direct, gw, bareHeaders}, true, serialN)
-		d, g, r := res[0], res[1], res[2]
-		if d.errors+g.errors+r.errors > 0 {
-			b.Fatalf("%s with the gateway's headers: %d direct, %d gateway and %d bare proxy errors", label, d.errors, g.errors, r.errors)
+		// Not a target: the same streams, at the fixed rate and one at a
+		// time, against a bare proxy that sends the gateway's own response
+		// headers too, to tell what a client spends reading them from what
+		// the gateway spends.
+		for _, serial := range []bool{false, true} {
+			paths := []string{direct, gw, bareHeaders}
+			var label string
+			var res []result
+			if serial {
+				label, res = "one at a time streaming (TTFB)", l.serial(paths, true, serialN)
+			} else {
+				label, res = fmt.Sprintf("%d/s mixed streaming (TTFB)", rate), l.fixedRate(paths, true, rate, fixedN)
+			}
+			d, g, r := res[0], res[1], res[2]
+			if d.errors+g.errors+r.errors > 0 {
+				b.Fatalf("%s with the gateway's headers: %d direct, %d gateway and %d bare proxy errors", label, d.errors, g.errors, r.errors)
+			}
+			line(label+" gateway", d, g)
+			line(label+" bare proxy + the gateway's headers", d, r)
+			fmt.Fprintf(out, "not a target: %s, against a bare proxy that also sends the gateway's response headers (the x-ratelimit-* and x-request-id an OpenAI client is sent): gateway added p50 %s, that proxy's %s (%.2f×; chance alone: %s)\n",
+				label, us(g.pct(0.5)-d.pct(0.5)), us(r.pct(0.5)-d.pct(0.5)), ratio(g.pct(0.5)-d.pct(0.5), r.pct(0.5)-d.pct(0.5)), us(medianGap(g.lat, r.lat)))
 		}
-		line(label+" gateway", d, g)
-		line(label+" bare proxy + the gateway's headers", d, r)
-		fmt.Fprintf(out, "not a target: %s, against a bare proxy that also sends the gateway's response headers (the x-ratelimit-* and x-request-id an OpenAI client is sent): gateway added p50 %s, that proxy's %s (%.2f×; chance alone: %s)\n",
-			label, us(g.pct(0.5)-d.pct(0.5)), us(r.pct(0.5)-d.pct(0.5)), ratio(g.pct(0.5)-d.pct(0.5), r.pct(0.5)-d.pct(0.5)), us(medianGap(g.lat, r.lat)))
 	}
 	return targets
 }
