@@ -789,24 +789,23 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 	loadCPUs, proxyCPUs, _ := splitCPUs() // before setup binds this process
 	direct, gw, bare, bareHeaders, key := setup(b, apart)
 	l := newLoader(key)
-	// machine prints what the CPUs did while a load ran (from /proc/stat,
-	// read before it as t0): work at a low priority or time the hypervisor
-	// took are the machine's, and tails that come with them are too.
 	// own reads the proxies' own time over a load (ownTimes): called
-	// with nil before it, to start the count; after it, it prints the
-	// gateway's and the bare proxy's median and p99 and returns the
-	// gateway's p99.
+	// with nil before it, to start the count; after it, with the
+	// gateway's and the bare proxy's results, it prints their median and
+	// p99 and returns the gateway's p99.
 	own := func(label string, g, r *result) time.Duration {
 		var p50, p99 [2]time.Duration
-		for i, base := range []string{gw, bare} {
+		for i, p := range []struct {
+			base string
+			res  *result
+		}{{gw, g}, {bare, r}} {
 			var n int
 			var err error
-			p50[i], p99[i], n, err = l.ownSince(base)
-			if err != nil {
+			if p50[i], p99[i], n, err = l.ownSince(p.base); err != nil {
 				b.Fatalf("reading a proxy's own time: %v", err)
 			}
-			if g != nil && n < len([]*result{g, r}[i].lat)*9/10 {
-				b.Fatalf("%s: %s timed %d requests of %d", label, base, n, len([]*result{g, r}[i].lat))
+			if p.res != nil && n < len(p.res.lat)*9/10 {
+				b.Fatalf("%s: %s timed %d requests of %d", label, p.base, n, len(p.res.lat))
 			}
 		}
 		if g == nil {
@@ -815,6 +814,9 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 		fmt.Fprintf(out, "%-28s gateway %s/%s, bare proxy %s/%s\n", label+" own time p50/p99", us(p50[0]), us(p99[0]), us(p50[1]), us(p99[1]))
 		return p99[0]
 	}
+	// machine prints what the CPUs did while a load ran (from /proc/stat,
+	// read before it as t0): work at a low priority or time the hypervisor
+	// took are the machine's, and tails that come with them are too.
 	machine := func(label string, t0 map[int]cpuTimes) {
 		t1, err := readCPUTimes()
 		if err != nil || t0 == nil {
@@ -856,48 +858,38 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 			b.ReportMetric(g.rps()/d.rps(), prefix+name+"-throughput-ratio")
 		}
 	}
+	// judge runs a load (run) over the engine, the gateway and the bare
+	// proxy in turn, prints its lines and returns its figures for the
+	// targets.
+	judge := func(label, load, kind string, run func(paths []string) []result) targetCheck {
+		own(label, nil, nil)
+		t0, _ := readCPUTimes()
+		res := run([]string{direct, gw, bare})
+		machine(label, t0)
+		ownP99 := own(label, &res[1], &res[2])
+		d, g, r := res[0], res[1], res[2]
+		if d.errors+g.errors+r.errors > 0 {
+			b.Fatalf("%s: %d direct, %d gateway and %d bare proxy errors", label, d.errors, g.errors, r.errors)
+		}
+		line(label+" gateway", d, g)
+		line(label+" bare proxy", d, r)
+		metric(label, d, g)
+		metric(label+" bare proxy", d, r)
+		return targetCheck{where: where, load: load, kind: kind,
+			p50: g.pct(0.5) - d.pct(0.5), p99: g.pct(0.99) - d.pct(0.99),
+			bareP50: r.pct(0.5) - d.pct(0.5), bareP99: r.pct(0.99) - d.pct(0.99),
+			p50Gap: medianGap(g.lat, r.lat), ownP99: ownP99}
+	}
 	for _, stream := range []bool{false, true} {
 		kind := "non-streaming"
 		if stream {
 			kind = "streaming (TTFB)"
 		}
-		label := fmt.Sprintf("%d/s mixed %s", rate, kind)
-		own(label, nil, nil)
-		t0, _ := readCPUTimes()
-		res := l.fixedRate([]string{direct, gw, bare}, stream, rate, fixedN)
-		machine(label, t0)
-		ownFixed := own(label, &res[1], &res[2])
-		d, g, r := res[0], res[1], res[2]
-		if d.errors+g.errors+r.errors > 0 {
-			b.Fatalf("fixed %s: %d direct, %d gateway and %d bare proxy errors", kind, d.errors, g.errors, r.errors)
-		}
-		line(label+" gateway", d, g)
-		line(label+" bare proxy", d, r)
-		metric(label, d, g)
-		metric(label+" bare proxy", d, r)
-		targets = append(targets, targetCheck{where: where, load: fmt.Sprintf("at %d req/s (a third each direct, gateway, bare proxy)", rate), kind: kind,
-			p50: g.pct(0.5) - d.pct(0.5), p99: g.pct(0.99) - d.pct(0.99),
-			bareP50: r.pct(0.5) - d.pct(0.5), bareP99: r.pct(0.99) - d.pct(0.99),
-			p50Gap: medianGap(g.lat, r.lat), ownP99: ownFixed})
-
-		label = "one at a time " + kind
-		own(label, nil, nil)
-		t0, _ = readCPUTimes()
-		res = l.serial([]string{direct, gw, bare}, stream, serialN)
-		machine(label, t0)
-		ownSerial := own(label, &res[1], &res[2])
-		d, g, r = res[0], res[1], res[2]
-		if d.errors+g.errors+r.errors > 0 {
-			b.Fatalf("one at a time %s: %d direct, %d gateway and %d bare proxy errors", kind, d.errors, g.errors, r.errors)
-		}
-		line(label+" gateway", d, g)
-		line(label+" bare proxy", d, r)
-		metric(label, d, g)
-		metric(label+" bare proxy", d, r)
-		targets = append(targets, targetCheck{where: where, load: "one request at a time (in turn direct, gateway, bare proxy)", kind: kind,
-			p50: g.pct(0.5) - d.pct(0.5), p99: g.pct(0.99) - d.pct(0.99),
-			bareP50: r.pct(0.5) - d.pct(0.5), bareP99: r.pct(0.99) - d.pct(0.99),
-			p50Gap: medianGap(g.lat, r.lat), ownP99: ownSerial})
+		targets = append(targets,
+			judge(fmt.Sprintf("%d/s mixed %s", rate, kind), fmt.Sprintf("at %d req/s (a third each direct, gateway, bare proxy)", rate), kind,
+				func(paths []string) []result { return l.fixedRate(paths, stream, rate, fixedN) }),
+			judge("one at a time "+kind, "one request at a time (in turn direct, gateway, bare proxy)", kind,
+				func(paths []string) []result { return l.serial(paths, stream, serialN) }))
 
 		var sd, sg, sr result
 		for round := 0; round < 2; round++ {
@@ -907,7 +899,7 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 		if sd.errors+sg.errors+sr.errors > 0 {
 			b.Fatalf("saturation %s: %d direct, %d gateway and %d bare proxy errors", kind, sd.errors, sg.errors, sr.errors)
 		}
-		label = fmt.Sprintf("sat c=%d %s", conc, kind)
+		label := fmt.Sprintf("sat c=%d %s", conc, kind)
 		line(label+" gateway", sd, sg)
 		line(label+" bare proxy", sd, sr)
 		metric(label, sd, sg)

@@ -269,7 +269,9 @@ type Record struct {
 	// refusal of a thread's length before the shorter body was sent),
 	// plus from the engine's answer in hand (a stream's first event, a
 	// whole answer) to the client's first byte sent. It leaves out the
-	// engine's time; zero when no engine answered.
+	// engine's time; zero when no engine answered, or when the gateway
+	// answered in its stead (an engine's refusal on a translated route,
+	// sent in that route's error shape).
 	Own    time.Duration
 	Stream bool
 }
