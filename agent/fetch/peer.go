@@ -518,10 +518,11 @@ type peerWatch struct {
 	mu    sync.Mutex
 	last  int64 // the bytes it last reported, -1 when none is known
 	moved time.Time
-	// completeFailed is set once a fetch from the peer failed after the
-	// peer said its entry was complete: one more such failure is the
-	// peer's, and it is left (waitPeer).
-	completeFailed bool
+	// complete is set once the peer said its entry was complete: a
+	// fetch from it that fails after that (the downloader gave up on it,
+	// MaxFailures attempts in a row moving no byte) is the peer's, and
+	// it is left (waitPeer).
+	complete bool
 }
 
 func (w *peerWatch) touch() {
@@ -619,8 +620,9 @@ func peerGrace(stallAfter time.Duration) time.Duration { return stallAfter / 4 }
 // or, from an agent that gives none, by w (when it last moved as seen from
 // here). So is a peer that does not answer within StallAfter. failed is
 // the error that cut the answer (resumed), nil before the first fetch. A
-// complete peer whose files failed twice is given up with that error:
-// what fails then is the peer, not its growing entry.
+// peer that was complete before its files failed is given up with that
+// error: what fails then is the peer, not its growing entry. One still
+// fetching when they failed is followed once more when it is complete.
 func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, peer Peer, p *download.Progress, cl *call, w *peerWatch, failed error) error {
 	resumed := failed != nil
 	began := time.Now()
@@ -657,11 +659,11 @@ func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, 
 		}
 		switch resp.StatusCode {
 		case http.StatusOK:
-			if resumed && fetching == "" {
-				if w.completeFailed {
-					return fmt.Errorf("peer %s: its entry is complete and sending it failed again: %w", peer.Node, failed)
+			if fetching == "" {
+				if resumed && w.complete {
+					return fmt.Errorf("peer %s: its entry is complete and sending it failed: %w", peer.Node, failed)
 				}
-				w.completeFailed = true
+				w.complete = true
 				return nil
 			}
 			if w.saw(done) || !resumed {
