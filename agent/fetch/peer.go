@@ -650,6 +650,9 @@ func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, 
 		}
 		resp.Body.Close()
 		cancel()
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
+			return fmt.Errorf("peer %s: %s", peer.Node, resp.Status)
+		}
 		fetching := resp.Header.Get(fetchingHeader)
 		var done int64
 		if fetching != "" {
@@ -657,8 +660,7 @@ func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, 
 				return fmt.Errorf("peer %s: %s %q is not a count of bytes", peer.Node, fetchingHeader, fetching)
 			}
 		}
-		switch resp.StatusCode {
-		case http.StatusOK:
+		if resp.StatusCode == http.StatusOK {
 			if fetching == "" {
 				if resumed && w.complete {
 					return fmt.Errorf("peer %s: its entry is complete and sending it failed: %w", peer.Node, failed)
@@ -669,15 +671,13 @@ func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, 
 			if w.saw(done) || !resumed {
 				return nil
 			}
-		case http.StatusServiceUnavailable:
-			// Writing nothing while it waits, this node has nothing for
-			// its own followers to follow: they wait on it as it waits
-			// on peer.
+		} else {
+			// 503: writing nothing while it waits, this node has nothing
+			// for its own followers to follow: they wait on it as it
+			// waits on peer.
 			c.followable(cl, nil)
 			w.saw(done)
 			p.Elsewhere(done)
-		default:
-			return fmt.Errorf("peer %s: %s", peer.Node, resp.Status)
 		}
 		idle := w.idle()
 		if h := resp.Header.Get(idleHeader); h != "" {

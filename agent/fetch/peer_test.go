@@ -261,36 +261,56 @@ func TestCompletePeerFailingIsLeft(t *testing.T) {
 	}
 }
 
-// TestPeerBadProgressHeaderIsLeft: a peer whose progress header is not a
-// count of bytes is left at once for the source, with the header named,
-// rather than waited on as if it had reported nothing yet.
+// TestPeerBadProgressHeaderIsLeft: a peer whose progress or idle header is
+// not a count is left at once for the source, with the header named,
+// rather than waited on as if it had reported nothing yet. A peer that
+// refuses keeps its status in the error, whatever header it sends.
 func TestPeerBadProgressHeaderIsLeft(t *testing.T) {
-	m, origin := weightsrv.New(t)
-	body := weightsrv.RandomBytes(64<<10, 44)
-	m.Files["m/v/w.gguf"] = body
-	source := origin.URL + "/m/v/w.gguf"
-	tlsFor := peerPKI(t, "node01", "node02")
-	s1, _ := tlsFor("node01")
-	_, c2 := tlsFor("node02")
-	_, addr := servePeer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(fetchingHeader, "lots")
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}), s1(""))
-	const stall = 10 * time.Second
-	var logs logBuffer
-	b := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: stall, Logger: logs.logger()})
-	start := time.Now()
-	path, err := b.ResolveFrom(context.Background(), source, []Peer{{Node: "node01", Address: addr}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(path); !bytes.Equal(got, body) {
-		t.Fatal("the file differs")
-	}
-	if took := time.Since(start); took > stall/2 {
-		t.Errorf("left the peer after %s: it was waited on, not refused for its header", took)
-	}
-	if !strings.Contains(logs.String(), fetchingHeader) {
-		t.Errorf("the log does not name the bad header:\n%s", logs.String())
+	for _, tc := range []struct {
+		name            string
+		status          int
+		fetching, idle  string
+		inLog, notInLog string
+	}{
+		{name: "progress", status: http.StatusServiceUnavailable, fetching: "lots", inLog: fetchingHeader},
+		{name: "idle", status: http.StatusServiceUnavailable, fetching: "0", idle: "soon", inLog: idleHeader},
+		{name: "refused", status: http.StatusNotFound, fetching: "lots", inLog: "404 Not Found", notInLog: fetchingHeader},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, origin := weightsrv.New(t)
+			body := weightsrv.RandomBytes(64<<10, 44)
+			m.Files["m/v/w.gguf"] = body
+			source := origin.URL + "/m/v/w.gguf"
+			tlsFor := peerPKI(t, "node01", "node02")
+			s1, _ := tlsFor("node01")
+			_, c2 := tlsFor("node02")
+			_, addr := servePeer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set(fetchingHeader, tc.fetching)
+				if tc.idle != "" {
+					w.Header().Set(idleHeader, tc.idle)
+				}
+				w.WriteHeader(tc.status)
+			}), s1(""))
+			const stall = 10 * time.Second
+			var logs logBuffer
+			b := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: stall, Logger: logs.logger()})
+			start := time.Now()
+			path, err := b.ResolveFrom(context.Background(), source, []Peer{{Node: "node01", Address: addr}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(path); !bytes.Equal(got, body) {
+				t.Fatal("the file differs")
+			}
+			if took := time.Since(start); took > stall/2 {
+				t.Errorf("left the peer after %s: it was waited on, not refused", took)
+			}
+			if !strings.Contains(logs.String(), tc.inLog) {
+				t.Errorf("the log does not name %q:\n%s", tc.inLog, logs.String())
+			}
+			if tc.notInLog != "" && strings.Contains(logs.String(), tc.notInLog) {
+				t.Errorf("the log names %q, not the peer's status:\n%s", tc.notInLog, logs.String())
+			}
+		})
 	}
 }
