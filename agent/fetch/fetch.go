@@ -141,7 +141,7 @@ type call struct {
 	// partial files as they grow; under c.mu (followable).
 	listing []download.File
 	// waiting counts the download's waits on a peer of its own (waitPeer);
-	// under c.mu (waitsOnPeer).
+	// under c.mu (fetchState).
 	waiting int
 }
 
@@ -566,7 +566,9 @@ func (c *Cache) download(ctx context.Context, src spec.Source, peers []Peer, p *
 			return "", fmt.Errorf("fetching %s: %w", src.Raw, ctx.Err())
 		}
 		c.log.Warn("fetch from a peer failed, trying the next source", "source", src.Raw, "peer", peer.Node, "err", err)
-		c.movedOn(cl)
+		// On to the next source now: the idle clock starts again, for
+		// the stall report, the followers and GiveUpAfter alike.
+		p.Moved()
 	}
 	if landed == nil {
 		// A partial file with bytes a peer sent unchecked is resumed only

@@ -276,10 +276,7 @@ func (c *Cache) serveGrowing(w http.ResponseWriter, r *http.Request, cl *call, k
 				panic(http.ErrAbortHandler)
 			}
 		}
-		c.mu.Lock()
-		waiting := cl.waitsOnPeer()
-		c.mu.Unlock()
-		idle := cl.progress.Idle()
+		waiting, idle := c.fetchState(cl)
 		if ended || waiting || idle > c.opts.StallAfter {
 			// The download ended without the file whole, waits on a peer
 			// of its own, or moved no byte for StallAfter (a move to
@@ -552,22 +549,26 @@ func (w *peerWatch) idle() time.Duration {
 
 // fetchIdle is how long cl's download has moved nothing (idleHeader): 0
 // while it waits on a peer of its own (that wait is bounded by the
-// peer's account), else its idle clock (download.Progress.Idle).
+// peer's account), else its idle clock.
 func (c *Cache) fetchIdle(cl *call) time.Duration {
-	c.mu.Lock()
-	waiting := cl.waitsOnPeer()
-	c.mu.Unlock()
-	if waiting {
-		return 0
+	if waiting, idle := c.fetchState(cl); !waiting {
+		return idle
 	}
-	return cl.progress.Idle()
+	return 0
 }
 
-// waitsOnPeer says cl's download waits on a peer of its own (waitPeer),
-// the one record of that fact: the download then says it is not idle
-// (fetchIdle) and cuts the answers its followers follow it with
-// (serveGrowing), which ask how it fares and wait on it. Under c.mu.
-func (cl *call) waitsOnPeer() bool { return cl.waiting > 0 }
+// fetchState says whether cl's download waits on a peer of its own
+// (waitPeer; cl.waiting is the one record of that fact) and how long it
+// has moved nothing by its idle clock (download.Progress.Idle). A
+// download that waits says it is not idle (fetchIdle) and cuts the
+// answers its followers follow it with (serveGrowing), which then ask how
+// it fares and wait on it.
+func (c *Cache) fetchState(cl *call) (waiting bool, idle time.Duration) {
+	c.mu.Lock()
+	waiting = cl.waiting > 0
+	c.mu.Unlock()
+	return waiting, cl.progress.Idle()
+}
 
 // waitingOn marks cl's download waiting on a peer (idleHeader), or done
 // waiting: it goes on from now, with that peer or the next source, and
@@ -586,17 +587,6 @@ func (c *Cache) waitingOn(cl *call, waiting bool) {
 	if !waiting {
 		cl.progress.Moved()
 	}
-}
-
-// movedOn marks cl's download gone on to the next source now, after a
-// peer failed it: its idle clock starts again (download.Progress.Moved),
-// for its stall report, its followers and GiveUpAfter alike, as for a
-// wait that ends (waitingOn). cl may be nil.
-func (c *Cache) movedOn(cl *call) {
-	if cl == nil {
-		return
-	}
-	cl.progress.Moved()
 }
 
 // peerGrace is how long, at least, a followed peer that cut its answer is

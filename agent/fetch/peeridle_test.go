@@ -99,7 +99,7 @@ func TestStalledByIdleClock(t *testing.T) {
 	if got := <-reports; !got.Stalled {
 		t.Fatalf("no byte for longer than stall_after by the idle clock: %+v, want stalled", got)
 	}
-	c.movedOn(cl) // on to the next source, which has sent nothing yet
+	p.Moved() // on to the next source, which has sent nothing yet
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		select {
 		case got := <-reports:
@@ -140,7 +140,7 @@ func TestGrowingFileNotCutAfterSourceSwitch(t *testing.T) {
 	c.inflight[src] = cl
 	c.mu.Unlock()
 	advance(stall + 100*time.Millisecond) // the wait on the stalled peer: no byte for longer than stall_after
-	c.movedOn(cl)                         // then on to the next source, which has sent nothing yet
+	p.Moved()                             // then on to the next source, which has sent nothing yet
 
 	srv := httptest.NewServer(c.PeerHandler())
 	defer srv.Close()
