@@ -195,16 +195,10 @@ func (p *Progress) now() time.Time {
 	return time.Now()
 }
 
-// LastMove is when the download last moved: received a byte (or a peer's
-// bytes grew, Elsewhere), went on to a new source (Moved), or started.
-func (p *Progress) LastMove() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lastMove
-}
-
-// Idle is how long the download has moved nothing (LastMove), by its
-// clock; as long as the download has run when it has not started.
+// Idle is how long the download has moved nothing, by its clock: since
+// it last received a byte (or a peer's bytes grew, Elsewhere), went on to
+// a new source (Moved), or started (Begin); since the zero time, so past
+// any limit, when it has not started.
 func (p *Progress) Idle() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
