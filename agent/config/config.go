@@ -102,12 +102,12 @@ type Fetch struct {
 	// StallAfter is how long a fetch may move no byte before it is reported
 	// stalled (`ctl replicas`), with its last error; and how long a peer
 	// followed while it fetches may move none before the node leaves it
-	// for the next source.
+	// for the next source. Going on to the next source, after a peer
+	// failed, counts as a move: the count starts again.
 	StallAfter time.Duration `koanf:"stall_after" yaml:"stall_after" json:"stall_after"`
-	// GiveUpAfter is how long a fetch may move no byte before its shards fail
-	// with the last error (going on to the next source, after a peer failed,
-	// starts the count again, as for `fetch.stall_after`); at least
-	// `fetch.stall_after`.
+	// GiveUpAfter is how long a fetch may move no byte, counted as for
+	// `fetch.stall_after`, before its shards fail with the last error; at
+	// least `fetch.stall_after`.
 	GiveUpAfter time.Duration `koanf:"give_up_after" yaml:"give_up_after" json:"give_up_after"`
 	// HFEndpoint is the Hugging Face hub `hf:` sources are resolved against.
 	// Default: `$HF_ENDPOINT`, else `https://huggingface.co`.
