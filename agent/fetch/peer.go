@@ -396,10 +396,11 @@ func (c *Cache) fromPeer(ctx context.Context, peer Peer, key string, dir string,
 	client := &http.Client{Transport: followTransport{&http.Transport{TLSClientConfig: c.opts.PeerClient(peer.Node), ForceAttemptHTTP2: false}}}
 	defer client.CloseIdleConnections()
 	base := (&url.URL{Scheme: "https", Host: peer.Address, Path: PeerPrefix + key + "/"}).String()
+	// A given p is its call's, begun when the call was made (fetch).
 	if p == nil {
 		p = c.newProgress()
+		p.Begin()
 	}
-	p.Begin()
 	// w is how this node watches the peer: when a byte last came from it,
 	// or the bytes it reports last changed.
 	w := &peerWatch{last: -1, moved: time.Now()}
