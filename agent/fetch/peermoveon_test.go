@@ -182,11 +182,7 @@ func TestRecordCheckFailsNextPeerServes(t *testing.T) {
 	// Every file landed from the first peer: the node checks a.bin
 	// against its record, which that peer never writes.
 	tmp := B.partialDir(src)
-	for deadline := time.Now().Add(20 * time.Second); fileSize(filepath.Join(tmp, "a.bin")) != int64(len(a)) || fileSize(filepath.Join(tmp, "b.bin")) != int64(len(o.b)); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the node never held both files from its first peer")
-		}
-	}
+	awaitLanded(t, tmp, map[string]int64{"a.bin": int64(len(a)), "b.bin": int64(len(o.b))}, "the node never held both files from its first peer")
 	if got, _ := os.ReadFile(filepath.Join(tmp, "a.bin")); !bytes.Equal(got, bad) {
 		t.Fatal("the node's a.bin is not the bytes its first peer was sent")
 	}
@@ -318,11 +314,7 @@ func TestFollowerNotCutWhenPeerFailsOver(t *testing.T) {
 		bDone <- err
 	}()
 	tmp := B.partialDir(src)
-	for deadline := time.Now().Add(20 * time.Second); fileSize(filepath.Join(tmp, "a.bin")) != int64(len(a)) || fileSize(filepath.Join(tmp, "b.bin")) != int64(len(o.b)); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the node never held both files from its peer")
-		}
-	}
+	awaitLanded(t, tmp, map[string]int64{"a.bin": int64(len(a)), "b.bin": int64(len(o.b))}, "the node never held both files from its peer")
 	// It waits on the peer's record past stall_after, no byte moving; then
 	// the peer's fetch ends without an entry, and the record check fails
 	// at once.

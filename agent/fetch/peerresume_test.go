@@ -104,6 +104,27 @@ func awaitHeld(t *testing.T, dir, name string, n int64, what func() string) {
 	}
 }
 
+// awaitLanded waits until each of names has landed in dir (its final
+// file, not a partial one) at the size sizes gives it, failing with msg
+// after 20 s. Unlike awaitHeld, a partial file at full size, not yet
+// verified and moved, does not count.
+func awaitLanded(t *testing.T, dir string, sizes map[string]int64, msg string) {
+	t.Helper()
+	landed := func() bool {
+		for name, n := range sizes {
+			if fileSize(filepath.Join(dir, name)) != n {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(20 * time.Second); !landed(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+	}
+}
+
 // says is a fixed message for awaitHeld.
 func says(msg string) func() string { return func() string { return msg } }
 

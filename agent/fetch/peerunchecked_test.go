@@ -244,11 +244,7 @@ func TestUncheckedPeerBytesAfterRestart(t *testing.T) {
 	// Both files landed on the node, the peer still fetching (b.bin's
 	// answer held): the node is checking a.bin against the peer's record.
 	tmp := B.partialDir(src)
-	for deadline := time.Now().Add(20 * time.Second); fileSize(filepath.Join(tmp, "a.bin")) != int64(len(a)) || fileSize(filepath.Join(tmp, "b.bin")) != int64(len(o.b)); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the node never held both files from its peer")
-		}
-	}
+	awaitLanded(t, tmp, map[string]int64{"a.bin": int64(len(a)), "b.bin": int64(len(o.b))}, "the node never held both files from its peer")
 	if got, _ := os.ReadFile(filepath.Join(tmp, "a.bin")); !bytes.Equal(got, first) {
 		t.Fatal("the node's a.bin is not the bytes its peer was sent")
 	}
