@@ -279,7 +279,6 @@ func fmtSscan(rg string, n *int64) (int, error) {
 // the files it took unchecked, before the next peer:
 // TestRecordCheckFailsNextPeerServes).
 func TestPeerRecordCheck(t *testing.T) {
-	const stall = 300 * time.Millisecond
 	body := []byte("bytes a peer sent while it fetched")
 	for _, tc := range []struct {
 		name   string
@@ -302,6 +301,13 @@ func TestPeerRecordCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { tc.answer(w) }))
 			defer srv.Close()
+			// A short stall_after where the check waits it out; a long one
+			// where it must not wait, so a slow round trip on a loaded
+			// machine is not taken for a wait.
+			stall := 10 * time.Second
+			if tc.waits {
+				stall = 300 * time.Millisecond
+			}
 			c := newCache(t, Options{StallAfter: stall, PeerPoll: 10 * time.Millisecond})
 			landed := []download.Landed{{Path: "w.gguf", Size: int64(len(body)), SHA256: weightsrv.SHA256(body)}}
 			began := time.Now()
@@ -310,7 +316,7 @@ func TestPeerRecordCheck(t *testing.T) {
 				t.Fatalf("err %v, want kept %v", err, tc.keep)
 			}
 			if took := time.Since(began); tc.waits != (took >= stall) {
-				t.Errorf("the check took %s (%v), want waited stall_after %s: %v", took, err, stall, tc.waits)
+				t.Errorf("the check took %s (%v) with stall_after %s, want it waited out: %v", took, err, stall, tc.waits)
 			}
 		})
 	}
