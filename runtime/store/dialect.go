@@ -40,9 +40,10 @@ type dialect struct {
 	// (PostgreSQL); SQLite needs none, its write transactions are
 	// exclusive.
 	forShare string
-	// usageChunk is the most usage rows a background writer should put in
-	// one transaction (UsageChunk); 0 for no bound.
-	usageChunk int
+	// usageTxRows is the most usage rows a background writer on one
+	// processor should put in one transaction (UsageTxRows); 0 for no
+	// bound.
+	usageTxRows int
 }
 
 // rebind returns query with its ? placeholders in the dialect's style. A ?

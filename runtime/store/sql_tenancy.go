@@ -347,11 +347,13 @@ const usageColumnCount = 14
 // backends' parameter limits.
 const usageChunk = 200
 
-// UsageChunk is the most rows a background writer should give one
-// InsertUsage: with SQLite a transaction is CPU work in this process that
-// the Go scheduler does not interrupt for milliseconds; with PostgreSQL it
-// is a round trip, and no bound (0) keeps batches whole.
-func (s *sqlStore) UsageChunk() int { return s.d.usageChunk }
+// UsageTxRows is the most rows a background writer on one processor
+// should give one InsertUsage (tenancy.Recorder.flush): with SQLite a
+// transaction is CPU work in this process that the Go scheduler does not
+// interrupt for milliseconds; with PostgreSQL it is a round trip, and no
+// bound (0) keeps batches whole. (usageChunk is another bound: the rows
+// of one INSERT statement.)
+func (s *sqlStore) UsageTxRows() int { return s.d.usageTxRows }
 
 // InsertUsage stores rows in one transaction.
 func (s *sqlStore) InsertUsage(ctx context.Context, rows []UsageRow) (err error) {

@@ -32,7 +32,7 @@ var sqliteDialect = dialect{
 	// SQLite runs as Go code in this process: 8 rows are about a quarter
 	// of a millisecond of a processor, not the 2-3 ms a batch of a few
 	// hundred held it (tenancy.Recorder.flush).
-	usageChunk: 8,
+	usageTxRows: 8,
 }
 
 func isSQLiteUniqueViolation(err error) bool {

@@ -34,10 +34,11 @@ type UsageWriter interface {
 	InsertUsage(ctx context.Context, rows []store.UsageRow) error
 }
 
-// chunkedWriter is a UsageWriter whose transactions should hold at most
-// UsageChunk rows (store.Store on SQLite: 8; 0 for no bound).
-type chunkedWriter interface {
-	UsageChunk() int
+// txBoundedWriter is a UsageWriter whose transactions, written in the
+// background on one processor, should hold at most UsageTxRows rows
+// (store.Store on SQLite; 0 for no bound).
+type txBoundedWriter interface {
+	UsageTxRows() int
 }
 
 // RecorderOptions configure a Recorder.
@@ -101,7 +102,7 @@ func NewRecorder(opts RecorderOptions) *Recorder {
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmgw_usage_write_failures_total",
 			Help: "Failed writes of usage rows (retried)."}),
 		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "llmgw_usage_flush_seconds",
-			Help: "Time to write one transaction of usage rows (at most 8 on SQLite, a whole batch on PostgreSQL).", Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10)}),
+			Help: "Time to write one transaction of usage rows.", Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10)}),
 	}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(r.written, r.dropped, r.failures, r.flushSeconds)
@@ -202,40 +203,41 @@ func (r *Recorder) run() {
 		case <-t.C:
 		case <-r.kick:
 		}
-		r.flush(true)
+		r.flush(runtime.GOMAXPROCS(0) == 1)
 	}
 }
 
-// flush writes the pending rows, as many to a transaction as the store
-// takes (chunkedWriter; all of them otherwise); on failure the rows not
-// yet written are put back in front to be tried again.
+// flush writes the pending rows; on failure the rows not yet written are
+// put back in front to be tried again. With short set (the background
+// writer on one processor) and fewer than flushBatch rows waiting, it
+// writes as many to a transaction as the store takes (txBoundedWriter)
+// and parks writePause between two; otherwise the whole batch goes in one
+// transaction.
 //
 // SQLite's writes are CPU work the Go scheduler does not interrupt for
 // milliseconds (it is Go code here): a batch of a few hundred rows in one
 // transaction held a processor for 2–3 ms, and with one processor
 // (GOMAXPROCS 1: a control plane on one CPU) every request arriving
 // meanwhile waited for it, the network being looked at only when the
-// processor is idle. So the store bounds a transaction at 8 rows, and
-// with one processor and pause set the writer parks writePause between
-// two, which lets the processor run the requests that came in (the
-// gateway overhead bench, proxies on one CPU, p99 added at 1,000
-// requests/s: 0.95–1.8 ms with whole batches, 0.86–0.93 ms in chunks of
-// 8, 0.45–0.6 ms with no flush at all). With more processors the others
-// serve requests and the writer does not pause, nor does it when closing
-// (what is left is written as fast as it can be). A pause costs the
-// writer about a millisecond when nothing else runs (the poller's
-// resolution), so alone on one processor it writes about 6,000 rows a
-// second, more when requests keep the processor busy; with two processors
-// about 40,000 (BenchmarkUsageWrites).
-func (r *Recorder) flush(pause bool) bool {
+// processor is idle. So there the store bounds a transaction at a few
+// rows and the writer parks between two, which lets the processor run the
+// requests that came in (the gateway overhead bench, proxies on one CPU,
+// p99 added at 1,000 requests/s: 0.95–1.8 ms with whole batches,
+// 0.86–0.93 ms in chunks of 8, 0.45–0.6 ms with no flush at all). A
+// pause costs the writer about a millisecond when nothing else runs (the
+// poller's resolution), which holds it to some 6,000 rows a second: a
+// backlog of flushBatch rows or more (the writer falling behind) is
+// written whole, as are the batches of a writer with more processors
+// (the others serve requests meanwhile) and what Close writes.
+func (r *Recorder) flush(short bool) bool {
 	r.mu.Lock()
 	rows := r.pending
 	r.pending, r.writing = nil, rows
 	r.mu.Unlock()
-	pause = pause && runtime.GOMAXPROCS(0) == 1
 	chunk := len(rows)
-	if cw, ok := r.opts.Store.(chunkedWriter); ok && cw.UsageChunk() > 0 {
-		chunk = cw.UsageChunk()
+	short = short && len(rows) < flushBatch
+	if bw, ok := r.opts.Store.(txBoundedWriter); ok && short && bw.UsageTxRows() > 0 {
+		chunk = bw.UsageTxRows()
 	}
 	for len(rows) > 0 {
 		n := min(len(rows), chunk)
@@ -254,7 +256,7 @@ func (r *Recorder) flush(pause bool) bool {
 		r.mu.Lock()
 		r.writing = rows
 		r.mu.Unlock()
-		if len(rows) > 0 && pause {
+		if len(rows) > 0 {
 			time.Sleep(writePause) // yielding the CPU, not waiting for an outcome
 		}
 	}

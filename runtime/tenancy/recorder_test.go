@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -51,7 +52,7 @@ type failNth struct {
 	rows     []store.UsageRow
 }
 
-func (w *failNth) UsageChunk() int { return testChunk }
+func (w *failNth) UsageTxRows() int { return testChunk }
 
 func (w *failNth) InsertUsage(_ context.Context, rows []store.UsageRow) error {
 	w.calls++
@@ -63,7 +64,8 @@ func (w *failNth) InsertUsage(_ context.Context, rows []store.UsageRow) error {
 	return nil
 }
 
-// TestFlushWritesInChunks: a flush writes at most the store's UsageChunk rows to a
+// TestFlushWritesInChunks: a short flush (the background writer on one
+// processor) writes at most the store's UsageTxRows rows to a
 // transaction; when one fails, the rows already written stay written and
 // only the rest are tried again, in order, so no row is lost or doubled.
 func TestFlushWritesInChunks(t *testing.T) {
@@ -73,7 +75,7 @@ func TestFlushWritesInChunks(t *testing.T) {
 	for i := range 100 {
 		r.Observe(record("p", i))
 	}
-	if r.flush(false) {
+	if r.flush(true) {
 		t.Fatal("the flush whose third transaction failed reported success")
 	}
 	r.mu.Lock()
@@ -82,7 +84,7 @@ func TestFlushWritesInChunks(t *testing.T) {
 	if left != 100-2*testChunk {
 		t.Fatalf("after a failed third transaction %d rows wait, want %d", left, 100-2*testChunk)
 	}
-	if !r.flush(false) {
+	if !r.flush(true) {
 		t.Fatal("the second flush failed")
 	}
 	// Two transactions before the failure, then the rest, each at most
@@ -104,18 +106,47 @@ func TestFlushWritesInChunks(t *testing.T) {
 	}
 }
 
-// TestSQLiteBoundsUsageTransactions: the SQLite store asks for
-// transactions of 8 usage rows (its writes hold a processor), the
-// recorder's fallback being whole batches.
+// TestWholeBatchesUnlessShort: what Close writes, a writer with more
+// than one processor (flush not short) and a backlog of flushBatch rows
+// or more go in one transaction: chunks with pauses between hold a
+// writer on one processor to some 6,000 rows a second, and a backlog
+// would grow until rows were dropped.
+func TestWholeBatchesUnlessShort(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		rows  int
+		short bool
+	}{{"close or more processors", 100, false}, {"backlog", flushBatch, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &failNth{}
+			r := NewRecorder(RecorderOptions{Store: w, FlushInterval: time.Hour})
+			defer func() { _ = r.Close(t.Context()) }()
+			for i := range tt.rows {
+				r.Observe(record("p", i))
+			}
+			if !r.flush(tt.short) {
+				t.Fatal("flush failed")
+			}
+			if !slices.Equal(w.sizes, []int{tt.rows}) {
+				t.Errorf("transactions of %v rows, want one of %d", w.sizes, tt.rows)
+			}
+		})
+	}
+}
+
+// TestSQLiteBoundsUsageTransactions: the SQLite store asks, through the
+// interface the recorder looks for, for short transactions of usage rows
+// (its writes hold a processor); without it the recorder would write
+// whole batches there too.
 func TestSQLiteBoundsUsageTransactions(t *testing.T) {
 	st, err := store.Open(t.Context(), t.TempDir()+"/usage.db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	cw, ok := st.(chunkedWriter)
-	if !ok || cw.UsageChunk() != 8 {
-		t.Fatalf("the SQLite store does not bound a usage transaction at 8 rows (chunkedWriter %v)", ok)
+	bw, ok := st.(txBoundedWriter)
+	if !ok || bw.UsageTxRows() <= 0 {
+		t.Fatalf("the SQLite store does not bound a usage transaction (txBoundedWriter %v)", ok)
 	}
 }
 
@@ -212,9 +243,10 @@ func TestRecorderCloseGivesUp(t *testing.T) {
 }
 
 // BenchmarkUsageWrites measures rows per second into a real SQLite store
-// through the recorder's flush: 1,000 rows pending at a time, written
-// 8 to a transaction (SQLite's UsageChunk), with writePause between two
-// when the process has one processor.
+// through the recorder's flush as its background writer calls it: 1,000
+// rows pending at a time, written a few to a transaction (SQLite's
+// UsageTxRows) with writePause between two when the process has one
+// processor, whole otherwise.
 func BenchmarkUsageWrites(b *testing.B) {
 	st, err := store.Open(b.Context(), b.TempDir()+"/usage.db")
 	if err != nil {
@@ -235,7 +267,7 @@ func BenchmarkUsageWrites(b *testing.B) {
 		r.mu.Lock()
 		r.pending = append(r.pending, batch...)
 		r.mu.Unlock()
-		if !r.flush(true) {
+		if !r.flush(runtime.GOMAXPROCS(0) == 1) {
 			b.Fatal("flush failed")
 		}
 	}
