@@ -128,11 +128,7 @@ func TestClientListenerBounds(t *testing.T) {
 		t.Logf("%d connections in %s: %d answered 401 with Connection: close (the last answer after %s) and closed (the last after %s)",
 			clFlood, time.Since(start).Round(time.Millisecond), clFlood-len(bad), answered.Round(time.Millisecond), slowest.Round(time.Millisecond))
 		// Measured while the clients still hold their ends open.
-		fds, g := res.within(streamFDs+10, streamG+20)
-		t.Logf("after the flood: %d fds (%d before it), %d goroutines (%d before it)", fds, streamFDs, g, streamG)
-		if fds > streamFDs+10 || g > streamG+20 {
-			t.Errorf("resources held after the flood: %d fds (%d before it), %d goroutines (%d before it)", fds, streamFDs, g, streamG)
-		}
+		res.within(t, "after the flood", streamFDs, streamG)
 		if len(bad) > 0 {
 			t.Fatalf("%d of %d connections were not answered 401 with Connection: close and closed; first: %s", len(bad), clFlood, bad[0])
 		}
@@ -263,11 +259,7 @@ func TestClientListenerBounds(t *testing.T) {
 		}
 	})
 
-	fds, g := res.within(baseFDs+10, baseG+20)
-	t.Logf("at the end: %d fds (baseline %d), %d goroutines (baseline %d)", fds, baseFDs, g, baseG)
-	if fds > baseFDs+10 || g > baseG+20 {
-		t.Errorf("resources held at the end: %d fds (baseline %d), %d goroutines (baseline %d)", fds, baseFDs, g, baseG)
-	}
+	res.within(t, "at the end", baseFDs, baseG)
 }
 
 // connOutcome is what a raw HTTP/1.1 exchange on a fresh connection saw.
@@ -449,15 +441,22 @@ func (r serverResources) now() (fds, goroutines int) {
 	return len(ents), int(g)
 }
 
-// within waits up to 15s for the counts to fall to at most maxFDs and
-// maxG, and returns them (the last reading when they did not): what a
-// closed connection held goes back when its goroutine ends, which a run
-// of equal readings (settled) can precede.
-func (r serverResources) within(maxFDs, maxG int) (fds, goroutines int) {
+// within waits up to 15s for the server's counts to fall to at most 10
+// fds and 20 goroutines above fds and goroutines (read before, when), and
+// fails t when they do not: what a closed connection held goes back when
+// its goroutine ends, which a run of equal readings (settled) can precede.
+func (r serverResources) within(t *testing.T, when string, fds, goroutines int) {
+	t.Helper()
+	maxFDs, maxG := fds+10, goroutines+20
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) { // polling interval
-		fds, goroutines = r.now()
-		if (fds <= maxFDs && goroutines <= maxG) || time.Now().After(deadline) {
-			return fds, goroutines
+		f, g := r.now()
+		if f <= maxFDs && g <= maxG {
+			t.Logf("%s: %d fds (%d before), %d goroutines (%d before)", when, f, fds, g, goroutines)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("resources held %s: %d fds (%d before, at most %d), %d goroutines (%d before, at most %d)", when, f, fds, maxFDs, g, goroutines, maxG)
+			return
 		}
 	}
 }

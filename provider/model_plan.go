@@ -74,7 +74,7 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 			if reps, err = r.client.ListReplicas(ctx, m.Name); err != nil {
 				return nil, err
 			}
-			running, already, anyLive, anyLegacy = rolledReplicas(reps, old, m)
+			running, already, anyLive, anyLegacy = rolledReplicas(reps, old, m, rolled)
 		}
 		// A manual rollout switched to auto releases the replicas it held
 		// stale: the control plane replaces them now, as it replaces those
@@ -124,7 +124,7 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 			// already): the rollout under way stops.
 			text = fmt.Sprintf("no running replica restarts: rollout auto → manual holds %s already stale before this change (%s), serving the earlier definition until `llmgw ctl rollout %s` replaces them",
 				countNoun(len(already), "running replica"), strings.Join(already, "; "), m.Name)
-			if starting := startingCurrent(reps, old, m); len(starting) > 0 {
+			if starting := startingCurrent(reps, old, m, rolled); len(starting) > 0 {
 				verb, it := "are", "them"
 				if len(starting) == 1 {
 					verb, it = "is", "it"
@@ -175,10 +175,9 @@ func (r *modelResource) planRollout(ctx context.Context, resp *resource.ModifyPl
 // again (its profile set back to what it was placed with); those stale
 // under both are named in already. anyLive says whether any replica is
 // live; anyLegacy whether one of those replaced carries the earlier
-// release's stamp.
-func rolledReplicas(reps []*managev1.Replica, old, m spec.Model) (running, already []string, anyLive, anyLegacy bool) {
+// release's stamp. rolled is spec.RolledProfiles(old, m).
+func rolledReplicas(reps []*managev1.Replica, old, m spec.Model, rolled []string) (running, already []string, anyLive, anyLegacy bool) {
 	legacyOld := spec.LegacyGeneration(old)
-	rolled := spec.RolledProfiles(old, m)
 	for _, rep := range reps {
 		if st := rep.GetState(); st != "ready" && st != "starting" {
 			continue
@@ -255,11 +254,11 @@ func alreadyStaleNote(m spec.Model, already []string) string {
 }
 
 // startingCurrent names among reps those starting and current under m
-// (old being the definition before the change), as staleUnder judges
-// them: with a rollout under way, its replacement not ready yet, and any
-// replica scaling.min adds that is not ready yet either.
-func startingCurrent(reps []*managev1.Replica, old, m spec.Model) []string {
-	rolled := spec.RolledProfiles(old, m)
+// (old being the definition before the change, rolled
+// spec.RolledProfiles(old, m)), as staleUnder judges them: with a rollout
+// under way, its replacement not ready yet, and any replica scaling.min
+// adds that is not ready yet either.
+func startingCurrent(reps []*managev1.Replica, old, m spec.Model, rolled []string) []string {
 	var out []string
 	for _, rep := range reps {
 		if rep.GetState() != "starting" {

@@ -69,7 +69,7 @@ func TestRolledReplicas(t *testing.T) {
 		{"nothing", old, nil, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			running, _, anyLive, anyLegacy := rolledReplicas(reps, old, tt.m)
+			running, _, anyLive, anyLegacy := rolledReplicas(reps, old, tt.m, spec.RolledProfiles(old, tt.m))
 			if !anyLive || anyLegacy != tt.wantLegacy || !slices.Equal(running, tt.want) {
 				t.Fatalf("rolledReplicas = %q, live %v, legacy %v; want %q, legacy %v", running, anyLive, anyLegacy, tt.want, tt.wantLegacy)
 			}
@@ -115,7 +115,7 @@ func TestRolledReplicasStaleBefore(t *testing.T) {
 		{"nothing", old, nil, []string{"r-held on "}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			running, already, _, _ := rolledReplicas(reps, old, tt.m)
+			running, already, _, _ := rolledReplicas(reps, old, tt.m, spec.RolledProfiles(old, tt.m))
 			if !slices.Equal(running, tt.want) || !slices.Equal(already, tt.already) {
 				t.Fatalf("rolledReplicas = %q, already stale %q; want %q, %q", running, already, tt.want, tt.already)
 			}

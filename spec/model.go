@@ -74,8 +74,9 @@ type Model struct {
 	// replacement ready before the replica it replaces stops; `manual`
 	// leaves them serving, marked stale, until `llmgw ctl rollout`.
 	// Changing it from `manual` to `auto` has the replicas held stale
-	// replaced; to `manual`, holds those a rollout has yet to replace.
-	// Default: auto.
+	// replaced; to `manual`, holds those a rollout has yet to replace and
+	// stops a replacement not ready yet as surplus once the others are
+	// enough without it. Default: auto.
 	Rollout string `koanf:"rollout" yaml:"rollout,omitempty" json:"rollout,omitempty"`
 }
 

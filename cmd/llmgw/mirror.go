@@ -124,13 +124,8 @@ func runMirrorFetch(ctx context.Context, args []string) int {
 	if err != nil {
 		return cliflags.ExitCode(err)
 	}
-	switch {
-	case *model == "" && *version == "":
-		return cliflags.ExitCode(cliflags.UsageErrorf(fs, "llmgw mirror fetch: ", "--model and --version are required"))
-	case *model == "":
-		return cliflags.ExitCode(cliflags.UsageErrorf(fs, "llmgw mirror fetch: ", "--model is required"))
-	case *version == "":
-		return cliflags.ExitCode(cliflags.UsageErrorf(fs, "llmgw mirror fetch: ", "--version is required"))
+	if err := cliflags.Required(fs, "llmgw mirror fetch: ", "model", "version"); err != nil {
+		return cliflags.ExitCode(err)
 	}
 	log, err := newLogger(*level)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Parse parses flags and positional arguments given in any order
@@ -114,4 +115,25 @@ func UsageErrorf(fs *flag.FlagSet, prefix, format string, args ...any) error {
 	fmt.Fprintf(fs.Output(), "%s%v\n", prefix, err)
 	fs.Usage()
 	return err
+}
+
+// Required reports the string flags among names (without dashes: "model")
+// left empty, all of them in one usage error as UsageErrorf reports it:
+// "--model is required", "--model and --version are required". It returns
+// nil when every one is set.
+func Required(fs *flag.FlagSet, prefix string, names ...string) error {
+	var missing []string
+	for _, name := range names {
+		if fs.Lookup(name).Value.String() == "" {
+			missing = append(missing, "--"+name)
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return UsageErrorf(fs, prefix, "%s is required", missing[0])
+	}
+	last := len(missing) - 1
+	return UsageErrorf(fs, prefix, "%s and %s are required", strings.Join(missing[:last], ", "), missing[last])
 }

@@ -130,3 +130,41 @@ func TestUsageErrorf(t *testing.T) {
 		t.Errorf("UsageErrorf = %v (exit %d), printed %q; want %q", err, ExitCode(err), out.String(), want)
 	}
 }
+
+// TestRequired: every empty required flag is named, in the order given,
+// in one usage error; none missing is no error and prints nothing.
+func TestRequired(t *testing.T) {
+	for args, want := range map[string]string{
+		"":                      "--model and --version are required",
+		"--version v":           "--model is required",
+		"--model m":             "--version is required",
+		"--model m --version v": "",
+	} {
+		var out strings.Builder
+		fs := New("mirror fetch", "llmgw mirror fetch --model M --version V", &out)
+		fs.String("model", "", "model name")
+		fs.String("version", "", "version name")
+		fs.String("dir", "/srv/models", "the weights directory")
+		if err := ParseNoArgs(fs, strings.Fields(args)); err != nil {
+			t.Fatal(err)
+		}
+		err := Required(fs, "llmgw mirror fetch: ", "model", "version")
+		if want == "" {
+			if err != nil || out.Len() > 0 {
+				t.Errorf("%q: Required = %v, printed %q; want nil and nothing", args, err, out.String())
+			}
+			continue
+		}
+		first := "llmgw mirror fetch: " + want + "\nusage: llmgw mirror fetch --model M --version V\n"
+		if err == nil || err.Error() != want || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), first) {
+			t.Errorf("%q: Required = %v, printed %q; want %q first", args, err, out.String(), first)
+		}
+	}
+	fs := New("t", "t", io.Discard)
+	for _, name := range []string{"a", "b", "c"} {
+		fs.String(name, "", "")
+	}
+	if err := Required(fs, "", "a", "b", "c"); err == nil || err.Error() != "--a, --b and --c are required" {
+		t.Errorf("Required(a, b, c) = %v; want all three named", err)
+	}
+}

@@ -24,9 +24,10 @@ func contentRetention(ctx context.Context, kind string, args []string, io IO) in
 	if err := cliflags.ParseNoArgs(fs, args); err != nil {
 		return cliflags.ExitCode(err)
 	}
+	if err := cliflags.Required(fs, usagePrefix(fs), "project"); err != nil {
+		return cliflags.ExitCode(err)
+	}
 	switch {
-	case *project == "":
-		return usageError(fs, "--project is required")
 	case *off && *hours != 0:
 		return usageError(fs, "give --retain-hours or --off, not both")
 	case !*off && *hours <= 0:

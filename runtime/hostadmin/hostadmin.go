@@ -26,9 +26,15 @@ func (o IO) fail(cmd string, err error) int {
 }
 
 // usageError reports bad input to the command of fs that its flags cannot
-// catch (a required flag missing, flags that exclude each other) as a bad
-// flag is, "llmgw keys create: --name is required" and the usage, and
+// catch (flags that exclude each other, a value out of range; a required
+// flag missing goes through cliflags.Required) as a bad flag is, "llmgw
+// keys memory: give --retain-hours or --off, not both" and the usage, and
 // returns exit code 2. Callers say it before any file or store is opened.
 func usageError(fs *flag.FlagSet, format string, args ...any) int {
-	return cliflags.ExitCode(cliflags.UsageErrorf(fs, "llmgw "+fs.Name()+": ", format, args...))
+	return cliflags.ExitCode(cliflags.UsageErrorf(fs, usagePrefix(fs), format, args...))
+}
+
+// usagePrefix is what begins a usage error of the command of fs: "llmgw keys create: ".
+func usagePrefix(fs *flag.FlagSet) string {
+	return "llmgw " + fs.Name() + ": "
 }

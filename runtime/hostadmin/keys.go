@@ -78,8 +78,10 @@ func Keys(ctx context.Context, args []string, io IO) int {
 	if err != nil {
 		return cliflags.ExitCode(err)
 	}
-	if (sub == "create" || sub == "admin-token") && *name == "" {
-		return usageError(fs, "--name is required")
+	if sub == "create" || sub == "admin-token" {
+		if err := cliflags.Required(fs, usagePrefix(fs), "name"); err != nil {
+			return cliflags.ExitCode(err)
+		}
 	}
 	path, err := configPath(fs, *cfgPath)
 	if err != nil {
@@ -144,18 +146,13 @@ func Keys(ctx context.Context, args []string, io IO) int {
 // line, "@file" forms included.
 func moveStore(ctx context.Context, args []string, io IO) int {
 	fs := cliflags.New("keys move-store", "llmgw keys move-store --from DSN --to DSN", io.Err)
-	from := fs.String("from", "", "the store to copy: a SQLite path, a postgres:// URL or @file; left untouched")
+	from := fs.String("from", "", "the store to copy, with the control plane stopped: a SQLite path, a postgres:// URL or @file; left untouched")
 	to := fs.String("to", "", "the new, empty store to copy into (same forms)")
 	if err := cliflags.ParseNoArgs(fs, args); err != nil {
 		return cliflags.ExitCode(err)
 	}
-	switch {
-	case *from == "" && *to == "":
-		return usageError(fs, "--from and --to are required (stop the control plane first)")
-	case *from == "":
-		return usageError(fs, "--from is required")
-	case *to == "":
-		return usageError(fs, "--to is required")
+	if err := cliflags.Required(fs, usagePrefix(fs), "from", "to"); err != nil {
+		return cliflags.ExitCode(err)
 	}
 	counts, err := store.Move(ctx, *from, *to)
 	if err != nil {

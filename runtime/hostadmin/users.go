@@ -73,11 +73,8 @@ func Users(ctx context.Context, args []string, io IO) int {
 		return cliflags.ExitCode(err)
 	}
 	if sub == "create" {
-		switch {
-		case *password != "" && *passwordFile != "":
-			return usageError(fs, "give --password or --password-file, not both")
-		case *password == "" && *passwordFile == "":
-			return usageError(fs, "a password is required: --password-file FILE, --password - (read from stdin) or --password VALUE")
+		if err := passwordFlags(*password, *passwordFile); err != nil {
+			return usageError(fs, "%v", err)
 		}
 	}
 	path, err := configPath(fs, *cfgPath)
@@ -156,16 +153,25 @@ func adminNote(u store.User) string {
 	return " is not an administrator"
 }
 
-// readPassword returns the password given on the command line: value itself,
-// or when value is "-" the first line of stdin, or the first line of file
-// when file is set. Exactly one of value and file must be set. The trailing
-// newline is dropped; the password is never part of an error.
-func readPassword(value, file string, stdin io.Reader) (string, error) {
+// passwordFlags checks that exactly one of --password (value) and
+// --password-file (file) is given.
+func passwordFlags(value, file string) error {
 	switch {
 	case value != "" && file != "":
-		return "", errors.New("give --password or --password-file, not both")
+		return errors.New("give --password or --password-file, not both")
 	case value == "" && file == "":
-		return "", errors.New("a password is required: --password-file FILE, --password - (read from stdin) or --password VALUE")
+		return errors.New("a password is required: --password-file FILE, --password - (read from stdin) or --password VALUE")
+	}
+	return nil
+}
+
+// readPassword returns the password given on the command line: value itself,
+// or when value is "-" the first line of stdin, or the first line of file
+// when file is set. passwordFlags has checked that exactly one of value and
+// file is set. The trailing newline is dropped; the password is never part
+// of an error.
+func readPassword(value, file string, stdin io.Reader) (string, error) {
+	switch {
 	case file != "":
 		b, err := os.ReadFile(file)
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 
 const goodPassword = "correct horse battery"
 
+// TestReadPassword: the password flags checked, then read. TestUsageErrors
+// checks that Users reports a bad pair as a usage error.
 func TestReadPassword(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "pw")
 	if err := os.WriteFile(file, []byte(goodPassword+"\r\nsecond line\n"), 0o600); err != nil {
@@ -26,7 +28,12 @@ func TestReadPassword(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := readPassword(tt.value, tt.file, strings.NewReader(tt.stdin))
+			// As Users does: the flags checked, then the password read.
+			err := passwordFlags(tt.value, tt.file)
+			var got string
+			if err == nil {
+				got, err = readPassword(tt.value, tt.file, strings.NewReader(tt.stdin))
+			}
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

@@ -18,10 +18,7 @@ import (
 // the placeholder rewrite its dialect needs.
 func olderSQLite(t *testing.T) (store.Store, *sql.DB, func(string) string) {
 	path := filepath.Join(t.TempDir(), "llmgw.db")
-	s, err := store.Open(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSQLite(t, path)
 	db, err := sql.Open("sqlite", path+"?_busy_timeout=5000")
 	if err != nil {
 		t.Fatal(err)
