@@ -272,11 +272,11 @@ func TestLeastLoadedSpreading(t *testing.T) {
 			}
 		}
 	}
-	served := make(chan string, 2)
+	done := make(chan struct{}, 2)
 	send := func() {
 		resp := h.post(context.Background(), "/v1/chat/completions", `{"model":"coder"}`)
 		readAll(t, resp)
-		served <- resp.Header.Get("X-Engine")
+		done <- struct{}{}
 	}
 	wait := func() {
 		select {
@@ -290,7 +290,9 @@ func TestLeastLoadedSpreading(t *testing.T) {
 	go send()
 	wait()
 	close(release)
-	a, b := <-served, <-served
+	<-done
+	<-done
+	a, b := h.record().ReplicaID, h.record().ReplicaID
 	if a == b || a == "" || b == "" {
 		t.Fatalf("two concurrent requests went to %q and %q, want one per engine", a, b)
 	}
@@ -303,7 +305,7 @@ func TestLeastLoadedSpreading(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		resp := h.post(context.Background(), "/v1/chat/completions", `{"model":"coder"}`)
 		readAll(t, resp)
-		counts[resp.Header.Get("X-Engine")]++
+		counts[h.record().ReplicaID]++
 	}
 	if counts["e0"] != 3 || counts["e1"] != 3 {
 		t.Errorf("sequential requests spread %v, want 3 each", counts)

@@ -57,21 +57,21 @@ func newTransport(headerTimeout time.Duration) *http.Transport {
 	}
 }
 
-// hopHeaders are not relayed from the engine to the client.
-var hopHeaders = []string{
-	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length",
-}
+// relayedHeaders are the engine's response headers a client is sent: what
+// the body is, and when to come back after a refusal. The rest are the
+// engine's own (its Server, Date, CORS, cookies, caching hints for a POST
+// answer no cache keeps, its request id) and the gateway answers for
+// itself; every header written is one each client reads, and with these
+// and the gateway's own (x-request-id, six x-ratelimit-*) a stream's
+// answer keeps to the eight that net/http's header map holds without
+// growing.
+var relayedHeaders = [...]string{"Content-Type", "Retry-After"}
 
 func copyResponseHeaders(dst, src http.Header) {
-	for k, vv := range src {
-		if k == requestIDHeader {
-			continue // the gateway's id wins
+	for _, k := range relayedHeaders {
+		if v, ok := src[k]; ok {
+			dst[k] = v
 		}
-		dst[k] = vv
-	}
-	for _, k := range hopHeaders {
-		dst.Del(k)
 	}
 }
 
