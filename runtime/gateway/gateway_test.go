@@ -275,6 +275,7 @@ func TestLeastLoadedSpreading(t *testing.T) {
 	done := make(chan struct{}, 2)
 	send := func() {
 		resp := h.post(context.Background(), "/v1/chat/completions", `{"model":"coder"}`)
+		defer resp.Body.Close()
 		readAll(t, resp)
 		done <- struct{}{}
 	}
@@ -305,6 +306,7 @@ func TestLeastLoadedSpreading(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		resp := h.post(context.Background(), "/v1/chat/completions", `{"model":"coder"}`)
 		readAll(t, resp)
+		_ = resp.Body.Close()
 		counts[h.record().ReplicaID]++
 	}
 	if counts["e0"] != 3 || counts["e1"] != 3 {
