@@ -58,14 +58,7 @@ func TestFollowerWaitsOnPeerWaitingOnOlderAgent(t *testing.T) {
 		_, err := A.ResolveFrom(context.Background(), src, []Peer{{Node: "node03", Address: addrC}}, nil)
 		errs <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if _, _, _, ok := A.fetchingCall(Key(src)); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("node01 never started its fetch")
-		}
-	}
+	writing(t, A, src)
 	var path string
 	go func() {
 		p, err := B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)

@@ -50,12 +50,14 @@ func TestFollowerChainRidesOutStalledHead(t *testing.T) {
 	aDone := make(chan struct{})
 	go func() { defer close(aDone); _, _ = A.Resolve(actx, src, nil) }()
 	t.Cleanup(func() { cancelA(); <-aDone })
+	writing(t, A, src)
 	errs := make(chan error, 2)
 	var pathC string
 	go func() {
 		_, err := B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
 		errs <- err
 	}()
+	writing(t, B, src)
 	go func() {
 		p, err := C.ResolveFrom(context.Background(), src, []Peer{{Node: "node02", Address: addrB}}, nil)
 		pathC = p

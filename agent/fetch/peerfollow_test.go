@@ -201,6 +201,7 @@ func TestFollowedPeerDiesMidway(t *testing.T) {
 	src := origin.URL + "/s/v/"
 	aDone := make(chan error, 1)
 	go func() { _, err := a.Resolve(context.Background(), src, nil); aDone <- err }()
+	writing(t, a, src)
 	bDone := make(chan error, 1)
 	var bPath string
 	go func() {

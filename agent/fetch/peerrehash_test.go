@@ -51,6 +51,7 @@ func TestFollowerPauseRehashesNothing(t *testing.T) {
 
 	errs := make(chan error, 2)
 	go func() { _, err := A.Resolve(context.Background(), src, nil); errs <- err }()
+	writing(t, A, src)
 	var pathB string
 	go func() {
 		p, err := B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)

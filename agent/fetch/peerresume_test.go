@@ -165,11 +165,15 @@ func TestFollowerWaitsMidFileOnPeerThatWaits(t *testing.T) {
 	})
 
 	errs := make(chan error, 3)
+	// Each node starts once the one it follows writes (writing): asked
+	// before, a peer answers 404 and the follower goes to the source.
 	go func() { _, err := C.Resolve(context.Background(), src, nil); errs <- err }()
+	writing(t, C, src)
 	go func() {
 		_, err := A.ResolveFrom(context.Background(), src, []Peer{{Node: "node03", Address: addrC}}, nil)
 		errs <- err
 	}()
+	writing(t, A, src)
 	var pathB string
 	go func() {
 		p, err := B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
@@ -313,6 +317,7 @@ func TestFollowerRidesOutShortPeerPause(t *testing.T) {
 	src := origin.URL + "/e/v/"
 	errs := make(chan error, 2)
 	go func() { _, err := A.Resolve(context.Background(), src, nil); errs <- err }()
+	writing(t, A, src)
 	var pathB string
 	go func() {
 		p, err := B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
@@ -384,6 +389,7 @@ func followerLeavesStalledPeer(t *testing.T, source string) {
 		cancelA()
 		<-aDone
 	})
+	writing(t, A, src)
 	bDone := make(chan error, 1)
 	var pathB string
 	go func() {

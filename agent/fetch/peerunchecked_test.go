@@ -236,6 +236,7 @@ func TestUncheckedPeerBytesAfterRestart(t *testing.T) {
 	src := origin.URL + "/s/v/"
 	aDone, bDone := make(chan error, 1), make(chan error, 1)
 	go func() { _, err := A.Resolve(context.Background(), src, nil); aDone <- err }()
+	writing(t, A, src)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		_, err := B.ResolveFrom(ctx, src, []Peer{{Node: "node01", Address: addrA}}, nil)
