@@ -867,7 +867,7 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 	}
 	prefix := map[bool]string{false: "", true: "apart-"}[apart]
 	// 3,000 requests per proxy at the fixed rate and one at a time, in
-	// blocks of 100 (blocked), half of them straight to the engine.
+	// blocks of 20 (blocked), half of them straight to the engine.
 	const rate, perProxy, blockLen, conc, satN = 1000, 3000, 20, 32, 6000
 	judged := blocked(len(paths), blockLen)
 	total := perProxy * (len(paths) - 1) * 2
