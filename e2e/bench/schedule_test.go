@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -19,20 +20,12 @@ func TestOrderings(t *testing.T) {
 					t.Fatalf("orderings(%d) holds %v, not an order of 0..%d", k, o, k-1)
 				}
 			}
-			seen[fmtInts(o)] = true
+			seen[fmt.Sprint(o)] = true
 		}
 		if len(seen) != want || len(orderings(k)) != want {
 			t.Errorf("orderings(%d): %d distinct of %d, want %d", k, len(seen), len(orderings(k)), want)
 		}
 	}
-}
-
-func fmtInts(o []int) string {
-	b := make([]byte, len(o))
-	for i, v := range o {
-		b[i] = byte('0' + v)
-	}
-	return string(b)
 }
 
 // TestBlocked: a block alternates the engine (base 0) and one proxy; the

@@ -180,13 +180,13 @@ func BenchmarkSharedLimits(b *testing.B) {
 	const rounds = 6
 	var one, alone, two result
 	for range rounds {
-		one = merge(one, l.fixedRate([]string{s.single}, interleaved(1), false, rate, n/rounds)[0])
-		alone = merge(alone, l.fixedRate([]string{s.shared[0]}, interleaved(1), false, rate, n/rounds)[0])
+		one = merge(one, l.fixedRate([]string{s.single}, onlyBase, false, rate, n/rounds)[0])
+		alone = merge(alone, l.fixedRate([]string{s.shared[0]}, onlyBase, false, rate, n/rounds)[0])
 		// Half of the load through each shared control plane, at once.
 		var a, c result
 		var wg sync.WaitGroup
-		wg.Go(func() { a = l.fixedRate([]string{s.shared[0]}, interleaved(1), false, rate/2, n/rounds/2)[0] })
-		wg.Go(func() { c = l.fixedRate([]string{s.shared[1]}, interleaved(1), false, rate/2, n/rounds/2)[0] })
+		wg.Go(func() { a = l.fixedRate([]string{s.shared[0]}, onlyBase, false, rate/2, n/rounds/2)[0] })
+		wg.Go(func() { c = l.fixedRate([]string{s.shared[1]}, onlyBase, false, rate/2, n/rounds/2)[0] })
 		wg.Wait()
 		two = merge(two, merge(a, c))
 	}
