@@ -203,17 +203,14 @@ func (a *app) errorf(format string, args ...any) int {
 
 // usageErrorf reports bad input for one command, with that command's usage.
 func (a *app) usageErrorf(fs *flag.FlagSet, format string, args ...any) int {
-	_ = cliflags.UsageErrorf(fs, usagePrefix(fs), format, args...)
+	_ = cliflags.UsageErrorf(fs, format, args...)
 	return exitUsage
 }
 
-// usagePrefix begins a command's bad-input report: "llmgw ctl CMD: ".
-func usagePrefix(fs *flag.FlagSet) string { return "llmgw ctl " + fs.Name() + ": " }
-
-// newFlagSet makes the flag set of one subcommand; its usage line says how
-// the command is called.
+// newFlagSet makes the flag set of one subcommand, named "llmgw ctl
+// NAME"; its usage line says how the command is called.
 func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
-	return cliflags.New(name, "llmgw ctl "+synopsis, a.stderr)
+	return cliflags.New("llmgw ctl "+name, "llmgw ctl "+synopsis, a.stderr)
 }
 
 // parse parses flags and exactly want positionals (what names them when
@@ -227,7 +224,7 @@ func (a *app) parse(fs *flag.FlagSet, args []string, want int, what string) ([]s
 // parseRange is parse for a command whose last positionals are optional:
 // it takes from least to most of them.
 func (a *app) parseRange(fs *flag.FlagSet, args []string, least, most int, what string) ([]string, int, bool) {
-	pos, err := cliflags.ParseRangePrefixed(fs, args, usagePrefix(fs), least, most, what)
+	pos, err := cliflags.ParseRange(fs, args, least, most, what)
 	if err != nil {
 		return nil, cliflags.ExitCode(err), false
 	}

@@ -83,7 +83,7 @@ func (a *app) cmdLogout(ctx context.Context, args []string) int {
 // --password -, or else from the terminal without echo when stdin is one.
 func (a *app) readPassword(fs interface{ Name() string }, email, value, file string) (string, int, bool) {
 	usage := func(format string, args ...any) (string, int, bool) {
-		fmt.Fprintf(a.stderr, "llmgw ctl %s: "+format+"\n", append([]any{fs.Name()}, args...)...)
+		fmt.Fprintf(a.stderr, "%s: "+format+"\n", append([]any{fs.Name()}, args...)...)
 		return "", exitUsage, false
 	}
 	var pw string

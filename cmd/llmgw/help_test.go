@@ -131,19 +131,21 @@ func TestEveryCommandHelpCoversTheUsage(t *testing.T) {
 	}
 }
 
-// A missing or extra argument is a usage error too: the error, the usage,
-// exit 2, and nothing read (no server.yaml is needed to say so).
+// A missing or extra argument is a usage error too: the command, the
+// error, the usage, exit 2, and nothing read (no server.yaml is needed to
+// say so).
 func TestWrongArgumentCount(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"keys", "revoke"}, "missing the key id\nusage: llmgw keys revoke ID"},
-		{[]string{"keys", "list", "extra"}, "unexpected argument \"extra\"\nusage: llmgw keys list"},
-		{[]string{"users", "promote"}, "missing the user\nusage: llmgw users promote"},
-		{[]string{"users", "demote", "a", "b"}, "unexpected argument \"b\"\nusage: llmgw users demote"},
-		{[]string{"server", "extra"}, "unexpected argument \"extra\"\nusage: llmgw server"},
-		{[]string{"sim-engine", "--served-model-name", "m", "extra"}, "unexpected argument \"extra\"\nusage: llmgw sim-engine"},
+		{[]string{"keys", "revoke"}, "llmgw keys revoke: missing the key id\nusage: llmgw keys revoke ID"},
+		{[]string{"keys", "list", "extra"}, "llmgw keys list: unexpected argument \"extra\"\nusage: llmgw keys list"},
+		{[]string{"users", "promote"}, "llmgw users promote: missing the user\nusage: llmgw users promote"},
+		{[]string{"users", "demote", "a", "b"}, "llmgw users demote: unexpected argument \"b\"\nusage: llmgw users demote"},
+		{[]string{"server", "extra"}, "llmgw server: unexpected argument \"extra\"\nusage: llmgw server"},
+		{[]string{"mirror", "fetch", "--model", "m", "--version", "v"}, "llmgw mirror fetch: missing the SOURCE\nusage: llmgw mirror fetch"},
+		{[]string{"sim-engine", "--served-model-name", "m", "extra"}, "llmgw sim-engine: unexpected argument \"extra\"\nusage: llmgw sim-engine"},
 	} {
 		code, out := llmgw(t, tt.args...)
 		if code != 2 || !strings.HasPrefix(out, tt.want) {
@@ -155,17 +157,15 @@ func TestWrongArgumentCount(t *testing.T) {
 // A required flag missing is a usage error as a bad flag is: the command,
 // the error naming the flag, then the usage, exit 2, nothing read (no
 // server.yaml is needed to say so). `keys threads` without --project once
-// exited 1 with no usage.
+// exited 1 with no usage. Each command's cases are its package's
+// (hostadmin's TestUsageErrors); these show main passes them through.
 func TestMissingRequiredFlag(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"keys", "create"}, "llmgw keys create: --name is required\nusage: llmgw keys create "},
-		{[]string{"keys", "admin-token"}, "llmgw keys admin-token: --name is required\nusage: llmgw keys admin-token "},
 		{[]string{"keys", "threads", "--off"}, "llmgw keys threads: --project is required\nusage: llmgw keys threads "},
-		{[]string{"keys", "memory", "--retain-hours", "24"}, "llmgw keys memory: --project is required\nusage: llmgw keys memory "},
-		{[]string{"keys", "move-store", "--from", "old.db"}, "llmgw keys move-store: --to is required\nusage: llmgw keys move-store "},
 		{[]string{"users", "create", "a@example.com"}, "llmgw users create: a password is required"},
 		{[]string{"mirror", "fetch", "--model", "m", "hf://org/m"}, "llmgw mirror fetch: --version is required\nusage: llmgw mirror fetch "},
 	} {

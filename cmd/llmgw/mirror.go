@@ -78,7 +78,7 @@ func envOr(name, def string) string {
 }
 
 func runMirrorServe(ctx context.Context, args []string) int {
-	fs := cliflags.New("mirror serve", "llmgw mirror serve [--dir /srv/models] --base URL [flags]", os.Stderr)
+	fs := cliflags.New("llmgw mirror serve", "llmgw mirror serve [--dir /srv/models] --base URL [flags]", os.Stderr)
 	dir := fs.String("dir", "/srv/models", "the weights directory: DIR/<model>/<version>/<files>")
 	base := fs.String("base", "", "the URL agents reach the bytes listener at, e.g. http://models.internal:8081")
 	bytesAddr := fs.String("bytes-addr", ":8081", "bytes listener (plain HTTP, read-only)")
@@ -114,7 +114,7 @@ func runMirrorServe(ctx context.Context, args []string) int {
 }
 
 func runMirrorFetch(ctx context.Context, args []string) int {
-	fs := cliflags.New("mirror fetch", "llmgw mirror fetch --dir DIR --model M --version V SOURCE", os.Stderr)
+	fs := cliflags.New("llmgw mirror fetch", "llmgw mirror fetch --dir DIR --model M --version V SOURCE", os.Stderr)
 	dir := fs.String("dir", "/srv/models", "the weights directory")
 	model := fs.String("model", "", "model name (required)")
 	version := fs.String("version", "", "version name (required)")
@@ -124,7 +124,7 @@ func runMirrorFetch(ctx context.Context, args []string) int {
 	if err != nil {
 		return cliflags.ExitCode(err)
 	}
-	if err := cliflags.Required(fs, "llmgw mirror fetch: ", "model", "version"); err != nil {
+	if err := cliflags.Required(fs, "model", "version"); err != nil {
 		return cliflags.ExitCode(err)
 	}
 	log, err := newLogger(*level)

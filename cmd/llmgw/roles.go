@@ -27,7 +27,7 @@ func newLogger(level string) (*slog.Logger, error) {
 }
 
 func runServer(ctx context.Context, args []string) int {
-	fs := cliflags.New("server", "llmgw server [-c server.yaml] [--log-level info]", os.Stderr)
+	fs := cliflags.New("llmgw server", "llmgw server [-c server.yaml] [--log-level info]", os.Stderr)
 	cfgPath := fs.String("c", "server.yaml", "configuration file")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := cliflags.ParseNoArgs(fs, args); err != nil {
@@ -52,7 +52,7 @@ func runServer(ctx context.Context, args []string) int {
 }
 
 func runAgent(ctx context.Context, args []string) int {
-	fs := cliflags.New("agent", "llmgw agent [-c agent.yaml] [--log-level info] [--stop-engines-on-exit]", os.Stderr)
+	fs := cliflags.New("llmgw agent", "llmgw agent [-c agent.yaml] [--log-level info] [--stop-engines-on-exit]", os.Stderr)
 	cfgPath := fs.String("c", "agent.yaml", "configuration file")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	stopEngines := fs.Bool("stop-engines-on-exit", false, "stop every engine this agent started when it exits (engines otherwise outlive the agent)")
@@ -105,7 +105,7 @@ func runCtl(ctx context.Context, args []string) int {
 }
 
 func runDev(ctx context.Context, args []string) int {
-	fs := cliflags.New("dev", "llmgw dev [--dir .llmgw-dev] [--port-base 8080] [--log-level info]", os.Stderr)
+	fs := cliflags.New("llmgw dev", "llmgw dev [--dir .llmgw-dev] [--port-base 8080] [--log-level info]", os.Stderr)
 	dir := fs.String("dir", ".llmgw-dev", "directory for certificates, configuration, store and logs (reused)")
 	base := fs.Int("port-base", 8080, "client API port; management +1, agents +2, metrics +3, pprof +4, the mirror's bytes +5 and management +6")
 	level := fs.String("log-level", "info", "debug, info, warn or error")

@@ -39,7 +39,9 @@ func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// New returns the flag set of one command. It writes to out, continues on
+// New returns the flag set of one command. name is the whole command
+// ("llmgw keys create"), which begins every error found after parsing
+// (ParseRange, UsageErrorf, Required). It writes to out, continues on
 // error, and its usage is "usage: " and synopsis (how the command is
 // called), then every flag with its default: what -h prints, and what
 // follows the error for an unknown or malformed flag.
@@ -80,15 +82,14 @@ func ParseNoArgs(fs *flag.FlagSet, args []string) error {
 // naming them for the error when some are missing; a wrong count is an
 // error printed with the usage, as a bad flag is.
 func ParseN(fs *flag.FlagSet, args []string, n int, what string) ([]string, error) {
-	return ParseRangePrefixed(fs, args, "", n, n, what)
+	return ParseRange(fs, args, n, n, what)
 }
 
-// ParseRangePrefixed is ParseN for a command that takes from least to
-// most positional arguments (`scale MODEL [N]`: 1 to 2; a fixed count
-// when both are n) and whose errors name it: prefix ("llmgw ctl drain: ")
-// is printed before a wrong-count error. Fewer than least is "missing "
-// and what; more than most names the first one too many.
-func ParseRangePrefixed(fs *flag.FlagSet, args []string, prefix string, least, most int, what string) ([]string, error) {
+// ParseRange is ParseN for a command that takes from least to most
+// positional arguments (`scale MODEL [N]`: 1 to 2). Fewer than least is
+// "missing " and what; more than most names the first one too many; both
+// are reported as UsageErrorf reports, after the command's name.
+func ParseRange(fs *flag.FlagSet, args []string, least, most int, what string) ([]string, error) {
 	pos, err := Parse(fs, args)
 	if err != nil {
 		return nil, err
@@ -101,18 +102,18 @@ func ParseRangePrefixed(fs *flag.FlagSet, args []string, prefix string, least, m
 	default:
 		return pos, nil
 	}
-	return nil, UsageErrorf(fs, prefix, "%v", err)
+	return nil, UsageErrorf(fs, "%v", err)
 }
 
 // UsageErrorf reports bad input the flag set cannot see for itself (a
 // required flag missing, flags that exclude each other, a value out of
-// range) as a bad flag is reported: prefix ("llmgw keys create: ") and the
-// message on one line, then the usage. It returns the error, whose
-// ExitCode is 2. Check such input before reading any file, so the report
-// comes first.
-func UsageErrorf(fs *flag.FlagSet, prefix, format string, args ...any) error {
+// range) as a bad flag is reported: the command's name ("llmgw keys
+// create: ") and the message on one line, then the usage. It returns the
+// error, whose ExitCode is 2. Check such input before reading any file, so
+// the report comes first.
+func UsageErrorf(fs *flag.FlagSet, format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
-	fmt.Fprintf(fs.Output(), "%s%v\n", prefix, err)
+	fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
 	fs.Usage()
 	return err
 }
@@ -120,11 +121,21 @@ func UsageErrorf(fs *flag.FlagSet, prefix, format string, args ...any) error {
 // Required reports the string flags among names (without dashes: "model")
 // left empty, all of them in one usage error as UsageErrorf reports it:
 // "--model is required", "--model and --version are required". It returns
-// nil when every one is set.
-func Required(fs *flag.FlagSet, prefix string, names ...string) error {
+// nil when every one is set. A name that is not a string flag of fs is the
+// caller's mistake and panics, naming it.
+func Required(fs *flag.FlagSet, names ...string) error {
 	var missing []string
 	for _, name := range names {
-		if fs.Lookup(name).Value.String() == "" {
+		f := fs.Lookup(name)
+		if f == nil {
+			panic(fmt.Sprintf("cliflags.Required: %s has no flag --%s", fs.Name(), name))
+		}
+		if g, ok := f.Value.(flag.Getter); !ok {
+			panic(fmt.Sprintf("cliflags.Required: --%s of %s is not a string flag", name, fs.Name()))
+		} else if _, ok := g.Get().(string); !ok {
+			panic(fmt.Sprintf("cliflags.Required: --%s of %s is not a string flag", name, fs.Name()))
+		}
+		if f.Value.String() == "" {
 			missing = append(missing, "--"+name)
 		}
 	}
@@ -132,8 +143,8 @@ func Required(fs *flag.FlagSet, prefix string, names ...string) error {
 	case 0:
 		return nil
 	case 1:
-		return UsageErrorf(fs, prefix, "%s is required", missing[0])
+		return UsageErrorf(fs, "%s is required", missing[0])
 	}
 	last := len(missing) - 1
-	return UsageErrorf(fs, prefix, "%s and %s are required", strings.Join(missing[:last], ", "), missing[last])
+	return UsageErrorf(fs, "%s and %s are required", strings.Join(missing[:last], ", "), missing[last])
 }

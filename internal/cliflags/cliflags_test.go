@@ -2,6 +2,7 @@ package cliflags
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -63,24 +64,24 @@ func TestNewUsageAndExitCode(t *testing.T) {
 
 func TestParseNoArgs(t *testing.T) {
 	var out strings.Builder
-	fs := New("serve", "llmgw serve", &out)
+	fs := New("llmgw serve", "llmgw serve", &out)
 	v := fs.Bool("v", false, "verbose")
 	if err := ParseNoArgs(fs, []string{"-v"}); err != nil || !*v {
 		t.Errorf("ParseNoArgs(-v) = %v, v %v", err, *v)
 	}
 	err := ParseNoArgs(fs, []string{"extra", "-v"})
-	if err == nil || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), "unexpected argument \"extra\"\nusage: llmgw serve") {
+	if err == nil || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), "llmgw serve: unexpected argument \"extra\"\nusage: llmgw serve") {
 		t.Errorf("ParseNoArgs(extra) = %v, printed\n%s", err, out.String())
 	}
 }
 
 func TestParseN(t *testing.T) {
 	var out strings.Builder
-	fs := New("revoke", "llmgw keys revoke ID", &out)
+	fs := New("llmgw keys revoke", "llmgw keys revoke ID", &out)
 	if pos, err := ParseN(fs, []string{"k1"}, 1, "the key id"); err != nil || !slices.Equal(pos, []string{"k1"}) {
 		t.Errorf("ParseN(k1) = %q, %v", pos, err)
 	}
-	for args, want := range map[string]string{"": "missing the key id\nusage: llmgw keys revoke ID", "a b": "unexpected argument \"b\"\nusage: llmgw keys revoke ID"} {
+	for args, want := range map[string]string{"": "llmgw keys revoke: missing the key id\nusage: llmgw keys revoke ID", "a b": "llmgw keys revoke: unexpected argument \"b\"\nusage: llmgw keys revoke ID"} {
 		out.Reset()
 		_, err := ParseN(fs, strings.Fields(args), 1, "the key id")
 		if err == nil || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), want) {
@@ -89,21 +90,12 @@ func TestParseN(t *testing.T) {
 	}
 }
 
-func TestParsePrefixedFixedCount(t *testing.T) {
+func TestParseRange(t *testing.T) {
 	var out strings.Builder
-	fs := New("drain", "llmgw ctl drain NODE", &out)
-	_, err := ParseRangePrefixed(fs, nil, "llmgw ctl drain: ", 1, 1, "the node name")
-	if err == nil || ExitCode(err) != 2 || !strings.HasPrefix(out.String(), "llmgw ctl drain: missing the node name\nusage: llmgw ctl drain NODE") {
-		t.Errorf("ParseRangePrefixed(1, 1) = %v, printed\n%s", err, out.String())
-	}
-}
-
-func TestParseRangePrefixed(t *testing.T) {
-	var out strings.Builder
-	fs := New("scale", "llmgw ctl scale MODEL [N]", &out)
+	fs := New("llmgw ctl scale", "llmgw ctl scale MODEL [N]", &out)
 	for args, want := range map[string][]string{"m": {"m"}, "m 2": {"m", "2"}} {
-		if pos, err := ParseRangePrefixed(fs, strings.Fields(args), "llmgw ctl scale: ", 1, 2, "the model name"); err != nil || !slices.Equal(pos, want) {
-			t.Errorf("ParseRangePrefixed(%q) = %q, %v; want %q", args, pos, err, want)
+		if pos, err := ParseRange(fs, strings.Fields(args), 1, 2, "the model name"); err != nil || !slices.Equal(pos, want) {
+			t.Errorf("ParseRange(%q) = %q, %v; want %q", args, pos, err, want)
 		}
 	}
 	for args, want := range map[string]string{
@@ -111,20 +103,21 @@ func TestParseRangePrefixed(t *testing.T) {
 		"m 2 3": "llmgw ctl scale: unexpected argument \"3\"\nusage: llmgw ctl scale MODEL [N]\n",
 	} {
 		out.Reset()
-		_, err := ParseRangePrefixed(fs, strings.Fields(args), "llmgw ctl scale: ", 1, 2, "the model name")
+		_, err := ParseRange(fs, strings.Fields(args), 1, 2, "the model name")
 		if err == nil || ExitCode(err) != 2 || out.String() != want {
-			t.Errorf("ParseRangePrefixed(%q) = %v, printed %q; want %q", args, err, out.String(), want)
+			t.Errorf("ParseRange(%q) = %v, printed %q; want %q", args, err, out.String(), want)
 		}
 	}
 }
 
 // TestUsageErrorf: bad input found after parsing is reported as a bad
-// flag is: the prefixed message, the usage with the flags, exit 2.
+// flag is: the message after the command's name, the usage with the
+// flags, exit 2.
 func TestUsageErrorf(t *testing.T) {
 	var out strings.Builder
-	fs := New("keys create", "llmgw keys create --name N", &out)
+	fs := New("llmgw keys create", "llmgw keys create --name N", &out)
 	fs.String("name", "", "a name")
-	err := UsageErrorf(fs, "llmgw keys create: ", "%s is required", "--name")
+	err := UsageErrorf(fs, "%s is required", "--name")
 	want := "llmgw keys create: --name is required\nusage: llmgw keys create --name N\n\nflags:\n  -name string\n    \ta name\n"
 	if err == nil || err.Error() != "--name is required" || ExitCode(err) != 2 || out.String() != want {
 		t.Errorf("UsageErrorf = %v (exit %d), printed %q; want %q", err, ExitCode(err), out.String(), want)
@@ -141,14 +134,14 @@ func TestRequired(t *testing.T) {
 		"--model m --version v": "",
 	} {
 		var out strings.Builder
-		fs := New("mirror fetch", "llmgw mirror fetch --model M --version V", &out)
+		fs := New("llmgw mirror fetch", "llmgw mirror fetch --model M --version V", &out)
 		fs.String("model", "", "model name")
 		fs.String("version", "", "version name")
 		fs.String("dir", "/srv/models", "the weights directory")
 		if err := ParseNoArgs(fs, strings.Fields(args)); err != nil {
 			t.Fatal(err)
 		}
-		err := Required(fs, "llmgw mirror fetch: ", "model", "version")
+		err := Required(fs, "model", "version")
 		if want == "" {
 			if err != nil || out.Len() > 0 {
 				t.Errorf("%q: Required = %v, printed %q; want nil and nothing", args, err, out.String())
@@ -164,7 +157,19 @@ func TestRequired(t *testing.T) {
 	for _, name := range []string{"a", "b", "c"} {
 		fs.String(name, "", "")
 	}
-	if err := Required(fs, "", "a", "b", "c"); err == nil || err.Error() != "--a, --b and --c are required" {
+	if err := Required(fs, "a", "b", "c"); err == nil || err.Error() != "--a, --b and --c are required" {
 		t.Errorf("Required(a, b, c) = %v; want all three named", err)
+	}
+	// A name that is not a string flag is the caller's mistake, named.
+	fs.Int("n", 0, "")
+	for _, name := range []string{"nope", "n"} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "--"+name) {
+					t.Errorf("Required(%s) recovered %v; want a panic naming --%s", name, r, name)
+				}
+			}()
+			_ = Required(fs, name)
+		}()
 	}
 }

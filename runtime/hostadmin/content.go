@@ -16,7 +16,7 @@ import (
 // required: content is never kept for ever.
 func contentRetention(ctx context.Context, kind string, args []string, io IO) int {
 	cmd := "keys " + kind
-	fs := cliflags.New(cmd, "llmgw "+cmd+" --project P (--retain-hours N | --off) [-c server.yaml]", io.Err)
+	fs := cliflags.New("llmgw "+cmd, "llmgw "+cmd+" --project P (--retain-hours N | --off) [-c server.yaml]", io.Err)
 	cfgPath := fs.String("c", "", configFlagHelp)
 	project := fs.String("project", "", "the project")
 	hours := fs.Int("retain-hours", 0, "keep content this many hours after its last write (required to turn it on)")
@@ -24,7 +24,7 @@ func contentRetention(ctx context.Context, kind string, args []string, io IO) in
 	if err := cliflags.ParseNoArgs(fs, args); err != nil {
 		return cliflags.ExitCode(err)
 	}
-	if err := cliflags.Required(fs, usagePrefix(fs), "project"); err != nil {
+	if err := cliflags.Required(fs, "project"); err != nil {
 		return cliflags.ExitCode(err)
 	}
 	switch {

@@ -31,10 +31,5 @@ func (o IO) fail(cmd string, err error) int {
 // keys memory: give --retain-hours or --off, not both" and the usage, and
 // returns exit code 2. Callers say it before any file or store is opened.
 func usageError(fs *flag.FlagSet, format string, args ...any) int {
-	return cliflags.ExitCode(cliflags.UsageErrorf(fs, usagePrefix(fs), format, args...))
-}
-
-// usagePrefix is what begins a usage error of the command of fs: "llmgw keys create: ".
-func usagePrefix(fs *flag.FlagSet) string {
-	return "llmgw " + fs.Name() + ": "
+	return cliflags.ExitCode(cliflags.UsageErrorf(fs, format, args...))
 }

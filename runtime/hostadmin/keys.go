@@ -58,7 +58,7 @@ func Keys(ctx context.Context, args []string, io IO) int {
 		fmt.Fprintln(io.Err, keysUsage)
 		return 2
 	}
-	fs := cliflags.New("keys "+sub, synopsis, io.Err)
+	fs := cliflags.New("llmgw keys "+sub, synopsis, io.Err)
 	cfgPath := fs.String("c", "", configFlagHelp)
 	name, expires, asJSON := new(string), new(time.Duration), new(bool)
 	switch sub {
@@ -79,7 +79,7 @@ func Keys(ctx context.Context, args []string, io IO) int {
 		return cliflags.ExitCode(err)
 	}
 	if sub == "create" || sub == "admin-token" {
-		if err := cliflags.Required(fs, usagePrefix(fs), "name"); err != nil {
+		if err := cliflags.Required(fs, "name"); err != nil {
 			return cliflags.ExitCode(err)
 		}
 	}
@@ -145,13 +145,13 @@ func Keys(ctx context.Context, args []string, io IO) int {
 // PostgreSQL. It needs no server.yaml: both stores are named on the command
 // line, "@file" forms included.
 func moveStore(ctx context.Context, args []string, io IO) int {
-	fs := cliflags.New("keys move-store", "llmgw keys move-store --from DSN --to DSN", io.Err)
+	fs := cliflags.New("llmgw keys move-store", "llmgw keys move-store --from DSN --to DSN", io.Err)
 	from := fs.String("from", "", "the store to copy, with the control plane stopped: a SQLite path, a postgres:// URL or @file; left untouched")
 	to := fs.String("to", "", "the new, empty store to copy into (same forms)")
 	if err := cliflags.ParseNoArgs(fs, args); err != nil {
 		return cliflags.ExitCode(err)
 	}
-	if err := cliflags.Required(fs, usagePrefix(fs), "from", "to"); err != nil {
+	if err := cliflags.Required(fs, "from", "to"); err != nil {
 		return cliflags.ExitCode(err)
 	}
 	counts, err := store.Move(ctx, *from, *to)

@@ -53,7 +53,7 @@ func Users(ctx context.Context, args []string, io IO) int {
 		fmt.Fprintln(io.Err, usersUsage)
 		return 2
 	}
-	fs := cliflags.New("users "+sub, synopsis, io.Err)
+	fs := cliflags.New("llmgw users "+sub, synopsis, io.Err)
 	cfgPath := fs.String("c", "", configFlagHelp)
 	password, passwordFile, admin, asJSON := new(string), new(string), new(bool), new(bool)
 	switch sub {

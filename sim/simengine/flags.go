@@ -88,7 +88,7 @@ func (e *FlagError) Unwrap() error { return e.Err }
 // *FlagError, printed to out with the usage (for -h it wraps
 // flag.ErrHelp); a value out of range is an error naming the flag.
 func ParseFlags(args []string, out io.Writer) (Config, error) {
-	fs := cliflags.New("sim-engine", "llmgw sim-engine --served-model-name NAME [flags]", out)
+	fs := cliflags.New("llmgw sim-engine", "llmgw sim-engine --served-model-name NAME [flags]", out)
 	var c Config
 	fs.StringVar(&c.Host, "host", defaultHost, "address to serve HTTP on")
 	fs.IntVar(&c.Port, "port", defaultPort, "port to serve HTTP on (0 picks one)")
