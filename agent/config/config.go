@@ -102,8 +102,8 @@ type Fetch struct {
 	// StallAfter is how long a fetch may move no byte before it is reported
 	// stalled (`ctl replicas`), with its last error; and how long a peer
 	// followed while it fetches may move none before the node leaves it
-	// for the next source. Going on to the next source, after a peer
-	// failed, counts as a move: the count starts again.
+	// for the next source. Going on from a wait on a peer, or to the next
+	// source after a peer failed, counts as a move: the count starts again.
 	StallAfter time.Duration `koanf:"stall_after" yaml:"stall_after" json:"stall_after"`
 	// GiveUpAfter is how long a fetch may move no byte, counted as for
 	// `fetch.stall_after`, before its shards fail with the last error; at

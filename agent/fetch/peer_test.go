@@ -102,6 +102,7 @@ func TestPeerFetch(t *testing.T) {
 	src := origin.URL + "/n/v/w.gguf"
 	aDone := make(chan error, 1)
 	go func() { _, err := a.Resolve(context.Background(), src, nil); aDone <- err }()
+	inFlight(t, a, src) // its source holds: in flight, writing nothing
 	bDone := make(chan error, 1)
 	c := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: 10 * time.Second})
 	go func() {

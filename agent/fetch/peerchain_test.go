@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,22 +44,28 @@ func TestFollowerWaitsOnPeerWaitingOnOlderAgent(t *testing.T) {
 	C := newCache(t, Options{PeerClient: c3})
 	_, addrC := servePeer(t, olderAgent(C.PeerHandler()), s3(""))
 	A := newCache(t, Options{PeerClient: c1, PeerPoll: 20 * time.Millisecond, StallAfter: stall})
-	_, addrA := servePeer(t, A.PeerHandler(), s1(""))
+	var waiting atomic.Int64 // 503s node01 answered node02: it waited on a waiting peer
+	peerA := A.PeerHandler()
+	_, addrA := servePeer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		peerA.ServeHTTP(rec, r)
+		if rec.code == http.StatusServiceUnavailable {
+			waiting.Add(1)
+		}
+	}), s1(""))
 	B := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: stall})
 	src := origin.URL + "/c/v/"
 
 	errs := make(chan error, 3)
 	go func() { _, err := C.Resolve(context.Background(), src, nil); errs <- err }()
-	for deadline := time.Now().Add(10 * time.Second); m.Served() == 0; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("node03 never started its download")
-		}
-	}
+	inFlight(t, C, src)
 	go func() {
 		_, err := A.ResolveFrom(context.Background(), src, []Peer{{Node: "node03", Address: addrC}}, nil)
 		errs <- err
 	}()
-	writing(t, A, src)
+	// In flight, not writing: node01 writes nothing while it waits on
+	// node03, and node02 is to meet it waiting.
+	inFlight(t, A, src)
 	var path string
 	go func() {
 		p, err := B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
@@ -72,6 +79,9 @@ func TestFollowerWaitsOnPeerWaitingOnOlderAgent(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(path, "w.gguf")); !bytes.Equal(got, body) {
 		t.Error("node02's copy differs")
+	}
+	if waiting.Load() == 0 {
+		t.Error("node01 never answered node02 503: node02 did not meet it waiting")
 	}
 	if n := m.Served(); n != size {
 		t.Errorf("the source served %d bytes for three nodes, want one copy (%d): node02 gave up on node01 and went to the source", n, size)

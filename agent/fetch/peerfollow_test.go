@@ -86,16 +86,9 @@ func TestPeerFollowsGrowingFetch(t *testing.T) {
 				p, err := a.Resolve(context.Background(), src, nil)
 				aDone <- result{p, err, time.Now()}
 			}()
-			// The follower asks once the peer's download began: asked
-			// before, a peer holds nothing of the source and the follower
-			// fetches it from the source itself (docs/weights.md: a peer
-			// that does not hold the source), a second copy this test
-			// would count; that start race is not what it is about.
-			for deadline := time.Now().Add(20 * time.Second); m.Served() == 0; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the peer's download never began")
-				}
-			}
+			// The follower asks once the peer writes (waits_test.go says
+			// why): a second copy from the source is what this test counts.
+			writing(t, a, src)
 			go func() {
 				p, err := b.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
 				bDone <- result{p, err, time.Now()}

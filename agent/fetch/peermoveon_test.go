@@ -107,24 +107,6 @@ func (o *taggedOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writing waits until c's download of src writes files (its followers may
-// follow it).
-func writing(t *testing.T, c *Cache, src string) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		c.mu.Lock()
-		cl := c.inflight[src]
-		ok := cl != nil && cl.listing != nil
-		c.mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never began writing %s", c.opts.Dir, src)
-		}
-	}
-}
-
 // TestRecordCheckFailsNextPeerServes: a node follows two peers in turn,
 // both still fetching a set whose source gives a.bin no sha256. It takes
 // every file from the first, whose a.bin is not the source's (nothing can

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/internal/download"
 	"github.com/llmgw/llmgw/testkit/weightsrv"
 )
 
@@ -86,47 +85,6 @@ func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.h.ServeHTTP(w, r)
 }
-
-// heldBytes is the size of the partial file, or of the landed file, of
-// name in dir.
-func heldBytes(dir, name string) int64 {
-	return max(fileSize(download.PartialName(filepath.Join(dir, name))), fileSize(filepath.Join(dir, name)))
-}
-
-// awaitHeld waits until dir holds at least n bytes of name (heldBytes),
-// failing with what's message after 20 s.
-func awaitHeld(t *testing.T, dir, name string, n int64, what func() string) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); heldBytes(dir, name) < n; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(what())
-		}
-	}
-}
-
-// awaitLanded waits until each of names has landed in dir (its final
-// file, not a partial one) at the size sizes gives it, failing with msg
-// after 20 s. Unlike awaitHeld, a partial file at full size, not yet
-// verified and moved, does not count.
-func awaitLanded(t *testing.T, dir string, sizes map[string]int64, msg string) {
-	t.Helper()
-	landed := func() bool {
-		for name, n := range sizes {
-			if fileSize(filepath.Join(dir, name)) != n {
-				return false
-			}
-		}
-		return true
-	}
-	for deadline := time.Now().Add(20 * time.Second); !landed(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-	}
-}
-
-// says is a fixed message for awaitHeld.
-func says(msg string) func() string { return func() string { return msg } }
 
 // TestFollowerWaitsMidFileOnPeerThatWaits: node02 follows node01, which
 // follows node03, which fetches from a slow source. Mid-file, node03 stops

@@ -155,6 +155,7 @@ func TestUncheckedPeerBytesDroppedWhenPeerFails(t *testing.T) {
 	B := newCache(t, Options{PeerClient: c2, PeerPoll: 10 * time.Millisecond, StallAfter: 3 * time.Second})
 	aErr := make(chan error, 1)
 	go func() { _, err := A.Resolve(context.Background(), src, nil); aErr <- err }()
+	inFlight(t, A, src)
 	p, err := B.ResolveFrom(context.Background(), src, []Peer{{Node: "node01", Address: addrA}}, nil)
 	once.Do(func() { close(o.gateA) }) // had the node not followed, the peer goes on
 	if err := <-aErr; !errors.Is(err, download.ErrVerify) {

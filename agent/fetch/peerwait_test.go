@@ -29,6 +29,7 @@ func TestPeerWaitIsNotStalled(t *testing.T) {
 		defer close(aDone)
 		_, _ = a.Resolve(context.Background(), src, nil)
 	}()
+	inFlight(t, a, src) // its source holds: in flight, writing nothing
 	c := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: 10 * time.Second})
 	var mu sync.Mutex
 	var reports []Progress
@@ -70,6 +71,9 @@ func TestPeerWaitIsNotStalled(t *testing.T) {
 	mu.Lock()
 	rs := append([]Progress(nil), reports[:10]...)
 	mu.Unlock()
+	if n := m.Count("n/v/w.gguf"); n != 1 {
+		t.Errorf("the source was asked %d times while the node waited, want once (the peer's): the node did not wait on its peer", n)
+	}
 	release()
 	last := rs[len(rs)-1]
 	t.Logf("%d reports while waiting on the peer; last %+v", len(rs), last)

@@ -1,0 +1,85 @@
+package fetch
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/internal/download"
+)
+
+// The waits of the peer tests: a follower starts once the peer it follows
+// can answer for the source (inFlight, or writing when it must already be
+// writing files), and a test goes on once bytes are held or files landed.
+// Asked before the peer began, a peer answers 404 and the follower takes
+// the source itself: a start race, not what any test is about.
+
+// inFlight waits until c runs a download of src (fetchingCall): from then
+// on c's peer handler answers for src, with its files or a 503 while it
+// waits or writes nothing yet.
+func inFlight(t *testing.T, c *Cache, src string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if _, _, _, ok := c.fetchingCall(Key(src)); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never began fetching %s", c.opts.Dir, src)
+		}
+	}
+}
+
+// writing waits until c's download of src writes files with every size
+// known (fetchingCall gives its listing): its followers may follow it.
+func writing(t *testing.T, c *Cache, src string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if _, _, files, ok := c.fetchingCall(Key(src)); ok && files != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never began writing %s", c.opts.Dir, src)
+		}
+	}
+}
+
+// heldBytes is the size of the partial file, or of the landed file, of
+// name in dir.
+func heldBytes(dir, name string) int64 {
+	return max(fileSize(download.PartialName(filepath.Join(dir, name))), fileSize(filepath.Join(dir, name)))
+}
+
+// awaitHeld waits until dir holds at least n bytes of name (heldBytes),
+// failing with what's message after 20 s.
+func awaitHeld(t *testing.T, dir, name string, n int64, what func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); heldBytes(dir, name) < n; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(what())
+		}
+	}
+}
+
+// awaitLanded waits until each of names has landed in dir (its final
+// file, not a partial one) at the size sizes gives it, failing with msg
+// after 20 s. Unlike awaitHeld, a partial file at full size, not yet
+// verified and moved, does not count.
+func awaitLanded(t *testing.T, dir string, sizes map[string]int64, msg string) {
+	t.Helper()
+	landed := func() bool {
+		for name, n := range sizes {
+			if fileSize(filepath.Join(dir, name)) != n {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(20 * time.Second); !landed(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+	}
+}
+
+// says is a fixed message for awaitHeld.
+func says(msg string) func() string { return func() string { return msg } }
