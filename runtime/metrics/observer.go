@@ -18,7 +18,7 @@ var LatencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 
 // OwnBuckets are the buckets of the gateway's own time per request, from
 // 25 µs to 100 ms: a proxy hop's work is tens of microseconds.
-var OwnBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1}
+var OwnBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1}
 
 // Admission outcomes the Observer counts besides the refusal reasons
 // admission itself gives (limit, budget, model_not_allowed, ...).

@@ -42,13 +42,14 @@ func TestObserverCounts(t *testing.T) {
 		prompt    float64
 		latency   int // observations in the model's latency histogram
 		ttft      int
+		own       int // observations of the gateway's own time: none where no engine answered
 	}{
 		{
 			name:      "served stream",
 			rec:       served,
 			requests:  count{[]string{"qwen", "team-a", "200"}, 1},
 			admission: count{[]string{"admitted"}, 1},
-			prompt:    12, latency: 1, ttft: 1,
+			prompt:    12, latency: 1, ttft: 1, own: 1,
 		},
 		{
 			name: "not streamed: no time to first token",
@@ -59,7 +60,7 @@ func TestObserverCounts(t *testing.T) {
 			},
 			requests:  count{[]string{"qwen", "team-a", "200"}, 1},
 			admission: count{[]string{"admitted"}, 1},
-			prompt:    12, latency: 1,
+			prompt:    12, latency: 1, own: 1,
 		},
 		{
 			name: "rate limited",
@@ -86,7 +87,7 @@ func TestObserverCounts(t *testing.T) {
 			},
 			requests:  count{[]string{"qwen", "team-a", "200"}, 1},
 			admission: count{[]string{"fallback"}, 1},
-			prompt:    12, latency: 1, ttft: 1,
+			prompt:    12, latency: 1, ttft: 1, own: 1,
 		},
 		{
 			name: "no ready replica",
@@ -129,7 +130,7 @@ func TestObserverCounts(t *testing.T) {
 			},
 			requests:  count{[]string{"qwen", "team-a", "499"}, 1},
 			admission: count{[]string{"admitted"}, 1},
-			prompt:    40, latency: 1, ttft: 1,
+			prompt:    40, latency: 1, ttft: 1, own: 1,
 		},
 	}
 	for _, tc := range cases {
@@ -151,6 +152,9 @@ func TestObserverCounts(t *testing.T) {
 			}
 			if got := histogramCount(t, r, "llmgw_time_to_first_token_seconds"); got != tc.ttft {
 				t.Errorf("ttft observations = %d, want %d", got, tc.ttft)
+			}
+			if got := histogramCount(t, r, "llmgw_gateway_own_seconds"); got != tc.own {
+				t.Errorf("own time observations = %d, want %d", got, tc.own)
 			}
 		})
 	}
