@@ -75,8 +75,9 @@ type Model struct {
 	// leaves them serving, marked stale, until `llmgw ctl rollout`.
 	// Changing it from `manual` to `auto` has the replicas held stale
 	// replaced; to `manual`, holds those a rollout has yet to replace and
-	// stops a replacement not ready yet as surplus once the others are
-	// enough without it. Default: auto.
+	// stops a replica not ready yet (the rollout's replacement, or one a
+	// higher `scaling.min` adds) as surplus once the others are enough
+	// without it. Default: auto.
 	Rollout string `koanf:"rollout" yaml:"rollout,omitempty" json:"rollout,omitempty"`
 }
 

@@ -82,6 +82,9 @@ func Keys(ctx context.Context, args []string, io IO) int {
 		if err := cliflags.Required(fs, "name"); err != nil {
 			return cliflags.ExitCode(err)
 		}
+		if *expires < 0 {
+			return usageError(fs, "--expires %s is negative; 0 never expires", *expires)
+		}
 	}
 	path, err := configPath(fs, *cfgPath)
 	if err != nil {

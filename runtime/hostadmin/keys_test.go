@@ -72,6 +72,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{Keys, []string{"create"}, "llmgw keys create: --name is required", "-expires duration"},
 		{Keys, []string{"admin-token"}, "llmgw keys admin-token: --name is required", "-name string"},
+		{Keys, []string{"create", "--name", "n", "--expires", "-1h"}, "llmgw keys create: --expires -1h0m0s is negative; 0 never expires", "-expires duration"},
 		{Keys, []string{"threads", "--retain-hours", "24"}, "llmgw keys threads: --project is required", "-project string"},
 		{Keys, []string{"memory", "--off"}, "llmgw keys memory: --project is required", "-project string"},
 		{Keys, []string{"threads", "--project", "p"}, "llmgw keys threads: --retain-hours N (N > 0) is required", "-off"},
