@@ -154,16 +154,25 @@ func TestNodeCutOffAndBack(t *testing.T) {
 	}
 	mc := c.ManageClient()
 	ctx := context.Background()
-	replicas := func() ([]*managev1.Replica, string) {
+	// list gives sim-chat's replicas and their states as a line for a
+	// failure; replicas is list for a wait, an error read as its reason.
+	list := func() ([]*managev1.Replica, string, error) {
 		rs, err := mc.ListReplicas(ctx, &managev1.ListReplicasRequest{Model: "sim-chat"})
 		if err != nil {
-			return nil, err.Error()
+			return nil, "", err
 		}
 		var states []string
 		for _, r := range rs.GetReplicas() {
 			states = append(states, r.GetId()+"="+r.GetState()+"@"+r.GetShards()[0].GetNode())
 		}
-		return rs.GetReplicas(), strings.Join(states, "; ")
+		return rs.GetReplicas(), strings.Join(states, "; "), nil
+	}
+	replicas := func() ([]*managev1.Replica, string) {
+		rs, why, err := list()
+		if err != nil {
+			return nil, err.Error()
+		}
+		return rs, why
 	}
 	var first *managev1.Replica
 	testcluster.WaitFor(t, "sim-chat ready", 60*time.Second, func() (bool, string) {
@@ -226,10 +235,10 @@ func TestNodeCutOffAndBack(t *testing.T) {
 	// pass that sees it, unless the model waits out a backoff, which only a
 	// replica failure of its own earns (a replica lost with its node earns
 	// none) and which the model's status names as its last failure. With
-	// none, a replica the node's return would have placed is listed, in
-	// whatever state, once two passes have completed after the node was
-	// back and its engine stopped: any replica not known before them is
-	// one placed since.
+	// none, a replica the node's return would have placed is listed
+	// (starting, ready or stopping) once two passes have completed after
+	// the node was back and its engine stopped: any replica not known
+	// before them is one placed since.
 	got, err := mc.GetModel(ctx, &managev1.GetModelRequest{Name: "sim-chat"})
 	if err != nil {
 		t.Fatal(err)
@@ -237,18 +246,18 @@ func TestNodeCutOffAndBack(t *testing.T) {
 	if msg := got.GetStatus().GetMessage(); strings.Contains(msg, "last failure") {
 		t.Fatalf("sim-chat's status says %q: a placement may wait on a backoff, so reconcile passes alone would not show it", msg)
 	}
-	before, why := replicas()
-	if before == nil {
-		t.Fatalf("listing sim-chat's replicas: %s", why)
+	before, _, err := list()
+	if err != nil {
+		t.Fatalf("listing sim-chat's replicas: %v", err)
 	}
 	known := map[string]bool{}
 	for _, r := range before {
 		known[r.GetId()] = true
 	}
 	c.AwaitPasses(t, 2, 30*time.Second)
-	rs, why := replicas()
-	if rs == nil {
-		t.Fatalf("listing sim-chat's replicas: %s", why)
+	rs, why, err := list()
+	if err != nil {
+		t.Fatalf("listing sim-chat's replicas: %v", err)
 	}
 	var live []string
 	for _, r := range rs {
