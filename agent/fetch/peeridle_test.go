@@ -7,13 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/internal/download"
 	"github.com/llmgw/llmgw/testkit/weightsrv"
 )
 
@@ -124,35 +122,13 @@ func TestGrowingFileNotCutAfterSourceSwitch(t *testing.T) {
 	src := "https://mirror.invalid/m/v/w.gguf"
 	body := weightsrv.RandomBytes(256<<10, 93)
 	half := len(body) / 2
-	landed := filepath.Join(c.partialDir(src), "w.gguf")
-	if err := os.MkdirAll(filepath.Dir(landed), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	partial := download.PartialName(landed)
-	if err := os.WriteFile(partial, body[:half], 0o640); err != nil {
-		t.Fatal(err)
-	}
-	p := c.newProgress()
-	p.Begin() // its last byte, as far as the follower's server knows
-	cl := &call{done: make(chan struct{}), cancel: func() {}, watch: map[int]func(Progress){}, progress: p,
-		listing: []download.File{{Path: "w.gguf", Size: int64(len(body))}}}
-	c.mu.Lock()
-	c.inflight[src] = cl
-	c.mu.Unlock()
-	advance(stall + 100*time.Millisecond) // the wait on the stalled peer: no byte for longer than stall_after
-	p.Moved()                             // then on to the next source, which has sent nothing yet
+	cl, partial := growingCall(t, c, src, body, half) // its last byte, as far as the follower's server knows
+	advance(stall + 100*time.Millisecond)             // the wait on the stalled peer: no byte for longer than stall_after
+	cl.progress.Moved()                               // then on to the next source, which has sent nothing yet
 
 	srv := httptest.NewServer(c.PeerHandler())
 	defer srv.Close()
-	req, err := http.NewRequest(http.MethodGet, srv.URL+PeerPrefix+Key(src)+"/w.gguf", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set(followHeader, "1")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := follow(t, context.Background(), srv.URL, http.MethodGet, src, "w.gguf")
 	defer resp.Body.Close()
 	got := make([]byte, half)
 	if _, err := io.ReadFull(resp.Body, got); err != nil {

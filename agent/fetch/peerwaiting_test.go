@@ -6,12 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/llmgw/llmgw/internal/download"
 	"github.com/llmgw/llmgw/testkit/weightsrv"
 )
 
@@ -28,35 +25,14 @@ func TestWaitOnPeerIsOneFact(t *testing.T) {
 	src := "https://mirror.invalid/m/v/w.gguf"
 	body := weightsrv.RandomBytes(128<<10, 95)
 	half := len(body) / 2
-	landed := filepath.Join(c.partialDir(src), "w.gguf")
-	if err := os.MkdirAll(filepath.Dir(landed), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(download.PartialName(landed), body[:half], 0o640); err != nil {
-		t.Fatal(err)
-	}
-	p := c.newProgress()
-	p.Begin()
-	cl := &call{done: make(chan struct{}), cancel: func() {}, watch: map[int]func(Progress){}, progress: p,
-		listing: []download.File{{Path: "w.gguf", Size: int64(len(body))}}}
+	cl, _ := growingCall(t, c, src, body, half)
 	defer close(cl.done)
-	c.mu.Lock()
-	c.inflight[src] = cl
-	c.mu.Unlock()
 	c.waitingOn(cl, true)
 	defer c.waitingOn(cl, false)
 
 	srv := httptest.NewServer(c.PeerHandler())
 	defer srv.Close()
-	head, err := http.NewRequest(http.MethodHead, srv.URL+PeerPrefix+Key(src)+"/", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	head.Header.Set(followHeader, "1")
-	hresp, err := srv.Client().Do(head)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hresp := follow(t, context.Background(), srv.URL, http.MethodHead, src, "")
 	hresp.Body.Close()
 	if got := hresp.Header.Get(idleHeader); got != "0" {
 		t.Errorf("waiting on a peer of its own, the node says %s %q, want 0", idleHeader, got)
@@ -66,15 +42,7 @@ func TestWaitOnPeerIsOneFact(t *testing.T) {
 	// would cut the follower too, for another reason).
 	ctx, cancel := context.WithTimeout(context.Background(), stall/3)
 	defer cancel()
-	get, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+PeerPrefix+Key(src)+"/w.gguf", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	get.Header.Set(followHeader, "1")
-	resp, err := srv.Client().Do(get)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := follow(t, ctx, srv.URL, http.MethodGet, src, "w.gguf")
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	switch {

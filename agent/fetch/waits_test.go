@@ -1,6 +1,9 @@
 package fetch
 
 import (
+	"context"
+	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -83,3 +86,43 @@ func awaitLanded(t *testing.T, dir string, sizes map[string]int64, msg string) {
 
 // says is a fixed message for awaitHeld.
 func says(msg string) func() string { return func() string { return msg } }
+
+// growingCall sets c up as writing src's one file, body, of which the
+// first held bytes are in its partial file: a download in flight (its
+// progress begun, no byte since), as a follower finds it. It returns the
+// call and the partial file's path.
+func growingCall(t *testing.T, c *Cache, src string, body []byte, held int) (*call, string) {
+	t.Helper()
+	landed := filepath.Join(c.partialDir(src), "w.gguf")
+	if err := os.MkdirAll(filepath.Dir(landed), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	partial := download.PartialName(landed)
+	if err := os.WriteFile(partial, body[:held], 0o640); err != nil {
+		t.Fatal(err)
+	}
+	p := c.newProgress()
+	p.Begin()
+	cl := &call{done: make(chan struct{}), cancel: func() {}, watch: map[int]func(Progress){}, progress: p,
+		listing: []download.File{{Path: "w.gguf", Size: int64(len(body))}}}
+	c.mu.Lock()
+	c.inflight[src] = cl
+	c.mu.Unlock()
+	return cl, partial
+}
+
+// follow asks the peer server at base for path of src (empty: its
+// entry) as a follower does.
+func follow(t *testing.T, ctx context.Context, base, method, src, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, base+PeerPrefix+Key(src)+"/"+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(followHeader, "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
