@@ -60,15 +60,8 @@ func TestPeerFetch(t *testing.T) {
 	s1, c1 := tlsFor("node01")
 	_, c2 := tlsFor("node02")
 	a := newCache(t, Options{PeerClient: c1})
-	var waiting atomic.Int64 // 503s answered: a peer waiting on a's own fetch
-	peerA := a.PeerHandler()
-	_, addrA := servePeer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
-		peerA.ServeHTTP(rec, r)
-		if rec.code == http.StatusServiceUnavailable {
-			waiting.Add(1)
-		}
-	}), s1(""))
+	peerA, waiting := counting503(a.PeerHandler()) // a peer waiting on a's own fetch
+	_, addrA := servePeer(t, peerA, s1(""))
 	b := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond})
 
 	for _, source := range []string{origin.URL + "/m/v/w.gguf", origin.URL + "/s/v/"} {

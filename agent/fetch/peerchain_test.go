@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,15 +43,8 @@ func TestFollowerWaitsOnPeerWaitingOnOlderAgent(t *testing.T) {
 	C := newCache(t, Options{PeerClient: c3})
 	_, addrC := servePeer(t, olderAgent(C.PeerHandler()), s3(""))
 	A := newCache(t, Options{PeerClient: c1, PeerPoll: 20 * time.Millisecond, StallAfter: stall})
-	var waiting atomic.Int64 // 503s node01 answered node02: it waited on a waiting peer
-	peerA := A.PeerHandler()
-	_, addrA := servePeer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
-		peerA.ServeHTTP(rec, r)
-		if rec.code == http.StatusServiceUnavailable {
-			waiting.Add(1)
-		}
-	}), s1(""))
+	peerA, waiting := counting503(A.PeerHandler()) // node01's 503s to node02: it waited on a waiting peer
+	_, addrA := servePeer(t, peerA, s1(""))
 	B := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: stall})
 	src := origin.URL + "/c/v/"
 

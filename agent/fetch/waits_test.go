@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,4 +126,17 @@ func follow(t *testing.T, ctx context.Context, base, method, src, path string) *
 		t.Fatal(err)
 	}
 	return resp
+}
+
+// counting503 wraps a peer handler and counts the 503s it answers: each is
+// a follower told to wait.
+func counting503(h http.Handler) (http.Handler, *atomic.Int64) {
+	var n atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		if rec.code == http.StatusServiceUnavailable {
+			n.Add(1)
+		}
+	}), &n
 }
