@@ -90,3 +90,30 @@ func TestBlockGap(t *testing.T) {
 		t.Errorf("50µs slower: medians differ by %s, within the gap %s", d, gap)
 	}
 }
+
+// TestTargetJudgement: a median is held to the bare proxy's plus chance;
+// a p99 to 1 ms, or to the bare proxy's plus chance, whatever the bare
+// proxy's own p99.
+func TestTargetJudgement(t *testing.T) {
+	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	for _, c := range []struct {
+		name             string
+		check            targetCheck
+		wantP50, wantP99 bool
+	}{
+		{"both under", targetCheck{p50: us(300), bareP50: us(300), p99: us(900), bareP99: us(950)}, true, true},
+		{"median within chance", targetCheck{p50: us(310), bareP50: us(300), p50Gap: us(12)}, true, true},
+		{"median past chance", targetCheck{p50: us(313), bareP50: us(300), p50Gap: us(12)}, false, true},
+		{"p99 past 1 ms within chance of a bare hop under it", targetCheck{p99: us(1177), bareP99: us(971), p99Gap: us(341)}, true, true},
+		{"p99 past 1 ms within chance of a bare hop over it", targetCheck{p99: us(1500), bareP99: us(1400), p99Gap: us(200)}, true, true},
+		{"p99 past 1 ms and past chance", targetCheck{p99: us(1099), bareP99: us(742), p99Gap: us(341)}, true, false},
+		{"p99 past 1 ms, no band", targetCheck{p99: us(1001), bareP99: us(1001), p99Gap: -us(5)}, true, true},
+	} {
+		if got := c.check.p50OK(); got != c.wantP50 {
+			t.Errorf("%s: p50OK %v, want %v", c.name, got, c.wantP50)
+		}
+		if got := c.check.p99OK(); got != c.wantP99 {
+			t.Errorf("%s: p99OK %v, want %v", c.name, got, c.wantP99)
+		}
+	}
+}
