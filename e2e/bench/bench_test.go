@@ -418,7 +418,9 @@ func (l *loader) ownSince(base string) (p50, p99 time.Duration, n int, err error
 }
 
 // newBare makes the bare proxy: an httputil.ReverseProxy in front of the
-// engine at engine, adding extra (when set) to its answers' headers.
+// engine at engine. With extra set it answers with the gateway's header
+// set: extra added, and of the engine's headers only those the gateway
+// relays (Content-Type, Retry-After).
 func newBare(engine string, extra http.Header) (http.Handler, error) {
 	u, err := url.Parse(engine)
 	if err != nil {
@@ -427,6 +429,16 @@ func newBare(engine string, extra http.Header) (http.Handler, error) {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &clockedTransport{rt: &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true}}
 	rp.FlushInterval = -1
+	if extra != nil {
+		rp.ModifyResponse = func(resp *http.Response) error {
+			for k := range resp.Header {
+				if k != "Content-Type" && k != "Retry-After" {
+					delete(resp.Header, k)
+				}
+			}
+			return nil
+		}
+	}
 	own := &ownTimes{}
 	mux := http.NewServeMux()
 	mux.Handle("GET "+ownPath, own)
