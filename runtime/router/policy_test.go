@@ -328,3 +328,44 @@ func TestDemandAndWait(t *testing.T) {
 		t.Errorf("Wait for a model with no endpoint: %v, want the context's deadline", err)
 	}
 }
+
+// TestPrefixAffinityAvoidsFullKVCache: the replica holding a prefix is not
+// chosen while its engine says its KV cache is full, even with a queue
+// affinity would otherwise accept; it is while the cache has room, and
+// when every replica is as full.
+func TestPrefixAffinityAvoidsFullKVCache(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		ownerKV, otherKV float64
+		wantOwner        bool
+	}{
+		{"holder full", 0.97, 0.2, false},
+		{"holder with room", 0.5, 0.2, true},
+		{"both full", 0.99, 0.99, true},
+	} {
+		r := New()
+		r.SetEndpoints("m", []Endpoint{ep("a", 1), ep("b", 1)})
+		key := PrefixKey(prompt("s", "c", 3))
+		l, _ := r.Route("m", Request{Key: key})
+		owner := l.Endpoint().ReplicaID
+		l.Done()
+		for _, tg := range r.Targets() {
+			kv := c.otherKV
+			if tg.ReplicaID == owner {
+				kv = c.ownerKV
+			}
+			// The holder runs one request more: without affinity the
+			// request would go to the other.
+			tg.SetLoad(EngineLoad{Known: true, Running: map[bool]int64{true: 2, false: 1}[tg.ReplicaID == owner], KVUsage: kv}, 0)
+		}
+		l, err := r.Route("m", Request{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Done()
+		if got := l.Endpoint().ReplicaID == owner; got != c.wantOwner {
+			t.Errorf("%s (KV %.2f holder, %.2f other): went to %s, the prefix's holder %s; want the holder: %v",
+				c.name, c.ownerKV, c.otherKV, l.Endpoint().ReplicaID, owner, c.wantOwner)
+		}
+	}
+}

@@ -98,6 +98,12 @@ func (a PrefixAffinity) Select(p *Pool, key Key) *Upstream {
 	if u == nil || u == least {
 		return least
 	}
+	// A holder whose KV cache is full has likely evicted the prefix
+	// already, and a request sent there waits for memory or preempts
+	// another: it goes to the least loaded unless that one is as full.
+	if u.kvFull() && !least.kvFull() {
+		return least
+	}
 	ratio, slack := a.Ratio, a.Slack
 	if ratio <= 0 {
 		ratio = 1.5

@@ -129,6 +129,18 @@ func (u *Upstream) Queue() int64 {
 	return u.inflight.Load() + u.st.external.Load()
 }
 
+// kvFullAt is the fraction of its KV cache in use past which an engine
+// is taken to have no room for a request's prefix: vLLM preempts running
+// requests, and evicts cached prefixes, as free blocks run out.
+const kvFullAt = 0.95
+
+// kvFull reports whether u's engine last said its KV cache was full
+// (kvFullAt); false when it reported no KV use.
+func (u *Upstream) kvFull() bool {
+	l := u.st.engine.Load()
+	return l != nil && l.KVUsage >= kvFullAt
+}
+
 // less reports whether a request goes better to u than to o by load: u's
 // load after taking it, (Queue+1)/weight, is lower.
 func (u *Upstream) less(o *Upstream) bool {
