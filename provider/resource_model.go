@@ -211,7 +211,8 @@ func scalingSchema() map[string]schema.Attribute {
 		"max": schema.Int64Attribute{
 			Optional:            true,
 			Computed:            true,
-			MarkdownDescription: "Most replicas; at least `min`, at most " + strconv.Itoa(spec.MaxReplicas) + ", and `min` when left out.",
+			MarkdownDescription: "Most replicas; at least `min`, at most " + strconv.Itoa(spec.MaxReplicas) + ", and `min` when left out. " +
+				"Above `min` the model follows its load between the two: a replica is added while the requests in flight and waiting stay at or above the control plane's `autoscale.up_load` (0.8 by default) of the ready replicas' summed `weight`, and one is stopped while they stay at or below its `autoscale.down_load` (0.3); with `min` 0 the model also loads on demand.",
 			PlanModifiers:       []planmodifier.Int64{maxDefaultsToMin{}},
 		},
 		"idle_timeout": schema.StringAttribute{
@@ -275,7 +276,7 @@ func profileSchema() map[string]schema.Attribute {
 		},
 		"weight": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(spec.DefaultWeight),
-			MarkdownDescription: "The profile's share of traffic among ready replicas; default 1. Changing it restarts nothing: running replicas of the profile are re-weighed in place.",
+			MarkdownDescription: "The profile's share of traffic among ready replicas, and what one of its replicas carries at once: the requests in flight per replica at which a model with `scaling.max` above `min` counts as fully loaded (`llmgw ctl bench MODEL --save` measures and sets it); default 1. Changing it restarts nothing: running replicas of the profile are re-weighed in place.",
 		},
 		"priority": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(0),

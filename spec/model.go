@@ -164,6 +164,7 @@ type Scaling struct {
 	// Min is the number of replicas kept running; at most 10000.
 	Min int `koanf:"min" yaml:"min" json:"min"`
 	// Max is the upper bound, raised to `min` when lower; at most 10000.
+	// Above `min` the model follows its load between the two (routing.md).
 	// Default: `scaling.min`.
 	Max int `koanf:"max" yaml:"max" json:"max"`
 	// IdleTimeout is, with `min: 0`, how long the model may go unasked, with
@@ -199,7 +200,10 @@ type Profile struct {
 	// for vllm, sglang and sim only).
 	Nodes int `koanf:"nodes" yaml:"nodes,omitempty" json:"nodes,omitempty"`
 	// Weight is the replica's share of traffic among the model's ready
-	// replicas; changing it restarts nothing.
+	// replicas, and the requests in flight one replica carries at full load
+	// when the model scales between `scaling.min` and `scaling.max`
+	// (routing.md; `llmgw ctl bench --save` measures it); changing it
+	// restarts nothing.
 	Weight int `koanf:"weight" yaml:"weight,omitempty" json:"weight,omitempty"`
 	// Priority orders profiles for placement, highest first, ties in file
 	// order; changing it restarts nothing.
