@@ -39,8 +39,10 @@ type benchLevel struct {
 
 // cmdBench measures how many requests at once a model's replicas carry
 // while the p90 time to first token stays within a target: concurrency
-// doubles from 1 until a level misses the target, and the last level that
-// met it, divided by the model's ready replicas, is one replica's capacity:
+// doubles from 1 until a level misses the target, is then narrowed
+// between the last level met and the first missed (to an eighth), and the
+// last level that met it, divided by the model's ready replicas, is one
+// replica's capacity:
 // the routing weight to give its profile (peak throughput comes long after
 // latency has become unusable, so it would overstate what a replica
 // serves). With --save it records that weight on the profile the replicas
@@ -83,46 +85,85 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.rpcError(c, "getting model "+name, err)
 	}
-	ready := int(m.GetStatus().GetReplicasReady())
+	// The ready replicas, read again after every level: a pool that
+	// changed size or profile meanwhile (the autoscaler reacting to the
+	// benchmark's own load, a failure) makes a per-replica figure wrong.
+	readyNow := func() (ids, profiles []string, code int, ok bool) {
+		cctx, cancel := c.callCtx(ctx)
+		defer cancel()
+		reps, err := c.ListReplicas(cctx, &managev1.ListReplicasRequest{Model: name})
+		if err != nil {
+			return nil, nil, a.rpcError(c, "listing the replicas of "+name, err), false
+		}
+		for _, r := range reps.GetReplicas() {
+			if r.GetState() != "ready" {
+				continue
+			}
+			ids = append(ids, r.GetId())
+			if !slices.Contains(profiles, r.GetProfile()) {
+				profiles = append(profiles, r.GetProfile())
+			}
+		}
+		slices.Sort(ids)
+		slices.Sort(profiles)
+		return ids, profiles, 0, true
+	}
+	ids, profiles, code, ok := readyNow()
+	if !ok {
+		return code
+	}
+	ready := len(ids)
 	if ready == 0 {
 		return a.errorf("benchmarking model %s: it has no ready replica", name)
-	}
-	cctx, cancel = c.callCtx(ctx)
-	reps, err := c.ListReplicas(cctx, &managev1.ListReplicasRequest{Model: name})
-	cancel()
-	if err != nil {
-		return a.rpcError(c, "listing the replicas of "+name, err)
-	}
-	var profiles []string
-	for _, r := range reps.GetReplicas() {
-		if r.GetState() == "ready" && !slices.Contains(profiles, r.GetProfile()) {
-			profiles = append(profiles, r.GetProfile())
-		}
 	}
 
 	fmt.Fprintf(a.stdout, "benchmarking %s over %s through %s: p90 time to first token ≤ %s\n", name, plural(ready, "ready replica"), *baseURL, *target)
 	tw := newTable(a.stdout)
 	row(tw, "CONCURRENCY", "P50 TTFT", "P90 TTFT", "REQ/S", "ERRORS", "")
-	var passed *benchLevel
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *maxConc}, Timeout: 10 * time.Minute}
-	for conc := 1; conc <= *maxConc; conc *= 2 {
+	var changed string
+	// level runs one concurrency level, prints its row and reports whether
+	// it met the target; a pool changed under it stops the run (changed).
+	level := func(conc int) (benchLevel, bool) {
 		l := benchRun(ctx, hc, *baseURL, *apiKey, name, conc, *perClient, *maxTokens)
-		verdict := "met"
-		if l.errors > 0 || l.p90 > *target {
-			verdict = "missed"
-		}
+		met := l.errors == 0 && l.p90 <= *target
 		row(tw, fmt.Sprint(conc), l.p50.Round(time.Millisecond).String(), l.p90.Round(time.Millisecond).String(),
-			fmt.Sprintf("%.1f", l.rps), fmt.Sprint(l.errors), verdict)
-		if verdict == "missed" {
+			fmt.Sprintf("%.1f", l.rps), fmt.Sprint(l.errors), map[bool]string{true: "met", false: "missed"}[met])
+		if after, _, _, ok := readyNow(); ok && !slices.Equal(after, ids) {
+			changed = fmt.Sprintf("its ready replicas changed during the run (%s before, %d after: the autoscaler answering the benchmark's own load, or a failure)",
+				plural(ready, "replica"), len(after))
+		}
+		return l, met
+	}
+	// Concurrency doubles until a level misses; then the capacity is
+	// looked for between the last level met and the first missed, to
+	// within an eighth.
+	var passed *benchLevel
+	missedAt := 0
+	for conc := 1; conc <= *maxConc && changed == "" && ctx.Err() == nil; conc *= 2 {
+		l, met := level(conc)
+		if !met {
+			missedAt = conc
 			break
 		}
 		passed = &l
+	}
+	for passed != nil && missedAt > 0 && missedAt-passed.conc > max(1, passed.conc/8) && changed == "" && ctx.Err() == nil {
+		mid := (passed.conc + missedAt) / 2
+		if l, met := level(mid); met {
+			passed = &l
+		} else {
+			missedAt = mid
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return a.errorf("printing: %v", err)
 	}
 	if ctx.Err() != nil {
 		return a.errorf("benchmarking model %s: %v", name, ctx.Err())
+	}
+	if changed != "" {
+		return a.errorf("benchmarking model %s: %s; nothing measured per replica: hold the count (llmgw ctl scale %s %d --max %d) and run it again", name, changed, name, ready, ready)
 	}
 	if passed == nil {
 		return a.errorf("benchmarking model %s: even one request at a time misses p90 ≤ %s (or fails); the target is out of its reach", name, *target)
@@ -132,6 +173,15 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 		passed.conc, plural(ready, "replica"), *target, weight, strings.Join(profiles, ", "))
 	if passed.conc == *maxConc {
 		fmt.Fprintf(a.stdout, "every level met the target up to --max-concurrency %d: the capacity is at least that\n", *maxConc)
+	}
+	if len(profiles) > 1 {
+		// The router split the load by the profiles' present weights: the
+		// run measured them together, and one figure cannot tell them
+		// apart.
+		fmt.Fprintf(a.stdout, "the ready replicas run %d profiles (%s): the weight is their average, not each one's\n", len(profiles), strings.Join(profiles, ", "))
+		if *save {
+			return a.errorf("saving the weight of %s: its ready replicas run profiles %s, which one run cannot tell apart; nothing saved: measure each profile with only its replicas ready, or set the weights yourself", name, strings.Join(profiles, ", "))
+		}
 	}
 	if !*save {
 		fmt.Fprintf(a.stdout, "put weight: %d in the profile, or run again with --save\n", weight)

@@ -2,9 +2,13 @@ package ctl
 
 import (
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/sim/simengine"
 )
 
@@ -71,5 +75,85 @@ func TestBenchRefusals(t *testing.T) {
 	env[EnvAPIKey] = "sk"
 	if code, _, errOut := runCtl(t, env, "bench", "llama-3.1-70b"); code != 1 || !strings.Contains(errOut, "benchmarking model llama-3.1-70b: it has no ready replica") {
 		t.Errorf("a model with no ready replica: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// benchAPI serves a sim engine as the client API ctl bench measures: seqs
+// sequences at once, 160 ms answers of 16 tokens.
+func benchAPI(t *testing.T, f *fakeManage, seqs int) map[string]string {
+	t.Helper()
+	eng, err := simengine.New(simengine.Config{ServedModelName: "qwen2.5-coder-3b-instruct", MaxNumSeqs: seqs, DecodeTokensPerSec: 100}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(eng.Handler())
+	t.Cleanup(api.Close)
+	env := startServer(t, f)
+	env[EnvBaseURL] = api.URL + "/v1"
+	env[EnvAPIKey] = "sk-bench"
+	return env
+}
+
+// TestBenchNarrowsBetweenLevels: with three sequences at once, 4 misses
+// after 2 met, and the run tries 3, which meets: the capacity is 3, not
+// the 2 doubling alone finds.
+func TestBenchNarrowsBetweenLevels(t *testing.T) {
+	f := cannedManage()
+	env := benchAPI(t, f, 3)
+	code, out, errOut := runCtl(t, env, "bench", "qwen2.5-coder-3b-instruct", "--target", "100ms", "--requests", "3", "--max-tokens", "16", "--max-concurrency", "8")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	if !strings.Contains(out, "capacity: 3 requests at once over 1 replica at p90 ≤ 100ms: weight 3 per replica") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+// TestBenchPoolChanged: a replica that became ready during the run (the
+// autoscaler answering the benchmark's load) stops it: nothing is given
+// or saved per replica.
+func TestBenchPoolChanged(t *testing.T) {
+	f := cannedManage()
+	second := proto.Clone(f.replicas[0]).(*managev1.Replica)
+	second.Id = "r-coder-2"
+	f.relisted = append(slices.Clone(f.replicas), second)
+	env := benchAPI(t, f, 2)
+	code, out, errOut := runCtl(t, env, "bench", "qwen2.5-coder-3b-instruct", "--save", "--target", "100ms", "--requests", "2", "--max-tokens", "16", "--max-concurrency", "8")
+	if code != 1 || !strings.Contains(errOut, "its ready replicas changed during the run (1 replica before, 2 after") ||
+		!strings.Contains(errOut, "llmgw ctl scale qwen2.5-coder-3b-instruct 1 --max 1") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+	if strings.Contains(out, "capacity:") {
+		t.Errorf("a capacity was given over a changed pool:\n%s", out)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.updated) != 0 {
+		t.Errorf("saved over a changed pool: %v", f.updated)
+	}
+}
+
+// TestBenchTwoProfiles: ready replicas of two profiles are measured
+// together: the weight printed is said to be their average, and --save
+// refuses rather than give both the same.
+func TestBenchTwoProfiles(t *testing.T) {
+	f := cannedManage()
+	gpu := proto.Clone(f.replicas[0]).(*managev1.Replica)
+	gpu.Id, gpu.Profile = "r-coder-2", "gpu"
+	f.replicas = append(f.replicas, gpu)
+	env := benchAPI(t, f, 2)
+	args := []string{"bench", "qwen2.5-coder-3b-instruct", "--target", "100ms", "--requests", "2", "--max-tokens", "16", "--max-concurrency", "8"}
+	code, out, errOut := runCtl(t, env, args...)
+	if code != 0 || !strings.Contains(out, "the ready replicas run 2 profiles (cpu, gpu): the weight is their average") {
+		t.Errorf("exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
+	}
+	code, _, errOut = runCtl(t, env, append(args, "--save")...)
+	if code != 1 || !strings.Contains(errOut, "its ready replicas run profiles cpu, gpu, which one run cannot tell apart; nothing saved") {
+		t.Errorf("--save: exit %d, stderr %q", code, errOut)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.updated) != 0 {
+		t.Errorf("saved one weight for two profiles: %v", f.updated)
 	}
 }

@@ -54,6 +54,9 @@ type fakeManage struct {
 	ifRevisions []int64
 	deleted     []string
 	replicaQ    []string
+	// relisted, when set, is what ListReplicas answers after its first
+	// call (a pool that changed meanwhile).
+	relisted []*managev1.Replica
 }
 
 func (f *fakeManage) GetStatus(context.Context, *managev1.GetStatusRequest) (*managev1.Status, error) {
@@ -129,9 +132,13 @@ func (f *fakeManage) DeleteModel(_ context.Context, req *managev1.DeleteModelReq
 func (f *fakeManage) ListReplicas(_ context.Context, req *managev1.ListReplicasRequest) (*managev1.ListReplicasResponse, error) {
 	f.mu.Lock()
 	f.replicaQ = append(f.replicaQ, req.GetModel())
+	replicas := f.replicas
+	if f.relisted != nil && len(f.replicaQ) > 1 {
+		replicas = f.relisted
+	}
 	f.mu.Unlock()
 	var out []*managev1.Replica
-	for _, r := range f.replicas {
+	for _, r := range replicas {
 		if req.GetModel() == "" || r.GetModel() == req.GetModel() {
 			out = append(out, r)
 		}
