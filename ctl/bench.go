@@ -38,7 +38,9 @@ type benchLevel struct {
 }
 
 // cmdBench measures how many requests at once a model's replicas carry
-// while the p90 time to first token stays within a target: concurrency
+// while the p90 time to first token stays within a target and, where the
+// engines say what their load is (ListReplicas' engine_load), while they
+// neither keep requests queued nor a KV cache full: concurrency
 // doubles from 1 until a level misses the target, is then narrowed
 // between the last level met and the first missed (to an eighth), and the
 // last level that met it, divided by the model's ready replicas, is one
@@ -88,30 +90,21 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 	// The ready replicas, read again after every level: a pool that
 	// changed size or profile meanwhile (the autoscaler reacting to the
 	// benchmark's own load, a failure) makes a per-replica figure wrong.
-	readyNow := func() (ids, profiles []string, code int, ok bool) {
+	// Read during a level too, for what the engines say of their load.
+	list := func() (benchPool, error) {
 		cctx, cancel := c.callCtx(ctx)
 		defer cancel()
 		reps, err := c.ListReplicas(cctx, &managev1.ListReplicasRequest{Model: name})
 		if err != nil {
-			return nil, nil, a.rpcError(c, "listing the replicas of "+name, err), false
+			return benchPool{}, err
 		}
-		for _, r := range reps.GetReplicas() {
-			if r.GetState() != "ready" {
-				continue
-			}
-			ids = append(ids, r.GetId())
-			if !slices.Contains(profiles, r.GetProfile()) {
-				profiles = append(profiles, r.GetProfile())
-			}
-		}
-		slices.Sort(ids)
-		slices.Sort(profiles)
-		return ids, profiles, 0, true
+		return readyPool(reps.GetReplicas()), nil
 	}
-	ids, profiles, code, ok := readyNow()
-	if !ok {
-		return code
+	pool, err := list()
+	if err != nil {
+		return a.rpcError(c, "listing the replicas of "+name, err)
 	}
+	ids, profiles := pool.ids, pool.profiles
 	ready := len(ids)
 	if ready == 0 {
 		return a.errorf("benchmarking model %s: it has no ready replica", name)
@@ -119,21 +112,58 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 
 	fmt.Fprintf(a.stdout, "benchmarking %s over %s through %s: p90 time to first token ≤ %s\n", name, plural(ready, "ready replica"), *baseURL, *target)
 	tw := newTable(a.stdout)
-	row(tw, "CONCURRENCY", "P50 TTFT", "P90 TTFT", "REQ/S", "ERRORS", "")
+	row(tw, "CONCURRENCY", "P50 TTFT", "P90 TTFT", "REQ/S", "ERRORS", "QUEUED", "KV", "")
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *maxConc}, Timeout: 10 * time.Minute}
 	var changed string
+	// engines: some engine said what its load was during the run.
+	engines := false
 	// level runs one concurrency level, prints its row and reports whether
 	// it met the target; a pool changed under it stops the run (changed).
 	level := func(conc int) (benchLevel, bool) {
+		stop, done := make(chan struct{}), make(chan struct{})
+		var load engineSamples
+		go func() {
+			defer close(done)
+			t := time.NewTicker(benchLoadEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				if p, err := list(); err == nil {
+					load.add(p)
+				}
+			}
+		}()
 		l := benchRun(ctx, hc, *baseURL, *apiKey, name, conc, *perClient, *maxTokens)
-		met := l.errors == 0 && l.p90 <= *target
-		row(tw, fmt.Sprint(conc), l.p50.Round(time.Millisecond).String(), l.p90.Round(time.Millisecond).String(),
-			fmt.Sprintf("%.1f", l.rps), fmt.Sprint(l.errors), map[bool]string{true: "met", false: "missed"}[met])
-		if after, _, _, ok := readyNow(); ok && !slices.Equal(after, ids) {
-			changed = fmt.Sprintf("its ready replicas changed during the run (%s before, %d after: the autoscaler answering the benchmark's own load, or a failure)",
-				plural(ready, "replica"), len(after))
+		close(stop)
+		<-done
+		engines = engines || load.samples > 0
+		verdict := "met"
+		switch {
+		case l.errors > 0 || l.p90 > *target:
+			verdict = "missed"
+		case load.queuedMostly():
+			verdict = "missed: the engines queued requests"
+		case load.fullMostly():
+			verdict = "missed: a KV cache was full"
 		}
-		return l, met
+		queued, kv := "-", "-"
+		if load.samples > 0 {
+			queued = fmt.Sprint(load.peakWaiting)
+			if load.peakKV >= 0 {
+				kv = fmt.Sprintf("%.0f%%", load.peakKV*100)
+			}
+		}
+		row(tw, fmt.Sprint(conc), l.p50.Round(time.Millisecond).String(), l.p90.Round(time.Millisecond).String(),
+			fmt.Sprintf("%.1f", l.rps), fmt.Sprint(l.errors), queued, kv, verdict)
+		if after, err := list(); err == nil && !slices.Equal(after.ids, ids) {
+			changed = fmt.Sprintf("its ready replicas changed during the run (%s before, %d after: the autoscaler answering the benchmark's own load, or a failure)",
+				plural(ready, "replica"), len(after.ids))
+		}
+		return l, verdict == "met"
 	}
 	// Concurrency doubles until a level misses; then the capacity is
 	// looked for between the last level met and the first missed, to
@@ -162,6 +192,9 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 	if ctx.Err() != nil {
 		return a.errorf("benchmarking model %s: %v", name, ctx.Err())
 	}
+	if !engines {
+		fmt.Fprintf(a.stdout, "the engines publish no load metrics: measured from the outside only; their queues and KV caches are not part of the answer\n")
+	}
 	if changed != "" {
 		return a.errorf("benchmarking model %s: %s; nothing measured per replica: hold the count (llmgw ctl scale %s %d --max %d) and run it again", name, changed, name, ready, ready)
 	}
@@ -169,8 +202,8 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 		return a.errorf("benchmarking model %s: even one request at a time misses p90 ≤ %s (or fails); the target is out of its reach", name, *target)
 	}
 	weight := max(passed.conc/ready, 1)
-	fmt.Fprintf(a.stdout, "capacity: %d requests at once over %s at p90 ≤ %s: weight %d per replica (profile %s)\n",
-		passed.conc, plural(ready, "replica"), *target, weight, strings.Join(profiles, ", "))
+	fmt.Fprintf(a.stdout, "capacity: %s at once over %s at p90 ≤ %s: weight %d per replica (profile %s)\n",
+		plural(passed.conc, "request"), plural(ready, "replica"), *target, weight, strings.Join(profiles, ", "))
 	if passed.conc == *maxConc {
 		fmt.Fprintf(a.stdout, "every level met the target up to --max-concurrency %d: the capacity is at least that\n", *maxConc)
 	}
@@ -210,6 +243,79 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 		weight, strings.Join(profiles, ", "), name)
 	return exitOK
 }
+
+// benchLoadEvery is how often a level reads what the engines say of their
+// load (the control plane's router reads their metrics every 2 s).
+var benchLoadEvery = 500 * time.Millisecond
+
+// benchPool is a model's ready replicas as one listing saw them.
+type benchPool struct {
+	ids, profiles []string
+	// known: some ready replica's engine said what its load is; waiting is
+	// then the requests they queued in all, kv the fullest KV cache
+	// (negative when none said).
+	known   bool
+	waiting int64
+	kv      float64
+}
+
+func readyPool(replicas []*managev1.Replica) benchPool {
+	p := benchPool{kv: -1}
+	for _, r := range replicas {
+		if r.GetState() != "ready" {
+			continue
+		}
+		p.ids = append(p.ids, r.GetId())
+		if !slices.Contains(p.profiles, r.GetProfile()) {
+			p.profiles = append(p.profiles, r.GetProfile())
+		}
+		if l := r.GetEngineLoad(); l != nil {
+			p.known = true
+			p.waiting += l.GetWaiting()
+			p.kv = max(p.kv, l.GetKvCacheUsage())
+		}
+	}
+	slices.Sort(p.ids)
+	slices.Sort(p.profiles)
+	return p
+}
+
+// engineSamples is what the engines said of their load during a level.
+type engineSamples struct {
+	samples, queued, full int
+	peakWaiting           int64
+	peakKV                float64
+}
+
+// kvFull is the fraction of a KV cache in use past which an engine has no
+// room for another request's context: it queues it or preempts another.
+const kvFull = 0.95
+
+func (e *engineSamples) add(p benchPool) {
+	if !p.known {
+		return
+	}
+	if e.samples == 0 {
+		e.peakKV = -1
+	}
+	e.samples++
+	if p.waiting > 0 {
+		e.queued++
+	}
+	if p.kv >= kvFull {
+		e.full++
+	}
+	e.peakWaiting = max(e.peakWaiting, p.waiting)
+	e.peakKV = max(e.peakKV, p.kv)
+}
+
+// queuedMostly: the engines kept requests waiting through most of the
+// level (at least half of what they said): past what they carry at once,
+// whatever the time to first token still was.
+func (e *engineSamples) queuedMostly() bool { return e.queued > 0 && 2*e.queued >= e.samples }
+
+// fullMostly: a KV cache was full through most of the level.
+func (e *engineSamples) fullMostly() bool { return e.full > 0 && 2*e.full >= e.samples }
 
 // benchRun runs conc clients, each sending n streamed chat requests one
 // after another, and returns the level's figures.

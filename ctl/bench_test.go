@@ -1,10 +1,13 @@
 package ctl
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -34,7 +37,8 @@ func TestBenchSavesWeight(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
 	}
-	for _, want := range []string{"CONCURRENCY", "capacity: 2 requests at once over 1 replica at p90 ≤ 100ms: weight 2 per replica (profile cpu)", "put weight: 2 in the profile"} {
+	for _, want := range []string{"CONCURRENCY", "capacity: 2 requests at once over 1 replica at p90 ≤ 100ms: weight 2 per replica (profile cpu)", "put weight: 2 in the profile",
+		"the engines publish no load metrics: measured from the outside only"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -82,11 +86,27 @@ func TestBenchRefusals(t *testing.T) {
 // sequences at once, 160 ms answers of 16 tokens.
 func benchAPI(t *testing.T, f *fakeManage, seqs int) map[string]string {
 	t.Helper()
+	return benchAPIServing(t, f, seqs, nil)
+}
+
+// benchAPIServing is benchAPI with the requests in flight counted in
+// inflight (when not nil).
+func benchAPIServing(t *testing.T, f *fakeManage, seqs int, inflight *atomic.Int64) map[string]string {
+	t.Helper()
 	eng, err := simengine.New(simengine.Config{ServedModelName: "qwen2.5-coder-3b-instruct", MaxNumSeqs: seqs, DecodeTokensPerSec: 100}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httptest.NewServer(eng.Handler())
+	h := eng.Handler()
+	if inflight != nil {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inflight.Add(1)
+			defer inflight.Add(-1)
+			inner.ServeHTTP(w, r)
+		})
+	}
+	api := httptest.NewServer(h)
 	t.Cleanup(api.Close)
 	env := startServer(t, f)
 	env[EnvBaseURL] = api.URL + "/v1"
@@ -155,5 +175,34 @@ func TestBenchTwoProfiles(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.updated) != 0 {
 		t.Errorf("saved one weight for two profiles: %v", f.updated)
+	}
+}
+
+// TestBenchEngineQueue: engines that say they queue requests past one at a
+// time make that level a miss, though its time to first token met the
+// target: the capacity is 1 where the latency alone gave 8.
+func TestBenchEngineQueue(t *testing.T) {
+	was := benchLoadEvery
+	benchLoadEvery = 10 * time.Millisecond
+	t.Cleanup(func() { benchLoadEvery = was })
+	var inflight atomic.Int64
+	f := cannedManage()
+	// The engine says it runs one request and queues the rest.
+	f.engineLoad = func() *managev1.EngineLoad {
+		n := inflight.Load()
+		return &managev1.EngineLoad{Running: min(n, 1), Waiting: max(n-1, 0), KvCacheUsage: 0.4}
+	}
+	env := benchAPIServing(t, f, 8, &inflight)
+	code, out, errOut := runCtl(t, env, "bench", "qwen2.5-coder-3b-instruct", "--target", "1s", "--requests", "3", "--max-tokens", "16", "--max-concurrency", "8")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	for _, want := range []string{"QUEUED", "missed: the engines queued requests", "capacity: 1 request at once over 1 replica at p90 ≤ 1s: weight 1 per replica"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "publish no load metrics") {
+		t.Errorf("said the engines publish no metrics:\n%s", out)
 	}
 }

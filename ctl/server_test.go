@@ -57,6 +57,9 @@ type fakeManage struct {
 	// relisted, when set, is what ListReplicas answers after its first
 	// call (a pool that changed meanwhile).
 	relisted []*managev1.Replica
+	// engineLoad, when set, is the engine_load ListReplicas gives each
+	// ready replica.
+	engineLoad func() *managev1.EngineLoad
 }
 
 func (f *fakeManage) GetStatus(context.Context, *managev1.GetStatusRequest) (*managev1.Status, error) {
@@ -140,6 +143,10 @@ func (f *fakeManage) ListReplicas(_ context.Context, req *managev1.ListReplicasR
 	var out []*managev1.Replica
 	for _, r := range replicas {
 		if req.GetModel() == "" || r.GetModel() == req.GetModel() {
+			if f.engineLoad != nil && r.GetState() == "ready" {
+				r = proto.Clone(r).(*managev1.Replica)
+				r.EngineLoad = f.engineLoad()
+			}
 			out = append(out, r)
 		}
 	}

@@ -1780,8 +1780,13 @@ type Replica struct {
 	// since confirmed current, that release's whole-model hash. Empty from a
 	// control plane older than the field.
 	ReplicaGeneration string `protobuf:"bytes,12,opt,name=replica_generation,json=replicaGeneration,proto3" json:"replica_generation,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// What the replica's engine last said of its own load, from its
+	// Prometheus metrics as this control plane's router reads them (every
+	// few seconds); unset when the engine publishes none, or from a control
+	// plane older than the field.
+	EngineLoad    *EngineLoad `protobuf:"bytes,13,opt,name=engine_load,json=engineLoad,proto3" json:"engine_load,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Replica) Reset() {
@@ -1898,6 +1903,80 @@ func (x *Replica) GetReplicaGeneration() string {
 	return ""
 }
 
+func (x *Replica) GetEngineLoad() *EngineLoad {
+	if x != nil {
+		return x.EngineLoad
+	}
+	return nil
+}
+
+// EngineLoad is an engine's own account of its load (vLLM's
+// num_requests_running, num_requests_waiting and kv_cache_usage_perc, or
+// SGLang's and llama.cpp's equivalents).
+type EngineLoad struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Requests the engine is generating for.
+	Running int64 `protobuf:"varint,1,opt,name=running,proto3" json:"running,omitempty"`
+	// Requests queued behind them, waiting for a slot or for KV-cache room.
+	Waiting int64 `protobuf:"varint,2,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// The fraction of the KV cache in use, 0 to 1; negative when the engine
+	// does not say.
+	KvCacheUsage  float64 `protobuf:"fixed64,3,opt,name=kv_cache_usage,json=kvCacheUsage,proto3" json:"kv_cache_usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EngineLoad) Reset() {
+	*x = EngineLoad{}
+	mi := &file_api_managev1_manage_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EngineLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EngineLoad) ProtoMessage() {}
+
+func (x *EngineLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_api_managev1_manage_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EngineLoad.ProtoReflect.Descriptor instead.
+func (*EngineLoad) Descriptor() ([]byte, []int) {
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *EngineLoad) GetRunning() int64 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *EngineLoad) GetWaiting() int64 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
+func (x *EngineLoad) GetKvCacheUsage() float64 {
+	if x != nil {
+		return x.KvCacheUsage
+	}
+	return 0
+}
+
 type Shard struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1917,7 +1996,7 @@ type Shard struct {
 
 func (x *Shard) Reset() {
 	*x = Shard{}
-	mi := &file_api_managev1_manage_proto_msgTypes[24]
+	mi := &file_api_managev1_manage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2008,7 @@ func (x *Shard) String() string {
 func (*Shard) ProtoMessage() {}
 
 func (x *Shard) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[24]
+	mi := &file_api_managev1_manage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2021,7 @@ func (x *Shard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shard.ProtoReflect.Descriptor instead.
 func (*Shard) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{24}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Shard) GetId() string {
@@ -2026,7 +2105,7 @@ type ShardFetch struct {
 
 func (x *ShardFetch) Reset() {
 	*x = ShardFetch{}
-	mi := &file_api_managev1_manage_proto_msgTypes[25]
+	mi := &file_api_managev1_manage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2117,7 @@ func (x *ShardFetch) String() string {
 func (*ShardFetch) ProtoMessage() {}
 
 func (x *ShardFetch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[25]
+	mi := &file_api_managev1_manage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2130,7 @@ func (x *ShardFetch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardFetch.ProtoReflect.Descriptor instead.
 func (*ShardFetch) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{25}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ShardFetch) GetSource() string {
@@ -2105,7 +2184,7 @@ type ExplainPlacementRequest struct {
 
 func (x *ExplainPlacementRequest) Reset() {
 	*x = ExplainPlacementRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[26]
+	mi := &file_api_managev1_manage_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2196,7 @@ func (x *ExplainPlacementRequest) String() string {
 func (*ExplainPlacementRequest) ProtoMessage() {}
 
 func (x *ExplainPlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[26]
+	mi := &file_api_managev1_manage_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2209,7 @@ func (x *ExplainPlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainPlacementRequest.ProtoReflect.Descriptor instead.
 func (*ExplainPlacementRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{26}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExplainPlacementRequest) GetModel() string {
@@ -2149,7 +2228,7 @@ type PlanPlacementRequest struct {
 
 func (x *PlanPlacementRequest) Reset() {
 	*x = PlanPlacementRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[27]
+	mi := &file_api_managev1_manage_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2240,7 @@ func (x *PlanPlacementRequest) String() string {
 func (*PlanPlacementRequest) ProtoMessage() {}
 
 func (x *PlanPlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[27]
+	mi := &file_api_managev1_manage_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2253,7 @@ func (x *PlanPlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPlacementRequest.ProtoReflect.Descriptor instead.
 func (*PlanPlacementRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{27}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PlanPlacementRequest) GetModel() *Model {
@@ -2211,7 +2290,7 @@ type Explanation struct {
 
 func (x *Explanation) Reset() {
 	*x = Explanation{}
-	mi := &file_api_managev1_manage_proto_msgTypes[28]
+	mi := &file_api_managev1_manage_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2302,7 @@ func (x *Explanation) String() string {
 func (*Explanation) ProtoMessage() {}
 
 func (x *Explanation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[28]
+	mi := &file_api_managev1_manage_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2315,7 @@ func (x *Explanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Explanation.ProtoReflect.Descriptor instead.
 func (*Explanation) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{28}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Explanation) GetModel() string {
@@ -2311,7 +2390,7 @@ type PlannedReplica struct {
 
 func (x *PlannedReplica) Reset() {
 	*x = PlannedReplica{}
-	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_api_managev1_manage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2402,7 @@ func (x *PlannedReplica) String() string {
 func (*PlannedReplica) ProtoMessage() {}
 
 func (x *PlannedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[29]
+	mi := &file_api_managev1_manage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2415,7 @@ func (x *PlannedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedReplica.ProtoReflect.Descriptor instead.
 func (*PlannedReplica) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{29}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PlannedReplica) GetReplaces() string {
@@ -2379,7 +2458,7 @@ type ProfileExplanation struct {
 
 func (x *ProfileExplanation) Reset() {
 	*x = ProfileExplanation{}
-	mi := &file_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_api_managev1_manage_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2470,7 @@ func (x *ProfileExplanation) String() string {
 func (*ProfileExplanation) ProtoMessage() {}
 
 func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[30]
+	mi := &file_api_managev1_manage_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2483,7 @@ func (x *ProfileExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileExplanation.ProtoReflect.Descriptor instead.
 func (*ProfileExplanation) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{30}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ProfileExplanation) GetProfile() string {
@@ -2447,7 +2526,7 @@ type NodeVerdict struct {
 
 func (x *NodeVerdict) Reset() {
 	*x = NodeVerdict{}
-	mi := &file_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_api_managev1_manage_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2538,7 @@ func (x *NodeVerdict) String() string {
 func (*NodeVerdict) ProtoMessage() {}
 
 func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[31]
+	mi := &file_api_managev1_manage_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2551,7 @@ func (x *NodeVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeVerdict.ProtoReflect.Descriptor instead.
 func (*NodeVerdict) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{31}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeVerdict) GetNode() string {
@@ -2515,7 +2594,7 @@ type Fabric struct {
 
 func (x *Fabric) Reset() {
 	*x = Fabric{}
-	mi := &file_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_api_managev1_manage_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2606,7 @@ func (x *Fabric) String() string {
 func (*Fabric) ProtoMessage() {}
 
 func (x *Fabric) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[32]
+	mi := &file_api_managev1_manage_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2619,7 @@ func (x *Fabric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fabric.ProtoReflect.Descriptor instead.
 func (*Fabric) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{32}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Fabric) GetName() string {
@@ -2573,7 +2652,7 @@ type CreateFabricRequest struct {
 
 func (x *CreateFabricRequest) Reset() {
 	*x = CreateFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_api_managev1_manage_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +2664,7 @@ func (x *CreateFabricRequest) String() string {
 func (*CreateFabricRequest) ProtoMessage() {}
 
 func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[33]
+	mi := &file_api_managev1_manage_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +2677,7 @@ func (x *CreateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateFabricRequest.ProtoReflect.Descriptor instead.
 func (*CreateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{33}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateFabricRequest) GetFabric() *Fabric {
@@ -2617,7 +2696,7 @@ type GetFabricRequest struct {
 
 func (x *GetFabricRequest) Reset() {
 	*x = GetFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_api_managev1_manage_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2708,7 @@ func (x *GetFabricRequest) String() string {
 func (*GetFabricRequest) ProtoMessage() {}
 
 func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[34]
+	mi := &file_api_managev1_manage_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2721,7 @@ func (x *GetFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFabricRequest.ProtoReflect.Descriptor instead.
 func (*GetFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{34}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetFabricRequest) GetName() string {
@@ -2661,7 +2740,7 @@ type UpdateFabricRequest struct {
 
 func (x *UpdateFabricRequest) Reset() {
 	*x = UpdateFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_api_managev1_manage_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2673,7 +2752,7 @@ func (x *UpdateFabricRequest) String() string {
 func (*UpdateFabricRequest) ProtoMessage() {}
 
 func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[35]
+	mi := &file_api_managev1_manage_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2765,7 @@ func (x *UpdateFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFabricRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{35}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpdateFabricRequest) GetFabric() *Fabric {
@@ -2705,7 +2784,7 @@ type DeleteFabricRequest struct {
 
 func (x *DeleteFabricRequest) Reset() {
 	*x = DeleteFabricRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_api_managev1_manage_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2717,7 +2796,7 @@ func (x *DeleteFabricRequest) String() string {
 func (*DeleteFabricRequest) ProtoMessage() {}
 
 func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[36]
+	mi := &file_api_managev1_manage_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2730,7 +2809,7 @@ func (x *DeleteFabricRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricRequest.ProtoReflect.Descriptor instead.
 func (*DeleteFabricRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{36}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteFabricRequest) GetName() string {
@@ -2748,7 +2827,7 @@ type DeleteFabricResponse struct {
 
 func (x *DeleteFabricResponse) Reset() {
 	*x = DeleteFabricResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_api_managev1_manage_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +2839,7 @@ func (x *DeleteFabricResponse) String() string {
 func (*DeleteFabricResponse) ProtoMessage() {}
 
 func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[37]
+	mi := &file_api_managev1_manage_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +2852,7 @@ func (x *DeleteFabricResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFabricResponse.ProtoReflect.Descriptor instead.
 func (*DeleteFabricResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{37}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{38}
 }
 
 type ListFabricsRequest struct {
@@ -2784,7 +2863,7 @@ type ListFabricsRequest struct {
 
 func (x *ListFabricsRequest) Reset() {
 	*x = ListFabricsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_api_managev1_manage_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +2875,7 @@ func (x *ListFabricsRequest) String() string {
 func (*ListFabricsRequest) ProtoMessage() {}
 
 func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[38]
+	mi := &file_api_managev1_manage_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +2888,7 @@ func (x *ListFabricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsRequest.ProtoReflect.Descriptor instead.
 func (*ListFabricsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{38}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{39}
 }
 
 type ListFabricsResponse struct {
@@ -2821,7 +2900,7 @@ type ListFabricsResponse struct {
 
 func (x *ListFabricsResponse) Reset() {
 	*x = ListFabricsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_api_managev1_manage_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2833,7 +2912,7 @@ func (x *ListFabricsResponse) String() string {
 func (*ListFabricsResponse) ProtoMessage() {}
 
 func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[39]
+	mi := &file_api_managev1_manage_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2846,7 +2925,7 @@ func (x *ListFabricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFabricsResponse.ProtoReflect.Descriptor instead.
 func (*ListFabricsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{39}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListFabricsResponse) GetFabrics() []*Fabric {
@@ -2871,7 +2950,7 @@ type NodeDeclaration struct {
 
 func (x *NodeDeclaration) Reset() {
 	*x = NodeDeclaration{}
-	mi := &file_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_api_managev1_manage_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +2962,7 @@ func (x *NodeDeclaration) String() string {
 func (*NodeDeclaration) ProtoMessage() {}
 
 func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[40]
+	mi := &file_api_managev1_manage_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +2975,7 @@ func (x *NodeDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDeclaration.ProtoReflect.Descriptor instead.
 func (*NodeDeclaration) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{40}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeDeclaration) GetName() string {
@@ -2936,7 +3015,7 @@ type DeclareNodeRequest struct {
 
 func (x *DeclareNodeRequest) Reset() {
 	*x = DeclareNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_api_managev1_manage_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3027,7 @@ func (x *DeclareNodeRequest) String() string {
 func (*DeclareNodeRequest) ProtoMessage() {}
 
 func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[41]
+	mi := &file_api_managev1_manage_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3040,7 @@ func (x *DeclareNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeclareNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{41}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeclareNodeRequest) GetNode() *NodeDeclaration {
@@ -2980,7 +3059,7 @@ type GetNodeDeclarationRequest struct {
 
 func (x *GetNodeDeclarationRequest) Reset() {
 	*x = GetNodeDeclarationRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_api_managev1_manage_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3071,7 @@ func (x *GetNodeDeclarationRequest) String() string {
 func (*GetNodeDeclarationRequest) ProtoMessage() {}
 
 func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[42]
+	mi := &file_api_managev1_manage_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,7 +3084,7 @@ func (x *GetNodeDeclarationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeDeclarationRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeDeclarationRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{42}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetNodeDeclarationRequest) GetName() string {
@@ -3023,7 +3102,7 @@ type ListNodeDeclarationsRequest struct {
 
 func (x *ListNodeDeclarationsRequest) Reset() {
 	*x = ListNodeDeclarationsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[43]
+	mi := &file_api_managev1_manage_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3114,7 @@ func (x *ListNodeDeclarationsRequest) String() string {
 func (*ListNodeDeclarationsRequest) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[43]
+	mi := &file_api_managev1_manage_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3127,7 @@ func (x *ListNodeDeclarationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{43}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{44}
 }
 
 type ListNodeDeclarationsResponse struct {
@@ -3060,7 +3139,7 @@ type ListNodeDeclarationsResponse struct {
 
 func (x *ListNodeDeclarationsResponse) Reset() {
 	*x = ListNodeDeclarationsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[44]
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3151,7 @@ func (x *ListNodeDeclarationsResponse) String() string {
 func (*ListNodeDeclarationsResponse) ProtoMessage() {}
 
 func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[44]
+	mi := &file_api_managev1_manage_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3164,7 @@ func (x *ListNodeDeclarationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodeDeclarationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNodeDeclarationsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{44}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListNodeDeclarationsResponse) GetNodes() []*NodeDeclaration {
@@ -3111,7 +3190,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3202,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[45]
+	mi := &file_api_managev1_manage_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3215,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{45}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DrainNodeRequest) GetName() string {
@@ -3172,7 +3251,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3184,7 +3263,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[46]
+	mi := &file_api_managev1_manage_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3197,7 +3276,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{46}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DrainNodeResponse) GetReplicas() int32 {
@@ -3225,7 +3304,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3316,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[47]
+	mi := &file_api_managev1_manage_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3329,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{47}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RemoveNodeRequest) GetName() string {
@@ -3275,7 +3354,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3366,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[48]
+	mi := &file_api_managev1_manage_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3379,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{48}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
 }
 
 type CheckNodeEnginesRequest struct {
@@ -3314,7 +3393,7 @@ type CheckNodeEnginesRequest struct {
 
 func (x *CheckNodeEnginesRequest) Reset() {
 	*x = CheckNodeEnginesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3326,7 +3405,7 @@ func (x *CheckNodeEnginesRequest) String() string {
 func (*CheckNodeEnginesRequest) ProtoMessage() {}
 
 func (x *CheckNodeEnginesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[49]
+	mi := &file_api_managev1_manage_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3339,7 +3418,7 @@ func (x *CheckNodeEnginesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNodeEnginesRequest.ProtoReflect.Descriptor instead.
 func (*CheckNodeEnginesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{49}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CheckNodeEnginesRequest) GetName() string {
@@ -3370,7 +3449,7 @@ type CheckToolsRequest struct {
 
 func (x *CheckToolsRequest) Reset() {
 	*x = CheckToolsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3382,7 +3461,7 @@ func (x *CheckToolsRequest) String() string {
 func (*CheckToolsRequest) ProtoMessage() {}
 
 func (x *CheckToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[50]
+	mi := &file_api_managev1_manage_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3395,7 +3474,7 @@ func (x *CheckToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckToolsRequest.ProtoReflect.Descriptor instead.
 func (*CheckToolsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{50}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CheckToolsRequest) GetModel() string {
@@ -3442,7 +3521,7 @@ type ToolCheck struct {
 
 func (x *ToolCheck) Reset() {
 	*x = ToolCheck{}
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3454,7 +3533,7 @@ func (x *ToolCheck) String() string {
 func (*ToolCheck) ProtoMessage() {}
 
 func (x *ToolCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[51]
+	mi := &file_api_managev1_manage_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3467,7 +3546,7 @@ func (x *ToolCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCheck.ProtoReflect.Descriptor instead.
 func (*ToolCheck) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{51}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ToolCheck) GetModel() string {
@@ -3542,7 +3621,7 @@ type RolloutModelRequest struct {
 
 func (x *RolloutModelRequest) Reset() {
 	*x = RolloutModelRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3633,7 @@ func (x *RolloutModelRequest) String() string {
 func (*RolloutModelRequest) ProtoMessage() {}
 
 func (x *RolloutModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[52]
+	mi := &file_api_managev1_manage_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3646,7 @@ func (x *RolloutModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutModelRequest.ProtoReflect.Descriptor instead.
 func (*RolloutModelRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{52}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RolloutModelRequest) GetName() string {
@@ -3588,7 +3667,7 @@ type RolloutModelResponse struct {
 
 func (x *RolloutModelResponse) Reset() {
 	*x = RolloutModelResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3679,7 @@ func (x *RolloutModelResponse) String() string {
 func (*RolloutModelResponse) ProtoMessage() {}
 
 func (x *RolloutModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[53]
+	mi := &file_api_managev1_manage_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3692,7 @@ func (x *RolloutModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutModelResponse.ProtoReflect.Descriptor instead.
 func (*RolloutModelResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{53}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RolloutModelResponse) GetReplicas() []string {
@@ -3640,7 +3719,7 @@ type CheckNodeEnginesResponse struct {
 
 func (x *CheckNodeEnginesResponse) Reset() {
 	*x = CheckNodeEnginesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3652,7 +3731,7 @@ func (x *CheckNodeEnginesResponse) String() string {
 func (*CheckNodeEnginesResponse) ProtoMessage() {}
 
 func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[54]
+	mi := &file_api_managev1_manage_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3665,7 +3744,7 @@ func (x *CheckNodeEnginesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNodeEnginesResponse.ProtoReflect.Descriptor instead.
 func (*CheckNodeEnginesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{54}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CheckNodeEnginesResponse) GetNode() *Node {
@@ -3685,7 +3764,7 @@ type ListWeightsRequest struct {
 
 func (x *ListWeightsRequest) Reset() {
 	*x = ListWeightsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3697,7 +3776,7 @@ func (x *ListWeightsRequest) String() string {
 func (*ListWeightsRequest) ProtoMessage() {}
 
 func (x *ListWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[55]
+	mi := &file_api_managev1_manage_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3710,7 +3789,7 @@ func (x *ListWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWeightsRequest.ProtoReflect.Descriptor instead.
 func (*ListWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{55}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListWeightsRequest) GetNode() string {
@@ -3729,7 +3808,7 @@ type ListWeightsResponse struct {
 
 func (x *ListWeightsResponse) Reset() {
 	*x = ListWeightsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3741,7 +3820,7 @@ func (x *ListWeightsResponse) String() string {
 func (*ListWeightsResponse) ProtoMessage() {}
 
 func (x *ListWeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[56]
+	mi := &file_api_managev1_manage_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3754,7 +3833,7 @@ func (x *ListWeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWeightsResponse.ProtoReflect.Descriptor instead.
 func (*ListWeightsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{56}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListWeightsResponse) GetNodes() []*NodeWeights {
@@ -3786,7 +3865,7 @@ type NodeWeights struct {
 
 func (x *NodeWeights) Reset() {
 	*x = NodeWeights{}
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +3877,7 @@ func (x *NodeWeights) String() string {
 func (*NodeWeights) ProtoMessage() {}
 
 func (x *NodeWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[57]
+	mi := &file_api_managev1_manage_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +3890,7 @@ func (x *NodeWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeWeights.ProtoReflect.Descriptor instead.
 func (*NodeWeights) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{57}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NodeWeights) GetNode() string {
@@ -3893,7 +3972,7 @@ type WeightsEntry struct {
 
 func (x *WeightsEntry) Reset() {
 	*x = WeightsEntry{}
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3905,7 +3984,7 @@ func (x *WeightsEntry) String() string {
 func (*WeightsEntry) ProtoMessage() {}
 
 func (x *WeightsEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[58]
+	mi := &file_api_managev1_manage_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3918,7 +3997,7 @@ func (x *WeightsEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightsEntry.ProtoReflect.Descriptor instead.
 func (*WeightsEntry) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{58}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WeightsEntry) GetKey() string {
@@ -3990,7 +4069,7 @@ type CollectWeightsRequest struct {
 
 func (x *CollectWeightsRequest) Reset() {
 	*x = CollectWeightsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4081,7 @@ func (x *CollectWeightsRequest) String() string {
 func (*CollectWeightsRequest) ProtoMessage() {}
 
 func (x *CollectWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[59]
+	mi := &file_api_managev1_manage_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4094,7 @@ func (x *CollectWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectWeightsRequest.ProtoReflect.Descriptor instead.
 func (*CollectWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{59}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CollectWeightsRequest) GetNode() string {
@@ -4048,7 +4127,7 @@ type CollectWeightsResponse struct {
 
 func (x *CollectWeightsResponse) Reset() {
 	*x = CollectWeightsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4060,7 +4139,7 @@ func (x *CollectWeightsResponse) String() string {
 func (*CollectWeightsResponse) ProtoMessage() {}
 
 func (x *CollectWeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[60]
+	mi := &file_api_managev1_manage_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4073,7 +4152,7 @@ func (x *CollectWeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectWeightsResponse.ProtoReflect.Descriptor instead.
 func (*CollectWeightsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{60}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CollectWeightsResponse) GetNodes() []*NodeWeights {
@@ -4114,7 +4193,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4126,7 +4205,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[61]
+	mi := &file_api_managev1_manage_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4139,7 +4218,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{61}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Project) GetName() string {
@@ -4221,7 +4300,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4233,7 +4312,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[62]
+	mi := &file_api_managev1_manage_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4246,7 +4325,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{62}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CreateProjectRequest) GetProject() *Project {
@@ -4265,7 +4344,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4277,7 +4356,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[63]
+	mi := &file_api_managev1_manage_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4290,7 +4369,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{63}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetProjectRequest) GetName() string {
@@ -4309,7 +4388,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4321,7 +4400,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[64]
+	mi := &file_api_managev1_manage_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4334,7 +4413,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{64}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *UpdateProjectRequest) GetProject() *Project {
@@ -4353,7 +4432,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4365,7 +4444,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[65]
+	mi := &file_api_managev1_manage_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4378,7 +4457,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{65}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DeleteProjectRequest) GetName() string {
@@ -4396,7 +4475,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4408,7 +4487,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[66]
+	mi := &file_api_managev1_manage_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4421,7 +4500,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{66}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
 }
 
 type ListProjectsRequest struct {
@@ -4432,7 +4511,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4444,7 +4523,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[67]
+	mi := &file_api_managev1_manage_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4457,7 +4536,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{67}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
 }
 
 type ListProjectsResponse struct {
@@ -4469,7 +4548,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4481,7 +4560,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[68]
+	mi := &file_api_managev1_manage_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4494,7 +4573,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{68}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -4530,7 +4609,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4542,7 +4621,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[69]
+	mi := &file_api_managev1_manage_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4555,7 +4634,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{69}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ApiKey) GetId() string {
@@ -4643,7 +4722,7 @@ type CreateApiKeyRequest struct {
 
 func (x *CreateApiKeyRequest) Reset() {
 	*x = CreateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4655,7 +4734,7 @@ func (x *CreateApiKeyRequest) String() string {
 func (*CreateApiKeyRequest) ProtoMessage() {}
 
 func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[70]
+	mi := &file_api_managev1_manage_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4668,7 +4747,7 @@ func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{70}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CreateApiKeyRequest) GetKey() *ApiKey {
@@ -4696,7 +4775,7 @@ type CreateApiKeyResponse struct {
 
 func (x *CreateApiKeyResponse) Reset() {
 	*x = CreateApiKeyResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4708,7 +4787,7 @@ func (x *CreateApiKeyResponse) String() string {
 func (*CreateApiKeyResponse) ProtoMessage() {}
 
 func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[71]
+	mi := &file_api_managev1_manage_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4721,7 +4800,7 @@ func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{71}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CreateApiKeyResponse) GetKey() *ApiKey {
@@ -4747,7 +4826,7 @@ type GetApiKeyRequest struct {
 
 func (x *GetApiKeyRequest) Reset() {
 	*x = GetApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4759,7 +4838,7 @@ func (x *GetApiKeyRequest) String() string {
 func (*GetApiKeyRequest) ProtoMessage() {}
 
 func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[72]
+	mi := &file_api_managev1_manage_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4772,7 +4851,7 @@ func (x *GetApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{72}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetApiKeyRequest) GetId() string {
@@ -4793,7 +4872,7 @@ type UpdateApiKeyRequest struct {
 
 func (x *UpdateApiKeyRequest) Reset() {
 	*x = UpdateApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4805,7 +4884,7 @@ func (x *UpdateApiKeyRequest) String() string {
 func (*UpdateApiKeyRequest) ProtoMessage() {}
 
 func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[73]
+	mi := &file_api_managev1_manage_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4818,7 +4897,7 @@ func (x *UpdateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{73}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *UpdateApiKeyRequest) GetId() string {
@@ -4851,7 +4930,7 @@ type RevokeApiKeyRequest struct {
 
 func (x *RevokeApiKeyRequest) Reset() {
 	*x = RevokeApiKeyRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4863,7 +4942,7 @@ func (x *RevokeApiKeyRequest) String() string {
 func (*RevokeApiKeyRequest) ProtoMessage() {}
 
 func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[74]
+	mi := &file_api_managev1_manage_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4876,7 +4955,7 @@ func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{74}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RevokeApiKeyRequest) GetId() string {
@@ -4898,7 +4977,7 @@ type ListApiKeysRequest struct {
 
 func (x *ListApiKeysRequest) Reset() {
 	*x = ListApiKeysRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4910,7 +4989,7 @@ func (x *ListApiKeysRequest) String() string {
 func (*ListApiKeysRequest) ProtoMessage() {}
 
 func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[75]
+	mi := &file_api_managev1_manage_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4923,7 +5002,7 @@ func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{75}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListApiKeysRequest) GetProject() string {
@@ -4949,7 +5028,7 @@ type ListApiKeysResponse struct {
 
 func (x *ListApiKeysResponse) Reset() {
 	*x = ListApiKeysResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4961,7 +5040,7 @@ func (x *ListApiKeysResponse) String() string {
 func (*ListApiKeysResponse) ProtoMessage() {}
 
 func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[76]
+	mi := &file_api_managev1_manage_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4974,7 +5053,7 @@ func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{76}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListApiKeysResponse) GetKeys() []*ApiKey {
@@ -5021,7 +5100,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5033,7 +5112,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[77]
+	mi := &file_api_managev1_manage_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5046,7 +5125,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{77}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *Budget) GetProject() string {
@@ -5142,7 +5221,7 @@ type PutBudgetRequest struct {
 
 func (x *PutBudgetRequest) Reset() {
 	*x = PutBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5154,7 +5233,7 @@ func (x *PutBudgetRequest) String() string {
 func (*PutBudgetRequest) ProtoMessage() {}
 
 func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[78]
+	mi := &file_api_managev1_manage_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5167,7 +5246,7 @@ func (x *PutBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutBudgetRequest.ProtoReflect.Descriptor instead.
 func (*PutBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{78}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *PutBudgetRequest) GetBudget() *Budget {
@@ -5187,7 +5266,7 @@ type GetBudgetRequest struct {
 
 func (x *GetBudgetRequest) Reset() {
 	*x = GetBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5199,7 +5278,7 @@ func (x *GetBudgetRequest) String() string {
 func (*GetBudgetRequest) ProtoMessage() {}
 
 func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[79]
+	mi := &file_api_managev1_manage_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5212,7 +5291,7 @@ func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBudgetRequest.ProtoReflect.Descriptor instead.
 func (*GetBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{79}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *GetBudgetRequest) GetProject() string {
@@ -5239,7 +5318,7 @@ type DeleteBudgetRequest struct {
 
 func (x *DeleteBudgetRequest) Reset() {
 	*x = DeleteBudgetRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5251,7 +5330,7 @@ func (x *DeleteBudgetRequest) String() string {
 func (*DeleteBudgetRequest) ProtoMessage() {}
 
 func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[80]
+	mi := &file_api_managev1_manage_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5264,7 +5343,7 @@ func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{80}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *DeleteBudgetRequest) GetProject() string {
@@ -5289,7 +5368,7 @@ type DeleteBudgetResponse struct {
 
 func (x *DeleteBudgetResponse) Reset() {
 	*x = DeleteBudgetResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5301,7 +5380,7 @@ func (x *DeleteBudgetResponse) String() string {
 func (*DeleteBudgetResponse) ProtoMessage() {}
 
 func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[81]
+	mi := &file_api_managev1_manage_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5314,7 +5393,7 @@ func (x *DeleteBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBudgetResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{81}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{82}
 }
 
 type ListBudgetsRequest struct {
@@ -5327,7 +5406,7 @@ type ListBudgetsRequest struct {
 
 func (x *ListBudgetsRequest) Reset() {
 	*x = ListBudgetsRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5339,7 +5418,7 @@ func (x *ListBudgetsRequest) String() string {
 func (*ListBudgetsRequest) ProtoMessage() {}
 
 func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[82]
+	mi := &file_api_managev1_manage_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5352,7 +5431,7 @@ func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsRequest.ProtoReflect.Descriptor instead.
 func (*ListBudgetsRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{82}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListBudgetsRequest) GetProject() string {
@@ -5371,7 +5450,7 @@ type ListBudgetsResponse struct {
 
 func (x *ListBudgetsResponse) Reset() {
 	*x = ListBudgetsResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[83]
+	mi := &file_api_managev1_manage_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5383,7 +5462,7 @@ func (x *ListBudgetsResponse) String() string {
 func (*ListBudgetsResponse) ProtoMessage() {}
 
 func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[83]
+	mi := &file_api_managev1_manage_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5396,7 +5475,7 @@ func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBudgetsResponse.ProtoReflect.Descriptor instead.
 func (*ListBudgetsResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{83}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListBudgetsResponse) GetBudgets() []*Budget {
@@ -5414,7 +5493,7 @@ type ListPricesRequest struct {
 
 func (x *ListPricesRequest) Reset() {
 	*x = ListPricesRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[84]
+	mi := &file_api_managev1_manage_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5426,7 +5505,7 @@ func (x *ListPricesRequest) String() string {
 func (*ListPricesRequest) ProtoMessage() {}
 
 func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[84]
+	mi := &file_api_managev1_manage_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5439,7 +5518,7 @@ func (x *ListPricesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesRequest.ProtoReflect.Descriptor instead.
 func (*ListPricesRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{84}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{85}
 }
 
 type ModelPrice struct {
@@ -5454,7 +5533,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_api_managev1_manage_proto_msgTypes[85]
+	mi := &file_api_managev1_manage_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5466,7 +5545,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[85]
+	mi := &file_api_managev1_manage_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5479,7 +5558,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{85}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ModelPrice) GetModel() string {
@@ -5514,7 +5593,7 @@ type ListPricesResponse struct {
 
 func (x *ListPricesResponse) Reset() {
 	*x = ListPricesResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[86]
+	mi := &file_api_managev1_manage_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5526,7 +5605,7 @@ func (x *ListPricesResponse) String() string {
 func (*ListPricesResponse) ProtoMessage() {}
 
 func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[86]
+	mi := &file_api_managev1_manage_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5539,7 +5618,7 @@ func (x *ListPricesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPricesResponse.ProtoReflect.Descriptor instead.
 func (*ListPricesResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{86}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListPricesResponse) GetDefaultPrice() *Pricing {
@@ -5571,7 +5650,7 @@ type UsageFilter struct {
 
 func (x *UsageFilter) Reset() {
 	*x = UsageFilter{}
-	mi := &file_api_managev1_manage_proto_msgTypes[87]
+	mi := &file_api_managev1_manage_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5583,7 +5662,7 @@ func (x *UsageFilter) String() string {
 func (*UsageFilter) ProtoMessage() {}
 
 func (x *UsageFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[87]
+	mi := &file_api_managev1_manage_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5596,7 +5675,7 @@ func (x *UsageFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageFilter.ProtoReflect.Descriptor instead.
 func (*UsageFilter) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{87}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *UsageFilter) GetProject() string {
@@ -5638,7 +5717,7 @@ type SummarizeUsageRequest struct {
 
 func (x *SummarizeUsageRequest) Reset() {
 	*x = SummarizeUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[88]
+	mi := &file_api_managev1_manage_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5650,7 +5729,7 @@ func (x *SummarizeUsageRequest) String() string {
 func (*SummarizeUsageRequest) ProtoMessage() {}
 
 func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[88]
+	mi := &file_api_managev1_manage_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5663,7 +5742,7 @@ func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{88}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *SummarizeUsageRequest) GetFilter() *UsageFilter {
@@ -5696,7 +5775,7 @@ type UsageTotal struct {
 
 func (x *UsageTotal) Reset() {
 	*x = UsageTotal{}
-	mi := &file_api_managev1_manage_proto_msgTypes[89]
+	mi := &file_api_managev1_manage_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5708,7 +5787,7 @@ func (x *UsageTotal) String() string {
 func (*UsageTotal) ProtoMessage() {}
 
 func (x *UsageTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[89]
+	mi := &file_api_managev1_manage_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5721,7 +5800,7 @@ func (x *UsageTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageTotal.ProtoReflect.Descriptor instead.
 func (*UsageTotal) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{89}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *UsageTotal) GetProject() string {
@@ -5782,7 +5861,7 @@ type SummarizeUsageResponse struct {
 
 func (x *SummarizeUsageResponse) Reset() {
 	*x = SummarizeUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[90]
+	mi := &file_api_managev1_manage_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5794,7 +5873,7 @@ func (x *SummarizeUsageResponse) String() string {
 func (*SummarizeUsageResponse) ProtoMessage() {}
 
 func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[90]
+	mi := &file_api_managev1_manage_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5807,7 +5886,7 @@ func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{90}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *SummarizeUsageResponse) GetTotals() []*UsageTotal {
@@ -5830,7 +5909,7 @@ type ListUsageRequest struct {
 
 func (x *ListUsageRequest) Reset() {
 	*x = ListUsageRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[91]
+	mi := &file_api_managev1_manage_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5842,7 +5921,7 @@ func (x *ListUsageRequest) String() string {
 func (*ListUsageRequest) ProtoMessage() {}
 
 func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[91]
+	mi := &file_api_managev1_manage_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5855,7 +5934,7 @@ func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRequest.ProtoReflect.Descriptor instead.
 func (*ListUsageRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{91}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ListUsageRequest) GetFilter() *UsageFilter {
@@ -5902,7 +5981,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_api_managev1_manage_proto_msgTypes[92]
+	mi := &file_api_managev1_manage_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5914,7 +5993,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[92]
+	mi := &file_api_managev1_manage_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5927,7 +6006,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{92}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *UsageRow) GetId() int64 {
@@ -6039,7 +6118,7 @@ type ListUsageResponse struct {
 
 func (x *ListUsageResponse) Reset() {
 	*x = ListUsageResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[93]
+	mi := &file_api_managev1_manage_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6051,7 +6130,7 @@ func (x *ListUsageResponse) String() string {
 func (*ListUsageResponse) ProtoMessage() {}
 
 func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[93]
+	mi := &file_api_managev1_manage_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6064,7 +6143,7 @@ func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageResponse.ProtoReflect.Descriptor instead.
 func (*ListUsageResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{93}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ListUsageResponse) GetRows() []*UsageRow {
@@ -6091,7 +6170,7 @@ type LoginRequest struct {
 
 func (x *LoginRequest) Reset() {
 	*x = LoginRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[94]
+	mi := &file_api_managev1_manage_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6103,7 +6182,7 @@ func (x *LoginRequest) String() string {
 func (*LoginRequest) ProtoMessage() {}
 
 func (x *LoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[94]
+	mi := &file_api_managev1_manage_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6116,7 +6195,7 @@ func (x *LoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
 func (*LoginRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{94}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *LoginRequest) GetEmail() string {
@@ -6148,7 +6227,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[95]
+	mi := &file_api_managev1_manage_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6160,7 +6239,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[95]
+	mi := &file_api_managev1_manage_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6173,7 +6252,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{95}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *LoginResponse) GetToken() string {
@@ -6219,7 +6298,7 @@ type LogoutRequest struct {
 
 func (x *LogoutRequest) Reset() {
 	*x = LogoutRequest{}
-	mi := &file_api_managev1_manage_proto_msgTypes[96]
+	mi := &file_api_managev1_manage_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6231,7 +6310,7 @@ func (x *LogoutRequest) String() string {
 func (*LogoutRequest) ProtoMessage() {}
 
 func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[96]
+	mi := &file_api_managev1_manage_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6244,7 +6323,7 @@ func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
 func (*LogoutRequest) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{96}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{97}
 }
 
 type LogoutResponse struct {
@@ -6257,7 +6336,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_api_managev1_manage_proto_msgTypes[97]
+	mi := &file_api_managev1_manage_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6269,7 +6348,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_managev1_manage_proto_msgTypes[97]
+	mi := &file_api_managev1_manage_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6282,7 +6361,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_api_managev1_manage_proto_rawDescGZIP(), []int{97}
+	return file_api_managev1_manage_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *LogoutResponse) GetTokenId() string {
@@ -6443,7 +6522,7 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x13ListReplicasRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"L\n" +
 	"\x14ListReplicasResponse\x124\n" +
-	"\breplicas\x18\x01 \x03(\v2\x18.llmgw.manage.v1.ReplicaR\breplicas\"\xfe\x02\n" +
+	"\breplicas\x18\x01 \x03(\v2\x18.llmgw.manage.v1.ReplicaR\breplicas\"\xbc\x03\n" +
 	"\aReplica\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x18\n" +
@@ -6457,7 +6536,14 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x10model_generation\x18\n" +
 	" \x01(\tR\x0fmodelGeneration\x12\x14\n" +
 	"\x05stale\x18\v \x01(\bR\x05stale\x12-\n" +
-	"\x12replica_generation\x18\f \x01(\tR\x11replicaGeneration\"\xef\x01\n" +
+	"\x12replica_generation\x18\f \x01(\tR\x11replicaGeneration\x12<\n" +
+	"\vengine_load\x18\r \x01(\v2\x1b.llmgw.manage.v1.EngineLoadR\n" +
+	"engineLoad\"f\n" +
+	"\n" +
+	"EngineLoad\x12\x18\n" +
+	"\arunning\x18\x01 \x01(\x03R\arunning\x12\x18\n" +
+	"\awaiting\x18\x02 \x01(\x03R\awaiting\x12$\n" +
+	"\x0ekv_cache_usage\x18\x03 \x01(\x01R\fkvCacheUsage\"\xef\x01\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12\x12\n" +
@@ -6819,7 +6905,7 @@ func file_api_managev1_manage_proto_rawDescGZIP() []byte {
 	return file_api_managev1_manage_proto_rawDescData
 }
 
-var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
+var file_api_managev1_manage_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
 var file_api_managev1_manage_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),             // 0: llmgw.manage.v1.GetStatusRequest
 	(*Status)(nil),                       // 1: llmgw.manage.v1.Status
@@ -6845,87 +6931,88 @@ var file_api_managev1_manage_proto_goTypes = []any{
 	(*ListReplicasRequest)(nil),          // 21: llmgw.manage.v1.ListReplicasRequest
 	(*ListReplicasResponse)(nil),         // 22: llmgw.manage.v1.ListReplicasResponse
 	(*Replica)(nil),                      // 23: llmgw.manage.v1.Replica
-	(*Shard)(nil),                        // 24: llmgw.manage.v1.Shard
-	(*ShardFetch)(nil),                   // 25: llmgw.manage.v1.ShardFetch
-	(*ExplainPlacementRequest)(nil),      // 26: llmgw.manage.v1.ExplainPlacementRequest
-	(*PlanPlacementRequest)(nil),         // 27: llmgw.manage.v1.PlanPlacementRequest
-	(*Explanation)(nil),                  // 28: llmgw.manage.v1.Explanation
-	(*PlannedReplica)(nil),               // 29: llmgw.manage.v1.PlannedReplica
-	(*ProfileExplanation)(nil),           // 30: llmgw.manage.v1.ProfileExplanation
-	(*NodeVerdict)(nil),                  // 31: llmgw.manage.v1.NodeVerdict
-	(*Fabric)(nil),                       // 32: llmgw.manage.v1.Fabric
-	(*CreateFabricRequest)(nil),          // 33: llmgw.manage.v1.CreateFabricRequest
-	(*GetFabricRequest)(nil),             // 34: llmgw.manage.v1.GetFabricRequest
-	(*UpdateFabricRequest)(nil),          // 35: llmgw.manage.v1.UpdateFabricRequest
-	(*DeleteFabricRequest)(nil),          // 36: llmgw.manage.v1.DeleteFabricRequest
-	(*DeleteFabricResponse)(nil),         // 37: llmgw.manage.v1.DeleteFabricResponse
-	(*ListFabricsRequest)(nil),           // 38: llmgw.manage.v1.ListFabricsRequest
-	(*ListFabricsResponse)(nil),          // 39: llmgw.manage.v1.ListFabricsResponse
-	(*NodeDeclaration)(nil),              // 40: llmgw.manage.v1.NodeDeclaration
-	(*DeclareNodeRequest)(nil),           // 41: llmgw.manage.v1.DeclareNodeRequest
-	(*GetNodeDeclarationRequest)(nil),    // 42: llmgw.manage.v1.GetNodeDeclarationRequest
-	(*ListNodeDeclarationsRequest)(nil),  // 43: llmgw.manage.v1.ListNodeDeclarationsRequest
-	(*ListNodeDeclarationsResponse)(nil), // 44: llmgw.manage.v1.ListNodeDeclarationsResponse
-	(*DrainNodeRequest)(nil),             // 45: llmgw.manage.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),            // 46: llmgw.manage.v1.DrainNodeResponse
-	(*RemoveNodeRequest)(nil),            // 47: llmgw.manage.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),           // 48: llmgw.manage.v1.RemoveNodeResponse
-	(*CheckNodeEnginesRequest)(nil),      // 49: llmgw.manage.v1.CheckNodeEnginesRequest
-	(*CheckToolsRequest)(nil),            // 50: llmgw.manage.v1.CheckToolsRequest
-	(*ToolCheck)(nil),                    // 51: llmgw.manage.v1.ToolCheck
-	(*RolloutModelRequest)(nil),          // 52: llmgw.manage.v1.RolloutModelRequest
-	(*RolloutModelResponse)(nil),         // 53: llmgw.manage.v1.RolloutModelResponse
-	(*CheckNodeEnginesResponse)(nil),     // 54: llmgw.manage.v1.CheckNodeEnginesResponse
-	(*ListWeightsRequest)(nil),           // 55: llmgw.manage.v1.ListWeightsRequest
-	(*ListWeightsResponse)(nil),          // 56: llmgw.manage.v1.ListWeightsResponse
-	(*NodeWeights)(nil),                  // 57: llmgw.manage.v1.NodeWeights
-	(*WeightsEntry)(nil),                 // 58: llmgw.manage.v1.WeightsEntry
-	(*CollectWeightsRequest)(nil),        // 59: llmgw.manage.v1.CollectWeightsRequest
-	(*CollectWeightsResponse)(nil),       // 60: llmgw.manage.v1.CollectWeightsResponse
-	(*Project)(nil),                      // 61: llmgw.manage.v1.Project
-	(*CreateProjectRequest)(nil),         // 62: llmgw.manage.v1.CreateProjectRequest
-	(*GetProjectRequest)(nil),            // 63: llmgw.manage.v1.GetProjectRequest
-	(*UpdateProjectRequest)(nil),         // 64: llmgw.manage.v1.UpdateProjectRequest
-	(*DeleteProjectRequest)(nil),         // 65: llmgw.manage.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),        // 66: llmgw.manage.v1.DeleteProjectResponse
-	(*ListProjectsRequest)(nil),          // 67: llmgw.manage.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),         // 68: llmgw.manage.v1.ListProjectsResponse
-	(*ApiKey)(nil),                       // 69: llmgw.manage.v1.ApiKey
-	(*CreateApiKeyRequest)(nil),          // 70: llmgw.manage.v1.CreateApiKeyRequest
-	(*CreateApiKeyResponse)(nil),         // 71: llmgw.manage.v1.CreateApiKeyResponse
-	(*GetApiKeyRequest)(nil),             // 72: llmgw.manage.v1.GetApiKeyRequest
-	(*UpdateApiKeyRequest)(nil),          // 73: llmgw.manage.v1.UpdateApiKeyRequest
-	(*RevokeApiKeyRequest)(nil),          // 74: llmgw.manage.v1.RevokeApiKeyRequest
-	(*ListApiKeysRequest)(nil),           // 75: llmgw.manage.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),          // 76: llmgw.manage.v1.ListApiKeysResponse
-	(*Budget)(nil),                       // 77: llmgw.manage.v1.Budget
-	(*PutBudgetRequest)(nil),             // 78: llmgw.manage.v1.PutBudgetRequest
-	(*GetBudgetRequest)(nil),             // 79: llmgw.manage.v1.GetBudgetRequest
-	(*DeleteBudgetRequest)(nil),          // 80: llmgw.manage.v1.DeleteBudgetRequest
-	(*DeleteBudgetResponse)(nil),         // 81: llmgw.manage.v1.DeleteBudgetResponse
-	(*ListBudgetsRequest)(nil),           // 82: llmgw.manage.v1.ListBudgetsRequest
-	(*ListBudgetsResponse)(nil),          // 83: llmgw.manage.v1.ListBudgetsResponse
-	(*ListPricesRequest)(nil),            // 84: llmgw.manage.v1.ListPricesRequest
-	(*ModelPrice)(nil),                   // 85: llmgw.manage.v1.ModelPrice
-	(*ListPricesResponse)(nil),           // 86: llmgw.manage.v1.ListPricesResponse
-	(*UsageFilter)(nil),                  // 87: llmgw.manage.v1.UsageFilter
-	(*SummarizeUsageRequest)(nil),        // 88: llmgw.manage.v1.SummarizeUsageRequest
-	(*UsageTotal)(nil),                   // 89: llmgw.manage.v1.UsageTotal
-	(*SummarizeUsageResponse)(nil),       // 90: llmgw.manage.v1.SummarizeUsageResponse
-	(*ListUsageRequest)(nil),             // 91: llmgw.manage.v1.ListUsageRequest
-	(*UsageRow)(nil),                     // 92: llmgw.manage.v1.UsageRow
-	(*ListUsageResponse)(nil),            // 93: llmgw.manage.v1.ListUsageResponse
-	(*LoginRequest)(nil),                 // 94: llmgw.manage.v1.LoginRequest
-	(*LoginResponse)(nil),                // 95: llmgw.manage.v1.LoginResponse
-	(*LogoutRequest)(nil),                // 96: llmgw.manage.v1.LogoutRequest
-	(*LogoutResponse)(nil),               // 97: llmgw.manage.v1.LogoutResponse
-	nil,                                  // 98: llmgw.manage.v1.Node.LabelsEntry
-	(*agentv1.GPU)(nil),                  // 99: llmgw.agent.v1.GPU
-	(*agentv1.FabricVerdict)(nil),        // 100: llmgw.agent.v1.FabricVerdict
-	(*agentv1.EngineStatus)(nil),         // 101: llmgw.agent.v1.EngineStatus
-	(*agentv1.Declaration)(nil),          // 102: llmgw.agent.v1.Declaration
-	(*agentv1.EngineCheck)(nil),          // 103: llmgw.agent.v1.EngineCheck
-	(*specv1.Profile)(nil),               // 104: llmgw.spec.v1.Profile
+	(*EngineLoad)(nil),                   // 24: llmgw.manage.v1.EngineLoad
+	(*Shard)(nil),                        // 25: llmgw.manage.v1.Shard
+	(*ShardFetch)(nil),                   // 26: llmgw.manage.v1.ShardFetch
+	(*ExplainPlacementRequest)(nil),      // 27: llmgw.manage.v1.ExplainPlacementRequest
+	(*PlanPlacementRequest)(nil),         // 28: llmgw.manage.v1.PlanPlacementRequest
+	(*Explanation)(nil),                  // 29: llmgw.manage.v1.Explanation
+	(*PlannedReplica)(nil),               // 30: llmgw.manage.v1.PlannedReplica
+	(*ProfileExplanation)(nil),           // 31: llmgw.manage.v1.ProfileExplanation
+	(*NodeVerdict)(nil),                  // 32: llmgw.manage.v1.NodeVerdict
+	(*Fabric)(nil),                       // 33: llmgw.manage.v1.Fabric
+	(*CreateFabricRequest)(nil),          // 34: llmgw.manage.v1.CreateFabricRequest
+	(*GetFabricRequest)(nil),             // 35: llmgw.manage.v1.GetFabricRequest
+	(*UpdateFabricRequest)(nil),          // 36: llmgw.manage.v1.UpdateFabricRequest
+	(*DeleteFabricRequest)(nil),          // 37: llmgw.manage.v1.DeleteFabricRequest
+	(*DeleteFabricResponse)(nil),         // 38: llmgw.manage.v1.DeleteFabricResponse
+	(*ListFabricsRequest)(nil),           // 39: llmgw.manage.v1.ListFabricsRequest
+	(*ListFabricsResponse)(nil),          // 40: llmgw.manage.v1.ListFabricsResponse
+	(*NodeDeclaration)(nil),              // 41: llmgw.manage.v1.NodeDeclaration
+	(*DeclareNodeRequest)(nil),           // 42: llmgw.manage.v1.DeclareNodeRequest
+	(*GetNodeDeclarationRequest)(nil),    // 43: llmgw.manage.v1.GetNodeDeclarationRequest
+	(*ListNodeDeclarationsRequest)(nil),  // 44: llmgw.manage.v1.ListNodeDeclarationsRequest
+	(*ListNodeDeclarationsResponse)(nil), // 45: llmgw.manage.v1.ListNodeDeclarationsResponse
+	(*DrainNodeRequest)(nil),             // 46: llmgw.manage.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),            // 47: llmgw.manage.v1.DrainNodeResponse
+	(*RemoveNodeRequest)(nil),            // 48: llmgw.manage.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),           // 49: llmgw.manage.v1.RemoveNodeResponse
+	(*CheckNodeEnginesRequest)(nil),      // 50: llmgw.manage.v1.CheckNodeEnginesRequest
+	(*CheckToolsRequest)(nil),            // 51: llmgw.manage.v1.CheckToolsRequest
+	(*ToolCheck)(nil),                    // 52: llmgw.manage.v1.ToolCheck
+	(*RolloutModelRequest)(nil),          // 53: llmgw.manage.v1.RolloutModelRequest
+	(*RolloutModelResponse)(nil),         // 54: llmgw.manage.v1.RolloutModelResponse
+	(*CheckNodeEnginesResponse)(nil),     // 55: llmgw.manage.v1.CheckNodeEnginesResponse
+	(*ListWeightsRequest)(nil),           // 56: llmgw.manage.v1.ListWeightsRequest
+	(*ListWeightsResponse)(nil),          // 57: llmgw.manage.v1.ListWeightsResponse
+	(*NodeWeights)(nil),                  // 58: llmgw.manage.v1.NodeWeights
+	(*WeightsEntry)(nil),                 // 59: llmgw.manage.v1.WeightsEntry
+	(*CollectWeightsRequest)(nil),        // 60: llmgw.manage.v1.CollectWeightsRequest
+	(*CollectWeightsResponse)(nil),       // 61: llmgw.manage.v1.CollectWeightsResponse
+	(*Project)(nil),                      // 62: llmgw.manage.v1.Project
+	(*CreateProjectRequest)(nil),         // 63: llmgw.manage.v1.CreateProjectRequest
+	(*GetProjectRequest)(nil),            // 64: llmgw.manage.v1.GetProjectRequest
+	(*UpdateProjectRequest)(nil),         // 65: llmgw.manage.v1.UpdateProjectRequest
+	(*DeleteProjectRequest)(nil),         // 66: llmgw.manage.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),        // 67: llmgw.manage.v1.DeleteProjectResponse
+	(*ListProjectsRequest)(nil),          // 68: llmgw.manage.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),         // 69: llmgw.manage.v1.ListProjectsResponse
+	(*ApiKey)(nil),                       // 70: llmgw.manage.v1.ApiKey
+	(*CreateApiKeyRequest)(nil),          // 71: llmgw.manage.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),         // 72: llmgw.manage.v1.CreateApiKeyResponse
+	(*GetApiKeyRequest)(nil),             // 73: llmgw.manage.v1.GetApiKeyRequest
+	(*UpdateApiKeyRequest)(nil),          // 74: llmgw.manage.v1.UpdateApiKeyRequest
+	(*RevokeApiKeyRequest)(nil),          // 75: llmgw.manage.v1.RevokeApiKeyRequest
+	(*ListApiKeysRequest)(nil),           // 76: llmgw.manage.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),          // 77: llmgw.manage.v1.ListApiKeysResponse
+	(*Budget)(nil),                       // 78: llmgw.manage.v1.Budget
+	(*PutBudgetRequest)(nil),             // 79: llmgw.manage.v1.PutBudgetRequest
+	(*GetBudgetRequest)(nil),             // 80: llmgw.manage.v1.GetBudgetRequest
+	(*DeleteBudgetRequest)(nil),          // 81: llmgw.manage.v1.DeleteBudgetRequest
+	(*DeleteBudgetResponse)(nil),         // 82: llmgw.manage.v1.DeleteBudgetResponse
+	(*ListBudgetsRequest)(nil),           // 83: llmgw.manage.v1.ListBudgetsRequest
+	(*ListBudgetsResponse)(nil),          // 84: llmgw.manage.v1.ListBudgetsResponse
+	(*ListPricesRequest)(nil),            // 85: llmgw.manage.v1.ListPricesRequest
+	(*ModelPrice)(nil),                   // 86: llmgw.manage.v1.ModelPrice
+	(*ListPricesResponse)(nil),           // 87: llmgw.manage.v1.ListPricesResponse
+	(*UsageFilter)(nil),                  // 88: llmgw.manage.v1.UsageFilter
+	(*SummarizeUsageRequest)(nil),        // 89: llmgw.manage.v1.SummarizeUsageRequest
+	(*UsageTotal)(nil),                   // 90: llmgw.manage.v1.UsageTotal
+	(*SummarizeUsageResponse)(nil),       // 91: llmgw.manage.v1.SummarizeUsageResponse
+	(*ListUsageRequest)(nil),             // 92: llmgw.manage.v1.ListUsageRequest
+	(*UsageRow)(nil),                     // 93: llmgw.manage.v1.UsageRow
+	(*ListUsageResponse)(nil),            // 94: llmgw.manage.v1.ListUsageResponse
+	(*LoginRequest)(nil),                 // 95: llmgw.manage.v1.LoginRequest
+	(*LoginResponse)(nil),                // 96: llmgw.manage.v1.LoginResponse
+	(*LogoutRequest)(nil),                // 97: llmgw.manage.v1.LogoutRequest
+	(*LogoutResponse)(nil),               // 98: llmgw.manage.v1.LogoutResponse
+	nil,                                  // 99: llmgw.manage.v1.Node.LabelsEntry
+	(*agentv1.GPU)(nil),                  // 100: llmgw.agent.v1.GPU
+	(*agentv1.FabricVerdict)(nil),        // 101: llmgw.agent.v1.FabricVerdict
+	(*agentv1.EngineStatus)(nil),         // 102: llmgw.agent.v1.EngineStatus
+	(*agentv1.Declaration)(nil),          // 103: llmgw.agent.v1.Declaration
+	(*agentv1.EngineCheck)(nil),          // 104: llmgw.agent.v1.EngineCheck
+	(*specv1.Profile)(nil),               // 105: llmgw.spec.v1.Profile
 }
 var file_api_managev1_manage_proto_depIdxs = []int32{
 	4,   // 0: llmgw.manage.v1.Status.ha:type_name -> llmgw.manage.v1.HAStatus
@@ -6933,147 +7020,148 @@ var file_api_managev1_manage_proto_depIdxs = []int32{
 	3,   // 2: llmgw.manage.v1.ModelHoldings.fabrics:type_name -> llmgw.manage.v1.FabricHolding
 	5,   // 3: llmgw.manage.v1.HAStatus.control_planes:type_name -> llmgw.manage.v1.ControlPlane
 	9,   // 4: llmgw.manage.v1.ListNodesResponse.nodes:type_name -> llmgw.manage.v1.Node
-	99,  // 5: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
-	100, // 6: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
-	101, // 7: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
-	98,  // 8: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
-	102, // 9: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
-	103, // 10: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
+	100, // 5: llmgw.manage.v1.Node.gpus:type_name -> llmgw.agent.v1.GPU
+	101, // 6: llmgw.manage.v1.Node.fabrics:type_name -> llmgw.agent.v1.FabricVerdict
+	102, // 7: llmgw.manage.v1.Node.engines:type_name -> llmgw.agent.v1.EngineStatus
+	99,  // 8: llmgw.manage.v1.Node.labels:type_name -> llmgw.manage.v1.Node.LabelsEntry
+	103, // 9: llmgw.manage.v1.Node.declaration:type_name -> llmgw.agent.v1.Declaration
+	104, // 10: llmgw.manage.v1.Node.engine_checks:type_name -> llmgw.agent.v1.EngineCheck
 	10,  // 11: llmgw.manage.v1.Model.scaling:type_name -> llmgw.manage.v1.Scaling
-	104, // 12: llmgw.manage.v1.Model.profiles:type_name -> llmgw.spec.v1.Profile
+	105, // 12: llmgw.manage.v1.Model.profiles:type_name -> llmgw.spec.v1.Profile
 	13,  // 13: llmgw.manage.v1.Model.status:type_name -> llmgw.manage.v1.ModelStatus
 	12,  // 14: llmgw.manage.v1.Model.pricing:type_name -> llmgw.manage.v1.Pricing
 	11,  // 15: llmgw.manage.v1.CreateModelRequest.model:type_name -> llmgw.manage.v1.Model
 	11,  // 16: llmgw.manage.v1.UpdateModelRequest.model:type_name -> llmgw.manage.v1.Model
 	11,  // 17: llmgw.manage.v1.ListModelsResponse.models:type_name -> llmgw.manage.v1.Model
 	23,  // 18: llmgw.manage.v1.ListReplicasResponse.replicas:type_name -> llmgw.manage.v1.Replica
-	24,  // 19: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
-	25,  // 20: llmgw.manage.v1.Shard.fetch:type_name -> llmgw.manage.v1.ShardFetch
-	11,  // 21: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
-	30,  // 22: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
-	29,  // 23: llmgw.manage.v1.Explanation.rollout:type_name -> llmgw.manage.v1.PlannedReplica
-	31,  // 24: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
-	32,  // 25: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	32,  // 26: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
-	32,  // 27: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
-	102, // 28: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
-	40,  // 29: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
-	40,  // 30: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
-	13,  // 31: llmgw.manage.v1.RolloutModelResponse.status:type_name -> llmgw.manage.v1.ModelStatus
-	9,   // 32: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
-	57,  // 33: llmgw.manage.v1.ListWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
-	58,  // 34: llmgw.manage.v1.NodeWeights.entries:type_name -> llmgw.manage.v1.WeightsEntry
-	57,  // 35: llmgw.manage.v1.CollectWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
-	61,  // 36: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	61,  // 37: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
-	61,  // 38: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
-	69,  // 39: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
-	69,  // 40: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
-	69,  // 41: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
-	77,  // 42: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
-	77,  // 43: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
-	12,  // 44: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
-	12,  // 45: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
-	85,  // 46: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
-	87,  // 47: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	89,  // 48: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
-	87,  // 49: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
-	92,  // 50: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
-	0,   // 51: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
-	6,   // 52: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
-	8,   // 53: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
-	14,  // 54: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
-	15,  // 55: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
-	16,  // 56: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
-	17,  // 57: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
-	19,  // 58: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
-	21,  // 59: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
-	26,  // 60: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
-	27,  // 61: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
-	33,  // 62: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
-	34,  // 63: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
-	35,  // 64: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
-	36,  // 65: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
-	38,  // 66: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
-	41,  // 67: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
-	42,  // 68: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
-	43,  // 69: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
-	45,  // 70: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
-	47,  // 71: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
-	49,  // 72: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
-	50,  // 73: llmgw.manage.v1.ManageService.CheckTools:input_type -> llmgw.manage.v1.CheckToolsRequest
-	52,  // 74: llmgw.manage.v1.ManageService.RolloutModel:input_type -> llmgw.manage.v1.RolloutModelRequest
-	55,  // 75: llmgw.manage.v1.ManageService.ListWeights:input_type -> llmgw.manage.v1.ListWeightsRequest
-	59,  // 76: llmgw.manage.v1.ManageService.CollectWeights:input_type -> llmgw.manage.v1.CollectWeightsRequest
-	62,  // 77: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
-	63,  // 78: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
-	64,  // 79: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
-	65,  // 80: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
-	67,  // 81: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
-	70,  // 82: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
-	72,  // 83: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
-	73,  // 84: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
-	74,  // 85: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
-	75,  // 86: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
-	78,  // 87: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
-	79,  // 88: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
-	80,  // 89: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
-	82,  // 90: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
-	84,  // 91: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
-	88,  // 92: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
-	91,  // 93: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
-	94,  // 94: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
-	96,  // 95: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
-	1,   // 96: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
-	7,   // 97: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
-	9,   // 98: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
-	11,  // 99: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
-	11,  // 100: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
-	11,  // 101: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
-	18,  // 102: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
-	20,  // 103: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
-	22,  // 104: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
-	28,  // 105: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
-	28,  // 106: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
-	32,  // 107: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
-	32,  // 108: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
-	32,  // 109: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
-	37,  // 110: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
-	39,  // 111: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
-	40,  // 112: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
-	40,  // 113: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
-	44,  // 114: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
-	46,  // 115: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
-	48,  // 116: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
-	54,  // 117: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
-	51,  // 118: llmgw.manage.v1.ManageService.CheckTools:output_type -> llmgw.manage.v1.ToolCheck
-	53,  // 119: llmgw.manage.v1.ManageService.RolloutModel:output_type -> llmgw.manage.v1.RolloutModelResponse
-	56,  // 120: llmgw.manage.v1.ManageService.ListWeights:output_type -> llmgw.manage.v1.ListWeightsResponse
-	60,  // 121: llmgw.manage.v1.ManageService.CollectWeights:output_type -> llmgw.manage.v1.CollectWeightsResponse
-	61,  // 122: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
-	61,  // 123: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
-	61,  // 124: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
-	66,  // 125: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
-	68,  // 126: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
-	71,  // 127: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
-	69,  // 128: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
-	69,  // 129: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
-	69,  // 130: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
-	76,  // 131: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
-	77,  // 132: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
-	77,  // 133: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
-	81,  // 134: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
-	83,  // 135: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
-	86,  // 136: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
-	90,  // 137: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
-	93,  // 138: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
-	95,  // 139: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
-	97,  // 140: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
-	96,  // [96:141] is the sub-list for method output_type
-	51,  // [51:96] is the sub-list for method input_type
-	51,  // [51:51] is the sub-list for extension type_name
-	51,  // [51:51] is the sub-list for extension extendee
-	0,   // [0:51] is the sub-list for field type_name
+	25,  // 19: llmgw.manage.v1.Replica.shards:type_name -> llmgw.manage.v1.Shard
+	24,  // 20: llmgw.manage.v1.Replica.engine_load:type_name -> llmgw.manage.v1.EngineLoad
+	26,  // 21: llmgw.manage.v1.Shard.fetch:type_name -> llmgw.manage.v1.ShardFetch
+	11,  // 22: llmgw.manage.v1.PlanPlacementRequest.model:type_name -> llmgw.manage.v1.Model
+	31,  // 23: llmgw.manage.v1.Explanation.profiles:type_name -> llmgw.manage.v1.ProfileExplanation
+	30,  // 24: llmgw.manage.v1.Explanation.rollout:type_name -> llmgw.manage.v1.PlannedReplica
+	32,  // 25: llmgw.manage.v1.ProfileExplanation.nodes:type_name -> llmgw.manage.v1.NodeVerdict
+	33,  // 26: llmgw.manage.v1.CreateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	33,  // 27: llmgw.manage.v1.UpdateFabricRequest.fabric:type_name -> llmgw.manage.v1.Fabric
+	33,  // 28: llmgw.manage.v1.ListFabricsResponse.fabrics:type_name -> llmgw.manage.v1.Fabric
+	103, // 29: llmgw.manage.v1.NodeDeclaration.declaration:type_name -> llmgw.agent.v1.Declaration
+	41,  // 30: llmgw.manage.v1.DeclareNodeRequest.node:type_name -> llmgw.manage.v1.NodeDeclaration
+	41,  // 31: llmgw.manage.v1.ListNodeDeclarationsResponse.nodes:type_name -> llmgw.manage.v1.NodeDeclaration
+	13,  // 32: llmgw.manage.v1.RolloutModelResponse.status:type_name -> llmgw.manage.v1.ModelStatus
+	9,   // 33: llmgw.manage.v1.CheckNodeEnginesResponse.node:type_name -> llmgw.manage.v1.Node
+	58,  // 34: llmgw.manage.v1.ListWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
+	59,  // 35: llmgw.manage.v1.NodeWeights.entries:type_name -> llmgw.manage.v1.WeightsEntry
+	58,  // 36: llmgw.manage.v1.CollectWeightsResponse.nodes:type_name -> llmgw.manage.v1.NodeWeights
+	62,  // 37: llmgw.manage.v1.CreateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	62,  // 38: llmgw.manage.v1.UpdateProjectRequest.project:type_name -> llmgw.manage.v1.Project
+	62,  // 39: llmgw.manage.v1.ListProjectsResponse.projects:type_name -> llmgw.manage.v1.Project
+	70,  // 40: llmgw.manage.v1.CreateApiKeyRequest.key:type_name -> llmgw.manage.v1.ApiKey
+	70,  // 41: llmgw.manage.v1.CreateApiKeyResponse.key:type_name -> llmgw.manage.v1.ApiKey
+	70,  // 42: llmgw.manage.v1.ListApiKeysResponse.keys:type_name -> llmgw.manage.v1.ApiKey
+	78,  // 43: llmgw.manage.v1.PutBudgetRequest.budget:type_name -> llmgw.manage.v1.Budget
+	78,  // 44: llmgw.manage.v1.ListBudgetsResponse.budgets:type_name -> llmgw.manage.v1.Budget
+	12,  // 45: llmgw.manage.v1.ModelPrice.pricing:type_name -> llmgw.manage.v1.Pricing
+	12,  // 46: llmgw.manage.v1.ListPricesResponse.default_price:type_name -> llmgw.manage.v1.Pricing
+	86,  // 47: llmgw.manage.v1.ListPricesResponse.models:type_name -> llmgw.manage.v1.ModelPrice
+	88,  // 48: llmgw.manage.v1.SummarizeUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	90,  // 49: llmgw.manage.v1.SummarizeUsageResponse.totals:type_name -> llmgw.manage.v1.UsageTotal
+	88,  // 50: llmgw.manage.v1.ListUsageRequest.filter:type_name -> llmgw.manage.v1.UsageFilter
+	93,  // 51: llmgw.manage.v1.ListUsageResponse.rows:type_name -> llmgw.manage.v1.UsageRow
+	0,   // 52: llmgw.manage.v1.ManageService.GetStatus:input_type -> llmgw.manage.v1.GetStatusRequest
+	6,   // 53: llmgw.manage.v1.ManageService.ListNodes:input_type -> llmgw.manage.v1.ListNodesRequest
+	8,   // 54: llmgw.manage.v1.ManageService.GetNode:input_type -> llmgw.manage.v1.GetNodeRequest
+	14,  // 55: llmgw.manage.v1.ManageService.CreateModel:input_type -> llmgw.manage.v1.CreateModelRequest
+	15,  // 56: llmgw.manage.v1.ManageService.GetModel:input_type -> llmgw.manage.v1.GetModelRequest
+	16,  // 57: llmgw.manage.v1.ManageService.UpdateModel:input_type -> llmgw.manage.v1.UpdateModelRequest
+	17,  // 58: llmgw.manage.v1.ManageService.DeleteModel:input_type -> llmgw.manage.v1.DeleteModelRequest
+	19,  // 59: llmgw.manage.v1.ManageService.ListModels:input_type -> llmgw.manage.v1.ListModelsRequest
+	21,  // 60: llmgw.manage.v1.ManageService.ListReplicas:input_type -> llmgw.manage.v1.ListReplicasRequest
+	27,  // 61: llmgw.manage.v1.ManageService.ExplainPlacement:input_type -> llmgw.manage.v1.ExplainPlacementRequest
+	28,  // 62: llmgw.manage.v1.ManageService.PlanPlacement:input_type -> llmgw.manage.v1.PlanPlacementRequest
+	34,  // 63: llmgw.manage.v1.ManageService.CreateFabric:input_type -> llmgw.manage.v1.CreateFabricRequest
+	35,  // 64: llmgw.manage.v1.ManageService.GetFabric:input_type -> llmgw.manage.v1.GetFabricRequest
+	36,  // 65: llmgw.manage.v1.ManageService.UpdateFabric:input_type -> llmgw.manage.v1.UpdateFabricRequest
+	37,  // 66: llmgw.manage.v1.ManageService.DeleteFabric:input_type -> llmgw.manage.v1.DeleteFabricRequest
+	39,  // 67: llmgw.manage.v1.ManageService.ListFabrics:input_type -> llmgw.manage.v1.ListFabricsRequest
+	42,  // 68: llmgw.manage.v1.ManageService.DeclareNode:input_type -> llmgw.manage.v1.DeclareNodeRequest
+	43,  // 69: llmgw.manage.v1.ManageService.GetNodeDeclaration:input_type -> llmgw.manage.v1.GetNodeDeclarationRequest
+	44,  // 70: llmgw.manage.v1.ManageService.ListNodeDeclarations:input_type -> llmgw.manage.v1.ListNodeDeclarationsRequest
+	46,  // 71: llmgw.manage.v1.ManageService.DrainNode:input_type -> llmgw.manage.v1.DrainNodeRequest
+	48,  // 72: llmgw.manage.v1.ManageService.RemoveNode:input_type -> llmgw.manage.v1.RemoveNodeRequest
+	50,  // 73: llmgw.manage.v1.ManageService.CheckNodeEngines:input_type -> llmgw.manage.v1.CheckNodeEnginesRequest
+	51,  // 74: llmgw.manage.v1.ManageService.CheckTools:input_type -> llmgw.manage.v1.CheckToolsRequest
+	53,  // 75: llmgw.manage.v1.ManageService.RolloutModel:input_type -> llmgw.manage.v1.RolloutModelRequest
+	56,  // 76: llmgw.manage.v1.ManageService.ListWeights:input_type -> llmgw.manage.v1.ListWeightsRequest
+	60,  // 77: llmgw.manage.v1.ManageService.CollectWeights:input_type -> llmgw.manage.v1.CollectWeightsRequest
+	63,  // 78: llmgw.manage.v1.ManageService.CreateProject:input_type -> llmgw.manage.v1.CreateProjectRequest
+	64,  // 79: llmgw.manage.v1.ManageService.GetProject:input_type -> llmgw.manage.v1.GetProjectRequest
+	65,  // 80: llmgw.manage.v1.ManageService.UpdateProject:input_type -> llmgw.manage.v1.UpdateProjectRequest
+	66,  // 81: llmgw.manage.v1.ManageService.DeleteProject:input_type -> llmgw.manage.v1.DeleteProjectRequest
+	68,  // 82: llmgw.manage.v1.ManageService.ListProjects:input_type -> llmgw.manage.v1.ListProjectsRequest
+	71,  // 83: llmgw.manage.v1.ManageService.CreateApiKey:input_type -> llmgw.manage.v1.CreateApiKeyRequest
+	73,  // 84: llmgw.manage.v1.ManageService.GetApiKey:input_type -> llmgw.manage.v1.GetApiKeyRequest
+	74,  // 85: llmgw.manage.v1.ManageService.UpdateApiKey:input_type -> llmgw.manage.v1.UpdateApiKeyRequest
+	75,  // 86: llmgw.manage.v1.ManageService.RevokeApiKey:input_type -> llmgw.manage.v1.RevokeApiKeyRequest
+	76,  // 87: llmgw.manage.v1.ManageService.ListApiKeys:input_type -> llmgw.manage.v1.ListApiKeysRequest
+	79,  // 88: llmgw.manage.v1.ManageService.PutBudget:input_type -> llmgw.manage.v1.PutBudgetRequest
+	80,  // 89: llmgw.manage.v1.ManageService.GetBudget:input_type -> llmgw.manage.v1.GetBudgetRequest
+	81,  // 90: llmgw.manage.v1.ManageService.DeleteBudget:input_type -> llmgw.manage.v1.DeleteBudgetRequest
+	83,  // 91: llmgw.manage.v1.ManageService.ListBudgets:input_type -> llmgw.manage.v1.ListBudgetsRequest
+	85,  // 92: llmgw.manage.v1.ManageService.ListPrices:input_type -> llmgw.manage.v1.ListPricesRequest
+	89,  // 93: llmgw.manage.v1.ManageService.SummarizeUsage:input_type -> llmgw.manage.v1.SummarizeUsageRequest
+	92,  // 94: llmgw.manage.v1.ManageService.ListUsage:input_type -> llmgw.manage.v1.ListUsageRequest
+	95,  // 95: llmgw.manage.v1.ManageService.Login:input_type -> llmgw.manage.v1.LoginRequest
+	97,  // 96: llmgw.manage.v1.ManageService.Logout:input_type -> llmgw.manage.v1.LogoutRequest
+	1,   // 97: llmgw.manage.v1.ManageService.GetStatus:output_type -> llmgw.manage.v1.Status
+	7,   // 98: llmgw.manage.v1.ManageService.ListNodes:output_type -> llmgw.manage.v1.ListNodesResponse
+	9,   // 99: llmgw.manage.v1.ManageService.GetNode:output_type -> llmgw.manage.v1.Node
+	11,  // 100: llmgw.manage.v1.ManageService.CreateModel:output_type -> llmgw.manage.v1.Model
+	11,  // 101: llmgw.manage.v1.ManageService.GetModel:output_type -> llmgw.manage.v1.Model
+	11,  // 102: llmgw.manage.v1.ManageService.UpdateModel:output_type -> llmgw.manage.v1.Model
+	18,  // 103: llmgw.manage.v1.ManageService.DeleteModel:output_type -> llmgw.manage.v1.DeleteModelResponse
+	20,  // 104: llmgw.manage.v1.ManageService.ListModels:output_type -> llmgw.manage.v1.ListModelsResponse
+	22,  // 105: llmgw.manage.v1.ManageService.ListReplicas:output_type -> llmgw.manage.v1.ListReplicasResponse
+	29,  // 106: llmgw.manage.v1.ManageService.ExplainPlacement:output_type -> llmgw.manage.v1.Explanation
+	29,  // 107: llmgw.manage.v1.ManageService.PlanPlacement:output_type -> llmgw.manage.v1.Explanation
+	33,  // 108: llmgw.manage.v1.ManageService.CreateFabric:output_type -> llmgw.manage.v1.Fabric
+	33,  // 109: llmgw.manage.v1.ManageService.GetFabric:output_type -> llmgw.manage.v1.Fabric
+	33,  // 110: llmgw.manage.v1.ManageService.UpdateFabric:output_type -> llmgw.manage.v1.Fabric
+	38,  // 111: llmgw.manage.v1.ManageService.DeleteFabric:output_type -> llmgw.manage.v1.DeleteFabricResponse
+	40,  // 112: llmgw.manage.v1.ManageService.ListFabrics:output_type -> llmgw.manage.v1.ListFabricsResponse
+	41,  // 113: llmgw.manage.v1.ManageService.DeclareNode:output_type -> llmgw.manage.v1.NodeDeclaration
+	41,  // 114: llmgw.manage.v1.ManageService.GetNodeDeclaration:output_type -> llmgw.manage.v1.NodeDeclaration
+	45,  // 115: llmgw.manage.v1.ManageService.ListNodeDeclarations:output_type -> llmgw.manage.v1.ListNodeDeclarationsResponse
+	47,  // 116: llmgw.manage.v1.ManageService.DrainNode:output_type -> llmgw.manage.v1.DrainNodeResponse
+	49,  // 117: llmgw.manage.v1.ManageService.RemoveNode:output_type -> llmgw.manage.v1.RemoveNodeResponse
+	55,  // 118: llmgw.manage.v1.ManageService.CheckNodeEngines:output_type -> llmgw.manage.v1.CheckNodeEnginesResponse
+	52,  // 119: llmgw.manage.v1.ManageService.CheckTools:output_type -> llmgw.manage.v1.ToolCheck
+	54,  // 120: llmgw.manage.v1.ManageService.RolloutModel:output_type -> llmgw.manage.v1.RolloutModelResponse
+	57,  // 121: llmgw.manage.v1.ManageService.ListWeights:output_type -> llmgw.manage.v1.ListWeightsResponse
+	61,  // 122: llmgw.manage.v1.ManageService.CollectWeights:output_type -> llmgw.manage.v1.CollectWeightsResponse
+	62,  // 123: llmgw.manage.v1.ManageService.CreateProject:output_type -> llmgw.manage.v1.Project
+	62,  // 124: llmgw.manage.v1.ManageService.GetProject:output_type -> llmgw.manage.v1.Project
+	62,  // 125: llmgw.manage.v1.ManageService.UpdateProject:output_type -> llmgw.manage.v1.Project
+	67,  // 126: llmgw.manage.v1.ManageService.DeleteProject:output_type -> llmgw.manage.v1.DeleteProjectResponse
+	69,  // 127: llmgw.manage.v1.ManageService.ListProjects:output_type -> llmgw.manage.v1.ListProjectsResponse
+	72,  // 128: llmgw.manage.v1.ManageService.CreateApiKey:output_type -> llmgw.manage.v1.CreateApiKeyResponse
+	70,  // 129: llmgw.manage.v1.ManageService.GetApiKey:output_type -> llmgw.manage.v1.ApiKey
+	70,  // 130: llmgw.manage.v1.ManageService.UpdateApiKey:output_type -> llmgw.manage.v1.ApiKey
+	70,  // 131: llmgw.manage.v1.ManageService.RevokeApiKey:output_type -> llmgw.manage.v1.ApiKey
+	77,  // 132: llmgw.manage.v1.ManageService.ListApiKeys:output_type -> llmgw.manage.v1.ListApiKeysResponse
+	78,  // 133: llmgw.manage.v1.ManageService.PutBudget:output_type -> llmgw.manage.v1.Budget
+	78,  // 134: llmgw.manage.v1.ManageService.GetBudget:output_type -> llmgw.manage.v1.Budget
+	82,  // 135: llmgw.manage.v1.ManageService.DeleteBudget:output_type -> llmgw.manage.v1.DeleteBudgetResponse
+	84,  // 136: llmgw.manage.v1.ManageService.ListBudgets:output_type -> llmgw.manage.v1.ListBudgetsResponse
+	87,  // 137: llmgw.manage.v1.ManageService.ListPrices:output_type -> llmgw.manage.v1.ListPricesResponse
+	91,  // 138: llmgw.manage.v1.ManageService.SummarizeUsage:output_type -> llmgw.manage.v1.SummarizeUsageResponse
+	94,  // 139: llmgw.manage.v1.ManageService.ListUsage:output_type -> llmgw.manage.v1.ListUsageResponse
+	96,  // 140: llmgw.manage.v1.ManageService.Login:output_type -> llmgw.manage.v1.LoginResponse
+	98,  // 141: llmgw.manage.v1.ManageService.Logout:output_type -> llmgw.manage.v1.LogoutResponse
+	97,  // [97:142] is the sub-list for method output_type
+	52,  // [52:97] is the sub-list for method input_type
+	52,  // [52:52] is the sub-list for extension type_name
+	52,  // [52:52] is the sub-list for extension extendee
+	0,   // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_api_managev1_manage_proto_init() }
@@ -7082,14 +7170,14 @@ func file_api_managev1_manage_proto_init() {
 		return
 	}
 	file_api_managev1_manage_proto_msgTypes[9].OneofWrappers = []any{}
-	file_api_managev1_manage_proto_msgTypes[61].OneofWrappers = []any{}
+	file_api_managev1_manage_proto_msgTypes[62].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_managev1_manage_proto_rawDesc), len(file_api_managev1_manage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   99,
+			NumMessages:   100,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

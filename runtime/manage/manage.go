@@ -59,7 +59,10 @@ type Options struct {
 	// OnDrain, when set, records a drain (or its cancellation) so that it
 	// outlives this control plane's leadership; an error undoes the drain.
 	OnDrain func(ctx context.Context, node string, draining bool) error
-	Logger  *slog.Logger
+	// EngineLoads, when set, returns what each replica's engine last said
+	// of its load, by replica id, for ListReplicas.
+	EngineLoads func() map[string]*managev1.EngineLoad
+	Logger      *slog.Logger
 }
 
 // SourceChecker asks a model's source whether it holds what the model
@@ -444,6 +447,10 @@ func (s *Service) ListModels(context.Context, *managev1.ListModelsRequest) (*man
 func (s *Service) ListReplicas(_ context.Context, req *managev1.ListReplicasRequest) (*managev1.ListReplicasResponse, error) {
 	out := &managev1.ListReplicasResponse{}
 	entries := map[string]*models.Entry{} // looked up once per model
+	var loads map[string]*managev1.EngineLoad
+	if s.opts.EngineLoads != nil {
+		loads = s.opts.EngineLoads()
+	}
 	for _, r := range s.opts.Fleet.Replicas() {
 		if req.GetModel() != "" && r.Model != req.GetModel() {
 			continue
@@ -461,7 +468,8 @@ func (s *Service) ListReplicas(_ context.Context, req *managev1.ListReplicasRequ
 			ModelGeneration: r.Generation, ReplicaGeneration: r.Generation,
 			// A replica of a model no longer in the catalog is stopping,
 			// not stale.
-			Stale: e != nil && e.Stale(r.Profile.Name, r.Generation),
+			Stale:      e != nil && e.Stale(r.Profile.Name, r.Generation),
+			EngineLoad: loads[r.ID],
 		}
 		if e != nil && !pr.Stale {
 			// model_generation keeps its meaning for clients of

@@ -62,6 +62,19 @@ func (t Target) InFlight() int64 {
 	return t.st.inflight.Load()
 }
 
+// Load returns what the target's engine last reported of its load; false
+// when it reported nothing usable.
+func (t Target) Load() (EngineLoad, bool) {
+	if t.st == nil {
+		return EngineLoad{}, false
+	}
+	l := t.st.engine.Load()
+	if l == nil {
+		return EngineLoad{}, false
+	}
+	return *l, true
+}
+
 // SetLoad records what the target's engine reported of its load; a load
 // with Known false forgets the last one. before is InFlight read just
 // before the engine was asked: the requests the engine reports beyond

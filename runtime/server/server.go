@@ -233,9 +233,10 @@ func (s *Server) build(ctx context.Context) error {
 	// Management API: TLS and a bearer admin token.
 	msvc := manage.New(manage.Options{Version: s.version, Fleet: s.Fleet, Catalog: s.Catalog, Reconciler: s.Reconciler, Tokens: s.Store, Store: s.Store, DefaultPrice: cfg.Auth.DefaultPrice, TenancyChanged: s.admission.Invalidate,
 		Users: users.New(s.Store, 0), LoginTTL: cfg.Auth.LoginTTL, Logger: s.log,
-		Sources: &sourcecheck.Checker{Logger: s.log.With("component", "sourcecheck")},
-		HA:      func(ctx context.Context) (*managev1.HAStatus, error) { return s.ha.status(ctx) },
-		OnDrain: func(ctx context.Context, node string, draining bool) error { return s.ha.drained(ctx, node, draining) }})
+		Sources:     &sourcecheck.Checker{Logger: s.log.With("component", "sourcecheck")},
+		HA:          func(ctx context.Context) (*managev1.HAStatus, error) { return s.ha.status(ctx) },
+		OnDrain:     func(ctx context.Context, node string, draining bool) error { return s.ha.drained(ctx, node, draining) },
+		EngineLoads: s.engineLoads})
 	// A standby relays every call to the leader, which authenticates it.
 	s.manageSrv = grpc.NewServer(grpc.Creds(newRefusalLog(credentials.NewTLS(manageTLS), s.log.With("component", "manage"), "manage_listen")), grpc.ChainUnaryInterceptor(
 		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -672,4 +673,17 @@ type haEndpoints struct{ s *Server }
 
 func (e haEndpoints) SetEndpoints(model string, eps []router.Endpoint) {
 	e.s.ha.SetEndpoints(model, eps)
+}
+
+// engineLoads is what each replica's engine last said of its load, as the
+// router's prober read it, by replica id (the management API's
+// ListReplicas).
+func (s *Server) engineLoads() map[string]*managev1.EngineLoad {
+	out := map[string]*managev1.EngineLoad{}
+	for _, t := range s.Router.Targets() {
+		if l, ok := t.Load(); ok {
+			out[t.ReplicaID] = &managev1.EngineLoad{Running: l.Running, Waiting: l.Waiting, KvCacheUsage: l.KVUsage}
+		}
+	}
+	return out
 }
