@@ -196,7 +196,7 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stdout, "the engines publish no load metrics: measured from the outside only; their queues and KV caches are not part of the answer\n")
 	}
 	if changed != "" {
-		return a.errorf("benchmarking model %s: %s; nothing measured per replica: hold the count (llmgw ctl scale %s %d --max %d) and run it again", name, changed, name, ready, ready)
+		return a.errorf("benchmarking model %s: %s; nothing measured per replica: hold the count (llmgw ctl scale %s %d) and run it again", name, changed, name, ready)
 	}
 	if passed == nil {
 		return a.errorf("benchmarking model %s: even one request at a time misses p90 ≤ %s (or fails); the target is out of its reach", name, *target)

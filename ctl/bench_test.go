@@ -140,7 +140,7 @@ func TestBenchPoolChanged(t *testing.T) {
 	env := benchAPI(t, f, 2)
 	code, out, errOut := runCtl(t, env, "bench", "qwen2.5-coder-3b-instruct", "--save", "--target", "100ms", "--requests", "2", "--max-tokens", "16", "--max-concurrency", "8")
 	if code != 1 || !strings.Contains(errOut, "its ready replicas changed during the run (1 replica before, 2 after") ||
-		!strings.Contains(errOut, "llmgw ctl scale qwen2.5-coder-3b-instruct 1 --max 1") {
+		!strings.Contains(errOut, "llmgw ctl scale qwen2.5-coder-3b-instruct 1)") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 	if strings.Contains(out, "capacity:") {

@@ -61,8 +61,9 @@ cluster (management API; every command takes --endpoint, --token, --ca-cert,
   model add -f FILE [--update]   create (or update) a model from a YAML definition
   model get NAME [--json]        print a model's definition and status
   model rm NAME                  delete a model stored through the API
-  scale MODEL N [--max M]        keep N replicas running (scaling.min; --min/--max set
-                                 either bound; 0 with a max above it loads on demand)
+  scale MODEL N [--max M]        run exactly N replicas (scaling.min and max N; 0 stops
+                                 it); --max M above N scales with load, 0 --max M loads
+                                 on demand; --min/--max set either bound
   bench MODEL [--save] [--target 1s]
                                  measure the requests a replica carries at once at a p90
                                  time to first token (real requests through the client API,

@@ -14,8 +14,9 @@ import (
 )
 
 // cmdScale changes a model's replica bounds without editing the rest of
-// its definition: `scale MODEL N` keeps N replicas running (scaling.min N,
-// scaling.max raised to N when below); --min and --max set either bound.
+// its definition: `scale MODEL N` runs exactly N replicas (scaling.min and
+// scaling.max N; 0 stops the model), unless --max gives the upper bound;
+// --min and --max set either bound (--min alone raises a lower max to it).
 // Only models added through the API: one declared in server.yaml is read
 // again on every start, so it is changed there.
 func (a *app) cmdScale(ctx context.Context, args []string) int {
@@ -54,6 +55,9 @@ func (a *app) cmdScale(ctx context.Context, args []string) int {
 		if setMax, ok = count("--max", *maxF); !ok {
 			return exitUsage
 		}
+	}
+	if len(pos) == 2 && setMax == nil {
+		setMax = setMin // N replicas, no more under load
 	}
 	if setMin == nil && setMax == nil {
 		return a.usageErrorf(fs, "missing the replica count: scale MODEL N, or --min/--max")

@@ -18,7 +18,7 @@ func TestScale(t *testing.T) {
 		// want is the scaling sent with UpdateModel; nil when nothing was.
 		want *managev1.Scaling
 	}{
-		{name: "count raises max with it", args: []string{"scale", coder, "3"},
+		{name: "count sets both bounds", args: []string{"scale", coder, "3"},
 			wantOut: "scaled model " + coder + ": min 3, max 3 (3 replicas kept running); watch with llmgw ctl models\n", want: &managev1.Scaling{Min: 3, Max: 3}},
 		{name: "zero with a max loads on demand", args: []string{"scale", coder, "0", "--max", "2"},
 			wantOut: "scaled model " + coder + ": min 0, max 2 (loaded on demand); watch with llmgw ctl models\n", want: &managev1.Scaling{Min: 0, Max: 2}},
@@ -67,6 +67,35 @@ func TestScale(t *testing.T) {
 				t.Errorf("definition sent %v, want the stored one with only scaling changed", got)
 			}
 		})
+	}
+}
+
+// TestScaleCountIsExact: `scale MODEL N` on a model that scales up to 5
+// runs N replicas, no more (max N too), and 0 stops it rather than make
+// it load on demand.
+func TestScaleCountIsExact(t *testing.T) {
+	const coder = "qwen2.5-coder-3b-instruct"
+	for _, c := range []struct {
+		n        string
+		min, max int32
+		what     string
+	}{{"2", 2, 2, "2 replicas kept running"}, {"0", 0, 0, "not running"}} {
+		f := cannedManage()
+		for _, m := range f.models {
+			if m.GetName() == coder {
+				m.Scaling = &managev1.Scaling{Min: 1, Max: 5}
+			}
+		}
+		env := startServer(t, f)
+		code, out, errOut := runCtl(t, env, "scale", coder, c.n)
+		if code != 0 || !strings.Contains(out, "("+c.what+")") {
+			t.Errorf("scale %s: exit %d, stdout %q, stderr %q", c.n, code, out, errOut)
+		}
+		f.mu.Lock()
+		if len(f.updated) != 1 || f.updated[0].GetScaling().GetMin() != c.min || f.updated[0].GetScaling().GetMax() != c.max {
+			t.Errorf("scale %s: updated %v, want min %d, max %d", c.n, f.updated, c.min, c.max)
+		}
+		f.mu.Unlock()
 	}
 }
 
