@@ -71,7 +71,23 @@ type Options struct {
 	// nothing freeing room, before Stalled and DrainBlocked report it
 	// (DefaultStallAfter when zero).
 	StallAfter time.Duration
+	// DrainTimeout bounds how long a replica taken out of routing to be
+	// stopped (a scale-down, an idle replica evicted) waits for the
+	// requests in flight on it before it is stopped with them: the
+	// gateway's timeouts.generation, the most one request may take
+	// (DefaultDrainTimeout when zero).
+	DrainTimeout time.Duration
+	// DrainSettle is how long such a replica stays out of routing before a
+	// count of no request in flight on it is believed: other control
+	// planes route by the routes they read a moment after they change,
+	// and report what they have in flight a moment after that. Zero: the
+	// count is believed at once (one control plane).
+	DrainSettle time.Duration
 }
+
+// DefaultDrainTimeout is DrainTimeout when unset: timeouts.generation's
+// default.
+const DefaultDrainTimeout = 10 * time.Minute
 
 // Reconciler drives the fleet towards the catalog.
 type Reconciler struct {
@@ -142,6 +158,9 @@ type Reconciler struct {
 	// lostAt is, per node now silent or draining, since when the
 	// reconciler has seen it so.
 	lostAt map[string]time.Time
+	// draining holds the replicas taken out of routing to be stopped once
+	// nothing is in flight on them (drain.go).
+	draining map[string]drain
 }
 
 type backoff struct {
@@ -175,9 +194,12 @@ func New(opts Options) *Reconciler {
 	if opts.StallAfter <= 0 {
 		opts.StallAfter = DefaultStallAfter
 	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
 	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{}, configured: map[string]bool{},
 		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
-		startTime: map[startKey]time.Duration{}, together: map[string]bool{}}
+		startTime: map[startKey]time.Duration{}, together: map[string]bool{}, draining: map[string]drain{}}
 }
 
 // Run reconciles until ctx ends.
@@ -241,7 +263,8 @@ func (r *Reconciler) Pass() {
 		r.holding = r.holdPlacement(tx, now)
 		r.noteLostNodes(tx, now)
 		r.retire(tx, byName, now)
-		r.freeing = fleetFreeing(tx)
+		// A replica draining frees its GPUs once its requests are done.
+		r.freeing = fleetFreeing(tx) || len(r.draining) > 0
 		for _, rep := range tx.Replicas() {
 			if e, ok := byName[rep.Model]; ok {
 				followRouting(rep, e)
@@ -264,8 +287,10 @@ func (r *Reconciler) Pass() {
 			if _, ok := byName[rep.Model]; !ok {
 				continue
 			}
+			_, draining := r.draining[rep.ID]
 			endpoints[rep.Model] = append(endpoints[rep.Model], router.Endpoint{
 				ReplicaID: rep.ID, Model: rep.Model, URL: "http://" + rep.Shards[0].Endpoint, Weight: max(rep.Profile.Weight, 1),
+				Draining: draining,
 			})
 		}
 	})
@@ -289,6 +314,8 @@ func (r *Reconciler) Pass() {
 			}
 		}
 	}
+	// Once the router has them flagged, so no new request reaches them.
+	r.finishDrains(now)
 	r.passes.Add(1)
 }
 
@@ -595,9 +622,16 @@ func (r *Reconciler) stopShards(tx *fleet.Tx, rep *fleet.Replica, reason string)
 // meanwhile (a replica on a draining node is replaced whatever the policy).
 func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	want, why := r.desired(tx, e, now)
-	var current, currentReady, old []*fleet.Replica
+	var current, currentReady, old, drained []*fleet.Replica
 	for _, rep := range tx.ModelReplicas(e.Model.Name) {
 		if !rep.Live() {
+			continue
+		}
+		if _, ok := r.draining[rep.ID]; ok {
+			// Leaving: not serving, and not to be scaled down again.
+			if isCurrent(tx, e, rep) {
+				drained = append(drained, rep)
+			}
 			continue
 		}
 		if isCurrent(tx, e, rep) {
@@ -654,6 +688,16 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		}
 	}
 	missing := want - len(current) - (len(old) - lostOld)
+	// A replica draining for a scale-down that is wanted again (the load
+	// came back, the model was asked for) returns to routing rather than
+	// a new one being placed.
+	for ; missing > 0 && len(drained) > 0; missing-- {
+		rep := drained[len(drained)-1]
+		drained = drained[:len(drained)-1]
+		r.undrain(rep)
+		current = append(current, rep)
+		currentReady = append(currentReady, rep)
+	}
 	if len(rollable) > 0 && len(current) == len(currentReady) && len(current)+held < want {
 		missing = max(missing, 1)
 	}
@@ -719,9 +763,15 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			if rep.State == fleet.ReplicaReady && serving <= want {
 				break
 			}
-			r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", why)
-			r.stopShards(tx, rep, "scaled down: "+why)
-			r.retireReplica(tx, rep, now)
+			if rep.State == fleet.ReplicaReady {
+				// It may carry requests: out of routing now, stopped once
+				// they are done (finishDrains).
+				r.startDrain(rep, "scaled down: "+why, now)
+			} else {
+				r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", why)
+				r.stopShards(tx, rep, "scaled down: "+why)
+				r.retireReplica(tx, rep, now)
+			}
 			if isHeld || rep.State == fleet.ReplicaReady {
 				serving--
 			}

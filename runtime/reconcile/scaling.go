@@ -177,7 +177,7 @@ func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, 
 	d.Pending = r.opts.Routing.TakePending(name)
 	ready, live := 0, 0
 	for _, rep := range tx.ModelReplicas(name) {
-		if !rep.Live() || e.Stale(rep.Profile.Name, rep.Generation) {
+		if _, leaving := r.draining[rep.ID]; !rep.Live() || leaving || e.Stale(rep.Profile.Name, rep.Generation) {
 			continue
 		}
 		live++
@@ -255,7 +255,9 @@ func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, 
 // minutes to rebuild), that have run for EvictAfter (so two models with
 // room for one do not take turns), with no request in flight or waiting,
 // whose model nobody asked for within EvictAfter; one at a time. The least
-// recently used model's replica goes first.
+// recently used model's replica goes first. It leaves routing at once and
+// is stopped once nothing is in flight on it (drain.go): a request may
+// have reached it since its count was read.
 func (r *Reconciler) evictFor(tx *fleet.Tx, e models.Entry, now time.Time) {
 	if r.opts.Routing == nil {
 		return
@@ -273,6 +275,9 @@ func (r *Reconciler) evictFor(tx *fleet.Tx, e models.Entry, now time.Time) {
 	var best *fleet.Replica
 	var bestLast time.Time
 	for _, rep := range reps {
+		if _, leaving := r.draining[rep.ID]; leaving {
+			continue
+		}
 		if rep.Model == e.Model.Name || rep.State != fleet.ReplicaReady || rep.ShardsExpected() != 1 ||
 			now.Sub(rep.Created) < a.EvictAfter || r.inflight[rep.ID] > 0 {
 			continue
@@ -296,14 +301,12 @@ func (r *Reconciler) evictFor(tx *fleet.Tx, e models.Entry, now time.Time) {
 	if best == nil {
 		return
 	}
-	r.log.Info("replica stopped", "model", best.Model, "replica", best.ID, "reason", "idle, evicted to make room for "+e.Model.Name)
 	r.evicting[best.ID] = true
 	r.roomFor[e.Model.Name] = now
 	if st := r.scaling[best.Model]; st != nil {
 		st.want, st.evicted = 0, now
 	}
-	r.stopShards(tx, best, "evicted to make room for "+e.Model.Name)
-	r.retireReplica(tx, best, now)
+	r.startDrain(best, "idle, evicted to make room for "+e.Model.Name, now)
 }
 
 // placesWithout reports whether a replica of e would place if victim's

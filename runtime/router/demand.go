@@ -138,13 +138,14 @@ type Demand struct {
 	// Pending is true when a request found no endpoint of a model loaded
 	// on demand since TakePending last cleared it, within PendingFor.
 	Pending bool
-	// InFlight is the requests in flight on the model's endpoints; Waiting
-	// those waiting for one to be ready.
+	// InFlight is the requests in flight on the model's endpoints (draining
+	// ones too); Waiting those waiting for one to be ready.
 	InFlight, Waiting int64
-	// Capacity is the sum of the weights of the endpoints that answer: the
-	// requests they carry at once at their latency target.
+	// Capacity is the sum of the weights of the endpoints that answer and
+	// are not draining: the requests they carry at once at their latency
+	// target.
 	Capacity int64
-	// Queue is the sum of the endpoints' loads (Upstream.Queue).
+	// Queue is the sum of those endpoints' loads (Upstream.Queue).
 	Queue int64
 }
 
@@ -185,7 +186,7 @@ func (r *Router) Demand(model string) Demand {
 	if p := (*r.table.Load())[model]; p != nil {
 		for _, u := range p.upstreams {
 			d.InFlight += u.inflight.Load()
-			if !u.st.down.Load() {
+			if u.serves() {
 				d.Capacity += u.weight
 				d.Queue += u.Queue()
 			}
@@ -230,7 +231,7 @@ func (r *Router) hasUp(model string) bool {
 		return false
 	}
 	for _, u := range p.upstreams {
-		if !u.st.down.Load() {
+		if u.serves() {
 			return true
 		}
 	}

@@ -74,6 +74,12 @@ type Endpoint struct {
 	// carries at once at its latency target (ctl bench measures it); values
 	// below 1 count as 1.
 	Weight int
+	// Draining is true for a replica taken out of routing to be stopped (a
+	// scale-down, an idle replica evicted): it takes no new request, but
+	// stays in the table, so the requests in flight on it finish, are
+	// counted (Snapshot, Demand.InFlight) and the reconciler stops it once
+	// none is left.
+	Draining bool `json:",omitempty"`
 }
 
 // EndpointLoad is an endpoint with its live state.
@@ -91,6 +97,9 @@ type EndpointLoad struct {
 type upstreamState struct {
 	inflight atomic.Int64
 	down     atomic.Bool
+	// draining is the endpoint's Draining, in the state shared with the
+	// leases: Route checks it after counting a request in flight (drain).
+	draining atomic.Bool
 	// engine is the load the engine last reported; nil when unknown.
 	// external is how many more requests it reported running or waiting
 	// than this router had in flight on it then.
@@ -320,6 +329,7 @@ func (r *Router) SetEndpoints(model string, eps []Endpoint) {
 				st = &upstreamState{bit: ms.takeBit()}
 				r.states[k] = st
 			}
+			st.draining.Store(ep.Draining)
 			ups = append(ups, &Upstream{ep: ep, weight: int64(max(ep.Weight, 1)), inflight: &st.inflight, st: st, model: ms})
 		}
 	}
@@ -356,7 +366,7 @@ func (r *Router) storeLocked(model string, ups []*Upstream, ms *modelState) {
 	}
 	r.table.Store(&next)
 	for _, u := range ups {
-		if !u.st.down.Load() {
+		if u.serves() {
 			ms.wake()
 			break
 		}
@@ -409,9 +419,10 @@ func (r *Router) Route(model string, req Request) (Lease, error) {
 	}
 	if cand == nil {
 		e := &NotReadyError{Model: model, Down: down, Tried: len(req.Exclude)}
-		// Loading only when it has no replica at all: one whose replicas
+		// Loading only when it has no replica at all (or only replicas
+		// draining, which the request brings back): one whose replicas
 		// failed is not loading, and neither is one the request tried.
-		if ms.onDemand.Load() && p == nil {
+		if ms.onDemand.Load() && (p == nil || p.draining()) {
 			e.Loading = true
 			if eta := ms.eta.Load(); eta != 0 {
 				e.ETA = time.Unix(0, eta)
@@ -429,22 +440,44 @@ func (r *Router) Route(model string, req Request) (Lease, error) {
 		return Lease{}, &NotReadyError{Model: model, Down: down, Tried: len(req.Exclude)}
 	}
 	u.inflight.Add(1)
+	if u.st.draining.Load() {
+		// Taken out of routing after the table this request read: the
+		// reconciler, which flags it before reading its count, may have
+		// read none and be stopping it. The request goes elsewhere.
+		u.inflight.Add(-1)
+		return r.Route(model, req)
+	}
 	if req.Key != nil {
 		ms.index.record(req.Key, u.st.bit)
 	}
 	return Lease{l: &lease{up: u}}, nil
 }
 
+// serves reports whether the upstream may take a request: it answers and
+// is not draining.
+func (u *Upstream) serves() bool { return !u.st.down.Load() && !u.st.draining.Load() }
+
+// draining reports whether every upstream of the pool is draining.
+func (p *Pool) draining() bool {
+	for _, u := range p.upstreams {
+		if !u.st.draining.Load() {
+			return false
+		}
+	}
+	return true
+}
+
 // candidates returns the part of the pool a request may go to, and how
 // many upstreams are down; nil when none may take it. With every upstream
-// up and nothing excluded it is the pool itself.
+// up, none draining and nothing excluded it is the pool itself.
 func (p *Pool) candidates(exclude []string) (*Pool, int) {
 	down := 0
 	keep := 0
 	for _, u := range p.upstreams {
-		if u.st.down.Load() {
+		switch {
+		case u.st.down.Load():
 			down++
-		} else if !slices.Contains(exclude, u.ep.ReplicaID) {
+		case !u.st.draining.Load() && !slices.Contains(exclude, u.ep.ReplicaID):
 			keep++
 		}
 	}
@@ -456,7 +489,7 @@ func (p *Pool) candidates(exclude []string) (*Pool, int) {
 	}
 	ups := make([]*Upstream, 0, keep)
 	for _, u := range p.upstreams {
-		if !u.st.down.Load() && !slices.Contains(exclude, u.ep.ReplicaID) {
+		if u.serves() && !slices.Contains(exclude, u.ep.ReplicaID) {
 			ups = append(ups, u)
 		}
 	}

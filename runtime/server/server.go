@@ -164,6 +164,12 @@ func (s *Server) build(ctx context.Context) error {
 		Autoscale: reconcile.Autoscale{UpLoad: cfg.Autoscale.UpLoad, UpAfter: cfg.Autoscale.UpAfter,
 			DownLoad: cfg.Autoscale.DownLoad, DownAfter: cfg.Autoscale.DownAfter, EvictAfter: cfg.Autoscale.EvictAfter},
 		Expected: expected, HoldPlacementUntil: time.Now().Add(cfg.Agents.Settle), OnLiveReplicas: s.recordLiveReplicas,
+		// A replica scaled down drains for at most what one request may
+		// take; it is stopped with nothing in flight only once a standby
+		// has had time to read the routes without it and report what it
+		// still has in flight on it (twice that, for the store's latency).
+		DrainTimeout: cfg.Timeouts.Generation,
+		DrainSettle:  2 * (publishEvery + followRoutes + 2*demandEvery),
 	})
 	if err := s.Metrics.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: metrics.Namespace, Name: "reconcile_passes_total",

@@ -1,0 +1,95 @@
+package reconcile
+
+import (
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/fleet"
+)
+
+// A replica removed for load or idleness (a scale-down, the idle timeout
+// of a model loaded on demand, an eviction to make room) is not stopped
+// at once: the requests in flight on it would end mid-stream. It is
+// drained: flagged in its endpoint, so the router sends it nothing new
+// while still counting what is in flight on it, and stopped once that
+// count, the standbys' included, is zero, or after DrainTimeout. A
+// replica removed because it failed, is stale, or its node is lost or
+// drained is stopped as before: it is replaced, or has nothing to finish.
+//
+// While draining it is live in the fleet (its engine runs, its GPUs are
+// held) but serves nothing: scale and desired count it neither as serving
+// nor as surplus, and evictFor does not pick it again. A scale that wants
+// it again before it stops returns it to routing (undrain).
+
+// drain is one replica being drained.
+type drain struct {
+	// since is when it left routing; why is the reason its StopShard
+	// carries.
+	since time.Time
+	why   string
+}
+
+// startDrain takes rep out of routing from this pass's endpoints on.
+func (r *Reconciler) startDrain(rep *fleet.Replica, why string, now time.Time) {
+	if _, ok := r.draining[rep.ID]; ok {
+		return
+	}
+	r.draining[rep.ID] = drain{since: now, why: why}
+	r.log.Info("replica draining", "model", rep.Model, "replica", rep.ID, "reason", why, "in_flight", r.inflight[rep.ID])
+}
+
+// undrain returns a draining replica to routing: it is wanted again.
+func (r *Reconciler) undrain(rep *fleet.Replica) {
+	delete(r.draining, rep.ID)
+	// An eviction given up: the next one may pick another replica.
+	delete(r.evicting, rep.ID)
+	r.log.Info("replica back in routing", "model", rep.Model, "replica", rep.ID, "reason", "wanted again while draining")
+}
+
+// finishDrains stops the draining replicas with nothing in flight, or
+// drained for DrainTimeout, and forgets those stopped or failed
+// otherwise. It runs after the pass gave the router its endpoints, so
+// the counts it reads are of replicas no new request reaches (the router
+// re-routes a request that counted itself on a replica flagged after it
+// read the table).
+func (r *Reconciler) finishDrains(now time.Time) {
+	if len(r.draining) == 0 {
+		return
+	}
+	inflight := map[string]int64{}
+	if r.opts.Routing != nil {
+		for _, eps := range r.opts.Routing.Snapshot() {
+			for _, ep := range eps {
+				inflight[ep.ReplicaID] += ep.InFlight
+			}
+		}
+	}
+	r.opts.Fleet.Update(func(tx *fleet.Tx) {
+		defer func() { r.placing = nil }()
+		live := map[string]*fleet.Replica{}
+		for _, rep := range tx.Replicas() {
+			if _, ok := r.draining[rep.ID]; ok && rep.Live() {
+				live[rep.ID] = rep
+			}
+		}
+		for id, d := range r.draining {
+			rep := live[id]
+			if rep == nil {
+				delete(r.draining, id) // stopped or failed meanwhile
+				continue
+			}
+			n := inflight[id]
+			switch {
+			case n == 0 && now.Sub(d.since) >= r.opts.DrainSettle:
+				r.log.Info("replica stopped", "model", rep.Model, "replica", rep.ID, "reason", d.why, "drained_for", now.Sub(d.since).String())
+			case now.Sub(d.since) >= r.opts.DrainTimeout:
+				r.log.Warn("replica stopped with requests in flight: drain timeout passed", "model", rep.Model, "replica", rep.ID,
+					"reason", d.why, "in_flight", n, "drain_timeout", r.opts.DrainTimeout.String())
+			default:
+				continue
+			}
+			delete(r.draining, id)
+			r.stopShards(tx, rep, d.why)
+			r.retireReplica(tx, rep, now)
+		}
+	})
+}

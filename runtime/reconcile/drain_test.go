@@ -1,0 +1,278 @@
+package reconcile
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/llmgw/llmgw/runtime/fleet"
+	"github.com/llmgw/llmgw/runtime/router"
+	"github.com/llmgw/llmgw/spec"
+)
+
+// scaledDown is a routed harness with a model between min 1 and max 2
+// scaled up to two ready replicas, one request held on each (the load is
+// low: each replica carries 10), then left below the down target for
+// down_after: the pass that scales it down has run. victim is the replica
+// scaled down, lease the request in flight on it, kept the other one.
+type scaledDown struct {
+	*routed
+	model         string
+	victim, kept  fleet.Replica
+	lease, onKept router.Lease
+	stopsBefore   int
+}
+
+func newScaledDown(t *testing.T) *scaledDown {
+	t.Helper()
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 2}
+	m.Profiles[0].Weight = 10
+	h := newRouted(t, m)
+	h.rec.Pass()
+	h.readyAll(m.Name)
+	h.rec.Pass()
+	var held []router.Lease
+	for range 9 { // 0.9 per unit of weight, above up_load 0.8
+		l, err := h.rt.Pick(m.Name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	h.rec.Pass()
+	h.now = h.now.Add(31 * time.Second)
+	h.heartbeat()
+	h.rec.Pass()
+	h.readyAll(m.Name)
+	h.rec.Pass()
+	if reps := h.live(m.Name); len(reps) != 2 {
+		t.Fatalf("%d replicas after 31s of load, want 2", len(reps))
+	}
+	for _, l := range held {
+		l.Done()
+	}
+	// One request on each replica: the one scaled down has one in flight
+	// whichever it is.
+	a, err1 := h.rt.Pick(m.Name, "")
+	b, err2 := h.rt.Pick(m.Name, "")
+	if err1 != nil || err2 != nil || a.Endpoint().ReplicaID == b.Endpoint().ReplicaID {
+		t.Fatalf("two requests went to %q and %q (%v, %v), want one on each replica", a.Endpoint().ReplicaID, b.Endpoint().ReplicaID, err1, err2)
+	}
+	s := &scaledDown{routed: h, model: m.Name}
+	s.stopsBefore = s.stops()
+	h.rec.Pass()
+	h.now = h.now.Add(5*time.Minute + time.Second)
+	h.heartbeat()
+	h.rec.Pass()
+
+	var draining []string
+	for _, ep := range h.rt.Snapshot()[m.Name] {
+		if ep.Draining {
+			draining = append(draining, ep.ReplicaID)
+		}
+	}
+	if len(draining) != 1 {
+		t.Fatalf("draining endpoints after down_after: %v, want one", draining)
+	}
+	for _, rep := range h.live(m.Name) {
+		if rep.ID == draining[0] {
+			s.victim = rep
+		} else {
+			s.kept = rep
+		}
+	}
+	if s.victim.ID == "" || s.kept.ID == "" {
+		t.Fatalf("live replicas %+v, want the one draining and the other", h.live(m.Name))
+	}
+	s.lease, s.onKept = a, b
+	if b.Endpoint().ReplicaID == s.victim.ID {
+		s.lease, s.onKept = b, a
+	}
+	return s
+}
+
+// stops counts the StopShard messages sent to every node.
+func (s *scaledDown) stops() int {
+	n := 0
+	for _, c := range s.conns {
+		n += len(c.stops())
+	}
+	return n
+}
+
+// stoppedVictim reports whether a StopShard went to the victim's shard.
+func (s *scaledDown) stoppedVictim() bool {
+	for _, c := range s.conns {
+		if slices.Contains(c.stops(), s.victim.Shards[0].ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// pass advances the clock by d and runs a pass, every node heard from.
+func (s *scaledDown) pass(d time.Duration) {
+	s.now = s.now.Add(d)
+	s.heartbeat()
+	s.rec.Pass()
+}
+
+// TestScaleDownDrains: the replica scaled down leaves routing at once,
+// but is stopped only once the request in flight on it is done: it is
+// not cut mid-stream. While it drains it counts neither as serving (the
+// other replica, at min 1, is not scaled down for it) nor as surplus.
+func TestScaleDownDrains(t *testing.T) {
+	s := newScaledDown(t)
+	if s.stoppedVictim() || s.stops() != s.stopsBefore {
+		t.Fatal("StopShard sent with a request in flight on the replica scaled down")
+	}
+	for range 10 {
+		l, err := s.rt.Pick(s.model, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Endpoint().ReplicaID == s.victim.ID {
+			t.Fatal("a new request was routed to the replica draining")
+		}
+		l.Done()
+	}
+	if d := s.rt.Demand(s.model); d.Capacity != 10 || d.InFlight != 2 {
+		t.Errorf("demand while draining: capacity %d in flight %d, want 10 (the kept replica) and 2 (both requests)", d.Capacity, d.InFlight)
+	}
+
+	// Long past down_after again: the kept replica stays (min 1), the
+	// victim is not stopped while its request runs (within DrainTimeout).
+	s.rec.opts.DrainTimeout = time.Hour
+	for range 3 {
+		s.pass(6 * time.Minute)
+	}
+	if s.stoppedVictim() || s.stops() != s.stopsBefore {
+		t.Fatal("StopShard sent while the request on the draining replica runs")
+	}
+	if eps := s.rt.Snapshot()[s.model]; len(eps) != 2 || slices.ContainsFunc(eps, func(ep router.EndpointLoad) bool { return ep.ReplicaID == s.kept.ID && ep.Draining }) {
+		t.Fatalf("endpoints %+v, want the kept replica serving and the victim draining", eps)
+	}
+
+	s.lease.Done()
+	s.pass(time.Second)
+	if !s.stoppedVictim() {
+		t.Fatal("not stopped once the request on it was done")
+	}
+	if s.stops() != s.stopsBefore+1 {
+		t.Errorf("%d StopShard sent, want the victim's alone", s.stops()-s.stopsBefore)
+	}
+	if reps := s.live(s.model); len(reps) != 1 || reps[0].ID != s.kept.ID {
+		t.Fatalf("live replicas %+v, want the kept one alone", reps)
+	}
+	s.pass(time.Second)
+	if eps := s.rt.Snapshot()[s.model]; len(eps) != 1 || eps[0].ReplicaID != s.kept.ID || eps[0].Draining {
+		t.Fatalf("endpoints after the victim stopped: %+v, want the kept replica serving", eps)
+	}
+	s.onKept.Done()
+}
+
+// TestScaleDownDrainBounded: a request that never ends holds the replica
+// scaled down for DrainTimeout at most; then it is stopped with it.
+func TestScaleDownDrainBounded(t *testing.T) {
+	s := newScaledDown(t)
+	s.rec.opts.DrainTimeout = 20 * time.Minute
+	s.pass(19 * time.Minute)
+	if s.stoppedVictim() {
+		t.Fatal("stopped before the drain timeout with a request in flight")
+	}
+	s.pass(time.Minute)
+	if !s.stoppedVictim() {
+		t.Fatal("not stopped once the drain timeout passed")
+	}
+	if reps := s.live(s.model); len(reps) != 1 || reps[0].ID != s.kept.ID {
+		t.Fatalf("live replicas %+v, want the kept one alone", reps)
+	}
+	s.lease.Done()
+	s.onKept.Done()
+}
+
+// TestScaleDownUndoneWhileDraining: load that comes back while the replica
+// scaled down drains returns it to routing; nothing new is placed and it
+// is not stopped.
+func TestScaleDownUndoneWhileDraining(t *testing.T) {
+	s := newScaledDown(t)
+	starts := len(s.startsFor(s.model)[s.victim.Shards[0].Node]) + len(s.startsFor(s.model)[s.kept.Shards[0].Node])
+	var held []router.Lease
+	for range 9 { // 10 in flight on the kept replica: load 1
+		l, err := s.rt.Pick(s.model, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	s.pass(time.Second)
+	s.pass(31 * time.Second)
+	eps := s.rt.Snapshot()[s.model]
+	if len(eps) != 2 || slices.ContainsFunc(eps, func(ep router.EndpointLoad) bool { return ep.Draining }) {
+		t.Fatalf("endpoints after the load came back: %+v, want both serving", eps)
+	}
+	if s.stoppedVictim() {
+		t.Fatal("the replica wanted again was stopped")
+	}
+	n := 0
+	for _, ss := range s.startsFor(s.model) {
+		n += len(ss)
+	}
+	if reps := s.live(s.model); len(reps) != 2 || n != starts {
+		t.Fatalf("%d live replicas, %d starts (want 2 and %d): a replica was placed instead of the draining one returned", len(reps), n, starts)
+	}
+	for _, l := range append(held, s.lease, s.onKept) {
+		l.Done()
+	}
+}
+
+// TestIdleReplicaDrainsAndReturnsOnRequest: the replica of a model loaded
+// on demand stopped for idleness leaves routing first; a request that
+// comes while it drains is told the model is loading, and brings it back
+// rather than a new replica being placed.
+func TestIdleReplicaDrainsAndReturnsOnRequest(t *testing.T) {
+	h := newRouted(t, onDemand("od", 1, 5*time.Minute))
+	h.rec.opts.DrainSettle = 10 * time.Second // as with standbys: not stopped in the pass that drains it
+	_, _ = h.rt.Pick("od", "")
+	h.rec.Pass()
+	h.readyAll("od")
+	h.rec.Pass()
+	rep := h.live("od")[0]
+	h.now = h.now.Add(6 * time.Minute)
+	h.heartbeat()
+	h.rec.Pass()
+	if eps := h.rt.Snapshot()["od"]; len(eps) != 1 || !eps[0].Draining {
+		t.Fatalf("endpoints after idle_timeout: %+v, want the replica draining", eps)
+	}
+	if stops := h.conns[rep.Shards[0].Node].stops(); len(stops) != 0 {
+		t.Fatalf("stopped within DrainSettle: %v", stops)
+	}
+	_, err := h.rt.Pick("od", "")
+	var nr *router.NotReadyError
+	if !errors.As(err, &nr) || !nr.Loading {
+		t.Fatalf("request while the only replica drains: %v, want loading", err)
+	}
+	h.now = h.now.Add(time.Second)
+	h.rec.Pass()
+	l, err := h.rt.Pick("od", "")
+	if err != nil || l.Endpoint().ReplicaID != rep.ID {
+		t.Fatalf("request after the replica was wanted again: %v on %q, want it on %q", err, l.Endpoint().ReplicaID, rep.ID)
+	}
+	l.Done()
+	if n := len(h.startsFor("od")[rep.Shards[0].Node]); n != 1 || len(h.live("od")) != 1 {
+		t.Fatalf("%d starts, %d live replicas: want the draining one returned, none placed", n, len(h.live("od")))
+	}
+
+	// Idle again: drained, and stopped once DrainSettle passed.
+	h.now = h.now.Add(6 * time.Minute)
+	h.heartbeat()
+	h.rec.Pass()
+	h.now = h.now.Add(10 * time.Second)
+	h.heartbeat()
+	h.rec.Pass()
+	if stops := h.conns[rep.Shards[0].Node].stops(); len(stops) != 1 {
+		t.Fatalf("stops %v after idle_timeout and DrainSettle, want the replica's", stops)
+	}
+}
