@@ -1220,11 +1220,18 @@ func (x *Pricing) GetCompletionPer_1K() float64 {
 }
 
 type ModelStatus struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	ReplicasDesired int32                  `protobuf:"varint,1,opt,name=replicas_desired,json=replicasDesired,proto3" json:"replicas_desired,omitempty"`
-	ReplicasReady   int32                  `protobuf:"varint,2,opt,name=replicas_ready,json=replicasReady,proto3" json:"replicas_ready,omitempty"`
-	ReplicasTotal   int32                  `protobuf:"varint,3,opt,name=replicas_total,json=replicasTotal,proto3" json:"replicas_total,omitempty"`
-	// serving | starting | unplaced | failed
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The replicas of the current definition the control plane wants now:
+	// scaling.min, more while the model's load asks for them (up to
+	// scaling.max), and 1 while a model loaded on demand is asked for.
+	ReplicasDesired int32 `protobuf:"varint,1,opt,name=replicas_desired,json=replicasDesired,proto3" json:"replicas_desired,omitempty"`
+	ReplicasReady   int32 `protobuf:"varint,2,opt,name=replicas_ready,json=replicasReady,proto3" json:"replicas_ready,omitempty"`
+	ReplicasTotal   int32 `protobuf:"varint,3,opt,name=replicas_total,json=replicasTotal,proto3" json:"replicas_total,omitempty"`
+	// serving | starting | idle | unplaced | failed. idle: loaded on demand
+	// and not asked for. unplaced: a replica is wanted and no node can hold
+	// it; failed: one is wanted and the last one failed. message says why,
+	// for a model loaded on demand that is asked for as its requests are
+	// told it (503 model_not_ready).
 	State   string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	// Why the rollout is stuck (stalled_reason says which kind): the current

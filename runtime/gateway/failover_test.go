@@ -223,6 +223,43 @@ func TestOnDemandFirstRequest(t *testing.T) {
 			t.Fatalf("status %d body %s, want 200 once the replica is ready", resp.StatusCode, out)
 		}
 	})
+	t.Run("cannot be placed", func(t *testing.T) {
+		h := newHarness(t, 1, Config{ColdStartWait: -1, RetryAfter: 9 * time.Second}, nil)
+		const why = "no node can hold profile gpu: node01: 8 free GPUs, needs 16"
+		h.router.SetModel("cold", router.ModelConfig{OnDemand: true, NotPlaced: why})
+		resp := h.post(t.Context(), "/v1/chat/completions", `{"model":"cold","messages":[]}`)
+		out := readAll(t, resp)
+		var e struct {
+			Error struct{ Message, Type, Code string }
+		}
+		if err := json.Unmarshal([]byte(out), &e); err != nil || resp.StatusCode != http.StatusServiceUnavailable ||
+			e.Error.Code != "model_not_ready" || !strings.Contains(e.Error.Message, why) || resp.Header.Get("Retry-After") != "9" {
+			t.Fatalf("status %d Retry-After %q body %s, want 503 model_not_ready saying why, with the default Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), out)
+		}
+		if d := h.router.Demand("cold"); !d.Pending {
+			t.Errorf("demand after the request = %+v, want pending: it is placed once it can be", d)
+		}
+	})
+	t.Run("cannot be placed, found during the wait", func(t *testing.T) {
+		// A wait longer than the test's deadline: only being told why ends it.
+		h := newHarness(t, 1, Config{ColdStartWait: time.Hour}, nil)
+		h.router.SetModel("cold", router.ModelConfig{OnDemand: true})
+		go func() {
+			// The reconciler's part: the model asked for does not place.
+			select {
+			case <-h.router.Demanded():
+				h.router.SetModel("cold", router.ModelConfig{OnDemand: true, NotPlaced: "no node can hold profile gpu"})
+			case <-t.Context().Done():
+			}
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		resp := h.post(ctx, "/v1/chat/completions", `{"model":"cold","messages":[]}`)
+		out := readAll(t, resp)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(out, `"code":"model_not_ready"`) || !strings.Contains(out, "no node can hold profile gpu") {
+			t.Fatalf("status %d body %s, want 503 model_not_ready saying why", resp.StatusCode, out)
+		}
+	})
 	t.Run("wait runs out", func(t *testing.T) {
 		h := newHarness(t, 1, Config{ColdStartWait: 200 * time.Millisecond, RetryAfter: 9 * time.Second}, nil)
 		h.router.SetModel("cold", router.ModelConfig{OnDemand: true})

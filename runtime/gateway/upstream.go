@@ -159,6 +159,12 @@ func (g *Gateway) notRouted(w http.ResponseWriter, x *exchange, model string, er
 		}
 		x.fail(w, newError(http.StatusServiceUnavailable, typeUnavailable, "model_loading",
 			fmt.Sprintf("model %q is loading on demand; retry after %s", model, after.Round(time.Second))).withRetryAfter(after))
+	case nr != nil && nr.NotPlaced != "":
+		// Not "loading": nothing is, and a client told to retry in a few
+		// seconds would be told so for as long as it asks. The request
+		// still asked for the model, so it loads once it can.
+		x.fail(w, newError(http.StatusServiceUnavailable, typeUnavailable, "model_not_ready",
+			fmt.Sprintf("model %q cannot be loaded on demand now: %s; it loads once it can, retry later", model, nr.NotPlaced)).withRetryAfter(g.cfg.RetryAfter))
 	case errors.Is(err, router.ErrNoReplica):
 		msg := fmt.Sprintf("model %q has no ready replica; retry later", model)
 		if nr != nil && nr.Down > 0 {

@@ -303,7 +303,14 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 	pm.Origin = e.Origin
 	pm.Generation = e.Generation
 	pm.Revision = e.Revision
+	// Desired is what the reconciler wants now: a model loaded on demand
+	// that is asked for wants one, and is not idle while none can load.
 	st := &managev1.ModelStatus{ReplicasDesired: int32(e.Model.Scaling.Min), Rollout: spec.RolloutAuto}
+	if s.opts.Reconciler != nil {
+		if n, ok := s.opts.Reconciler.Wanted(e.Model.Name); ok {
+			st.ReplicasDesired = int32(n)
+		}
+	}
 	if e.Model.ManualRollout() {
 		st.Rollout = spec.RolloutManual
 	}
@@ -321,7 +328,9 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 		}
 	}
 	switch {
-	case st.ReplicasReady > 0 && st.ReplicasReady >= st.ReplicasDesired:
+	case st.ReplicasReady > 0 && st.ReplicasReady >= int32(e.Model.Scaling.Min):
+		// Serving what scaling.min promises; one scaling up is serving
+		// while its extra replicas start.
 		st.State = "serving"
 	case st.ReplicasTotal > 0:
 		st.State = "starting"
@@ -334,13 +343,22 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 		st.Message = staleMessage(e.Model, int(st.ReplicasStale))
 	}
 	if s.opts.Reconciler != nil {
-		if last := s.opts.Reconciler.LastFailure(e.Model.Name); last != "" {
+		why, failed := s.opts.Reconciler.NotPlaced(e.Model.Name)
+		asked := why != "" && st.State == "unplaced"
+		if asked {
+			// Asked for on demand, and none loads: what its requests are
+			// told.
+			st.Message = "cannot be loaded on demand now: " + why
+			if failed {
+				st.State = "failed"
+			}
+		} else if last := s.opts.Reconciler.LastFailure(e.Model.Name); last != "" {
 			st.Message = "last failure: " + last
 			if st.State == "unplaced" {
 				st.State = "failed"
 			}
 		}
-		if st.State == "unplaced" {
+		if st.State == "unplaced" && !asked {
 			plan := s.opts.Reconciler.PlanOne(e.Model)
 			if !plan.Placed {
 				st.Message = plan.Explanation.String()

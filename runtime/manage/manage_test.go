@@ -2,6 +2,7 @@ package manage
 
 import (
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/llmgw/llmgw/runtime/keys"
 	"github.com/llmgw/llmgw/runtime/models"
 	"github.com/llmgw/llmgw/runtime/reconcile"
+	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/spec"
 )
@@ -266,5 +268,46 @@ func TestScalingMinAboveTheFleet(t *testing.T) {
 	big.Scaling = &managev1.Scaling{Min: 1, Max: 1}
 	if updated, err = s.UpdateModel(ctx, &managev1.UpdateModelRequest{Model: big}); err != nil || len(updated.GetWarnings()) != 0 {
 		t.Fatalf("min 1 on a fleet that holds 1: warnings %q, %v", updated.GetWarnings(), err)
+	}
+}
+
+// TestOnDemandAskedForButUnplaced: a model loaded on demand is idle, wanting
+// nothing, until a request asks for it; asked for, with no node able to
+// hold it, it wants one replica and is unplaced, saying why (what its
+// requests are told), not idle.
+func TestOnDemandAskedForButUnplaced(t *testing.T) {
+	s, _ := newService(t)
+	rt := router.New()
+	s.opts.Reconciler = reconcile.New(reconcile.Options{Fleet: s.opts.Fleet, Catalog: s.opts.Catalog, Endpoints: rt, Routing: rt})
+	ctx := context.Background()
+	s.opts.Reconciler.Pass()
+	m, err := s.GetModel(ctx, &managev1.GetModelRequest{Name: "from-yaml"})
+	if st := m.GetStatus(); err != nil || st.GetState() != "idle" || st.GetReplicasDesired() != 0 {
+		t.Fatalf("before any request: %v, %v; want idle, 0 desired", st, err)
+	}
+	_, _ = rt.Pick("from-yaml", "")
+	s.opts.Reconciler.Pass()
+	m, err = s.GetModel(ctx, &managev1.GetModelRequest{Name: "from-yaml"})
+	st := m.GetStatus()
+	if err != nil || st.GetState() != "unplaced" || st.GetReplicasDesired() != 1 ||
+		!strings.Contains(st.GetMessage(), "cannot be loaded on demand now") || !strings.Contains(st.GetMessage(), "wrong GPU class: has a100-80g, needs h100-80g") {
+		t.Fatalf("asked for, no node can hold it: %v, %v; want unplaced, 1 desired, saying why", st, err)
+	}
+	var nr *router.NotReadyError
+	if _, err := rt.Pick("from-yaml", ""); !errors.As(err, &nr) || nr.Loading || !strings.Contains(st.GetMessage(), nr.NotPlaced) {
+		t.Errorf("request: %v, want not loading, told what the status says", err)
+	}
+
+	// A node that can hold it joins: placed, and loading.
+	inv := &agentv1.Inventory{Engines: []*agentv1.EngineStatus{{Engine: "sim", Available: true}}, Avx2: true, MemoryAvailableBytes: 64 << 30}
+	inv.Gpus = []*agentv1.GPU{{Index: 0, Class: "h100-80g"}}
+	s.opts.Fleet.Connect(&agentv1.Hello{Inventory: inv}, "node02", nil, false, nopConn{})
+	s.opts.Reconciler.Pass()
+	m, err = s.GetModel(ctx, &managev1.GetModelRequest{Name: "from-yaml"})
+	if st := m.GetStatus(); err != nil || st.GetState() != "starting" || st.GetReplicasDesired() != 1 || st.GetReplicasTotal() != 1 {
+		t.Fatalf("once a node can hold it: %v, %v; want starting, 1 desired", st, err)
+	}
+	if _, err := rt.Pick("from-yaml", ""); !errors.As(err, &nr) || !nr.Loading {
+		t.Errorf("request once placed: %v, want loading", err)
 	}
 }

@@ -93,10 +93,18 @@ const DefaultDrainTimeout = 10 * time.Minute
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
-	// backoffMu guards backoff, stalls and rollouts, which the management
-	// API reads.
+	// backoffMu guards backoff, stalls, rollouts, wants and notPlaced,
+	// which the management API reads.
 	backoffMu sync.Mutex
 	backoff   map[string]backoff
+	// wants is, per model, the replicas of its current generation the last
+	// pass wanted (desired): scaling.min, more with its load, and one
+	// while a model loaded on demand is asked for.
+	wants map[string]int
+	// notPlaced is, per model loaded on demand that is asked for and has
+	// no live replica, why none is being loaded (the router's
+	// ModelConfig.NotPlaced).
+	notPlaced map[string]notPlaced
 	// stalls are the models whose needed replica did not place in the
 	// last pass that tried (stall.go); slow the models with a replica
 	// starting past its profile's bound (slowstart.go).
@@ -197,7 +205,7 @@ func New(opts Options) *Reconciler {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = DefaultDrainTimeout
 	}
-	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, stalls: map[string]stall{}, routed: map[string]bool{}, configured: map[string]bool{},
+	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, wants: map[string]int{}, notPlaced: map[string]notPlaced{}, stalls: map[string]stall{}, routed: map[string]bool{}, configured: map[string]bool{},
 		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
 		startTime: map[startKey]time.Duration{}, together: map[string]bool{}, draining: map[string]drain{}}
 }
@@ -622,6 +630,8 @@ func (r *Reconciler) stopShards(tx *fleet.Tx, rep *fleet.Replica, reason string)
 // meanwhile (a replica on a draining node is replaced whatever the policy).
 func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	want, why := r.desired(tx, e, now)
+	var np notPlaced
+	defer func() { r.noteWant(e.Model.Name, want, np) }()
 	var current, currentReady, old, drained []*fleet.Replica
 	for _, rep := range tx.ModelReplicas(e.Model.Name) {
 		if !rep.Live() {
@@ -701,8 +711,8 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 	if len(rollable) > 0 && len(current) == len(currentReady) && len(current)+held < want {
 		missing = max(missing, 1)
 	}
+	var failed *scheduler.Explanation
 	if missing > 0 && (owed > 0 || !now.Before(until)) {
-		var failed *scheduler.Explanation
 		for i := 0; i < missing && (owed > 0 || !now.Before(until)); i++ {
 			rep, ok, expl := r.place(tx, e, now)
 			if !ok {
@@ -717,14 +727,25 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 			current = append(current, rep)
 		}
 		if failed != nil {
-			r.noteStall(tx, e, true, *failed, len(current), old, now)
+			r.noteStall(tx, e, true, *failed, want, len(current), old, now)
 		} else {
-			r.noteStall(tx, e, false, scheduler.Explanation{}, 0, nil, now)
+			r.noteStall(tx, e, false, scheduler.Explanation{}, 0, 0, nil, now)
 		}
 	} else if len(current)+held >= want {
 		// Nothing more is needed (stale replicas held by a manual rollout
 		// count): nothing is stuck.
-		r.noteStall(tx, e, false, scheduler.Explanation{}, 0, nil, now)
+		r.noteStall(tx, e, false, scheduler.Explanation{}, 0, 0, nil, now)
+	}
+	if e.Model.Scaling.OnDemand() && want > 0 && len(current)+len(old) == 0 {
+		// Asked for, and nothing is loading: say why, unless room is being
+		// made for it (evictFor).
+		_, making := r.roomFor[e.Model.Name]
+		switch {
+		case failed != nil && !making:
+			np = notPlaced{why: WhyNotPlaced(*failed)}
+		case failed == nil && missing > 0 && owed <= 0 && now.Before(until):
+			np = notPlaced{why: fmt.Sprintf("its last replica failed (%s); the next is placed after a backoff of %s", b.last, b.until.Sub(b.at)), failed: true}
+		}
 	}
 	if len(current) >= want {
 		delete(r.owed, e.Model.Name)

@@ -248,6 +248,57 @@ func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, 
 	return w, why
 }
 
+// notPlaced is why a model loaded on demand that is asked for has no
+// replica being loaded; failed when it is its last replica's failure (the
+// next waits for the backoff), not placement.
+type notPlaced struct {
+	why    string
+	failed bool
+}
+
+// noteWant records what scale decided for a model: the replicas it wants,
+// and for a model loaded on demand that is asked for and has none, why
+// none is being loaded (zero when one is).
+func (r *Reconciler) noteWant(model string, want int, np notPlaced) {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	r.wants[model] = want
+	old := r.notPlaced[model]
+	if np.why == "" {
+		delete(r.notPlaced, model)
+	} else {
+		r.notPlaced[model] = np
+	}
+	switch {
+	case np.why != "" && old.why == "":
+		r.log.Warn("model asked for but cannot be loaded", "model", model, "why", np.why)
+	case np.why == "" && old.why != "" && want > 0:
+		r.log.Info("model asked for can be loaded now", "model", model)
+	}
+}
+
+// Wanted returns how many replicas of a model's current generation the
+// reconciler wants, as its last pass decided: scaling.min, more while its
+// load asks for them, and one while a model loaded on demand is asked for.
+// ok is false before a pass has looked at the model.
+func (r *Reconciler) Wanted(model string) (n int, ok bool) {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	n, ok = r.wants[model]
+	return n, ok
+}
+
+// NotPlaced says why a model loaded on demand that is asked for has no
+// replica being loaded: no node can hold one (the scheduler's reason), or,
+// with failed, its last replica failed and the next waits for its backoff.
+// "" when a replica is placed or loading, or the model is not asked for.
+func (r *Reconciler) NotPlaced(model string) (why string, failed bool) {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	np := r.notPlaced[model]
+	return np.why, np.failed
+}
+
 // evictFor makes room for a model that did not place by stopping one idle
 // replica of another model loaded on demand, when that frees what the
 // model needs. Only replicas of models at scaling.min 0 (a model at min ≥ 1
@@ -345,7 +396,8 @@ func (r *Reconciler) noteReady(tx *fleet.Tx, now time.Time) {
 
 // configureRouting gives the router each model's policy, whether it loads
 // on demand and, while a replica of it loads with none ready, when it is
-// expected to serve; it has the router forget what was asked of a model
+// expected to serve, or, while it is asked for and none can be loaded,
+// why (noteWant); it has the router forget what was asked of a model
 // that left the catalog.
 func (r *Reconciler) configureRouting(entries []models.Entry, now time.Time) {
 	if r.opts.Routing == nil {
@@ -371,6 +423,7 @@ func (r *Reconciler) configureRouting(entries []models.Entry, now time.Time) {
 			policy = nil
 		}
 		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.OnDemand()}
+		c.NotPlaced, _ = r.NotPlaced(m.Name)
 		if t, ok := starting[m.Name]; ok && !ready[m.Name] {
 			if lt, ok := r.loadTime[m.Name]; ok {
 				c.ETA = t.Add(lt)

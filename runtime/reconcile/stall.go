@@ -26,8 +26,9 @@ type stall struct {
 	// since is when the stall began, or when something last freed room;
 	// began is when it began, whatever freed room since.
 	since, began time.Time
-	// want and current are scaling.min and the live replicas of the
-	// current generation not on a draining node.
+	// want and current are the replicas of the current generation wanted
+	// (scaling.min, or more: desired) and those live not on a draining
+	// node.
 	want, current int
 	// waiting are the live replicas that keep serving until a replacement
 	// is ready: of an older generation or on a draining node.
@@ -43,17 +44,18 @@ type waitingReplica struct {
 }
 
 // noteStall records the outcome of scale's placement attempt for e: failed
-// (with the scheduler's explanation) or not. freeing says that something
-// in the fleet is releasing room (a replica stopping, a node becoming
-// ready), so the stall's clock starts again.
-func (r *Reconciler) noteStall(tx *fleet.Tx, e models.Entry, failed bool, ex scheduler.Explanation, current int, old []*fleet.Replica, now time.Time) {
+// (with the scheduler's explanation) or not; want and current are the
+// replicas of the current generation wanted and live. freeing says that
+// something in the fleet is releasing room (a replica stopping, a node
+// becoming ready), so the stall's clock starts again.
+func (r *Reconciler) noteStall(tx *fleet.Tx, e models.Entry, failed bool, ex scheduler.Explanation, want, current int, old []*fleet.Replica, now time.Time) {
 	r.backoffMu.Lock()
 	defer r.backoffMu.Unlock()
 	if !failed {
 		delete(r.stalls, e.Model.Name)
 		return
 	}
-	st := stall{generation: e.Generation, why: WhyNotPlaced(ex), since: now, began: now, want: e.Model.Scaling.Min, current: current}
+	st := stall{generation: e.Generation, why: WhyNotPlaced(ex), since: now, began: now, want: want, current: current}
 	if prev, ok := r.stalls[e.Model.Name]; ok && prev.generation == e.Generation {
 		st.began, st.logged = prev.began, prev.logged
 		if !r.freeing {
@@ -103,13 +105,20 @@ func fleetFreeing(tx *fleet.Tx) bool {
 	return false
 }
 
-// forgetStalls drops the stalls of models no longer in the catalog.
+// forgetStalls drops the stalls, wants and reasons not to place of models
+// no longer in the catalog.
 func (r *Reconciler) forgetStalls(byName map[string]models.Entry) {
 	r.backoffMu.Lock()
 	defer r.backoffMu.Unlock()
 	for name := range r.stalls {
 		if _, ok := byName[name]; !ok {
 			delete(r.stalls, name)
+		}
+	}
+	for name := range r.wants {
+		if _, ok := byName[name]; !ok {
+			delete(r.wants, name)
+			delete(r.notPlaced, name)
 		}
 	}
 }

@@ -27,6 +27,9 @@ type modelState struct {
 	// eta is when the replica being loaded should serve (Unix ns), 0 when
 	// unknown.
 	eta atomic.Int64
+	// notPlaced is ModelConfig.NotPlaced; nil or "" while the model can
+	// be loaded.
+	notPlaced atomic.Pointer[string]
 	// waiting counts requests in Wait.
 	waiting atomic.Int64
 
@@ -76,6 +79,14 @@ type ModelConfig struct {
 	// ETA is when the replica being loaded is expected to serve; zero when
 	// none is loading.
 	ETA time.Time
+	// NotPlaced says, for a model loaded on demand that was asked for and
+	// has no replica, why none is being loaded: no node can hold one, or
+	// its last replica failed and the next waits for its backoff. "" while
+	// one is placed or loading. A request that finds no endpoint is then
+	// told why instead of that the model is loading (a client told to
+	// retry in 5 s would be told so for as long as it asks); it still
+	// counts as demand, so a replica is placed once one can be.
+	NotPlaced string
 }
 
 // SetModel configures model. The reconciler calls it on every pass for
@@ -101,6 +112,24 @@ func (r *Router) SetModel(model string, c ModelConfig) {
 		eta = c.ETA.UnixNano()
 	}
 	ms.eta.Store(eta)
+	why := c.NotPlaced
+	if !c.OnDemand {
+		why = ""
+	}
+	if old := ms.notPlaced.Swap(&why); why != "" && (old == nil || *old == "") {
+		// Requests waiting for the model to load are told at once that it
+		// cannot be, rather than at the end of their wait.
+		ms.wake()
+	}
+}
+
+// notPlacedWhy is ModelConfig.NotPlaced of a model loaded on demand, ""
+// when it can be loaded.
+func (ms *modelState) notPlacedWhy() string {
+	if why := ms.notPlaced.Load(); why != nil && ms.onDemand.Load() {
+		return *why
+	}
+	return ""
 }
 
 // PendingFor is how long a request that found no endpoint of a model
@@ -200,7 +229,9 @@ func (r *Router) Demand(model string) Demand {
 func (r *Router) Demanded() <-chan struct{} { return r.demanded }
 
 // Wait blocks until model has an endpoint that answers, or ctx ends (its
-// error is returned). The wait counts as demand.
+// error is returned), or the model cannot be loaded on demand now
+// (ModelConfig.NotPlaced; a *NotReadyError saying why is returned). The
+// wait counts as demand.
 func (r *Router) Wait(ctx context.Context, model string) error {
 	r.mu.Lock()
 	ms := r.modelLocked(model)
@@ -216,6 +247,9 @@ func (r *Router) Wait(ctx context.Context, model string) error {
 		ms.mu.Unlock()
 		if r.hasUp(model) {
 			return nil
+		}
+		if why := ms.notPlacedWhy(); why != "" {
+			return &NotReadyError{Model: model, NotPlaced: why}
 		}
 		select {
 		case <-ch:

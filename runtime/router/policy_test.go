@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -367,5 +368,49 @@ func TestPrefixAffinityAvoidsFullKVCache(t *testing.T) {
 			t.Errorf("%s (KV %.2f holder, %.2f other): went to %s, the prefix's holder %s; want the holder: %v",
 				c.name, c.ownerKV, c.otherKV, l.Endpoint().ReplicaID, owner, c.wantOwner)
 		}
+	}
+}
+
+// TestNotPlacedIsNotLoading: a model loaded on demand that the reconciler
+// says cannot be loaded now is not told loading; the request still counts
+// as demand; a request waiting for it to load is released at once with
+// why; and once it can be loaded again it is loading.
+func TestNotPlacedIsNotLoading(t *testing.T) {
+	r := New()
+	r.SetModel("od", ModelConfig{OnDemand: true})
+	done := make(chan error, 1)
+	go func() { done <- r.Wait(t.Context(), "od") }()
+	for r.Demand("od").Waiting != 1 {
+		runtime.Gosched()
+	}
+	const why = "no node can hold profile gpu: node01: 8 free GPUs, needs 16"
+	r.SetModel("od", ModelConfig{OnDemand: true, NotPlaced: why})
+	var nr *NotReadyError
+	if err := <-done; !errors.As(err, &nr) || nr.NotPlaced != why {
+		t.Fatalf("Wait once the model cannot be placed: %v, want why", err)
+	}
+	_, err := r.Pick("od", "")
+	if !errors.As(err, &nr) || nr.Loading || nr.NotPlaced != why || !strings.Contains(err.Error(), why) {
+		t.Fatalf("Pick: %v, want not loading, saying why", err)
+	}
+	if !r.TakePending("od") {
+		t.Error("a request for a model that cannot be placed is not demand")
+	}
+	select {
+	case <-r.Demanded():
+	default:
+		t.Error("no demand signalled")
+	}
+	if err := r.Wait(t.Context(), "od"); !errors.As(err, &nr) || nr.NotPlaced != why {
+		t.Errorf("Wait: %v, want why at once", err)
+	}
+	r.SetModel("od", ModelConfig{OnDemand: true})
+	if _, err := r.Pick("od", ""); !errors.As(err, &nr) || !nr.Loading || nr.NotPlaced != "" {
+		t.Errorf("Pick once it can be placed: %v, want loading", err)
+	}
+	// Not on demand: nothing is loaded, whatever the reason said.
+	r.SetModel("od", ModelConfig{NotPlaced: why})
+	if _, err := r.Pick("od", ""); !errors.As(err, &nr) || nr.Loading || nr.NotPlaced != "" {
+		t.Errorf("Pick of a model not on demand: %v, want neither loading nor a reason", err)
 	}
 }

@@ -42,6 +42,10 @@ type NotReadyError struct {
 	// ETA is when the replica being loaded is expected to serve; zero when
 	// nothing is being loaded yet.
 	ETA time.Time
+	// NotPlaced, for a model loaded on demand, says why no replica is
+	// being loaded (ModelConfig.NotPlaced); Loading is false then. The
+	// request was counted as demand all the same.
+	NotPlaced string
 	// Down is how many endpoints the model has that failed and have not
 	// answered since; Tried how many the request already tried.
 	Down, Tried int
@@ -51,6 +55,8 @@ func (e *NotReadyError) Error() string {
 	switch {
 	case e.Loading:
 		return fmt.Sprintf("routing model %q: %v (loading on demand)", e.Model, ErrNoReplica)
+	case e.NotPlaced != "":
+		return fmt.Sprintf("routing model %q: %v (cannot be loaded on demand: %s)", e.Model, ErrNoReplica, e.NotPlaced)
 	case e.Tried > 0:
 		return fmt.Sprintf("routing model %q: %v (every replica tried failed)", e.Model, ErrNoReplica)
 	case e.Down > 0:
@@ -422,10 +428,14 @@ func (r *Router) Route(model string, req Request) (Lease, error) {
 		// Loading only when it has no replica at all (or only replicas
 		// draining, which the request brings back): one whose replicas
 		// failed is not loading, and neither is one the request tried.
+		// One that cannot be placed now is not loading either, but is
+		// asked for all the same, so that it is placed once it can be.
 		if ms.onDemand.Load() && (p == nil || p.draining()) {
-			e.Loading = true
-			if eta := ms.eta.Load(); eta != 0 {
-				e.ETA = time.Unix(0, eta)
+			if e.NotPlaced = ms.notPlacedWhy(); e.NotPlaced == "" {
+				e.Loading = true
+				if eta := ms.eta.Load(); eta != 0 {
+					e.ETA = time.Unix(0, eta)
+				}
 			}
 			ms.pending.Store(now.UnixNano())
 			select {

@@ -503,7 +503,7 @@ func (d *demand) addInFlight(snap map[string][]router.EndpointLoad) map[string][
 
 // haRouting is what the reconciler reads of the requests: the router's
 // own, with what the standbys reported added (demand.merge), and the
-// models' ETAs kept for the standbys.
+// models' ETAs and reasons not to load kept for the standbys.
 type haRouting struct{ s *Server }
 
 var _ reconcile.Routing = haRouting{}
@@ -511,6 +511,7 @@ var _ reconcile.Routing = haRouting{}
 func (r haRouting) SetModel(model string, c router.ModelConfig) {
 	r.s.Router.SetModel(model, c)
 	r.s.ha.setETA(model, c.ETA)
+	r.s.ha.setNotPlaced(model, c.NotPlaced)
 }
 
 func (r haRouting) Demand(model string) router.Demand {

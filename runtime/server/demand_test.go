@@ -549,3 +549,74 @@ func TestLeaderPrunesDeadStandbys(t *testing.T) {
 		t.Errorf("the removal was not logged: %s", logs.String())
 	}
 }
+
+// TestStandbyTakesLeadersNotPlaced: a model loaded on demand that the
+// leader cannot load is told why on a standby too, not that it is loading;
+// once the leader can load it, loading again.
+func TestStandbyTakesLeadersNotPlaced(t *testing.T) {
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	lazy := spec.Model{Name: "lazy", Source: "sim://lazy", Scaling: spec.Scaling{Min: 0, Max: 1},
+		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
+	lazy.Normalize()
+	log := slog.New(slog.DiscardHandler)
+	cat, err := models.New([]spec.Model{lazy}, st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The leader's side: a reason is written once, and once gone.
+	const why = "no node can hold profile p: node01: wrong GPU class"
+	lead := &ha{}
+	lead.setNotPlaced("lazy", why)
+	if !lead.etasDirty || lead.notPlaced["lazy"] != why {
+		t.Fatalf("after a reason: dirty %v, notPlaced %v", lead.etasDirty, lead.notPlaced)
+	}
+	lead.etasDirty = false
+	lead.setNotPlaced("lazy", why)
+	lead.setNotPlaced("other", "")
+	if lead.etasDirty {
+		t.Error("the same reason, or none for a model without one, made a write")
+	}
+	lead.setNotPlaced("lazy", "")
+	if !lead.etasDirty || len(lead.notPlaced) != 0 {
+		t.Errorf("the model placed: dirty %v, notPlaced %v; want it gone, written", lead.etasDirty, lead.notPlaced)
+	}
+
+	// The standby's side.
+	l, ok, err := st.AcquireLease(ctx, store.LeaseClaim{Name: store.FleetLease, Holder: "cp-a", Instance: "a1", TTL: time.Minute})
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	b, _ := json.Marshal(map[string]string{"lazy": why})
+	if err := st.PutFleetState(ctx, l.Token, fleetNotPlaced, string(b)); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Store: st, Catalog: cat, Router: router.New(), log: log}
+	s.ha = &ha{s: s, name: "cp-b", el: leader.New(leader.Options{Store: st, Name: "cp-b"})}
+	if err := s.ha.followLoading(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Router.Route("lazy", router.Request{})
+	nr, _ := errors.AsType[*router.NotReadyError](err)
+	if nr == nil || nr.Loading || nr.NotPlaced != why {
+		t.Fatalf("a request for lazy on the standby: %v (%+v); want not loading, with the leader's reason", err, nr)
+	}
+	if err := st.PutFleetState(ctx, l.Token, fleetNotPlaced, "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ha.followLoading(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Router.Route("lazy", router.Request{})
+	if nr, _ = errors.AsType[*router.NotReadyError](err); nr == nil || !nr.Loading {
+		t.Fatalf("once the leader can load it: %v (%+v); want loading", err, nr)
+	}
+}

@@ -38,6 +38,10 @@ const (
 	// loading with none ready, when the leader expects it to serve (Unix
 	// ms): a standby tells its requests the same Retry-After.
 	fleetLoading = "loading"
+	// fleetNotPlaced holds, per model loaded on demand that is asked for
+	// and cannot be loaded now, why (router.ModelConfig.NotPlaced): a
+	// standby tells its requests the same, not that the model is loading.
+	fleetNotPlaced = "not_placed"
 )
 
 // Timings of the follower and the publisher.
@@ -92,6 +96,12 @@ type ha struct {
 	etasDirty  bool
 	loadingRaw string
 	loading    map[string]time.Time
+	// notPlaced are, per model loaded on demand that is asked for and
+	// cannot be loaded, why: the leader's, written (fleetNotPlaced) with
+	// the ETAs; notPlacedRaw and notPlacedRead what a standby last read.
+	notPlaced     map[string]string
+	notPlacedRaw  string
+	notPlacedRead map[string]string
 	// configured holds the models a standby last configured the router
 	// for: one that left the catalog is forgotten (what was asked of it
 	// does not count for a model created later under its name).
@@ -107,7 +117,7 @@ type ha struct {
 
 func newHA(s *Server) (*ha, error) {
 	cfg := s.cfg.HA
-	h := &ha{s: s, cfg: cfg, name: cfg.Name, published: map[string][]router.Endpoint{}, etas: map[string]time.Time{},
+	h := &ha{s: s, cfg: cfg, name: cfg.Name, published: map[string][]router.Endpoint{}, etas: map[string]time.Time{}, notPlaced: map[string]string{},
 		relays: map[string]*grpc.ClientConn{}, lost: make(chan string, 1)}
 	if h.name == "" {
 		host, err := os.Hostname()
@@ -286,6 +296,25 @@ func (h *ha) setETA(model string, eta time.Time) {
 	h.etasDirty = true
 }
 
+// setNotPlaced keeps why a model loaded on demand that is asked for cannot
+// be loaded ("": it can), for the standbys.
+func (h *ha) setNotPlaced(model, why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.notPlaced[model] == why {
+		return
+	}
+	switch {
+	case why == "":
+		delete(h.notPlaced, model)
+	case h.notPlaced == nil:
+		h.notPlaced = map[string]string{model: why}
+	default:
+		h.notPlaced[model] = why
+	}
+	h.etasDirty = true
+}
+
 // publish writes the leader's routes when they changed (and once, when its
 // reconciler first drives the fleet, even if nothing runs), and the
 // models' ETAs when they changed, under its token.
@@ -325,6 +354,8 @@ func (h *ha) publish(ctx context.Context) {
 			}
 			b, _ := json.Marshal(ms)
 			writes = append(writes, struct{ key, value string }{fleetLoading, string(b)})
+			b, _ = json.Marshal(h.notPlaced)
+			writes = append(writes, struct{ key, value string }{fleetNotPlaced, string(b)})
 			h.etasDirty = false
 		}
 		h.mu.Unlock()
@@ -393,14 +424,15 @@ func (h *ha) follow(ctx context.Context) {
 // catalog model as the leader's reconciler does: its routing profile,
 // whether it loads on demand (a request that finds no replica is counted
 // as demand, which the leader reads, and waits or is told to retry), and
-// that ETA, which, once past, is a second away, as on the leader.
+// that ETA, which, once past, is a second away, as on the leader; or, for
+// a model asked for that cannot be loaded, the leader's reason.
 func (h *ha) followLoading(ctx context.Context, catalog bool) error {
-	raw := ""
-	fs, err := h.s.Store.GetFleetState(ctx, fleetLoading)
-	switch {
-	case err == nil:
-		raw = fs.Value
-	case !errors.Is(err, store.ErrNotFound):
+	raw, err := h.fleetState(ctx, fleetLoading)
+	if err != nil {
+		return err
+	}
+	npRaw, err := h.fleetState(ctx, fleetNotPlaced)
+	if err != nil {
 		return err
 	}
 	h.mu.Lock()
@@ -408,8 +440,17 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 	if _, ok := h.leading(); ok {
 		return nil // elected meanwhile: the reconciler configures the router
 	}
-	if !catalog && raw == h.loadingRaw && len(h.loading) == 0 {
+	if !catalog && raw == h.loadingRaw && npRaw == h.notPlacedRaw && len(h.loading) == 0 {
 		return nil // nothing changed that the router takes
+	}
+	if npRaw != h.notPlacedRaw {
+		var why map[string]string
+		if npRaw != "" {
+			if err := json.Unmarshal([]byte(npRaw), &why); err != nil {
+				return fmt.Errorf("decoding why the leader cannot load models: %w", err)
+			}
+		}
+		h.notPlacedRead, h.notPlacedRaw = why, npRaw
 	}
 	if raw != h.loadingRaw {
 		var ms map[string]int64
@@ -430,7 +471,7 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 		m := e.Model
 		present[m.Name] = true
 		policy, _ := router.Policy(m.RoutingProfile)
-		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.OnDemand()}
+		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.OnDemand(), NotPlaced: h.notPlacedRead[m.Name]}
 		if eta, ok := h.loading[m.Name]; ok {
 			c.ETA = eta
 			if eta.Before(now) {
@@ -451,8 +492,20 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 	return nil
 }
 
-// followOnce reads the leader's routes and ETAs, and with catalog the
-// stored catalog first.
+// fleetState reads what the leader wrote under key; "" when nothing.
+func (h *ha) fleetState(ctx context.Context, key string) (string, error) {
+	fs, err := h.s.Store.GetFleetState(ctx, key)
+	switch {
+	case err == nil:
+		return fs.Value, nil
+	case errors.Is(err, store.ErrNotFound):
+		return "", nil
+	}
+	return "", err
+}
+
+// followOnce reads the leader's routes, ETAs and reasons not to load, and
+// with catalog the stored catalog first.
 func (h *ha) followOnce(ctx context.Context, catalog bool) error {
 	if catalog {
 		if _, err := h.s.Catalog.Reload(ctx); err != nil {
