@@ -190,7 +190,10 @@ type Timeouts struct {
 	// ResponseHeader is how long an engine may take to send response headers
 	// (for a non-streamed answer, the whole generation).
 	ResponseHeader time.Duration `koanf:"response_header" yaml:"response_header" json:"response_header"`
-	// Generation is the most one proxied request may take, streamed or not.
+	// Generation is the most one proxied request may take, streamed or not;
+	// also the longest a replica scaled down waits for its requests in
+	// flight before it is stopped
+	// ([routing.md](routing.md#scaling-between-min-and-max)).
 	Generation time.Duration `koanf:"generation" yaml:"generation" json:"generation"`
 	// StreamIdle ends a stream whose engine sends nothing for this long, with
 	// an error event.
