@@ -209,11 +209,11 @@ func scalingSchema() map[string]schema.Attribute {
 				"A plan warns when the fleet cannot hold this many now (the model is stored all the same, and the rest are placed as nodes join or free up).",
 		},
 		"max": schema.Int64Attribute{
-			Optional:            true,
-			Computed:            true,
+			Optional: true,
+			Computed: true,
 			MarkdownDescription: "Most replicas; at least `min`, at most " + strconv.Itoa(spec.MaxReplicas) + ", and `min` when left out. " +
 				"Above `min` the model follows its load between the two: a replica is added while the requests in flight and waiting stay at or above the control plane's `autoscale.up_load` (0.8 by default) of the ready replicas' summed `weight`, and one is stopped while they stay at or below its `autoscale.down_load` (0.3); with `min` 0 the model also loads on demand.",
-			PlanModifiers:       []planmodifier.Int64{maxDefaultsToMin{}},
+			PlanModifiers: []planmodifier.Int64{maxDefaultsToMin{}},
 		},
 		"idle_timeout": schema.StringAttribute{
 			Optional:            true,
