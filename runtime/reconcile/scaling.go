@@ -424,12 +424,12 @@ func (r *Reconciler) configureRouting(entries []models.Entry, now time.Time) {
 		}
 		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.OnDemand()}
 		c.NotPlaced, _ = r.NotPlaced(m.Name)
+		// A load that has taken longer than the last one gives no ETA
+		// (the gateway's default Retry-After then): a second from now
+		// would bring every waiting client back each second.
 		if t, ok := starting[m.Name]; ok && !ready[m.Name] {
-			if lt, ok := r.loadTime[m.Name]; ok {
+			if lt, ok := r.loadTime[m.Name]; ok && t.Add(lt).After(now) {
 				c.ETA = t.Add(lt)
-				if c.ETA.Before(now) {
-					c.ETA = now.Add(time.Second)
-				}
 			}
 		}
 		r.opts.Routing.SetModel(m.Name, c)

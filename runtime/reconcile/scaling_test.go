@@ -142,6 +142,14 @@ func TestOnDemandLoadsOnRequestAndStopsWhenIdle(t *testing.T) {
 	if want := h.now.Add(40 * time.Second); !nr.ETA.Equal(want) {
 		t.Errorf("ETA %v, want %v: placed now, loading as long as the last time (40s)", nr.ETA, want)
 	}
+	// A load longer than the last one: no ETA (the gateway's default
+	// Retry-After), not one a second away.
+	h.now = h.now.Add(41 * time.Second)
+	h.rec.Pass()
+	_, err = h.rt.Pick("od", "")
+	if !errors.As(err, &nr) || !nr.Loading || !nr.ETA.IsZero() {
+		t.Errorf("request once the load overran the last one: %v (ETA %v), want loading with no ETA", err, nr.ETA)
+	}
 }
 
 // TestDeletedModelForgotten: what was asked of a model deleted before the
