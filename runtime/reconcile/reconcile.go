@@ -67,6 +67,15 @@ type Options struct {
 	// live replicas whenever that set changes (the server records it for
 	// its next start).
 	OnLiveReplicas func(ids []string)
+	// LoadTimes, when set, returns how long each model's last replica took
+	// from placement to ready as an earlier control plane measured it (the
+	// server keeps what the leader last wrote): a model this reconciler
+	// has not yet seen load is told to clients with that ETA, not none.
+	LoadTimes func() map[string]time.Duration
+	// OnLoadTime, when set, is told each model's load time as it is
+	// measured (for LoadTimes after a restart or a change of leader). It
+	// is called with the fleet locked and must not block.
+	OnLoadTime func(model string, took time.Duration)
 	// StallAfter is how long a needed replica must fail to place, with
 	// nothing freeing room, before Stalled and DrainBlocked report it
 	// (DefaultStallAfter when zero).

@@ -383,6 +383,9 @@ func (r *Reconciler) noteReady(tx *fleet.Tx, now time.Time) {
 			r.readySeen[rep.ID] = true
 			if !rep.Adopted {
 				r.loadTime[rep.Model] = now.Sub(rep.Created)
+				if r.opts.OnLoadTime != nil {
+					r.opts.OnLoadTime(rep.Model, r.loadTime[rep.Model])
+				}
 			}
 			r.noteStart(rep, now)
 		}
@@ -415,6 +418,10 @@ func (r *Reconciler) configureRouting(entries []models.Entry, now time.Time) {
 			}
 		}
 	}
+	var known map[string]time.Duration
+	if r.opts.LoadTimes != nil {
+		known = r.opts.LoadTimes()
+	}
 	for _, e := range entries {
 		m := e.Model
 		policy, err := router.Policy(m.RoutingProfile)
@@ -428,7 +435,11 @@ func (r *Reconciler) configureRouting(entries []models.Entry, now time.Time) {
 		// (the gateway's default Retry-After then): a second from now
 		// would bring every waiting client back each second.
 		if t, ok := starting[m.Name]; ok && !ready[m.Name] {
-			if lt, ok := r.loadTime[m.Name]; ok && t.Add(lt).After(now) {
+			lt, ok := r.loadTime[m.Name]
+			if !ok {
+				lt, ok = known[m.Name]
+			}
+			if ok && t.Add(lt).After(now) {
 				c.ETA = t.Add(lt)
 			}
 		}

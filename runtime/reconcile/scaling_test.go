@@ -496,3 +496,33 @@ func TestAgentRestartReplacesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestOnDemandETAFromAnEarlierLeader: a reconciler that has not seen a
+// model load gives the load time an earlier control plane measured
+// (Options.LoadTimes) as the ETA, and reports what it measures itself
+// (Options.OnLoadTime).
+func TestOnDemandETAFromAnEarlierLeader(t *testing.T) {
+	var measured []time.Duration
+	h := newRouted(t, onDemand("od", 1, 5*time.Minute))
+	h.rec.opts.LoadTimes = func() map[string]time.Duration { return map[string]time.Duration{"od": 30 * time.Second} }
+	h.rec.opts.OnLoadTime = func(model string, took time.Duration) {
+		if model == "od" {
+			measured = append(measured, took)
+		}
+	}
+	h.rec.Pass()
+	var nr *router.NotReadyError
+	if _, err := h.rt.Pick("od", ""); !errors.As(err, &nr) || !nr.Loading {
+		t.Fatalf("first request: %v, want loading", err)
+	}
+	h.rec.Pass()
+	if _, err := h.rt.Pick("od", ""); !errors.As(err, &nr) || !nr.ETA.Equal(h.now.Add(30*time.Second)) {
+		t.Fatalf("while loading: %v (ETA %v), want the earlier leader's 30s from now", err, nr.ETA)
+	}
+	h.now = h.now.Add(20 * time.Second)
+	h.readyAll("od")
+	h.rec.Pass()
+	if len(measured) != 1 || measured[0] != 20*time.Second {
+		t.Errorf("load times reported: %v, want [20s]", measured)
+	}
+}

@@ -377,7 +377,7 @@ func TestStandbyDemandReachesLeader(t *testing.T) {
 // TestStandbyTakesLeadersETA: the leader keeps a loading model's ETA for
 // the standbys (a change under a second is not worth a write); a standby
 // configures the model as loaded on demand and tells its requests the
-// leader's ETA, or a second once it is past, as the leader does.
+// leader's ETA, or none once it is past, as the leader does.
 func TestStandbyTakesLeadersETA(t *testing.T) {
 	ctx := t.Context()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
@@ -444,8 +444,8 @@ func TestStandbyTakesLeadersETA(t *testing.T) {
 	}
 	_, err = s.Router.Route("lazy", router.Request{})
 	nr, _ = errors.AsType[*router.NotReadyError](err)
-	if nr == nil || nr.ETA.Before(time.Now()) || nr.ETA.After(time.Now().Add(time.Second)) {
-		t.Fatalf("with the leader's ETA past: %v (%+v); want an ETA a second away", err, nr)
+	if nr == nil || !nr.Loading || !nr.ETA.IsZero() {
+		t.Fatalf("with the leader's ETA past: %v (%+v); want loading with no ETA (the default Retry-After), as the leader says", err, nr)
 	}
 }
 
@@ -618,5 +618,58 @@ func TestStandbyTakesLeadersNotPlaced(t *testing.T) {
 	_, err = s.Router.Route("lazy", router.Request{})
 	if nr, _ = errors.AsType[*router.NotReadyError](err); nr == nil || !nr.Loading {
 		t.Fatalf("once the leader can load it: %v (%+v); want loading", err, nr)
+	}
+}
+
+// TestLoadTimesOutliveTheLeader: the load times the leader's reconciler
+// measures are written (fleetLoadTimes); a standby reads them with the
+// leader's ETAs, and a control plane starting reads them before its first
+// pass, so either gives the ETA of a model's last load before it has seen
+// the model load itself.
+func TestLoadTimesOutliveTheLeader(t *testing.T) {
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	log := slog.New(slog.DiscardHandler)
+
+	// The leader's side: a measured load time is to be written.
+	lead := &ha{}
+	lead.setLoadTime("lazy", 40*time.Second)
+	if !lead.loadTimesDirty || lead.knownLoadTimes()["lazy"] != 40*time.Second {
+		t.Fatalf("after a load time: dirty %v, known %v", lead.loadTimesDirty, lead.knownLoadTimes())
+	}
+
+	// What a leader wrote, as publish writes it.
+	l, ok, err := st.AcquireLease(ctx, store.LeaseClaim{Name: store.FleetLease, Holder: "cp-a", Instance: "a1", TTL: time.Minute})
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := st.PutFleetState(ctx, l.Token, fleetLoadTimes, `{"lazy":40000}`); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := models.New(nil, st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A standby, following.
+	s := &Server{Store: st, Catalog: cat, Router: router.New(), log: log}
+	s.ha = &ha{s: s, name: "cp-b", el: leader.New(leader.Options{Store: st, Name: "cp-b"})}
+	if err := s.ha.followLoading(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ha.knownLoadTimes()["lazy"]; got != 40*time.Second {
+		t.Errorf("a standby's load time of lazy: %v, want the leader's 40s", got)
+	}
+	// A control plane starting.
+	s2 := &Server{Store: st, Catalog: cat, Router: router.New(), log: log}
+	s2.ha = &ha{s: s2, name: "cp-c", el: leader.New(leader.Options{Store: st, Name: "cp-c"})}
+	if err := s2.loadTimesHint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s2.ha.knownLoadTimes()["lazy"]; got != 40*time.Second {
+		t.Errorf("a starting control plane's load time of lazy: %v, want the stored 40s", got)
 	}
 }

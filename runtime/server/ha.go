@@ -42,6 +42,11 @@ const (
 	// and cannot be loaded now, why (router.ModelConfig.NotPlaced): a
 	// standby tells its requests the same, not that the model is loading.
 	fleetNotPlaced = "not_placed"
+	// fleetLoadTimes holds, per model, how long its last replica took from
+	// placement to ready (ms), as the leader measured it: a control plane
+	// that restarts or takes over gives the same ETA before it has seen the
+	// model load itself.
+	fleetLoadTimes = "load_times"
 )
 
 // Timings of the follower and the publisher.
@@ -102,6 +107,13 @@ type ha struct {
 	notPlaced     map[string]string
 	notPlacedRaw  string
 	notPlacedRead map[string]string
+	// loadTimes are the models' load times (fleetLoadTimes): measured by
+	// this control plane's reconciler while it leads (written when
+	// loadTimesDirty), read from the store at the start and, on a
+	// standby, with the leader's ETAs (loadTimesRaw what was last read).
+	loadTimes      map[string]time.Duration
+	loadTimesDirty bool
+	loadTimesRaw   string
 	// configured holds the models a standby last configured the router
 	// for: one that left the catalog is forgotten (what was asked of it
 	// does not count for a model created later under its name).
@@ -296,6 +308,46 @@ func (h *ha) setETA(model string, eta time.Time) {
 	h.etasDirty = true
 }
 
+// setLoadTime keeps a model's load time as this control plane's
+// reconciler measured it, to be written while it leads.
+func (h *ha) setLoadTime(model string, took time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.loadTimes == nil {
+		h.loadTimes = map[string]time.Duration{}
+	}
+	h.loadTimes[model] = took
+	h.loadTimesDirty = true
+}
+
+// knownLoadTimes returns the models' load times as last measured, here or
+// by the leader (reconcile.Options.LoadTimes).
+func (h *ha) knownLoadTimes() map[string]time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.loadTimes)
+}
+
+// readLoadTimesLocked takes the load times stored under fleetLoadTimes when
+// raw, what was read, changed; h.mu must be held.
+func (h *ha) readLoadTimesLocked(raw string) error {
+	if raw == h.loadTimesRaw {
+		return nil
+	}
+	var ms map[string]int64
+	if raw != "" {
+		if err := json.Unmarshal([]byte(raw), &ms); err != nil {
+			return fmt.Errorf("decoding the models' load times: %w", err)
+		}
+	}
+	h.loadTimes = make(map[string]time.Duration, len(ms))
+	for m, v := range ms {
+		h.loadTimes[m] = time.Duration(v) * time.Millisecond
+	}
+	h.loadTimesRaw = raw
+	return nil
+}
+
 // setNotPlaced keeps why a model loaded on demand that is asked for cannot
 // be loaded ("": it can), for the standbys.
 func (h *ha) setNotPlaced(model, why string) {
@@ -358,6 +410,15 @@ func (h *ha) publish(ctx context.Context) {
 			writes = append(writes, struct{ key, value string }{fleetNotPlaced, string(b)})
 			h.etasDirty = false
 		}
+		if h.loadTimesDirty {
+			ms := make(map[string]int64, len(h.loadTimes))
+			for m, d := range h.loadTimes {
+				ms[m] = d.Milliseconds()
+			}
+			b, _ := json.Marshal(ms)
+			writes = append(writes, struct{ key, value string }{fleetLoadTimes, string(b)})
+			h.loadTimesDirty = false
+		}
 		h.mu.Unlock()
 		for _, w := range writes {
 			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -369,9 +430,12 @@ func (h *ha) publish(ctx context.Context) {
 			case err != nil:
 				h.s.log.Warn("publishing fleet state", "key", w.key, "err", err)
 				h.mu.Lock()
-				if w.key == fleetRoutes {
+				switch w.key {
+				case fleetRoutes:
 					h.dirty = true
-				} else {
+				case fleetLoadTimes:
+					h.loadTimesDirty = true
+				default:
 					h.etasDirty = true
 				}
 				h.mu.Unlock()
@@ -435,10 +499,17 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 	if err != nil {
 		return err
 	}
+	ltRaw, err := h.fleetState(ctx, fleetLoadTimes)
+	if err != nil {
+		return err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.leading(); ok {
 		return nil // elected meanwhile: the reconciler configures the router
+	}
+	if err := h.readLoadTimesLocked(ltRaw); err != nil {
+		return err
 	}
 	if !catalog && raw == h.loadingRaw && npRaw == h.notPlacedRaw && len(h.loading) == 0 {
 		return nil // nothing changed that the router takes
@@ -472,11 +543,10 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 		present[m.Name] = true
 		policy, _ := router.Policy(m.RoutingProfile)
 		c := router.ModelConfig{Policy: policy, OnDemand: m.Scaling.OnDemand(), NotPlaced: h.notPlacedRead[m.Name]}
-		if eta, ok := h.loading[m.Name]; ok {
+		// An ETA passed meanwhile is none (the default Retry-After), as
+		// the leader's reconciler has it.
+		if eta, ok := h.loading[m.Name]; ok && eta.After(now) {
 			c.ETA = eta
-			if eta.Before(now) {
-				c.ETA = now.Add(time.Second)
-			}
 		}
 		h.s.Router.SetModel(m.Name, c)
 	}

@@ -133,6 +133,10 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 		s.release()
 		return nil, err
 	}
+	if err := s.loadTimesHint(ctx); err != nil {
+		s.release()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -156,6 +160,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+
 	s.Reconciler = reconcile.New(reconcile.Options{
 		Fleet: s.Fleet, Catalog: s.Catalog, Endpoints: haEndpoints{s}, Routing: haRouting{s}, Grace: cfg.Agents.Grace, Logger: s.log,
 		// The agents' own bound: a session silent for three heartbeats is
@@ -164,6 +169,9 @@ func (s *Server) build(ctx context.Context) error {
 		Autoscale: reconcile.Autoscale{UpLoad: cfg.Autoscale.UpLoad, UpAfter: cfg.Autoscale.UpAfter,
 			DownLoad: cfg.Autoscale.DownLoad, DownAfter: cfg.Autoscale.DownAfter, EvictAfter: cfg.Autoscale.EvictAfter},
 		Expected: expected, HoldPlacementUntil: time.Now().Add(cfg.Agents.Settle), OnLiveReplicas: s.recordLiveReplicas,
+		// s.ha is made once the listeners are bound, before the first pass.
+		LoadTimes:  func() map[string]time.Duration { return s.ha.knownLoadTimes() },
+		OnLoadTime: func(model string, took time.Duration) { s.ha.setLoadTime(model, took) },
 		// A replica scaled down drains for at most what one request may
 		// take; it is stopped with nothing in flight only once a standby
 		// has had time to read the routes without it and report what it
@@ -386,6 +394,22 @@ func (s *Server) liveReplicasHint(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	return ids, nil
+}
+
+// loadTimesHint reads the models' load times the leader last wrote
+// (fleetLoadTimes): after a restart, a model loading before this control
+// plane has seen it load is given the ETA of its last load.
+func (s *Server) loadTimesHint(ctx context.Context) error {
+	raw, err := s.ha.fleetState(ctx, fleetLoadTimes)
+	if err != nil {
+		return fmt.Errorf("reading the models' load times: %w", err)
+	}
+	s.ha.mu.Lock()
+	defer s.ha.mu.Unlock()
+	if err := s.ha.readLoadTimesLocked(raw); err != nil {
+		s.log.Warn("ignoring an unreadable record of the models' load times", "err", err)
+	}
+	return nil
 }
 
 // recordLiveReplicas keeps the set of live replicas for the next start. It
