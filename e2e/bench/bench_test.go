@@ -420,7 +420,8 @@ func (l *loader) ownSince(base string) (p50, p99 time.Duration, n int, err error
 // newBare makes the bare proxy: an httputil.ReverseProxy in front of the
 // engine at engine. With extra set it answers with the gateway's header
 // set: extra added, and of the engine's headers only those the gateway
-// relays (Content-Type, Retry-After).
+// relays (Content-Type, Retry-After) and Content-Length, which the gateway
+// sets for a whole answer too.
 func newBare(engine string, extra http.Header) (http.Handler, error) {
 	u, err := url.Parse(engine)
 	if err != nil {
@@ -432,7 +433,7 @@ func newBare(engine string, extra http.Header) (http.Handler, error) {
 	if extra != nil {
 		rp.ModifyResponse = func(resp *http.Response) error {
 			for k := range resp.Header {
-				if k != "Content-Type" && k != "Retry-After" {
+				if k != "Content-Type" && k != "Retry-After" && k != "Content-Length" {
 					delete(resp.Header, k)
 				}
 			}
@@ -802,7 +803,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		if c.hdrP50 != 0 {
 			headers = fmt.Sprintf(" (a bare proxy that also sends the gateway's response headers added %s: %.2f×)", us(c.hdrP50), ratio(c.p50, c.hdrP50))
 		}
-		fmt.Fprintf(&out, "target, %s, %s %s: added p50 %s against the bare proxy's %s (goal ≤ 1.00×, or more by no more than chance makes: %s): %.2f× %s%s; added p99 %s (goal ≤ 1ms%s, or no more than the bare proxy's %s by more than chance makes: %s) %s; the gateway's own time before the first byte, p99 %s (goal ≤ 1ms) %s\n", c.where, c.load, c.kind,
+		fmt.Fprintf(&out, "target, %s, %s %s: added p50 %s against the bare proxy's %s (goal ≤ 1.00×, or more by no more than chance makes: %s): %.2f× %s%s; added p99 %s (goal ≤ 1ms%s, or no more than the bare proxy's %s by more than chance makes, %s, and at most 1ms) %s; the gateway's own time before the first byte, p99 %s (goal ≤ 1ms) %s\n", c.where, c.load, c.kind,
 			us(c.p50), us(c.bareP50), us(c.p50Gap), ratio(c.p50, c.bareP50), mark(c.p50OK()), headers,
 			us(c.p99), over(c.p99, time.Millisecond), us(c.bareP99), us(c.p99Gap), mark(c.p99OK()),
 			us(c.ownP99), mark(c.ownP99 <= time.Millisecond))
@@ -985,13 +986,14 @@ type targetCheck struct {
 func (c targetCheck) p50OK() bool { return c.p50-c.bareP50 <= max(c.p50Gap, 0) }
 
 // p99OK: the gateway added at most 1 ms at p99, or no more than the bare
-// proxy's hop in the same run by more than chance makes. On this VM a
-// bare hop's added p99 is itself 0.7–2.8 ms from run to run, with chance
-// bands of 0.25–2.5 ms: a gateway p99 past 1 ms that the bare proxy's
-// could have reached by chance is the hop's tail, not the gateway's (its
-// own share is ownP99, held to 1 ms on its own).
+// proxy's hop in the same run by more than chance makes, and by 1 ms at
+// most whatever chance makes. On this VM a bare hop's added p99 is itself
+// 0.7–2.8 ms from run to run, with chance bands of 0.25–2.5 ms: a gateway
+// p99 past 1 ms that the bare proxy's could have reached by chance is the
+// hop's tail, not the gateway's (its own share is ownP99, held to 1 ms on
+// its own).
 func (c targetCheck) p99OK() bool {
-	return c.p99 <= time.Millisecond || c.p99-c.bareP99 <= max(c.p99Gap, 0)
+	return c.p99 <= time.Millisecond || c.p99-c.bareP99 <= min(max(c.p99Gap, 0), time.Millisecond)
 }
 
 // over says ": over it" where d is past the goal: a target met only

@@ -92,8 +92,8 @@ func TestBlockGap(t *testing.T) {
 }
 
 // TestTargetJudgement: a median is held to the bare proxy's plus chance;
-// a p99 to 1 ms, or to the bare proxy's plus chance, whatever the bare
-// proxy's own p99.
+// a p99 to 1 ms, or to the bare proxy's plus chance (1 ms at most),
+// whatever the bare proxy's own p99.
 func TestTargetJudgement(t *testing.T) {
 	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
 	for _, c := range []struct {
@@ -108,6 +108,7 @@ func TestTargetJudgement(t *testing.T) {
 		{"p99 past 1 ms within chance of a bare hop over it", targetCheck{p99: us(1500), bareP99: us(1400), p99Gap: us(200)}, true, true},
 		{"p99 past 1 ms and past chance", targetCheck{p99: us(1099), bareP99: us(742), p99Gap: us(341)}, true, false},
 		{"p99 past 1 ms, no band", targetCheck{p99: us(1001), bareP99: us(1001), p99Gap: -us(5)}, true, true},
+		{"p99 over the bare proxy's by more than 1 ms, within a wide band", targetCheck{p99: us(2600), bareP99: us(1500), p99Gap: us(2475)}, true, false},
 	} {
 		if got := c.check.p50OK(); got != c.wantP50 {
 			t.Errorf("%s: p50OK %v, want %v", c.name, got, c.wantP50)
