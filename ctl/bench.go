@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmgw/llmgw/api/managev1"
+	"github.com/llmgw/llmgw/spec"
 )
 
 // Client API environment: where `ctl bench` sends its requests, as the
@@ -109,19 +110,41 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 	if ready == 0 {
 		return a.errorf("benchmarking model %s: it has no ready replica", name)
 	}
+	if len(profiles) > 1 && *save {
+		return a.errorf("saving the weight of %s: its ready replicas run profiles %s, which one run cannot tell apart; nothing measured: measure each profile with only its replicas ready, or set the weights yourself", name, strings.Join(profiles, ", "))
+	}
+	// A model that follows its load may gain a replica under the
+	// benchmark's own load, which stops the run: say how to hold it.
+	hold := fmt.Sprintf("llmgw ctl scale %s %d", name, ready)
+	if sc := m.GetScaling(); sc.GetMax() > sc.GetMin() {
+		restore := fmt.Sprintf("llmgw ctl scale %s %d --max %d", name, sc.GetMin(), sc.GetMax())
+		if m.GetOrigin() == "config" {
+			hold, restore = fmt.Sprintf("scaling: {min: %d, max: %d} in server.yaml", ready, ready), fmt.Sprintf("scaling: {min: %d, max: %d}", sc.GetMin(), sc.GetMax())
+		}
+		fmt.Fprintf(a.stdout, "note: %s scales between %d and %d replicas, and may gain one under this load, which stops the run; to hold it: %s (afterwards: %s)\n",
+			name, sc.GetMin(), sc.GetMax(), hold, restore)
+	}
 
 	fmt.Fprintf(a.stdout, "benchmarking %s over %s through %s: p90 time to first token ≤ %s\n", name, plural(ready, "ready replica"), *baseURL, *target)
 	tw := newTable(a.stdout)
 	row(tw, "CONCURRENCY", "P50 TTFT", "P90 TTFT", "REQ/S", "ERRORS", "QUEUED", "KV", "")
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *maxConc}, Timeout: 10 * time.Minute}
 	var changed string
-	// engines: some engine said what its load was during the run.
-	engines := false
+	// engines: some engine said what its load was during the run; reads
+	// counts the listings taken while levels ran, stale those whose
+	// readings were older than their level.
+	engines, reads, stale := false, 0, 0
 	// level runs one concurrency level, prints its row and reports whether
 	// it met the target; a pool changed under it stops the run (changed).
 	level := func(conc int) (benchLevel, bool) {
 		stop, done := make(chan struct{}), make(chan struct{})
+		// Only readings the control plane took after the level began
+		// count: its router asks the engines every 2 s, and a level
+		// follows the last at once.
 		var load engineSamples
+		if before, err := list(); err == nil {
+			load.since = before.stamps
+		}
 		go func() {
 			defer close(done)
 			t := time.NewTicker(benchLoadEvery)
@@ -141,6 +164,7 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 		close(stop)
 		<-done
 		engines = engines || load.samples > 0
+		reads, stale = reads+load.reads, stale+load.stale
 		verdict := "met"
 		switch {
 		case l.errors > 0 || l.p90 > *target:
@@ -170,13 +194,16 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 	// within an eighth.
 	var passed *benchLevel
 	missedAt := 0
-	for conc := 1; conc <= *maxConc && changed == "" && ctx.Err() == nil; conc *= 2 {
+	for conc := 1; changed == "" && ctx.Err() == nil; conc = min(conc*2, *maxConc) {
 		l, met := level(conc)
 		if !met {
 			missedAt = conc
 			break
 		}
 		passed = &l
+		if conc == *maxConc {
+			break
+		}
 	}
 	for passed != nil && missedAt > 0 && missedAt-passed.conc > max(1, passed.conc/8) && changed == "" && ctx.Err() == nil {
 		mid := (passed.conc + missedAt) / 2
@@ -192,11 +219,16 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 	if ctx.Err() != nil {
 		return a.errorf("benchmarking model %s: %v", name, ctx.Err())
 	}
-	if !engines {
+	switch {
+	case !engines && stale > 0:
+		fmt.Fprintf(a.stdout, "no reading of the engines' load was taken after a level began (the control plane reads them every 2 s; the levels were shorter): measured from the outside only\n")
+	case !engines && reads > 0:
 		fmt.Fprintf(a.stdout, "the engines publish no load metrics: measured from the outside only; their queues and KV caches are not part of the answer\n")
+	case !engines:
+		fmt.Fprintf(a.stdout, "no reading of the engines' load came in while the levels ran (each under %s, or the control plane did not answer): measured from the outside only\n", benchLoadEvery)
 	}
 	if changed != "" {
-		return a.errorf("benchmarking model %s: %s; nothing measured per replica: hold the count (llmgw ctl scale %s %d) and run it again", name, changed, name, ready)
+		return a.errorf("benchmarking model %s: %s; nothing measured per replica: hold the count (%s) and run it again", name, changed, hold)
 	}
 	if passed == nil {
 		return a.errorf("benchmarking model %s: even one request at a time misses p90 ≤ %s (or fails); the target is out of its reach", name, *target)
@@ -211,10 +243,8 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 		// The router split the load by the profiles' present weights: the
 		// run measured them together, and one figure cannot tell them
 		// apart.
-		fmt.Fprintf(a.stdout, "the ready replicas run %d profiles (%s): the weight is their average, not each one's\n", len(profiles), strings.Join(profiles, ", "))
-		if *save {
-			return a.errorf("saving the weight of %s: its ready replicas run profiles %s, which one run cannot tell apart; nothing saved: measure each profile with only its replicas ready, or set the weights yourself", name, strings.Join(profiles, ", "))
-		}
+		fmt.Fprintf(a.stdout, "the ready replicas run %d profiles (%s): the weight is the pool's under their present weights, not each one's\n", len(profiles), strings.Join(profiles, ", "))
+		return exitOK
 	}
 	if !*save {
 		fmt.Fprintf(a.stdout, "put weight: %d in the profile, or run again with --save\n", weight)
@@ -257,6 +287,9 @@ type benchPool struct {
 	known   bool
 	waiting int64
 	kv      float64
+	// stamps are when each reporting replica's engine was asked (the
+	// control plane's clock, Unix ms).
+	stamps map[string]int64
 }
 
 func readyPool(replicas []*managev1.Replica) benchPool {
@@ -270,6 +303,10 @@ func readyPool(replicas []*managev1.Replica) benchPool {
 			p.profiles = append(p.profiles, r.GetProfile())
 		}
 		if l := r.GetEngineLoad(); l != nil {
+			if p.stamps == nil {
+				p.stamps = map[string]int64{}
+			}
+			p.stamps[r.GetId()] = l.GetScrapedUnixMs()
 			p.known = true
 			p.waiting += l.GetWaiting()
 			p.kv = max(p.kv, l.GetKvCacheUsage())
@@ -282,18 +319,25 @@ func readyPool(replicas []*managev1.Replica) benchPool {
 
 // engineSamples is what the engines said of their load during a level.
 type engineSamples struct {
-	samples, queued, full int
-	peakWaiting           int64
-	peakKV                float64
+	// since are the readings' stamps when the level began: a listing
+	// counts once every reporting replica's reading is newer.
+	since map[string]int64
+	// reads counts the listings taken, samples those that counted.
+	reads, stale, samples, queued, full int
+	peakWaiting                         int64
+	peakKV                              float64
 }
 
-// kvFull is the fraction of a KV cache in use past which an engine has no
-// room for another request's context: it queues it or preempts another.
-const kvFull = 0.95
-
 func (e *engineSamples) add(p benchPool) {
+	e.reads++
 	if !p.known {
 		return
+	}
+	for id, at := range p.stamps {
+		if old, ok := e.since[id]; ok && at <= old {
+			e.stale++ // taken before the level began
+			return
+		}
 	}
 	if e.samples == 0 {
 		e.peakKV = -1
@@ -302,7 +346,7 @@ func (e *engineSamples) add(p benchPool) {
 	if p.waiting > 0 {
 		e.queued++
 	}
-	if p.kv >= kvFull {
+	if p.kv >= spec.KVCacheFull {
 		e.full++
 	}
 	e.peakWaiting = max(e.peakWaiting, p.waiting)

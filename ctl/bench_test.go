@@ -134,6 +134,11 @@ func TestBenchNarrowsBetweenLevels(t *testing.T) {
 // or saved per replica.
 func TestBenchPoolChanged(t *testing.T) {
 	f := cannedManage()
+	for _, m := range f.models {
+		if m.GetName() == "qwen2.5-coder-3b-instruct" {
+			m.Scaling = &managev1.Scaling{Min: 1, Max: 3}
+		}
+	}
 	second := proto.Clone(f.replicas[0]).(*managev1.Replica)
 	second.Id = "r-coder-2"
 	f.relisted = append(slices.Clone(f.replicas), second)
@@ -146,10 +151,57 @@ func TestBenchPoolChanged(t *testing.T) {
 	if strings.Contains(out, "capacity:") {
 		t.Errorf("a capacity was given over a changed pool:\n%s", out)
 	}
+	if !strings.Contains(out, "note: qwen2.5-coder-3b-instruct scales between 1 and 3 replicas, and may gain one under this load, which stops the run; to hold it: llmgw ctl scale qwen2.5-coder-3b-instruct 1 (afterwards: llmgw ctl scale qwen2.5-coder-3b-instruct 1 --max 3)") {
+		t.Errorf("no note before the run on a model that scales:\n%s", out)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.updated) != 0 {
 		t.Errorf("saved over a changed pool: %v", f.updated)
+	}
+}
+
+// TestBenchStopsAtMaxConcurrency: a --max-concurrency that doubling
+// passes over (6 after 4) is itself tried.
+func TestBenchStopsAtMaxConcurrency(t *testing.T) {
+	f := cannedManage()
+	env := benchAPI(t, f, 8)
+	code, out, errOut := runCtl(t, env, "bench", "qwen2.5-coder-3b-instruct", "--target", "1s", "--requests", "2", "--max-tokens", "16", "--max-concurrency", "6")
+	if code != 0 || !strings.Contains(out, "capacity: 6 requests at once") || !strings.Contains(out, "up to --max-concurrency 6: the capacity is at least that") {
+		t.Errorf("exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
+	}
+}
+
+// TestBenchKVFullAndStaleReadings: a level through which a KV cache stays
+// full is missed; readings the control plane took before a level began do
+// not count for it, and a run with only such readings says so.
+func TestBenchKVFullAndStaleReadings(t *testing.T) {
+	was := benchLoadEvery
+	benchLoadEvery = 10 * time.Millisecond
+	t.Cleanup(func() { benchLoadEvery = was })
+	var inflight, stamp atomic.Int64
+	f := cannedManage()
+	f.engineLoad = func() *managev1.EngineLoad {
+		kv := 0.4
+		if inflight.Load() >= 2 {
+			kv = 0.97
+		}
+		return &managev1.EngineLoad{Running: inflight.Load(), KvCacheUsage: kv, ScrapedUnixMs: stamp.Add(1)}
+	}
+	env := benchAPIServing(t, f, 8, &inflight)
+	args := []string{"bench", "qwen2.5-coder-3b-instruct", "--target", "1s", "--requests", "3", "--max-tokens", "16", "--max-concurrency", "8"}
+	code, out, errOut := runCtl(t, env, args...)
+	if code != 0 || !strings.Contains(out, "missed: a KV cache was full") || !strings.Contains(out, "capacity: 1 request at once") {
+		t.Errorf("KV full from 2 at once: exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
+	}
+	// The same engines, read once before the run and never again: what
+	// they said counts for no level.
+	f.engineLoad = func() *managev1.EngineLoad {
+		return &managev1.EngineLoad{Running: 1, Waiting: 5, KvCacheUsage: 0.99, ScrapedUnixMs: 42}
+	}
+	code, out, errOut = runCtl(t, env, args...)
+	if code != 0 || !strings.Contains(out, "capacity: 8 requests at once") || !strings.Contains(out, "no reading of the engines' load was taken after a level began") {
+		t.Errorf("stale readings: exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
 	}
 }
 
@@ -164,12 +216,14 @@ func TestBenchTwoProfiles(t *testing.T) {
 	env := benchAPI(t, f, 2)
 	args := []string{"bench", "qwen2.5-coder-3b-instruct", "--target", "100ms", "--requests", "2", "--max-tokens", "16", "--max-concurrency", "8"}
 	code, out, errOut := runCtl(t, env, args...)
-	if code != 0 || !strings.Contains(out, "the ready replicas run 2 profiles (cpu, gpu): the weight is their average") {
+	if code != 0 || !strings.Contains(out, "the ready replicas run 2 profiles (cpu, gpu): the weight is the pool's under their present weights") ||
+		strings.Contains(out, "--save") {
 		t.Errorf("exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
 	}
-	code, _, errOut = runCtl(t, env, append(args, "--save")...)
-	if code != 1 || !strings.Contains(errOut, "its ready replicas run profiles cpu, gpu, which one run cannot tell apart; nothing saved") {
-		t.Errorf("--save: exit %d, stderr %q", code, errOut)
+	code, out, errOut = runCtl(t, env, append(args, "--save")...)
+	if code != 1 || !strings.Contains(errOut, "its ready replicas run profiles cpu, gpu, which one run cannot tell apart; nothing measured") ||
+		strings.Contains(out, "CONCURRENCY") {
+		t.Errorf("--save: exit %d, stdout %q, stderr %q; want refused before any level", code, out, errOut)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -188,9 +242,10 @@ func TestBenchEngineQueue(t *testing.T) {
 	var inflight atomic.Int64
 	f := cannedManage()
 	// The engine says it runs one request and queues the rest.
+	var stamp atomic.Int64
 	f.engineLoad = func() *managev1.EngineLoad {
 		n := inflight.Load()
-		return &managev1.EngineLoad{Running: min(n, 1), Waiting: max(n-1, 0), KvCacheUsage: 0.4}
+		return &managev1.EngineLoad{Running: min(n, 1), Waiting: max(n-1, 0), KvCacheUsage: 0.4, ScrapedUnixMs: stamp.Add(1)}
 	}
 	env := benchAPIServing(t, f, 8, &inflight)
 	code, out, errOut := runCtl(t, env, "bench", "qwen2.5-coder-3b-instruct", "--target", "1s", "--requests", "3", "--max-tokens", "16", "--max-concurrency", "8")

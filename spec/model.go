@@ -30,6 +30,13 @@ const (
 // load; least-loaded ignores prefixes; round-robin takes replicas in turn.
 var RoutingProfiles = []string{"chat", "prefix", "least-loaded", "round-robin"}
 
+// KVCacheFull is the fraction of its KV cache in use past which an engine
+// has no room for another request's context: vLLM preempts running
+// requests and evicts cached prefixes as free blocks run out. Prefix
+// affinity passes over such a replica, and `ctl bench` counts a level
+// that keeps one so as past capacity.
+const KVCacheFull = 0.95
+
 // Model is one model in the catalog. Each field's part in a rollout (does
 // changing it restart running replicas?) is in modelRoles below.
 type Model struct {

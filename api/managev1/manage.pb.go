@@ -1928,7 +1928,11 @@ type EngineLoad struct {
 	Waiting int64 `protobuf:"varint,2,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	// The fraction of the KV cache in use, 0 to 1; negative when the engine
 	// does not say.
-	KvCacheUsage  float64 `protobuf:"fixed64,3,opt,name=kv_cache_usage,json=kvCacheUsage,proto3" json:"kv_cache_usage,omitempty"`
+	KvCacheUsage float64 `protobuf:"fixed64,3,opt,name=kv_cache_usage,json=kvCacheUsage,proto3" json:"kv_cache_usage,omitempty"`
+	// When the engine was asked, on the control plane's clock (Unix ms): a
+	// reader that wants a figure newer than something it did compares two
+	// readings' stamps, not its own clock.
+	ScrapedUnixMs int64 `protobuf:"varint,4,opt,name=scraped_unix_ms,json=scrapedUnixMs,proto3" json:"scraped_unix_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1980,6 +1984,13 @@ func (x *EngineLoad) GetWaiting() int64 {
 func (x *EngineLoad) GetKvCacheUsage() float64 {
 	if x != nil {
 		return x.KvCacheUsage
+	}
+	return 0
+}
+
+func (x *EngineLoad) GetScrapedUnixMs() int64 {
+	if x != nil {
+		return x.ScrapedUnixMs
 	}
 	return 0
 }
@@ -6545,12 +6556,13 @@ const file_api_managev1_manage_proto_rawDesc = "" +
 	"\x05stale\x18\v \x01(\bR\x05stale\x12-\n" +
 	"\x12replica_generation\x18\f \x01(\tR\x11replicaGeneration\x12<\n" +
 	"\vengine_load\x18\r \x01(\v2\x1b.llmgw.manage.v1.EngineLoadR\n" +
-	"engineLoad\"f\n" +
+	"engineLoad\"\x8e\x01\n" +
 	"\n" +
 	"EngineLoad\x12\x18\n" +
 	"\arunning\x18\x01 \x01(\x03R\arunning\x12\x18\n" +
 	"\awaiting\x18\x02 \x01(\x03R\awaiting\x12$\n" +
-	"\x0ekv_cache_usage\x18\x03 \x01(\x01R\fkvCacheUsage\"\xef\x01\n" +
+	"\x0ekv_cache_usage\x18\x03 \x01(\x01R\fkvCacheUsage\x12&\n" +
+	"\x0fscraped_unix_ms\x18\x04 \x01(\x03R\rscrapedUnixMs\"\xef\x01\n" +
 	"\x05Shard\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12\x12\n" +

@@ -450,6 +450,8 @@ func (r *Reconciler) configureRouting(entries []models.Entry, now time.Time) {
 		if !present[name] {
 			r.opts.Routing.Forget(name)
 			delete(r.scaling, name)
+			// A model created later under its name loads as it will.
+			delete(r.loadTime, name)
 		}
 	}
 	r.configured = present

@@ -1,5 +1,7 @@
 package router
 
+import "time"
+
 // EngineLoad is what an engine last reported of its own load (vLLM's
 // metrics: vllm:num_requests_running, vllm:num_requests_waiting,
 // vllm:kv_cache_usage_perc).
@@ -12,6 +14,9 @@ type EngineLoad struct {
 	// KVUsage is the fraction of the KV cache in use, 0 to 1; negative
 	// when not reported.
 	KVUsage float64
+	// At is when the engine was asked (the prober's clock); zero when
+	// not known.
+	At time.Time
 }
 
 // Target is one endpoint as the prober sees it.
@@ -60,19 +65,6 @@ func (t Target) InFlight() int64 {
 		return 0
 	}
 	return t.st.inflight.Load()
-}
-
-// Load returns what the target's engine last reported of its load; false
-// when it reported nothing usable.
-func (t Target) Load() (EngineLoad, bool) {
-	if t.st == nil {
-		return EngineLoad{}, false
-	}
-	l := t.st.engine.Load()
-	if l == nil {
-		return EngineLoad{}, false
-	}
-	return *l, true
 }
 
 // SetLoad records what the target's engine reported of its load; a load

@@ -27,6 +27,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmgw/llmgw/spec"
 )
 
 // ErrNoReplica is returned by Pick when the model has no ready endpoint.
@@ -144,16 +146,11 @@ func (u *Upstream) Queue() int64 {
 	return u.inflight.Load() + u.st.external.Load()
 }
 
-// kvFullAt is the fraction of its KV cache in use past which an engine
-// is taken to have no room for a request's prefix: vLLM preempts running
-// requests, and evicts cached prefixes, as free blocks run out.
-const kvFullAt = 0.95
-
 // kvFull reports whether u's engine last said its KV cache was full
-// (kvFullAt); false when it reported no KV use.
+// (spec.KVCacheFull); false when it reported no KV use.
 func (u *Upstream) kvFull() bool {
 	l := u.st.engine.Load()
-	return l != nil && l.KVUsage >= kvFullAt
+	return l != nil && l.KVUsage >= spec.KVCacheFull
 }
 
 // less reports whether a request goes better to u than to o by load: u's

@@ -527,6 +527,7 @@ func (r haRouting) TakePending(model string) bool {
 func (r haRouting) Forget(model string) {
 	r.s.Router.Forget(model)
 	r.s.ha.demand.forget(model)
+	r.s.ha.forget(model)
 }
 
 func (r haRouting) Demanded() <-chan struct{} { return r.s.ha.demand.kick }

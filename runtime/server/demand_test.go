@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/config"
+	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/leader"
 	"github.com/llmgw/llmgw/runtime/models"
+	"github.com/llmgw/llmgw/runtime/reconcile"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/runtime/store"
 	"github.com/llmgw/llmgw/spec"
@@ -622,10 +624,10 @@ func TestStandbyTakesLeadersNotPlaced(t *testing.T) {
 }
 
 // TestLoadTimesOutliveTheLeader: the load times the leader's reconciler
-// measures are written (fleetLoadTimes); a standby reads them with the
-// leader's ETAs, and a control plane starting reads them before its first
-// pass, so either gives the ETA of a model's last load before it has seen
-// the model load itself.
+// measures are written by its publisher (fleetLoadTimes, in ms); the next
+// leader, or this one restarted, reads them when elected, so it gives the
+// ETA of a model's last load before it has seen the model load itself; a
+// model that left the catalog is forgotten.
 func TestLoadTimesOutliveTheLeader(t *testing.T) {
 	ctx := t.Context()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
@@ -634,42 +636,37 @@ func TestLoadTimesOutliveTheLeader(t *testing.T) {
 	}
 	defer st.Close()
 	log := slog.New(slog.DiscardHandler)
-
-	// The leader's side: a measured load time is to be written.
-	lead := &ha{}
-	lead.setLoadTime("lazy", 40*time.Second)
-	if !lead.loadTimesDirty || lead.knownLoadTimes()["lazy"] != 40*time.Second {
-		t.Fatalf("after a load time: dirty %v, known %v", lead.loadTimesDirty, lead.knownLoadTimes())
-	}
-
-	// What a leader wrote, as publish writes it.
-	l, ok, err := st.AcquireLease(ctx, store.LeaseClaim{Name: store.FleetLease, Holder: "cp-a", Instance: "a1", TTL: time.Minute})
-	if err != nil || !ok {
-		t.Fatal(ok, err)
-	}
-	if err := st.PutFleetState(ctx, l.Token, fleetLoadTimes, `{"lazy":40000}`); err != nil {
-		t.Fatal(err)
-	}
 	cat, err := models.New(nil, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A standby, following.
-	s := &Server{Store: st, Catalog: cat, Router: router.New(), log: log}
-	s.ha = &ha{s: s, name: "cp-b", el: leader.New(leader.Options{Store: st, Name: "cp-b"})}
-	if err := s.ha.followLoading(ctx, true); err != nil {
-		t.Fatal(err)
+	// The leader: elected, it measures two load times and publishes them.
+	s := &Server{Store: st, Catalog: cat, Router: router.New(), log: log, Fleet: fleet.New()}
+	s.Reconciler = reconcile.New(reconcile.Options{Fleet: s.Fleet, Catalog: cat})
+	elected := make(chan int64, 1)
+	s.ha = &ha{s: s, name: "cp-a", published: map[string][]router.Endpoint{}, etas: map[string]time.Time{},
+		el: leader.New(leader.Options{Store: st, Name: "cp-a", OnElected: func(tok int64) { elected <- tok }})}
+	ectx, stopElection := context.WithCancel(ctx)
+	go s.ha.el.Run(ectx)
+	<-elected
+	s.ha.setLoadTime("lazy", 40*time.Second)
+	s.ha.setLoadTime("gone", 10*time.Second)
+	s.ha.forget("gone")
+	s.ha.publishOnce(ctx)
+	fs, err := st.GetFleetState(ctx, fleetLoadTimes)
+	if err != nil || fs.Value != `{"lazy":40000}` {
+		t.Fatalf("load times written: %q, %v; want lazy's 40 s in ms, gone forgotten", fs.Value, err)
 	}
-	if got := s.ha.knownLoadTimes()["lazy"]; got != 40*time.Second {
-		t.Errorf("a standby's load time of lazy: %v, want the leader's 40s", got)
-	}
-	// A control plane starting.
+	stopElection()
+	<-s.ha.el.Done()
+
+	// The next leader reads them when elected.
 	s2 := &Server{Store: st, Catalog: cat, Router: router.New(), log: log}
-	s2.ha = &ha{s: s2, name: "cp-c", el: leader.New(leader.Options{Store: st, Name: "cp-c"})}
-	if err := s2.loadTimesHint(ctx); err != nil {
+	s2.ha = &ha{s: s2, name: "cp-b"}
+	if err := s2.ha.readLoadTimes(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := s2.ha.knownLoadTimes()["lazy"]; got != 40*time.Second {
-		t.Errorf("a starting control plane's load time of lazy: %v, want the stored 40s", got)
+	if got := s2.ha.knownLoadTimes(); len(got) != 1 || got["lazy"] != 40*time.Second {
+		t.Errorf("the next leader's load times: %v, want lazy's 40s", got)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"testing"
+	"time"
 
 	"github.com/llmgw/llmgw/runtime/router"
 )
@@ -14,11 +15,11 @@ func TestEngineLoads(t *testing.T) {
 	s.Router.SetEndpoints("m", []router.Endpoint{{ReplicaID: "r1", URL: "http://10.0.0.1:8000"}, {ReplicaID: "r2", URL: "http://10.0.0.2:8000"}})
 	for _, tg := range s.Router.Targets() {
 		if tg.ReplicaID == "r1" {
-			tg.SetLoad(router.EngineLoad{Known: true, Running: 4, Waiting: 1, KVUsage: 0.5}, 0)
+			tg.SetLoad(router.EngineLoad{Known: true, Running: 4, Waiting: 1, KVUsage: 0.5, At: time.UnixMilli(1_700_000_000_123)}, 0)
 		}
 	}
 	got := s.engineLoads()
-	if l := got["r1"]; len(got) != 1 || l.GetRunning() != 4 || l.GetWaiting() != 1 || l.GetKvCacheUsage() != 0.5 {
-		t.Fatalf("engine loads %v, want r1 alone: running 4, waiting 1, KV 0.5", got)
+	if l := got["r1"]; len(got) != 1 || l.GetRunning() != 4 || l.GetWaiting() != 1 || l.GetKvCacheUsage() != 0.5 || l.GetScrapedUnixMs() != 1_700_000_000_123 {
+		t.Fatalf("engine loads %v, want r1 alone: running 4, waiting 1, KV 0.5, asked at 1700000000123", got)
 	}
 }

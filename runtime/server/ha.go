@@ -107,13 +107,11 @@ type ha struct {
 	notPlaced     map[string]string
 	notPlacedRaw  string
 	notPlacedRead map[string]string
-	// loadTimes are the models' load times (fleetLoadTimes): measured by
-	// this control plane's reconciler while it leads (written when
-	// loadTimesDirty), read from the store at the start and, on a
-	// standby, with the leader's ETAs (loadTimesRaw what was last read).
+	// loadTimes are the models' load times (fleetLoadTimes): read from
+	// the store when this control plane is elected, then measured by its
+	// reconciler (written when loadTimesDirty).
 	loadTimes      map[string]time.Duration
 	loadTimesDirty bool
-	loadTimesRaw   string
 	// configured holds the models a standby last configured the router
 	// for: one that left the catalog is forgotten (what was asked of it
 	// does not count for a model created later under its name).
@@ -239,6 +237,9 @@ func (h *ha) elected(token int64) {
 	if len(drains) > 0 {
 		h.s.Fleet.DrainOnConnect(drains)
 	}
+	if err := h.readLoadTimes(rctx); err != nil {
+		h.s.log.Warn("reading the models' load times", "err", err)
+	}
 	h.mu.Lock()
 	if h.started || ctx.Err() != nil {
 		h.mu.Unlock()
@@ -309,15 +310,31 @@ func (h *ha) setETA(model string, eta time.Time) {
 }
 
 // setLoadTime keeps a model's load time as this control plane's
-// reconciler measured it, to be written while it leads.
+// reconciler measured it (0: the model is gone, forget it), to be written
+// while it leads.
 func (h *ha) setLoadTime(model string, took time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if _, had := h.loadTimes[model]; took == 0 && !had {
+		return
+	}
 	if h.loadTimes == nil {
 		h.loadTimes = map[string]time.Duration{}
 	}
-	h.loadTimes[model] = took
+	if took == 0 {
+		delete(h.loadTimes, model)
+	} else {
+		h.loadTimes[model] = took
+	}
 	h.loadTimesDirty = true
+}
+
+// forget drops what is kept for the standbys of a model that left the
+// catalog: its ETA, why it cannot load, and its load time.
+func (h *ha) forget(model string) {
+	h.setETA(model, time.Time{})
+	h.setNotPlaced(model, "")
+	h.setLoadTime(model, 0)
 }
 
 // knownLoadTimes returns the models' load times as last measured, here or
@@ -328,11 +345,13 @@ func (h *ha) knownLoadTimes() map[string]time.Duration {
 	return maps.Clone(h.loadTimes)
 }
 
-// readLoadTimesLocked takes the load times stored under fleetLoadTimes when
-// raw, what was read, changed; h.mu must be held.
-func (h *ha) readLoadTimesLocked(raw string) error {
-	if raw == h.loadTimesRaw {
-		return nil
+// readLoadTimes reads the models' load times the last leader wrote
+// (fleetLoadTimes), for this control plane's reconciler to give their
+// ETAs before it has seen a model load itself.
+func (h *ha) readLoadTimes(ctx context.Context) error {
+	raw, err := h.fleetState(ctx, fleetLoadTimes)
+	if err != nil {
+		return err
 	}
 	var ms map[string]int64
 	if raw != "" {
@@ -340,11 +359,12 @@ func (h *ha) readLoadTimesLocked(raw string) error {
 			return fmt.Errorf("decoding the models' load times: %w", err)
 		}
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.loadTimes = make(map[string]time.Duration, len(ms))
 	for m, v := range ms {
 		h.loadTimes[m] = time.Duration(v) * time.Millisecond
 	}
-	h.loadTimesRaw = raw
 	return nil
 }
 
@@ -379,67 +399,72 @@ func (h *ha) publish(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		token, ok := h.leading()
-		if !ok {
-			continue
+		h.publishOnce(ctx)
+	}
+}
+
+// publishOnce writes what changed since the last write, while leading.
+func (h *ha) publishOnce(ctx context.Context) {
+	token, ok := h.leading()
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	var writes []struct{ key, value string }
+	if !h.routesWritten && h.s.Reconciler.Ready() {
+		// The first write of a new leader replaces what the last
+		// one wrote, ETAs too.
+		h.etasDirty = true
+	}
+	if h.dirty || (!h.routesWritten && h.s.Reconciler.Ready()) {
+		b, err := json.Marshal(h.published)
+		if err != nil {
+			h.s.log.Error("encoding routes", "err", err)
+		} else {
+			writes = append(writes, struct{ key, value string }{fleetRoutes, string(b)})
 		}
-		h.mu.Lock()
-		var writes []struct{ key, value string }
-		if !h.routesWritten && h.s.Reconciler.Ready() {
-			// The first write of a new leader replaces what the last
-			// one wrote, ETAs too.
-			h.etasDirty = true
+		h.dirty, h.routesWritten = false, true
+	}
+	if h.etasDirty {
+		ms := make(map[string]int64, len(h.etas))
+		for m, t := range h.etas {
+			ms[m] = t.UnixMilli()
 		}
-		if h.dirty || (!h.routesWritten && h.s.Reconciler.Ready()) {
-			b, err := json.Marshal(h.published)
-			if err != nil {
-				h.s.log.Error("encoding routes", "err", err)
-			} else {
-				writes = append(writes, struct{ key, value string }{fleetRoutes, string(b)})
+		b, _ := json.Marshal(ms)
+		writes = append(writes, struct{ key, value string }{fleetLoading, string(b)})
+		b, _ = json.Marshal(h.notPlaced)
+		writes = append(writes, struct{ key, value string }{fleetNotPlaced, string(b)})
+		h.etasDirty = false
+	}
+	if h.loadTimesDirty {
+		ms := make(map[string]int64, len(h.loadTimes))
+		for m, d := range h.loadTimes {
+			ms[m] = d.Milliseconds()
+		}
+		b, _ := json.Marshal(ms)
+		writes = append(writes, struct{ key, value string }{fleetLoadTimes, string(b)})
+		h.loadTimesDirty = false
+	}
+	h.mu.Unlock()
+	for _, w := range writes {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := h.s.Store.PutFleetState(wctx, token, w.key, w.value)
+		cancel()
+		switch {
+		case errors.Is(err, store.ErrFenced):
+			h.el.Abdicate("the store refused the " + w.key + ": " + err.Error())
+		case err != nil:
+			h.s.log.Warn("publishing fleet state", "key", w.key, "err", err)
+			h.mu.Lock()
+			switch w.key {
+			case fleetRoutes:
+				h.dirty = true
+			case fleetLoadTimes:
+				h.loadTimesDirty = true
+			default:
+				h.etasDirty = true
 			}
-			h.dirty, h.routesWritten = false, true
-		}
-		if h.etasDirty {
-			ms := make(map[string]int64, len(h.etas))
-			for m, t := range h.etas {
-				ms[m] = t.UnixMilli()
-			}
-			b, _ := json.Marshal(ms)
-			writes = append(writes, struct{ key, value string }{fleetLoading, string(b)})
-			b, _ = json.Marshal(h.notPlaced)
-			writes = append(writes, struct{ key, value string }{fleetNotPlaced, string(b)})
-			h.etasDirty = false
-		}
-		if h.loadTimesDirty {
-			ms := make(map[string]int64, len(h.loadTimes))
-			for m, d := range h.loadTimes {
-				ms[m] = d.Milliseconds()
-			}
-			b, _ := json.Marshal(ms)
-			writes = append(writes, struct{ key, value string }{fleetLoadTimes, string(b)})
-			h.loadTimesDirty = false
-		}
-		h.mu.Unlock()
-		for _, w := range writes {
-			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			err := h.s.Store.PutFleetState(wctx, token, w.key, w.value)
-			cancel()
-			switch {
-			case errors.Is(err, store.ErrFenced):
-				h.el.Abdicate("the store refused the " + w.key + ": " + err.Error())
-			case err != nil:
-				h.s.log.Warn("publishing fleet state", "key", w.key, "err", err)
-				h.mu.Lock()
-				switch w.key {
-				case fleetRoutes:
-					h.dirty = true
-				case fleetLoadTimes:
-					h.loadTimesDirty = true
-				default:
-					h.etasDirty = true
-				}
-				h.mu.Unlock()
-			}
+			h.mu.Unlock()
 		}
 	}
 }
@@ -488,7 +513,7 @@ func (h *ha) follow(ctx context.Context) {
 // catalog model as the leader's reconciler does: its routing profile,
 // whether it loads on demand (a request that finds no replica is counted
 // as demand, which the leader reads, and waits or is told to retry), and
-// that ETA, which, once past, is a second away, as on the leader; or, for
+// that ETA, none once it is past, as on the leader; or, for
 // a model asked for that cannot be loaded, the leader's reason.
 func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 	raw, err := h.fleetState(ctx, fleetLoading)
@@ -499,17 +524,10 @@ func (h *ha) followLoading(ctx context.Context, catalog bool) error {
 	if err != nil {
 		return err
 	}
-	ltRaw, err := h.fleetState(ctx, fleetLoadTimes)
-	if err != nil {
-		return err
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.leading(); ok {
 		return nil // elected meanwhile: the reconciler configures the router
-	}
-	if err := h.readLoadTimesLocked(ltRaw); err != nil {
-		return err
 	}
 	if !catalog && raw == h.loadingRaw && npRaw == h.notPlacedRaw && len(h.loading) == 0 {
 		return nil // nothing changed that the router takes

@@ -133,10 +133,6 @@ func New(ctx context.Context, cfg config.Server, version string, logger *slog.Lo
 		s.release()
 		return nil, err
 	}
-	if err := s.loadTimesHint(ctx); err != nil {
-		s.release()
-		return nil, err
-	}
 	return s, nil
 }
 
@@ -169,7 +165,8 @@ func (s *Server) build(ctx context.Context) error {
 		Autoscale: reconcile.Autoscale{UpLoad: cfg.Autoscale.UpLoad, UpAfter: cfg.Autoscale.UpAfter,
 			DownLoad: cfg.Autoscale.DownLoad, DownAfter: cfg.Autoscale.DownAfter, EvictAfter: cfg.Autoscale.EvictAfter},
 		Expected: expected, HoldPlacementUntil: time.Now().Add(cfg.Agents.Settle), OnLiveReplicas: s.recordLiveReplicas,
-		// s.ha is made once the listeners are bound, before the first pass.
+		// s.ha is made once the listeners are bound, before the first
+		// pass; it reads the load times when elected.
 		LoadTimes:  func() map[string]time.Duration { return s.ha.knownLoadTimes() },
 		OnLoadTime: func(model string, took time.Duration) { s.ha.setLoadTime(model, took) },
 		// A replica scaled down drains for at most what one request may
@@ -394,22 +391,6 @@ func (s *Server) liveReplicasHint(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	return ids, nil
-}
-
-// loadTimesHint reads the models' load times the leader last wrote
-// (fleetLoadTimes): after a restart, a model loading before this control
-// plane has seen it load is given the ETA of its last load.
-func (s *Server) loadTimesHint(ctx context.Context) error {
-	raw, err := s.ha.fleetState(ctx, fleetLoadTimes)
-	if err != nil {
-		return fmt.Errorf("reading the models' load times: %w", err)
-	}
-	s.ha.mu.Lock()
-	defer s.ha.mu.Unlock()
-	if err := s.ha.readLoadTimesLocked(raw); err != nil {
-		s.log.Warn("ignoring an unreadable record of the models' load times", "err", err)
-	}
-	return nil
 }
 
 // recordLiveReplicas keeps the set of live replicas for the next start. It
@@ -710,9 +691,11 @@ func (e haEndpoints) SetEndpoints(model string, eps []router.Endpoint) {
 // ListReplicas).
 func (s *Server) engineLoads() map[string]*managev1.EngineLoad {
 	out := map[string]*managev1.EngineLoad{}
-	for _, t := range s.Router.Targets() {
-		if l, ok := t.Load(); ok {
-			out[t.ReplicaID] = &managev1.EngineLoad{Running: l.Running, Waiting: l.Waiting, KvCacheUsage: l.KVUsage}
+	for _, eps := range s.Router.Snapshot() {
+		for _, ep := range eps {
+			if l := ep.Engine; l.Known {
+				out[ep.ReplicaID] = &managev1.EngineLoad{Running: l.Running, Waiting: l.Waiting, KvCacheUsage: l.KVUsage, ScrapedUnixMs: l.At.UnixMilli()}
+			}
 		}
 	}
 	return out

@@ -186,6 +186,7 @@ func (p *Prober) load(ctx context.Context, t router.Target) {
 	if err != nil {
 		p.log.Debug("reading engine metrics", "replica", t.ReplicaID, "err", err)
 	}
+	l.At = time.Now()
 	t.SetLoad(l, before)
 }
 
