@@ -50,9 +50,11 @@ func (r *Reconciler) undrain(rep *fleet.Replica) {
 // otherwise. It runs after the pass gave the router its endpoints, so
 // the counts it reads are of replicas no new request reaches (the router
 // re-routes a request that counted itself on a replica flagged after it
-// read the table).
+// read the table). Not before the reconciler is ready: until then its
+// endpoints reach neither the router nor the standbys (the server's ha),
+// and a replica flagged draining would still be sent requests.
 func (r *Reconciler) finishDrains(now time.Time) {
-	if len(r.draining) == 0 {
+	if len(r.draining) == 0 || !r.ready.Load() {
 		return
 	}
 	inflight := map[string]int64{}

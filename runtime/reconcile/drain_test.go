@@ -26,30 +26,7 @@ type scaledDown struct {
 
 func newScaledDown(t *testing.T) *scaledDown {
 	t.Helper()
-	m := chatModel()
-	m.Scaling = spec.Scaling{Min: 1, Max: 2}
-	m.Profiles[0].Weight = 10
-	h := newRouted(t, m)
-	h.rec.Pass()
-	h.readyAll(m.Name)
-	h.rec.Pass()
-	var held []router.Lease
-	for range 9 { // 0.9 per unit of weight, above up_load 0.8
-		l, err := h.rt.Pick(m.Name, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-	}
-	h.rec.Pass()
-	h.now = h.now.Add(31 * time.Second)
-	h.heartbeat()
-	h.rec.Pass()
-	h.readyAll(m.Name)
-	h.rec.Pass()
-	if reps := h.live(m.Name); len(reps) != 2 {
-		t.Fatalf("%d replicas after 31s of load, want 2", len(reps))
-	}
+	h, m, held := newScaledUp(t)
 	for _, l := range held {
 		l.Done()
 	}
@@ -91,6 +68,38 @@ func newScaledDown(t *testing.T) *scaledDown {
 		s.lease, s.onKept = b, a
 	}
 	return s
+}
+
+// newScaledUp returns a routed harness with a model between min 1 and max
+// 2 scaled up to two ready replicas under load: the requests held, 0.9 per
+// unit of weight, are still in flight.
+func newScaledUp(t *testing.T) (*routed, spec.Model, []router.Lease) {
+	t.Helper()
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 2}
+	m.Profiles[0].Weight = 10
+	h := newRouted(t, m)
+	h.rec.Pass()
+	h.readyAll(m.Name)
+	h.rec.Pass()
+	var held []router.Lease
+	for range 9 { // 0.9 per unit of weight, above up_load 0.8
+		l, err := h.rt.Pick(m.Name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	h.rec.Pass()
+	h.now = h.now.Add(31 * time.Second)
+	h.heartbeat()
+	h.rec.Pass()
+	h.readyAll(m.Name)
+	h.rec.Pass()
+	if reps := h.live(m.Name); len(reps) != 2 {
+		t.Fatalf("%d replicas after 31s of load, want 2", len(reps))
+	}
+	return h, m, held
 }
 
 // stops counts the StopShard messages sent to every node.
@@ -274,5 +283,90 @@ func TestIdleReplicaDrainsAndReturnsOnRequest(t *testing.T) {
 	h.rec.Pass()
 	if stops := h.conns[rep.Shards[0].Node].stops(); len(stops) != 1 {
 		t.Fatalf("stops %v after idle_timeout and DrainSettle, want the replica's", stops)
+	}
+}
+
+// drainingEndpoints returns the replicas of model the router has flagged
+// draining.
+func (r *routed) drainingEndpoints(model string) []string {
+	var out []string
+	for _, ep := range r.rt.Snapshot()[model] {
+		if ep.Draining {
+			out = append(out, ep.ReplicaID)
+		}
+	}
+	return out
+}
+
+// allStops counts the StopShard messages sent to every node.
+func (r *routed) allStops() int {
+	n := 0
+	for _, c := range r.conns {
+		n += len(c.stops())
+	}
+	return n
+}
+
+// TestRestartKeepsScaledUpReplicas: a control plane that starts (a
+// restart, a new leader) with two ready replicas of a model between min
+// 1 and max 2 under load keeps both: its count starts at what runs, not
+// at min.
+func TestRestartKeepsScaledUpReplicas(t *testing.T) {
+	h, m, held := newScaledUp(t)
+	stops := h.allStops()
+	h.rec = New(h.rec.opts) // the same fleet and router, a new reconciler
+	for _, d := range []time.Duration{0, time.Second, 10 * time.Second} {
+		h.now = h.now.Add(d)
+		h.heartbeat()
+		h.rec.Pass()
+		if ids := h.drainingEndpoints(m.Name); len(ids) != 0 {
+			t.Fatalf("%s after the restart: %v draining, want both replicas serving", d, ids)
+		}
+	}
+	if n := h.allStops() - stops; n != 0 || len(h.live(m.Name)) != 2 {
+		t.Fatalf("%d StopShard, %d live replicas after the restart: want none and 2", n, len(h.live(m.Name)))
+	}
+	for _, l := range held {
+		l.Done()
+	}
+}
+
+// TestHoldDrainsNothing: while placement is held after a restart (an
+// expected replica not reported yet), a model whose load stayed below the
+// down target for down_after is not scaled down: its routes are not
+// published, so a replica flagged draining would still be sent requests.
+// Once the hold ends it is, its load still low for down_after.
+func TestHoldDrainsNothing(t *testing.T) {
+	h, m, held := newScaledUp(t)
+	for _, l := range held {
+		l.Done()
+	}
+	stops := h.allStops()
+	opts := h.rec.opts
+	for _, rep := range h.live(m.Name) {
+		opts.Expected = append(opts.Expected, rep.ID)
+	}
+	opts.Expected = append(opts.Expected, "r-not-reported")
+	opts.HoldPlacementUntil = h.now.Add(10 * time.Minute)
+	h.rec = New(opts)
+	for _, d := range []time.Duration{0, 6 * time.Minute, time.Second, time.Minute} {
+		h.now = h.now.Add(d)
+		h.heartbeat()
+		h.rec.Pass()
+		if len(h.rec.draining) != 0 {
+			t.Fatalf("%s into the hold: draining %v, want none", d, h.rec.draining)
+		}
+	}
+	if n := h.allStops() - stops; n != 0 || len(h.live(m.Name)) != 2 {
+		t.Fatalf("%d StopShard, %d live replicas during the hold: want none and 2", n, len(h.live(m.Name)))
+	}
+	h.now = opts.HoldPlacementUntil
+	h.heartbeat()
+	h.rec.Pass()
+	h.now = h.now.Add(5*time.Minute + time.Second)
+	h.heartbeat()
+	h.rec.Pass()
+	if n := h.allStops() - stops; n != 1 || len(h.live(m.Name)) != 1 {
+		t.Fatalf("%d StopShard, %d live replicas down_after past the hold's end: want the scale-down (1 and 1)", n, len(h.live(m.Name)))
 	}
 }

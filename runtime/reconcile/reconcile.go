@@ -772,7 +772,11 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		r.retireReplica(tx, rep, now)
 		remaining--
 	}
-	if extra := len(current) + held - want; extra > 0 && remaining-held == 0 {
+	// Not while placement is held: the routes are not published (a
+	// standby's routes serve meanwhile), so a replica flagged draining
+	// would still be sent requests, and the agents are still reporting
+	// what runs.
+	if extra := len(current) + held - want; extra > 0 && remaining-held == 0 && !r.holding {
 		// Retire the least useful first, stale replicas held by a manual
 		// rollout as well as current ones: not ready, then the fewest
 		// requests in flight, then newest.
