@@ -66,7 +66,6 @@ func (r *Reconciler) finishDrains(now time.Time) {
 		}
 	}
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
-		defer func() { r.placing = nil }()
 		live := map[string]*fleet.Replica{}
 		for _, rep := range tx.Replicas() {
 			if _, ok := r.draining[rep.ID]; ok && rep.Live() {
