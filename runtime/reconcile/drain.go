@@ -40,8 +40,13 @@ func (r *Reconciler) startDrain(rep *fleet.Replica, why string, now time.Time) {
 // undrain returns a draining replica to routing: it is wanted again.
 func (r *Reconciler) undrain(rep *fleet.Replica) {
 	delete(r.draining, rep.ID)
-	// An eviction given up: the next one may pick another replica.
-	delete(r.evicting, rep.ID)
+	// An eviction given up: the next one may pick another replica, and
+	// until one does no room is being made for the model that asked
+	// (its requests are told why it cannot be loaded, not that it loads).
+	if forModel, ok := r.evicting[rep.ID]; ok {
+		delete(r.evicting, rep.ID)
+		delete(r.roomFor, forModel)
+	}
 	r.log.Info("replica back in routing", "model", rep.Model, "replica", rep.ID, "reason", "wanted again while draining")
 }
 

@@ -152,11 +152,14 @@ type Reconciler struct {
 	// when the reconciler started (the idle clock of models nobody asked
 	// for since); the ready replicas seen, and each model's last measured
 	// load time.
-	scaling  map[string]*scaleState
-	owed     map[string]int
-	evicting map[string]bool
+	scaling map[string]*scaleState
+	owed    map[string]int
+	// evicting is, per replica being stopped to make room, the model the
+	// room is for.
+	evicting map[string]string
 	// roomFor is, per model that evicted a replica of another to make
-	// room, when; it is placed first until it places or EvictAfter passes.
+	// room, when; it is placed first until it places, EvictAfter passes
+	// or the replica evicted is wanted again (undrain).
 	roomFor   map[string]time.Time
 	started   time.Time
 	readySeen map[string]bool
@@ -215,7 +218,7 @@ func New(opts Options) *Reconciler {
 		opts.DrainTimeout = DefaultDrainTimeout
 	}
 	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, wants: map[string]int{}, notPlaced: map[string]notPlaced{}, stalls: map[string]stall{}, routed: map[string]bool{}, configured: map[string]bool{},
-		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
+		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]string{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
 		startTime: map[startKey]time.Duration{}, together: map[string]bool{}, draining: map[string]drain{}}
 }
 

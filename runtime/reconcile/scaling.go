@@ -362,7 +362,7 @@ func (r *Reconciler) evictFor(tx *fleet.Tx, e models.Entry, now time.Time) {
 	if best == nil {
 		return
 	}
-	r.evicting[best.ID] = true
+	r.evicting[best.ID] = e.Model.Name
 	r.roomFor[e.Model.Name] = now
 	if st := r.scaling[best.Model]; st != nil {
 		st.want, st.evicted = 0, now
