@@ -50,6 +50,21 @@ func (r *Reconciler) undrain(rep *fleet.Replica) {
 	r.log.Info("replica back in routing", "model", rep.Model, "replica", rep.ID, "reason", "wanted again while draining")
 }
 
+// drainFreeing reports whether a drain may free room in a moment: one
+// begun within DrainSettle, after which a replica with nothing in flight
+// is stopped (its stop then counts as freeing room: fleetFreeing). A
+// drain past that waits for requests that may run up to DrainTimeout;
+// counted as freeing, it would put off the report of every model's stall
+// for as long.
+func (r *Reconciler) drainFreeing(now time.Time) bool {
+	for _, d := range r.draining {
+		if now.Sub(d.since) <= r.opts.DrainSettle {
+			return true
+		}
+	}
+	return false
+}
+
 // finishDrains stops the draining replicas with nothing in flight, or
 // drained for DrainTimeout, and forgets those stopped or failed
 // otherwise. It runs after the pass gave the router its endpoints, so

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -24,9 +25,9 @@ type scaledDown struct {
 	stopsBefore   int
 }
 
-func newScaledDown(t *testing.T) *scaledDown {
+func newScaledDown(t *testing.T, others ...spec.Model) *scaledDown {
 	t.Helper()
-	h, m, held := newScaledUp(t)
+	h, m, held := newScaledUp(t, others...)
 	for _, l := range held {
 		l.Done()
 	}
@@ -72,13 +73,13 @@ func newScaledDown(t *testing.T) *scaledDown {
 
 // newScaledUp returns a routed harness with a model between min 1 and max
 // 2 scaled up to two ready replicas under load: the requests held, 0.9 per
-// unit of weight, are still in flight.
-func newScaledUp(t *testing.T) (*routed, spec.Model, []router.Lease) {
+// unit of weight, are still in flight. others are in the catalog too.
+func newScaledUp(t *testing.T, others ...spec.Model) (*routed, spec.Model, []router.Lease) {
 	t.Helper()
 	m := chatModel()
 	m.Scaling = spec.Scaling{Min: 1, Max: 2}
 	m.Profiles[0].Weight = 10
-	h := newRouted(t, m)
+	h := newRouted(t, append([]spec.Model{m}, others...)...)
 	h.rec.Pass()
 	h.readyAll(m.Name)
 	h.rec.Pass()
@@ -369,4 +370,31 @@ func TestHoldDrainsNothing(t *testing.T) {
 	if n := h.allStops() - stops; n != 1 || len(h.live(m.Name)) != 1 {
 		t.Fatalf("%d StopShard, %d live replicas down_after past the hold's end: want the scale-down (1 and 1)", n, len(h.live(m.Name)))
 	}
+}
+
+// TestLongDrainDoesNotHoldStalls: a replica draining past DrainSettle,
+// waiting for a request that may run for DrainTimeout, is not room about
+// to be freed: a model that cannot place meanwhile is reported stalled
+// after StallAfter, not put off as long as the drain lasts.
+func TestLongDrainDoesNotHoldStalls(t *testing.T) {
+	s := newScaledDown(t)
+	s.rec.opts.DrainSettle = 2 * time.Second
+	s.rec.opts.DrainTimeout = time.Hour
+	huge := spec.Model{Name: "huge", Source: "sim://huge", Scaling: spec.Scaling{Min: 1, Max: 1},
+		Profiles: []spec.Profile{{Name: "x16", Engine: "sim", GPUClass: "h100-80g", TP: 16}}}
+	e, err := s.rec.opts.Catalog.Create(context.Background(), huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 15 {
+		s.pass(time.Second)
+	}
+	if len(s.rec.draining) != 1 {
+		t.Fatalf("draining %v, want the victim still draining (its request runs)", s.rec.draining)
+	}
+	if got := s.rec.Stalled("huge", e.Generation); got == "" {
+		t.Errorf("huge has not placed for 15s, %s with nothing but a long drain elsewhere: not reported stalled", DefaultStallAfter)
+	}
+	s.lease.Done()
+	s.onKept.Done()
 }

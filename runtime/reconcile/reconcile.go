@@ -283,8 +283,7 @@ func (r *Reconciler) Pass() {
 		r.holding = r.holdPlacement(tx, now)
 		r.noteLostNodes(tx, now)
 		r.retire(tx, byName, now)
-		// A replica draining frees its GPUs once its requests are done.
-		r.freeing = fleetFreeing(tx) || len(r.draining) > 0
+		r.freeing = fleetFreeing(tx) || r.drainFreeing(now)
 		for _, rep := range tx.Replicas() {
 			if e, ok := byName[rep.Model]; ok {
 				followRouting(rep, e)
