@@ -87,10 +87,15 @@ type Options struct {
 	// (DefaultDrainTimeout when zero).
 	DrainTimeout time.Duration
 	// DrainSettle is how long such a replica stays out of routing before a
-	// count of no request in flight on it is believed: other control
-	// planes route by the routes they read a moment after they change,
-	// and report what they have in flight a moment after that. Zero: the
-	// count is believed at once (one control plane).
+	// count of no request in flight on it is believed, counted from the
+	// pass that drained it, not from when the routes flagging it were
+	// written or read: other control planes route by the routes they read
+	// a moment after they change, and report what they have in flight a
+	// moment after that. It is meant to cover them at their normal pace;
+	// one that lags longer may still route a request to the replica, which
+	// ends when the replica stops. Zero: the count is believed at once, in
+	// the pass that drains it (the tests; the server sets it whether or
+	// not standbys run).
 	DrainSettle time.Duration
 }
 
