@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"maps"
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/fleet"
@@ -113,4 +114,29 @@ func (r *Reconciler) finishDrains(now time.Time) {
 			r.retireReplica(tx, rep, now)
 		}
 	})
+}
+
+// noteDraining records the replicas draining as the pass leaves them, for
+// Draining.
+func (r *Reconciler) noteDraining() {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	if len(r.draining) == 0 && len(r.drainingIDs) == 0 {
+		return
+	}
+	ids := make(map[string]bool, len(r.draining))
+	for id := range r.draining {
+		ids[id] = true
+	}
+	r.drainingIDs = ids
+}
+
+// Draining returns the ids of the replicas being drained, as the last pass
+// left them: ready and running, but out of routing, to be stopped once the
+// requests in flight on them are done. The management API shows them
+// draining, not serving. The map is the caller's.
+func (r *Reconciler) Draining() map[string]bool {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	return maps.Clone(r.drainingIDs)
 }

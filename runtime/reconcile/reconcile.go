@@ -107,8 +107,8 @@ const DefaultDrainTimeout = 10 * time.Minute
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
-	// backoffMu guards backoff, stalls, rollouts, wants and notPlaced,
-	// which the management API reads.
+	// backoffMu guards backoff, stalls, rollouts, wants, notPlaced and
+	// drainingIDs, which the management API reads.
 	backoffMu sync.Mutex
 	backoff   map[string]backoff
 	// wants is, per model, the replicas of its current generation the last
@@ -184,8 +184,10 @@ type Reconciler struct {
 	// reconciler has seen it so.
 	lostAt map[string]time.Time
 	// draining holds the replicas taken out of routing to be stopped once
-	// nothing is in flight on them (drain.go).
-	draining map[string]drain
+	// nothing is in flight on them (drain.go); only Pass touches it.
+	// drainingIDs is its ids as the last pass left them (Draining).
+	draining    map[string]drain
+	drainingIDs map[string]bool
 }
 
 type backoff struct {
@@ -340,6 +342,7 @@ func (r *Reconciler) Pass() {
 	}
 	// Once the router has them flagged, so no new request reaches them.
 	r.finishDrains(now)
+	r.noteDraining()
 	r.passes.Add(1)
 }
 
