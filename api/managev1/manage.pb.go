@@ -1231,11 +1231,12 @@ type ModelStatus struct {
 	// live replicas (starting, ready and draining).
 	ReplicasReady int32 `protobuf:"varint,2,opt,name=replicas_ready,json=replicasReady,proto3" json:"replicas_ready,omitempty"`
 	ReplicasTotal int32 `protobuf:"varint,3,opt,name=replicas_total,json=replicasTotal,proto3" json:"replicas_total,omitempty"`
-	// serving | starting | idle | unplaced | failed. idle: loaded on demand
-	// and not asked for, whatever replicas still drain. unplaced: a replica
-	// is wanted and no node can hold it; failed: one is wanted and the last
-	// one failed. message says why, for a model loaded on demand that is
-	// asked for as its requests are told it (503 model_not_ready).
+	// serving | starting | idle | unplaced | failed. idle: wanting no
+	// replica (loaded on demand and not asked for, or min 0 and max 0),
+	// whatever replicas still drain. unplaced: a replica is wanted and no
+	// node can hold it; failed: one is wanted and the last one failed.
+	// message says why, for a model loaded on demand that is asked for as
+	// its requests are told it (503 model_not_ready).
 	State   string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	// Why the rollout is stuck (stalled_reason says which kind): the current
