@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/api/specv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/spec"
@@ -397,4 +399,39 @@ func TestLongDrainDoesNotHoldStalls(t *testing.T) {
 	}
 	s.lease.Done()
 	s.onKept.Done()
+}
+
+// TestRestartCountsReplicasReportedDuringHold: after a restart the agents
+// report the replicas that ran before only after the reconciler's first
+// pass; the model's count follows them while placement is held, so the
+// pass that ends the hold wants what runs and drains nothing.
+func TestRestartCountsReplicasReportedDuringHold(t *testing.T) {
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 2}
+	m.Profiles[0].Weight = 10
+	h := newRouted(t, m)
+	h.rec.opts.Expected = []string{"r-a", "r-b"}
+	h.rec.opts.HoldPlacementUntil = h.now.Add(time.Minute)
+	h.rec.Pass() // nothing reported yet
+	norm := m.Clone()
+	norm.Normalize()
+	gen := spec.ReplicaGeneration(norm, "h100")
+	for node, id := range map[string]string{"node01": "r-a", "node03": "r-b"} {
+		h.fleet.Connect(&agentv1.Hello{NodeId: node, Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
+			ShardId: id + "-0", ReplicaId: id, Model: m.Name, Rank: 0, Profile: &specv1.Profile{Name: "h100", Engine: "sim", GpuClass: "h100-80g", Tp: 1},
+			ReplicaGeneration: gen, State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:91" + id[len(id)-1:],
+		}}}, node, nil, false, h.conns[node])
+	}
+	h.now = h.now.Add(time.Second)
+	h.heartbeat()
+	h.rec.Pass() // both reported: the hold ends
+	if !h.rec.Ready() {
+		t.Fatal("still holding with every expected replica reported")
+	}
+	if ids := h.drainingEndpoints(m.Name); len(ids) != 0 || h.allStops() != 0 {
+		t.Fatalf("endpoints draining %v, %d StopShard once the hold ended: want both replicas serving", ids, h.allStops())
+	}
+	if eps := h.rt.Snapshot()[m.Name]; len(eps) != 2 {
+		t.Fatalf("endpoints %+v, want the two replicas reported", eps)
+	}
 }
