@@ -83,7 +83,7 @@ func TestOnDemandModel(t *testing.T) {
 		var states []string
 		for _, r := range rs.GetReplicas() {
 			states = append(states, r.GetId()+"="+r.GetState())
-			if r.GetState() == "ready" || r.GetState() == "starting" {
+			if st := r.GetState(); st == "ready" || st == "starting" || st == "draining" { // running
 				n++
 			}
 		}

@@ -75,7 +75,8 @@ func TestStandbyLoadsOnDemand(t *testing.T) {
 	c.StartAgent(testcluster.NodeSpec{ID: "node01", Servers: []string{c.AgentAddr, b.AgentAddr}})
 	ctx := context.Background()
 
-	// live returns the ids of sim-lazy's replicas starting or ready.
+	// live returns the ids of sim-lazy's replicas running: starting, ready
+	// or draining.
 	live := func() ([]string, string) {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
@@ -86,7 +87,7 @@ func TestStandbyLoadsOnDemand(t *testing.T) {
 		var ids, states []string
 		for _, r := range rs.GetReplicas() {
 			states = append(states, r.GetId()+"="+r.GetState())
-			if r.GetState() == "ready" || r.GetState() == "starting" {
+			if st := r.GetState(); st == "ready" || st == "starting" || st == "draining" { // running
 				ids = append(ids, r.GetId())
 			}
 		}

@@ -240,11 +240,11 @@ func pricingSchema() map[string]schema.Attribute {
 // statusSchema is the attributes of status.
 func statusSchema() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
-		"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "`serving`, `starting`, `unplaced` (a replica is wanted and no node can hold it), `idle` (loaded on demand and not asked for) or `failed` (a replica is wanted and the last one failed)."},
+		"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "`serving`, `starting`, `unplaced` (a replica is wanted and no node can hold it), `idle` (wanting no replica: loaded on demand and not asked for, or `min` 0 and `max` 0) or `failed` (a replica is wanted and the last one failed)."},
 		"message":          schema.StringAttribute{Computed: true, MarkdownDescription: "Why the model is not serving: the last failure, or why no node can hold it; for a model loaded on demand that is asked for and cannot be loaded, what its requests are told."},
-		"replicas_ready":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Ready replicas."},
+		"replicas_ready":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Ready replicas in routing: not one draining (scaled down, idle or evicted to make room, it takes no new request and stops once the requests in flight on it are done)."},
 		"replicas_desired": schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas the control plane wants now: `scaling.min`, more while the load asks for them (up to `scaling.max`), and 1 while a model loaded on demand is asked for."},
-		"replicas_total":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas starting or ready."},
+		"replicas_total":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Replicas running: starting, ready or draining."},
 		"replicas_stale":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Live replicas placed for an earlier definition of the model (a profile change since): they serve until replaced, by `rollout`."},
 	}
 }

@@ -64,16 +64,18 @@ func (*GetStatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type Status struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	NodesTotal    int32                  `protobuf:"varint,2,opt,name=nodes_total,json=nodesTotal,proto3" json:"nodes_total,omitempty"`
-	NodesReady    int32                  `protobuf:"varint,3,opt,name=nodes_ready,json=nodesReady,proto3" json:"nodes_ready,omitempty"`
-	NodesLost     int32                  `protobuf:"varint,4,opt,name=nodes_lost,json=nodesLost,proto3" json:"nodes_lost,omitempty"`
-	Models        int32                  `protobuf:"varint,5,opt,name=models,proto3" json:"models,omitempty"`
-	ReplicasReady int32                  `protobuf:"varint,6,opt,name=replicas_ready,json=replicasReady,proto3" json:"replicas_ready,omitempty"`
-	ReplicasTotal int32                  `protobuf:"varint,7,opt,name=replicas_total,json=replicasTotal,proto3" json:"replicas_total,omitempty"`
-	GpusTotal     int32                  `protobuf:"varint,8,opt,name=gpus_total,json=gpusTotal,proto3" json:"gpus_total,omitempty"`
-	GpusUsed      int32                  `protobuf:"varint,9,opt,name=gpus_used,json=gpusUsed,proto3" json:"gpus_used,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Version    string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	NodesTotal int32                  `protobuf:"varint,2,opt,name=nodes_total,json=nodesTotal,proto3" json:"nodes_total,omitempty"`
+	NodesReady int32                  `protobuf:"varint,3,opt,name=nodes_ready,json=nodesReady,proto3" json:"nodes_ready,omitempty"`
+	NodesLost  int32                  `protobuf:"varint,4,opt,name=nodes_lost,json=nodesLost,proto3" json:"nodes_lost,omitempty"`
+	Models     int32                  `protobuf:"varint,5,opt,name=models,proto3" json:"models,omitempty"`
+	// Ready replicas in routing (a draining one is not: Replica.state) and
+	// live replicas (starting, ready and draining).
+	ReplicasReady int32 `protobuf:"varint,6,opt,name=replicas_ready,json=replicasReady,proto3" json:"replicas_ready,omitempty"`
+	ReplicasTotal int32 `protobuf:"varint,7,opt,name=replicas_total,json=replicasTotal,proto3" json:"replicas_total,omitempty"`
+	GpusTotal     int32 `protobuf:"varint,8,opt,name=gpus_total,json=gpusTotal,proto3" json:"gpus_total,omitempty"`
+	GpusUsed      int32 `protobuf:"varint,9,opt,name=gpus_used,json=gpusUsed,proto3" json:"gpus_used,omitempty"`
 	// The leader election among the control planes sharing the store; absent
 	// from a control plane that does not take part in one.
 	Ha *HAStatus `protobuf:"bytes,10,opt,name=ha,proto3" json:"ha,omitempty"`
@@ -1225,13 +1227,16 @@ type ModelStatus struct {
 	// scaling.min, more while the model's load asks for them (up to
 	// scaling.max), and 1 while a model loaded on demand is asked for.
 	ReplicasDesired int32 `protobuf:"varint,1,opt,name=replicas_desired,json=replicasDesired,proto3" json:"replicas_desired,omitempty"`
-	ReplicasReady   int32 `protobuf:"varint,2,opt,name=replicas_ready,json=replicasReady,proto3" json:"replicas_ready,omitempty"`
-	ReplicasTotal   int32 `protobuf:"varint,3,opt,name=replicas_total,json=replicasTotal,proto3" json:"replicas_total,omitempty"`
-	// serving | starting | idle | unplaced | failed. idle: loaded on demand
-	// and not asked for. unplaced: a replica is wanted and no node can hold
-	// it; failed: one is wanted and the last one failed. message says why,
-	// for a model loaded on demand that is asked for as its requests are
-	// told it (503 model_not_ready).
+	// Ready replicas in routing (a draining one is not: Replica.state) and
+	// live replicas (starting, ready and draining).
+	ReplicasReady int32 `protobuf:"varint,2,opt,name=replicas_ready,json=replicasReady,proto3" json:"replicas_ready,omitempty"`
+	ReplicasTotal int32 `protobuf:"varint,3,opt,name=replicas_total,json=replicasTotal,proto3" json:"replicas_total,omitempty"`
+	// serving | starting | idle | unplaced | failed. idle: wanting no
+	// replica (loaded on demand and not asked for, or min 0 and max 0),
+	// whatever replicas still drain. unplaced: a replica is wanted and no
+	// node can hold it; failed: one is wanted and the last one failed.
+	// message says why, for a model loaded on demand that is asked for as
+	// its requests are told it (503 model_not_ready).
 	State   string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	// Why the rollout is stuck (stalled_reason says which kind): the current
@@ -1762,7 +1767,10 @@ type Replica struct {
 	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Model   string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	Profile string                 `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
-	// starting | ready | failed | stopping
+	// starting | ready | draining | failed | stopping. draining: ready and
+	// running, but out of routing (scaled down, idle, or evicted to make
+	// room): it takes no new request and is stopped once the requests in
+	// flight on it are done, holding its GPUs until then.
 	State          string   `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	Error          string   `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	Fabric         string   `protobuf:"bytes,6,opt,name=fabric,proto3" json:"fabric,omitempty"`

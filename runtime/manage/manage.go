@@ -174,12 +174,13 @@ func (s *Service) GetStatus(ctx context.Context, _ *managev1.GetStatusRequest) (
 		}
 		st.GpusUsed += int32(len(used[n.ID]))
 	}
+	draining := s.draining()
 	for _, r := range s.opts.Fleet.Replicas() {
 		if !r.Live() {
 			continue
 		}
 		st.ReplicasTotal++
-		if r.State == fleet.ReplicaReady {
+		if r.State == fleet.ReplicaReady && !draining[r.ID] {
 			st.ReplicasReady++
 		}
 	}
@@ -315,6 +316,11 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 		st.Rollout = spec.RolloutManual
 	}
 	reps := s.opts.Fleet.ModelReplicas(e.Model.Name)
+	// A replica draining runs until its requests are done, but serves
+	// nothing new: neither ready nor starting (a model scaled to 0 or
+	// idle reads idle while its replicas drain).
+	draining := s.draining()
+	var leaving int32
 	for _, r := range reps {
 		if !r.Live() {
 			continue
@@ -323,7 +329,10 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 		if e.Stale(r.Profile.Name, r.Generation) {
 			st.ReplicasStale++
 		}
-		if r.State == fleet.ReplicaReady {
+		switch {
+		case draining[r.ID]:
+			leaving++
+		case r.State == fleet.ReplicaReady:
 			st.ReplicasReady++
 		}
 	}
@@ -332,7 +341,7 @@ func (s *Service) modelProto(e models.Entry) *managev1.Model {
 		// Serving what scaling.min promises; one scaling up is serving
 		// while its extra replicas start.
 		st.State = "serving"
-	case st.ReplicasTotal > 0:
+	case st.ReplicasTotal-leaving > 0:
 		st.State = "starting"
 	case st.ReplicasDesired == 0:
 		st.State = "idle"
@@ -469,6 +478,7 @@ func (s *Service) ListReplicas(_ context.Context, req *managev1.ListReplicasRequ
 	if s.opts.EngineLoads != nil {
 		loads = s.opts.EngineLoads()
 	}
+	draining := s.draining()
 	for _, r := range s.opts.Fleet.Replicas() {
 		if req.GetModel() != "" && r.Model != req.GetModel() {
 			continue
@@ -480,8 +490,12 @@ func (s *Service) ListReplicas(_ context.Context, req *managev1.ListReplicasRequ
 			}
 			entries[r.Model] = e
 		}
+		state := string(r.State)
+		if r.State == fleet.ReplicaReady && draining[r.ID] {
+			state = "draining"
+		}
 		pr := &managev1.Replica{
-			Id: r.ID, Model: r.Model, Profile: r.Profile.Name, State: string(r.State), Error: r.Error,
+			Id: r.ID, Model: r.Model, Profile: r.Profile.Name, State: state, Error: r.Error,
 			Fabric: r.Fabric, ShardsExpected: int32(r.ShardsExpected()), CreatedUnixMs: r.Created.UnixMilli(),
 			ModelGeneration: r.Generation, ReplicaGeneration: r.Generation,
 			// A replica of a model no longer in the catalog is stopping,
@@ -510,6 +524,15 @@ func (s *Service) ListReplicas(_ context.Context, req *managev1.ListReplicasRequ
 		out.Replicas = append(out.Replicas, pr)
 	}
 	return out, nil
+}
+
+// draining returns the replicas the reconciler is draining: ready, out of
+// routing, stopped once their requests are done.
+func (s *Service) draining() map[string]bool {
+	if s.opts.Reconciler == nil {
+		return nil
+	}
+	return s.opts.Reconciler.Draining()
 }
 
 func shardState(s agentv1.ShardState) string {

@@ -57,8 +57,8 @@ func toolCheckBody(model string) map[string]any {
 }
 
 // CheckTools implements the management API: it sends one ready replica of
-// the model the tool-check request, straight to its engine, and reads the
-// answer (readToolAnswer).
+// the model (not one draining) the tool-check request, straight to its
+// engine, and reads the answer (readToolAnswer).
 func (s *Service) CheckTools(ctx context.Context, req *managev1.CheckToolsRequest) (*managev1.ToolCheck, error) {
 	name, ok := s.opts.Catalog.Resolve(req.GetModel())
 	if !ok {
@@ -67,8 +67,9 @@ func (s *Service) CheckTools(ctx context.Context, req *managev1.CheckToolsReques
 	var rep *fleet.Replica
 	replicas := s.opts.Fleet.Replicas()
 	sort.Slice(replicas, func(i, j int) bool { return replicas[i].ID < replicas[j].ID })
+	draining := s.draining() // about to be stopped: the check could be cut
 	for _, r := range replicas {
-		if r.Model == name && r.State == fleet.ReplicaReady && len(r.Shards) > 0 && r.Shards[0].Endpoint != "" {
+		if r.Model == name && r.State == fleet.ReplicaReady && !draining[r.ID] && len(r.Shards) > 0 && r.Shards[0].Endpoint != "" {
 			rep = &r
 			break
 		}

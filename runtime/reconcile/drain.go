@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"maps"
 	"time"
 
 	"github.com/llmgw/llmgw/runtime/fleet"
@@ -40,9 +41,29 @@ func (r *Reconciler) startDrain(rep *fleet.Replica, why string, now time.Time) {
 // undrain returns a draining replica to routing: it is wanted again.
 func (r *Reconciler) undrain(rep *fleet.Replica) {
 	delete(r.draining, rep.ID)
-	// An eviction given up: the next one may pick another replica.
-	delete(r.evicting, rep.ID)
+	// An eviction given up: the next one may pick another replica, and
+	// until one does no room is being made for the model that asked
+	// (its requests are told why it cannot be loaded, not that it loads).
+	if forModel, ok := r.evicting[rep.ID]; ok {
+		delete(r.evicting, rep.ID)
+		delete(r.roomFor, forModel)
+	}
 	r.log.Info("replica back in routing", "model", rep.Model, "replica", rep.ID, "reason", "wanted again while draining")
+}
+
+// drainFreeing reports whether a drain may free room in a moment: one
+// begun within DrainSettle, after which a replica with nothing in flight
+// is stopped (its stop then counts as freeing room: fleetFreeing). A
+// drain past that waits for requests that may run up to DrainTimeout;
+// counted as freeing, it would put off the report of every model's stall
+// for as long.
+func (r *Reconciler) drainFreeing(now time.Time) bool {
+	for _, d := range r.draining {
+		if now.Sub(d.since) <= r.opts.DrainSettle {
+			return true
+		}
+	}
+	return false
 }
 
 // finishDrains stops the draining replicas with nothing in flight, or
@@ -50,9 +71,11 @@ func (r *Reconciler) undrain(rep *fleet.Replica) {
 // otherwise. It runs after the pass gave the router its endpoints, so
 // the counts it reads are of replicas no new request reaches (the router
 // re-routes a request that counted itself on a replica flagged after it
-// read the table).
+// read the table). Not before the reconciler is ready: until then its
+// endpoints reach neither the router nor the standbys (the server's ha),
+// and a replica flagged draining would still be sent requests.
 func (r *Reconciler) finishDrains(now time.Time) {
-	if len(r.draining) == 0 {
+	if len(r.draining) == 0 || !r.ready.Load() {
 		return
 	}
 	inflight := map[string]int64{}
@@ -64,7 +87,6 @@ func (r *Reconciler) finishDrains(now time.Time) {
 		}
 	}
 	r.opts.Fleet.Update(func(tx *fleet.Tx) {
-		defer func() { r.placing = nil }()
 		live := map[string]*fleet.Replica{}
 		for _, rep := range tx.Replicas() {
 			if _, ok := r.draining[rep.ID]; ok && rep.Live() {
@@ -92,4 +114,29 @@ func (r *Reconciler) finishDrains(now time.Time) {
 			r.retireReplica(tx, rep, now)
 		}
 	})
+}
+
+// noteDraining records the replicas draining as the pass leaves them, for
+// Draining.
+func (r *Reconciler) noteDraining() {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	if len(r.draining) == 0 && len(r.drainingIDs) == 0 {
+		return
+	}
+	ids := make(map[string]bool, len(r.draining))
+	for id := range r.draining {
+		ids[id] = true
+	}
+	r.drainingIDs = ids
+}
+
+// Draining returns the ids of the replicas being drained, as the last pass
+// left them: ready and running, but out of routing, to be stopped once the
+// requests in flight on them are done. The management API shows them
+// draining, not serving. The map is the caller's.
+func (r *Reconciler) Draining() map[string]bool {
+	r.backoffMu.Lock()
+	defer r.backoffMu.Unlock()
+	return maps.Clone(r.drainingIDs)
 }

@@ -1,11 +1,14 @@
 package reconcile
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
 	"time"
 
+	agentv1 "github.com/llmgw/llmgw/api/agentv1"
+	"github.com/llmgw/llmgw/api/specv1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/router"
 	"github.com/llmgw/llmgw/spec"
@@ -24,32 +27,9 @@ type scaledDown struct {
 	stopsBefore   int
 }
 
-func newScaledDown(t *testing.T) *scaledDown {
+func newScaledDown(t *testing.T, others ...spec.Model) *scaledDown {
 	t.Helper()
-	m := chatModel()
-	m.Scaling = spec.Scaling{Min: 1, Max: 2}
-	m.Profiles[0].Weight = 10
-	h := newRouted(t, m)
-	h.rec.Pass()
-	h.readyAll(m.Name)
-	h.rec.Pass()
-	var held []router.Lease
-	for range 9 { // 0.9 per unit of weight, above up_load 0.8
-		l, err := h.rt.Pick(m.Name, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-	}
-	h.rec.Pass()
-	h.now = h.now.Add(31 * time.Second)
-	h.heartbeat()
-	h.rec.Pass()
-	h.readyAll(m.Name)
-	h.rec.Pass()
-	if reps := h.live(m.Name); len(reps) != 2 {
-		t.Fatalf("%d replicas after 31s of load, want 2", len(reps))
-	}
+	h, m, held := newScaledUp(t, others...)
 	for _, l := range held {
 		l.Done()
 	}
@@ -91,6 +71,38 @@ func newScaledDown(t *testing.T) *scaledDown {
 		s.lease, s.onKept = b, a
 	}
 	return s
+}
+
+// newScaledUp returns a routed harness with a model between min 1 and max
+// 2 scaled up to two ready replicas under load: the requests held, 0.9 per
+// unit of weight, are still in flight. others are in the catalog too.
+func newScaledUp(t *testing.T, others ...spec.Model) (*routed, spec.Model, []router.Lease) {
+	t.Helper()
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 2}
+	m.Profiles[0].Weight = 10
+	h := newRouted(t, append([]spec.Model{m}, others...)...)
+	h.rec.Pass()
+	h.readyAll(m.Name)
+	h.rec.Pass()
+	var held []router.Lease
+	for range 9 { // 0.9 per unit of weight, above up_load 0.8
+		l, err := h.rt.Pick(m.Name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	h.rec.Pass()
+	h.now = h.now.Add(31 * time.Second)
+	h.heartbeat()
+	h.rec.Pass()
+	h.readyAll(m.Name)
+	h.rec.Pass()
+	if reps := h.live(m.Name); len(reps) != 2 {
+		t.Fatalf("%d replicas after 31s of load, want 2", len(reps))
+	}
+	return h, m, held
 }
 
 // stops counts the StopShard messages sent to every node.
@@ -274,5 +286,152 @@ func TestIdleReplicaDrainsAndReturnsOnRequest(t *testing.T) {
 	h.rec.Pass()
 	if stops := h.conns[rep.Shards[0].Node].stops(); len(stops) != 1 {
 		t.Fatalf("stops %v after idle_timeout and DrainSettle, want the replica's", stops)
+	}
+}
+
+// drainingEndpoints returns the replicas of model the router has flagged
+// draining.
+func (r *routed) drainingEndpoints(model string) []string {
+	var out []string
+	for _, ep := range r.rt.Snapshot()[model] {
+		if ep.Draining {
+			out = append(out, ep.ReplicaID)
+		}
+	}
+	return out
+}
+
+// allStops counts the StopShard messages sent to every node.
+func (r *routed) allStops() int {
+	n := 0
+	for _, c := range r.conns {
+		n += len(c.stops())
+	}
+	return n
+}
+
+// TestRestartKeepsScaledUpReplicas: a control plane that starts (a
+// restart, a new leader) with two ready replicas of a model between min
+// 1 and max 2 under load keeps both: its count starts at what runs, not
+// at min.
+func TestRestartKeepsScaledUpReplicas(t *testing.T) {
+	h, m, held := newScaledUp(t)
+	stops := h.allStops()
+	h.rec = New(h.rec.opts) // the same fleet and router, a new reconciler
+	for _, d := range []time.Duration{0, time.Second, 10 * time.Second} {
+		h.now = h.now.Add(d)
+		h.heartbeat()
+		h.rec.Pass()
+		if ids := h.drainingEndpoints(m.Name); len(ids) != 0 {
+			t.Fatalf("%s after the restart: %v draining, want both replicas serving", d, ids)
+		}
+	}
+	if n := h.allStops() - stops; n != 0 || len(h.live(m.Name)) != 2 {
+		t.Fatalf("%d StopShard, %d live replicas after the restart: want none and 2", n, len(h.live(m.Name)))
+	}
+	for _, l := range held {
+		l.Done()
+	}
+}
+
+// TestHoldDrainsNothing: while placement is held after a restart (an
+// expected replica not reported yet), a model whose load stayed below the
+// down target for down_after is not scaled down: its routes are not
+// published, so a replica flagged draining would still be sent requests.
+// Once the hold ends it is, its load still low for down_after.
+func TestHoldDrainsNothing(t *testing.T) {
+	h, m, held := newScaledUp(t)
+	for _, l := range held {
+		l.Done()
+	}
+	stops := h.allStops()
+	opts := h.rec.opts
+	for _, rep := range h.live(m.Name) {
+		opts.Expected = append(opts.Expected, rep.ID)
+	}
+	opts.Expected = append(opts.Expected, "r-not-reported")
+	opts.HoldPlacementUntil = h.now.Add(10 * time.Minute)
+	h.rec = New(opts)
+	for _, d := range []time.Duration{0, 6 * time.Minute, time.Second, time.Minute} {
+		h.now = h.now.Add(d)
+		h.heartbeat()
+		h.rec.Pass()
+		if len(h.rec.draining) != 0 {
+			t.Fatalf("%s into the hold: draining %v, want none", d, h.rec.draining)
+		}
+	}
+	if n := h.allStops() - stops; n != 0 || len(h.live(m.Name)) != 2 {
+		t.Fatalf("%d StopShard, %d live replicas during the hold: want none and 2", n, len(h.live(m.Name)))
+	}
+	h.now = opts.HoldPlacementUntil
+	h.heartbeat()
+	h.rec.Pass()
+	h.now = h.now.Add(5*time.Minute + time.Second)
+	h.heartbeat()
+	h.rec.Pass()
+	if n := h.allStops() - stops; n != 1 || len(h.live(m.Name)) != 1 {
+		t.Fatalf("%d StopShard, %d live replicas down_after past the hold's end: want the scale-down (1 and 1)", n, len(h.live(m.Name)))
+	}
+}
+
+// TestLongDrainDoesNotHoldStalls: a replica draining past DrainSettle,
+// waiting for a request that may run for DrainTimeout, is not room about
+// to be freed: a model that cannot place meanwhile is reported stalled
+// after StallAfter, not put off as long as the drain lasts.
+func TestLongDrainDoesNotHoldStalls(t *testing.T) {
+	s := newScaledDown(t)
+	s.rec.opts.DrainSettle = 2 * time.Second
+	s.rec.opts.DrainTimeout = time.Hour
+	huge := spec.Model{Name: "huge", Source: "sim://huge", Scaling: spec.Scaling{Min: 1, Max: 1},
+		Profiles: []spec.Profile{{Name: "x16", Engine: "sim", GPUClass: "h100-80g", TP: 16}}}
+	e, err := s.rec.opts.Catalog.Create(context.Background(), huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 15 {
+		s.pass(time.Second)
+	}
+	if len(s.rec.draining) != 1 {
+		t.Fatalf("draining %v, want the victim still draining (its request runs)", s.rec.draining)
+	}
+	if got := s.rec.Stalled("huge", e.Generation); got == "" {
+		t.Errorf("huge has not placed for 15s, %s with nothing but a long drain elsewhere: not reported stalled", DefaultStallAfter)
+	}
+	s.lease.Done()
+	s.onKept.Done()
+}
+
+// TestRestartCountsReplicasReportedDuringHold: after a restart the agents
+// report the replicas that ran before only after the reconciler's first
+// pass; the model's count follows them while placement is held, so the
+// pass that ends the hold wants what runs and drains nothing.
+func TestRestartCountsReplicasReportedDuringHold(t *testing.T) {
+	m := chatModel()
+	m.Scaling = spec.Scaling{Min: 1, Max: 2}
+	m.Profiles[0].Weight = 10
+	h := newRouted(t, m)
+	h.rec.opts.Expected = []string{"r-a", "r-b"}
+	h.rec.opts.HoldPlacementUntil = h.now.Add(time.Minute)
+	h.rec.Pass() // nothing reported yet
+	norm := m.Clone()
+	norm.Normalize()
+	gen := spec.ReplicaGeneration(norm, "h100")
+	for node, id := range map[string]string{"node01": "r-a", "node03": "r-b"} {
+		h.fleet.Connect(&agentv1.Hello{NodeId: node, Address: "127.0.0.1", Inventory: inventory(""), Shards: []*agentv1.ShardStatus{{
+			ShardId: id + "-0", ReplicaId: id, Model: m.Name, Rank: 0, Profile: &specv1.Profile{Name: "h100", Engine: "sim", GpuClass: "h100-80g", Tp: 1},
+			ReplicaGeneration: gen, State: agentv1.ShardState_SHARD_STATE_READY, Endpoint: "127.0.0.1:91" + id[len(id)-1:],
+		}}}, node, nil, false, h.conns[node])
+	}
+	h.now = h.now.Add(time.Second)
+	h.heartbeat()
+	h.rec.Pass() // both reported: the hold ends
+	if !h.rec.Ready() {
+		t.Fatal("still holding with every expected replica reported")
+	}
+	if ids := h.drainingEndpoints(m.Name); len(ids) != 0 || h.allStops() != 0 {
+		t.Fatalf("endpoints draining %v, %d StopShard once the hold ended: want both replicas serving", ids, h.allStops())
+	}
+	if eps := h.rt.Snapshot()[m.Name]; len(eps) != 2 {
+		t.Fatalf("endpoints %+v, want the two replicas reported", eps)
 	}
 }

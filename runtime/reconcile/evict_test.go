@@ -1,8 +1,11 @@
 package reconcile
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/llmgw/llmgw/runtime/router"
 )
 
 // A model evicted to make room stays idle until asked for again, and the
@@ -80,5 +83,51 @@ func TestEvictionRoomHeldForAsker(t *testing.T) {
 	h.rec.Pass()
 	if n := len(h.live("od-d")); n != 1 {
 		t.Errorf("od-d asked for room first: %d live, want 1 (the freed room went to %s?)", n, victim)
+	}
+}
+
+// TestEvictionUndoneClearsRoom: an eviction given up (the evicted model is
+// asked for again while its replica drains) makes no room, so the model
+// that asked for it is told why it cannot be loaded, not that it loads.
+func TestEvictionUndoneClearsRoom(t *testing.T) {
+	h := newRouted(t, onDemand("od-a", 8, time.Hour), onDemand("od-b", 8, time.Hour), onDemand("od-c", 8, time.Hour), onDemand("od-d", 8, time.Hour))
+	h.rec.opts.DrainSettle = 10 * time.Second // the victim is still draining in the next pass
+	for _, m := range []string{"od-a", "od-b", "od-c"} {
+		_, _ = h.rt.Pick(m, "")
+	}
+	h.rec.Pass()
+	for _, m := range []string{"od-a", "od-b", "od-c"} {
+		h.readyAll(m)
+	}
+	h.now = h.now.Add(3 * time.Minute)
+	h.heartbeat()
+	_, _ = h.rt.Pick("od-d", "")
+	h.rec.Pass()
+	if len(h.rec.evicting) != 1 {
+		t.Fatalf("evicting %v, want one replica evicted for od-d", h.rec.evicting)
+	}
+	if why, _ := h.rec.NotPlaced("od-d"); why != "" {
+		t.Fatalf("od-d while room is made for it: not placed %q, want loading", why)
+	}
+	// Every model asked for again: the victim returns to routing, and no
+	// other replica may be evicted (each was just asked for).
+	h.now = h.now.Add(time.Second)
+	for _, m := range []string{"od-a", "od-b", "od-c"} {
+		_, _ = h.rt.Pick(m, "")
+	}
+	for range 2 {
+		h.heartbeat()
+		h.rec.Pass()
+		h.now = h.now.Add(time.Second)
+	}
+	if len(h.rec.draining) != 0 || len(h.rec.evicting) != 0 {
+		t.Fatalf("draining %v, evicting %v: want the eviction undone", h.rec.draining, h.rec.evicting)
+	}
+	if why, _ := h.rec.NotPlaced("od-d"); why == "" {
+		t.Fatal("od-d is told it loads though no room is being made for it")
+	}
+	var nr *router.NotReadyError
+	if _, err := h.rt.Pick("od-d", ""); !errors.As(err, &nr) || nr.Loading {
+		t.Fatalf("request for od-d: %v, want not loading", err)
 	}
 }

@@ -87,10 +87,15 @@ type Options struct {
 	// (DefaultDrainTimeout when zero).
 	DrainTimeout time.Duration
 	// DrainSettle is how long such a replica stays out of routing before a
-	// count of no request in flight on it is believed: other control
-	// planes route by the routes they read a moment after they change,
-	// and report what they have in flight a moment after that. Zero: the
-	// count is believed at once (one control plane).
+	// count of no request in flight on it is believed, counted from the
+	// pass that drained it, not from when the routes flagging it were
+	// written or read: other control planes route by the routes they read
+	// a moment after they change, and report what they have in flight a
+	// moment after that. It is meant to cover them at their normal pace;
+	// one that lags longer may still route a request to the replica, which
+	// ends when the replica stops. Zero: the count is believed at once, in
+	// the pass that drains it (the tests; the server sets it whether or
+	// not standbys run).
 	DrainSettle time.Duration
 }
 
@@ -102,8 +107,8 @@ const DefaultDrainTimeout = 10 * time.Minute
 type Reconciler struct {
 	opts Options
 	log  *slog.Logger
-	// backoffMu guards backoff, stalls, rollouts, wants and notPlaced,
-	// which the management API reads.
+	// backoffMu guards backoff, stalls, rollouts, wants, notPlaced and
+	// drainingIDs, which the management API reads.
 	backoffMu sync.Mutex
 	backoff   map[string]backoff
 	// wants is, per model, the replicas of its current generation the last
@@ -152,11 +157,14 @@ type Reconciler struct {
 	// when the reconciler started (the idle clock of models nobody asked
 	// for since); the ready replicas seen, and each model's last measured
 	// load time.
-	scaling  map[string]*scaleState
-	owed     map[string]int
-	evicting map[string]bool
+	scaling map[string]*scaleState
+	owed    map[string]int
+	// evicting is, per replica being stopped to make room, the model the
+	// room is for.
+	evicting map[string]string
 	// roomFor is, per model that evicted a replica of another to make
-	// room, when; it is placed first until it places or EvictAfter passes.
+	// room, when; it is placed first until it places, EvictAfter passes
+	// or the replica evicted is wanted again (undrain).
 	roomFor   map[string]time.Time
 	started   time.Time
 	readySeen map[string]bool
@@ -176,8 +184,10 @@ type Reconciler struct {
 	// reconciler has seen it so.
 	lostAt map[string]time.Time
 	// draining holds the replicas taken out of routing to be stopped once
-	// nothing is in flight on them (drain.go).
-	draining map[string]drain
+	// nothing is in flight on them (drain.go); only Pass touches it.
+	// drainingIDs is its ids as the last pass left them (Draining).
+	draining    map[string]drain
+	drainingIDs map[string]bool
 }
 
 type backoff struct {
@@ -215,7 +225,7 @@ func New(opts Options) *Reconciler {
 		opts.DrainTimeout = DefaultDrainTimeout
 	}
 	return &Reconciler{opts: opts, log: opts.Logger.With("component", "reconcile"), backoff: map[string]backoff{}, wants: map[string]int{}, notPlaced: map[string]notPlaced{}, stalls: map[string]stall{}, routed: map[string]bool{}, configured: map[string]bool{},
-		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]bool{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
+		scaling: map[string]*scaleState{}, owed: map[string]int{}, evicting: map[string]string{}, roomFor: map[string]time.Time{}, started: opts.Now(), readySeen: map[string]bool{}, loadTime: map[string]time.Duration{}, lostAt: map[string]time.Time{},
 		startTime: map[startKey]time.Duration{}, together: map[string]bool{}, draining: map[string]drain{}}
 }
 
@@ -280,8 +290,7 @@ func (r *Reconciler) Pass() {
 		r.holding = r.holdPlacement(tx, now)
 		r.noteLostNodes(tx, now)
 		r.retire(tx, byName, now)
-		// A replica draining frees its GPUs once its requests are done.
-		r.freeing = fleetFreeing(tx) || len(r.draining) > 0
+		r.freeing = fleetFreeing(tx) || r.drainFreeing(now)
 		for _, rep := range tx.Replicas() {
 			if e, ok := byName[rep.Model]; ok {
 				followRouting(rep, e)
@@ -333,6 +342,7 @@ func (r *Reconciler) Pass() {
 	}
 	// Once the router has them flagged, so no new request reaches them.
 	r.finishDrains(now)
+	r.noteDraining()
 	r.passes.Add(1)
 }
 
@@ -772,7 +782,11 @@ func (r *Reconciler) scale(tx *fleet.Tx, e models.Entry, now time.Time) {
 		r.retireReplica(tx, rep, now)
 		remaining--
 	}
-	if extra := len(current) + held - want; extra > 0 && remaining-held == 0 {
+	// Not while placement is held: the routes are not published (a
+	// standby's routes serve meanwhile), so a replica flagged draining
+	// would still be sent requests, and the agents are still reporting
+	// what runs.
+	if extra := len(current) + held - want; extra > 0 && remaining-held == 0 && !r.holding {
 		// Retire the least useful first, stale replicas held by a manual
 		// rollout as well as current ones: not ready, then the fewest
 		// requests in flight, then newest.

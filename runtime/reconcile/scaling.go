@@ -154,8 +154,10 @@ func (r *Reconciler) idleTimeout(e models.Entry) time.Duration {
 // should have, and, for replicas above it, why.
 //
 // A model with scaling.max at scaling.min (or without Routing) has min. An
-// autoscaled one starts at min; with min 0 it gets one replica when a
-// request asks for it. Once nothing was asked of it for its idle_timeout,
+// autoscaled one starts at the replicas it has when the reconciler starts
+// driving the fleet (none, or what a control plane before it decided),
+// between min and max; with min 0 it gets one replica when a request asks
+// for it. Once nothing was asked of it for its idle_timeout,
 // nothing is in flight and nobody waits (so the last replica a request is
 // waiting on is never stopped) it goes back to min: none for a model loaded
 // on demand. While all its replicas are ready it gains one, up to max, when
@@ -168,11 +170,6 @@ func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, 
 		return sc.Min, "above scaling.min"
 	}
 	name := e.Model.Name
-	st := r.scaling[name]
-	if st == nil {
-		st = &scaleState{want: sc.Min}
-		r.scaling[name] = st
-	}
 	d := r.opts.Routing.Demand(name)
 	d.Pending = r.opts.Routing.TakePending(name)
 	ready, live := 0, 0
@@ -184,6 +181,19 @@ func (r *Reconciler) desired(tx *fleet.Tx, e models.Entry, now time.Time) (int, 
 		if rep.State == fleet.ReplicaReady {
 			ready++
 		}
+	}
+	st := r.scaling[name]
+	if st == nil {
+		st = &scaleState{}
+		r.scaling[name] = st
+	}
+	if !r.ready.Load() {
+		// What runs is what the last control plane decided (a restart,
+		// a new leader): the count starts there, not at min, which
+		// would scale every model down whatever its load. Until the
+		// reconciler drives the fleet, agents are still reporting their
+		// replicas, so the count follows them.
+		st.want = min(max(live, sc.Min), sc.Max)
 	}
 	w := max(st.want, sc.Min)
 	why := "load below autoscale.down_load"
@@ -352,7 +362,7 @@ func (r *Reconciler) evictFor(tx *fleet.Tx, e models.Entry, now time.Time) {
 	if best == nil {
 		return
 	}
-	r.evicting[best.ID] = true
+	r.evicting[best.ID] = e.Model.Name
 	r.roomFor[e.Model.Name] = now
 	if st := r.scaling[best.Model]; st != nil {
 		st.want, st.evicted = 0, now

@@ -46,8 +46,9 @@ type waitingReplica struct {
 // noteStall records the outcome of scale's placement attempt for e: failed
 // (with the scheduler's explanation) or not; want and current are the
 // replicas of the current generation wanted and live. freeing says that
-// something in the fleet is releasing room (a replica stopping, a node
-// becoming ready), so the stall's clock starts again.
+// something in the fleet is releasing room (a replica stopping or just
+// begun draining, a node becoming ready), so the stall's clock starts
+// again.
 func (r *Reconciler) noteStall(tx *fleet.Tx, e models.Entry, failed bool, ex scheduler.Explanation, want, current int, old []*fleet.Replica, now time.Time) {
 	r.backoffMu.Lock()
 	defer r.backoffMu.Unlock()

@@ -450,8 +450,10 @@ func (d *demand) merged(model string, own router.Demand, eps func() []router.End
 		// what it reported beyond this router's own); a standby's count
 		// adds only what that misses.
 		for _, ep := range eps() {
+			// A draining replica's requests are finishing, not load on
+			// the replicas that remain (router.Demand leaves it out too).
 			peer := d.replicas[ep.ReplicaID].inFlight
-			if ep.Down || peer == 0 {
+			if ep.Down || ep.Draining || peer == 0 {
 				continue
 			}
 			var external int64

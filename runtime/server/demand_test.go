@@ -79,6 +79,14 @@ func TestDemandMerge(t *testing.T) {
 	if got := d.merged("m", router.Demand{Queue: 2}, engine); got.Queue != 3 {
 		t.Errorf("queue with the engine reporting one of cp-b's two requests = %d, want 3", got.Queue)
 	}
+	// A draining replica's requests are finishing: they are not load on
+	// the replicas that remain.
+	draining := func() []router.EndpointLoad {
+		return []router.EndpointLoad{{Endpoint: router.Endpoint{ReplicaID: "r1", Draining: true}, InFlight: 1}}
+	}
+	if got := d.merged("m", router.Demand{Queue: 0, Capacity: 1}, draining); got.Queue != 0 || got.InFlight != 2 {
+		t.Errorf("merged with r1 draining = %+v, want queue 0 (cp-b's two requests on r1 left out) and 2 in flight", got)
+	}
 	snap := d.addInFlight(map[string][]router.EndpointLoad{"m": {{Endpoint: router.Endpoint{ReplicaID: "r1"}, InFlight: 1}}})
 	if snap["m"][0].InFlight != 3 {
 		t.Errorf("snapshot = %+v; want r1 with 3 in flight", snap)
