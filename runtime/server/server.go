@@ -170,9 +170,11 @@ func (s *Server) build(ctx context.Context) error {
 		LoadTimes:  func() map[string]time.Duration { return s.ha.knownLoadTimes() },
 		OnLoadTime: func(model string, took time.Duration) { s.ha.setLoadTime(model, took) },
 		// A replica scaled down drains for at most what one request may
-		// take; it is stopped with nothing in flight only once a standby
-		// has had time to read the routes without it and report what it
-		// still has in flight on it (twice that, for the store's latency).
+		// take; with nothing in flight it is stopped no sooner than the
+		// time, counted from the pass that drained it, a standby takes at
+		// its normal pace to read the routes without it and report what
+		// it still has in flight on it (twice that, for the store's
+		// latency).
 		DrainTimeout: cfg.Timeouts.Generation,
 		DrainSettle:  2 * (publishEvery + followRoutes + 2*demandEvery),
 	})
