@@ -30,6 +30,10 @@ type FleetOptions struct {
 	Models func() []CatalogModel
 	// Now is the clock for heartbeat ages; nil means time.Now.
 	Now func() time.Time
+	// Draining, when set, returns the replicas being drained before they
+	// stop (reconcile.Reconciler.Draining): ready but serving nothing,
+	// they are counted as draining, not ready.
+	Draining func() map[string]bool
 }
 
 // FleetCollector exports the fleet as the control plane sees it, read at
@@ -126,9 +130,17 @@ func (c *FleetCollector) Collect(ch chan<- prometheus.Metric) {
 	type modelState struct{ model, state string }
 	byState := map[modelState]int{}
 	ready := map[string]int{}
+	var draining map[string]bool
+	if c.opts.Draining != nil {
+		draining = c.opts.Draining()
+	}
 	for _, r := range replicas {
-		byState[modelState{r.Model, string(r.State)}]++
-		if r.State == fleet.ReplicaReady {
+		state := string(r.State)
+		if r.State == fleet.ReplicaReady && draining[r.ID] {
+			state = "draining"
+		}
+		byState[modelState{r.Model, state}]++
+		if state == string(fleet.ReplicaReady) {
 			ready[r.Model]++
 		}
 		if !r.Live() {

@@ -84,6 +84,21 @@ func TestFleetCollector(t *testing.T) {
 	}
 }
 
+// TestFleetCollectorDraining: a ready replica being drained counts as
+// draining, not as ready.
+func TestFleetCollectorDraining(t *testing.T) {
+	c := NewFleetCollector(FleetOptions{Fleet: testFleet(t), Draining: func() map[string]bool { return map[string]bool{"r1": true} }})
+	out := exposition(t, collectorRegistry(t, c))
+	for _, line := range []string{`llmgw_replicas{model="qwen",state="draining"} 1`, `llmgw_model_ready_replicas{model="qwen"} 0`} {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("missing %s in:\n%s", line, out)
+		}
+	}
+	if strings.Contains(out, `llmgw_replicas{model="qwen",state="ready"}`) {
+		t.Errorf("the draining replica counted as ready:\n%s", out)
+	}
+}
+
 // A reading the driver does not report is absent, not zero: a flat zero
 // would look like an idle, cool, healthy GPU.
 func TestFleetCollectorUnknownReadingsAreAbsent(t *testing.T) {

@@ -17,7 +17,14 @@ func (s *Server) setupMetrics() error {
 	if err := s.Metrics.Register(s.Router.Collector()); err != nil {
 		return err
 	}
-	return s.Metrics.Register(metrics.NewFleetCollector(metrics.FleetOptions{Fleet: s.Fleet, Models: s.catalogModels}))
+	return s.Metrics.Register(metrics.NewFleetCollector(metrics.FleetOptions{Fleet: s.Fleet, Models: s.catalogModels,
+		// The reconciler is made after the metrics.
+		Draining: func() map[string]bool {
+			if s.Reconciler == nil {
+				return nil
+			}
+			return s.Reconciler.Draining()
+		}}))
 }
 
 // catalogModels lists the catalog for the fleet collector.
