@@ -22,9 +22,7 @@ func TestDrainingReplicaNotServing(t *testing.T) {
 	now := time.Now()
 	s.opts.Reconciler = reconcile.New(reconcile.Options{Fleet: s.opts.Fleet, Catalog: s.opts.Catalog, Endpoints: rt, Routing: rt,
 		Now: func() time.Time { return now }, DrainSettle: time.Hour}) // drained, not stopped, for the test
-	inv := &agentv1.Inventory{Engines: []*agentv1.EngineStatus{{Engine: "sim", Available: true}}, Avx2: true, MemoryAvailableBytes: 64 << 30}
-	inv.Gpus = []*agentv1.GPU{{Index: 0, Class: "h100-80g"}}
-	s.opts.Fleet.Connect(&agentv1.Hello{Inventory: inv}, "node02", nil, false, nopConn{})
+	connectSimNode(s.opts.Fleet, "node02", "h100-80g")
 	_, _ = rt.Pick("from-yaml", "")
 	s.opts.Reconciler.Pass()
 	reps := s.opts.Fleet.Replicas()

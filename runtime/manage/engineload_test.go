@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/models"
@@ -27,8 +26,7 @@ func TestReplicaEngineLoad(t *testing.T) {
 	}
 	f := fleet.New()
 	for _, n := range []string{"node01", "node02"} {
-		inv := &agentv1.Inventory{Engines: []*agentv1.EngineStatus{{Engine: "sim", Available: true}}, Avx2: true, MemoryAvailableBytes: 64 << 30}
-		f.Connect(&agentv1.Hello{Inventory: inv}, n, nil, false, nopConn{})
+		connectSimNode(f, n)
 	}
 	rec := reconcile.New(reconcile.Options{Fleet: f, Catalog: reg})
 	rec.Pass()

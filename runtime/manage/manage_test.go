@@ -29,6 +29,16 @@ type nopConn struct{}
 
 func (nopConn) Send(*agentv1.ControlMessage) error { return nil }
 
+// connectSimNode connects node id to f: the sim engine, 64 GiB, and a GPU
+// of each class given.
+func connectSimNode(f *fleet.Fleet, id string, gpus ...string) {
+	inv := &agentv1.Inventory{Engines: []*agentv1.EngineStatus{{Engine: "sim", Available: true}}, Avx2: true, MemoryAvailableBytes: 64 << 30}
+	for i, class := range gpus {
+		inv.Gpus = append(inv.Gpus, &agentv1.GPU{Index: int32(i), Class: class})
+	}
+	f.Connect(&agentv1.Hello{Inventory: inv}, id, nil, false, nopConn{})
+}
+
 func newService(t *testing.T) (*Service, store.Store) {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "llmgw.db"))
@@ -43,9 +53,7 @@ func newService(t *testing.T) (*Service, store.Store) {
 		t.Fatal(err)
 	}
 	f := fleet.New()
-	inv := &agentv1.Inventory{Engines: []*agentv1.EngineStatus{{Engine: "sim", Available: true}}, Avx2: true, MemoryAvailableBytes: 64 << 30}
-	inv.Gpus = []*agentv1.GPU{{Index: 0, Class: "a100-80g"}}
-	f.Connect(&agentv1.Hello{Inventory: inv}, "node01", nil, false, nopConn{})
+	connectSimNode(f, "node01", "a100-80g")
 	rec := reconcile.New(reconcile.Options{Fleet: f, Catalog: reg})
 	return New(Options{Version: "test", Fleet: f, Catalog: reg, Reconciler: rec, Tokens: st, Store: st}), st
 }
@@ -299,9 +307,7 @@ func TestOnDemandAskedForButUnplaced(t *testing.T) {
 	}
 
 	// A node that can hold it joins: placed, and loading.
-	inv := &agentv1.Inventory{Engines: []*agentv1.EngineStatus{{Engine: "sim", Available: true}}, Avx2: true, MemoryAvailableBytes: 64 << 30}
-	inv.Gpus = []*agentv1.GPU{{Index: 0, Class: "h100-80g"}}
-	s.opts.Fleet.Connect(&agentv1.Hello{Inventory: inv}, "node02", nil, false, nopConn{})
+	connectSimNode(s.opts.Fleet, "node02", "h100-80g")
 	s.opts.Reconciler.Pass()
 	m, err = s.GetModel(ctx, &managev1.GetModelRequest{Name: "from-yaml"})
 	if st := m.GetStatus(); err != nil || st.GetState() != "starting" || st.GetReplicasDesired() != 1 || st.GetReplicasTotal() != 1 {

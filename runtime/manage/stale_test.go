@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	agentv1 "github.com/llmgw/llmgw/api/agentv1"
 	managev1 "github.com/llmgw/llmgw/api/managev1"
 	"github.com/llmgw/llmgw/runtime/fleet"
 	"github.com/llmgw/llmgw/runtime/models"
@@ -31,8 +30,7 @@ func TestStaleIsPerProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := fleet.New()
-	inv := &agentv1.Inventory{Engines: []*agentv1.EngineStatus{{Engine: "sim", Available: true}}, Avx2: true, MemoryAvailableBytes: 64 << 30}
-	f.Connect(&agentv1.Hello{Inventory: inv}, "node01", nil, false, nopConn{})
+	connectSimNode(f, "node01")
 	rec := reconcile.New(reconcile.Options{Fleet: f, Catalog: reg})
 	s := New(Options{Version: "test", Fleet: f, Catalog: reg, Reconciler: rec})
 	rec.Pass()

@@ -126,6 +126,29 @@ func lazyModel(name string, lo, hi int) spec.Model {
 		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
 }
 
+// storeWith opens a store in a test directory and a catalog over it
+// holding ms (loaded), and returns both with a silent logger.
+func storeWith(t *testing.T, ms ...spec.Model) (store.Store, *models.Registry, *slog.Logger) {
+	t.Helper()
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "llmgw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	log := slog.New(slog.DiscardHandler)
+	for i := range ms {
+		ms[i].Normalize()
+	}
+	cat, err := models.New(ms, st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return st, cat, log
+}
+
 // leaderWith is the ha part of a leader named cp-a (lease 6 s) whose
 // catalog holds ms.
 func leaderWith(t *testing.T, ms ...spec.Model) *ha {
@@ -390,22 +413,7 @@ func TestStandbyDemandReachesLeader(t *testing.T) {
 // leader's ETA, or none once it is past, as the leader does.
 func TestStandbyTakesLeadersETA(t *testing.T) {
 	ctx := t.Context()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	lazy := spec.Model{Name: "lazy", Source: "sim://lazy", Scaling: spec.Scaling{Min: 0, Max: 1},
-		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
-	lazy.Normalize()
-	log := slog.New(slog.DiscardHandler)
-	cat, err := models.New([]spec.Model{lazy}, st, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st, cat, log := storeWith(t, lazyModel("lazy", 0, 1))
 
 	// The leader's side.
 	lead := &ha{etas: map[string]time.Time{}}
@@ -464,16 +472,7 @@ func TestStandbyTakesLeadersETA(t *testing.T) {
 // not reported as asked for.
 func TestStandbyForgetsDeletedModel(t *testing.T) {
 	ctx := t.Context()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	log := slog.New(slog.DiscardHandler)
-	cat, err := models.New(nil, st, log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, cat, log := storeWith(t)
 	if _, err := cat.Create(ctx, lazyModel("lazy", 0, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -565,22 +564,7 @@ func TestLeaderPrunesDeadStandbys(t *testing.T) {
 // once the leader can load it, loading again.
 func TestStandbyTakesLeadersNotPlaced(t *testing.T) {
 	ctx := t.Context()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	lazy := spec.Model{Name: "lazy", Source: "sim://lazy", Scaling: spec.Scaling{Min: 0, Max: 1},
-		Profiles: []spec.Profile{{Name: "p", Engine: "sim", GPUClass: "h100-80g", TP: 1}}}
-	lazy.Normalize()
-	log := slog.New(slog.DiscardHandler)
-	cat, err := models.New([]spec.Model{lazy}, st, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st, cat, log := storeWith(t, lazyModel("lazy", 0, 1))
 
 	// The leader's side: a reason is written once, and once gone.
 	const why = "no node can hold profile p: node01: wrong GPU class"
@@ -638,16 +622,7 @@ func TestStandbyTakesLeadersNotPlaced(t *testing.T) {
 // model that left the catalog is forgotten.
 func TestLoadTimesOutliveTheLeader(t *testing.T) {
 	ctx := t.Context()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "llmgw.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	log := slog.New(slog.DiscardHandler)
-	cat, err := models.New(nil, st, log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, cat, log := storeWith(t)
 	// The leader: elected, it measures two load times and publishes them.
 	s := &Server{Store: st, Catalog: cat, Router: router.New(), log: log, Fleet: fleet.New()}
 	s.Reconciler = reconcile.New(reconcile.Options{Fleet: s.Fleet, Catalog: cat})
