@@ -11,18 +11,7 @@ import (
 // A model evicted to make room stays idle until asked for again, and the
 // room freed goes to the model that asked for it: no model takes turns.
 func TestEvictedModelStaysIdleAndRoomGoesToAsker(t *testing.T) {
-	h := newRouted(t, onDemand("od-a", 8, time.Hour), onDemand("od-b", 8, time.Hour), onDemand("od-c", 8, time.Hour), onDemand("od-d", 8, time.Hour))
-	for _, m := range []string{"od-a", "od-b", "od-c"} {
-		_, _ = h.rt.Pick(m, "")
-	}
-	h.rec.Pass()
-	for _, m := range []string{"od-a", "od-b", "od-c"} {
-		h.readyAll(m)
-	}
-	h.now = h.now.Add(3 * time.Minute)
-	h.heartbeat()
-	_, _ = h.rt.Pick("od-d", "")
-	h.rec.Pass()
+	h := askFourthOfThreeServing(t, nil)
 	h.ackStops()
 	h.rec.Pass()
 	h.readyAll("od-d")
@@ -90,19 +79,9 @@ func TestEvictionRoomHeldForAsker(t *testing.T) {
 // asked for again while its replica drains) makes no room, so the model
 // that asked for it is told why it cannot be loaded, not that it loads.
 func TestEvictionUndoneClearsRoom(t *testing.T) {
-	h := newRouted(t, onDemand("od-a", 8, time.Hour), onDemand("od-b", 8, time.Hour), onDemand("od-c", 8, time.Hour), onDemand("od-d", 8, time.Hour))
-	h.rec.opts.DrainSettle = 10 * time.Second // the victim is still draining in the next pass
-	for _, m := range []string{"od-a", "od-b", "od-c"} {
-		_, _ = h.rt.Pick(m, "")
-	}
-	h.rec.Pass()
-	for _, m := range []string{"od-a", "od-b", "od-c"} {
-		h.readyAll(m)
-	}
-	h.now = h.now.Add(3 * time.Minute)
-	h.heartbeat()
-	_, _ = h.rt.Pick("od-d", "")
-	h.rec.Pass()
+	h := askFourthOfThreeServing(t, func(h *routed) {
+		h.rec.opts.DrainSettle = 10 * time.Second // the victim is still draining in the next pass
+	})
 	if len(h.rec.evicting) != 1 {
 		t.Fatalf("evicting %v, want one replica evicted for od-d", h.rec.evicting)
 	}
@@ -130,4 +109,28 @@ func TestEvictionUndoneClearsRoom(t *testing.T) {
 	if _, err := h.rt.Pick("od-d", ""); !errors.As(err, &nr) || nr.Loading {
 		t.Fatalf("request for od-d: %v, want not loading", err)
 	}
+}
+
+// askFourthOfThreeServing fills the three nodes with one 8-GPU on-demand
+// model each (od-a to od-c, ready, idle for 3 minutes), then asks for a
+// fourth (od-d) and runs the pass that makes room for it; before, when set,
+// adjusts the harness first.
+func askFourthOfThreeServing(t *testing.T, before func(*routed)) *routed {
+	t.Helper()
+	h := newRouted(t, onDemand("od-a", 8, time.Hour), onDemand("od-b", 8, time.Hour), onDemand("od-c", 8, time.Hour), onDemand("od-d", 8, time.Hour))
+	if before != nil {
+		before(h)
+	}
+	for _, m := range []string{"od-a", "od-b", "od-c"} {
+		_, _ = h.rt.Pick(m, "")
+	}
+	h.rec.Pass()
+	for _, m := range []string{"od-a", "od-b", "od-c"} {
+		h.readyAll(m)
+	}
+	h.now = h.now.Add(3 * time.Minute)
+	h.heartbeat()
+	_, _ = h.rt.Pick("od-d", "")
+	h.rec.Pass()
+	return h
 }
