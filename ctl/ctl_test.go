@@ -71,9 +71,9 @@ llama-3.1-70b: failed: replica r-70b-1 failed: shard 1 exited
 		{
 			name: "replicas with the failed shard's diagnosis",
 			args: []string{"replicas"},
-			want: `REPLICA    MODEL                      PROFILE  STATE   SHARDS  NODES                      ERROR
-r-coder-1  qwen2.5-coder-3b-instruct  cpu      ready   1/1     llmgw-node01               -
-r-70b-1    llama-3.1-70b              tp8x2    failed  0/2     llmgw-node01,llmgw-node02  shard 1 on llmgw-node02 failed: engine…
+			want: `REPLICA    MODEL                      PROFILE  STATE   SHARDS  NODES                      RUN/WAIT/KV  ERROR
+r-coder-1  qwen2.5-coder-3b-instruct  cpu      ready   1/1     llmgw-node01               2/1/35%      -
+r-70b-1    llama-3.1-70b              tp8x2    failed  0/2     llmgw-node01,llmgw-node02  -            shard 1 on llmgw-node02 failed: engine…
 
 replica r-70b-1 (llama-3.1-70b) failed: shard 1 on llmgw-node02 failed: engine exited with status 1 before it was ready
   shard 1 on llmgw-node02: engine exited with status 1 before it was ready
@@ -86,8 +86,8 @@ replica r-70b-1 (llama-3.1-70b) failed: shard 1 on llmgw-node02 failed: engine e
 		{
 			name: "replicas of one model, flag value after the flag",
 			args: []string{"replicas", "--model", "qwen2.5-coder-3b-instruct"},
-			want: `REPLICA    MODEL                      PROFILE  STATE  SHARDS  NODES         ERROR
-r-coder-1  qwen2.5-coder-3b-instruct  cpu      ready  1/1     llmgw-node01  -
+			want: `REPLICA    MODEL                      PROFILE  STATE  SHARDS  NODES         RUN/WAIT/KV  ERROR
+r-coder-1  qwen2.5-coder-3b-instruct  cpu      ready  1/1     llmgw-node01  2/1/35%      -
 `,
 		},
 		{

@@ -70,7 +70,8 @@ func cannedManage() *fakeManage {
 		replicas: []*managev1.Replica{
 			{
 				Id: "r-coder-1", Model: "qwen2.5-coder-3b-instruct", Profile: "cpu", State: "ready", ShardsExpected: 1,
-				Shards: []*managev1.Shard{{Id: "r-coder-1-0", Node: "llmgw-node01", State: "ready", Endpoint: "10.0.0.11:30001"}},
+				EngineLoad: &managev1.EngineLoad{Running: 2, Waiting: 1, KvCacheUsage: 0.35},
+				Shards:     []*managev1.Shard{{Id: "r-coder-1-0", Node: "llmgw-node01", State: "ready", Endpoint: "10.0.0.11:30001"}},
 			},
 			{
 				Id: "r-70b-1", Model: "llama-3.1-70b", Profile: "tp8x2", State: "failed", Fabric: "ib-a", ShardsExpected: 2,

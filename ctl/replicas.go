@@ -59,7 +59,7 @@ const errorCellWidth = 40
 // Replica.stale tells it.
 func writeReplicas(w io.Writer, replicas []*managev1.Replica, generations map[string]string) error {
 	tw := newTable(w)
-	row(tw, "REPLICA", "MODEL", "PROFILE", "STATE", "SHARDS", "NODES", "ERROR")
+	row(tw, "REPLICA", "MODEL", "PROFILE", "STATE", "SHARDS", "NODES", "RUN/WAIT/KV", "ERROR")
 	for _, r := range replicas {
 		state, errText := r.GetState(), r.GetError()
 		if fs, fe := replicaFetch(r); fs != "" && r.GetState() == "starting" {
@@ -80,6 +80,7 @@ func writeReplicas(w io.Writer, replicas []*managev1.Replica, generations map[st
 			orDash(state),
 			replicaShards(r),
 			orDash(strings.Join(replicaNodes(r), ",")),
+			engineLoad(r.GetEngineLoad()),
 			orDash(oneLine(errText, errorCellWidth)),
 		)
 	}
@@ -199,4 +200,18 @@ func fraction(f *managev1.ShardFetch) float64 {
 		return 0
 	}
 	return float64(f.GetBytesDone()) / float64(f.GetBytesTotal())
+}
+
+// engineLoad is what a replica's engine last said of its load: requests
+// running, requests waiting, and the share of its KV cache in use ("-"
+// when it publishes no metrics, or not the KV share).
+func engineLoad(l *managev1.EngineLoad) string {
+	if l == nil {
+		return "-"
+	}
+	kv := "-"
+	if l.GetKvCacheUsage() >= 0 {
+		kv = fmt.Sprintf("%.0f%%", l.GetKvCacheUsage()*100)
+	}
+	return fmt.Sprintf("%d/%d/%s", l.GetRunning(), l.GetWaiting(), kv)
 }

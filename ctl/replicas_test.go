@@ -24,9 +24,9 @@ func TestReplicasFetching(t *testing.T) {
 	if err := writeReplicas(&b, replicas, nil); err != nil {
 		t.Fatal(err)
 	}
-	want := `REPLICA  MODEL  PROFILE  STATE                              SHARDS  NODES  ERROR
-r1       m      cpu      fetching 41% 380 MB/s, 2m35s left  0/2     n1,n2  -
-r2       w      cpu      stalled                            0/1     n3     stalled: hf:o/r/f.gguf: GET https://hub…
+	want := `REPLICA  MODEL  PROFILE  STATE                              SHARDS  NODES  RUN/WAIT/KV  ERROR
+r1       m      cpu      fetching 41% 380 MB/s, 2m35s left  0/2     n1,n2  -            -
+r2       w      cpu      stalled                            0/1     n3     -            stalled: hf:o/r/f.gguf: GET https://hub…
 
 replica r2 (w): shard 0 on n3: fetch of hf:o/r/f.gguf stalled at 5 bytes (size not known yet); last error: GET https://hub/o/r/resolve/main/f.gguf: 503 Service Unavailable
 `
@@ -53,12 +53,12 @@ func TestReplicasStaleProfile(t *testing.T) {
 	if err := writeReplicas(&b, replicas, map[string]string{"m": "new"}); err != nil {
 		t.Fatal(err)
 	}
-	want := `REPLICA  MODEL  PROFILE  STATE                  SHARDS  NODES  ERROR
-r1       m      cpu      ready (stale profile)  1/1     n1     -
-r2       m      cpu      ready                  1/1     n2     -
-r3       m      cpu      stopping               1/1     n3     -
-r4       gone   cpu      ready                  1/1     n3     -
-r5       m      cpu      ready (stale profile)  1/1     n4     -
+	want := `REPLICA  MODEL  PROFILE  STATE                  SHARDS  NODES  RUN/WAIT/KV  ERROR
+r1       m      cpu      ready (stale profile)  1/1     n1     -            -
+r2       m      cpu      ready                  1/1     n2     -            -
+r3       m      cpu      stopping               1/1     n3     -            -
+r4       gone   cpu      ready                  1/1     n3     -            -
+r5       m      cpu      ready (stale profile)  1/1     n4     -            -
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
