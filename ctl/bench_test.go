@@ -29,6 +29,9 @@ func TestBenchSavesWeight(t *testing.T) {
 	api := httptest.NewServer(eng.Handler())
 	t.Cleanup(api.Close)
 	f := cannedManage()
+	for _, r := range f.replicas {
+		r.EngineLoad = nil // engines that publish no metrics
+	}
 	env := startServer(t, f)
 	env[EnvBaseURL] = api.URL + "/v1"
 	env[EnvAPIKey] = "sk-bench"
