@@ -46,18 +46,7 @@ func TestEvictedModelStaysIdleAndRoomGoesToAsker(t *testing.T) {
 // when the evicted model (earlier in the catalog) is asked for again before
 // the room is free.
 func TestEvictionRoomHeldForAsker(t *testing.T) {
-	h := newRouted(t, onDemand("od-a", 8, time.Hour), onDemand("od-b", 8, time.Hour), onDemand("od-c", 8, time.Hour), onDemand("od-d", 8, time.Hour))
-	for _, m := range []string{"od-a", "od-b", "od-c"} {
-		_, _ = h.rt.Pick(m, "")
-	}
-	h.rec.Pass()
-	for _, m := range []string{"od-a", "od-b", "od-c"} {
-		h.readyAll(m)
-	}
-	h.now = h.now.Add(3 * time.Minute)
-	h.heartbeat()
-	_, _ = h.rt.Pick("od-d", "")
-	h.rec.Pass()
+	h := askFourthOfThreeServing(t, nil)
 	var victim string
 	for _, m := range []string{"od-a", "od-b", "od-c"} {
 		if h.stopped(m) == 1 {
