@@ -115,12 +115,14 @@ func (a *app) cmdBench(ctx context.Context, args []string) int {
 	}
 	// A model that follows its load may gain a replica under the
 	// benchmark's own load, which stops the run: say how to hold it.
+	// (A model declared in server.yaml is scaled there.)
+	sc := m.GetScaling()
 	hold := fmt.Sprintf("llmgw ctl scale %s %d", name, ready)
-	if sc := m.GetScaling(); sc.GetMax() > sc.GetMin() {
-		restore := fmt.Sprintf("llmgw ctl scale %s %d --max %d", name, sc.GetMin(), sc.GetMax())
-		if m.GetOrigin() == "config" {
-			hold, restore = fmt.Sprintf("scaling: {min: %d, max: %d} in server.yaml", ready, ready), fmt.Sprintf("scaling: {min: %d, max: %d}", sc.GetMin(), sc.GetMax())
-		}
+	restore := fmt.Sprintf("llmgw ctl scale %s %d --max %d", name, sc.GetMin(), sc.GetMax())
+	if m.GetOrigin() == "config" {
+		hold, restore = fmt.Sprintf("scaling: {min: %d, max: %d} in server.yaml", ready, ready), fmt.Sprintf("scaling: {min: %d, max: %d}", sc.GetMin(), sc.GetMax())
+	}
+	if sc.GetMax() > sc.GetMin() {
 		fmt.Fprintf(a.stdout, "note: %s scales between %d and %d replicas, and may gain one under this load, which stops the run; to hold it: %s (afterwards: %s)\n",
 			name, sc.GetMin(), sc.GetMax(), hold, restore)
 	}
