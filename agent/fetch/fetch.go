@@ -78,7 +78,13 @@ type Options struct {
 	// PeerPoll is how often a peer that is still fetching is asked again
 	// (default 500ms).
 	PeerPoll time.Duration
-	Logger   *slog.Logger
+	// PeerStartGrace is how long a peer that answers it has no such entry
+	// (404) is asked again, every PeerPoll, before the next source: the
+	// control plane names a peer fetching the source in the pass that
+	// told it to, and this node may ask before that peer has begun
+	// (default 2s).
+	PeerStartGrace time.Duration
+	Logger         *slog.Logger
 }
 
 // Progress is how far one source's download is.
@@ -189,6 +195,9 @@ func New(opts Options) (*Cache, error) {
 	}
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = time.Second
+	}
+	if opts.PeerStartGrace <= 0 {
+		opts.PeerStartGrace = 2 * time.Second
 	}
 	if opts.PeerPoll <= 0 {
 		opts.PeerPoll = 500 * time.Millisecond

@@ -641,6 +641,16 @@ func (c *Cache) waitPeer(ctx context.Context, client *http.Client, base string, 
 		}
 		resp.Body.Close()
 		cancel()
+		if resp.StatusCode == http.StatusNotFound && !resumed && time.Since(began) < c.opts.PeerStartGrace {
+			// Not begun yet, perhaps: named in the pass that told it to
+			// fetch, it may not have had its order. Asked again.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(c.opts.PeerPoll):
+			}
+			continue
+		}
 		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
 			return fmt.Errorf("peer %s: %s", peer.Node, resp.Status)
 		}
