@@ -83,3 +83,57 @@ func TestDrainingEndpoint(t *testing.T) {
 		t.Errorf("in flight %v once every request is done, want none", got)
 	}
 }
+
+// flagOnSelect is a policy that, the first time it chooses, has the
+// endpoint it chose flagged draining before it returns it: the reconciler
+// flagging a replica between a request's read of the table and its count.
+type flagOnSelect struct {
+	r    *Router
+	eps  []Endpoint
+	done bool
+}
+
+func (f *flagOnSelect) Select(p *Pool, _ Key) *Upstream {
+	u := p.Upstreams()[0]
+	if !f.done {
+		f.done = true
+		for i := range f.eps {
+			if f.eps[i].ReplicaID == u.Endpoint().ReplicaID {
+				f.eps[i].Draining = true
+			}
+		}
+		f.r.SetEndpoints("m", f.eps)
+	}
+	return u
+}
+
+// TestRouteRechecksDraining: a request that chose a replica flagged
+// draining after it read the table does not keep it (the reconciler may
+// have read its count as zero and be stopping it): it goes to another,
+// and the flagged one's count is back to none.
+func TestRouteRechecksDraining(t *testing.T) {
+	r := New()
+	f := &flagOnSelect{r: r, eps: []Endpoint{ep("a", 1), ep("b", 1)}}
+	r.SetModel("m", ModelConfig{Policy: f})
+	r.SetEndpoints("m", f.eps)
+	l, err := r.Route("m", Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Done()
+	if !f.done {
+		t.Fatal("the policy was not asked")
+	}
+	var flagged string
+	for _, e := range f.eps {
+		if e.Draining {
+			flagged = e.ReplicaID
+		}
+	}
+	if got := l.Endpoint().ReplicaID; got == flagged {
+		t.Errorf("the request kept %s, flagged draining after it read the table", got)
+	}
+	if n := inflight(r, "m")[flagged]; n != 0 {
+		t.Errorf("%s has %d in flight, want none", flagged, n)
+	}
+}
