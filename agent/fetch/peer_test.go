@@ -60,7 +60,7 @@ func TestPeerFetch(t *testing.T) {
 	s1, c1 := tlsFor("node01")
 	_, c2 := tlsFor("node02")
 	a := newCache(t, Options{PeerClient: c1})
-	peerA, waiting := counting503(a.PeerHandler()) // a peer waiting on a's own fetch
+	peerA, waiting := countingStatus(a.PeerHandler(), http.StatusServiceUnavailable) // a peer waiting on a's own fetch
 	_, addrA := servePeer(t, peerA, s1(""))
 	b := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond})
 

@@ -43,7 +43,7 @@ func TestFollowerWaitsOnPeerWaitingOnOlderAgent(t *testing.T) {
 	C := newCache(t, Options{PeerClient: c3})
 	_, addrC := servePeer(t, olderAgent(C.PeerHandler()), s3(""))
 	A := newCache(t, Options{PeerClient: c1, PeerPoll: 20 * time.Millisecond, StallAfter: stall})
-	peerA, waiting := counting503(A.PeerHandler()) // node01's 503s to node02: it waited on a waiting peer
+	peerA, waiting := countingStatus(A.PeerHandler(), http.StatusServiceUnavailable) // node01's 503s to node02: it waited on a waiting peer
 	_, addrA := servePeer(t, peerA, s1(""))
 	B := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond, StallAfter: stall})
 	src := origin.URL + "/c/v/"

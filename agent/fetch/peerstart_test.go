@@ -3,25 +3,11 @@ package fetch
 import (
 	"context"
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/llmgw/llmgw/testkit/weightsrv"
 )
-
-// counting404 wraps a peer handler and counts the 404s it answers: each
-// is a node asking for an entry the peer has not begun.
-func counting404(h http.Handler) (http.Handler, *atomic.Int64) {
-	var n atomic.Int64
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
-		h.ServeHTTP(rec, r)
-		if rec.code == http.StatusNotFound {
-			n.Add(1)
-		}
-	}), &n
-}
 
 // TestPeerNotBegunYet: two nodes told to fetch a source at once, the one
 // naming the other as its peer asking first: the peer answers 404 until
@@ -36,7 +22,7 @@ func TestPeerNotBegunYet(t *testing.T) {
 	s1, c1 := tlsFor("node01")
 	_, c2 := tlsFor("node02")
 	a := newCache(t, Options{PeerClient: c1})
-	peerA, notFound := counting404(a.PeerHandler())
+	peerA, notFound := countingStatus(a.PeerHandler(), http.StatusNotFound)
 	_, addrA := servePeer(t, peerA, s1(""))
 	b := newCache(t, Options{PeerClient: c2, PeerPoll: 20 * time.Millisecond})
 

@@ -128,14 +128,15 @@ func follow(t *testing.T, ctx context.Context, base, method, src, path string) *
 	return resp
 }
 
-// counting503 wraps a peer handler and counts the 503s it answers: each is
-// a follower told to wait.
-func counting503(h http.Handler) (http.Handler, *atomic.Int64) {
+// countingStatus wraps a peer handler and counts the answers it gives
+// with code: 503 is a follower told to wait, 404 a node told the peer has
+// no such entry (not begun, perhaps).
+func countingStatus(h http.Handler, code int) (http.Handler, *atomic.Int64) {
 	var n atomic.Int64
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
 		h.ServeHTTP(rec, r)
-		if rec.code == http.StatusServiceUnavailable {
+		if rec.code == code {
 			n.Add(1)
 		}
 	}), &n

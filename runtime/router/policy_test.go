@@ -116,18 +116,13 @@ func TestPrefixAffinityNeverOverloads(t *testing.T) {
 // TestPrefixAffinityWeighsEngineLoad: the replica holding a prefix is not
 // chosen when its engine reports a queue well beyond another's.
 func TestPrefixAffinityWeighsEngineLoad(t *testing.T) {
-	r := New()
-	r.SetEndpoints("m", []Endpoint{ep("a", 1), ep("b", 1)})
-	key := PrefixKey(prompt("s", "c", 3))
-	l, _ := r.Route("m", Request{Key: key})
-	owner := l.Endpoint().ReplicaID
-	l.Done()
+	r, key, owner := prefixHeld(t)
 	for _, tg := range r.Targets() {
 		if tg.ReplicaID == owner {
 			tg.SetLoad(EngineLoad{Known: true, Running: 8, Waiting: 4, KVUsage: 0.9}, 0)
 		}
 	}
-	l, _ = r.Route("m", Request{Key: key})
+	l, _ := r.Route("m", Request{Key: key})
 	if l.Endpoint().ReplicaID == owner {
 		t.Errorf("went to %s, whose engine queues 12 requests, over an idle replica", owner)
 	}
@@ -344,12 +339,7 @@ func TestPrefixAffinityAvoidsFullKVCache(t *testing.T) {
 		{"holder with room", 0.5, 0.2, true},
 		{"both full", 0.99, 0.99, true},
 	} {
-		r := New()
-		r.SetEndpoints("m", []Endpoint{ep("a", 1), ep("b", 1)})
-		key := PrefixKey(prompt("s", "c", 3))
-		l, _ := r.Route("m", Request{Key: key})
-		owner := l.Endpoint().ReplicaID
-		l.Done()
+		r, key, owner := prefixHeld(t)
 		for _, tg := range r.Targets() {
 			kv := c.otherKV
 			if tg.ReplicaID == owner {
@@ -413,4 +403,19 @@ func TestNotPlacedIsNotLoading(t *testing.T) {
 	if _, err := r.Pick("od", ""); !errors.As(err, &nr) || nr.Loading || nr.NotPlaced != "" {
 		t.Errorf("Pick of a model not on demand: %v, want neither loading nor a reason", err)
 	}
+}
+
+// prefixHeld is a router over replicas a and b of model m, one of which
+// (owner) took a request with a useful prefix (key).
+func prefixHeld(t *testing.T) (r *Router, key Key, owner string) {
+	t.Helper()
+	r = New()
+	r.SetEndpoints("m", []Endpoint{ep("a", 1), ep("b", 1)})
+	key = PrefixKey(prompt("s", "c", 3))
+	l, err := r.Route("m", Request{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Done()
+	return r, key, l.Endpoint().ReplicaID
 }

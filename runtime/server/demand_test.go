@@ -149,6 +149,18 @@ func storeWith(t *testing.T, ms ...spec.Model) (store.Store, *models.Registry, *
 	return st, cat, log
 }
 
+// standbyFollowing is a standby named cp-b over st and cat that has read
+// what the leader wrote for its router (followLoading, with the catalog).
+func standbyFollowing(t *testing.T, st store.Store, cat *models.Registry, log *slog.Logger) *Server {
+	t.Helper()
+	s := &Server{Store: st, Catalog: cat, Router: router.New(), log: log}
+	s.ha = &ha{s: s, name: "cp-b", el: leader.New(leader.Options{Store: st, Name: "cp-b"})}
+	if err := s.ha.followLoading(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // leaderWith is the ha part of a leader named cp-a (lease 6 s) whose
 // catalog holds ms.
 func leaderWith(t *testing.T, ms ...spec.Model) *ha {
@@ -442,11 +454,7 @@ func TestStandbyTakesLeadersETA(t *testing.T) {
 	if err := st.PutFleetState(ctx, l.Token, fleetLoading, string(b)); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Store: st, Catalog: cat, Router: router.New(), log: log}
-	s.ha = &ha{s: s, name: "cp-b", el: leader.New(leader.Options{Store: st, Name: "cp-b"})}
-	if err := s.ha.followLoading(ctx, true); err != nil {
-		t.Fatal(err)
-	}
+	s := standbyFollowing(t, st, cat, log)
 	_, err = s.Router.Route("lazy", router.Request{})
 	nr, _ := errors.AsType[*router.NotReadyError](err)
 	if nr == nil || !nr.Loading || !nr.ETA.Equal(eta) {
@@ -476,11 +484,7 @@ func TestStandbyForgetsDeletedModel(t *testing.T) {
 	if _, err := cat.Create(ctx, lazyModel("lazy", 0, 1)); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Store: st, Catalog: cat, Router: router.New(), log: log}
-	s.ha = &ha{s: s, name: "cp-b", el: leader.New(leader.Options{Store: st, Name: "cp-b"})}
-	if err := s.ha.followLoading(ctx, true); err != nil {
-		t.Fatal(err)
-	}
+	s := standbyFollowing(t, st, cat, log)
 	if _, err := s.Router.Route("lazy", router.Request{}); err == nil {
 		t.Fatal("a request for a model with no replica was routed")
 	}
@@ -593,11 +597,7 @@ func TestStandbyTakesLeadersNotPlaced(t *testing.T) {
 	if err := st.PutFleetState(ctx, l.Token, fleetNotPlaced, string(b)); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Store: st, Catalog: cat, Router: router.New(), log: log}
-	s.ha = &ha{s: s, name: "cp-b", el: leader.New(leader.Options{Store: st, Name: "cp-b"})}
-	if err := s.ha.followLoading(ctx, true); err != nil {
-		t.Fatal(err)
-	}
+	s := standbyFollowing(t, st, cat, log)
 	_, err = s.Router.Route("lazy", router.Request{})
 	nr, _ := errors.AsType[*router.NotReadyError](err)
 	if nr == nil || nr.Loading || nr.NotPlaced != why {
