@@ -786,6 +786,12 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "\ngateway overhead against a direct connection to a sim engine (same run, %s)\n", time.Now().UTC().Format(time.RFC3339))
+	if release, err := holdCPUsAwake(); err != nil {
+		fmt.Fprintf(&out, "the CPUs may sleep between requests (%v): every hop's figures include waking them\n", err)
+	} else {
+		defer release()
+		fmt.Fprintf(&out, "no CPU sleeps deeper than polling while this runs (%s: 0 µs)\n", cpuLatencyFile)
+	}
 	var targets []targetCheck
 	for _, apart := range []bool{false, true} {
 		t := overhead(b, &out, apart)
