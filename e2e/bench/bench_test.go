@@ -101,9 +101,9 @@ func listen(h http.Handler) (base string, stop func(), err error) {
 // what a proxy does after its last write (settling, metrics, the rest of
 // a stream's events) is then off the client's way, a client's or an
 // engine's work does not take the proxy's CPU, and the engine's work
-// after its first event (the rest of the answer; with the gateway, the
-// usage chunk it asks for) is the kernel's to interleave with the
-// client's, not a Go scheduler's that looks at the network only once
+// after its first event (the rest of the answer and the usage chunk,
+// which every path asks for: overhead) is the kernel's to interleave with
+// the client's, not a Go scheduler's that looks at the network only once
 // the engine's goroutine parks. The load's process collects its garbage
 // less often (GOGC 400) while bound: the load generator is not what is
 // measured, and its collections are pauses every path would meet at
@@ -583,6 +583,12 @@ func (r result) rps() float64 { return float64(r.requests-r.errors) / r.elapsed.
 type loader struct {
 	client *http.Client
 	key    string
+	// withUsage holds the bases whose streamed requests ask the engine
+	// for the usage chunk themselves (stream_options.include_usage):
+	// overhead sets every path but the gateway, which asks for it on its
+	// clients' behalf, so that the engine does the same work for every
+	// path (payload).
+	withUsage map[string]bool
 }
 
 func newLoader(key string) *loader {
@@ -592,6 +598,25 @@ func newLoader(key string) *loader {
 
 func body(stream bool) []byte {
 	return []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"measure the gateway please"}],"max_tokens":8,"stream":%t}`, model, stream))
+}
+
+// bodyWithUsage is a streamed request's body asking for the usage chunk
+// too.
+func bodyWithUsage() []byte {
+	return []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"measure the gateway please"}],"max_tokens":8,"stream":true,"stream_options":{"include_usage":true}}`, model))
+}
+
+// payloads returns the body of a request to each of bases (withUsage).
+func (l *loader) payloads(bases []string, stream bool) [][]byte {
+	plain, usage := body(stream), bodyWithUsage()
+	out := make([][]byte, len(bases))
+	for i, b := range bases {
+		out[i] = plain
+		if stream && l.withUsage[b] {
+			out[i] = usage
+		}
+	}
+	return out
 }
 
 // one sends a request and returns its latency (to the first body byte when
@@ -667,7 +692,7 @@ func orderings(k int) [][]int {
 // same conditions of the machine at the same time. It returns one result
 // per base.
 func (l *loader) fixedRate(bases []string, s schedule, stream bool, rate, n int) []result {
-	payload := body(stream)
+	payload := l.payloads(bases, stream)
 	interval := time.Second / time.Duration(rate)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -681,7 +706,7 @@ func (l *loader) fixedRate(bases []string, s schedule, stream bool, rate, n int)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lat, err := l.one(bases[t], payload, stream)
+			lat, err := l.one(bases[t], payload[t], stream)
 			mu.Lock()
 			defer mu.Unlock()
 			res[t].requests++
@@ -704,13 +729,13 @@ func (l *loader) fixedRate(bases []string, s schedule, stream bool, rate, n int)
 // the latency of a request at a light load. It returns one result per
 // base.
 func (l *loader) serial(bases []string, s schedule, stream bool, n int) []result {
-	payload := body(stream)
+	payload := l.payloads(bases, stream)
 	res := make([]result, len(bases))
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		t, blk := s(i)
 		res[t].requests++
-		lat, err := l.one(bases[t], payload, stream)
+		lat, err := l.one(bases[t], payload[t], stream)
 		if err != nil {
 			res[t].errors++
 			continue
@@ -726,7 +751,7 @@ func (l *loader) serial(bases []string, s schedule, stream bool, n int) []result
 
 // saturate runs conc closed-loop clients for n requests in total.
 func (l *loader) saturate(base string, stream bool, conc, n int) result {
-	payload := body(stream)
+	payload := l.payloads([]string{base}, stream)[0]
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	res := result{requests: n}
@@ -827,6 +852,11 @@ func overhead(b *testing.B, out *strings.Builder, apart bool) []targetCheck {
 	loadCPUs, proxyCPUs, _ := splitCPUs() // before setup binds this process
 	direct, gw, bare, bareHeaders, key := setup(b, apart)
 	l := newLoader(key)
+	// The gateway asks the engine for a stream's usage chunk (and keeps it
+	// from a client that did not ask); every other path asks for it too, so
+	// that the engine, whose work after the first event shares the load's
+	// CPU with the client's, answers every path alike (development.md).
+	l.withUsage = map[string]bool{direct: true, bare: true, bareHeaders: true}
 	// The paths of a judged load: the engine directly, the gateway, the
 	// bare proxy and, apart, the bare proxy that also sends the gateway's
 	// response headers (setup).
