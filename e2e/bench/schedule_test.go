@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -115,6 +116,33 @@ func TestTargetJudgement(t *testing.T) {
 		}
 		if got := c.check.p99OK(); got != c.wantP99 {
 			t.Errorf("%s: p99OK %v, want %v", c.name, got, c.wantP99)
+		}
+	}
+}
+
+// TestPayloadsAskUsageAlike: streams to the paths overhead lists ask the
+// engine for the usage chunk, the gateway's do not (it asks on its
+// clients' behalf), and no whole answer asks.
+func TestPayloadsAskUsageAlike(t *testing.T) {
+	l := &loader{withUsage: map[string]bool{"direct": true, "bare": true}}
+	asks := func(b []byte) bool {
+		var req struct {
+			Stream        bool `json:"stream"`
+			StreamOptions *struct {
+				IncludeUsage bool `json:"include_usage"`
+			} `json:"stream_options"`
+		}
+		if err := json.Unmarshal(b, &req); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		return req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	}
+	bases := []string{"direct", "gateway", "bare"}
+	for _, stream := range []bool{true, false} {
+		for i, p := range l.payloads(bases, stream) {
+			if want := stream && bases[i] != "gateway"; asks(p) != want {
+				t.Errorf("stream %t, %s: asks for usage %t, want %t", stream, bases[i], asks(p), want)
+			}
 		}
 	}
 }
