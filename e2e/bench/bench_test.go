@@ -587,7 +587,7 @@ type loader struct {
 	// for the usage chunk themselves (stream_options.include_usage):
 	// overhead sets every path but the gateway, which asks for it on its
 	// clients' behalf, so that the engine does the same work for every
-	// path (payload).
+	// path (payloads).
 	withUsage map[string]bool
 }
 
@@ -603,7 +603,8 @@ func body(stream bool) []byte {
 // bodyWithUsage is a streamed request's body asking for the usage chunk
 // too.
 func bodyWithUsage() []byte {
-	return []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"measure the gateway please"}],"max_tokens":8,"stream":true,"stream_options":{"include_usage":true}}`, model))
+	b := body(true)
+	return append(b[:len(b)-1], `,"stream_options":{"include_usage":true}}`...)
 }
 
 // payloads returns the body of a request to each of bases (withUsage).
